@@ -1,0 +1,284 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// Algorithm selects how a [Limit] counts requests. The zero value is [GCRA].
+type Algorithm int
+
+const (
+	// GCRA is the generic cell rate algorithm: a smooth limit of Rate per
+	// Period with a burst tolerance of Burst requests. State is one
+	// timestamp (the theoretical arrival time) per key. It is the default.
+	GCRA Algorithm = iota
+	// TokenBucket holds up to Burst tokens that refill continuously at Rate
+	// per Period; a request takes Cost tokens. Tokens are fractional.
+	TokenBucket
+	// SlidingWindowLog records every admitted unit with its timestamp and
+	// admits a request when the units inside the last Period plus its cost
+	// do not exceed Rate. Exact; memory grows with Rate.
+	SlidingWindowLog
+	// SlidingWindowCounter keeps one counter per aligned window and weights
+	// the previous window by the part of it still inside the sliding Period.
+	// Approximate (never admits more than Rate within one aligned window),
+	// O(1) memory.
+	SlidingWindowCounter
+	// FixedWindow counts units in windows of Period aligned to the store's
+	// clock (multiples of Period since the Unix epoch).
+	FixedWindow
+)
+
+var algorithmNames = [...]string{
+	GCRA:                 "gcra",
+	TokenBucket:          "token_bucket",
+	SlidingWindowLog:     "sliding_window_log",
+	SlidingWindowCounter: "sliding_window_counter",
+	FixedWindow:          "fixed_window",
+}
+
+// Algorithms lists every supported algorithm, in declaration order.
+var Algorithms = []Algorithm{GCRA, TokenBucket, SlidingWindowLog, SlidingWindowCounter, FixedWindow}
+
+// String returns the algorithm's snake_case name, e.g. "token_bucket".
+func (a Algorithm) String() string {
+	if a.Valid() {
+		return algorithmNames[a]
+	}
+	return "algorithm(" + strconv.Itoa(int(a)) + ")"
+}
+
+// Valid reports whether a is one of the declared algorithms.
+func (a Algorithm) Valid() bool { return a >= GCRA && a <= FixedWindow }
+
+// ParseAlgorithm returns the algorithm named by s (the [Algorithm.String]
+// form). It returns an error wrapping [ErrInvalidLimit] for unknown names.
+func ParseAlgorithm(s string) (Algorithm, error) {
+	for i, n := range algorithmNames {
+		if n == s {
+			return Algorithm(i), nil
+		}
+	}
+	return 0, fmt.Errorf("%w: unknown algorithm %q", ErrInvalidLimit, s)
+}
+
+// Limit is one rate: Rate units per Period, counted with Algorithm.
+//
+// The zero value is not a valid limit: Rate and Period must be positive.
+// Period must be a whole number of milliseconds (the Redis store keeps TTLs
+// in milliseconds) and at least one millisecond.
+type Limit struct {
+	// Name identifies the limit inside a request: it is reported in
+	// [Decision.Policy] and used in storage keys. Empty means a name derived
+	// from the algorithm and period ("gcra/1m0s"). Names must be unique
+	// within one [Request] and may not contain control characters.
+	Name string
+	// Algorithm chooses the counting method. Zero is [GCRA]. All limits of
+	// one request must use the same algorithm.
+	Algorithm Algorithm
+	// Rate is the number of units admitted per Period. Required, > 0.
+	Rate int64
+	// Period is the window (or, for GCRA and TokenBucket, the time in which
+	// Rate units are replenished). Required, >= 1ms, whole milliseconds.
+	Period time.Duration
+	// Burst is the capacity of GCRA and TokenBucket: how many units may be
+	// taken at once from a fresh key. Zero means Rate. Ignored (must be 0 or
+	// equal to Rate) by the window algorithms, whose capacity is Rate.
+	Burst int64
+}
+
+// PerSecond returns a GCRA limit of n per second with burst n.
+func PerSecond(n int64) Limit { return Limit{Rate: n, Period: time.Second} }
+
+// PerMinute returns a GCRA limit of n per minute with burst n.
+func PerMinute(n int64) Limit { return Limit{Rate: n, Period: time.Minute} }
+
+// PerHour returns a GCRA limit of n per hour with burst n.
+func PerHour(n int64) Limit { return Limit{Rate: n, Period: time.Hour} }
+
+// Capacity returns the largest cost one request may have under l: Burst for
+// GCRA and TokenBucket (Rate when Burst is zero), Rate otherwise.
+func (l Limit) Capacity() int64 {
+	if (l.Algorithm == GCRA || l.Algorithm == TokenBucket) && l.Burst > 0 {
+		return l.Burst
+	}
+	return l.Rate
+}
+
+// ID returns the limit's identity within a request: Name when set, else
+// "<algorithm>/<period>".
+func (l Limit) ID() string {
+	if l.Name != "" {
+		return l.Name
+	}
+	return l.Algorithm.String() + "/" + l.Period.String()
+}
+
+// maxRate bounds Rate and Burst so that every quantity the algorithms
+// compute stays exact in a float64 (Lua numbers) and an int64.
+const maxRate = 1 << 30
+
+// maxPeriod bounds Period: one year is longer than any useful window and
+// keeps microsecond arithmetic far from float64's 2^53.
+const maxPeriod = 366 * 24 * time.Hour
+
+// Validate reports whether l is usable. Errors wrap [ErrInvalidLimit] and
+// name the offending field.
+func (l Limit) Validate() error {
+	switch {
+	case !l.Algorithm.Valid():
+		return fmt.Errorf("%w: Algorithm: unknown value %d", ErrInvalidLimit, int(l.Algorithm))
+	case l.Rate <= 0:
+		return fmt.Errorf("%w: Rate must be > 0, got %d", ErrInvalidLimit, l.Rate)
+	case l.Rate > maxRate:
+		return fmt.Errorf("%w: Rate must be <= %d, got %d", ErrInvalidLimit, maxRate, l.Rate)
+	case l.Period < time.Millisecond:
+		return fmt.Errorf("%w: Period must be >= 1ms, got %s", ErrInvalidLimit, l.Period)
+	case l.Period > maxPeriod:
+		return fmt.Errorf("%w: Period must be <= %s, got %s", ErrInvalidLimit, maxPeriod, l.Period)
+	case l.Period%time.Millisecond != 0:
+		return fmt.Errorf("%w: Period must be whole milliseconds, got %s", ErrInvalidLimit, l.Period)
+	case l.Burst < 0:
+		return fmt.Errorf("%w: Burst must be >= 0, got %d", ErrInvalidLimit, l.Burst)
+	case l.Burst > maxRate:
+		return fmt.Errorf("%w: Burst must be <= %d, got %d", ErrInvalidLimit, maxRate, l.Burst)
+	case l.Burst != 0 && l.Burst != l.Rate && l.Algorithm != GCRA && l.Algorithm != TokenBucket:
+		return fmt.Errorf("%w: Burst is not supported by %s (capacity is Rate)", ErrInvalidLimit, l.Algorithm)
+	}
+	for _, r := range l.Name {
+		if r < 0x20 || r == 0x7f {
+			return fmt.Errorf("%w: Name %q contains a control character", ErrInvalidLimit, l.Name)
+		}
+	}
+	return nil
+}
+
+// Request asks a [Store] for a decision about one key.
+type Request struct {
+	// Key identifies the client (IP, subject, route, ...). Required,
+	// non-empty. Any bytes are allowed: stores encode keys injectively.
+	Key string
+	// Limits are checked all-or-nothing: a request is admitted only if every
+	// limit admits it, and then it is recorded in every limit; a request
+	// that fails any limit is recorded in none. Required, at least one, all
+	// with the same Algorithm and distinct IDs.
+	Limits []Limit
+	// Cost is how many units the request takes. Zero means 1. Negative
+	// costs are invalid, and a cost above any limit's [Limit.Capacity] is
+	// rejected with [ErrCostExceedsCapacity] (it could never be admitted).
+	Cost int64
+}
+
+// cost returns the effective cost (zero means one).
+func (r Request) cost() int64 {
+	if r.Cost == 0 {
+		return 1
+	}
+	return r.Cost
+}
+
+// EffectiveCost returns the cost the request takes: Cost, or 1 when Cost is
+// zero.
+func (r Request) EffectiveCost() int64 { return r.cost() }
+
+// Validate checks the request as every store does before touching state.
+// Errors wrap [ErrInvalidRequest], [ErrInvalidLimit] or
+// [ErrCostExceedsCapacity].
+func (r Request) Validate() error {
+	if r.Key == "" {
+		return fmt.Errorf("%w: empty key", ErrInvalidRequest)
+	}
+	if len(r.Limits) == 0 {
+		return fmt.Errorf("%w: no limits", ErrInvalidRequest)
+	}
+	if len(r.Limits) > MaxLimits {
+		return fmt.Errorf("%w: %d limits, at most %d", ErrInvalidRequest, len(r.Limits), MaxLimits)
+	}
+	if r.Cost < 0 {
+		return fmt.Errorf("%w: negative cost %d", ErrInvalidRequest, r.Cost)
+	}
+	c := r.cost()
+	alg := r.Limits[0].Algorithm
+	for i, l := range r.Limits {
+		if err := l.Validate(); err != nil {
+			return fmt.Errorf("limit %d: %w", i, err)
+		}
+		if l.Algorithm != alg {
+			return fmt.Errorf("%w: limit %d uses %s, limit 0 uses %s; one request uses one algorithm", ErrInvalidRequest, i, l.Algorithm, alg)
+		}
+		for j := 0; j < i; j++ {
+			if r.Limits[j].ID() == l.ID() {
+				return fmt.Errorf("%w: limits %d and %d share the id %q", ErrInvalidRequest, j, i, l.ID())
+			}
+		}
+		if c > l.Capacity() {
+			return fmt.Errorf("%w: cost %d, limit %q holds %d", ErrCostExceedsCapacity, c, l.ID(), l.Capacity())
+		}
+	}
+	return nil
+}
+
+// MaxLimits is the most limits one request may carry.
+const MaxLimits = 8
+
+// Decision is a store's answer. Being over the limit is a Decision with
+// Allowed false, never an error.
+type Decision struct {
+	// Allowed reports whether the request was admitted (and, for Take,
+	// recorded in every limit).
+	Allowed bool
+	// Limit is the capacity of the deciding limit ([Limit.Capacity]).
+	Limit int64
+	// Remaining is how many units the deciding limit would still admit right
+	// now, after this request when it was admitted. Never negative.
+	Remaining int64
+	// ResetAfter is the time until the deciding limit is back to full
+	// capacity if no further requests arrive. Zero when it already is.
+	ResetAfter time.Duration
+	// RetryAfter is, for a denied request, the time after which the same
+	// request (same cost) would be admitted if nothing else is recorded
+	// meanwhile. Zero when Allowed.
+	RetryAfter time.Duration
+	// Policy is the ID ([Limit.ID]) of the deciding limit: for a denied
+	// request the denying limit with the longest RetryAfter; for an admitted
+	// one the limit with the fewest units remaining (ties: the earliest).
+	Policy string
+	// Index is the position of the deciding limit in [Request.Limits].
+	Index int
+}
+
+// Store keeps rate-limit state. Implementations are safe for concurrent use
+// and make each Take atomic: concurrent Takes for one key behave as if run
+// one after another.
+type Store interface {
+	// Take checks req against every limit and records it in all of them if,
+	// and only if, all admit it. It returns an error only when the request
+	// is invalid (see [Request.Validate]) or the backend fails; a backend
+	// failure never records the request twice.
+	Take(ctx context.Context, req Request) (Decision, error)
+	// Peek returns the decision Take would return now, writing nothing.
+	Peek(ctx context.Context, req Request) (Decision, error)
+	// Reset forgets all state of req.Key under req.Limits. Cost is ignored.
+	Reset(ctx context.Context, req Request) error
+}
+
+var (
+	// ErrInvalidRequest reports a malformed [Request] (empty key, no
+	// limits, negative cost, mixed algorithms).
+	ErrInvalidRequest = errors.New("ratekeeper: invalid request")
+	// ErrInvalidLimit reports a malformed [Limit].
+	ErrInvalidLimit = errors.New("ratekeeper: invalid limit")
+	// ErrCostExceedsCapacity reports a request whose cost is larger than a
+	// limit's capacity: it could never be admitted, so no retry time exists.
+	ErrCostExceedsCapacity = errors.New("ratekeeper: cost exceeds limit capacity")
+	// ErrStoreUnavailable wraps backend failures (connection, timeout,
+	// script errors) so callers can tell them from invalid requests.
+	ErrStoreUnavailable = errors.New("ratekeeper: store unavailable")
+	// ErrTooManyKeys is returned by bounded stores when the key cap is
+	// reached and no expired state can be dropped.
+	ErrTooManyKeys = errors.New("ratekeeper: too many keys")
+)
