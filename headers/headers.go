@@ -1,0 +1,78 @@
+package headers
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/ratekeeper/ratekeeper/store"
+)
+
+// Canonical header names written by this package.
+const (
+	Limit      = "X-Ratelimit-Limit"
+	Remaining  = "X-Ratelimit-Remaining"
+	Reset      = "X-Ratelimit-Reset"
+	RetryAfter = "Retry-After"
+)
+
+// ResetMode chooses how X-RateLimit-Reset is expressed.
+type ResetMode int
+
+const (
+	// ResetEpoch writes Unix epoch seconds, rounded up. The default.
+	ResetEpoch ResetMode = iota
+	// ResetDelta writes seconds from now, rounded up.
+	ResetDelta
+)
+
+// Writer writes rate-limit headers. The zero value writes the default
+// X-RateLimit-* set with epoch resets. A Writer is immutable and safe for
+// concurrent use.
+type Writer struct {
+	// Reset chooses epoch (default) or delta seconds for X-RateLimit-Reset.
+	Reset ResetMode
+	// Omit suppresses every rate-limit header, including Retry-After (useful
+	// on login routes, where headers help attackers pace themselves).
+	Omit bool
+}
+
+// Write sets the headers for d on h. now is the time the decision was
+// taken, used for epoch resets. Existing values of these headers are
+// replaced.
+func (w Writer) Write(h http.Header, d store.Decision, now time.Time) {
+	if w.Omit {
+		return
+	}
+	reset := d.ResetAfter
+	if !d.Allowed {
+		reset = d.RetryAfter
+	}
+	h[Limit] = []string{strconv.FormatInt(d.Limit, 10)}
+	h[Remaining] = []string{strconv.FormatInt(max(d.Remaining, 0), 10)}
+	var rs int64
+	if w.Reset == ResetDelta {
+		rs = ceilSeconds(reset)
+	} else {
+		rs = ceilSeconds(time.Duration(now.UnixNano()) + reset)
+	}
+	h[Reset] = []string{strconv.FormatInt(rs, 10)}
+	if !d.Allowed {
+		h[RetryAfter] = []string{strconv.FormatInt(RetryAfterSeconds(d.RetryAfter), 10)}
+	}
+}
+
+// RetryAfterSeconds converts a retry duration to the whole seconds sent in
+// Retry-After: rounded up, and at least 1 so that clients never retry in a
+// tight loop.
+func RetryAfterSeconds(d time.Duration) int64 {
+	return max(ceilSeconds(d), 1)
+}
+
+// ceilSeconds rounds d up to whole seconds; negative durations give 0.
+func ceilSeconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Second - 1) / time.Second)
+}

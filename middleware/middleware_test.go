@@ -1,0 +1,352 @@
+package middleware
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ratekeeper/ratekeeper/keyfunc"
+	"github.com/ratekeeper/ratekeeper/store"
+)
+
+// funcStore is a Store whose Take is a function, for failure injection.
+type funcStore struct {
+	calls atomic.Int64
+	take  func(ctx context.Context, req store.Request) (store.Decision, error)
+}
+
+func (s *funcStore) Take(ctx context.Context, req store.Request) (store.Decision, error) {
+	s.calls.Add(1)
+	return s.take(ctx, req)
+}
+
+func (s *funcStore) Peek(ctx context.Context, req store.Request) (store.Decision, error) {
+	return s.take(ctx, req)
+}
+
+func (s *funcStore) Reset(context.Context, store.Request) error { return nil }
+
+func constKey(k string) keyfunc.KeyFunc {
+	return func(*http.Request) (string, error) { return k, nil }
+}
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+var okHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusOK)
+	_, _ = io.WriteString(w, "ok")
+})
+
+func mustNew(t *testing.T, s store.Store, k keyfunc.KeyFunc, l store.Limit, opts ...Option) *Limiter {
+	t.Helper()
+	opts = append([]Option{WithLogger(quiet)}, opts...)
+	lim, err := New(s, k, l, opts...)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return lim
+}
+
+func do(h http.Handler) *httptest.ResponseRecorder {
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/api/ping", nil))
+	return rec
+}
+
+func TestNewValidates(t *testing.T) {
+	s := &funcStore{take: func(context.Context, store.Request) (store.Decision, error) { return store.Decision{}, nil }}
+	k := constKey("k")
+	l := store.PerMinute(10)
+	tests := []struct {
+		name  string
+		s     store.Store
+		k     keyfunc.KeyFunc
+		l     store.Limit
+		opts  []Option
+		field string
+	}{
+		{"nil store", nil, k, l, nil, "nil store"},
+		{"nil key", s, nil, l, nil, "nil key function"},
+		{"zero rate", s, k, store.Limit{Period: time.Second}, nil, "Rate"},
+		{"zero period", s, k, store.Limit{Rate: 1}, nil, "Period"},
+		{"bad algorithm", s, k, store.Limit{Algorithm: 77, Rate: 1, Period: time.Second}, nil, "Algorithm"},
+		{"cost above capacity", s, k, l, []Option{WithCost(11)}, "cost 11"},
+		{"zero cost", s, k, l, []Option{WithCost(0)}, "cost must be > 0"},
+		{"empty name", s, k, l, []Option{WithName("")}, "name"},
+		{"name with colon", s, k, l, []Option{WithName("a:b")}, "name"},
+		{"mixed algorithms", s, k, l, []Option{WithLimits(store.Limit{Algorithm: store.FixedWindow, Rate: 1, Period: time.Hour})}, "one algorithm"},
+		{"zero timeout", s, k, l, []Option{WithTimeout(0)}, "timeout"},
+		{"negative breaker", s, k, l, []Option{WithBreaker(-1, time.Second)}, "breaker threshold"},
+		{"breaker without cooldown", s, k, l, []Option{WithBreaker(3, 0)}, "breaker cooldown"},
+		{"unknown failure mode", s, k, l, []Option{WithFailureMode(9)}, "failure mode"},
+		{"nil option", s, k, l, []Option{nil}, "nil option"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := New(tt.s, tt.k, tt.l, tt.opts...)
+			if err == nil {
+				t.Fatalf("got nil error, want one mentioning %q", tt.field)
+			}
+			if !strings.Contains(err.Error(), tt.field) {
+				t.Fatalf("got %q, want it to mention %q", err, tt.field)
+			}
+		})
+	}
+}
+
+func TestAllowedSetsHeaders(t *testing.T) {
+	now := time.Unix(1767225600, 0)
+	var got store.Request
+	s := &funcStore{take: func(_ context.Context, req store.Request) (store.Decision, error) {
+		got = req
+		return store.Decision{Allowed: true, Limit: 10, Remaining: 9, ResetAfter: 6 * time.Second}, nil
+	}}
+	lim := mustNew(t, s, constKey("203.0.113.7"), store.PerMinute(10), WithName("api"), WithClock(func() time.Time { return now }))
+	rec := do(lim.Handler(okHandler))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("status: got %d, want 200", rec.Code)
+	}
+	want := map[string]string{"X-Ratelimit-Limit": "10", "X-Ratelimit-Remaining": "9", "X-Ratelimit-Reset": "1767225606", "Retry-After": ""}
+	for k, v := range want {
+		if g := rec.Header().Get(k); g != v {
+			t.Errorf("%s: got %q, want %q", k, g, v)
+		}
+	}
+	if got.Key != "api:203.0.113.7" {
+		t.Errorf("store key: got %q, want %q", got.Key, "api:203.0.113.7")
+	}
+	if got.Cost != 1 || len(got.Limits) != 1 {
+		t.Errorf("request: got cost %d and %d limits, want 1 and 1", got.Cost, len(got.Limits))
+	}
+}
+
+type limitedBody struct {
+	Error      string `json:"error"`
+	Message    string `json:"message"`
+	RetryAfter int64  `json:"retry_after"`
+	Limit      int64  `json:"limit"`
+	Remaining  int64  `json:"remaining"`
+	Reset      int64  `json:"reset"`
+	Policy     string `json:"policy"`
+}
+
+func TestLimitedResponse(t *testing.T) {
+	now := time.Unix(1767225600, 0)
+	tests := []struct {
+		retry   time.Duration
+		secs    int64
+		message string
+	}{
+		{16*time.Second + 200*time.Millisecond, 17, "Too many requests. Try again in 17 seconds."},
+		{300 * time.Millisecond, 1, "Too many requests. Try again in 1 second."},
+		{2 * time.Hour, 7200, "Too many requests. Try again in 7200 seconds."},
+	}
+	for _, tt := range tests {
+		t.Run(tt.retry.String(), func(t *testing.T) {
+			s := &funcStore{take: func(context.Context, store.Request) (store.Decision, error) {
+				return store.Decision{Allowed: false, Limit: 100, Remaining: 0, ResetAfter: 3 * time.Hour, RetryAfter: tt.retry}, nil
+			}}
+			called := false
+			next := http.HandlerFunc(func(http.ResponseWriter, *http.Request) { called = true })
+			lim := mustNew(t, s, constKey("k"), store.PerHour(100), WithName("api"), WithClock(func() time.Time { return now }))
+			rec := do(lim.Handler(next))
+			if called {
+				t.Fatal("next was called for a limited request")
+			}
+			if rec.Code != http.StatusTooManyRequests {
+				t.Fatalf("status: got %d, want 429", rec.Code)
+			}
+			if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
+				t.Errorf("Content-Type: got %q, want application/json", ct)
+			}
+			if ra := rec.Header().Get("Retry-After"); ra != fmt.Sprint(tt.secs) {
+				t.Errorf("Retry-After: got %q, want %d", ra, tt.secs)
+			}
+			var b limitedBody
+			dec := json.NewDecoder(rec.Body)
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&b); err != nil {
+				t.Fatalf("body: %v", err)
+			}
+			want := limitedBody{"rate_limit_exceeded", tt.message, tt.secs, 100, 0, now.Unix() + tt.secs, "api"}
+			if b != want {
+				t.Errorf("body: got %+v, want %+v", b, want)
+			}
+			if rs := rec.Header().Get("X-Ratelimit-Reset"); rs != fmt.Sprint(want.Reset) {
+				t.Errorf("X-RateLimit-Reset: got %s, want %d (the retry instant)", rs, want.Reset)
+			}
+		})
+	}
+}
+
+func TestStoreFailureModes(t *testing.T) {
+	secret := "dial tcp 10.0.0.5:6379: connection refused"
+	failing := func() *funcStore {
+		return &funcStore{take: func(context.Context, store.Request) (store.Decision, error) {
+			return store.Decision{}, &store.BackendError{Op: "take", Kind: store.KindConnection, Err: errors.New(secret)}
+		}}
+	}
+	t.Run("fail open", func(t *testing.T) {
+		lim := mustNew(t, failing(), constKey("k"), store.PerMinute(1))
+		rec := do(lim.Handler(okHandler))
+		if rec.Code != http.StatusOK || rec.Body.String() != "ok" {
+			t.Fatalf("got %d %q, want 200 ok", rec.Code, rec.Body.String())
+		}
+		if h := rec.Header().Get("X-Ratelimit-Limit"); h != "" {
+			t.Errorf("X-RateLimit-Limit: got %q, want none on fail-open", h)
+		}
+	})
+	t.Run("fail closed", func(t *testing.T) {
+		called := false
+		lim := mustNew(t, failing(), constKey("k"), store.PerMinute(1), WithFailureMode(FailClosed))
+		rec := do(lim.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { called = true })))
+		if called {
+			t.Fatal("next was called in fail-closed mode")
+		}
+		if rec.Code != http.StatusServiceUnavailable {
+			t.Fatalf("status: got %d, want 503", rec.Code)
+		}
+		if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
+			t.Errorf("Content-Type: got %q, want application/json", ct)
+		}
+		var b map[string]any
+		if err := json.Unmarshal(rec.Body.Bytes(), &b); err != nil {
+			t.Fatalf("body is not JSON: %v", err)
+		}
+		if b["error"] != "rate_limiter_unavailable" {
+			t.Errorf("error: got %v, want rate_limiter_unavailable", b["error"])
+		}
+		if strings.Contains(rec.Body.String(), "10.0.0.5") || strings.Contains(rec.Body.String(), "refused") {
+			t.Errorf("body leaks the store error: %s", rec.Body.String())
+		}
+		if rec.Header().Get("Retry-After") == "" {
+			t.Error("Retry-After missing on 503")
+		}
+	})
+}
+
+func TestHangingStoreBoundedByBudget(t *testing.T) {
+	s := &funcStore{take: func(ctx context.Context, _ store.Request) (store.Decision, error) {
+		<-ctx.Done() // a store that honours its context but never answers
+		return store.Decision{}, &store.BackendError{Op: "take", Kind: store.KindTimeout, Err: ctx.Err()}
+	}}
+	for _, mode := range []FailureMode{FailOpen, FailClosed} {
+		t.Run(mode.String(), func(t *testing.T) {
+			budget := 20 * time.Millisecond
+			lim := mustNew(t, s, constKey("k"), store.PerMinute(1), WithTimeout(budget), WithFailureMode(mode), WithBreaker(0, 0))
+			start := time.Now()
+			rec := do(lim.Handler(okHandler))
+			el := time.Since(start)
+			if el > budget+200*time.Millisecond {
+				t.Errorf("request took %s, want about the %s budget", el, budget)
+			}
+			want := map[FailureMode]int{FailOpen: 200, FailClosed: 503}[mode]
+			if rec.Code != want {
+				t.Errorf("status: got %d, want %d", rec.Code, want)
+			}
+		})
+	}
+}
+
+func TestBreakerSkipsDeadStoreAndProbes(t *testing.T) {
+	var healthy atomic.Bool
+	s := &funcStore{take: func(context.Context, store.Request) (store.Decision, error) {
+		if healthy.Load() {
+			return store.Decision{Allowed: true, Limit: 1, Remaining: 1}, nil
+		}
+		return store.Decision{}, &store.BackendError{Op: "take", Kind: store.KindConnection, Err: errors.New("down")}
+	}}
+	clock := time.Unix(1000, 0)
+	var mu sync.Mutex
+	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+	lim := mustNew(t, s, constKey("k"), store.PerMinute(100), WithBreaker(3, time.Second), WithClock(now))
+	h := lim.Handler(okHandler)
+	for range 10 {
+		do(h)
+	}
+	if got := s.calls.Load(); got != 3 {
+		t.Fatalf("store calls while down: got %d, want 3 (breaker opens after 3 failures)", got)
+	}
+	mu.Lock()
+	clock = clock.Add(1500 * time.Millisecond)
+	mu.Unlock()
+	healthy.Store(true)
+	rec := do(h)
+	if rec.Header().Get("X-Ratelimit-Limit") != "1" {
+		t.Fatalf("probe after cooldown did not reach the store: headers %v", rec.Header())
+	}
+	for range 5 {
+		do(h)
+	}
+	if got := s.calls.Load(); got != 3+1+5 {
+		t.Fatalf("store calls after recovery: got %d, want 9", got)
+	}
+}
+
+func TestKeyErrors(t *testing.T) {
+	s := &funcStore{take: func(context.Context, store.Request) (store.Decision, error) {
+		return store.Decision{Allowed: true, Limit: 1, Remaining: 0}, nil
+	}}
+	noID := func(*http.Request) (string, error) { return "", fmt.Errorf("no token: %w", keyfunc.ErrNoIdentity) }
+	bad := func(*http.Request) (string, error) { return "", errors.New("malformed forwarded chain") }
+	empty := func(*http.Request) (string, error) { return "", nil }
+	tests := []struct {
+		name string
+		k    keyfunc.KeyFunc
+		opts []Option
+		code int
+	}{
+		{"no identity gives 401", noID, nil, 401},
+		{"no identity falls back", noID, []Option{WithFallbackKey(constKey("ip"))}, 200},
+		{"malformed gives 400", bad, nil, 400},
+		{"malformed does not fall back", bad, []Option{WithFallbackKey(constKey("ip"))}, 400},
+		{"empty key is refused", empty, nil, 400},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := do(mustNew(t, s, tt.k, store.PerMinute(1), tt.opts...).Handler(okHandler))
+			if rec.Code != tt.code {
+				t.Fatalf("status: got %d, want %d", rec.Code, tt.code)
+			}
+			if tt.code != 200 && rec.Header().Get("Content-Type") != "application/json" {
+				t.Errorf("Content-Type: got %q, want application/json", rec.Header().Get("Content-Type"))
+			}
+		})
+	}
+}
+
+func TestDeniedHandler(t *testing.T) {
+	s := &funcStore{take: func(context.Context, store.Request) (store.Decision, error) {
+		return store.Decision{Allowed: false, Limit: 1, RetryAfter: time.Second}, nil
+	}}
+	lim := mustNew(t, s, constKey("k"), store.PerMinute(1), WithDeniedHandler(func(w http.ResponseWriter, r *http.Request, d store.Decision) {
+		w.WriteHeader(http.StatusTeapot)
+	}))
+	rec := do(lim.Handler(okHandler))
+	if rec.Code != http.StatusTeapot {
+		t.Fatalf("status: got %d, want 418", rec.Code)
+	}
+	if rec.Header().Get("Retry-After") != "1" {
+		t.Errorf("Retry-After: got %q, want 1 (headers are set before the custom handler)", rec.Header().Get("Retry-After"))
+	}
+}
+
+func TestHandlerNilNextPanicsAtSetup(t *testing.T) {
+	lim := mustNew(t, &funcStore{}, constKey("k"), store.PerMinute(1))
+	defer func() {
+		if recover() == nil {
+			t.Fatal("got no panic, want one for a nil next handler")
+		}
+	}()
+	lim.Handler(nil)
+}

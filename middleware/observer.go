@@ -1,0 +1,49 @@
+package middleware
+
+import (
+	"time"
+
+	"github.com/ratekeeper/ratekeeper/store"
+)
+
+// Outcome is what the limiter did with one request.
+type Outcome string
+
+// Outcomes reported to an [Observer].
+const (
+	// OutcomeAllowed: the store admitted the request.
+	OutcomeAllowed Outcome = "allowed"
+	// OutcomeLimited: the store refused the request; it got 429.
+	OutcomeLimited Outcome = "limited"
+	// OutcomeFailedOpen: the store failed and the request went through.
+	OutcomeFailedOpen Outcome = "failed_open"
+	// OutcomeFailedClosed: the store failed and the request got 503.
+	OutcomeFailedClosed Outcome = "failed_closed"
+	// OutcomeRejected: no key could be derived; the request got 400 or 401.
+	OutcomeRejected Outcome = "rejected"
+	// OutcomeCanceled: the client went away while the store was deciding.
+	OutcomeCanceled Outcome = "canceled"
+)
+
+// Event describes one decision. It never carries the key.
+type Event struct {
+	// Policy is the limiter's name.
+	Policy string
+	// Outcome is what happened to the request.
+	Outcome Outcome
+	// Decision is the store's answer when there was one.
+	Decision store.Decision
+	// Latency is how long the store call took; zero when it was skipped.
+	Latency time.Duration
+	// Err is the store or key error, if any.
+	Err error
+	// Skipped reports that the circuit breaker was open and the store was
+	// not called.
+	Skipped bool
+}
+
+// Observer is told about every decision a [Limiter] makes. Implementations
+// must be safe for concurrent use and must not block.
+type Observer interface {
+	Observe(e Event)
+}

@@ -1,0 +1,138 @@
+package middleware
+
+import (
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/ratekeeper/ratekeeper/headers"
+	"github.com/ratekeeper/ratekeeper/keyfunc"
+	"github.com/ratekeeper/ratekeeper/store"
+)
+
+// FailureMode says what a [Limiter] does when its store fails or exceeds
+// the decision budget.
+type FailureMode int
+
+const (
+	// FailOpen lets the request through without rate-limit headers, logs a
+	// rate-limited warning and counts it. The default: an outage of the
+	// limiter's store does not become an outage of the service.
+	FailOpen FailureMode = iota
+	// FailClosed answers 503 Service Unavailable with a JSON body and
+	// Retry-After, and does not call the wrapped handler.
+	FailClosed
+)
+
+// String returns "fail_open" or "fail_closed".
+func (m FailureMode) String() string {
+	switch m {
+	case FailOpen:
+		return "fail_open"
+	case FailClosed:
+		return "fail_closed"
+	}
+	return fmt.Sprintf("FailureMode(%d)", int(m))
+}
+
+// Defaults used when the corresponding option is not given.
+const (
+	// DefaultName is the policy name of a limiter built without [WithName].
+	DefaultName = "default"
+	// DefaultTimeout is the decision budget: the longest a request waits for
+	// the store before the failure mode applies.
+	DefaultTimeout = 50 * time.Millisecond
+	// DefaultBreakerThreshold is how many consecutive store failures open
+	// the circuit breaker.
+	DefaultBreakerThreshold = 5
+	// DefaultBreakerCooldown is how long an open breaker skips the store
+	// before letting one probe request through.
+	DefaultBreakerCooldown = time.Second
+)
+
+// Option configures a [Limiter]. Options are applied in order by [New],
+// which validates the result.
+type Option func(*config)
+
+type config struct {
+	name             string
+	limits           []store.Limit
+	cost             int64
+	failure          FailureMode
+	timeout          time.Duration
+	breakerThreshold int
+	breakerCooldown  time.Duration
+	headers          headers.Writer
+	fallbackKey      keyfunc.KeyFunc
+	logger           *slog.Logger
+	now              func() time.Time
+	denied           DeniedHandler
+	observer         Observer
+}
+
+// DeniedHandler writes the response for a request the limiter refused.
+// The rate-limit headers are already set on w when it is called. It must
+// write a status (usually 429).
+type DeniedHandler func(w http.ResponseWriter, r *http.Request, d store.Decision)
+
+// WithName names the policy (default [DefaultName]). The name appears in
+// the 429 body, in metrics and logs, and namespaces the storage key, so two
+// limiters with different names never share counters. Names are 1 to 64
+// characters from [A-Za-z0-9_.-].
+func WithName(name string) Option { return func(c *config) { c.name = name } }
+
+// WithLimits adds limits to the one given to [New]. A request must pass all
+// of them and is recorded in all or none (for example 10 per minute and 100
+// per hour). All limits use the same algorithm.
+func WithLimits(limits ...store.Limit) Option {
+	return func(c *config) { c.limits = append(c.limits, limits...) }
+}
+
+// WithCost sets how many units each request takes (default 1). A cost above
+// any limit's capacity is a configuration error reported by [New].
+func WithCost(n int64) Option { return func(c *config) { c.cost = n } }
+
+// WithFailureMode chooses [FailOpen] (default) or [FailClosed].
+func WithFailureMode(m FailureMode) Option { return func(c *config) { c.failure = m } }
+
+// WithTimeout sets the decision budget (default [DefaultTimeout]): the
+// store call is cancelled when it runs longer, and the failure mode
+// applies. The request's own deadline, when earlier, wins.
+func WithTimeout(d time.Duration) Option { return func(c *config) { c.timeout = d } }
+
+// WithBreaker configures the circuit breaker that keeps a dead store from
+// costing every request a full timeout: after threshold consecutive
+// failures the limiter stops calling the store for cooldown, applying the
+// failure mode at once, then lets one probe request through; a successful
+// probe closes the breaker. threshold 0 disables the breaker. Defaults:
+// [DefaultBreakerThreshold], [DefaultBreakerCooldown].
+func WithBreaker(threshold int, cooldown time.Duration) Option {
+	return func(c *config) { c.breakerThreshold, c.breakerCooldown = threshold, cooldown }
+}
+
+// WithHeaders sets how rate-limit headers are written (default: the
+// X-RateLimit-* set with epoch resets; see [headers.Writer]).
+func WithHeaders(w headers.Writer) Option { return func(c *config) { c.headers = w } }
+
+// WithFallbackKey sets the key function used when the primary key function
+// reports [keyfunc.ErrNoIdentity] (for example: key by verified JWT
+// subject, fall back to the client IP for anonymous callers). Without it
+// such requests get 401 with a JSON body.
+func WithFallbackKey(k keyfunc.KeyFunc) Option { return func(c *config) { c.fallbackKey = k } }
+
+// WithLogger sets the structured logger (default: slog.Default()). Store
+// failures are logged at warn level at most once per second per limiter;
+// keys are never logged in clear.
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
+
+// WithClock sets the clock used for epoch reset headers (default
+// time.Now). Tests use it; the store keeps its own clock.
+func WithClock(now func() time.Time) Option { return func(c *config) { c.now = now } }
+
+// WithDeniedHandler replaces the default JSON 429 response.
+func WithDeniedHandler(h DeniedHandler) Option { return func(c *config) { c.denied = h } }
+
+// WithObserver registers an observer told about every decision, for
+// metrics. It must be safe for concurrent use and fast.
+func WithObserver(o Observer) Option { return func(c *config) { c.observer = o } }
