@@ -20,22 +20,23 @@ import (
 // any number of handlers with [Limiter.Handler]; a Limiter is safe for
 // concurrent use.
 type Limiter struct {
-	store    store.Store
-	key      keyfunc.KeyFunc
-	fallback keyfunc.KeyFunc
-	limits   []store.Limit
-	cost     int64
-	name     string
-	nameJSON []byte // JSON-encoded name, for bodies
-	failure  FailureMode
-	timeout  time.Duration
-	headers  headers.Writer
-	logger   *slog.Logger
-	now      func() time.Time
-	denied   DeniedHandler
-	observer Observer
-	breaker  breaker
-	lastWarn atomic.Int64 // unix nanos of the last store-failure warning
+	store     store.Store
+	key       keyfunc.KeyFunc
+	fallback  keyfunc.KeyFunc
+	limits    []store.Limit
+	cost      int64
+	name      string
+	nameJSON  []byte // JSON-encoded name, for bodies
+	failure   FailureMode
+	timeout   time.Duration
+	headers   headers.Writer
+	logger    *slog.Logger
+	now       func() time.Time
+	denied    DeniedHandler
+	observer  Observer
+	breaker   breaker
+	lastWarn  atomic.Int64 // unix nanos of the last store-failure warning
+	storeName string
 }
 
 // New builds a Limiter that keys requests with key and admits them under
@@ -94,21 +95,22 @@ func New(s store.Store, key keyfunc.KeyFunc, limit store.Limit, opts ...Option) 
 	}
 	nameJSON := strconv.AppendQuote(nil, c.name) // names are plain ASCII, so Go quoting is JSON quoting
 	l := &Limiter{
-		store:    s,
-		key:      key,
-		fallback: c.fallbackKey,
-		limits:   append([]store.Limit(nil), c.limits...),
-		cost:     c.cost,
-		name:     c.name,
-		nameJSON: nameJSON,
-		failure:  c.failure,
-		timeout:  c.timeout,
-		headers:  c.headers,
-		logger:   c.logger,
-		now:      c.now,
-		denied:   c.denied,
-		observer: c.observer,
-		breaker:  breaker{threshold: int32(c.breakerThreshold), cooldown: c.breakerCooldown},
+		store:     s,
+		key:       key,
+		fallback:  c.fallbackKey,
+		limits:    append([]store.Limit(nil), c.limits...),
+		cost:      c.cost,
+		name:      c.name,
+		nameJSON:  nameJSON,
+		failure:   c.failure,
+		timeout:   c.timeout,
+		headers:   c.headers,
+		logger:    c.logger,
+		now:       c.now,
+		denied:    c.denied,
+		observer:  c.observer,
+		breaker:   breaker{threshold: int32(c.breakerThreshold), cooldown: c.breakerCooldown},
+		storeName: storeName(s),
 	}
 	return l, nil
 }
@@ -246,6 +248,16 @@ func (l *Limiter) warn(err error) {
 
 func (l *Limiter) observe(e Event) {
 	if l.observer != nil {
+		e.Store = l.storeName
+		e.StoreDown = l.breaker.open(l.now())
 		l.observer.Observe(e)
 	}
+}
+
+// storeName returns the backend name used in metrics labels.
+func storeName(s store.Store) string {
+	if n, ok := s.(Named); ok {
+		return n.Name()
+	}
+	return fmt.Sprintf("%T", s)
 }

@@ -40,6 +40,18 @@ type Event struct {
 	// Skipped reports that the circuit breaker was open and the store was
 	// not called.
 	Skipped bool
+	// Store names the backend ("redis", "memory", or the Go type of a
+	// store that does not implement [Named]).
+	Store string
+	// StoreDown reports whether, after this request, the circuit breaker
+	// considers the store unavailable.
+	StoreDown bool
+}
+
+// Named is implemented by stores that report a short backend name for
+// metrics labels.
+type Named interface {
+	Name() string
 }
 
 // Observer is told about every decision a [Limiter] makes. Implementations

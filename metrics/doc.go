@@ -1,0 +1,32 @@
+// Package metrics exports a [middleware.Limiter]'s decisions as Prometheus
+// metrics.
+//
+// [New] registers the collectors on the [prometheus.Registerer] the caller
+// passes (never on the global registry unless that is what is passed) and
+// returns a [Collector], which is a [middleware.Observer]:
+//
+//	m, err := metrics.New(reg, metrics.Options{})
+//	lim, err := middleware.New(st, key, limit, middleware.WithObserver(m))
+//
+// One Collector serves any number of limiters; the policy name separates
+// them.
+//
+// # Series
+//
+// With the default namespace "ratekeeper":
+//
+//	ratekeeper_decisions_total{policy,outcome}            counter
+//	ratekeeper_blocks_total{policy,scope}                 counter
+//	ratekeeper_store_errors_total{policy,kind}            counter
+//	ratekeeper_decision_duration_seconds{policy,store}    histogram
+//	ratekeeper_degraded_requests_total{policy,mode}       counter
+//	ratekeeper_store_unavailable{policy}                  gauge
+//
+// # Cardinality
+//
+// Labels never carry the key, the client IP, the subject or the path.
+// policy comes from configuration, outcome, kind and mode from fixed sets,
+// scope from the configured limit names, and store from the backend name,
+// so the number of series is bounded by configuration, whatever the
+// traffic.
+package metrics

@@ -1,0 +1,213 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/ratekeeper/ratekeeper/middleware"
+	"github.com/ratekeeper/ratekeeper/store"
+)
+
+// countingStore admits the first n takes per key and refuses the rest; it
+// fails while down is set.
+type countingStore struct {
+	mu   sync.Mutex
+	n    int64
+	seen map[string]int64
+	down bool
+}
+
+func (s *countingStore) Take(_ context.Context, req store.Request) (store.Decision, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.down {
+		return store.Decision{}, &store.BackendError{Op: "take", Kind: store.KindTimeout, Err: context.DeadlineExceeded}
+	}
+	if s.seen == nil {
+		s.seen = map[string]int64{}
+	}
+	s.seen[req.Key]++
+	if s.seen[req.Key] > s.n {
+		return store.Decision{Limit: s.n, RetryAfter: time.Second}, nil
+	}
+	return store.Decision{Allowed: true, Limit: s.n, Remaining: s.n - s.seen[req.Key]}, nil
+}
+
+func (s *countingStore) Peek(ctx context.Context, req store.Request) (store.Decision, error) {
+	return store.Decision{}, errors.New("unused")
+}
+func (s *countingStore) Reset(context.Context, store.Request) error { return nil }
+func (s *countingStore) Name() string                               { return "counting" }
+
+func (s *countingStore) setDown(v bool) { s.mu.Lock(); s.down = v; s.mu.Unlock() }
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+func ipKey(r *http.Request) (string, error) { return r.RemoteAddr, nil }
+
+func serve(h http.Handler, ip string) int {
+	req := httptest.NewRequest(http.MethodGet, "/api/ping", nil)
+	req.RemoteAddr = ip
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	return rec.Code
+}
+
+func TestScriptedSequenceCounts(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	m, err := New(reg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {})
+	st := &countingStore{n: 3}
+	open, err := middleware.New(st, ipKey, store.PerMinute(3), middleware.WithName("api"), middleware.WithObserver(m), middleware.WithLogger(quiet), middleware.WithBreaker(0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	closedStore := &countingStore{n: 3, down: true}
+	closed, err := middleware.New(closedStore, ipKey, store.PerMinute(3), middleware.WithName("login"), middleware.WithObserver(m),
+		middleware.WithLogger(quiet), middleware.WithFailureMode(middleware.FailClosed), middleware.WithBreaker(0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := open.Handler(ok)
+	for range 5 { // 3 allowed, 2 limited
+		serve(h, "192.0.2.1")
+	}
+	st.setDown(true)
+	serve(h, "192.0.2.1") // failed open
+	serve(h, "192.0.2.1") // failed open
+	st.setDown(false)
+	serve(closed.Handler(ok), "192.0.2.9") // failed closed
+
+	tests := []struct {
+		c    prometheus.Collector
+		lv   []string
+		want float64
+	}{
+		{m.decisions, []string{"api", "allowed"}, 3},
+		{m.decisions, []string{"api", "limited"}, 2},
+		{m.decisions, []string{"api", "failed_open"}, 2},
+		{m.decisions, []string{"login", "failed_closed"}, 1},
+		{m.storeErrors, []string{"api", "timeout"}, 2},
+		{m.storeErrors, []string{"login", "timeout"}, 1},
+		{m.degraded, []string{"api", "fail_open"}, 2},
+		{m.degraded, []string{"login", "fail_closed"}, 1},
+	}
+	for _, tt := range tests {
+		var got float64
+		switch v := tt.c.(type) {
+		case *prometheus.CounterVec:
+			got = testutil.ToFloat64(v.WithLabelValues(tt.lv...))
+		}
+		if got != tt.want {
+			t.Errorf("%v: got %v, want %v", tt.lv, got, tt.want)
+		}
+	}
+	// Every store call is timed, failed ones too: 7 for api, 1 for login.
+	if n := testutil.CollectAndCount(m.latency); n != 2 {
+		t.Errorf("latency series: got %d, want 2 (api and login, store counting)", n)
+	}
+	for _, tc := range []struct {
+		policy string
+		want   uint64
+	}{{"api", 7}, {"login", 1}} {
+		h, ok := m.latency.WithLabelValues(tc.policy, "counting").(prometheus.Histogram)
+		if !ok {
+			t.Fatal("latency observer is not a histogram")
+		}
+		if got := sampleCount(t, h); got != tc.want {
+			t.Errorf("latency samples for %s: got %d, want %d", tc.policy, got, tc.want)
+		}
+	}
+	problems, err := testutil.GatherAndLint(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("lint: %s: %s", p.Metric, p.Text)
+	}
+}
+
+func sampleCount(t *testing.T, h prometheus.Histogram) uint64 {
+	t.Helper()
+	var m dto.Metric
+	if err := h.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetHistogram().GetSampleCount()
+}
+
+func TestNoKeyInLabels(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := New(reg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &countingStore{n: 1}
+	lim, err := middleware.New(st, ipKey, store.PerMinute(1), middleware.WithName("api"), middleware.WithObserver(m), middleware.WithLogger(quiet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := lim.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	countSeries := func() int {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, mf := range mfs {
+			n += len(mf.GetMetric())
+		}
+		return n
+	}
+	serve(h, "10.0.0.1")
+	serve(h, "10.0.0.1")
+	before := countSeries()
+	for i := range 10000 {
+		serve(h, "10."+strconv.Itoa(i>>16&255)+"."+strconv.Itoa(i>>8&255)+"."+strconv.Itoa(i&255))
+	}
+	if after := countSeries(); after != before {
+		t.Fatalf("series: got %d after 10,000 distinct clients, want %d as before", after, before)
+	}
+	mfs, _ := reg.Gather()
+	for _, mf := range mfs {
+		for _, mt := range mf.GetMetric() {
+			for _, lp := range mt.GetLabel() {
+				if strings.HasPrefix(lp.GetValue(), "10.") {
+					t.Fatalf("label %s=%s carries a client address", lp.GetName(), lp.GetValue())
+				}
+			}
+		}
+	}
+}
+
+func TestNewErrors(t *testing.T) {
+	if _, err := New(nil, Options{}); err == nil {
+		t.Fatal("got nil error for a nil registerer, want one")
+	}
+	reg := prometheus.NewRegistry()
+	if _, err := New(reg, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(reg, Options{}); err == nil {
+		t.Fatal("got nil error registering twice, want a duplicate-registration error")
+	}
+	if _, err := New(reg, Options{Namespace: "other"}); err != nil {
+		t.Fatalf("second namespace: %v", err)
+	}
+}
