@@ -52,6 +52,12 @@ func (a Algorithm) String() string {
 	return "algorithm(" + strconv.Itoa(int(a)) + ")"
 }
 
+// window reports whether a counts units in windows (the log and counter
+// algorithms), as opposed to GCRA and the token bucket.
+func (a Algorithm) window() bool {
+	return a == SlidingWindowLog || a == SlidingWindowCounter || a == FixedWindow
+}
+
 // Valid reports whether a is one of the declared algorithms.
 func (a Algorithm) Valid() bool { return a >= GCRA && a <= FixedWindow }
 
@@ -89,7 +95,33 @@ type Limit struct {
 	// taken at once from a fresh key. Zero means Rate. Ignored (must be 0 or
 	// equal to Rate) by the window algorithms, whose capacity is Rate.
 	Burst int64
+	// Block, when > 0, turns a refusal by this limit into a block of the
+	// request's key for Block: while the block lasts every request for the
+	// key is refused with RetryAfter equal to the block's remaining time,
+	// even after the counting window has emptied. Whole milliseconds.
+	Block time.Duration
+	// BlockMax, when > Block, escalates repeat offences: the n-th block of
+	// a key lasts min(Block·2^(n-1), BlockMax). Offences are forgotten
+	// BlockMax after the last block ends. Zero disables escalation.
+	BlockMax time.Duration
+	// Threshold chooses when the limit trips: [ThresholdExceed] (default,
+	// Rate units are admitted and the next one is refused) or
+	// [ThresholdReach] (the unit that reaches Rate is refused, so Rate-1
+	// are admitted). ThresholdReach needs a window algorithm and Rate >= 2.
+	Threshold Threshold
 }
+
+// Threshold selects the comparison that trips a limit.
+type Threshold int
+
+const (
+	// ThresholdExceed refuses a request that would take the count above
+	// Rate (count + cost > Rate): the Rate-th unit is admitted.
+	ThresholdExceed Threshold = iota
+	// ThresholdReach refuses a request that would take the count to Rate
+	// or above (count + cost >= Rate): the Rate-th attempt trips the limit.
+	ThresholdReach
+)
 
 // PerSecond returns a GCRA limit of n per second with burst n.
 func PerSecond(n int64) Limit { return Limit{Rate: n, Period: time.Second} }
@@ -101,10 +133,14 @@ func PerMinute(n int64) Limit { return Limit{Rate: n, Period: time.Minute} }
 func PerHour(n int64) Limit { return Limit{Rate: n, Period: time.Hour} }
 
 // Capacity returns the largest cost one request may have under l: Burst for
-// GCRA and TokenBucket (Rate when Burst is zero), Rate otherwise.
+// GCRA and TokenBucket (Rate when Burst is zero), Rate otherwise, and
+// Rate-1 under [ThresholdReach].
 func (l Limit) Capacity() int64 {
 	if (l.Algorithm == GCRA || l.Algorithm == TokenBucket) && l.Burst > 0 {
 		return l.Burst
+	}
+	if l.Threshold == ThresholdReach {
+		return l.Rate - 1
 	}
 	return l.Rate
 }
@@ -148,6 +184,18 @@ func (l Limit) Validate() error {
 		return fmt.Errorf("%w: Burst must be <= %d, got %d", ErrInvalidLimit, maxRate, l.Burst)
 	case l.Burst != 0 && l.Burst != l.Rate && l.Algorithm != GCRA && l.Algorithm != TokenBucket:
 		return fmt.Errorf("%w: Burst is not supported by %s (capacity is Rate)", ErrInvalidLimit, l.Algorithm)
+	case l.Block < 0 || l.Block%time.Millisecond != 0:
+		return fmt.Errorf("%w: Block must be >= 0 and whole milliseconds, got %s", ErrInvalidLimit, l.Block)
+	case l.Block > maxPeriod:
+		return fmt.Errorf("%w: Block must be <= %s, got %s", ErrInvalidLimit, maxPeriod, l.Block)
+	case l.BlockMax != 0 && (l.Block == 0 || l.BlockMax < l.Block || l.BlockMax > maxPeriod || l.BlockMax%time.Millisecond != 0):
+		return fmt.Errorf("%w: BlockMax must be 0 or whole milliseconds between Block and %s, got %s", ErrInvalidLimit, maxPeriod, l.BlockMax)
+	case l.Threshold != ThresholdExceed && l.Threshold != ThresholdReach:
+		return fmt.Errorf("%w: Threshold: unknown value %d", ErrInvalidLimit, int(l.Threshold))
+	case l.Threshold == ThresholdReach && !l.Algorithm.window():
+		return fmt.Errorf("%w: Threshold ThresholdReach needs a window algorithm, not %s", ErrInvalidLimit, l.Algorithm)
+	case l.Threshold == ThresholdReach && l.Rate < 2:
+		return fmt.Errorf("%w: Threshold ThresholdReach needs Rate >= 2, got %d", ErrInvalidLimit, l.Rate)
 	}
 	for _, r := range l.Name {
 		if r < 0x20 || r == 0x7f {
@@ -171,6 +219,15 @@ type Request struct {
 	// costs are invalid, and a cost above any limit's [Limit.Capacity] is
 	// rejected with [ErrCostExceedsCapacity] (it could never be admitted).
 	Cost int64
+	// CountDenied records refused requests too (refused by a limit or by an
+	// active block), as login brute-force protection wants: every attempt
+	// counts. Only for window algorithms.
+	CountDenied bool
+	// DedupID, when set, de-duplicates: if a request with the same DedupID
+	// was admitted for this Key within the longest period of the limits,
+	// this one is admitted again without being recorded
+	// ([Decision.Duplicate]). Any bytes; long ids are hashed.
+	DedupID string
 }
 
 // cost returns the effective cost (zero means one).
@@ -203,6 +260,9 @@ func (r Request) Validate() error {
 	}
 	c := r.cost()
 	alg := r.Limits[0].Algorithm
+	if r.CountDenied && !alg.window() {
+		return fmt.Errorf("%w: CountDenied needs a window algorithm, not %s", ErrInvalidRequest, alg)
+	}
 	for i, l := range r.Limits {
 		if err := l.Validate(); err != nil {
 			return fmt.Errorf("limit %d: %w", i, err)
@@ -247,8 +307,30 @@ type Decision struct {
 	// request the denying limit with the longest RetryAfter; for an admitted
 	// one the limit with the fewest units remaining (ties: the earliest).
 	Policy string
-	// Index is the position of the deciding limit in [Request.Limits].
+	// Index is the position of the deciding limit in [Request.Limits], or
+	// -1 when a block was started by a limit that is not in this request.
 	Index int
+	// Blocked reports a refusal because the key is blocked (see
+	// [Limit.Block]); Policy then names the limit that tripped the block and
+	// RetryAfter is the block's remaining time.
+	Blocked bool
+	// BlockStarted reports that this request started the block. Exactly one
+	// request per block reports it, however many race.
+	BlockStarted bool
+	// Duplicate reports an admission as a repeat of [Request.DedupID],
+	// which was not recorded again.
+	Duplicate bool
+	// PerLimit holds each limit's state, in request order, when the request
+	// has more than one limit; nil for single-limit requests.
+	PerLimit []LimitState
+}
+
+// LimitState is one limit's part of a [Decision].
+type LimitState struct {
+	// Remaining is how many units the limit would still admit.
+	Remaining int64
+	// ResetAfter is the time until the limit is back to full capacity.
+	ResetAfter time.Duration
 }
 
 // Store keeps rate-limit state. Implementations are safe for concurrent use

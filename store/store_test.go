@@ -28,6 +28,17 @@ func TestRequestValidate(t *testing.T) {
 		{"mixed algorithms", Request{Key: "k", Limits: []Limit{ok, {Algorithm: FixedWindow, Rate: 1, Period: time.Hour}}}, ErrInvalidRequest},
 		{"duplicate ids", Request{Key: "k", Limits: []Limit{ok, {Rate: 5, Period: time.Minute}}}, ErrInvalidRequest},
 		{"named duplicates allowed", Request{Key: "k", Limits: []Limit{{Name: "a", Rate: 10, Period: time.Minute}, {Name: "b", Rate: 5, Period: time.Minute}}}, nil},
+		{"block on gcra", Request{Key: "k", Limits: []Limit{{Rate: 5, Period: time.Minute, Block: 15 * time.Minute}}}, nil},
+		{"negative block", Request{Key: "k", Limits: []Limit{{Rate: 5, Period: time.Minute, Block: -time.Second}}}, ErrInvalidLimit},
+		{"sub-ms block", Request{Key: "k", Limits: []Limit{{Rate: 5, Period: time.Minute, Block: time.Microsecond}}}, ErrInvalidLimit},
+		{"block max below block", Request{Key: "k", Limits: []Limit{{Rate: 5, Period: time.Minute, Block: time.Hour, BlockMax: time.Minute}}}, ErrInvalidLimit},
+		{"block max without block", Request{Key: "k", Limits: []Limit{{Rate: 5, Period: time.Minute, BlockMax: time.Minute}}}, ErrInvalidLimit},
+		{"reach on window", Request{Key: "k", Limits: []Limit{{Algorithm: SlidingWindowLog, Rate: 5, Period: time.Minute, Threshold: ThresholdReach}}, Cost: 4}, nil},
+		{"reach lowers capacity", Request{Key: "k", Limits: []Limit{{Algorithm: SlidingWindowLog, Rate: 5, Period: time.Minute, Threshold: ThresholdReach}}, Cost: 5}, ErrCostExceedsCapacity},
+		{"reach on gcra", Request{Key: "k", Limits: []Limit{{Rate: 5, Period: time.Minute, Threshold: ThresholdReach}}}, ErrInvalidLimit},
+		{"reach with rate 1", Request{Key: "k", Limits: []Limit{{Algorithm: FixedWindow, Rate: 1, Period: time.Minute, Threshold: ThresholdReach}}}, ErrInvalidLimit},
+		{"count denied on window", Request{Key: "k", Limits: []Limit{{Algorithm: FixedWindow, Rate: 5, Period: time.Minute}}, CountDenied: true}, nil},
+		{"count denied on bucket", Request{Key: "k", Limits: []Limit{{Algorithm: TokenBucket, Rate: 5, Period: time.Minute}}, CountDenied: true}, ErrInvalidRequest},
 		{"control char in name", Request{Key: "k", Limits: []Limit{{Name: "a\nb", Rate: 1, Period: time.Second}}}, ErrInvalidLimit},
 	}
 	for _, tt := range tests {

@@ -1,0 +1,148 @@
+package redisstore
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"strings"
+
+	"github.com/ratekeeper/ratekeeper/store"
+)
+
+// MaxEncodedLen is the longest escaped form [EncodeKey] returns; longer
+// ones are replaced by a hash.
+const MaxEncodedLen = 128
+
+// hashedLen is the length of a hashed encoding: '~' and 43 base64url bytes.
+const hashedLen = 1 + 43
+
+// safe marks the bytes [EncodeKey] copies unchanged: printable ASCII except
+// the hash tag braces, the key separator ':', the escape '%', the hash
+// marker '~' and the glob metacharacters * ? [ ] \ (so that SCAN MATCH
+// patterns over encoded keys stay literal).
+var safe = func() (t [256]bool) {
+	for c := 0x21; c <= 0x7e; c++ {
+		t[c] = true
+	}
+	for _, c := range []byte("{}:%~*?[]\\") {
+		t[c] = false
+	}
+	return t
+}()
+
+const hexDigits = "0123456789ABCDEF"
+
+// EncodeKey returns a form of s that is safe inside a Redis key built by
+// this package: bytes outside printable ASCII and the characters
+// { } : % ~ * ? [ ] \ are written as %XX (upper-case hex). When that form is
+// longer than [MaxEncodedLen] bytes, the result is '~' followed by the
+// unpadded base64url SHA-256 of s (44 bytes).
+//
+// The encoding is injective: distinct inputs give distinct outputs (for the
+// hashed form, barring a SHA-256 collision), since '~' never starts an
+// escaped form. Outputs never contain '{', '}' or ':', so they cannot move a
+// Redis Cluster hash tag or forge a separator. Keys themselves may carry
+// personal data (IP addresses, user IDs) and stay readable in Redis unless
+// they are hashed; hash them before they reach the store when that matters.
+// EncodeKey is safe for concurrent use.
+func EncodeKey(s string) string {
+	n := len(s)
+	for i := 0; i < len(s); i++ {
+		if !safe[s[i]] {
+			n += 2
+		}
+	}
+	switch {
+	case n > MaxEncodedLen:
+		return hashKey(s)
+	case n == len(s):
+		return s
+	}
+	b := make([]byte, 0, n)
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if safe[c] {
+			b = append(b, c)
+			continue
+		}
+		b = append(b, '%', hexDigits[c>>4], hexDigits[c&0xf])
+	}
+	return string(b)
+}
+
+// hashKey returns '~' and the base64url SHA-256 of s.
+func hashKey(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	var b [hashedLen]byte
+	b[0] = '~'
+	base64.RawURLEncoding.Encode(b[1:], sum[:])
+	return string(b[:])
+}
+
+// Key part naming the kind of state. The algorithm is part of the key so
+// that changing a limit's algorithm under the same name starts from fresh
+// state instead of misreading (or failing on) the old one.
+const (
+	tagGCRA    = "gcra"
+	tagBucket  = "tb"
+	tagLog     = "swl"
+	tagCounter = "swc"
+	tagFixed   = "fw"
+	tagOp      = "op"
+)
+
+var algorithmTags = [...]string{
+	store.GCRA:                 tagGCRA,
+	store.TokenBucket:          tagBucket,
+	store.SlidingWindowLog:     tagLog,
+	store.SlidingWindowCounter: tagCounter,
+	store.FixedWindow:          tagFixed,
+}
+
+// keyBase returns "<prefix>:{<encoded key>}:", the start of every key of
+// one request. The braces make the encoded key the Redis Cluster hash tag.
+func keyBase(prefix, encodedKey string) string {
+	return prefix + ":{" + encodedKey + "}:"
+}
+
+// appendStateKeys appends the state keys of limits (all of one algorithm,
+// as validated) to keys: one per limit, or the one sliding window log.
+func appendStateKeys(keys []string, base string, limits []store.Limit) []string {
+	alg := limits[0].Algorithm
+	if alg == store.SlidingWindowLog {
+		return append(keys, base+tagLog+":"+logSuffix(limits))
+	}
+	tag := algorithmTags[alg]
+	for _, l := range limits {
+		keys = append(keys, base+tag+":"+EncodeKey(l.ID()))
+	}
+	return keys
+}
+
+// logSuffix names the sorted set of a sliding window log request: the
+// encoded limit IDs, sorted, joined by ':'. Requests with the same set of
+// limits share one log; a different set (say, a policy with a longer
+// period) gets its own, so that pruning to one request's longest period
+// never drops units another request still counts. A suffix longer than
+// MaxEncodedLen is hashed and marked "~~", which no other suffix starts
+// with.
+func logSuffix(limits []store.Limit) string {
+	if len(limits) == 1 {
+		return EncodeKey(limits[0].ID())
+	}
+	var buf [store.MaxLimits]string
+	ids := buf[:0]
+	for _, l := range limits {
+		id := EncodeKey(l.ID())
+		i := len(ids)
+		ids = append(ids, id)
+		for ; i > 0 && ids[i-1] > id; i-- {
+			ids[i] = ids[i-1]
+		}
+		ids[i] = id
+	}
+	s := strings.Join(ids, ":")
+	if len(s) <= MaxEncodedLen {
+		return s
+	}
+	return "~" + hashKey(s)
+}

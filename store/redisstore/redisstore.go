@@ -1,0 +1,245 @@
+package redisstore
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratekeeper/ratekeeper/lua"
+	"github.com/ratekeeper/ratekeeper/store"
+)
+
+// Defaults for the zero fields of [Options].
+const (
+	// DefaultPrefix starts every key the store writes.
+	DefaultPrefix = "ratekeeper"
+	// DefaultTimeout bounds one store call.
+	DefaultTimeout = 50 * time.Millisecond
+	// DefaultReplayTTL is how long a take's replay record lives. It must
+	// outlast every re-send of that take by the client library: go-redis
+	// re-sends after a read timeout or a broken connection until
+	// MaxRetries (3 by default) is spent, and since the store cancels the
+	// call's context at Timeout the last re-send starts before Timeout
+	// ends and is on the wire within one WriteTimeout (3 s by default).
+	// Ten seconds covers that with the defaults and with generous custom
+	// timeouts.
+	DefaultReplayTTL = 10 * time.Second
+)
+
+// Options configures a [Store]. The zero value selects every default; New
+// reads the fields and never writes to them.
+type Options struct {
+	// Prefix starts every key, followed by ':'. Default [DefaultPrefix].
+	// It must not contain '{' or '}', which would change the Redis Cluster
+	// hash tag. Use distinct prefixes to keep applications (or tests) that
+	// share one Redis apart.
+	Prefix string
+	// Timeout bounds every Take, Peek and Reset: each returns by the
+	// earlier of ctx's deadline and now+Timeout, whatever the client's
+	// own timeouts, and even when the client ignores context deadlines
+	// (go-redis ContextTimeoutEnabled false, its default) and Redis stops
+	// answering. Default [DefaultTimeout]; negative is an error.
+	Timeout time.Duration
+	// ReplayTTL is how long Redis keeps the reply of a take that wrote
+	// state, so that a client library's automatic re-send of the same
+	// command returns that reply instead of counting the request again.
+	// Default [DefaultReplayTTL] (see there why). It is rounded up to whole
+	// milliseconds and must be at least Timeout.
+	//
+	// A negative ReplayTTL disables replay records, saving one short-lived
+	// key and one write per admitted take. Do that only with a client that
+	// never re-sends commands (go-redis MaxRetries -1 and, for cluster
+	// clients, MaxRedirects -1), or one request may be counted several
+	// times when the network or Redis misbehaves.
+	ReplayTTL time.Duration
+}
+
+// Store is a [store.Store] that keeps state in Redis and makes every
+// decision with one Lua script, so that all processes sharing the Redis
+// share the limits. It works with single nodes, Sentinel and Cluster: every
+// key of a decision carries the same hash tag.
+//
+// A Store is safe for concurrent use and holds no lock around network I/O.
+// Scripts run with EVALSHA and fall back to EVAL when the server does not
+// have them (after a restart or SCRIPT FLUSH).
+type Store struct {
+	client    redis.UniversalClient
+	prefix    string
+	timeout   time.Duration
+	replayMS  int64
+	scripts   [store.FixedWindow + 1]*redis.Script
+	nonceBase string
+	seq       atomic.Uint64
+}
+
+var _ store.Store = (*Store)(nil)
+
+// New returns a Store that runs on client with opts. It returns an error
+// for a nil client or invalid options; it does not contact Redis (scripts
+// are sent on first use).
+func New(client redis.UniversalClient, opts Options) (*Store, error) {
+	if client == nil {
+		return nil, errors.New("redisstore: nil client")
+	}
+	s := &Store{client: client, prefix: opts.Prefix, timeout: opts.Timeout}
+	if s.prefix == "" {
+		s.prefix = DefaultPrefix
+	}
+	if strings.ContainsAny(s.prefix, "{}") {
+		return nil, fmt.Errorf("redisstore: Prefix %q contains a brace", s.prefix)
+	}
+	switch {
+	case s.timeout < 0:
+		return nil, fmt.Errorf("redisstore: negative Timeout %s", s.timeout)
+	case s.timeout == 0:
+		s.timeout = DefaultTimeout
+	}
+	switch replay := opts.ReplayTTL; {
+	case replay < 0:
+		s.replayMS = 0
+	case replay == 0:
+		s.replayMS = DefaultReplayTTL.Milliseconds()
+	case replay < s.timeout:
+		return nil, fmt.Errorf("redisstore: ReplayTTL %s is shorter than Timeout %s", replay, s.timeout)
+	default:
+		s.replayMS = int64((replay + time.Millisecond - 1) / time.Millisecond)
+	}
+	for _, alg := range store.Algorithms {
+		src, err := lua.Source(alg.String())
+		if err != nil {
+			return nil, fmt.Errorf("redisstore: %w", err)
+		}
+		s.scripts[alg] = redis.NewScript(src)
+	}
+	var seed [8]byte
+	if _, err := rand.Read(seed[:]); err != nil {
+		return nil, fmt.Errorf("redisstore: random nonce seed: %w", err)
+	}
+	s.nonceBase = base64.RawURLEncoding.EncodeToString(seed[:])
+	return s, nil
+}
+
+// Take checks req against every limit and records it in all of them only
+// if all admit it, in one atomic script. It returns req.Validate's error
+// for an invalid request (before any I/O) and a *store.BackendError when
+// Redis fails or does not answer within the timeout; in that case the
+// request was recorded once or not at all, never twice.
+func (s *Store) Take(ctx context.Context, req store.Request) (store.Decision, error) {
+	return s.decide(ctx, "take", req)
+}
+
+// Peek returns the decision Take would return now without writing
+// anything to Redis. Errors are as for Take.
+func (s *Store) Peek(ctx context.Context, req store.Request) (store.Decision, error) {
+	return s.decide(ctx, "peek", req)
+}
+
+// Reset deletes the state of req.Key under req.Limits (req.Cost is
+// ignored). It returns req.Validate's error for an invalid request and a
+// *store.BackendError when Redis fails or times out. Replay records of
+// earlier takes are left to expire.
+func (s *Store) Reset(ctx context.Context, req store.Request) error {
+	keys, err := s.StateKeys(req)
+	if err != nil {
+		return err
+	}
+	_, err = s.run(ctx, "reset", func(ctx context.Context) (any, error) {
+		return s.client.Del(ctx, keys...).Result()
+	})
+	return err
+}
+
+// StateKeys returns the Redis keys that hold req's state: one per limit in
+// request order, or for the sliding window log the one sorted set shared
+// by all limits of the request. Replay records are not included. It
+// returns req.Validate's error for an invalid request.
+func (s *Store) StateKeys(req store.Request) ([]string, error) {
+	if err := req.Validate(); err != nil {
+		return nil, err
+	}
+	base := keyBase(s.prefix, EncodeKey(req.Key))
+	return appendStateKeys(make([]string, 0, len(req.Limits)), base, req.Limits), nil
+}
+
+// decide runs the algorithm's script in mode "take" or "peek".
+func (s *Store) decide(ctx context.Context, mode string, req store.Request) (store.Decision, error) {
+	if err := req.Validate(); err != nil {
+		return store.Decision{}, err
+	}
+	base := keyBase(s.prefix, EncodeKey(req.Key))
+	keys := make([]string, 1, 1+len(req.Limits))
+	keys = appendStateKeys(keys, base, req.Limits)
+	nonce := ""
+	if mode == "take" {
+		nonce = s.nonce()
+		keys[0] = base + tagOp + ":" + nonce
+	} else {
+		// Peek never reads KEYS[1]; any key of the slot will do.
+		keys[0] = keys[1]
+	}
+	args := make([]any, 0, 5+3*len(req.Limits))
+	args = append(args, mode, req.EffectiveCost(), nonce, s.replayMS, len(req.Limits))
+	for _, l := range req.Limits {
+		args = append(args, l.Rate, l.Period.Microseconds(), l.Capacity())
+	}
+	script := s.scripts[req.Limits[0].Algorithm]
+	v, err := s.run(ctx, mode, func(ctx context.Context) (any, error) {
+		return script.Run(ctx, s.client, keys, args...).Result()
+	})
+	if err != nil {
+		return store.Decision{}, err
+	}
+	r, err := decodeReply(v, req.Limits)
+	if err != nil {
+		return store.Decision{}, backendError(mode, err)
+	}
+	return r.decision(req.Limits), nil
+}
+
+// nonce returns an identifier unique to one take attempt: a random
+// per-store part and a counter.
+func (s *Store) nonce() string {
+	var b [11 + 13]byte
+	n := copy(b[:], s.nonceBase)
+	return string(strconv.AppendUint(b[:n], s.seq.Add(1), 36))
+}
+
+// result carries a command's outcome out of its goroutine.
+type result struct {
+	v   any
+	err error
+}
+
+// run calls fn with a context bounded by the store's timeout and returns
+// by that deadline even if fn does not: fn runs in its own goroutine, which
+// a client that ignores context deadlines may keep busy (until its own read
+// timeout) after run has returned. Errors are *store.BackendError.
+func (s *Store) run(ctx context.Context, op string, fn func(context.Context) (any, error)) (any, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, backendError(op, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	done := make(chan result, 1)
+	go func() {
+		v, err := fn(ctx)
+		done <- result{v, err}
+	}()
+	select {
+	case r := <-done:
+		if r.err != nil {
+			return nil, backendError(op, r.err)
+		}
+		return r.v, nil
+	case <-ctx.Done():
+		return nil, backendError(op, ctx.Err())
+	}
+}
