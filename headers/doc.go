@@ -14,6 +14,18 @@
 //   - Retry-After: on denied requests only, whole seconds rounded up and at
 //     least 1 ([RetryAfterSeconds]).
 //
+// With [Writer.IETF], [Writer.Compile] also writes the fields of
+// draft-ietf-httpapi-ratelimit-headers-10, one list item per limit of the
+// policy:
+//
+//	RateLimit-Policy: "burst";q=10;w=60, "api-1";q=100;w=3600
+//	RateLimit: "burst";r=3;t=50, "api-1";r=88;t=3501
+//
+// q is the limit's capacity, w its period in seconds, r the units remaining
+// and t the seconds until the limit is full again (on a refusal, for the
+// deciding limit, the wait before a retry, equal to Retry-After).
+// [Writer.NoLegacy] drops the X-RateLimit-* set; [Writer.Omit] drops all.
+//
 // All numbers are formatted with strconv into preallocated canonical header
 // keys; writing headers does not allocate beyond the values themselves.
 //

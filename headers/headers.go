@@ -35,11 +35,18 @@ type Writer struct {
 	// Omit suppresses every rate-limit header, including Retry-After (useful
 	// on login routes, where headers help attackers pace themselves).
 	Omit bool
+	// IETF adds the RateLimit-Policy and RateLimit fields of
+	// draft-ietf-httpapi-ratelimit-headers-10 (through [Writer.Compile]).
+	IETF bool
+	// NoLegacy drops the X-RateLimit-* fields (Retry-After is still sent on
+	// refusals); use it with IETF to send the standard fields only.
+	NoLegacy bool
 }
 
-// Write sets the headers for d on h. now is the time the decision was
-// taken, used for epoch resets. Existing values of these headers are
-// replaced.
+// Write sets the X-RateLimit-* headers (and Retry-After on refusals) for d
+// on h. now is the time the decision was taken, used for epoch resets.
+// Existing values of these headers are replaced. The IETF fields need the
+// policy's limits: use [Writer.Compile].
 func (w Writer) Write(h http.Header, d store.Decision, now time.Time) {
 	if w.Omit {
 		return

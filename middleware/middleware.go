@@ -93,6 +93,10 @@ func New(s store.Store, key keyfunc.KeyFunc, limit store.Limit, opts ...Option) 
 	if c.logger == nil {
 		c.logger = slog.Default()
 	}
+	fields, err := c.headers.Compile(c.name, c.limits)
+	if err != nil {
+		return nil, fmt.Errorf("ratekeeper: middleware: policy %q: %w", c.name, err)
+	}
 	nameJSON := strconv.AppendQuote(nil, c.name) // names are plain ASCII, so Go quoting is JSON quoting
 	l := &Limiter{
 		store:     s,
