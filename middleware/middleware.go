@@ -108,7 +108,7 @@ func New(s store.Store, key keyfunc.KeyFunc, limit store.Limit, opts ...Option) 
 		nameJSON:  nameJSON,
 		failure:   c.failure,
 		timeout:   c.timeout,
-		headers:   c.headers,
+		headers:   fields,
 		logger:    c.logger,
 		now:       c.now,
 		denied:    c.denied,
