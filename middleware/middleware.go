@@ -29,7 +29,7 @@ type Limiter struct {
 	nameJSON  []byte // JSON-encoded name, for bodies
 	failure   FailureMode
 	timeout   time.Duration
-	headers   headers.Writer
+	headers   *headers.Fields
 	logger    *slog.Logger
 	now       func() time.Time
 	denied    DeniedHandler
