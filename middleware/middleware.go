@@ -2,6 +2,8 @@ package middleware
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,44 +17,80 @@ import (
 	"github.com/ratekeeper/ratekeeper/store"
 )
 
-// Limiter is a rate-limiting HTTP middleware for one policy: a store, a
-// key function and one or more limits. Build it once with [New] and wrap
+// Limiter is a rate-limiting HTTP middleware for one policy: a store, a way
+// to derive each request's key (and, with [NewTiered], its tier) and the
+// limits it is held to. Build it once with [New] or [NewTiered] and wrap
 // any number of handlers with [Limiter.Handler]; a Limiter is safe for
 // concurrent use.
 type Limiter struct {
-	store     store.Store
-	key       keyfunc.KeyFunc
-	fallback  keyfunc.KeyFunc
-	limits    []store.Limit
-	cost      int64
-	name      string
-	nameJSON  []byte // JSON-encoded name, for bodies
-	failure   FailureMode
-	timeout   time.Duration
-	headers   *headers.Fields
-	logger    *slog.Logger
-	now       func() time.Time
-	denied    DeniedHandler
-	observer  Observer
-	breaker   breaker
-	lastWarn  atomic.Int64 // unix nanos of the last store-failure warning
-	storeName string
+	*shared
+	cost int64
+}
+
+// shared is the state common to a Limiter and its [Limiter.WithCost]
+// variants: they use the same quota.
+type shared struct {
+	store      store.Store
+	classify   Classifier
+	tiers      []tierState
+	tierIndex  map[string]int
+	costFunc   func(*http.Request) (int64, error)
+	limitsFunc func(*http.Request) ([]store.Limit, error)
+	dedup      func(*http.Request) string
+	exempt     []func(*http.Request) bool
+	countDeny  bool
+	dryRun     bool
+	name       string
+	failure    FailureMode
+	timeout    time.Duration
+	hdr        headers.Writer
+	body       BodyFormat
+	logger     *slog.Logger
+	now        func() time.Time
+	denied     DeniedHandler
+	observer   Observer
+	breaker    breaker
+	lastWarn   atomic.Int64 // unix nanos of the last store-failure warning
+	storeName  string
+}
+
+// tierState is a tier compiled at construction.
+type tierState struct {
+	Tier
+	policy   string // metrics and body label: the name, or name.tier
+	nameJSON []byte // JSON string of policy
+	prefix   string // storage key namespace
+	fields   *headers.Fields
 }
 
 // New builds a Limiter that keys requests with key and admits them under
 // limit (plus any [WithLimits]) in store s. It returns an error, never a
 // half-built limiter, when s or key is nil, a limit is invalid, the limits
-// mix algorithms, the cost does not fit, or an option is out of range.
+// mix algorithms, the cost does not fit, or an option is out of range; the
+// message names the field.
 func New(s store.Store, key keyfunc.KeyFunc, limit store.Limit, opts ...Option) (*Limiter, error) {
-	if s == nil {
-		return nil, errors.New("ratekeeper: middleware: nil store")
-	}
 	if key == nil {
 		return nil, errors.New("ratekeeper: middleware: nil key function")
 	}
+	c, err := collect(opts)
+	if err != nil {
+		return nil, err
+	}
+	limits := append([]store.Limit{limit}, c.extraLimits...)
+	fallback := c.fallbackKey
+	classify := func(r *http.Request) (string, string, error) {
+		k, err := key(r)
+		if err != nil && fallback != nil && errors.Is(err, keyfunc.ErrNoIdentity) {
+			k, err = fallback(r)
+		}
+		return "", k, err
+	}
+	return build(s, c, classify, []Tier{{Limits: limits}})
+}
+
+func collect(opts []Option) (config, error) {
 	c := config{
 		name:             DefaultName,
-		limits:           []store.Limit{limit},
 		cost:             1,
 		timeout:          DefaultTimeout,
 		breakerThreshold: DefaultBreakerThreshold,
@@ -61,22 +99,28 @@ func New(s store.Store, key keyfunc.KeyFunc, limit store.Limit, opts ...Option) 
 	}
 	for _, o := range opts {
 		if o == nil {
-			return nil, errors.New("ratekeeper: middleware: nil option")
+			return c, errors.New("ratekeeper: middleware: nil option")
 		}
 		o(&c)
 	}
-	if err := validName(c.name); err != nil {
+	return c, c.err
+}
+
+func build(s store.Store, c config, classify Classifier, tiers []Tier) (*Limiter, error) {
+	if s == nil {
+		return nil, errors.New("ratekeeper: middleware: nil store")
+	}
+	if err := validName("name", c.name); err != nil {
 		return nil, err
 	}
 	if c.cost <= 0 {
 		return nil, fmt.Errorf("ratekeeper: middleware: cost must be > 0, got %d", c.cost)
 	}
-	probe := store.Request{Key: "probe", Limits: c.limits, Cost: c.cost}
-	if err := probe.Validate(); err != nil {
-		return nil, fmt.Errorf("ratekeeper: middleware: policy %q: %w", c.name, err)
-	}
 	if c.failure != FailOpen && c.failure != FailClosed {
 		return nil, fmt.Errorf("ratekeeper: middleware: unknown failure mode %d", int(c.failure))
+	}
+	if c.body != BodyJSON && c.body != BodyProblem {
+		return nil, fmt.Errorf("ratekeeper: middleware: unknown body format %d", int(c.body))
 	}
 	if c.timeout <= 0 {
 		return nil, fmt.Errorf("ratekeeper: middleware: timeout must be > 0, got %s", c.timeout)
@@ -90,43 +134,72 @@ func New(s store.Store, key keyfunc.KeyFunc, limit store.Limit, opts ...Option) 
 	if c.now == nil {
 		return nil, errors.New("ratekeeper: middleware: nil clock")
 	}
+	for i, f := range c.exempt {
+		if f == nil {
+			return nil, fmt.Errorf("ratekeeper: middleware: exemption %d is nil", i)
+		}
+	}
 	if c.logger == nil {
 		c.logger = slog.Default()
 	}
-	fields, err := c.headers.Compile(c.name, c.limits)
-	if err != nil {
-		return nil, fmt.Errorf("ratekeeper: middleware: policy %q: %w", c.name, err)
+	sh := &shared{
+		store:      s,
+		classify:   classify,
+		tierIndex:  make(map[string]int, len(tiers)),
+		costFunc:   c.costFunc,
+		limitsFunc: c.limitsFunc,
+		dedup:      c.dedup,
+		exempt:     c.exempt,
+		countDeny:  c.countDenied,
+		dryRun:     c.dryRun,
+		name:       c.name,
+		failure:    c.failure,
+		timeout:    c.timeout,
+		hdr:        c.headers,
+		body:       c.body,
+		logger:     c.logger,
+		now:        c.now,
+		denied:     c.denied,
+		observer:   c.observer,
+		breaker:    breaker{threshold: int32(c.breakerThreshold), cooldown: c.breakerCooldown},
+		storeName:  storeName(s),
 	}
-	nameJSON := strconv.AppendQuote(nil, c.name) // names are plain ASCII, so Go quoting is JSON quoting
-	l := &Limiter{
-		store:     s,
-		key:       key,
-		fallback:  c.fallbackKey,
-		limits:    append([]store.Limit(nil), c.limits...),
-		cost:      c.cost,
-		name:      c.name,
-		nameJSON:  nameJSON,
-		failure:   c.failure,
-		timeout:   c.timeout,
-		headers:   fields,
-		logger:    c.logger,
-		now:       c.now,
-		denied:    c.denied,
-		observer:  c.observer,
-		breaker:   breaker{threshold: int32(c.breakerThreshold), cooldown: c.breakerCooldown},
-		storeName: storeName(s),
+	for i, t := range tiers {
+		ts := tierState{Tier: t, policy: c.name, prefix: c.name + ":"}
+		if t.Name != "" {
+			ts.policy = c.name + "." + t.Name
+			ts.prefix = c.name + "." + t.Name + ":"
+		}
+		ts.nameJSON = strconv.AppendQuote(nil, ts.policy) // policy names are plain ASCII: Go quoting is JSON quoting
+		if _, dup := sh.tierIndex[t.Name]; dup {
+			return nil, fmt.Errorf("ratekeeper: middleware: tier %q configured twice", t.Name)
+		}
+		sh.tierIndex[t.Name] = i
+		if !t.Unlimited && !t.Suspended {
+			probe := store.Request{Key: "probe", Limits: t.Limits, Cost: c.cost, CountDenied: c.countDenied}
+			if err := probe.Validate(); err != nil {
+				return nil, fmt.Errorf("ratekeeper: middleware: policy %q: %w", ts.policy, err)
+			}
+			f, err := c.headers.Compile(ts.policy, t.Limits)
+			if err != nil {
+				return nil, fmt.Errorf("ratekeeper: middleware: policy %q: %w", ts.policy, err)
+			}
+			ts.fields = f
+			ts.Limits = append([]store.Limit(nil), t.Limits...)
+		}
+		sh.tiers = append(sh.tiers, ts)
 	}
-	return l, nil
+	return &Limiter{shared: sh, cost: c.cost}, nil
 }
 
-func validName(n string) error {
+func validName(field, n string) error {
 	if n == "" || len(n) > 64 {
-		return fmt.Errorf("ratekeeper: middleware: name must be 1 to 64 characters, got %q", n)
+		return fmt.Errorf("ratekeeper: middleware: %s must be 1 to 64 characters, got %q", field, n)
 	}
 	for i := 0; i < len(n); i++ {
 		b := n[i]
 		if !('a' <= b && b <= 'z' || 'A' <= b && b <= 'Z' || '0' <= b && b <= '9' || b == '_' || b == '-' || b == '.') {
-			return fmt.Errorf("ratekeeper: middleware: name %q: only [A-Za-z0-9_.-] allowed", n)
+			return fmt.Errorf("ratekeeper: middleware: %s %q: only [A-Za-z0-9_.-] allowed", field, n)
 		}
 	}
 	return nil
@@ -134,6 +207,27 @@ func validName(n string) error {
 
 // Name returns the policy name.
 func (l *Limiter) Name() string { return l.name }
+
+// WithCost returns a Limiter that shares l's quota, store, tiers and
+// breaker but charges n units per request: wrap a costly route with it so
+// that, for example, a search takes 5 units of the same per-client quota a
+// ping takes 1 of. It returns an error when n is below 1 or above a limit's
+// capacity.
+func (l *Limiter) WithCost(n int64) (*Limiter, error) {
+	if n <= 0 {
+		return nil, fmt.Errorf("ratekeeper: middleware: cost must be > 0, got %d", n)
+	}
+	for _, t := range l.tiers {
+		if t.Unlimited || t.Suspended {
+			continue
+		}
+		probe := store.Request{Key: "probe", Limits: t.Limits, Cost: n, CountDenied: l.countDeny}
+		if err := probe.Validate(); err != nil {
+			return nil, fmt.Errorf("ratekeeper: middleware: policy %q: %w", t.policy, err)
+		}
+	}
+	return &Limiter{shared: l.shared, cost: n}, nil
+}
 
 // Handler wraps next so that every request is rate limited before it
 // reaches next. Its shape fits chi's r.Use and r.With and http.ServeMux
@@ -148,22 +242,82 @@ func (l *Limiter) Handler(next http.Handler) http.Handler {
 	})
 }
 
+var (
+	errEmptyKey    = errors.New("ratekeeper: key function returned an empty key")
+	errBreakerOpen = errors.New("ratekeeper: store skipped: circuit breaker open")
+	errUnknownTier = errors.New("ratekeeper: classifier returned an unknown tier")
+	errBadCost     = errors.New("ratekeeper: cost function returned a cost below 1")
+)
+
 func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
-	key, err := l.identity(r)
+	for _, ex := range l.exempt {
+		if ex(r) {
+			l.observe(Event{Policy: l.name, Outcome: OutcomeExempt})
+			next.ServeHTTP(w, r)
+			return
+		}
+	}
+	tierName, key, err := l.classify(r)
+	if err == nil && key == "" {
+		err = errEmptyKey
+	}
 	if err != nil {
 		l.observe(Event{Policy: l.name, Outcome: OutcomeRejected, Err: err})
 		if errors.Is(err, keyfunc.ErrNoIdentity) {
-			writeJSON(w, http.StatusUnauthorized, bodyUnauthorized)
+			writeJSON(w, http.StatusUnauthorized, contentTypeJSON, bodyUnauthorized)
 		} else {
-			writeJSON(w, http.StatusBadRequest, bodyBadRequest)
+			writeJSON(w, http.StatusBadRequest, contentTypeJSON, bodyBadRequest)
 		}
 		return
 	}
-	req := store.Request{Key: key, Limits: l.limits, Cost: l.cost}
+	ti, ok := l.tierIndex[tierName]
+	if !ok {
+		l.internalError(w, Event{Policy: l.name, Outcome: OutcomeRejected, Err: fmt.Errorf("%w: %q", errUnknownTier, tierName)})
+		return
+	}
+	t := &l.tiers[ti]
+	switch {
+	case t.Suspended:
+		l.observe(Event{Policy: t.policy, Outcome: OutcomeSuspended})
+		writeJSON(w, http.StatusForbidden, contentTypeJSON, bodySuspended)
+		return
+	case t.Unlimited:
+		l.observe(Event{Policy: t.policy, Outcome: OutcomeUnlimited})
+		next.ServeHTTP(w, r)
+		return
+	}
+
+	req := store.Request{Key: t.prefix + key, Limits: t.Limits, Cost: l.cost, CountDenied: l.countDeny}
+	fields := t.fields
+	if l.limitsFunc != nil {
+		lim, err := l.limitsFunc(r)
+		if err == nil {
+			req.Limits = lim
+			fields, err = l.hdr.Compile(t.policy, lim)
+		}
+		if err != nil {
+			l.internalError(w, Event{Policy: t.policy, Outcome: OutcomeRejected, Err: fmt.Errorf("limits function: %w", err)})
+			return
+		}
+	}
+	if l.costFunc != nil {
+		c, err := l.costFunc(r)
+		if err == nil && c < 1 {
+			err = fmt.Errorf("%w: %d", errBadCost, c)
+		}
+		if err != nil {
+			l.internalError(w, Event{Policy: t.policy, Outcome: OutcomeRejected, Err: fmt.Errorf("cost function: %w", err)})
+			return
+		}
+		req.Cost = c
+	}
+	if l.dedup != nil {
+		req.DedupID = l.dedup(r)
+	}
 
 	now := l.now()
 	if !l.breaker.allow(now) {
-		l.fail(w, r, next, Event{Policy: l.name, Err: errBreakerOpen, Skipped: true})
+		l.fail(w, r, next, Event{Policy: t.policy, Err: errBreakerOpen, Skipped: true})
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), l.timeout)
@@ -172,62 +326,58 @@ func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 	latency := time.Since(start)
 	cancel()
 	if err != nil {
-		if r.Context().Err() != nil {
+		switch {
+		case errors.Is(err, store.ErrCostExceedsCapacity):
+			l.breaker.release()
+			l.observe(Event{Policy: t.policy, Outcome: OutcomeLimited, Err: err, Latency: latency})
+			writeJSON(w, http.StatusTooManyRequests, contentTypeJSON, costBody(req, t.policy))
+		case errors.Is(err, store.ErrInvalidRequest) || errors.Is(err, store.ErrInvalidLimit):
+			l.breaker.release()
+			l.internalError(w, Event{Policy: t.policy, Outcome: OutcomeRejected, Err: err, Latency: latency})
+		case r.Context().Err() != nil:
 			// The client went away; that says nothing about the store.
 			l.breaker.release()
-			l.observe(Event{Policy: l.name, Outcome: OutcomeCanceled, Err: err, Latency: latency})
-			return
+			l.observe(Event{Policy: t.policy, Outcome: OutcomeCanceled, Err: err, Latency: latency})
+		default:
+			l.breaker.failure(l.now())
+			l.fail(w, r, next, Event{Policy: t.policy, Err: err, Latency: latency})
 		}
-		l.breaker.failure(l.now())
-		l.fail(w, r, next, Event{Policy: l.name, Err: err, Latency: latency})
 		return
 	}
 	l.breaker.success()
+	l.debug(r.Context(), t.policy, key, d)
 
-	l.headers.Write(w.Header(), d, now)
+	fields.Write(w.Header(), d, now)
 	if d.Allowed {
-		l.observe(Event{Policy: l.name, Outcome: OutcomeAllowed, Decision: d, Latency: latency})
+		l.observe(Event{Policy: t.policy, Outcome: OutcomeAllowed, Decision: d, Latency: latency})
 		next.ServeHTTP(w, r)
 		return
 	}
-	l.observe(Event{Policy: l.name, Outcome: OutcomeLimited, Decision: d, Latency: latency})
+	if l.dryRun {
+		l.observe(Event{Policy: t.policy, Outcome: OutcomeDryRun, Decision: d, Latency: latency})
+		next.ServeHTTP(w, r)
+		return
+	}
+	out := OutcomeLimited
+	if d.Blocked {
+		out = OutcomeBlocked
+	}
+	l.observe(Event{Policy: t.policy, Outcome: out, Decision: d, Latency: latency})
 	if l.denied != nil {
 		l.denied(w, r, d)
 		return
 	}
-	l.writeLimited(w, d, now)
+	l.writeLimited(w, t, d, now)
 }
-
-// identity runs the key function, then the fallback on ErrNoIdentity, and
-// namespaces the result with the policy name. Policy names cannot contain
-// ':', so the composition is injective.
-func (l *Limiter) identity(r *http.Request) (string, error) {
-	k, err := l.key(r)
-	if err != nil && l.fallback != nil && errors.Is(err, keyfunc.ErrNoIdentity) {
-		k, err = l.fallback(r)
-	}
-	if err != nil {
-		return "", err
-	}
-	if k == "" {
-		return "", errEmptyKey
-	}
-	return l.name + ":" + k, nil
-}
-
-var (
-	errEmptyKey    = errors.New("ratekeeper: key function returned an empty key")
-	errBreakerOpen = errors.New("ratekeeper: store skipped: circuit breaker open")
-)
 
 // fail applies the failure mode.
 func (l *Limiter) fail(w http.ResponseWriter, r *http.Request, next http.Handler, e Event) {
-	l.warn(e.Err)
+	l.warn(e.Policy, e.Err)
 	if l.failure == FailClosed {
 		e.Outcome = OutcomeFailedClosed
 		l.observe(e)
 		w.Header()[headers.RetryAfter] = []string{strconv.FormatInt(headers.RetryAfterSeconds(l.breaker.cooldown), 10)}
-		writeJSON(w, http.StatusServiceUnavailable, bodyUnavailable)
+		writeJSON(w, http.StatusServiceUnavailable, contentTypeJSON, bodyUnavailable)
 		return
 	}
 	e.Outcome = OutcomeFailedOpen
@@ -235,19 +385,44 @@ func (l *Limiter) fail(w http.ResponseWriter, r *http.Request, next http.Handler
 	next.ServeHTTP(w, r)
 }
 
+// internalError answers 500 for configuration mistakes detected at request
+// time (a classifier naming an unknown tier, a cost function returning 0).
+func (l *Limiter) internalError(w http.ResponseWriter, e Event) {
+	l.logger.Error("ratekeeper: misconfigured policy", slog.String("policy", e.Policy), slog.String("error", e.Err.Error()))
+	l.observe(e)
+	writeJSON(w, http.StatusInternalServerError, contentTypeJSON, bodyInternal)
+}
+
 // warn logs a store failure at most once per second; the error text goes to
 // the log only, never to the client.
-func (l *Limiter) warn(err error) {
+func (l *Limiter) warn(policy string, err error) {
 	now := time.Now().UnixNano()
 	last := l.lastWarn.Load()
 	if now-last < int64(time.Second) || !l.lastWarn.CompareAndSwap(last, now) {
 		return
 	}
 	l.logger.Warn("ratekeeper: store failure",
-		slog.String("policy", l.name),
+		slog.String("policy", policy),
 		slog.String("failure_mode", l.failure.String()),
 		slog.String("kind", string(store.KindOf(err))),
 		slog.String("error", err.Error()))
+}
+
+// debug logs one decision at debug level, with the key hashed so logs never
+// hold client addresses, subjects or API keys in clear.
+func (l *Limiter) debug(ctx context.Context, policy, key string, d store.Decision) {
+	if !l.logger.Enabled(ctx, slog.LevelDebug) {
+		return
+	}
+	sum := sha256.Sum256([]byte(key))
+	l.logger.LogAttrs(ctx, slog.LevelDebug, "ratekeeper: decision",
+		slog.String("policy", policy),
+		slog.String("key_hash", hex.EncodeToString(sum[:8])),
+		slog.Bool("allowed", d.Allowed),
+		slog.Bool("blocked", d.Blocked),
+		slog.Int64("remaining", d.Remaining),
+		slog.Duration("retry_after", d.RetryAfter),
+		slog.String("limit", d.Policy))
 }
 
 func (l *Limiter) observe(e Event) {

@@ -23,6 +23,17 @@ const (
 	OutcomeRejected Outcome = "rejected"
 	// OutcomeCanceled: the client went away while the store was deciding.
 	OutcomeCanceled Outcome = "canceled"
+	// OutcomeBlocked: refused because the key is blocked (abuse limit).
+	OutcomeBlocked Outcome = "blocked"
+	// OutcomeExempt: an exemption matched; no decision was taken.
+	OutcomeExempt Outcome = "exempt"
+	// OutcomeDryRun: the store refused the request but the policy runs in
+	// dry-run mode, so it went through.
+	OutcomeDryRun Outcome = "dry_run"
+	// OutcomeUnlimited: the request's tier is unlimited (trusted).
+	OutcomeUnlimited Outcome = "unlimited"
+	// OutcomeSuspended: the request's tier is suspended; it got 403.
+	OutcomeSuspended Outcome = "suspended"
 )
 
 // Event describes one decision. It never carries the key.

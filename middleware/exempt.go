@@ -1,0 +1,86 @@
+package middleware
+
+import (
+	"fmt"
+	"net/http"
+	"net/netip"
+	"strings"
+
+	"github.com/ratekeeper/ratekeeper/keyfunc"
+)
+
+// ExemptPaths returns an exemption for requests whose URL path equals one
+// of paths, or starts with it when it ends in "/*" (so "/static/*" covers
+// "/static/app.js" and "/static/"). Use with [WithExempt]; health checks
+// are the usual case.
+func ExemptPaths(paths ...string) func(*http.Request) bool {
+	exact := map[string]bool{}
+	var prefixes []string
+	for _, p := range paths {
+		if pre, ok := strings.CutSuffix(p, "/*"); ok {
+			prefixes = append(prefixes, pre+"/")
+		} else {
+			exact[p] = true
+		}
+	}
+	return func(r *http.Request) bool {
+		p := r.URL.Path
+		if exact[p] {
+			return true
+		}
+		for _, pre := range prefixes {
+			if strings.HasPrefix(p, pre) {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// ExemptMethods returns an exemption for requests with one of the given
+// methods (for example http.MethodOptions for CORS preflights).
+func ExemptMethods(methods ...string) func(*http.Request) bool {
+	set := map[string]bool{}
+	for _, m := range methods {
+		set[strings.ToUpper(m)] = true
+	}
+	return func(r *http.Request) bool { return set[r.Method] }
+}
+
+// ExemptCIDRs returns an exemption for clients whose address, as ip finds
+// it (so trusted proxies are honoured exactly as for keys), lies in one of
+// cidrs; a nil ip means the peer address. A request whose address cannot be
+// determined is not exempt. It returns an error naming the first entry that
+// is not a CIDR prefix or an address.
+func ExemptCIDRs(ip *keyfunc.ClientIP, cidrs ...string) (func(*http.Request) bool, error) {
+	if ip == nil {
+		var err error
+		if ip, err = keyfunc.NewClientIP(keyfunc.IPOptions{}); err != nil {
+			return nil, err
+		}
+	}
+	prefixes := make([]netip.Prefix, 0, len(cidrs))
+	for _, c := range cidrs {
+		p, err := netip.ParsePrefix(c)
+		if err != nil {
+			a, aerr := netip.ParseAddr(c)
+			if aerr != nil {
+				return nil, fmt.Errorf("ratekeeper: middleware: exempt CIDR %q: %w", c, err)
+			}
+			p = netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen())
+		}
+		prefixes = append(prefixes, p.Masked())
+	}
+	return func(r *http.Request) bool {
+		a, err := ip.Addr(r)
+		if err != nil {
+			return false
+		}
+		for _, p := range prefixes {
+			if p.Contains(a) {
+				return true
+			}
+		}
+		return false
+	}, nil
+}
