@@ -1,0 +1,90 @@
+package demo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+func promhttpHandler(reg *prometheus.Registry) http.Handler {
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
+}
+
+// Healthz answers 200 "ok".
+func Healthz(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") }
+
+// Ping answers 200 "pong".
+func Ping(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "pong\n") }
+
+// Search answers 200 with the query echoed as JSON-safe text.
+func Search(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = fmt.Fprintf(w, "results for %q\n", r.URL.Query().Get("q"))
+}
+
+// Login accepts any credentials in this demo; the point is the limiter in
+// front of it.
+func Login(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "welcome\n") }
+
+// Main runs an example service: "token <subject>" prints a demo JWT;
+// otherwise it serves routes(policies) on ADDR until SIGINT or SIGTERM.
+func Main(name string, routes func(*Policies) http.Handler) {
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	env := ReadEnv()
+	if len(os.Args) == 3 && os.Args[1] == "token" {
+		tok, err := Token(env.JWTSecret, os.Args[2], time.Hour)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		fmt.Println(tok)
+		return
+	}
+	if err := serve(name, env, logger, routes); err != nil {
+		logger.Error("exiting", slog.String("error", err.Error()))
+		os.Exit(1)
+	}
+}
+
+func serve(name string, env Env, logger *slog.Logger, routes func(*Policies) http.Handler) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	st, closeStore, err := OpenStore(ctx, env.RedisURL)
+	if err != nil {
+		return err
+	}
+	defer closeStore()
+	p, err := NewPolicies(st, env, logger)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Addr: env.Addr, Handler: routes(p), ReadHeaderTimeout: 5 * time.Second}
+	storeName := "memory"
+	if env.RedisURL != "" {
+		storeName = "redis"
+	}
+	logger.Info("listening", slog.String("example", name), slog.String("addr", env.Addr), slog.String("store", storeName))
+	errc := make(chan error, 1)
+	go func() { errc <- srv.ListenAndServe() }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
