@@ -106,6 +106,9 @@ func (c *Collector) Observe(e middleware.Event) {
 	if e.Latency > 0 {
 		c.latency.WithLabelValues(e.Policy, e.Store).Observe(e.Latency.Seconds())
 	}
+	if e.Decision.BlockStarted {
+		c.blocks.WithLabelValues(e.Policy, e.Decision.Policy).Inc()
+	}
 	switch e.Outcome {
 	case middleware.OutcomeFailedOpen, middleware.OutcomeFailedClosed:
 		kind := string(store.KindOf(e.Err))
