@@ -1,0 +1,169 @@
+package middleware_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/ratekeeper/ratekeeper/headers"
+	"github.com/ratekeeper/ratekeeper/keyfunc"
+	"github.com/ratekeeper/ratekeeper/middleware"
+	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/store/memstore"
+)
+
+// line prints its arguments separated by spaces, without trailing blanks.
+func line(a ...any) { fmt.Println(strings.TrimSpace(fmt.Sprintln(a...))) }
+
+func hello(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "hello") }
+
+// get sends a GET from a client address and returns the response.
+func get(h http.Handler, path, client string, hdr ...string) *http.Response {
+	r := httptest.NewRequest(http.MethodGet, path, nil)
+	r.RemoteAddr = client
+	for i := 0; i+1 < len(hdr); i += 2 {
+		r.Header.Set(hdr[i], hdr[i+1])
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	return w.Result()
+}
+
+// A limiter on a plain http.ServeMux: 3 requests per minute per client IP.
+func Example_serveMux() {
+	st, _ := memstore.New(memstore.Options{})
+	lim, err := middleware.New(st, keyfunc.RemoteIP, store.Limit{Rate: 3, Period: time.Minute}, middleware.WithName("api"))
+	if err != nil {
+		panic(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /api/ping", lim.Handler(http.HandlerFunc(hello)))
+
+	for range 4 {
+		res := get(mux, "/api/ping", "203.0.113.7:51000")
+		line(res.StatusCode, res.Header.Get("X-RateLimit-Remaining"), res.Header.Get("Retry-After"))
+	}
+	// Output:
+	// 200 2
+	// 200 1
+	// 200 0
+	// 429 0 20
+}
+
+// A route group on chi shares one policy; other routes are not limited.
+func Example_chiGroup() {
+	st, _ := memstore.New(memstore.Options{})
+	lim, _ := middleware.New(st, keyfunc.RemoteIP, store.Limit{Rate: 1, Period: time.Hour}, middleware.WithName("reports"))
+	r := chi.NewRouter()
+	r.Get("/healthz", hello)
+	r.Group(func(r chi.Router) {
+		r.Use(lim.Handler)
+		r.Get("/reports/daily", hello)
+		r.Get("/reports/weekly", hello)
+	})
+	for _, p := range []string{"/reports/daily", "/reports/weekly", "/healthz"} {
+		res := get(r, p, "198.51.100.4:4000")
+		line(p, res.StatusCode, res.Header.Get("Retry-After"))
+	}
+	// Output:
+	// /reports/daily 200
+	// /reports/weekly 429 3600
+	// /healthz 200
+}
+
+// Anonymous clients are keyed by IP, authenticated ones by their verified
+// subject, each tier with its own limits.
+func Example_tiers() {
+	st, _ := memstore.New(memstore.Options{})
+	subject := func(r *http.Request) (string, error) { // stands in for keyfunc.JWTSubject
+		if r.Header.Get("Authorization") == "Bearer alice-token" {
+			return "sub:alice", nil
+		}
+		return "", keyfunc.ErrNoToken
+	}
+	classify, _ := middleware.AuthClassifier(middleware.AuthOptions{Subject: subject, Anonymous: keyfunc.RemoteIP})
+	lim, err := middleware.NewTiered(st, classify, []middleware.Tier{
+		{Name: middleware.TierAnonymous, Limits: []store.Limit{{Rate: 10, Period: time.Minute}}},
+		{Name: middleware.TierAuthenticated, Limits: []store.Limit{{Rate: 100, Period: time.Minute}}},
+	}, middleware.WithName("api"))
+	if err != nil {
+		panic(err)
+	}
+	h := lim.Handler(http.HandlerFunc(hello))
+	anon := get(h, "/", "192.0.2.10:1234")
+	auth := get(h, "/", "192.0.2.10:1234", "Authorization", "Bearer alice-token")
+	fmt.Println("anonymous:", anon.Header.Get("X-RateLimit-Limit"), anon.Header.Get("X-RateLimit-Remaining"))
+	fmt.Println("alice:", auth.Header.Get("X-RateLimit-Limit"), auth.Header.Get("X-RateLimit-Remaining"))
+	// Output:
+	// anonymous: 10 9
+	// alice: 100 99
+}
+
+// A costly route takes several units of the same quota.
+func ExampleLimiter_WithCost() {
+	st, _ := memstore.New(memstore.Options{})
+	ping, _ := middleware.New(st, keyfunc.RemoteIP, store.Limit{Rate: 10, Period: time.Minute}, middleware.WithName("api"))
+	search, err := ping.WithCost(5)
+	if err != nil {
+		panic(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/api/ping", ping.Handler(http.HandlerFunc(hello)))
+	mux.Handle("/api/search", search.Handler(http.HandlerFunc(hello)))
+	for _, p := range []string{"/api/search", "/api/ping", "/api/search"} {
+		res := get(mux, p, "192.0.2.1:1")
+		fmt.Println(p, res.StatusCode, res.Header.Get("X-RateLimit-Remaining"))
+	}
+	// Output:
+	// /api/search 200 5
+	// /api/ping 200 4
+	// /api/search 429 4
+}
+
+// Health checks and CORS preflights bypass the limiter and get no headers.
+func ExampleWithExempt() {
+	st, _ := memstore.New(memstore.Options{})
+	lim, _ := middleware.New(st, keyfunc.RemoteIP, store.Limit{Rate: 1, Period: time.Minute},
+		middleware.WithExempt(middleware.ExemptPaths("/healthz")),
+		middleware.WithExempt(middleware.ExemptMethods(http.MethodOptions)))
+	h := lim.Handler(http.HandlerFunc(hello))
+	for range 2 {
+		res := get(h, "/healthz", "192.0.2.1:1")
+		fmt.Println(res.StatusCode, res.Header.Get("X-RateLimit-Limit") == "")
+	}
+	// Output:
+	// 200 true
+	// 200 true
+}
+
+// A new limit rolls out in dry-run: it counts and sets headers but never
+// refuses.
+func ExampleWithDryRun() {
+	st, _ := memstore.New(memstore.Options{})
+	lim, _ := middleware.New(st, keyfunc.RemoteIP, store.Limit{Rate: 1, Period: time.Minute}, middleware.WithDryRun())
+	h := lim.Handler(http.HandlerFunc(hello))
+	for range 2 {
+		res := get(h, "/", "192.0.2.1:1")
+		line(res.StatusCode, res.Header.Get("X-RateLimit-Remaining"), res.Header.Get("Retry-After"))
+	}
+	// Output:
+	// 200 0
+	// 200 0 60
+}
+
+// The IETF RateLimit fields, one item per limit.
+func ExampleWithHeaders() {
+	st, _ := memstore.New(memstore.Options{})
+	lim, _ := middleware.New(st, keyfunc.RemoteIP,
+		store.Limit{Name: "minute", Algorithm: store.FixedWindow, Rate: 10, Period: time.Minute},
+		middleware.WithLimits(store.Limit{Name: "hour", Algorithm: store.FixedWindow, Rate: 100, Period: time.Hour}),
+		middleware.WithHeaders(headers.Writer{IETF: true, NoLegacy: true}))
+	res := get(lim.Handler(http.HandlerFunc(hello)), "/", "192.0.2.1:1")
+	fmt.Println(res.Header.Get("RateLimit-Policy"))
+	// Output:
+	// "minute";q=10;w=60, "hour";q=100;w=3600
+}
