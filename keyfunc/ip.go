@@ -1,0 +1,518 @@
+package keyfunc
+
+import (
+	"errors"
+	"fmt"
+	"iter"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+)
+
+// ErrMalformedRemoteAddr reports a request whose RemoteAddr is not an
+// "IP:port" pair as net/http sets it for TCP connections: empty, garbage,
+// an address without a port ("192.0.2.1", "[::1]") or a Unix socket peer
+// ("@", a path). It does not wrap [ErrNoIdentity]: such a request cannot be
+// keyed by address, and the middleware answers 400.
+var ErrMalformedRemoteAddr = errors.New("ratekeeper: malformed remote address")
+
+// ErrMalformedForwarding reports that a forwarding header sent by a trusted
+// proxy cannot name the client: an entry that is not an address, an
+// "unknown" or obfuscated ("_hidden") node where an address is needed, a
+// Forwarded element without "for", a Forwarded line that does not parse, a
+// repeated single-address header, or, with [IPOptions.TrustedHops], a
+// chain shorter than the hop count or a missing header. It does not wrap [ErrNoIdentity]; see
+// [IPOptions.OnMalformed].
+var ErrMalformedForwarding = errors.New("ratekeeper: malformed forwarding header")
+
+// MalformedPolicy says what [ClientIP] does when the forwarding header of a
+// trusted peer cannot name the client (see [ErrMalformedForwarding]).
+type MalformedPolicy int
+
+const (
+	// RejectMalformed returns an error wrapping [ErrMalformedForwarding],
+	// which the middleware answers with 400. It is the default: a broken
+	// chain comes from a misconfigured proxy and should be loud.
+	RejectMalformed MalformedPolicy = iota
+	// UsePeerOnMalformed keys the request by the peer address (the trusted
+	// proxy) instead. Every client whose chain is broken then shares that
+	// proxy's bucket; no request is refused for its header.
+	UsePeerOnMalformed
+)
+
+// Canonical names of the forwarding headers with their own syntax.
+const (
+	headerXFF       = "X-Forwarded-For"
+	headerForwarded = "Forwarded"
+)
+
+type headerKind int
+
+const (
+	kindNone headerKind = iota
+	kindXFF
+	kindForwarded
+	kindSingle
+)
+
+// IPOptions configures [NewClientIP] and [IP]. The zero value keys requests
+// by their peer address (RemoteAddr) and reads no header at all.
+type IPOptions struct {
+	// TrustedProxies lists the reverse proxies whose forwarding headers are
+	// believed, as CIDR prefixes ("10.0.0.0/8", "2001:db8::/32") or single
+	// addresses ("192.0.2.10"). Headers are read only when the peer itself
+	// is in this list. A prefix of length 0 ("0.0.0.0/0") is refused: it
+	// would let any client choose its own key. Mutually exclusive with
+	// TrustedHops.
+	TrustedProxies []string
+
+	// TrustedHops is the number of reverse proxies that every request
+	// passes through, the nearest being the peer. Each proxy appends the
+	// address it saw, so the client is the TrustedHops-th entry of the
+	// header counted from the right (the rightmost for 1). Use it only
+	// when the application cannot be reached except through those proxies:
+	// the peer is not checked. Zero (the default) disables it; negative is
+	// an error. Mutually exclusive with TrustedProxies.
+	TrustedHops int
+
+	// Header names the header the trusted proxies set. The default, when
+	// TrustedProxies or TrustedHops is set, is "X-Forwarded-For";
+	// "Forwarded" selects RFC 7239 parsing. Any other name ("X-Real-IP",
+	// "CF-Connecting-IP", "True-Client-IP", ...) is a single-address
+	// header: its one value is the client address, read only when the peer
+	// is trusted (with TrustedHops, which must then be 1, the peer is
+	// trusted by assumption). Setting Header without TrustedProxies or
+	// TrustedHops is an error.
+	Header string
+
+	// IPv4Prefix groups IPv4 clients by this many leading bits; the
+	// default 32 keys each address alone, 24 keys by /24. Range 1 to 32.
+	IPv4Prefix int
+
+	// IPv6Prefix groups IPv6 clients by this many leading bits; the
+	// default 64 keys each /64, the block usually handed to one
+	// subscriber, so that rotating through its addresses does not escape
+	// the limit. Range 1 to 128.
+	IPv6Prefix int
+
+	// OnMalformed selects the handling of a trusted proxy's header that
+	// cannot name the client. The default is [RejectMalformed].
+	OnMalformed MalformedPolicy
+}
+
+// ClientIP finds the client address of a request according to
+// [IPOptions]. Build it with [NewClientIP]; it is immutable and safe for
+// concurrent use.
+type ClientIP struct {
+	trusted     []netip.Prefix
+	hops        int
+	header      string
+	kind        headerKind
+	v4bits      int
+	v6bits      int
+	usePeerOnly bool // OnMalformed == UsePeerOnMalformed
+}
+
+// defaultClientIP keys by peer address with the default prefixes.
+var defaultClientIP = &ClientIP{v4bits: 32, v6bits: 64}
+
+// NewClientIP validates opts and returns a [ClientIP]. Errors name the
+// offending field, for example an entry of TrustedProxies that is not a
+// CIDR prefix or an address; opts is not modified.
+func NewClientIP(opts IPOptions) (*ClientIP, error) {
+	c := &ClientIP{v4bits: 32, v6bits: 64}
+
+	if opts.TrustedHops < 0 {
+		return nil, fmt.Errorf("keyfunc: IPOptions.TrustedHops is %d, want >= 0", opts.TrustedHops)
+	}
+	if opts.TrustedHops > 0 && len(opts.TrustedProxies) > 0 {
+		return nil, errors.New("keyfunc: IPOptions: set TrustedProxies or TrustedHops, not both")
+	}
+	c.hops = opts.TrustedHops
+	for i, s := range opts.TrustedProxies {
+		p, err := parseTrustedProxy(s)
+		if err != nil {
+			return nil, fmt.Errorf("keyfunc: IPOptions.TrustedProxies[%d]: %w", i, err)
+		}
+		c.trusted = append(c.trusted, p)
+	}
+	trust := c.hops > 0 || len(c.trusted) > 0
+
+	switch {
+	case opts.Header == "" && trust:
+		c.header, c.kind = headerXFF, kindXFF
+	case opts.Header == "":
+		c.kind = kindNone
+	case !trust:
+		return nil, fmt.Errorf("keyfunc: IPOptions.Header %q needs TrustedProxies or TrustedHops: headers of untrusted peers are never read", opts.Header)
+	case !isToken(opts.Header):
+		return nil, fmt.Errorf("keyfunc: IPOptions.Header %q is not a valid header name", opts.Header)
+	default:
+		c.header = http.CanonicalHeaderKey(opts.Header)
+		switch c.header {
+		case headerXFF:
+			c.kind = kindXFF
+		case headerForwarded:
+			c.kind = kindForwarded
+		default:
+			c.kind = kindSingle
+			if c.hops > 1 {
+				return nil, fmt.Errorf("keyfunc: IPOptions.TrustedHops is %d, but the single-address header %s is set by the nearest proxy: want 1", c.hops, c.header)
+			}
+		}
+	}
+
+	switch {
+	case opts.IPv4Prefix == 0:
+	case opts.IPv4Prefix < 1 || opts.IPv4Prefix > 32:
+		return nil, fmt.Errorf("keyfunc: IPOptions.IPv4Prefix is %d, want 1 to 32", opts.IPv4Prefix)
+	default:
+		c.v4bits = opts.IPv4Prefix
+	}
+	switch {
+	case opts.IPv6Prefix == 0:
+	case opts.IPv6Prefix < 1 || opts.IPv6Prefix > 128:
+		return nil, fmt.Errorf("keyfunc: IPOptions.IPv6Prefix is %d, want 1 to 128", opts.IPv6Prefix)
+	default:
+		c.v6bits = opts.IPv6Prefix
+	}
+
+	switch opts.OnMalformed {
+	case RejectMalformed:
+	case UsePeerOnMalformed:
+		c.usePeerOnly = true
+	default:
+		return nil, fmt.Errorf("keyfunc: IPOptions.OnMalformed is %d, want RejectMalformed or UsePeerOnMalformed", int(opts.OnMalformed))
+	}
+	return c, nil
+}
+
+// parseTrustedProxy parses a CIDR prefix or a single address into a masked,
+// canonical prefix.
+func parseTrustedProxy(s string) (netip.Prefix, error) {
+	s = strings.TrimSpace(s)
+	var p netip.Prefix
+	if strings.Contains(s, "/") {
+		var err error
+		p, err = netip.ParsePrefix(s)
+		if err != nil {
+			return netip.Prefix{}, fmt.Errorf("%q is not a CIDR prefix", s)
+		}
+	} else {
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			return netip.Prefix{}, fmt.Errorf("%q is not a CIDR prefix or an IP address", s)
+		}
+		a = a.WithZone("")
+		p = netip.PrefixFrom(a, a.BitLen())
+	}
+	if p.Addr().Is4In6() && p.Bits() >= 96 {
+		p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
+	}
+	if p.Bits() == 0 {
+		return netip.Prefix{}, fmt.Errorf("%q trusts every address, which lets any client choose its key", s)
+	}
+	return p.Masked(), nil
+}
+
+// IP returns a KeyFunc that keys requests by client address, as found by
+// [NewClientIP] with opts, grouped by [IPOptions.IPv4Prefix] and
+// [IPOptions.IPv6Prefix]. The key is the canonical text of the address
+// ("203.0.113.7") or of its masked prefix ("203.0.113.0/24",
+// "2001:db8:1:2::/64").
+//
+// It trusts the peer address (RemoteAddr) and, only when opts names
+// trusted proxies or a hop count, the forwarding header of those proxies.
+// It fails with an error wrapping [ErrMalformedRemoteAddr] or
+// [ErrMalformedForwarding], never with [ErrNoIdentity]: every TCP request
+// has an address. IP returns an error for invalid options. The KeyFunc is
+// safe for concurrent use.
+func IP(opts IPOptions) (KeyFunc, error) {
+	c, err := NewClientIP(opts)
+	if err != nil {
+		return nil, err
+	}
+	return c.Key, nil
+}
+
+// RemoteIP is the KeyFunc of [IP] with zero options: it keys a request by
+// its peer address (RemoteAddr), IPv4 addresses alone and IPv6 addresses by
+// /64, and reads no header, so a client cannot change its key by sending
+// X-Forwarded-For, Forwarded or X-Real-IP. Behind a reverse proxy every
+// client then shares the proxy's key: configure [IP] with TrustedProxies
+// there. It fails with an error wrapping [ErrMalformedRemoteAddr] when
+// RemoteAddr is not "IP:port". Safe for concurrent use.
+func RemoteIP(r *http.Request) (string, error) {
+	return defaultClientIP.Key(r)
+}
+
+// Key returns the rate-limit key of the client address of r (see [IP]).
+func (c *ClientIP) Key(r *http.Request) (string, error) {
+	a, err := c.Addr(r)
+	if err != nil {
+		return "", err
+	}
+	return c.keyOf(a), nil
+}
+
+func (c *ClientIP) keyOf(a netip.Addr) string {
+	bits := c.v6bits
+	if a.Is4() {
+		bits = c.v4bits
+	}
+	if bits >= a.BitLen() {
+		return a.String()
+	}
+	p, err := a.Prefix(bits)
+	if err != nil { // unreachable: bits is within 1..BitLen
+		return a.String()
+	}
+	return p.String()
+}
+
+// Addr returns the client address of r in canonical form: IPv4-mapped IPv6
+// addresses become IPv4 and zones are removed.
+//
+// Without trusted proxies or hops it is the peer address. With
+// TrustedProxies, when the peer is trusted, the chain of the configured
+// header (every line of it, in order, then the peer) is walked from the
+// right, skipping trusted addresses, and the first untrusted address is the
+// client; if every address is trusted, the leftmost one is. Entries to the
+// left of the client, which the client itself may have written, are never
+// parsed. With TrustedHops n, the client is the n-th entry from the right.
+// A single-address header gives the client directly. A peer in
+// TrustedProxies that sends no header at all is itself the client (a
+// health check from the load balancer, say); with TrustedHops a missing
+// header is malformed, since every request should come through the
+// proxies.
+//
+// Addr fails with an error wrapping [ErrMalformedRemoteAddr] when
+// RemoteAddr is not "IP:port", and with one wrapping
+// [ErrMalformedForwarding] when a trusted header cannot name the client,
+// unless [IPOptions.OnMalformed] is [UsePeerOnMalformed].
+func (c *ClientIP) Addr(r *http.Request) (netip.Addr, error) {
+	peer, err := peerAddr(r.RemoteAddr)
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	if c.kind == kindNone || (c.hops == 0 && !c.isTrusted(peer)) {
+		return peer, nil
+	}
+	var client netip.Addr
+	switch c.kind {
+	case kindSingle:
+		client, err = c.fromSingle(r.Header.Values(c.header), peer)
+	case kindForwarded:
+		client, err = c.fromChain(forwardedHops(r.Header.Values(c.header)), peer)
+	default:
+		client, err = c.fromChain(xffHops(r.Header.Values(c.header)), peer)
+	}
+	if err != nil {
+		if c.usePeerOnly {
+			return peer, nil
+		}
+		return netip.Addr{}, err
+	}
+	return client, nil
+}
+
+func (c *ClientIP) isTrusted(a netip.Addr) bool {
+	for _, p := range c.trusted {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// fromChain picks the client from hops, which yields the header's nodes
+// from right to left.
+func (c *ClientIP) fromChain(hops iter.Seq2[string, error], peer netip.Addr) (netip.Addr, error) {
+	if c.hops > 0 {
+		n := 0
+		for node, err := range hops {
+			if err != nil {
+				return netip.Addr{}, err
+			}
+			n++
+			if n == c.hops {
+				return c.parseHop(node)
+			}
+		}
+		return netip.Addr{}, fmt.Errorf("keyfunc: %s has %d entries, TrustedHops is %d: %w", c.header, n, c.hops, ErrMalformedForwarding)
+	}
+	leftmost := peer
+	for node, err := range hops {
+		if err != nil {
+			return netip.Addr{}, err
+		}
+		a, err := c.parseHop(node)
+		if err != nil {
+			return netip.Addr{}, err
+		}
+		if !c.isTrusted(a) {
+			return a, nil
+		}
+		leftmost = a
+	}
+	return leftmost, nil
+}
+
+func (c *ClientIP) fromSingle(values []string, peer netip.Addr) (netip.Addr, error) {
+	switch len(values) {
+	case 0:
+		if c.hops > 0 {
+			return netip.Addr{}, fmt.Errorf("keyfunc: no %s header from the proxy: %w", c.header, ErrMalformedForwarding)
+		}
+		return peer, nil
+	case 1:
+		return c.parseHop(strings.Trim(values[0], " \t"))
+	default:
+		return netip.Addr{}, fmt.Errorf("keyfunc: %s appears %d times: %w", c.header, len(values), ErrMalformedForwarding)
+	}
+}
+
+func (c *ClientIP) parseHop(node string) (netip.Addr, error) {
+	a, reason := parseNode(node)
+	if reason != "" {
+		return netip.Addr{}, fmt.Errorf("keyfunc: %s entry %s: %s: %w", c.header, quoteShort(node), reason, ErrMalformedForwarding)
+	}
+	return a, nil
+}
+
+// peerAddr parses RemoteAddr, which must be "IP:port" or "[IPv6]:port".
+func peerAddr(remote string) (netip.Addr, error) {
+	ap, err := netip.ParseAddrPort(remote)
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("keyfunc: RemoteAddr %s is not IP:port: %w", quoteShort(remote), ErrMalformedRemoteAddr)
+	}
+	return canonicalAddr(ap.Addr()), nil
+}
+
+func canonicalAddr(a netip.Addr) netip.Addr {
+	return a.Unmap().WithZone("")
+}
+
+// xffHops yields the entries of the X-Forwarded-For lines from right to
+// left, last line first, trimmed, skipping empty list elements.
+func xffHops(lines []string) iter.Seq2[string, error] {
+	return func(yield func(string, error) bool) {
+		for i := len(lines) - 1; i >= 0; i-- {
+			rest := lines[i]
+			for {
+				j := strings.LastIndexByte(rest, ',')
+				entry := strings.Trim(rest[j+1:], " \t")
+				if entry != "" && !yield(entry, nil) {
+					return
+				}
+				if j < 0 {
+					break
+				}
+				rest = rest[:j]
+			}
+		}
+	}
+}
+
+// parseNode parses one hop of a forwarding header: an IPv4 address, an IPv6
+// address (bare or in brackets), either with an optional port after a colon
+// (IPv6 only in brackets). It returns a non-empty reason when node is not
+// such an address, including the "unknown" and obfuscated ("_x")
+// identifiers of RFC 7239, which name no address.
+func parseNode(node string) (netip.Addr, string) {
+	switch {
+	case node == "":
+		return netip.Addr{}, "no address"
+	case strings.EqualFold(node, "unknown"):
+		return netip.Addr{}, "unknown hop"
+	case node[0] == '_':
+		return netip.Addr{}, "obfuscated hop"
+	}
+	if node[0] == '[' {
+		end := strings.IndexByte(node, ']')
+		if end < 0 {
+			return netip.Addr{}, "unclosed bracket"
+		}
+		a, err := netip.ParseAddr(node[1:end])
+		if err != nil || !a.Is6() {
+			return netip.Addr{}, "not an IPv6 address in brackets"
+		}
+		if rest := node[end+1:]; rest != "" {
+			if rest[0] != ':' || !validPort(rest[1:]) {
+				return netip.Addr{}, "bad port"
+			}
+		}
+		return canonicalAddr(a), ""
+	}
+	if a, err := netip.ParseAddr(node); err == nil {
+		return canonicalAddr(a), ""
+	}
+	host, port, ok := strings.Cut(node, ":")
+	if !ok {
+		return netip.Addr{}, "not an IP address"
+	}
+	a, err := netip.ParseAddr(host)
+	if err != nil || !a.Is4() {
+		return netip.Addr{}, "not an IP address"
+	}
+	if !validPort(port) {
+		return netip.Addr{}, "bad port"
+	}
+	return a, ""
+}
+
+// validPort accepts a decimal port up to 65535 or an RFC 7239 obfuscated
+// port ("_" followed by letters, digits, '.', '_' or '-').
+func validPort(p string) bool {
+	if p == "" {
+		return false
+	}
+	if p[0] == '_' {
+		if len(p) == 1 {
+			return false
+		}
+		for i := 1; i < len(p); i++ {
+			c := p[i]
+			if !isAlnum(c) && c != '.' && c != '_' && c != '-' {
+				return false
+			}
+		}
+		return true
+	}
+	if len(p) > 5 {
+		return false
+	}
+	n, err := strconv.Atoi(p)
+	return err == nil && n >= 0 && n <= 65535 && p[0] != '+' && p[0] != '-'
+}
+
+func isAlnum(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+}
+
+// isTchar reports whether c may appear in an HTTP token (RFC 9110).
+func isTchar(c byte) bool {
+	return isAlnum(c) || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
+}
+
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !isTchar(s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// quoteShort quotes s for an error message, cut to 64 bytes.
+func quoteShort(s string) string {
+	const max = 64
+	if len(s) > max {
+		return strconv.Quote(s[:max]) + "..."
+	}
+	return strconv.Quote(s)
+}
