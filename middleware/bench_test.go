@@ -1,0 +1,112 @@
+package middleware
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ratekeeper/ratekeeper/keyfunc"
+	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/store/memstore"
+)
+
+// nopWriter is a ResponseWriter that keeps one header map and discards the
+// body, so benchmarks measure the limiter rather than the recorder.
+type nopWriter struct{ h http.Header }
+
+func (w *nopWriter) Header() http.Header         { return w.h }
+func (w *nopWriter) Write(b []byte) (int, error) { return len(b), nil }
+func (w *nopWriter) WriteHeader(int)             {}
+
+var nopHandler = http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
+
+// clients returns n requests from n distinct client addresses.
+func clients(n int) []*http.Request {
+	reqs := make([]*http.Request, n)
+	for i := range reqs {
+		r := httptest.NewRequest(http.MethodGet, "/api/ping", nil)
+		r.RemoteAddr = "10." + strconv.Itoa(i>>16&255) + "." + strconv.Itoa(i>>8&255) + "." + strconv.Itoa(i&255) + ":40000"
+		reqs[i] = r
+	}
+	return reqs
+}
+
+func benchLimiter(b *testing.B, alg store.Algorithm, opts ...Option) http.Handler {
+	b.Helper()
+	st, err := memstore.New(memstore.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	opts = append([]Option{WithLogger(quiet)}, opts...)
+	l, err := New(st, keyfunc.RemoteIP, store.Limit{Algorithm: alg, Rate: 1 << 20, Period: time.Minute}, opts...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return l.Handler(nopHandler)
+}
+
+// BenchmarkMiddleware measures the whole hot path on the memory store:
+// key from RemoteAddr, one decision, headers, next. 10,000 client
+// addresses are spread over the parallel callers.
+func BenchmarkMiddleware(b *testing.B) {
+	for _, alg := range store.Algorithms {
+		b.Run(alg.String(), func(b *testing.B) {
+			h := benchLimiter(b, alg)
+			reqs := clients(10000)
+			var next atomic.Uint64
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				w := &nopWriter{h: http.Header{}}
+				i := int(next.Add(7919))
+				for pb.Next() {
+					i++
+					h.ServeHTTP(w, reqs[i%len(reqs)])
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkBaseline is the handler without the limiter, for ratios.
+func BenchmarkBaseline(b *testing.B) {
+	reqs := clients(10000)
+	var next atomic.Uint64
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		w := &nopWriter{h: http.Header{}}
+		i := int(next.Add(7919))
+		for pb.Next() {
+			i++
+			nopHandler.ServeHTTP(w, reqs[i%len(reqs)])
+		}
+	})
+}
+
+// TestHotPathAllocations pins the allocation count of an admitted request
+// on the memory store, so a regression shows up in CI rather than in a
+// profile.
+func TestHotPathAllocations(t *testing.T) {
+	st, err := memstore.New(memstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := New(st, keyfunc.RemoteIP, store.Limit{Rate: 1 << 30, Period: time.Hour}, WithLogger(quiet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := l.Handler(nopHandler)
+	r := httptest.NewRequest(http.MethodGet, "/api/ping", nil)
+	r.RemoteAddr = "192.0.2.1:5000"
+	w := &nopWriter{h: http.Header{}}
+	h.ServeHTTP(w, r) // create the key
+	allocs := testing.AllocsPerRun(1000, func() { h.ServeHTTP(w, r) })
+	t.Logf("allocations per admitted request: %.1f", allocs)
+	const budget = 12
+	if allocs > budget {
+		t.Fatalf("got %.1f allocations per request, want <= %d", allocs, budget)
+	}
+}
