@@ -23,14 +23,14 @@ const (
 	DefaultPrefix = "ratekeeper"
 	// DefaultTimeout bounds one store call.
 	DefaultTimeout = 50 * time.Millisecond
-	// DefaultReplayTTL is how long a take's replay record lives. It must
-	// outlast every re-send of that take by the client library: go-redis
-	// re-sends after a read timeout or a broken connection until
-	// MaxRetries (3 by default) is spent, and since the store cancels the
-	// call's context at Timeout the last re-send starts before Timeout
-	// ends and is on the wire within one WriteTimeout (3 s by default).
-	// Ten seconds covers that with the defaults and with generous custom
-	// timeouts.
+	// DefaultReplayTTL is how long a take's replay record lives unless
+	// Timeout is longer. The client library re-sends a command only
+	// during the call (go-redis stops retrying once the store's deadline
+	// has passed), but a re-sent copy may then wait in the socket buffers
+	// of a slow or briefly stalled Redis before it runs; the record must
+	// still exist when it does. Ten seconds is far beyond the default
+	// 50ms Timeout, for the price of one small key per admitted take held
+	// that long (about 10 MB at 10,000 admitted takes per second).
 	DefaultReplayTTL = 10 * time.Second
 )
 
@@ -51,8 +51,10 @@ type Options struct {
 	// ReplayTTL is how long Redis keeps the reply of a take that wrote
 	// state, so that a client library's automatic re-send of the same
 	// command returns that reply instead of counting the request again.
-	// Default [DefaultReplayTTL] (see there why). It is rounded up to whole
-	// milliseconds and must be at least Timeout.
+	// Zero means the longer of [DefaultReplayTTL] (see there why) and
+	// Timeout. It is rounded up to whole milliseconds and must be at least
+	// Timeout. A re-sent copy that reaches Redis more than ReplayTTL after
+	// the first one ran counts again.
 	//
 	// A negative ReplayTTL disables replay records, saving one short-lived
 	// key and one write per admitted take. Do that only with a client that
@@ -106,11 +108,11 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 	case replay < 0:
 		s.replayMS = 0
 	case replay == 0:
-		s.replayMS = DefaultReplayTTL.Milliseconds()
+		s.replayMS = ceilMillis(max(DefaultReplayTTL, s.timeout))
 	case replay < s.timeout:
 		return nil, fmt.Errorf("redisstore: ReplayTTL %s is shorter than Timeout %s", replay, s.timeout)
 	default:
-		s.replayMS = int64((replay + time.Millisecond - 1) / time.Millisecond)
+		s.replayMS = ceilMillis(replay)
 	}
 	for _, alg := range store.Algorithms {
 		src, err := lua.Source(alg.String())
@@ -127,11 +129,17 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 	return s, nil
 }
 
+// ceilMillis returns d in whole milliseconds, rounded up.
+func ceilMillis(d time.Duration) int64 {
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
+}
+
 // Take checks req against every limit and records it in all of them only
-// if all admit it, in one atomic script. It returns req.Validate's error
-// for an invalid request (before any I/O) and a *store.BackendError when
-// Redis fails or does not answer within the timeout; in that case the
-// request was recorded once or not at all, never twice.
+// if all admit it, in one atomic script. Before any I/O it returns
+// req.Validate's error for an invalid request and [ErrUnsupported] for a
+// feature this store lacks. It returns a *store.BackendError when Redis
+// fails or does not answer within the timeout; the request was then
+// recorded once or not at all, never twice.
 func (s *Store) Take(ctx context.Context, req store.Request) (store.Decision, error) {
 	return s.decide(ctx, "take", req)
 }
@@ -142,10 +150,12 @@ func (s *Store) Peek(ctx context.Context, req store.Request) (store.Decision, er
 	return s.decide(ctx, "peek", req)
 }
 
-// Reset deletes the state of req.Key under req.Limits (req.Cost is
-// ignored). It returns req.Validate's error for an invalid request and a
-// *store.BackendError when Redis fails or times out. Replay records of
-// earlier takes are left to expire.
+// Reset deletes the state of req.Key under req.Limits: for the sliding
+// window log, the log of exactly that set of limits. State of the key under
+// other limits is kept, and replay records of earlier takes are left to
+// expire. req.Cost is ignored; otherwise it returns req.Validate's error for
+// an invalid request, and a *store.BackendError when Redis fails or does
+// not answer within the timeout.
 func (s *Store) Reset(ctx context.Context, req store.Request) error {
 	keys, err := s.StateKeys(req)
 	if err != nil {
@@ -159,9 +169,11 @@ func (s *Store) Reset(ctx context.Context, req store.Request) error {
 
 // StateKeys returns the Redis keys that hold req's state: one per limit in
 // request order, or for the sliding window log the one sorted set shared
-// by all limits of the request. Replay records are not included. It
-// returns req.Validate's error for an invalid request.
+// by all limits of the request. Replay records are not included. req.Cost
+// is ignored; otherwise it returns req.Validate's error for an invalid
+// request.
 func (s *Store) StateKeys(req store.Request) ([]string, error) {
+	req.Cost = 0 // not part of the state's identity
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
@@ -169,28 +181,42 @@ func (s *Store) StateKeys(req store.Request) ([]string, error) {
 	return appendStateKeys(make([]string, 0, len(req.Limits)), base, req.Limits), nil
 }
 
+// ErrUnsupported is returned (wrapping [store.ErrInvalidRequest]) for a
+// request that uses a feature this store does not implement: blocks
+// ([store.Limit.Block]), counted refusals ([store.Request.CountDenied]) and
+// de-duplication ([store.Request.DedupID]). Such a request is refused
+// rather than served without the protection it asks for.
+var ErrUnsupported = fmt.Errorf("%w: not supported by redisstore", store.ErrInvalidRequest)
+
+// checkSupported reports a request feature the scripts do not implement.
+func checkSupported(req store.Request) error {
+	switch {
+	case req.CountDenied:
+		return fmt.Errorf("%w: CountDenied", ErrUnsupported)
+	case req.DedupID != "":
+		return fmt.Errorf("%w: DedupID", ErrUnsupported)
+	}
+	for i, l := range req.Limits {
+		if l.Block != 0 {
+			return fmt.Errorf("%w: limit %d: Block", ErrUnsupported, i)
+		}
+	}
+	return nil
+}
+
 // decide runs the algorithm's script in mode "take" or "peek".
 func (s *Store) decide(ctx context.Context, mode string, req store.Request) (store.Decision, error) {
 	if err := req.Validate(); err != nil {
 		return store.Decision{}, err
 	}
-	base := keyBase(s.prefix, EncodeKey(req.Key))
-	keys := make([]string, 1, 1+len(req.Limits))
-	keys = appendStateKeys(keys, base, req.Limits)
+	if err := checkSupported(req); err != nil {
+		return store.Decision{}, err
+	}
 	nonce := ""
 	if mode == "take" {
 		nonce = s.nonce()
-		keys[0] = base + tagOp + ":" + nonce
-	} else {
-		// Peek never reads KEYS[1]; any key of the slot will do.
-		keys[0] = keys[1]
 	}
-	args := make([]any, 0, 5+3*len(req.Limits))
-	args = append(args, mode, req.EffectiveCost(), nonce, s.replayMS, len(req.Limits))
-	for _, l := range req.Limits {
-		args = append(args, l.Rate, l.Period.Microseconds(), l.Capacity())
-	}
-	script := s.scripts[req.Limits[0].Algorithm]
+	script, keys, args := s.command(mode, req, nonce)
 	v, err := s.run(ctx, mode, func(ctx context.Context) (any, error) {
 		return script.Run(ctx, s.client, keys, args...).Result()
 	})
@@ -202,6 +228,26 @@ func (s *Store) decide(ctx context.Context, mode string, req store.Request) (sto
 		return store.Decision{}, backendError(mode, err)
 	}
 	return r.decision(req.Limits), nil
+}
+
+// command returns the script, KEYS and ARGV of a validated request in mode
+// "take" (with the attempt's nonce) or "peek" (nonce unused).
+func (s *Store) command(mode string, req store.Request, nonce string) (*redis.Script, []string, []any) {
+	base := keyBase(s.prefix, EncodeKey(req.Key))
+	keys := make([]string, 1, 1+len(req.Limits))
+	keys = appendStateKeys(keys, base, req.Limits)
+	if mode == "take" {
+		keys[0] = base + tagOp + ":" + nonce
+	} else {
+		// Peek never reads KEYS[1]; any key of the slot will do.
+		keys[0] = keys[1]
+	}
+	args := make([]any, 0, 5+3*len(req.Limits))
+	args = append(args, mode, req.EffectiveCost(), nonce, s.replayMS, len(req.Limits))
+	for _, l := range req.Limits {
+		args = append(args, l.Rate, l.Period.Microseconds(), l.Capacity())
+	}
+	return s.scripts[req.Limits[0].Algorithm], keys, args
 }
 
 // nonce returns an identifier unique to one take attempt: a random
@@ -221,7 +267,8 @@ type result struct {
 // run calls fn with a context bounded by the store's timeout and returns
 // by that deadline even if fn does not: fn runs in its own goroutine, which
 // a client that ignores context deadlines may keep busy (until its own read
-// timeout) after run has returned. Errors are *store.BackendError.
+// timeout) after run has returned. A panic in fn becomes an error. Errors
+// are *store.BackendError.
 func (s *Store) run(ctx context.Context, op string, fn func(context.Context) (any, error)) (any, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, backendError(op, err)
@@ -230,6 +277,13 @@ func (s *Store) run(ctx context.Context, op string, fn func(context.Context) (an
 	defer cancel()
 	done := make(chan result, 1)
 	go func() {
+		defer func() {
+			// A panic in the client (or a hook the application added) must
+			// not take the process down with the request.
+			if p := recover(); p != nil {
+				done <- result{err: fmt.Errorf("redisstore: client panicked: %v", p)}
+			}
+		}()
 		v, err := fn(ctx)
 		done <- result{v, err}
 	}()

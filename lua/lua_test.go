@@ -1,0 +1,164 @@
+package lua
+
+import (
+	"bufio"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestSource(t *testing.T) {
+	for _, name := range Names() {
+		t.Run(name, func(t *testing.T) {
+			src, err := Source(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.HasPrefix(src, prelude) {
+				t.Fatal("script does not start with the prelude")
+			}
+			body, err := os.ReadFile(name + ".lua")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.HasSuffix(src, string(body)) {
+				t.Fatalf("script does not end with %s.lua", name)
+			}
+			if !strings.Contains(string(body), "return finish(") {
+				t.Fatalf("%s.lua does not answer through finish", name)
+			}
+		})
+	}
+	if _, err := Source("leaky_bucket"); !errors.Is(err, ErrUnknownScript) {
+		t.Fatalf("unknown name: got %v, want ErrUnknownScript", err)
+	}
+}
+
+func TestNames(t *testing.T) {
+	want := []string{"gcra", "token_bucket", "sliding_window_log", "sliding_window_counter", "fixed_window"}
+	got := Names()
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	got[0] = "changed"
+	if Names()[0] != "gcra" {
+		t.Fatal("Names returned shared storage")
+	}
+}
+
+func TestEveryFileIsUsed(t *testing.T) {
+	files, err := os.ReadDir(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	known := map[string]bool{"prelude": true}
+	for _, n := range Names() {
+		known[n] = true
+	}
+	for _, f := range files {
+		name, ok := strings.CutSuffix(f.Name(), ".lua")
+		if ok && !known[name] {
+			t.Errorf("%s is neither the prelude nor an algorithm", f.Name())
+		}
+	}
+}
+
+// TestScriptsCompile loads every script into a redis-server started for
+// the test, which compiles it; a syntax error fails SCRIPT LOAD.
+func TestScriptsCompile(t *testing.T) {
+	addr := startRedis(t)
+	conn, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	rd := bufio.NewReader(conn)
+	for _, name := range Names() {
+		src, err := Source(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		line, err := command(conn, rd, "SCRIPT", "LOAD", src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(line, "$40") {
+			t.Fatalf("%s: SCRIPT LOAD answered %q, want a SHA-1", name, line)
+		}
+		if _, err := rd.ReadString('\n'); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The check works: a broken script is refused.
+	line, err := command(conn, rd, "SCRIPT", "LOAD", prelude+"\nlocal = 1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(line, "-") {
+		t.Fatalf("broken script: got %q, want an error", line)
+	}
+}
+
+// command sends args as a RESP array and returns the first reply line.
+func command(conn net.Conn, rd *bufio.Reader, args ...string) (string, error) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "*%d\r\n", len(args))
+	for _, a := range args {
+		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+	}
+	if err := conn.SetDeadline(time.Now().Add(5 * time.Second)); err != nil {
+		return "", err
+	}
+	if _, err := conn.Write([]byte(b.String())); err != nil {
+		return "", err
+	}
+	return rd.ReadString('\n')
+}
+
+// startRedis starts /usr/bin/redis-server on a free port for the test, or
+// skips the test when it cannot.
+func startRedis(t *testing.T) string {
+	t.Helper()
+	const bin = "/usr/bin/redis-server"
+	if _, err := os.Stat(bin); err != nil {
+		t.Skipf("skipping: no redis-server to compile the scripts: %v", err)
+	}
+	for attempt := 0; attempt < 5; attempt++ {
+		n, err := rand.Int(rand.Reader, big.NewInt(20000))
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := strconv.Itoa(20000 + int(n.Int64()))
+		l, err := net.Listen("tcp", "127.0.0.1:"+port)
+		if err != nil {
+			continue
+		}
+		l.Close()
+		cmd := exec.Command(bin, "--port", port, "--bind", "127.0.0.1", "--save", "",
+			"--appendonly", "no", "--daemonize", "no", "--loglevel", "warning")
+		if err := cmd.Start(); err != nil {
+			t.Skipf("skipping: cannot start redis-server: %v", err)
+		}
+		t.Cleanup(func() {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		})
+		addr := "127.0.0.1:" + port
+		for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			if c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond); err == nil {
+				c.Close()
+				return addr
+			}
+		}
+	}
+	t.Skip("skipping: redis-server did not start")
+	return ""
+}

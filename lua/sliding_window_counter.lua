@@ -1,0 +1,92 @@
+-- sliding_window_counter.lua: KEYS[1 + i] is a hash {w, cur, prev} for limit
+-- i: the start w of the window that cur counts (microseconds, a multiple of
+-- the period) and the count prev of the window before it. Window algorithms
+-- count up to the capacity, which is the rate unless the limit trips on
+-- reaching it.
+
+-- counter_at returns the window containing t and the counts of that window
+-- and the one before it, as stored state {w, c, pv} (w nil when absent)
+-- shows them at t. A stored window later than t's (the server clock went
+-- back, after a failover) stays current: the estimate grows, never shrinks.
+local function counter_at(t, p, w, c, pv)
+  local ws = t - math.fmod(t, p)
+  if not w then
+    return ws, 0, 0
+  end
+  if w == ws then
+    return ws, c, pv
+  end
+  if w == ws - p then
+    return ws, 0, c
+  end
+  if w > ws then
+    return w, c, pv
+  end
+  return ws, 0, 0
+end
+
+-- estimate returns prev * (P - e) / P + cur, e = t - ws being the time
+-- elapsed in the current window.
+local function estimate(t, ws, p, c, pv)
+  return pv * (ws + p - t) / p + c
+end
+
+local start, cur, prev = {}, {}, {}
+for i = 1, n do
+  local p, r = period[i], cap[i]
+  local w, sc, spv
+  local st = redis.call('HMGET', KEYS[1 + i], 'w', 'cur', 'prev')
+  if st[1] then
+    w, sc, spv = tonumber(st[1]), tonumber(st[2]), tonumber(st[3])
+    if not w or not sc or not spv then
+      error('ratekeeper: malformed sliding window counter state')
+    end
+  end
+  local ws, c, pv = counter_at(now, p, w, sc, spv)
+  local est = estimate(now, ws, p, c, pv)
+  start[i], cur[i], prev[i] = ws, c + cost, pv
+  rem0[i] = floor_units(r - est, r)
+  if c > 0 then
+    reset0[i] = ws + 2 * p - now
+  elseif pv > 0 then
+    reset0[i] = ws + p - now
+  else
+    reset0[i] = 0
+  end
+  if est + cost <= r then
+    ok[i] = true
+    rem1[i] = floor_units(r - (est + cost), r)
+    reset1[i] = ws + 2 * p - now
+    retry[i] = 0
+  else
+    ok[i] = false
+    allowed = false
+    -- First guess: inside this window when the weight of prev can fall far
+    -- enough, else inside the next one, where cur has become prev.
+    local at
+    local avail = r - cost - c
+    if avail >= 0 and pv > 0 then
+      at = ws + ceil_us(p - avail * p / pv)
+    elseif c > 0 then
+      at = ws + p + ceil_us(p - (r - cost) * p / c)
+    else
+      at = ws + p
+    end
+    retry[i] = earliest(at - now, function(d)
+      local t = now + d
+      local ws2, c2, pv2 = counter_at(t, p, w, sc, spv)
+      return estimate(t, ws2, p, c2, pv2) + cost <= r
+    end)
+  end
+end
+
+local wrote = false
+if allowed and take then
+  for i = 1, n do
+    redis.call('HSET', KEYS[1 + i], 'w', int(start[i]), 'cur', int(cur[i]),
+      'prev', int(prev[i]))
+    redis.call('PEXPIRE', KEYS[1 + i], int(ttl_ms(reset1[i])))
+  end
+  wrote = true
+end
+return finish(wrote)

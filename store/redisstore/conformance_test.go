@@ -1,0 +1,64 @@
+package redisstore
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratekeeper/ratekeeper/store/storetest"
+)
+
+// keyTTLs returns every key under prefix with its remaining time to live:
+// expired keys are omitted, a key without TTL has a negative duration.
+func keyTTLs(c *redis.Client, prefix string) func(ctx context.Context) (map[string]time.Duration, error) {
+	return func(ctx context.Context) (map[string]time.Duration, error) {
+		out := make(map[string]time.Duration)
+		iter := c.Scan(ctx, 0, prefix+":*", 200).Iterator()
+		for iter.Next(ctx) {
+			ttl, err := c.PTTL(ctx, iter.Val()).Result()
+			if err != nil {
+				return nil, err
+			}
+			switch ttl {
+			case -2: // expired since SCAN
+				continue
+			case -1:
+				ttl = -time.Millisecond
+			}
+			out[iter.Val()] = ttl
+		}
+		return out, iter.Err()
+	}
+}
+
+// TestConformance runs the store conformance suite against the local
+// redis-server on real time.
+func TestConformance(t *testing.T) {
+	srv := requireServer(t)
+	storetest.Run(t, func(t *testing.T) storetest.Harness {
+		c := newClient(t, srv, nil)
+		prefix := randomPrefix(t)
+		s, err := New(c, Options{Prefix: prefix, Timeout: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return storetest.Harness{Store: s, Advance: time.Sleep, KeyTTLs: keyTTLs(c, prefix)}
+	})
+}
+
+// TestConformanceExact runs the suite with the scripts on a fake clock, so
+// that it asserts exact durations and microsecond boundaries. Key TTLs are
+// checked by TestConformance (real time) only: here keys keep long TTLs.
+func TestConformanceExact(t *testing.T) {
+	requireServer(t)
+	storetest.Run(t, func(t *testing.T) storetest.Harness {
+		s, clock := newClockedStore(t, time.Date(2025, time.March, 14, 15, 9, 26, 535897000, time.UTC).UnixMicro(), false)
+		return storetest.Harness{
+			Store:   s,
+			Advance: func(d time.Duration) { clock.advance(d.Microseconds()) },
+			Exact:   true,
+		}
+	})
+}

@@ -1,0 +1,78 @@
+// Package redisstore is the Redis [store.Store]: every decision is one
+// atomic Lua script (package [github.com/ratekeeper/ratekeeper/lua]) run
+// with the server's clock, so that any number of processes sharing a Redis
+// share exact limits. It works with a single node, Sentinel and Redis
+// Cluster through a go-redis [redis.UniversalClient].
+//
+//	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
+//	s, err := redisstore.New(rdb, redisstore.Options{})
+//	if err != nil { ... }
+//	d, err := s.Take(ctx, store.Request{Key: ip, Limits: []store.Limit{store.PerMinute(60)}})
+//
+// The decisions are those of package [store], computed with the same
+// arithmetic as [github.com/ratekeeper/ratekeeper/store/memstore], and the
+// store passes the conformance suite in
+// [github.com/ratekeeper/ratekeeper/store/storetest].
+//
+// # Keys
+//
+// State of request key k lives under "<prefix>:{<enc k>}:<kind>:<enc id>":
+// kind is gcra, tb, swc or fw and id the limit's ID; the sliding window log
+// keeps one sorted set per key and set of limits, "<prefix>:{<enc k>}:swl:"
+// followed by the sorted encoded IDs. Replay records are
+// "<prefix>:{<enc k>}:op:<nonce>". [EncodeKey] makes k and the IDs safe:
+// the braces make the encoded key the Redis Cluster hash tag, so all keys of
+// one decision are in one slot. [Store.StateKeys] lists a request's state
+// keys. Every key has a TTL in milliseconds that ends when its state stops
+// mattering; nothing needs a sweeper.
+//
+// Keys such as IP addresses or user IDs are stored readable unless long
+// enough to be hashed; hash them before they reach the store if Redis must
+// not hold them in the clear.
+//
+// # Time budget
+//
+// Every call returns within [Options.Timeout] (or the caller's earlier
+// deadline), whatever the client's configuration: the command runs in its
+// own goroutine, and the call stops waiting when the deadline passes. This
+// matters because go-redis does not cut a socket read at the context
+// deadline unless ContextTimeoutEnabled is set, so a stalled Redis would
+// otherwise hold a request for the client's ReadTimeout (3s by default)
+// times its retries. An abandoned command may still complete in Redis; the
+// request is then recorded once, and the caller has already seen a timeout.
+// Detecting a dead Redis and skipping it quickly (a circuit breaker) is the
+// caller's job; the middleware package does it.
+//
+// # Re-sent commands
+//
+// go-redis re-sends a command after a read timeout or a broken connection,
+// up to MaxRetries (3 by default) times, although Redis may already have
+// run it. Each Take therefore carries a random nonce; a take that writes
+// state stores its reply under a replay record for [Options.ReplayTTL], and
+// a re-sent copy finds the record and returns the same reply without
+// counting again. The record costs one short-lived key per admitted take.
+// EVALSHA falls back to EVAL when Redis lost its script cache (restart,
+// SCRIPT FLUSH), through [redis.Script].
+//
+// # Redis Cluster
+//
+// All keys of a decision share one hash slot, so every script runs on one
+// node. After a master failover, go-redis's ClusterClient learns the new
+// topology from MOVED replies and its periodic reload (every 60 seconds by
+// default); until then calls for the moved slots fail and surface as
+// connection or script errors. Failovers also switch to another server's
+// clock: a clock that runs behind makes window algorithms keep their newer
+// windows (stricter, never looser) and bucket algorithms wait for the lost
+// time.
+//
+// # Errors
+//
+// Invalid requests fail before any I/O with the error of
+// [store.Request.Validate]. Requests using features this store does not
+// implement yet (blocks, counted refusals, de-duplication) fail with
+// [ErrUnsupported]. Backend failures are *[store.BackendError] values
+// matching [store.ErrStoreUnavailable], of kind timeout (deadline, network
+// or pool timeout), connection (refused, reset, closed), script (an error
+// reply, such as WRONGTYPE or malformed state, or a reply the store cannot
+// decode) or other (a cancelled context among them).
+package redisstore

@@ -1,0 +1,263 @@
+package redisstore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratekeeper/ratekeeper/store"
+)
+
+// privateServer starts a redis-server for one test, stopped at its end.
+func privateServer(t *testing.T) *server {
+	t.Helper()
+	requireServer(t)
+	srv, err := startServer()
+	if err != nil {
+		t.Skip("skipping: " + err.Error())
+	}
+	t.Cleanup(func() {
+		_ = srv.cmd.Process.Signal(syscall.SIGCONT)
+		srv.stop()
+	})
+	return srv
+}
+
+// dropProxy forwards TCP to a Redis server and, while drops > 0, closes
+// the connection instead of delivering the reply to a script call: the
+// command ran, the client sees a broken connection and re-sends it.
+type dropProxy struct {
+	l      net.Listener
+	target string
+	drops  atomic.Int32
+	wg     sync.WaitGroup
+}
+
+func newDropProxy(t *testing.T, target string) *dropProxy {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &dropProxy{l: l, target: target}
+	p.wg.Add(1)
+	go p.serve()
+	t.Cleanup(func() {
+		l.Close()
+		p.wg.Wait()
+	})
+	return p
+}
+
+func (p *dropProxy) serve() {
+	defer p.wg.Done()
+	for {
+		c, err := p.l.Accept()
+		if err != nil {
+			return
+		}
+		go p.handle(c)
+	}
+}
+
+func (p *dropProxy) handle(c net.Conn) {
+	s, err := net.Dial("tcp", p.target)
+	if err != nil {
+		c.Close()
+		return
+	}
+	var armed atomic.Bool
+	go func() {
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := c.Read(buf)
+			if n > 0 {
+				if bytes.Contains(bytes.ToLower(buf[:n]), []byte("evalsha")) && p.drops.Add(-1) >= 0 {
+					armed.Store(true)
+				}
+				if _, werr := s.Write(buf[:n]); werr != nil {
+					err = werr
+				}
+			}
+			if err != nil {
+				s.Close()
+				c.Close()
+				return
+			}
+		}
+	}()
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := s.Read(buf)
+		if n > 0 {
+			if armed.Load() {
+				// The script ran; its reply is lost with the connection.
+				c.Close()
+				s.Close()
+				return
+			}
+			if _, werr := c.Write(buf[:n]); werr != nil {
+				err = werr
+			}
+		}
+		if err != nil {
+			c.Close()
+			s.Close()
+			return
+		}
+	}
+}
+
+// TestClientResendCountsOnce reproduces the go-redis trap: the reply of an
+// admitted take is lost, go-redis (MaxRetries 3, its default) re-sends the
+// same EVALSHA, and the replay record answers it. Without records the same
+// scenario counts the request twice, which shows the re-send happened.
+func TestClientResendCountsOnce(t *testing.T) {
+	srv := requireServer(t)
+	ctx := context.Background()
+	tests := []struct {
+		name      string
+		replayTTL time.Duration
+		want      int64 // remaining units after the take
+	}{
+		{"with replay records", 0, 8},
+		{"without replay records", -1, 7},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			proxy := newDropProxy(t, srv.addr)
+			direct := newClient(t, srv, nil)
+			viaProxy := redis.NewClient(&redis.Options{Addr: proxy.l.Addr().String()})
+			t.Cleanup(func() { viaProxy.Close() })
+			prefix := randomPrefix(t)
+			s, err := New(viaProxy, Options{Prefix: prefix, Timeout: 3 * time.Second, ReplayTTL: tt.replayTTL})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, sc := range s.scripts {
+				if err := sc.Load(ctx, direct).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			req := store.Request{Key: "resend", Limits: []store.Limit{{Rate: 9, Period: time.Hour}}}
+			proxy.drops.Store(1)
+			d, err := s.Take(ctx, req)
+			if err != nil {
+				t.Fatalf("take through a dropped reply: %v", err)
+			}
+			if proxy.drops.Load() >= 0 {
+				t.Fatal("the proxy dropped no reply")
+			}
+			if d.Remaining != tt.want {
+				t.Fatalf("got remaining %d, want %d", d.Remaining, tt.want)
+			}
+			check, err := New(direct, Options{Prefix: prefix})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := check.Peek(ctx, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.Remaining != tt.want-1 {
+				t.Fatalf("peek: got remaining %d, want %d", p.Remaining, tt.want-1)
+			}
+		})
+	}
+}
+
+// TestTimeoutBound pauses Redis under a client that ignores context
+// deadlines and reads for up to 3s: every call must still return a timeout
+// error within the store's Timeout.
+func TestTimeoutBound(t *testing.T) {
+	const timeout = 100 * time.Millisecond
+	const slack = 150 * time.Millisecond
+	ctx := context.Background()
+	req := store.Request{Key: "paused", Limits: []store.Limit{{Rate: 10, Period: time.Hour}}}
+	newPaused := func(t *testing.T, srv *server) *Store {
+		t.Helper()
+		c := newClient(t, srv, &redis.Options{ContextTimeoutEnabled: false, ReadTimeout: 3 * time.Second})
+		s, err := New(c, Options{Timeout: timeout, Prefix: randomPrefix(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Connect and load the scripts while the server answers.
+		if _, err := s.Peek(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	expectTimeout := func(t *testing.T, s *Store) {
+		t.Helper()
+		calls := map[string]func(context.Context) error{
+			"take":  func(ctx context.Context) error { _, err := s.Take(ctx, req); return err },
+			"peek":  func(ctx context.Context) error { _, err := s.Peek(ctx, req); return err },
+			"reset": func(ctx context.Context) error { return s.Reset(ctx, req) },
+		}
+		for op, call := range calls {
+			start := time.Now()
+			err := call(ctx)
+			elapsed := time.Since(start)
+			var be *store.BackendError
+			if !errors.As(err, &be) || be.Kind != store.KindTimeout || be.Op != op {
+				t.Fatalf("%s: got %v, want a %s BackendError of kind timeout", op, err, op)
+			}
+			if elapsed > timeout+slack {
+				t.Fatalf("%s: returned after %s, want within %s", op, elapsed, timeout+slack)
+			}
+			// A shorter caller deadline wins.
+			short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+			start = time.Now()
+			err = call(short)
+			cancel()
+			if elapsed := time.Since(start); elapsed > 20*time.Millisecond+slack || store.KindOf(err) != store.KindTimeout {
+				t.Fatalf("%s with a 20ms deadline: got %v after %s", op, err, elapsed)
+			}
+		}
+	}
+	t.Run("client pause", func(t *testing.T) {
+		srv := privateServer(t)
+		s := newPaused(t, srv)
+		admin := newClient(t, srv, nil)
+		if err := admin.Do(ctx, "CLIENT", "PAUSE", 2000, "ALL").Err(); err != nil {
+			t.Fatal(err)
+		}
+		expectTimeout(t, s)
+		// The paused take runs once Redis resumes: recorded once, never twice.
+		var d store.Decision
+		var err error
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			d, err = s.Peek(ctx, req)
+			if err == nil || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Two takes were sent during the pause (one with a short deadline),
+		// and a reset after the first: at most two units are counted.
+		if d.Remaining < 7 {
+			t.Fatalf("after the pause: got remaining %d, want >= 7", d.Remaining)
+		}
+	})
+	t.Run("process stopped", func(t *testing.T) {
+		srv := privateServer(t)
+		s := newPaused(t, srv)
+		if err := srv.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		defer srv.cmd.Process.Signal(syscall.SIGCONT)
+		expectTimeout(t, s)
+	})
+}

@@ -1,0 +1,300 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratekeeper/ratekeeper/store"
+)
+
+// nilClient returns a client for a port nothing listens on; tests that use
+// it must not reach the network.
+func nilClient() *redis.Client {
+	return redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
+}
+
+func TestNewOptions(t *testing.T) {
+	tests := []struct {
+		name       string
+		opts       Options
+		wantErr    bool
+		wantPrefix string
+		wantTO     time.Duration
+		wantReplay int64
+	}{
+		{name: "zero value", opts: Options{}, wantPrefix: DefaultPrefix, wantTO: DefaultTimeout, wantReplay: 10000},
+		{name: "custom", opts: Options{Prefix: "app", Timeout: time.Second, ReplayTTL: 5*time.Second + time.Microsecond}, wantPrefix: "app", wantTO: time.Second, wantReplay: 5001},
+		{name: "long timeout lengthens the replay default", opts: Options{Timeout: 20*time.Second + time.Microsecond}, wantPrefix: DefaultPrefix, wantTO: 20*time.Second + time.Microsecond, wantReplay: 20001},
+		{name: "replay disabled", opts: Options{ReplayTTL: -1}, wantPrefix: DefaultPrefix, wantTO: DefaultTimeout, wantReplay: 0},
+		{name: "brace in prefix", opts: Options{Prefix: "a{b"}, wantErr: true},
+		{name: "closing brace in prefix", opts: Options{Prefix: "a}"}, wantErr: true},
+		{name: "negative timeout", opts: Options{Timeout: -time.Second}, wantErr: true},
+		{name: "replay shorter than timeout", opts: Options{Timeout: time.Second, ReplayTTL: time.Millisecond}, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := tt.opts
+			s, err := New(nilClient(), tt.opts)
+			if tt.wantErr {
+				if err == nil {
+					t.Fatal("got nil error, want one")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.prefix != tt.wantPrefix || s.timeout != tt.wantTO || s.replayMS != tt.wantReplay {
+				t.Fatalf("got prefix %q timeout %s replay %dms, want %q %s %dms",
+					s.prefix, s.timeout, s.replayMS, tt.wantPrefix, tt.wantTO, tt.wantReplay)
+			}
+			if tt.opts != before {
+				t.Fatalf("options changed to %+v, want %+v", tt.opts, before)
+			}
+		})
+	}
+	if _, err := New(nil, Options{}); err == nil {
+		t.Fatal("New(nil): got nil error, want one")
+	}
+}
+
+func TestNonceUnique(t *testing.T) {
+	a, err := New(nilClient(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := New(nilClient(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := make(map[string]bool)
+	for i := 0; i < 1000; i++ {
+		for _, s := range []*Store{a, b} {
+			n := s.nonce()
+			if seen[n] {
+				t.Fatalf("nonce %q repeated", n)
+			}
+			if strings.ContainsAny(n, ":,{}") {
+				t.Fatalf("nonce %q contains a separator", n)
+			}
+			seen[n] = true
+		}
+	}
+}
+
+func TestInvalidRequestNoIO(t *testing.T) {
+	// The client points nowhere: any I/O would surface as a backend error.
+	s, err := New(nilClient(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok := store.Limit{Rate: 1, Period: time.Second}
+	reqs := []struct {
+		name string
+		req  store.Request
+		want error
+	}{
+		{"empty key", store.Request{Limits: []store.Limit{ok}}, store.ErrInvalidRequest},
+		{"no limits", store.Request{Key: "k"}, store.ErrInvalidRequest},
+		{"bad limit", store.Request{Key: "k", Limits: []store.Limit{{Rate: 1}}}, store.ErrInvalidLimit},
+		{"cost", store.Request{Key: "k", Limits: []store.Limit{ok}, Cost: 2}, store.ErrCostExceedsCapacity},
+	}
+	window := store.Limit{Algorithm: store.FixedWindow, Rate: 5, Period: time.Second}
+	unsupported := []struct {
+		name string
+		req  store.Request
+	}{
+		{"block", store.Request{Key: "k", Limits: []store.Limit{ok, {Name: "b", Rate: 1, Period: time.Minute, Block: time.Minute}}}},
+		{"count denied", store.Request{Key: "k", Limits: []store.Limit{window}, CountDenied: true}},
+		{"dedup", store.Request{Key: "k", Limits: []store.Limit{ok}, DedupID: "x"}},
+	}
+	for _, tt := range unsupported {
+		t.Run("unsupported "+tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			if _, err := s.Take(ctx, tt.req); !errors.Is(err, ErrUnsupported) || !errors.Is(err, store.ErrInvalidRequest) {
+				t.Fatalf("take: got %v, want ErrUnsupported", err)
+			}
+			if _, err := s.Peek(ctx, tt.req); !errors.Is(err, ErrUnsupported) {
+				t.Fatalf("peek: got %v, want ErrUnsupported", err)
+			}
+		})
+	}
+	ctx := context.Background()
+	for _, tt := range reqs {
+		t.Run(tt.name, func(t *testing.T) {
+			ops := map[string]func() error{
+				"take":  func() error { _, err := s.Take(ctx, tt.req); return err },
+				"peek":  func() error { _, err := s.Peek(ctx, tt.req); return err },
+				"reset": func() error { return s.Reset(ctx, tt.req) },
+			}
+			if tt.want == store.ErrCostExceedsCapacity {
+				delete(ops, "reset") // Reset ignores the cost
+			}
+			for op, call := range ops {
+				err := call()
+				if !errors.Is(err, tt.want) {
+					t.Fatalf("%s: got %v, want %v", op, err, tt.want)
+				}
+				if errors.Is(err, store.ErrStoreUnavailable) {
+					t.Fatalf("%s: got a backend error %v, want a validation error", op, err)
+				}
+			}
+		})
+	}
+}
+
+func TestCancelledContextNoIO(t *testing.T) {
+	s, err := New(nilClient(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err = s.Take(ctx, store.Request{Key: "k", Limits: []store.Limit{store.PerSecond(1)}})
+	var be *store.BackendError
+	if !errors.As(err, &be) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("got %v, want a BackendError wrapping context.Canceled", err)
+	}
+	if be.Op != "take" || be.Kind != store.KindOther {
+		t.Fatalf("got op %q kind %q, want take/other", be.Op, be.Kind)
+	}
+}
+
+func TestClassify(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want store.ErrorKind
+	}{
+		{"deadline", context.DeadlineExceeded, store.KindTimeout},
+		{"wrapped deadline", fmt.Errorf("x: %w", context.DeadlineExceeded), store.KindTimeout},
+		{"pool timeout", redis.ErrPoolTimeout, store.KindTimeout},
+		{"net timeout", &net.OpError{Op: "read", Err: timeoutErr{}}, store.KindTimeout},
+		{"cancelled", context.Canceled, store.KindOther},
+		{"error reply", redis.ErrNoScript, store.KindScript},
+		{"bad reply", fmt.Errorf("%w: x", errBadReply), store.KindScript},
+		{"eof", io.EOF, store.KindConnection},
+		{"unexpected eof", io.ErrUnexpectedEOF, store.KindConnection},
+		{"refused", &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}, store.KindConnection},
+		{"reset", syscall.ECONNRESET, store.KindConnection},
+		{"closed client", redis.ErrClosed, store.KindConnection},
+		{"other", errors.New("boom"), store.KindOther},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := classify(tt.err); got != tt.want {
+				t.Fatalf("classify(%v): got %q, want %q", tt.err, got, tt.want)
+			}
+			be := backendError("take", tt.err)
+			if !errors.Is(be, store.ErrStoreUnavailable) || !errors.Is(be, tt.err) {
+				t.Fatalf("backendError(%v) does not match ErrStoreUnavailable and its cause", tt.err)
+			}
+		})
+	}
+}
+
+// timeoutErr is a net.Error that timed out.
+type timeoutErr struct{}
+
+func (timeoutErr) Error() string   { return "i/o timeout" }
+func (timeoutErr) Timeout() bool   { return true }
+func (timeoutErr) Temporary() bool { return true }
+
+func ints(v ...int64) []any {
+	out := make([]any, len(v))
+	for i, x := range v {
+		out[i] = x
+	}
+	return out
+}
+
+func TestDecodeReply(t *testing.T) {
+	one := []store.Limit{{Rate: 10, Period: time.Second}}
+	two := []store.Limit{{Name: "a", Rate: 10, Period: time.Second}, {Name: "b", Rate: 5, Period: time.Minute}}
+	tests := []struct {
+		name    string
+		v       any
+		limits  []store.Limit
+		want    store.Decision
+		wantErr bool
+	}{
+		{name: "allowed", v: ints(1, 0, 9, 100000, 0, 0, 9, 100000), limits: one,
+			want: store.Decision{Allowed: true, Limit: 10, Remaining: 9, ResetAfter: 100 * time.Millisecond, Policy: "gcra/1s"}},
+		{name: "denied second limit", v: ints(0, 1, 0, 60000000, 12000000, 0, 4, 1, 0, 60000000), limits: two,
+			want: store.Decision{Limit: 5, ResetAfter: time.Minute, RetryAfter: 12 * time.Second, Policy: "b", Index: 1,
+				PerLimit: []store.LimitState{{Remaining: 4, ResetAfter: time.Microsecond}, {ResetAfter: time.Minute}}}},
+		{name: "replayed", v: ints(1, 0, 9, 1, 0, 1, 9, 1), limits: one,
+			want: store.Decision{Allowed: true, Limit: 10, Remaining: 9, ResetAfter: time.Microsecond, Policy: "gcra/1s"}},
+		{name: "nil", v: nil, limits: one, wantErr: true},
+		{name: "string", v: "OK", limits: one, wantErr: true},
+		{name: "short", v: ints(1, 0, 9, 1, 0, 0, 9), limits: one, wantErr: true},
+		{name: "long", v: ints(1, 0, 9, 1, 0, 0, 9, 1, 0), limits: one, wantErr: true},
+		{name: "string element", v: []any{int64(1), "0", int64(9), int64(1), int64(0), int64(0), int64(9), int64(1)}, limits: one, wantErr: true},
+		{name: "nil element", v: []any{int64(1), int64(0), nil, int64(1), int64(0), int64(0), int64(9), int64(1)}, limits: one, wantErr: true},
+		{name: "allowed flag 2", v: ints(2, 0, 9, 1, 0, 0, 9, 1), limits: one, wantErr: true},
+		{name: "index out of range", v: ints(1, 1, 9, 1, 0, 0, 9, 1), limits: one, wantErr: true},
+		{name: "negative index", v: ints(1, -1, 9, 1, 0, 0, 9, 1), limits: one, wantErr: true},
+		{name: "remaining above capacity", v: ints(1, 0, 11, 1, 0, 0, 11, 1), limits: one, wantErr: true},
+		{name: "negative remaining", v: ints(1, 0, -1, 1, 0, 0, -1, 1), limits: one, wantErr: true},
+		{name: "negative reset", v: ints(1, 0, 9, -1, 0, 0, 9, -1), limits: one, wantErr: true},
+		{name: "huge reset", v: ints(1, 0, 9, 1<<60, 0, 0, 9, 1<<60), limits: one, wantErr: true},
+		{name: "retry on allowed", v: ints(1, 0, 9, 1, 5, 0, 9, 1), limits: one, wantErr: true},
+		{name: "negative retry", v: ints(0, 0, 0, 1, -5, 0, 0, 1), limits: one, wantErr: true},
+		{name: "replayed flag 7", v: ints(1, 0, 9, 1, 0, 7, 9, 1), limits: one, wantErr: true},
+		{name: "head disagrees with limit", v: ints(1, 0, 8, 1, 0, 0, 9, 1), limits: one, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, err := decodeReply(tt.v, tt.limits)
+			if tt.wantErr {
+				if !errors.Is(err, errBadReply) {
+					t.Fatalf("got %v, want errBadReply", err)
+				}
+				if classify(err) != store.KindScript {
+					t.Fatalf("got kind %q, want script", classify(err))
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := r.decision(tt.limits)
+			if fmt.Sprint(got) != fmt.Sprint(tt.want) {
+				t.Fatalf("got %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+// panicHook makes every command panic, as a faulty hook might.
+type panicHook struct{}
+
+func (panicHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (panicHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error { panic("hook failure") }
+}
+func (panicHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+func TestClientPanicIsAnError(t *testing.T) {
+	c := nilClient()
+	c.AddHook(panicHook{})
+	s, err := New(c, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Take(context.Background(), store.Request{Key: "k", Limits: []store.Limit{store.PerSecond(1)}})
+	if !errors.Is(err, store.ErrStoreUnavailable) || !strings.Contains(err.Error(), "hook failure") {
+		t.Fatalf("got %v, want a backend error carrying the panic", err)
+	}
+}
