@@ -1,0 +1,330 @@
+package memstore
+
+import (
+	"math"
+	"sort"
+
+	"github.com/ratekeeper/ratekeeper/store"
+)
+
+// The functions below compute in integer microseconds and float64, in the
+// order a Lua script evaluates the same expressions left to right, so that
+// the Redis store can reproduce every decision. Products are never followed
+// directly by an addition, so no fused multiply-add can change a result.
+
+// evaluate returns one limit's outcome for a request of cost c at now and
+// the state to store if the request is admitted. live reports whether e
+// holds unexpired state; when it is false e is ignored.
+func evaluate(l store.Limit, e entry, live bool, now, c int64) (outcome, entry) {
+	switch l.Algorithm {
+	case store.SlidingWindowCounter:
+		return slidingCounter(l, e, live, now, c)
+	case store.FixedWindow:
+		return fixedWindow(l, e, live, now, c)
+	default: // GCRA and TokenBucket
+		return bucket(l, e, live, now, c)
+	}
+}
+
+// bucket implements GCRA and the token bucket, which make the same
+// decisions: a GCRA state TAT corresponds to tokens = B − (TAT − ts)/T at
+// its last update ts. Keeping {ts, tokens} rather than TAT keeps every
+// quantity exact where it matters: at today's epoch a float64 TAT in
+// microseconds has a resolution of 0.25µs, and summing fractional emission
+// intervals into it loses the last unit of a burst (6/s admits 5).
+func bucket(l store.Limit, e entry, live bool, now, c int64) (outcome, entry) {
+	capacity := l.Capacity()
+	r, p, b := float64(l.Rate), float64(l.Period.Microseconds()), float64(capacity)
+	cf := float64(c)
+	tok := tokensAt(e, live, now, r, p, b)
+	o := outcome{rem0: floorUnits(tok, capacity), reset0: ceilUS((b - tok) * p / r)}
+	if tok >= cf {
+		left := tok - cf
+		o.allowed = true
+		o.rem1 = floorUnits(left, capacity)
+		o.reset1 = ceilUS((b - left) * p / r)
+		next := entry{ts: now, tokens: left}
+		// The state expires once it decides exactly like a full bucket:
+		// the first microsecond at which the refill, in float64, reaches
+		// B. The closed form above may be a microsecond short, and state
+		// dropped a microsecond early would admit a whole-capacity
+		// request before the RetryAfter it was told.
+		next.exp = now + earliest(o.reset1, func(d int64) bool {
+			return tokensAt(next, true, now+d, r, p, b) >= b
+		})
+		return o, next
+	}
+	o.retry = earliest(ceilUS((cf-tok)*p/r), func(d int64) bool {
+		return tokensAt(e, live, now+d, r, p, b) >= cf
+	})
+	return o, entry{}
+}
+
+// tokensAt returns the tokens of state e at time t: the stored tokens plus
+// (t − ts)·R/P, at most B; B when there is no state.
+func tokensAt(e entry, live bool, t int64, r, p, b float64) float64 {
+	if !live {
+		return b
+	}
+	d := t - e.ts
+	if d < 0 {
+		d = 0
+	}
+	return min(e.tokens+float64(d)*r/p, b)
+}
+
+// windowStart returns the start of the window of length p containing t:
+// windows are aligned at multiples of p since the Unix epoch.
+func windowStart(t, p int64) int64 {
+	m := t % p
+	if m < 0 {
+		m += p
+	}
+	return t - m
+}
+
+// counterAt returns the window containing t and the counts of that window
+// and the one before it, as state e would show them at t. A stored window
+// later than t's (a clock that stepped back) stays current, so that counts
+// are never forgotten early.
+func counterAt(e entry, live bool, t, p int64) (ws, cur, prev int64) {
+	ws = windowStart(t, p)
+	if !live {
+		return ws, 0, 0
+	}
+	switch {
+	case e.ws == ws:
+		return ws, e.cur, e.prev
+	case e.ws == ws-p:
+		return ws, 0, e.cur
+	case e.ws > ws:
+		return e.ws, e.cur, e.prev
+	}
+	return ws, 0, 0
+}
+
+// estimate returns prev·(P − e)/P + cur, e = t − ws being the time elapsed
+// in the current window.
+func estimate(t, ws, p, cur, prev int64) float64 {
+	return float64(prev)*float64(ws+p-t)/float64(p) + float64(cur)
+}
+
+// Window algorithms count up to the capacity: Rate, or Rate−1 for a limit
+// with [store.ThresholdReach].
+
+func slidingCounter(l store.Limit, e entry, live bool, now, c int64) (outcome, entry) {
+	p, capacity := l.Period.Microseconds(), l.Capacity()
+	ws, cur, prev := counterAt(e, live, now, p)
+	est := estimate(now, ws, p, cur, prev)
+	rf, cf := float64(capacity), float64(c)
+	o := outcome{rem0: floorUnits(rf-est, capacity)}
+	switch {
+	case cur > 0:
+		o.reset0 = ws + 2*p - now
+	case prev > 0:
+		o.reset0 = ws + p - now
+	}
+	if est+cf <= rf {
+		o.allowed = true
+		o.rem1 = floorUnits(rf-(est+cf), capacity)
+		o.reset1 = ws + 2*p - now
+		return o, entry{exp: ws + 2*p, ws: ws, cur: cur + c, prev: prev}
+	}
+	// First guess: inside this window when the weight of prev can fall far
+	// enough, else inside the next one, where cur has become prev.
+	var at int64
+	switch avail := capacity - c - cur; {
+	case avail >= 0 && prev > 0:
+		at = ws + ceilUS(float64(p)-float64(avail)*float64(p)/float64(prev))
+	case cur > 0:
+		at = ws + p + ceilUS(float64(p)-float64(capacity-c)*float64(p)/float64(cur))
+	default:
+		at = ws + p
+	}
+	o.retry = earliest(at-now, func(d int64) bool {
+		t := now + d
+		ws, cur, prev := counterAt(e, live, t, p)
+		return estimate(t, ws, p, cur, prev)+cf <= rf
+	})
+	return o, entry{}
+}
+
+func fixedWindow(l store.Limit, e entry, live bool, now, c int64) (outcome, entry) {
+	p, capacity := l.Period.Microseconds(), l.Capacity()
+	ws := windowStart(now, p)
+	var cur int64
+	if live && e.ws >= ws {
+		// e.ws > ws only when the clock stepped back: keep the newer
+		// window rather than forget its count.
+		ws, cur = e.ws, e.cur
+	}
+	left := ws + p - now
+	o := outcome{rem0: floorUnits(float64(capacity-cur), capacity)}
+	if cur > 0 {
+		o.reset0 = left
+	}
+	if cur+c <= capacity {
+		o.allowed = true
+		o.rem1 = capacity - cur - c
+		o.reset1 = left
+		return o, entry{exp: ws + p, ws: ws, cur: cur + c}
+	}
+	o.retry = left
+	return o, entry{}
+}
+
+// evaluateLog fills out with every limit's outcome against the sliding
+// window log lg (nil when the key has none) and reports whether all admit.
+func evaluateLog(limits []store.Limit, lg *runLog, now, c int64, out []outcome) bool {
+	allowed := true
+	for i, l := range limits {
+		p, capacity := l.Period.Microseconds(), l.Capacity()
+		var count, before int64
+		idx := 0
+		if lg != nil {
+			idx, before = lg.after(now - p)
+			count = lg.total() - before
+		}
+		o := outcome{rem0: floorUnits(float64(capacity-count), capacity)}
+		if count > 0 {
+			// The newest entry overall is inside every window that holds any.
+			o.reset0 = lg.newest() + p - now
+		}
+		if count+c <= capacity {
+			// Admitted, the newest entry would be at now.
+			o.allowed = true
+			o.rem1 = capacity - count - c
+			o.reset1 = p
+		} else {
+			allowed = false
+			// count+c > capacity >= c, so count > 0 and lg holds entries:
+			// once the k-th oldest entry in the window leaves it, the
+			// request fits.
+			o.retry = lg.kth(idx, before, count+c-capacity) + p - now
+		}
+		out[i] = o
+	}
+	return allowed
+}
+
+// run is a group of log entries sharing one timestamp. cum counts every
+// unit recorded in the log up to and including this run, so the units
+// between two runs are a subtraction and the k-th entry a binary search.
+type run struct {
+	ts  int64
+	cum int64
+}
+
+// runLog is a sliding window log: runs sorted by time, the pruned ones
+// before head.
+type runLog struct {
+	runs []run
+	head int
+	base int64 // cum of the last pruned run
+}
+
+func (l *runLog) live() []run { return l.runs[l.head:] }
+
+func (l *runLog) total() int64 {
+	if r := l.live(); len(r) > 0 {
+		return r[len(r)-1].cum
+	}
+	return l.base
+}
+
+// newest returns the time of the newest entry; the log must not be empty.
+func (l *runLog) newest() int64 { return l.runs[len(l.runs)-1].ts }
+
+// after returns the index in live() of the first run later than cutoff and
+// the cumulative count before it.
+func (l *runLog) after(cutoff int64) (int, int64) {
+	r := l.live()
+	i := sort.Search(len(r), func(i int) bool { return r[i].ts > cutoff })
+	if i == 0 {
+		return 0, l.base
+	}
+	return i, r[i-1].cum
+}
+
+// kth returns the time of the k-th oldest entry at or after run i of
+// live(), whose preceding cumulative count is before.
+func (l *runLog) kth(i int, before, k int64) int64 {
+	r := l.live()[i:]
+	j := sort.Search(len(r), func(j int) bool { return r[j].cum-before >= k })
+	if j == len(r) { // cannot happen for k <= count; stay in range
+		j = len(r) - 1
+	}
+	return r[j].ts
+}
+
+// prune drops the entries at or before cutoff.
+func (l *runLog) prune(cutoff int64) {
+	i, before := l.after(cutoff)
+	l.head += i
+	l.base = before
+	n := len(l.runs) - l.head
+	if l.head > 0 && l.head >= n {
+		copy(l.runs, l.runs[l.head:])
+		l.runs = l.runs[:n]
+		l.head = 0
+	}
+	if cap(l.runs) > 256 && 4*len(l.runs) < cap(l.runs) {
+		l.runs = append(make([]run, 0, 2*len(l.runs)), l.runs...)
+	}
+}
+
+// add records c entries at now. Entries are never recorded before the
+// newest one, so the log stays sorted.
+func (l *runLog) add(now, c int64) {
+	if r := l.live(); len(r) > 0 && r[len(r)-1].ts >= now {
+		l.runs[len(l.runs)-1].cum += c
+		return
+	}
+	l.runs = append(l.runs, run{ts: now, cum: l.total() + c})
+}
+
+func (l *runLog) clear() {
+	l.runs = l.runs[:0]
+	l.head = 0
+	l.base = 0
+}
+
+// fixupSteps bounds the correction of a retry time computed in floating
+// point; the first guess is within a microsecond or two.
+const fixupSteps = 64
+
+// earliest returns the smallest d >= 1 near guess for which ok(d) holds:
+// ok is the admission test a later Take would run, monotone in d, so the
+// reported retry time is exact to the microsecond despite float rounding.
+func earliest(guess int64, ok func(d int64) bool) int64 {
+	d := max(guess, 1)
+	for i := 0; i < fixupSteps && !ok(d); i++ {
+		d++
+	}
+	for i := 0; i < fixupSteps && d > 1 && ok(d-1); i++ {
+		d--
+	}
+	return d
+}
+
+// ceilUS rounds a duration in microseconds up to a whole microsecond.
+func ceilUS(x float64) int64 {
+	switch {
+	case !(x > 0): // also NaN
+		return 0
+	case x >= math.MaxInt64/2:
+		return math.MaxInt64 / 2
+	}
+	return int64(math.Ceil(x))
+}
+
+// floorUnits rounds a number of units down, within [0, hi].
+func floorUnits(x float64, hi int64) int64 {
+	switch {
+	case !(x > 0):
+		return 0
+	case x >= float64(hi):
+		return hi
+	}
+	return int64(math.Floor(x))
+}

@@ -1,0 +1,95 @@
+// Package storetest is the conformance suite for implementations of
+// [store.Store]: every store in this module runs it, the in-memory store on
+// a fake clock in its unit tests and the Redis store against a real server
+// in the integration tests. A third-party store passes it too before it
+// claims the semantics documented in package [store].
+//
+//	func TestConformance(t *testing.T) {
+//		storetest.Run(t, func(t *testing.T) storetest.Harness {
+//			clock := &storetest.FakeClock{}
+//			s, err := memstore.New(memstore.Options{Clock: clock.Now})
+//			if err != nil {
+//				t.Fatal(err)
+//			}
+//			return storetest.Harness{Store: s, Advance: clock.Advance, Exact: true}
+//		})
+//	}
+//
+// # Harnesses
+//
+// [Run] builds a fresh [Harness] for every subtest and runs the subtests in
+// parallel, each on keys of its own (a random prefix). A Harness names the
+// store, a way to move its clock ([Harness.Advance]) and whether that way
+// is exact:
+//
+//   - With an exact clock ([FakeClock] and Exact true) the suite asserts
+//     every Remaining, ResetAfter and RetryAfter to the microsecond,
+//     including boundaries one microsecond apart, and runs in well under a
+//     second.
+//   - With real time (Advance = time.Sleep, Exact false) the suite asserts
+//     what holds under scheduling jitter and clock skew of a few
+//     milliseconds between the store and the test: exact counts, honest
+//     retry times (waiting RetryAfter admits), invariants of every
+//     decision. Subtests that need exact boundaries are skipped with a
+//     reason. No subtest sleeps for more than about three seconds, but the
+//     subtests sleep in parallel only up to -parallel (GOMAXPROCS by
+//     default): run real-time suites with -parallel 64 or so.
+//
+// Window algorithms align windows to the store's clock. With real time a
+// subtest that must not straddle a window boundary first learns where the
+// boundary is (a fixed-window Peek reports the time to it) and waits for
+// the next window when the current one is about to end; with an exact
+// clock it moves to a window start, which makes durations predictable.
+//
+// [Harness.KeyTTLs] is optional. When set, it must list only this
+// harness's keys (the Redis store: a key prefix per harness), and the
+// suite checks that every key expires, no later than its state's lifetime
+// and no earlier than its state matters, that peeks create nothing, and
+// that nothing survives Reset or the lifetime. Replay-protection keys
+// (containing ":op:") may live up to 10 seconds.
+//
+// # What is checked
+//
+// Per algorithm (subtests named "<algorithm>/<property>", e.g.
+// "sliding_window_log/retry-after-cost-3"):
+//
+//   - limit: a fresh key admits exactly Rate (1, 5, 6, 7 and 60), each
+//     decision reporting one unit fewer, and denies the next.
+//   - burst: GCRA and the token bucket admit Burst at once, above or below
+//     Rate, and report it as Limit.
+//   - cost: a cost takes that many units; a cost that does not fit is
+//     denied and takes nothing; a cost above capacity is an error.
+//   - many-units-at-once: units recorded in the same instant all count.
+//   - refill: after the ResetAfter of a denial the key is as good as new.
+//   - retry-after-cost-1, retry-after-cost-3: waiting RetryAfter admits the
+//     same request (exact clock: a microsecond less does not).
+//   - retry-after-random (exact clock): random limit sets, costs and waits;
+//     every peek equals the take after it and every RetryAfter is exact.
+//   - exact (exact clock): a scripted sequence per algorithm with every
+//     duration checked.
+//   - peek, peek-creates-nothing: a peek answers what Take would and
+//     changes nothing, not even a TTL.
+//   - reset: Reset frees the key under the given limits only.
+//   - isolation, hostile-keys: keys are limited separately, including
+//     keys made of storage syntax, NUL, invalid UTF-8 and 10 KB keys.
+//   - concurrent: concurrent takes admit exactly what a serial run would.
+//   - multi-all-or-nothing, multi-deciding-limit, multi-exact: a request
+//     denied by one limit is recorded in none; the deciding limit is the
+//     one with the fewest units left (admitted) or the longest RetryAfter
+//     (denied); PerLimit describes every limit.
+//   - ttl: key lifetimes, as above.
+//
+// Across algorithms: invalid-requests (every malformed request is an error
+// matching its sentinel, never ErrStoreUnavailable),
+// invalid-requests-record-nothing, reset-ignores-cost.
+//
+// Every decision the suite sees is also checked for what always holds:
+// 0 <= Remaining <= Limit, Limit and Policy those of Limits[Index],
+// RetryAfter zero exactly when allowed, durations in whole microseconds and
+// no longer than the state's lifetime, PerLimit present exactly for
+// multi-limit requests and consistent with the deciding limit.
+//
+// Blocks ([store.Limit.Block]), counted refusals
+// ([store.Request.CountDenied]) and de-duplication
+// ([store.Request.DedupID]) are not covered yet.
+package storetest

@@ -1,0 +1,441 @@
+package storetest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ratekeeper/ratekeeper/store"
+)
+
+// Harness is one store under test and the means to drive its clock.
+type Harness struct {
+	// Store is the store under test. Required.
+	Store store.Store
+	// Advance moves the store's clock forward by d: a [FakeClock]'s Advance
+	// for stores with an injected clock, time.Sleep for stores on real time
+	// (Redis). Required.
+	Advance func(d time.Duration)
+	// Exact reports that Advance is exact and that nothing else moves the
+	// store's clock. The suite then asserts exact durations and
+	// microsecond boundaries; with real time it asserts only what holds
+	// under scheduling jitter.
+	Exact bool
+	// KeyTTLs, when set, returns every storage key this harness's store
+	// holds, with its remaining time to live; keys that have expired are
+	// omitted and a key without a TTL is reported with a negative duration
+	// (Redis PTTL -1). With real time a key in its last millisecond may
+	// show 0. It
+	// must see only this harness's keys (for Redis: those under a key
+	// prefix of its own), because subtests run in parallel. Optional: the
+	// TTL and "peek creates nothing" assertions need it.
+	KeyTTLs func(ctx context.Context) (map[string]time.Duration, error)
+}
+
+// Timing constants for real-time harnesses.
+const (
+	// slack is added to every wait that must end after a store-side
+	// deadline, and to TTL bounds (the Redis store keeps TTLs in whole
+	// milliseconds, rounded up).
+	slack = 50 * time.Millisecond
+	// ttlSlack bounds how far a TTL may exceed the state's lifetime.
+	ttlSlack = 5 * time.Millisecond
+	// opKeyTTL is the longest TTL of replay-protection keys (":op:").
+	opKeyTTL = 10 * time.Second
+)
+
+// env is one subtest's view of its harness.
+type env struct {
+	*testing.T
+	h      Harness
+	ctx    context.Context
+	prefix string
+	seq    atomic.Int64
+}
+
+func newEnv(t *testing.T, newHarness func(t *testing.T) Harness) *env {
+	t.Helper()
+	t.Parallel()
+	h := newHarness(t)
+	if h.Store == nil || h.Advance == nil {
+		t.Fatal("storetest: Harness.Store and Harness.Advance are required")
+	}
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		t.Fatalf("storetest: random key prefix: %v", err)
+	}
+	return &env{T: t, h: h, ctx: context.Background(), prefix: "st-" + hex.EncodeToString(b[:]) + "-"}
+}
+
+// key returns a key no other subtest uses.
+func (e *env) key() string {
+	return fmt.Sprintf("%sk%d", e.prefix, e.seq.Add(1))
+}
+
+// needExact skips subtests that assert microsecond boundaries.
+func (e *env) needExact() {
+	e.Helper()
+	if !e.h.Exact {
+		e.Skip("asserts microsecond boundaries: needs a harness with an exact clock (Exact)")
+	}
+}
+
+// needKeyTTLs skips subtests that inspect storage keys.
+func (e *env) needKeyTTLs() {
+	e.Helper()
+	if e.h.KeyTTLs == nil {
+		e.Skip("inspects storage keys: needs a harness with KeyTTLs")
+	}
+}
+
+// advance moves the store's clock by d (nothing for d <= 0).
+func (e *env) advance(d time.Duration) {
+	if d > 0 {
+		e.h.Advance(d)
+	}
+}
+
+// past moves the store's clock beyond a store-side deadline d from now:
+// exactly d with an exact clock, d plus a margin with real time.
+func (e *env) past(d time.Duration) {
+	if !e.h.Exact {
+		d += slack
+	}
+	e.advance(d)
+}
+
+func (e *env) take(r store.Request) store.Decision {
+	e.Helper()
+	d, err := e.h.Store.Take(e.ctx, r)
+	if err != nil {
+		e.Fatalf("Take(%s): got error %v, want nil", describe(r), err)
+	}
+	checkDecision(e.T, "Take", r, d)
+	return d
+}
+
+func (e *env) peek(r store.Request) store.Decision {
+	e.Helper()
+	d, err := e.h.Store.Peek(e.ctx, r)
+	if err != nil {
+		e.Fatalf("Peek(%s): got error %v, want nil", describe(r), err)
+	}
+	checkDecision(e.T, "Peek", r, d)
+	return d
+}
+
+func (e *env) reset(r store.Request) {
+	e.Helper()
+	if err := e.h.Store.Reset(e.ctx, r); err != nil {
+		e.Fatalf("Reset(%s): got error %v, want nil", describe(r), err)
+	}
+}
+
+// allow takes r and fails unless it is admitted.
+func (e *env) allow(r store.Request) store.Decision {
+	e.Helper()
+	d := e.take(r)
+	if !d.Allowed {
+		e.Fatalf("Take(%s): got denied (%s), want allowed", describe(r), show(d))
+	}
+	return d
+}
+
+// deny takes r and fails unless it is denied.
+func (e *env) deny(r store.Request) store.Decision {
+	e.Helper()
+	d := e.take(r)
+	if d.Allowed {
+		e.Fatalf("Take(%s): got allowed (%s), want denied", describe(r), show(d))
+	}
+	return d
+}
+
+// exhaust takes r until it is denied and returns the number admitted and
+// the denial. It fails after max admissions.
+func (e *env) exhaust(r store.Request, max int) (int, store.Decision) {
+	e.Helper()
+	for n := 0; n <= max; n++ {
+		if d := e.take(r); !d.Allowed {
+			return n, d
+		}
+	}
+	e.Fatalf("Take(%s): still admitted after %d requests, want a denial", describe(r), max+1)
+	return 0, store.Decision{}
+}
+
+// windowRoom prepares a window algorithm's test: with an exact clock it
+// moves to the start of a window of the longest period, which must be a
+// multiple of the others, so that durations are predictable; with real
+// time it waits, shortest period first, for the next window of each period
+// whose current window ends within need (at most half the period), so that
+// the test does not straddle a window boundary. Windows are aligned at
+// multiples of their period, which a fixed-window Peek on a fresh key
+// reveals.
+func (e *env) windowRoom(alg store.Algorithm, need time.Duration, periods ...time.Duration) {
+	e.Helper()
+	if alg != store.FixedWindow && alg != store.SlidingWindowCounter {
+		return
+	}
+	ps := append([]time.Duration(nil), periods...)
+	sort.Slice(ps, func(i, j int) bool { return ps[i] < ps[j] })
+	if e.h.Exact {
+		ps = ps[len(ps)-1:]
+	}
+	for _, p := range ps {
+		left := e.peek(req(e.key(), 1, limit(store.FixedWindow, 1, p))).ResetAfter
+		switch {
+		case e.h.Exact:
+			e.advance(left)
+		case left < min(need, p/2):
+			e.advance(left + slack)
+		}
+	}
+}
+
+// keys returns the harness's storage keys, split into replay-protection
+// keys and state keys.
+func (e *env) keys() (ops, states map[string]time.Duration) {
+	e.Helper()
+	all, err := e.h.KeyTTLs(e.ctx)
+	if err != nil {
+		e.Fatalf("KeyTTLs: got error %v, want nil", err)
+	}
+	ops, states = map[string]time.Duration{}, map[string]time.Duration{}
+	for k, ttl := range all {
+		if strings.Contains(k, ":op:") {
+			ops[k] = ttl
+		} else {
+			states[k] = ttl
+		}
+	}
+	return ops, states
+}
+
+// limit returns an unnamed limit.
+func limit(alg store.Algorithm, rate int64, period time.Duration) store.Limit {
+	return store.Limit{Algorithm: alg, Rate: rate, Period: period}
+}
+
+// named returns a named limit.
+func named(name string, alg store.Algorithm, rate int64, period time.Duration) store.Limit {
+	return store.Limit{Name: name, Algorithm: alg, Rate: rate, Period: period}
+}
+
+func req(key string, cost int64, limits ...store.Limit) store.Request {
+	return store.Request{Key: key, Cost: cost, Limits: limits}
+}
+
+// bucketLike reports whether alg has a burst and refills continuously.
+func bucketLike(alg store.Algorithm) bool {
+	return alg == store.GCRA || alg == store.TokenBucket
+}
+
+// lifetime returns the longest time a request's state can matter: the
+// time to refill from empty for GCRA and the token bucket, two windows for
+// the sliding window counter, one (the longest) period otherwise. No TTL,
+// ResetAfter or RetryAfter may exceed it.
+func lifetime(r store.Request) time.Duration {
+	var m time.Duration
+	for _, l := range r.Limits {
+		d := l.Period
+		switch l.Algorithm {
+		case store.GCRA, store.TokenBucket:
+			d = ceilDiv(l.Period, l.Capacity(), l.Rate)
+		case store.SlidingWindowCounter:
+			d = 2 * l.Period
+		}
+		m = max(m, d)
+	}
+	return m
+}
+
+// ceilDiv returns p·n/d rounded up to the microsecond.
+func ceilDiv(p time.Duration, n, d int64) time.Duration {
+	us := float64(p.Microseconds()) * float64(n) / float64(d)
+	if us >= math.MaxInt64/1000 {
+		return math.MaxInt64
+	}
+	return time.Duration(math.Ceil(us)) * time.Microsecond
+}
+
+// checkDecision asserts what holds for every decision.
+func checkDecision(t *testing.T, op string, r store.Request, d store.Decision) {
+	t.Helper()
+	fail := func(format string, args ...any) {
+		t.Helper()
+		t.Errorf("%s(%s) = %s: %s", op, describe(r), show(d), fmt.Sprintf(format, args...))
+	}
+	if d.Blocked || d.BlockStarted || d.Duplicate {
+		fail("got Blocked %t, BlockStarted %t, Duplicate %t, want false: the request uses neither blocks nor de-duplication", d.Blocked, d.BlockStarted, d.Duplicate)
+	}
+	if d.Index < 0 || d.Index >= len(r.Limits) {
+		fail("Index: got %d, want 0..%d", d.Index, len(r.Limits)-1)
+		return
+	}
+	l := r.Limits[d.Index]
+	switch {
+	case len(r.Limits) == 1 && d.PerLimit != nil:
+		fail("PerLimit: got %d entries, want nil for a single-limit request", len(d.PerLimit))
+	case len(r.Limits) > 1 && len(d.PerLimit) != len(r.Limits):
+		fail("PerLimit: got %d entries, want %d (one per limit)", len(d.PerLimit), len(r.Limits))
+	case len(r.Limits) > 1:
+		if p := d.PerLimit[d.Index]; p.Remaining != d.Remaining || p.ResetAfter != d.ResetAfter {
+			fail("PerLimit[%d]: got {%d %s}, want the deciding limit's Remaining and ResetAfter", d.Index, p.Remaining, p.ResetAfter)
+		}
+		for i, p := range d.PerLimit {
+			lt := lifetime(store.Request{Limits: r.Limits[i : i+1]}) + time.Microsecond
+			if p.Remaining < 0 || p.Remaining > r.Limits[i].Capacity() || p.ResetAfter < 0 || p.ResetAfter > lt || p.ResetAfter%time.Microsecond != 0 {
+				fail("PerLimit[%d]: got {%d %s}, want Remaining in 0..%d and ResetAfter in whole microseconds in 0..%s", i, p.Remaining, p.ResetAfter, r.Limits[i].Capacity(), lt)
+			}
+			if d.Allowed && p.Remaining < d.Remaining {
+				fail("PerLimit[%d]: got Remaining %d, want >= %d: an admitted request reports the limit with the fewest remaining", i, p.Remaining, d.Remaining)
+			}
+		}
+	}
+	if d.Policy != l.ID() {
+		fail("Policy: got %q, want %q (the ID of Limits[%d])", d.Policy, l.ID(), d.Index)
+	}
+	if d.Limit != l.Capacity() {
+		fail("Limit: got %d, want %d (the capacity of Limits[%d])", d.Limit, l.Capacity(), d.Index)
+	}
+	if d.Remaining < 0 || d.Remaining > d.Limit {
+		fail("Remaining: got %d, want 0..%d", d.Remaining, d.Limit)
+	}
+	if d.Allowed && d.RetryAfter != 0 {
+		fail("RetryAfter: got %s, want 0 when allowed", d.RetryAfter)
+	}
+	if !d.Allowed && d.RetryAfter <= 0 {
+		fail("RetryAfter: got %s, want > 0 when denied", d.RetryAfter)
+	}
+	if !d.Allowed && d.Remaining >= r.EffectiveCost() {
+		fail("Remaining: got %d, want < cost %d when denied", d.Remaining, r.EffectiveCost())
+	}
+	if d.Allowed && d.ResetAfter <= 0 {
+		fail("ResetAfter: got %s, want > 0 after an admitted request", d.ResetAfter)
+	}
+	if d.ResetAfter < 0 {
+		fail("ResetAfter: got %s, want >= 0", d.ResetAfter)
+	}
+	if d.RetryAfter%time.Microsecond != 0 || d.ResetAfter%time.Microsecond != 0 {
+		fail("durations: got RetryAfter %s, ResetAfter %s, want whole microseconds", d.RetryAfter, d.ResetAfter)
+	}
+	if lt := lifetime(r) + time.Microsecond; d.RetryAfter > lt || d.ResetAfter > lt {
+		fail("durations: got RetryAfter %s, ResetAfter %s, want <= %s (the state's lifetime)", d.RetryAfter, d.ResetAfter, lt)
+	}
+}
+
+// describe renders a request for messages, shortening long keys.
+func describe(r store.Request) string {
+	k := r.Key
+	if len(k) > 48 {
+		k = fmt.Sprintf("%s...(%d bytes)", k[:32], len(k))
+	}
+	ls := make([]string, len(r.Limits))
+	for i, l := range r.Limits {
+		ls[i] = fmt.Sprintf("%s %d/%s", l.ID(), l.Rate, l.Period)
+		if l.Burst != 0 {
+			ls[i] += fmt.Sprintf(" burst %d", l.Burst)
+		}
+	}
+	return fmt.Sprintf("key %q, cost %d, limits [%s]", k, r.Cost, strings.Join(ls, ", "))
+}
+
+// show renders a decision for messages.
+func show(d store.Decision) string {
+	s := fmt.Sprintf("{Allowed:%t Limit:%d Remaining:%d ResetAfter:%s RetryAfter:%s Policy:%q Index:%d",
+		d.Allowed, d.Limit, d.Remaining, d.ResetAfter, d.RetryAfter, d.Policy, d.Index)
+	if d.Blocked || d.BlockStarted || d.Duplicate {
+		s += fmt.Sprintf(" Blocked:%t BlockStarted:%t Duplicate:%t", d.Blocked, d.BlockStarted, d.Duplicate)
+	}
+	for i, l := range d.PerLimit {
+		s += fmt.Sprintf(" PerLimit[%d]:{%d %s}", i, l.Remaining, l.ResetAfter)
+	}
+	return s + "}"
+}
+
+// sameDecision compares two decisions that should be equal: every field
+// with an exact clock; all but the durations with real time.
+func (e *env) sameDecision(what string, got, want store.Decision) {
+	e.Helper()
+	if !e.h.Exact {
+		got.ResetAfter, got.RetryAfter = want.ResetAfter, want.RetryAfter
+	}
+	same := scalars(got) == scalars(want) && len(got.PerLimit) == len(want.PerLimit)
+	for i := 0; same && i < len(got.PerLimit); i++ {
+		g, w := got.PerLimit[i], want.PerLimit[i]
+		same = g.Remaining == w.Remaining && (!e.h.Exact || g.ResetAfter == w.ResetAfter)
+	}
+	if !same {
+		note := ""
+		if !e.h.Exact {
+			note = " (durations not compared)"
+		}
+		e.Errorf("%s: got %s, want %s%s", what, show(got), show(want), note)
+	}
+}
+
+// decisionScalars is a Decision without PerLimit, which makes it
+// comparable.
+type decisionScalars struct {
+	allowed, blocked, blockStarted, duplicate bool
+	limit, remaining                          int64
+	resetAfter, retryAfter                    time.Duration
+	policy                                    string
+	index                                     int
+}
+
+func scalars(d store.Decision) decisionScalars {
+	return decisionScalars{d.Allowed, d.Blocked, d.BlockStarted, d.Duplicate,
+		d.Limit, d.Remaining, d.ResetAfter, d.RetryAfter, d.Policy, d.Index}
+}
+
+// expect compares selected fields of a decision; durations are compared
+// only with an exact clock, and only when the want value is >= 0.
+type expect struct {
+	allowed    bool
+	remaining  int64
+	resetAfter time.Duration
+	retryAfter time.Duration
+	policy     string // "" = not checked
+}
+
+func (e *env) check(what string, d store.Decision, w expect) {
+	e.Helper()
+	switch {
+	case d.Allowed != w.allowed:
+		e.Errorf("%s: got %s, want Allowed %t", what, show(d), w.allowed)
+	case d.Remaining != w.remaining:
+		e.Errorf("%s: got %s, want Remaining %d", what, show(d), w.remaining)
+	case w.policy != "" && d.Policy != w.policy:
+		e.Errorf("%s: got %s, want Policy %q", what, show(d), w.policy)
+	case !e.h.Exact:
+	case w.resetAfter >= 0 && d.ResetAfter != w.resetAfter:
+		e.Errorf("%s: got %s, want ResetAfter %s", what, show(d), w.resetAfter)
+	case w.retryAfter >= 0 && d.RetryAfter != w.retryAfter:
+		e.Errorf("%s: got %s, want RetryAfter %s", what, show(d), w.retryAfter)
+	}
+}
+
+// sortedKeys returns m's keys in order, for stable messages.
+func sortedKeys(m map[string]time.Duration) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+// isErr reports whether err matches want and is not a backend failure.
+func isErr(err, want error) bool {
+	return errors.Is(err, want) && !errors.Is(err, store.ErrStoreUnavailable)
+}

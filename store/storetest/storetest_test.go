@@ -1,0 +1,210 @@
+package storetest_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/store/memstore"
+	"github.com/ratekeeper/ratekeeper/store/storetest"
+)
+
+// mutantEnv names the broken store a child process runs the suite against.
+const mutantEnv = "STORETEST_MUTANT"
+
+// broken wraps a correct store and breaks one promise.
+type broken struct {
+	store.Store
+	take  func(s store.Store, ctx context.Context, r store.Request) (store.Decision, error)
+	peek  func(s store.Store, ctx context.Context, r store.Request) (store.Decision, error)
+	reset func(s store.Store, ctx context.Context, r store.Request) error
+	key   func(string) string
+}
+
+func (b broken) fix(r store.Request) store.Request {
+	if b.key != nil {
+		r.Key = b.key(r.Key)
+	}
+	return r
+}
+
+func (b broken) Take(ctx context.Context, r store.Request) (store.Decision, error) {
+	if b.take != nil {
+		return b.take(b.Store, ctx, b.fix(r))
+	}
+	return b.Store.Take(ctx, b.fix(r))
+}
+
+func (b broken) Peek(ctx context.Context, r store.Request) (store.Decision, error) {
+	if b.peek != nil {
+		return b.peek(b.Store, ctx, b.fix(r))
+	}
+	return b.Store.Peek(ctx, b.fix(r))
+}
+
+func (b broken) Reset(ctx context.Context, r store.Request) error {
+	if b.reset != nil {
+		return b.reset(b.Store, ctx, b.fix(r))
+	}
+	return b.Store.Reset(ctx, b.fix(r))
+}
+
+// mutants are stores that each break one promise, with subtests that must
+// fail because of it.
+var mutants = map[string]struct {
+	store     broken
+	mustCatch []string
+}{
+	"peek records": {
+		broken{peek: func(s store.Store, ctx context.Context, r store.Request) (store.Decision, error) {
+			return s.Take(ctx, r)
+		}},
+		[]string{"gcra/peek", "fixed_window/peek", "sliding_window_log/exact"},
+	},
+	"retry after a millisecond short": {
+		broken{take: func(s store.Store, ctx context.Context, r store.Request) (store.Decision, error) {
+			d, err := s.Take(ctx, r)
+			if !d.Allowed && d.RetryAfter > time.Millisecond {
+				d.RetryAfter -= time.Millisecond
+			}
+			return d, err
+		}},
+		[]string{"gcra/retry-after-cost-1", "sliding_window_counter/retry-after-cost-3", "sliding_window_log/exact"},
+	},
+	"remaining one too many": {
+		broken{take: func(s store.Store, ctx context.Context, r store.Request) (store.Decision, error) {
+			d, err := s.Take(ctx, r)
+			if d.Remaining < d.Limit {
+				d.Remaining++
+			}
+			return d, err
+		}},
+		[]string{"token_bucket/limit", "fixed_window/cost"},
+	},
+	"keys cut short": {
+		broken{key: func(k string) string { return k[:min(len(k), 17)] }},
+		[]string{"gcra/isolation", "sliding_window_counter/hostile-keys"},
+	},
+	"reset forgets nothing": {
+		broken{reset: func(store.Store, context.Context, store.Request) error { return nil }},
+		[]string{"gcra/reset", "sliding_window_log/reset", "reset-ignores-cost"},
+	},
+	"records each limit on its own": {
+		broken{take: func(s store.Store, ctx context.Context, r store.Request) (store.Decision, error) {
+			d, err := s.Take(ctx, r)
+			if err == nil && !d.Allowed && len(r.Limits) > 1 {
+				for _, l := range r.Limits {
+					one := r
+					one.Limits = []store.Limit{l}
+					s.Take(ctx, one)
+				}
+			}
+			return d, err
+		}},
+		[]string{"gcra/multi-all-or-nothing", "fixed_window/multi-all-or-nothing"},
+	},
+	"denies instead of refusing a cost above capacity": {
+		broken{take: func(s store.Store, ctx context.Context, r store.Request) (store.Decision, error) {
+			d, err := s.Take(ctx, r)
+			if err != nil && strings.Contains(err.Error(), "cost exceeds") {
+				return store.Decision{Limit: r.Limits[0].Capacity(), RetryAfter: time.Second, Policy: r.Limits[0].ID()}, nil
+			}
+			return d, err
+		}},
+		[]string{"invalid-requests", "gcra/cost"},
+	},
+	"not atomic": {
+		broken{take: func(s store.Store, ctx context.Context, r store.Request) (store.Decision, error) {
+			d, err := s.Peek(ctx, r)
+			if err != nil || !d.Allowed {
+				return d, err
+			}
+			time.Sleep(time.Millisecond) // check, then act
+			return s.Take(ctx, store.Request{Key: r.Key, Limits: r.Limits, Cost: 1})
+		}},
+		[]string{"gcra/concurrent", "fixed_window/concurrent"},
+	},
+}
+
+func newMemHarness(t *testing.T, wrap func(store.Store) store.Store) storetest.Harness {
+	t.Helper()
+	clk := &storetest.FakeClock{}
+	s, err := memstore.New(memstore.Options{Clock: clk.Now})
+	if err != nil {
+		t.Fatalf("memstore.New: got error %v, want nil", err)
+	}
+	return storetest.Harness{Store: wrap(s), Advance: clk.Advance, Exact: true}
+}
+
+// TestMutant is the child-process entry point of
+// TestSuiteCatchesBrokenStores: it runs the suite against the broken
+// store named by the environment.
+func TestMutant(t *testing.T) {
+	name := os.Getenv(mutantEnv)
+	if name == "" {
+		t.Skip("entry point for the child processes of TestSuiteCatchesBrokenStores")
+	}
+	m, ok := mutants[name]
+	if !ok {
+		t.Fatalf("unknown mutant %q", name)
+	}
+	storetest.Run(t, func(t *testing.T) storetest.Harness {
+		return newMemHarness(t, func(s store.Store) store.Store {
+			b := m.store
+			b.Store = s
+			return b
+		})
+	})
+}
+
+// TestSuiteCatchesBrokenStores proves the suite has teeth: run against
+// stores that each break one promise of the contract (peeks that record,
+// short retry times, off-by-one counts, colliding keys, a Reset that
+// forgets nothing, multi-limit requests recorded limit by limit, cost
+// errors turned into denials, check-then-act), it fails, and in the
+// subtests that test that promise.
+func TestSuiteCatchesBrokenStores(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns one test process per broken store; skipped in -short mode")
+	}
+	var mu sync.Mutex // keeps the children's output apart in failures
+	for name, m := range mutants {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			cmd := exec.Command(os.Args[0], "-test.run=^TestMutant$", "-test.count=1", "-test.v")
+			cmd.Env = append(os.Environ(), mutantEnv+"="+name)
+			out, err := cmd.CombinedOutput()
+			if err == nil {
+				t.Fatalf("suite passed a store whose %s", name)
+			}
+			for _, sub := range m.mustCatch {
+				if !strings.Contains(string(out), "--- FAIL: TestMutant/"+sub+" ") {
+					mu.Lock()
+					t.Errorf("store whose %s: got subtest %s passing, want it failing; output:\n%s", name, sub, tail(string(out), 40))
+					mu.Unlock()
+				}
+			}
+		})
+	}
+}
+
+// TestSuitePassesMemstore runs the suite against the in-memory store, the
+// reference for the mutants above.
+func TestSuitePassesMemstore(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) storetest.Harness {
+		return newMemHarness(t, func(s store.Store) store.Store { return s })
+	})
+}
+
+func tail(s string, lines int) string {
+	ls := strings.Split(s, "\n")
+	if len(ls) > lines {
+		ls = ls[len(ls)-lines:]
+	}
+	return strings.Join(ls, "\n")
+}

@@ -1,0 +1,75 @@
+package storetest
+
+import (
+	"testing"
+
+	"github.com/ratekeeper/ratekeeper/store"
+)
+
+// algorithmTest runs once per algorithm it applies to, as
+// "<algorithm>/<name>".
+type algorithmTest struct {
+	name string
+	only func(store.Algorithm) bool // nil: every algorithm
+	fn   func(e *env, alg store.Algorithm)
+}
+
+// generalTest runs once, as "<name>".
+type generalTest struct {
+	name string
+	fn   func(e *env)
+}
+
+func onlyBuckets(a store.Algorithm) bool { return bucketLike(a) }
+
+var algorithmTests = []algorithmTest{
+	{"limit", nil, testLimit},
+	{"burst", onlyBuckets, testBurst},
+	{"cost", nil, testCost},
+	{"many-units-at-once", nil, testManyUnits},
+	{"refill", nil, testRefill},
+	{"retry-after-cost-1", nil, func(e *env, a store.Algorithm) { testRetryAfter(e, a, 1) }},
+	{"retry-after-cost-3", nil, func(e *env, a store.Algorithm) { testRetryAfter(e, a, 3) }},
+	{"retry-after-random", nil, testRetryAfterRandom},
+	{"exact", nil, testExact},
+	{"peek", nil, testPeek},
+	{"peek-creates-nothing", nil, testPeekCreatesNothing},
+	{"reset", nil, testReset},
+	{"isolation", nil, testIsolation},
+	{"hostile-keys", nil, testHostileKeys},
+	{"concurrent", nil, testConcurrent},
+	{"multi-all-or-nothing", nil, testMultiAllOrNothing},
+	{"multi-deciding-limit", nil, testMultiDecidingLimit},
+	{"multi-exact", onlyBuckets, testMultiExact},
+	{"ttl", nil, testTTL},
+}
+
+var generalTests = []generalTest{
+	{"invalid-requests", testInvalid},
+	{"invalid-requests-record-nothing", testInvalidRecordsNothing},
+	{"reset-ignores-cost", testResetIgnoresCost},
+}
+
+// Run runs the conformance suite: one subtest per algorithm and property
+// (named like "gcra/limit" or "sliding_window_log/retry-after-cost-3") and
+// the cross-cutting ones ("invalid-requests", ...). Every subtest calls
+// t.Parallel, builds its own harness with newHarness and uses keys of its
+// own. See the package documentation for what each subtest asserts.
+func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
+	t.Helper()
+	for _, alg := range store.Algorithms {
+		for _, tc := range algorithmTests {
+			if tc.only != nil && !tc.only(alg) {
+				continue
+			}
+			t.Run(alg.String()+"/"+tc.name, func(t *testing.T) {
+				tc.fn(newEnv(t, newHarness), alg)
+			})
+		}
+	}
+	for _, tc := range generalTests {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.fn(newEnv(t, newHarness))
+		})
+	}
+}
