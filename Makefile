@@ -1,0 +1,80 @@
+# ratekeeper developer and CI targets. `make test` is what CI runs.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+GO ?= go
+
+# Packages scanned for FuzzXxx targets (every package whose tests declare
+# one, integration_test excepted). Each target found by `go test -list`
+# runs for FUZZTIME.
+FUZZ_PKGS ?= $(sort $(patsubst %/,%,$(dir $(shell grep -rl --include='*_test.go' '^func Fuzz' . 2>/dev/null | grep -v '^\./integration_test/'))))
+FUZZTIME ?= 5s
+
+# Real-Redis tests: a local image built from the host's redis-server (no
+# registry needed), testcontainers kept on loopback and without the reaper.
+REDIS_IMAGE ?= ratekeeper/redis:local
+export RATEKEEPER_REDIS_IMAGE ?= $(REDIS_IMAGE)
+export TESTCONTAINERS_HOST_OVERRIDE ?= 127.0.0.1
+export TESTCONTAINERS_RYUK_DISABLED ?= true
+INTEGRATION_TIMEOUT ?= 5m
+# The conformance suite's subtests run in parallel and mostly sleep (Redis
+# keeps real time), so they may outnumber the cores.
+INTEGRATION_PARALLEL ?= 16
+# When set, the integration run's -v output is also written to this file
+# (.ci/run checks it for skipped tests).
+INTEGRATION_LOG ?=
+
+BENCH ?= .
+BENCHTIME ?= 1s
+
+.PHONY: help run run-chi test test-unit test-fuzz test-integration bench redis-image lint fmt
+
+help: ## list targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
+
+run: ## run the net/http example service
+	$(GO) run ./examples/stdlib
+
+run-chi: ## run the chi example service
+	$(GO) run ./examples/chi
+
+test: test-unit test-fuzz test-integration ## unit tests, short fuzz runs, real-Redis tests
+
+test-unit: ## unit tests with the race detector
+	$(GO) test -race -shuffle=on -vet=all ./...
+
+test-fuzz: ## run every FuzzXxx target for FUZZTIME
+	@for pkg in $(FUZZ_PKGS); do \
+		list="$$($(GO) test -list '^Fuzz' "$$pkg")"; \
+		for target in $$(printf '%s\n' "$$list" | grep '^Fuzz'); do \
+			echo "fuzz $$pkg $$target ($(FUZZTIME))"; \
+			$(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) "$$pkg"; \
+		done; \
+	done
+
+test-integration: ## real-Redis tests in integration_test/ (needs Docker), benchmarks run once
+	@if [ "$(RATEKEEPER_REDIS_IMAGE)" = "$(REDIS_IMAGE)" ] && docker info >/dev/null 2>&1; then \
+		$(MAKE) --no-print-directory redis-image; \
+	fi
+	cd integration_test && $(GO) test -race -shuffle=on -vet=all -count=1 -v \
+		-timeout $(INTEGRATION_TIMEOUT) -parallel $(INTEGRATION_PARALLEL) \
+		-bench . -benchtime 1x ./... \
+		$(if $(INTEGRATION_LOG),2>&1 | tee $(abspath $(INTEGRATION_LOG)))
+
+bench: ## benchmarks: root module, then the Redis store and middleware on real Redis
+	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -benchtime $(BENCHTIME) ./...
+	cd integration_test && $(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -benchtime $(BENCHTIME) ./...
+
+redis-image: ## build the local Redis image from /usr/bin/redis-server (idempotent)
+	scripts/build-redis-image.sh $(REDIS_IMAGE)
+
+lint: ## gofmt must report nothing; go vet in both modules; integration_test/go.mod tidy
+	@out="$$(gofmt -l .)"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	cd integration_test && $(GO) vet ./...
+	@cd integration_test && $(GO) mod tidy -diff || { echo "integration_test/go.mod is not tidy: run (cd integration_test && go mod tidy)"; exit 1; }
+
+fmt: ## gofmt every Go file
+	gofmt -w .

@@ -1,0 +1,146 @@
+package integration
+
+import (
+	"net/http"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratekeeper/ratekeeper/headers"
+	"github.com/ratekeeper/ratekeeper/middleware"
+	"github.com/ratekeeper/ratekeeper/store"
+)
+
+// TestExactUnderConcurrency sends 200 simultaneous requests for one client
+// through 4 middleware instances, each with its own Redis client and store,
+// against a limit of 50: exactly 50 must pass and 150 get 429, for every
+// algorithm, every round.
+func TestExactUnderConcurrency(t *testing.T) {
+	srv := sharedRedis(t)
+	const (
+		instances = 4
+		requests  = 200
+		limit     = 50
+		rounds    = 3
+	)
+	clients := make([]*redis.Client, instances)
+	for i := range clients {
+		clients[i] = newClient(t, srv)
+	}
+	for _, alg := range store.Algorithms {
+		t.Run(alg.String(), func(t *testing.T) {
+			// An hour keeps the burst inside one aligned window and far
+			// from any refill; awayFromWindowEdge handles the rest.
+			lim := store.Limit{Algorithm: alg, Rate: limit, Period: time.Hour}
+			for round := range rounds {
+				prefix := randomPrefix(t)
+				handlers := make([]http.Handler, instances)
+				for i, c := range clients {
+					s := newStore(t, c, prefix)
+					checkStore(t, s, lim)
+					handlers[i] = newHandler(t, s, "client-1", lim,
+						middleware.WithName("exact"),
+						// A store failure must show up as 503, never as a
+						// pass: the budget is generous so that none occurs.
+						middleware.WithFailureMode(middleware.FailClosed),
+						middleware.WithTimeout(20*time.Second),
+					)
+				}
+				awayFromWindowEdge(t, clients[0], lim.Period, 10*time.Second)
+				recs := burst(handlers, requests)
+
+				codes := map[int]int{}
+				var left []int64
+				for i, rec := range recs {
+					codes[rec.Code]++
+					n, ok := remaining(t, rec)
+					if !ok {
+						t.Fatalf("round %d: response %d (status %d) has no %s header", round, i, rec.Code, headers.Remaining)
+					}
+					switch rec.Code {
+					case http.StatusOK:
+						left = append(left, n)
+					case http.StatusTooManyRequests:
+						if n != 0 {
+							t.Errorf("round %d: 429 with remaining %d, want 0", round, n)
+						}
+						if rec.Header().Get(headers.RetryAfter) == "" {
+							t.Errorf("round %d: 429 without %s", round, headers.RetryAfter)
+						}
+					}
+				}
+				if codes[http.StatusOK] != limit || codes[http.StatusTooManyRequests] != requests-limit {
+					t.Fatalf("round %d: got status counts %v, want %d×200 and %d×429", round, codes, limit, requests-limit)
+				}
+				// Atomic decisions: every admitted request saw a different
+				// remaining count, limit-1 down to 0.
+				sort.Slice(left, func(i, j int) bool { return left[i] < left[j] })
+				for i, n := range left {
+					if n != int64(i) {
+						t.Fatalf("round %d: remaining values of admitted requests %v, want each of 0..%d once", round, left, limit-1)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestInstancesShareOneLimit: two limiters on two clients (two application
+// instances) count against one limit; a reset through one store is seen by
+// the other.
+func TestInstancesShareOneLimit(t *testing.T) {
+	srv := sharedRedis(t)
+	c1, c2 := newClient(t, srv), newClient(t, srv)
+	for _, alg := range store.Algorithms {
+		t.Run(alg.String(), func(t *testing.T) {
+			const rate = 10
+			prefix := randomPrefix(t)
+			lim := store.Limit{Algorithm: alg, Rate: rate, Period: time.Hour}
+			s1, s2 := newStore(t, c1, prefix), newStore(t, c2, prefix)
+			checkStore(t, s1, lim)
+			opts := []middleware.Option{
+				middleware.WithName("shared"),
+				middleware.WithFailureMode(middleware.FailClosed),
+				middleware.WithTimeout(5 * time.Second),
+			}
+			h := []http.Handler{newHandler(t, s1, "client-1", lim, opts...), newHandler(t, s2, "client-1", lim, opts...)}
+			awayFromWindowEdge(t, c1, lim.Period, 10*time.Second)
+
+			for i := range rate + 2 {
+				rec := serve(h[i%2])
+				n, ok := remaining(t, rec)
+				if !ok {
+					t.Fatalf("request %d: status %d without %s", i, rec.Code, headers.Remaining)
+				}
+				want, wantLeft := http.StatusOK, int64(rate-1-i)
+				if i >= rate {
+					want, wantLeft = http.StatusTooManyRequests, 0
+				}
+				if rec.Code != want || n != wantLeft {
+					t.Fatalf("request %d via instance %d: got %d remaining %d, want %d remaining %d", i, i%2, rec.Code, n, want, wantLeft)
+				}
+			}
+
+			// The same through the stores directly: exhaust via the first,
+			// the second refuses; reset via the first, the second admits.
+			ctx := t.Context()
+			req := store.Request{Key: "direct-client", Limits: []store.Limit{lim}}
+			for i := range rate {
+				if d, err := s1.Take(ctx, req); err != nil || !d.Allowed {
+					t.Fatalf("take %d via store 0: got %+v, %v, want allowed", i, d, err)
+				}
+			}
+			if d, err := s2.Take(ctx, req); err != nil || d.Allowed {
+				t.Fatalf("take via store 1 after %d: got %+v, %v, want denied", rate, d, err)
+			}
+			if err := s1.Reset(ctx, req); err != nil {
+				t.Fatalf("reset via store 0: %v", err)
+			}
+			if d, err := s2.Take(ctx, req); err != nil || !d.Allowed || d.Remaining != rate-1 {
+				t.Fatalf("take via store 1 after reset: got %+v, %v, want allowed with remaining %d", d, err, rate-1)
+			}
+		})
+	}
+}
