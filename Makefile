@@ -29,10 +29,13 @@ INTEGRATION_LOG ?=
 BENCH ?= .
 BENCHTIME ?= 1s
 
-.PHONY: help run run-chi test test-unit test-fuzz test-integration bench redis-image lint fmt
+.PHONY: help setup run run-chi test test-unit test-fuzz test-integration bench redis-image lint fmt
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
+
+setup: ## install the Debian packages the tests need, when missing
+	scripts/setup.sh
 
 run: ## run the net/http example service
 	$(GO) run ./examples/stdlib
@@ -40,7 +43,7 @@ run: ## run the net/http example service
 run-chi: ## run the chi example service
 	$(GO) run ./examples/chi
 
-test: test-unit test-fuzz test-integration ## unit tests, short fuzz runs, real-Redis tests
+test: setup test-unit test-fuzz test-integration ## set up, then unit tests, short fuzz runs, real-Redis tests
 
 test-unit: ## unit tests with the race detector
 	$(GO) test -race -shuffle=on -vet=all ./...
@@ -67,7 +70,7 @@ bench: ## benchmarks: root module, then the Redis store and middleware on real R
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -benchtime $(BENCHTIME) ./...
 	cd integration_test && $(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -benchtime $(BENCHTIME) ./...
 
-redis-image: ## build the local Redis image from /usr/bin/redis-server (idempotent)
+redis-image: setup ## build the local Redis image from /usr/bin/redis-server (idempotent)
 	scripts/build-redis-image.sh $(REDIS_IMAGE)
 
 lint: ## gofmt must report nothing; go vet in both modules; integration_test/go.mod tidy
