@@ -1,10 +1,13 @@
 // Package lua holds the Redis Lua scripts behind
 // [github.com/ratekeeper/ratekeeper/store/redisstore]: one script per
 // rate-limiting algorithm, each made of a common prelude (prelude.lua:
-// clock, argument parsing, replay records, rounding helpers, the choice of
-// the deciding limit, and the bucket arithmetic GCRA and the token bucket
-// share) followed by the algorithm's own file. The sources are embedded at
-// build time; the package has no dependencies.
+// clock, argument parsing, replay records, rounding helpers, the block and
+// de-duplication checks, block starts with escalation, remembering
+// de-duplication ids, the choice of the deciding limit, and the bucket
+// arithmetic GCRA and the token bucket share) followed by the algorithm's
+// own file, which evaluates every limit and supplies the function that
+// records a request. The sources are embedded at build time; the package
+// has no dependencies.
 //
 // [Source] returns a complete script by algorithm name ([Names] lists them;
 // they match the store package's Algorithm names). The scripts implement the
@@ -22,40 +25,87 @@
 //
 //	KEYS[1]        replay record key of this take attempt (see below); peek
 //	               never touches it, so a peek may pass any key of the slot
-//	KEYS[2..n+1]   one state key per limit, in request order
-//	               (sliding_window_log: KEYS[2] only, one sorted set shared
+//	KEYS[2]        the request key's block
+//	KEYS[3]        the request key's strike counter (block escalation); when
+//	               no limit escalates (block_max <= block) the script does
+//	               not touch it, and any key of the slot will do
+//	KEYS[4]        the request key's de-duplication hash; when the dedup id
+//	               is empty the script does not touch it, and any key of the
+//	               slot will do
+//	KEYS[5..n+4]   one state key per limit, in request order
+//	               (sliding_window_log: KEYS[5] only, one sorted set shared
 //	               by every limit of the request)
 //	ARGV[1]        "take" (check and record) or "peek" (check, write nothing)
 //	ARGV[2]        cost, an integer >= 1
 //	ARGV[3]        nonce: unique per take attempt, free of ':' and ','; it
 //	               also makes sliding window log members unique
 //	ARGV[4]        replay record TTL in milliseconds, 0 for no record
-//	ARGV[5]        n, the number of limits (at least 1)
-//	ARGV[6..]      per limit i, three integers: rate, period in microseconds
+//	ARGV[5]        "1" to record refused requests too (window algorithms
+//	               only; the bucket scripts fail on it), else "0"
+//	ARGV[6]        de-duplication id as stored (any bytes, at most a few
+//	               hundred), "" for none
+//	ARGV[7]        n, the number of limits (at least 1)
+//	ARGV[8..]      per limit i, six values: rate, period in microseconds
 //	               (a whole number of milliseconds), capacity (the store's
 //	               Limit.Capacity: the burst of GCRA and the token bucket,
-//	               what the window algorithms count up to)
+//	               what the window algorithms count up to), block and
+//	               block_max in milliseconds (0 for none; block_max is 0 or
+//	               at least block), and scope: the limit's ID when block > 0,
+//	               else ""
 //
 // All keys must share one hash tag so that the script runs on Redis Cluster.
 // A malformed header or malformed stored state makes the script fail with an
 // error reply; state of the wrong type fails with WRONGTYPE.
 //
+// # Steps
+//
+// One script run is one atomic decision:
+//
+//  1. Block check: when the block key exists with a PTTL above 0 the
+//     request is refused as blocked, whatever the limits say. With counted
+//     refusals it is recorded in every limit; nothing else is written.
+//  2. De-duplication check (dedup id set): an id remembered and not expired
+//     admits the request as a duplicate, which writes nothing.
+//  3. Every limit evaluates the request.
+//  4. Admitted (take): the request is recorded in every limit and its dedup
+//     id remembered for the longest period. Refused (take): with counted
+//     refusals it is recorded anyway; then, if a refusing limit has a
+//     block, the one with the longest block (after escalation; ties: the
+//     earliest) blocks the key: SET block scope PX duration NX, and, when
+//     that limit escalates, INCR the strike counter and PEXPIRE it to the
+//     duration plus block_max. The n-th block (n = strikes + 1) lasts
+//     min(block·2^(n−1), block_max).
+//
+// A peek runs steps 1 to 3 and writes nothing: it reports an existing block
+// or a remembered id, else the limits' verdict (refused, not blocked, where
+// a take would start a block).
+//
 // # Reply
 //
-// An array of 6 + 2n integers:
+// An array of 9 + 2n integers followed by one string:
 //
-//	1  allowed: 1 when every limit admitted the request, else 0
-//	2  index of the deciding limit, from 0
-//	3  units the deciding limit still admits (after this request if admitted)
-//	4  the deciding limit's reset after, microseconds
-//	5  retry after, microseconds; 0 when allowed
+//	1  allowed: 1 when the request is admitted, else 0
+//	2  index of the deciding limit, from 0; -1 when blocked
+//	3  units the deciding limit still admits (after this request if
+//	   admitted); 0 when blocked
+//	4  the deciding limit's reset after, microseconds; when blocked, the
+//	   block's remaining time
+//	5  retry after, microseconds; 0 when allowed; when blocked, the block's
+//	   remaining time (its PTTL, or its duration when this run started it)
 //	6  replayed: 1 when the reply came from a replay record
+//	7  blocked: 1 when refused because of a block (existing or started)
+//	8  block started: 1 when this run started the block
+//	9  duplicate: 1 when admitted as a repeat of the dedup id
 //	then per limit i: the units it still admits and its reset after, after
-//	the request when it was admitted, without it when it was refused
+//	the request when it was admitted and recorded, else as it stands
+//	without the request
+//	last: the block's scope (the ID of the limit that started it, which
+//	need not be one of this request's limits) when blocked, else ""
 //
 // The deciding limit is, for a refused request, the refusing limit with the
-// longest retry after (ties: the earliest); for an admitted one, the limit
-// with the fewest units remaining (ties: the earliest).
+// longest retry after (ties: the earliest); for an admitted one (a duplicate
+// included), the limit with the fewest units remaining (ties: the
+// earliest).
 //
 // # Replay records
 //
@@ -63,11 +113,13 @@
 // connection although the server already ran it (go-redis does so up to
 // MaxRetries times). For a take whose replay TTL is positive, the script
 // first looks for KEYS[1]: when it exists it holds the reply of an earlier
-// run of the same attempt, which is returned with the replayed flag set,
-// and nothing is counted again. Otherwise a take that writes state stores
-// its reply there with PX set to the replay TTL. A refused take writes
-// nothing and leaves no record: running it again is harmless. Callers must
-// use a fresh nonce and record key for every attempt.
+// run of the same attempt, as "<integers joined by ','>|<scope>", which is
+// returned with the replayed flag set, and nothing is counted, blocked or
+// escalated again. Otherwise a take that writes anything (an admission, a
+// counted refusal, a block start) stores its reply there with PX set to the
+// replay TTL. A take that writes nothing (a plain refusal, a duplicate)
+// leaves no record: running it again is harmless. Callers must use a fresh
+// nonce and record key for every attempt.
 //
 // # State and expiry
 //
@@ -83,13 +135,31 @@
 //   - token_bucket: one hash {tokens, ts} per limit; expires when the bucket
 //     would be full again.
 //   - sliding_window_log: one sorted set for the request's limits, a member
-//     "<now>:<nonce>:<j>" per admitted unit scored with its time; pruned to
-//     the longest period on each admitted take; expires one longest period
-//     after its newest unit.
+//     "<now>:<nonce>:<j>" per recorded unit scored with its time; pruned to
+//     the longest period on each recording, and with counted refusals
+//     trimmed (ZREMRANGEBYRANK) to its newest (largest rate + cost) units,
+//     which leaves every decision and retry time unchanged and bounds the
+//     set under a flood; expires one longest period after its newest unit.
 //   - sliding_window_counter: one hash {w, cur, prev} per limit, w the start
 //     of the window cur counts; expires at the end of the window after w.
 //   - fixed_window: one hash {w, cur} per limit; expires at the end of
 //     window w.
+//   - block: a string, the scope; PX the block's duration. Its TTL is the
+//     only record of when the block ends, so block times have millisecond
+//     resolution: a block that still exists is reported with its PTTL,
+//     which is never shorter than its true remaining time.
+//   - strikes: an integer, the number of escalating blocks whose memory has
+//     not lapsed; PX the latest block's duration plus its limit's
+//     block_max.
+//   - de-duplication: one hash per request key mapping each remembered id
+//     to the end of its lifetime in µs, plus the field "#" (the number of
+//     live ids at the last pruning). Redis 7.0 has no per-field expiry, and
+//     one hash lets a reset delete every id without knowing them. Ids are
+//     stored as given by the caller, which must make them distinct from
+//     "#". Expired ids are pruned once the hash has doubled (plus 16 fields)
+//     since the last pruning; the hash's TTL is raised, never lowered, to
+//     the longest period of each admission that adds an id, so it lives as
+//     long as its longest-lived id.
 //
 // Storing w means callers need not know the current window. Windows are
 // aligned at multiples of the period since the Unix epoch. If the server
@@ -99,5 +169,7 @@
 //
 // Each script is O(1) per limit, apart from the sliding window log: O(log n)
 // per limit for the checks (ZCOUNT and rank access), plus O(cost · log n) to
-// record an admitted request and amortized O(1) per unit pruned.
+// record a request and amortized O(1) per unit pruned or trimmed; and the
+// de-duplication hash, amortized O(1) per remembered id (one pruning pass
+// over at most twice the live ids plus 16).
 package lua

@@ -1,4 +1,4 @@
--- fixed_window.lua: KEYS[1 + i] is a hash {w, cur} for limit i: the start w
+-- fixed_window.lua: state[i] is a hash {w, cur} for limit i: the start w
 -- of the window (microseconds, a multiple of the period) and the units cur
 -- counted in it. Window algorithms count up to the capacity, which is the
 -- rate unless the limit trips on reaching it.
@@ -7,7 +7,7 @@ for i = 1, n do
   local p, r = period[i], cap[i]
   local ws = now - math.fmod(now, p)
   local c = 0
-  local st = redis.call('HMGET', KEYS[1 + i], 'w', 'cur')
+  local st = redis.call('HMGET', state[i], 'w', 'cur')
   if st[1] then
     local w = tonumber(st[1])
     if w and w >= ws then
@@ -39,12 +39,13 @@ for i = 1, n do
   end
 end
 
-local wrote = false
-if allowed and take then
+-- record adds the request to every limit's window: an admitted request,
+-- or a refused one whose attempts count.
+local function record()
   for i = 1, n do
-    redis.call('HSET', KEYS[1 + i], 'w', int(start[i]), 'cur', int(cur[i]))
-    redis.call('PEXPIRE', KEYS[1 + i], int(ttl_ms(reset1[i])))
+    redis.call('HSET', state[i], 'w', int(start[i]), 'cur', int(cur[i]))
+    redis.call('PEXPIRE', state[i], int(ttl_ms(start[i] + period[i] - now)))
   end
-  wrote = true
 end
-return finish(wrote)
+
+return finish(record)

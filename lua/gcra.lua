@@ -1,11 +1,14 @@
--- gcra.lua: generic cell rate algorithm. KEYS[1 + i] holds limit i's state
--- as one string "<ts>:<tokens>": the time of the last admission in integer
+-- gcra.lua: generic cell rate algorithm. state[i] holds limit i's state as
+-- one string "<ts>:<tokens>": the time of the last admission in integer
 -- microseconds and the tokens left then (see bucket in the prelude). It
 -- expires when the theoretical arrival time has passed.
+if count_denied then
+  error('ratekeeper: counting refused requests needs a window algorithm')
+end
 local left = {}
 for i = 1, n do
   local tokens, ts
-  local stored = redis.call('GET', KEYS[1 + i])
+  local stored = redis.call('GET', state[i])
   if stored then
     local a, b = string.match(stored, '^(%d+):(.+)$')
     ts, tokens = tonumber(a), tonumber(b)
@@ -16,12 +19,13 @@ for i = 1, n do
   left[i] = bucket(i, tokens, ts)
 end
 
-local wrote = false
-if allowed and take then
+-- record takes the request's tokens from every limit; finish calls it for
+-- admitted requests only.
+local function record()
   for i = 1, n do
-    redis.call('SET', KEYS[1 + i], string.format('%d:%.17g', now, left[i]),
+    redis.call('SET', state[i], string.format('%d:%.17g', now, left[i]),
       'PX', int(ttl_ms(reset1[i])))
   end
-  wrote = true
 end
-return finish(wrote)
+
+return finish(record)

@@ -77,36 +77,89 @@ local take = mode == 'take'
 local cost = tonumber(ARGV[2])
 local nonce = ARGV[3]
 local replay_ms = tonumber(ARGV[4])
-local n = tonumber(ARGV[5])
+local count_denied = ARGV[5] == '1'
+local dedup_id = ARGV[6]
+local n = tonumber(ARGV[7])
 if (not take and mode ~= 'peek') or not cost or cost < 1 or not replay_ms
-    or not n or n < 1 or #ARGV ~= 5 + 3 * n then
+    or (ARGV[5] ~= '0' and ARGV[5] ~= '1') or not n or n < 1
+    or #ARGV ~= 7 + 6 * n or #KEYS < 5 then
   error('ratekeeper: malformed arguments')
 end
 
--- Per limit i: rate, period (µs) and capacity from ARGV.
-local rate, period, cap = {}, {}, {}
+-- Per limit i: rate, period (µs) and capacity; block and block_max (ms, 0
+-- for none) and scope, the limit's ID ('' when it does not block). longest
+-- is the longest period.
+local rate, period, cap, block, block_max, scope = {}, {}, {}, {}, {}, {}
+local longest = 0
 for i = 1, n do
-  local b = 5 + 3 * (i - 1)
+  local b = 7 + 6 * (i - 1)
   rate[i] = tonumber(ARGV[b + 1])
   period[i] = tonumber(ARGV[b + 2])
   cap[i] = tonumber(ARGV[b + 3])
+  block[i] = tonumber(ARGV[b + 4])
+  block_max[i] = tonumber(ARGV[b + 5])
+  scope[i] = ARGV[b + 6]
   if not rate[i] or rate[i] < 1 or not period[i] or period[i] < 1000
-      or not cap[i] or cap[i] < 1 then
+      or not cap[i] or cap[i] < 1 or not block[i] or block[i] < 0
+      or not block_max[i] or (block_max[i] > 0 and block_max[i] < block[i])
+      or (block[i] > 0) ~= (scope[i] ~= '') then
     error('ratekeeper: malformed limit ' .. i)
+  end
+  if period[i] > longest then
+    longest = period[i]
   end
 end
 
--- A take attempt that already wrote state has a replay record: answer with
--- it instead of counting the same attempt again.
+-- KEYS[1] is the replay record, KEYS[2] the block, KEYS[3] the strike
+-- counter, KEYS[4] the de-duplication hash, KEYS[5..] the state keys:
+-- state[i] for limit i (sliding_window_log: state[1] only).
+local op_key, block_key, strikes_key, dedup_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local state = {}
+for i = 5, #KEYS do
+  state[i - 4] = KEYS[i]
+end
+
+-- A take attempt that already wrote state has a replay record
+-- "<integers>|<scope>": answer with it instead of counting the same attempt
+-- again.
 if take and replay_ms > 0 then
-  local rec = redis.call('GET', KEYS[1])
+  local rec = redis.call('GET', op_key)
   if rec then
+    local head, sc = string.match(rec, '^([^|]*)|(.*)$')
+    if not head then
+      error('ratekeeper: malformed replay record')
+    end
     local out = {}
-    for v in string.gmatch(rec, '[^,]+') do
+    for v in string.gmatch(head, '[^,]+') do
       out[#out + 1] = tonumber(v)
     end
     out[6] = 1
+    out[#out + 1] = sc
     return out
+  end
+end
+
+-- The block key holds the scope of the limit that tripped it; its TTL is
+-- the only record of when it ends. A key in its last millisecond (PTTL 0)
+-- no longer blocks.
+local block_ttl = redis.call('PTTL', block_key)
+local blocked = block_ttl > 0
+local block_scope = ''
+if blocked then
+  block_scope = redis.call('GET', block_key)
+end
+
+-- A de-duplication id admitted within its lifetime admits its repeats.
+-- The hash maps ids to the end of their lifetime in microseconds.
+local duplicate = false
+if dedup_id ~= '' and not blocked then
+  local v = redis.call('HGET', dedup_key, dedup_id)
+  if v then
+    local exp = tonumber(v)
+    if not exp then
+      error('ratekeeper: malformed de-duplication state')
+    end
+    duplicate = exp > now
   end
 end
 
@@ -118,39 +171,185 @@ end
 local ok, rem0, reset0, rem1, reset1, retry = {}, {}, {}, {}, {}, {}
 local allowed = true
 
--- finish picks the deciding limit, stores the replay record when the script
--- wrote state, and returns the reply.
-local function finish(wrote)
-  local rem, reset = rem0, reset0
-  if allowed then
-    rem, reset = rem1, reset1
+-- dedup_mark is the hash field that holds the number of live ids after the
+-- last pruning of the de-duplication hash; ids start with '=' or '~'.
+local dedup_mark = '#'
+
+-- remember stores the request's de-duplication id for the longest period.
+-- Expired ids are pruned once the hash has grown to twice its live size
+-- (plus 16) since the last pruning: amortized O(1) per id. The hash lives
+-- as long as its longest-lived id.
+local function remember()
+  if dedup_id == '' then
+    return
   end
-  local d = 0
-  for i = 1, n do
-    if allowed then
-      if d == 0 or rem[i] < rem[d] then
-        d = i
+  redis.call('HSET', dedup_key, dedup_id, int(now + longest))
+  local size = redis.call('HLEN', dedup_key)
+  if size > 16 then
+    local live = tonumber(redis.call('HGET', dedup_key, dedup_mark) or '0')
+    if not live then
+      error('ratekeeper: malformed de-duplication state')
+    end
+    if size > 2 * live + 16 then
+      local all = redis.call('HGETALL', dedup_key)
+      local dead = {}
+      live = 0
+      for j = 1, #all, 2 do
+        if all[j] ~= dedup_mark then
+          local exp = tonumber(all[j + 1])
+          if exp and exp > now then
+            live = live + 1
+          else
+            dead[#dead + 1] = all[j]
+          end
+        end
       end
-    elseif not ok[i] and (d == 0 or retry[i] > retry[d]) then
-      d = i
+      for j = 1, #dead, 1000 do
+        redis.call('HDEL', dedup_key, unpack(dead, j, math.min(#dead, j + 999)))
+      end
+      redis.call('HSET', dedup_key, dedup_mark, int(live))
     end
   end
-  local r = {0, d - 1, rem[d], reset[d], retry[d], 0}
-  if allowed then
-    r[1] = 1
-    r[5] = 0
+  local want = ttl_ms(longest)
+  if redis.call('PTTL', dedup_key) < want then
+    redis.call('PEXPIRE', dedup_key, int(want))
+  end
+end
+
+-- start_block runs after a refused take: among the refusing limits that
+-- block, the one with the longest block (after escalation; ties: the
+-- earliest) blocks the key. It returns the block's scope and duration in
+-- ms, or nil when no refusing limit blocks.
+local function start_block()
+  local strikes
+  local best, best_ms = 0, 0
+  for i = 1, n do
+    if not ok[i] and block[i] > 0 then
+      local d = block[i]
+      if block_max[i] > d then
+        if not strikes then
+          strikes = tonumber(redis.call('GET', strikes_key) or '0')
+          if not strikes then
+            error('ratekeeper: malformed strike count')
+          end
+        end
+        -- The (strikes + 1)-th block lasts block * 2^strikes, at most
+        -- block_max: at most 35 doublings from 1ms to a year.
+        local k = 0
+        while k < strikes and d < block_max[i] do
+          d = d * 2
+          k = k + 1
+        end
+        if d > block_max[i] then
+          d = block_max[i]
+        end
+      end
+      if d > best_ms then
+        best, best_ms = i, d
+      end
+    end
+  end
+  if best == 0 then
+    return nil
+  end
+  -- NX: a block is never extended or started twice. A key that exists
+  -- without blocking (in its last millisecond, or without TTL) is
+  -- replaced. The block check above ran in this same atomic script, so NX
+  -- cannot fail.
+  local args = {'SET', block_key, scope[best], 'PX', int(best_ms)}
+  if block_ttl == -2 then
+    args[6] = 'NX'
+  end
+  if not redis.call(unpack(args)) then
+    error('ratekeeper: block key written during the script')
+  end
+  if block_max[best] > block[best] then
+    redis.call('INCR', strikes_key)
+    redis.call('PEXPIRE', strikes_key, int(best_ms + block_max[best]))
+  end
+  return scope[best], best_ms
+end
+
+-- finish decides from the algorithm's verdicts, writes through record (the
+-- algorithm's function that adds the request to every limit) when the
+-- request is admitted or its refusal counts, starts a block, stores the
+-- replay record when anything was written, and returns the reply.
+local function finish(record)
+  local wrote, sc, ttl = false, '', 0
+  local started, after = false, false
+  if blocked then
+    sc, ttl = block_scope, block_ttl
+    if take and count_denied then
+      record()
+      wrote = true
+    end
+  elseif duplicate then
+    allowed = true
+  elseif allowed then
+    after = true
+    if take then
+      record()
+      remember()
+      wrote = true
+    end
+  elseif take then
+    if count_denied then
+      record()
+      wrote = true
+    end
+    sc, ttl = start_block()
+    if sc then
+      started, wrote = true, true
+    else
+      sc = ''
+    end
+  end
+
+  -- Per-limit values: after the request when it is recorded as admitted,
+  -- else as the limits stand without it.
+  local rem, reset = rem0, reset0
+  if after then
+    rem, reset = rem1, reset1
+  end
+  local r
+  if blocked or started then
+    local us = ttl * 1000
+    r = {0, -1, 0, us, us, 0, 1, 0, 0}
+    if started then
+      r[8] = 1
+    end
+  else
+    local d = 0
+    for i = 1, n do
+      if allowed then
+        if d == 0 or rem[i] < rem[d] then
+          d = i
+        end
+      elseif not ok[i] and (d == 0 or retry[i] > retry[d]) then
+        d = i
+      end
+    end
+    r = {0, d - 1, rem[d], reset[d], retry[d], 0, 0, 0, 0}
+    if allowed then
+      r[1] = 1
+      r[5] = 0
+    end
+    if duplicate then
+      r[9] = 1
+    end
   end
   for i = 1, n do
-    r[5 + 2 * i] = rem[i]
-    r[6 + 2 * i] = reset[i]
+    r[8 + 2 * i] = rem[i]
+    r[9 + 2 * i] = reset[i]
   end
   if wrote and replay_ms > 0 then
     local parts = {}
     for i = 1, #r do
       parts[i] = int(r[i])
     end
-    redis.call('SET', KEYS[1], table.concat(parts, ','), 'PX', int(replay_ms))
+    redis.call('SET', op_key, table.concat(parts, ',') .. '|' .. sc, 'PX', int(replay_ms))
   end
+  r[#r + 1] = sc
   return r
 end
 

@@ -1,4 +1,4 @@
--- sliding_window_counter.lua: KEYS[1 + i] is a hash {w, cur, prev} for limit
+-- sliding_window_counter.lua: state[i] is a hash {w, cur, prev} for limit
 -- i: the start w of the window that cur counts (microseconds, a multiple of
 -- the period) and the count prev of the window before it. Window algorithms
 -- count up to the capacity, which is the rate unless the limit trips on
@@ -35,7 +35,7 @@ local start, cur, prev = {}, {}, {}
 for i = 1, n do
   local p, r = period[i], cap[i]
   local w, sc, spv
-  local st = redis.call('HMGET', KEYS[1 + i], 'w', 'cur', 'prev')
+  local st = redis.call('HMGET', state[i], 'w', 'cur', 'prev')
   if st[1] then
     w, sc, spv = tonumber(st[1]), tonumber(st[2]), tonumber(st[3])
     if not w or not sc or not spv then
@@ -80,13 +80,15 @@ for i = 1, n do
   end
 end
 
-local wrote = false
-if allowed and take then
+-- record adds the request to every limit's current window: an admitted
+-- request, or a refused one whose attempts count. The state matters until
+-- the end of the window after it.
+local function record()
   for i = 1, n do
-    redis.call('HSET', KEYS[1 + i], 'w', int(start[i]), 'cur', int(cur[i]),
+    redis.call('HSET', state[i], 'w', int(start[i]), 'cur', int(cur[i]),
       'prev', int(prev[i]))
-    redis.call('PEXPIRE', KEYS[1 + i], int(ttl_ms(reset1[i])))
+    redis.call('PEXPIRE', state[i], int(ttl_ms(start[i] + 2 * period[i] - now)))
   end
-  wrote = true
 end
-return finish(wrote)
+
+return finish(record)

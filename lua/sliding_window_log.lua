@@ -1,15 +1,15 @@
--- sliding_window_log.lua: KEYS[2] is one sorted set shared by every limit of
--- the request. Each admitted unit is a member "<now>:<nonce>:<j>" scored
+-- sliding_window_log.lua: state[1] is one sorted set shared by every limit
+-- of the request. Each recorded unit is a member "<now>:<nonce>:<j>" scored
 -- with its time in microseconds. A unit is inside limit i's window when its
 -- score is greater than now - period[i]. Window algorithms count up to the
 -- capacity, which is the rate unless the limit trips on reaching it.
-local key = KEYS[2]
-local longest = 0
+local key = state[1]
 local newest = nil
+local most = 0 -- the largest rate
 for i = 1, n do
   local p, r = period[i], cap[i]
-  if p > longest then
-    longest = p
+  if rate[i] > most then
+    most = rate[i]
   end
   local count = redis.call('ZCOUNT', key, '(' .. int(now - p), '+inf')
   rem0[i] = floor_units(r - count, r)
@@ -30,19 +30,22 @@ for i = 1, n do
   else
     ok[i] = false
     allowed = false
-    -- The window holds the count highest-ranked members. The k-th oldest of
-    -- them, k = count + cost - capacity, has rank k - 1 - count from the
-    -- end; once it leaves the window the request fits. Rank access is
-    -- O(log n).
-    local rank = int(count + cost - r - 1 - count)
+    -- The request fits once at most capacity - cost units are left in the
+    -- window: once the (capacity - cost + 1)-th newest unit has left it.
+    -- Rank access from the end is O(log n).
+    local rank = int(cost - r - 1)
     local kth = redis.call('ZRANGE', key, rank, rank, 'WITHSCORES')
     retry[i] = tonumber(kth[2]) + p - now
   end
 end
 
-local wrote = false
-if allowed and take then
-  -- Units at or before now - longest are outside every window.
+-- record adds the request's units at now: an admitted request, or a
+-- refused one whose attempts count. Units at or before now - longest are
+-- outside every window and go first. Counted refusals can outgrow every
+-- window's capacity, so the log then keeps only its newest (largest rate
+-- + cost) units: a decision, or a retry time, never looks past the
+-- (capacity - cost + 1)-th newest unit, so the trim changes none of them.
+local function record()
   redis.call('ZREMRANGEBYSCORE', key, '-inf', int(now - longest))
   local score = int(now)
   local j = 1
@@ -56,7 +59,10 @@ if allowed and take then
     redis.call(unpack(args))
     j = last + 1
   end
+  if count_denied then
+    redis.call('ZREMRANGEBYRANK', key, '0', int(-(most + cost) - 1))
+  end
   redis.call('PEXPIRE', key, int(ttl_ms(longest)))
-  wrote = true
 end
-return finish(wrote)
+
+return finish(record)

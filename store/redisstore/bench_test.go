@@ -103,7 +103,7 @@ func BenchmarkCommand(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
 		_, keys, args := s.command("take", req, s.nonce())
-		if len(keys) != 3 || len(args) != 11 {
+		if len(keys) != 6 || len(args) != 19 {
 			b.Fatal("unexpected command shape")
 		}
 	}
@@ -111,7 +111,7 @@ func BenchmarkCommand(b *testing.B) {
 
 func BenchmarkDecodeReply(b *testing.B) {
 	limits := []store.Limit{store.PerSecond(10), store.PerMinute(100)}
-	v := ints(1, 0, 9, 100000, 0, 0, 9, 100000, 99, 600000)
+	v := replyOf("", 1, 0, 9, 100000, 0, 0, 0, 0, 0, 9, 100000, 99, 600000)
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
 		r, err := decodeReply(v, limits)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -24,33 +25,94 @@ type fakeClock struct {
 	now int64 // µs since the Unix epoch
 }
 
+// clockShim is placed before a script to run it on a fake clock: a local
+// named redis shadows the global for the whole script, answers TIME from
+// the hash CLOCK (fields s and u) and, unless the TTLs stay real, emulates
+// key expiry on that clock. Every key the script gives a TTL (SET ... PX,
+// PEXPIRE) then keeps a real TTL of one hour while its fake expiry in ms
+// is kept in CLOCK under "x:<key>" (dropped when the key is found deleted);
+// a key is deleted when the script touches it after that expiry, and PTTL
+// answers from it, as Redis does on its own clock (a key lives while
+// now <= expiry, in whole ms).
+const clockShim = `local redis = (function(real)
+  local clock, emulate = CLOCK, EMULATE
+  local function ms()
+    local t = real.call('HMGET', clock, 's', 'u')
+    return math.floor((tonumber(t[1]) * 1000000 + tonumber(t[2])) / 1000)
+  end
+  local function call(cmd, ...)
+    local a = {...}
+    if cmd == 'TIME' then
+      return real.call('HMGET', clock, 's', 'u')
+    end
+    if not emulate then
+      return real.call(cmd, ...)
+    end
+    local k = a[1]
+    local x = 'x:' .. k
+    local e = tonumber(real.call('HGET', clock, x))
+    if e and (ms() > e or real.call('EXISTS', k) == 0) then
+      real.call('DEL', k)
+      real.call('HDEL', clock, x)
+      e = nil
+    end
+    if cmd == 'PTTL' then
+      if real.call('EXISTS', k) == 0 then
+        return -2
+      end
+      if not e then
+        return real.call('PTTL', k)
+      end
+      return e - ms()
+    elseif cmd == 'PEXPIRE' then
+      real.call('HSET', clock, x, ms() + tonumber(a[2]))
+      return real.call('PEXPIRE', k, 3600000)
+    elseif cmd == 'SET' then
+      local px, nx = nil, false
+      for i = 3, #a do
+        if a[i] == 'PX' then
+          px = tonumber(a[i + 1])
+        elseif a[i] == 'NX' then
+          nx = true
+        end
+      end
+      if nx and real.call('EXISTS', k) == 1 then
+        return false
+      end
+      if px then
+        real.call('HSET', clock, x, ms() + px)
+        return real.call('SET', k, a[2], 'PX', 3600000)
+      end
+      real.call('HDEL', clock, x)
+      return real.call('SET', k, a[2])
+    end
+    return real.call(cmd, ...)
+  end
+  return setmetatable({call = call}, {__index = real})
+end)(redis)
+`
+
 // newClockedStore returns a store on the shared server whose scripts take
-// their time from the returned clock. Keys expire in real time while the
-// scripts see the fake clock, which may run slower, so unless realTTL is
-// set the scripts also give every state key a TTL of one hour: state kept
-// past its TTL decides exactly as absent state, so only expiry changes.
+// their time from the returned clock. Unless realTTL is set, key expiry
+// follows the fake clock too (see clockShim), so that blocks, strike
+// counters and every other TTL behave as on a server whose clock is the
+// fake one; with realTTL keys keep the TTLs the scripts give them, in real
+// time.
 func newClockedStore(t testing.TB, start int64, realTTL bool) (*Store, *fakeClock) {
 	t.Helper()
 	s, c := newStore(t, Options{})
 	fc := &fakeClock{t: t, c: c, key: s.prefix + ":clock"}
+	shim := strings.Replace(clockShim, "CLOCK", "'"+fc.key+"'", 1)
+	shim = strings.Replace(shim, "EMULATE", strconv.FormatBool(!realTTL), 1)
 	for _, alg := range store.Algorithms {
 		src, err := lua.Source(alg.String())
 		if err != nil {
 			t.Fatal(err)
 		}
-		const timeCall = "redis.call('TIME')"
-		if strings.Count(src, timeCall) != 1 {
-			t.Fatalf("%s: want exactly one %s in the script", alg, timeCall)
+		if strings.Count(src, "redis.call('TIME')") != 1 {
+			t.Fatalf("%s: want exactly one TIME call in the script", alg)
 		}
-		src = strings.Replace(src, timeCall, "redis.call('HMGET', '"+fc.key+"', 's', 'u')", 1)
-		if !realTTL {
-			const ttlFunc = "local function ttl_ms(us)\n"
-			if strings.Count(src, ttlFunc) != 1 {
-				t.Fatalf("%s: want exactly one %q in the script", alg, ttlFunc)
-			}
-			src = strings.Replace(src, ttlFunc, ttlFunc+"  if us then return 3600000 end\n", 1)
-		}
-		s.scripts[alg] = redis.NewScript(src)
+		s.scripts[alg] = redis.NewScript(shim + src)
 	}
 	fc.set(start)
 	return s, fc
@@ -67,11 +129,21 @@ func (fc *fakeClock) set(us int64) {
 
 func (fc *fakeClock) advance(d int64) { fc.t.Helper(); fc.set(fc.now + d) }
 
-// sameDecision compares the fields both stores report.
+// sameDecision compares every field of two decisions, PerLimit included.
 func sameDecision(a, b store.Decision) bool {
-	return a.Allowed == b.Allowed && a.Limit == b.Limit && a.Remaining == b.Remaining &&
-		a.ResetAfter == b.ResetAfter && a.RetryAfter == b.RetryAfter &&
-		a.Policy == b.Policy && a.Index == b.Index
+	if a.Allowed != b.Allowed || a.Limit != b.Limit || a.Remaining != b.Remaining ||
+		a.ResetAfter != b.ResetAfter || a.RetryAfter != b.RetryAfter ||
+		a.Policy != b.Policy || a.Index != b.Index || a.Blocked != b.Blocked ||
+		a.BlockStarted != b.BlockStarted || a.Duplicate != b.Duplicate ||
+		(a.PerLimit == nil) != (b.PerLimit == nil) || len(a.PerLimit) != len(b.PerLimit) {
+		return false
+	}
+	for i := range a.PerLimit {
+		if a.PerLimit[i] != b.PerLimit[i] {
+			return false
+		}
+	}
+	return true
 }
 
 func fmtDecision(d store.Decision) string {
@@ -81,23 +153,35 @@ func fmtDecision(d store.Decision) string {
 
 // TestMatchesMemstore runs random operation sequences against the Redis
 // scripts and the in-memory store on the same clock and requires the same
-// decision every time: both implement the semantics of package store with
-// the same arithmetic.
+// decision, every field of it, every time: both implement the semantics of
+// package store with the same arithmetic. Configurations marked extended
+// also draw de-duplication ids from a small pool, count refusals (window
+// algorithms) and reset the key now and then; their limits block and
+// escalate.
 func TestMatchesMemstore(t *testing.T) {
 	requireServer(t)
 	configs := []struct {
-		name   string
-		limits []store.Limit
+		name     string
+		limits   []store.Limit
+		extended bool
 	}{
-		{"3 per second", []store.Limit{{Rate: 3, Period: time.Second}}},
-		{"6 per second", []store.Limit{{Rate: 6, Period: time.Second}}},
-		{"7 per 1001ms", []store.Limit{{Rate: 7, Period: 1001 * time.Millisecond}}},
-		{"burst", []store.Limit{{Rate: 2, Period: time.Second, Burst: 5}}},
-		{"1000 per minute", []store.Limit{{Rate: 1000, Period: time.Minute}}},
-		{"1 per hour", []store.Limit{{Rate: 1, Period: time.Hour}}},
-		{"two limits", []store.Limit{{Name: "short", Rate: 3, Period: 250 * time.Millisecond}, {Name: "long", Rate: 10, Period: 3 * time.Second}}},
-		{"trip on reaching the rate", []store.Limit{{Rate: 5, Period: time.Second, Threshold: store.ThresholdReach}}},
-		{"three limits", []store.Limit{{Name: "a", Rate: 5, Period: time.Second}, {Name: "b", Rate: 9, Period: 2 * time.Second}, {Name: "c", Rate: 13, Period: 7 * time.Second}}},
+		{"3 per second", []store.Limit{{Rate: 3, Period: time.Second}}, false},
+		{"6 per second", []store.Limit{{Rate: 6, Period: time.Second}}, false},
+		{"7 per 1001ms", []store.Limit{{Rate: 7, Period: 1001 * time.Millisecond}}, false},
+		{"burst", []store.Limit{{Rate: 2, Period: time.Second, Burst: 5}}, false},
+		{"1000 per minute", []store.Limit{{Rate: 1000, Period: time.Minute}}, false},
+		{"1 per hour", []store.Limit{{Rate: 1, Period: time.Hour}}, false},
+		{"two limits", []store.Limit{{Name: "short", Rate: 3, Period: 250 * time.Millisecond}, {Name: "long", Rate: 10, Period: 3 * time.Second}}, false},
+		{"trip on reaching the rate", []store.Limit{{Rate: 5, Period: time.Second, Threshold: store.ThresholdReach}}, false},
+		{"three limits", []store.Limit{{Name: "a", Rate: 5, Period: time.Second}, {Name: "b", Rate: 9, Period: 2 * time.Second}, {Name: "c", Rate: 13, Period: 7 * time.Second}}, false},
+		{"dedup and counted refusals", []store.Limit{{Rate: 4, Period: 700 * time.Millisecond}}, true},
+		{"block", []store.Limit{{Rate: 3, Period: time.Second, Block: 1500 * time.Millisecond}}, true},
+		{"escalating block", []store.Limit{{Rate: 2, Period: 500 * time.Millisecond, Block: 300 * time.Millisecond, BlockMax: 2 * time.Second}}, true},
+		{"two blocking limits", []store.Limit{
+			{Name: "short", Rate: 3, Period: 250 * time.Millisecond, Block: 700 * time.Millisecond, BlockMax: 3 * time.Second},
+			{Name: "long", Rate: 10, Period: 3 * time.Second, Block: 1500 * time.Millisecond},
+		}, true},
+		{"reach with block", []store.Limit{{Name: "r", Rate: 5, Period: time.Second, Threshold: store.ThresholdReach, Block: 800 * time.Millisecond, BlockMax: 1600 * time.Millisecond}}, true},
 	}
 	// A fixed start on a window boundary, then random offsets.
 	const start = 1_767_225_600_000_000
@@ -107,16 +191,19 @@ func TestMatchesMemstore(t *testing.T) {
 				limits := make([]store.Limit, len(cfg.limits))
 				copy(limits, cfg.limits)
 				minCap := int64(1 << 40)
+				blocks := false
 				for i := range limits {
 					limits[i].Algorithm = alg
 					if alg != store.GCRA && alg != store.TokenBucket {
 						limits[i].Burst = 0
 					}
 					minCap = min(minCap, limits[i].Capacity())
+					blocks = blocks || limits[i].Block > 0
 				}
 				if err := (store.Request{Key: "k", Limits: limits}).Validate(); err != nil {
 					t.Skipf("not a valid configuration for %s: %v", alg, err)
 				}
+				window := alg == store.SlidingWindowLog || alg == store.SlidingWindowCounter || alg == store.FixedWindow
 				rng := rand.New(rand.NewPCG(uint64(alg), uint64(ci)))
 				rs, clock := newClockedStore(t, start+rng.Int64N(5_000_000), false)
 				ms, err := memstore.New(memstore.Options{Clock: func() time.Time { return time.UnixMicro(clock.now) }})
@@ -128,9 +215,13 @@ func TestMatchesMemstore(t *testing.T) {
 				for _, l := range limits {
 					shortest = min(shortest, l.Period.Microseconds())
 				}
+				steps := 150
+				if cfg.extended {
+					steps = 400
+				}
 				var last store.Decision
-				var admitted, denied int
-				for step := 0; step < 150; step++ {
+				var admitted, denied, started, blocked, duplicates int
+				for step := 0; step < steps; step++ {
 					switch r := rng.IntN(10); {
 					case r < 3:
 					case r < 5:
@@ -147,35 +238,69 @@ func TestMatchesMemstore(t *testing.T) {
 					if rng.IntN(4) == 0 {
 						req.Cost = 1 + rng.Int64N(minCap)
 					}
+					if cfg.extended {
+						if window && rng.IntN(3) == 0 {
+							req.CountDenied = true
+						}
+						if rng.IntN(2) == 0 {
+							req.DedupID = string(rune('a' + rng.IntN(4)))
+						}
+					}
 					op := "take"
-					if rng.IntN(5) == 0 {
+					switch r := rng.IntN(100); {
+					case r < 20:
 						op = "peek"
+					case r < 21 && cfg.extended:
+						op = "reset"
 					}
 					var got, want store.Decision
 					var gerr, werr error
-					if op == "take" {
+					switch op {
+					case "take":
 						got, gerr = rs.Take(ctx, req)
 						want, werr = ms.Take(ctx, req)
-					} else {
+					case "peek":
 						got, gerr = rs.Peek(ctx, req)
 						want, werr = ms.Peek(ctx, req)
+					case "reset":
+						gerr, werr = rs.Reset(ctx, req), ms.Reset(ctx, req)
+						if gerr != nil || werr != nil {
+							t.Fatalf("step %d: reset errors: redis %v, memory %v", step, gerr, werr)
+						}
+						continue
 					}
 					if gerr != nil || werr != nil {
 						t.Fatalf("step %d: errors: redis %v, memory %v", step, gerr, werr)
 					}
 					if !sameDecision(got, want) {
-						t.Fatalf("step %d (%s cost %d at +%dµs): got %s, want %s (memstore)",
-							step, op, req.Cost, clock.now-start, fmtDecision(got), fmtDecision(want))
+						t.Fatalf("step %d (%s cost %d counted %v id %q at +%dµs): got %s, want %s (memstore)",
+							step, op, req.Cost, req.CountDenied, req.DedupID, clock.now-start, fmtFull(got), fmtFull(want))
 					}
 					last = got
-					if got.Allowed {
+					switch {
+					case got.Allowed:
 						admitted++
-					} else {
+					default:
 						denied++
+					}
+					if got.BlockStarted {
+						started++
+					}
+					if got.Blocked && !got.BlockStarted {
+						blocked++
+					}
+					if got.Duplicate {
+						duplicates++
 					}
 				}
 				if admitted == 0 || denied == 0 {
 					t.Fatalf("%d admitted, %d denied: want both outcomes exercised", admitted, denied)
+				}
+				if cfg.extended && duplicates == 0 {
+					t.Fatal("no duplicate: want de-duplication exercised")
+				}
+				if blocks && (started < 2 || blocked == 0) {
+					t.Fatalf("%d blocks started, %d requests refused by a running block: want both exercised", started, blocked)
 				}
 			})
 		}

@@ -19,12 +19,31 @@
 // State of request key k lives under "<prefix>:{<enc k>}:<kind>:<enc id>":
 // kind is gcra, tb, swc or fw and id the limit's ID; the sliding window log
 // keeps one sorted set per key and set of limits, "<prefix>:{<enc k>}:swl:"
-// followed by the sorted encoded IDs. Replay records are
-// "<prefix>:{<enc k>}:op:<nonce>". [EncodeKey] makes k and the IDs safe:
-// the braces make the encoded key the Redis Cluster hash tag, so all keys of
-// one decision are in one slot. [Store.StateKeys] lists a request's state
-// keys. Every key has a TTL in milliseconds that ends when its state stops
-// mattering; nothing needs a sweeper.
+// followed by the sorted encoded IDs. What all limits of k share has one
+// key each: "<prefix>:{<enc k>}:block" (the block; its value is the scope,
+// its TTL the block's remaining time), ":strikes" (the escalation counter)
+// and ":dedup" (one hash of remembered de-duplication ids, each with its
+// expiry in microseconds, so that [Store.Reset] can delete them all; Redis
+// 7.0 has no per-field TTL, so expired ids are pruned as the hash grows).
+// Replay records are "<prefix>:{<enc k>}:op:<nonce>". [EncodeKey] makes k
+// and the IDs safe: the braces make the encoded key the Redis Cluster hash
+// tag, so all keys of one decision are in one slot. [Store.StateKeys] lists
+// a request's per-limit state keys. Every key has a TTL in milliseconds
+// that ends when its state stops mattering (a block: its duration; strikes:
+// the block's duration plus BlockMax; remembered ids: the longest period);
+// nothing needs a sweeper.
+//
+// # Blocks, counted refusals and de-duplication
+//
+// The script checks the block first, then a remembered
+// [store.Request.DedupID], then the limits, exactly as package store
+// orders them. A block is started with SET NX, so however many refusals
+// race exactly one reports [store.Decision.BlockStarted]. A block's times
+// come from its key's TTL and so have millisecond resolution: a blocked
+// request's RetryAfter is the key's PTTL, which is never shorter than the
+// block's true remaining time. De-duplication ids of up to 128 bytes are
+// stored as given (readable in Redis, like keys); longer ones as their
+// SHA-256.
 //
 // Keys such as IP addresses or user IDs are stored readable unless long
 // enough to be hashed; hash them before they reach the store if Redis must
@@ -48,9 +67,10 @@
 // go-redis re-sends a command after a read timeout or a broken connection,
 // up to MaxRetries (3 by default) times, although Redis may already have
 // run it. Each Take therefore carries a random nonce; a take that writes
-// state stores its reply under a replay record for [Options.ReplayTTL], and
-// a re-sent copy finds the record and returns the same reply without
-// counting again. The record costs one short-lived key per admitted take.
+// state (an admission, a counted refusal, a block start) stores its reply
+// under a replay record for [Options.ReplayTTL], and a re-sent copy finds
+// the record and returns the same reply without counting, blocking or
+// escalating again. The record costs one short-lived key per such take.
 // EVALSHA falls back to EVAL when Redis lost its script cache (restart,
 // SCRIPT FLUSH), through [redis.Script].
 //
@@ -68,9 +88,7 @@
 // # Errors
 //
 // Invalid requests fail before any I/O with the error of
-// [store.Request.Validate]. Requests using features this store does not
-// implement yet (blocks, counted refusals, de-duplication) fail with
-// [ErrUnsupported]. Backend failures are *[store.BackendError] values
+// [store.Request.Validate]. Backend failures are *[store.BackendError] values
 // matching [store.ErrStoreUnavailable], of kind timeout (deadline, network
 // or pool timeout), connection (refused, reset, closed), script (an error
 // reply, such as WRONGTYPE or malformed state, or a reply the store cannot

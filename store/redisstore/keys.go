@@ -88,6 +88,10 @@ const (
 	tagCounter = "swc"
 	tagFixed   = "fw"
 	tagOp      = "op"
+	// Per request key, shared by all its limits.
+	tagBlock   = "block"
+	tagStrikes = "strikes"
+	tagDedup   = "dedup"
 )
 
 var algorithmTags = [...]string{
@@ -102,6 +106,27 @@ var algorithmTags = [...]string{
 // one request. The braces make the encoded key the Redis Cluster hash tag.
 func keyBase(prefix, encodedKey string) string {
 	return prefix + ":{" + encodedKey + "}:"
+}
+
+// appendKeyKeys appends the keys of the request key's own state, shared by
+// every limit: its block, strike counter and de-duplication hash.
+func appendKeyKeys(keys []string, base string) []string {
+	return append(keys, base+tagBlock, base+tagStrikes, base+tagDedup)
+}
+
+// maxDedupIDLen is the longest [store.Request.DedupID] stored as given;
+// longer ids are replaced by their SHA-256.
+const maxDedupIDLen = 128
+
+// dedupField returns the de-duplication hash field of id: '=' and id, or
+// for ids longer than maxDedupIDLen bytes '~' and the base64url SHA-256
+// of id. The marks keep the two forms, and the hash's bookkeeping field
+// "#", apart.
+func dedupField(id string) string {
+	if len(id) > maxDedupIDLen {
+		return hashKey(id)
+	}
+	return "=" + id
 }
 
 // appendStateKeys appends the state keys of limits (all of one algorithm,

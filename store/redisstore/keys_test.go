@@ -141,19 +141,23 @@ func TestDecisionKeysShareOneSlot(t *testing.T) {
 			for i := range ls {
 				ls[i].Algorithm = alg
 			}
-			req := store.Request{Key: key, Limits: ls}
-			if err := req.Validate(); err != nil {
-				t.Fatal(err)
-			}
+			ls[1].Block, ls[1].BlockMax = time.Minute, time.Hour
+			plain := store.Request{Key: key, Limits: ls[:1]}
+			full := store.Request{Key: key, Limits: ls, DedupID: key}
 			for _, mode := range []string{"take", "peek"} {
-				_, keys, _ := s.command(mode, req, s.nonce())
-				want := EncodeKey(key)
-				for _, k := range keys {
-					if tag := hashTag(k); tag != want {
-						t.Fatalf("%s %s key %q: hash tag %q, want %q", alg, mode, k, tag, want)
+				for _, req := range []store.Request{plain, full} {
+					if err := req.Validate(); err != nil {
+						t.Fatal(err)
 					}
-					if keySlot(k) != keySlot(keys[0]) {
-						t.Fatalf("%s %s: %q and %q in different slots", alg, mode, k, keys[0])
+					_, keys, _ := s.command(mode, req, s.nonce())
+					want := EncodeKey(key)
+					for _, k := range keys {
+						if tag := hashTag(k); tag != want {
+							t.Fatalf("%s %s key %q: hash tag %q, want %q", alg, mode, k, tag, want)
+						}
+						if keySlot(k) != keySlot(keys[0]) {
+							t.Fatalf("%s %s: %q and %q in different slots", alg, mode, k, keys[0])
+						}
 					}
 				}
 			}

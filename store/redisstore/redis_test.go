@@ -104,7 +104,7 @@ func TestTTLSubMillisecondRemainder(t *testing.T) {
 	var run *redis.Cmd
 	_, err := clock.c.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		run = script.EvalSha(ctx, p, keys, args...)
-		ttl = p.PTTL(ctx, keys[1])
+		ttl = p.PTTL(ctx, keys[4])
 		return nil
 	})
 	if err != nil {

@@ -29,8 +29,9 @@ const (
 	// has passed), but a re-sent copy may then wait in the socket buffers
 	// of a slow or briefly stalled Redis before it runs; the record must
 	// still exist when it does. Ten seconds is far beyond the default
-	// 50ms Timeout, for the price of one small key per admitted take held
-	// that long (about 10 MB at 10,000 admitted takes per second).
+	// 50ms Timeout, for the price of one small key per take that writes
+	// state (an admitted take, a counted refusal, a block start) held that
+	// long: about 10 MB at 10,000 such takes per second.
 	DefaultReplayTTL = 10 * time.Second
 )
 
@@ -49,18 +50,20 @@ type Options struct {
 	// answering. Default [DefaultTimeout]; negative is an error.
 	Timeout time.Duration
 	// ReplayTTL is how long Redis keeps the reply of a take that wrote
-	// state, so that a client library's automatic re-send of the same
-	// command returns that reply instead of counting the request again.
+	// state (an admission, a counted refusal, a block start), so that a
+	// client library's automatic re-send of the same command returns that
+	// reply instead of counting the request (or starting a block) again.
 	// Zero means the longer of [DefaultReplayTTL] (see there why) and
 	// Timeout. It is rounded up to whole milliseconds and must be at least
 	// Timeout. A re-sent copy that reaches Redis more than ReplayTTL after
 	// the first one ran counts again.
 	//
 	// A negative ReplayTTL disables replay records, saving one short-lived
-	// key and one write per admitted take. Do that only with a client that
-	// never re-sends commands (go-redis MaxRetries -1 and, for cluster
-	// clients, MaxRedirects -1), or one request may be counted several
-	// times when the network or Redis misbehaves.
+	// key and one write per take that writes state. Do that only with a
+	// client that never re-sends commands (go-redis MaxRetries -1 and, for
+	// cluster clients, MaxRedirects -1), or one request may be counted
+	// several times (and a block escalated twice) when the network or
+	// Redis misbehaves.
 	ReplayTTL time.Duration
 }
 
@@ -135,43 +138,56 @@ func ceilMillis(d time.Duration) int64 {
 }
 
 // Take checks req against every limit and records it in all of them only
-// if all admit it, in one atomic script. Before any I/O it returns
-// req.Validate's error for an invalid request and [ErrUnsupported] for a
-// feature this store lacks. It returns a *store.BackendError when Redis
-// fails or does not answer within the timeout; the request was then
-// recorded once or not at all, never twice.
+// if all admit it, in one atomic script that also applies the key's block,
+// starts blocks, counts refusals ([store.Request.CountDenied]) and
+// de-duplicates ([store.Request.DedupID]) as package store specifies.
+// Before any I/O it returns req.Validate's error for an invalid request. It
+// returns a *store.BackendError when Redis fails or does not answer within
+// the timeout; the request was then recorded (and a block started) once or
+// not at all, never twice.
+//
+// Block times come from the block key's TTL and so have millisecond
+// resolution: RetryAfter of a blocked request is the key's PTTL, never
+// shorter than the block's true remaining time.
 func (s *Store) Take(ctx context.Context, req store.Request) (store.Decision, error) {
 	return s.decide(ctx, "take", req)
 }
 
 // Peek returns the decision Take would return now without writing
-// anything to Redis. Errors are as for Take.
+// anything to Redis: an existing block, a remembered de-duplication id, or
+// else the limits' verdict. Where Take would start a block, Peek reports
+// the refusal without Blocked, since no block exists yet. Errors are as
+// for Take.
 func (s *Store) Peek(ctx context.Context, req store.Request) (store.Decision, error) {
 	return s.decide(ctx, "peek", req)
 }
 
-// Reset deletes the state of req.Key under req.Limits: for the sliding
-// window log, the log of exactly that set of limits. State of the key under
-// other limits is kept, and replay records of earlier takes are left to
-// expire. req.Cost is ignored; otherwise it returns req.Validate's error for
-// an invalid request, and a *store.BackendError when Redis fails or does
-// not answer within the timeout.
+// Reset deletes the state of req.Key under req.Limits (for the sliding
+// window log, the log of exactly that set of limits) and the key's block,
+// strike counter and remembered de-duplication ids, which every limit of
+// the key shares. State of the key under other limits is kept, and replay
+// records of earlier takes are left to expire. req.Cost is ignored;
+// otherwise it returns req.Validate's error for an invalid request, and a
+// *store.BackendError when Redis fails or does not answer within the
+// timeout.
 func (s *Store) Reset(ctx context.Context, req store.Request) error {
 	keys, err := s.StateKeys(req)
 	if err != nil {
 		return err
 	}
+	keys = appendKeyKeys(keys, keyBase(s.prefix, EncodeKey(req.Key)))
 	_, err = s.run(ctx, "reset", func(ctx context.Context) (any, error) {
 		return s.client.Del(ctx, keys...).Result()
 	})
 	return err
 }
 
-// StateKeys returns the Redis keys that hold req's state: one per limit in
-// request order, or for the sliding window log the one sorted set shared
-// by all limits of the request. Replay records are not included. req.Cost
-// is ignored; otherwise it returns req.Validate's error for an invalid
-// request.
+// StateKeys returns the Redis keys that hold req's per-limit state: one
+// per limit in request order, or for the sliding window log the one sorted
+// set shared by all limits of the request. The key's block, strike counter
+// and de-duplication hash ("<prefix>:{<enc key>}:block", ":strikes",
+// ":dedup") and replay records are not included. req.Cost is ignored;
+// otherwise it returns req.Validate's error for an invalid request.
 func (s *Store) StateKeys(req store.Request) ([]string, error) {
 	req.Cost = 0 // not part of the state's identity
 	if err := req.Validate(); err != nil {
@@ -181,35 +197,9 @@ func (s *Store) StateKeys(req store.Request) ([]string, error) {
 	return appendStateKeys(make([]string, 0, len(req.Limits)), base, req.Limits), nil
 }
 
-// ErrUnsupported is returned (wrapping [store.ErrInvalidRequest]) for a
-// request that uses a feature this store does not implement: blocks
-// ([store.Limit.Block]), counted refusals ([store.Request.CountDenied]) and
-// de-duplication ([store.Request.DedupID]). Such a request is refused
-// rather than served without the protection it asks for.
-var ErrUnsupported = fmt.Errorf("%w: not supported by redisstore", store.ErrInvalidRequest)
-
-// checkSupported reports a request feature the scripts do not implement.
-func checkSupported(req store.Request) error {
-	switch {
-	case req.CountDenied:
-		return fmt.Errorf("%w: CountDenied", ErrUnsupported)
-	case req.DedupID != "":
-		return fmt.Errorf("%w: DedupID", ErrUnsupported)
-	}
-	for i, l := range req.Limits {
-		if l.Block != 0 {
-			return fmt.Errorf("%w: limit %d: Block", ErrUnsupported, i)
-		}
-	}
-	return nil
-}
-
 // decide runs the algorithm's script in mode "take" or "peek".
 func (s *Store) decide(ctx context.Context, mode string, req store.Request) (store.Decision, error) {
 	if err := req.Validate(); err != nil {
-		return store.Decision{}, err
-	}
-	if err := checkSupported(req); err != nil {
 		return store.Decision{}, err
 	}
 	nonce := ""
@@ -230,22 +220,52 @@ func (s *Store) decide(ctx context.Context, mode string, req store.Request) (sto
 	return r.decision(req.Limits), nil
 }
 
+// escalates reports whether a limit's blocks escalate, which needs the
+// strike counter.
+func escalates(limits []store.Limit) bool {
+	for _, l := range limits {
+		if l.BlockMax > l.Block {
+			return true
+		}
+	}
+	return false
+}
+
 // command returns the script, KEYS and ARGV of a validated request in mode
-// "take" (with the attempt's nonce) or "peek" (nonce unused).
+// "take" (with the attempt's nonce) or "peek" (nonce unused); see package
+// lua for the layout. Keys the script will not touch (the replay record of
+// a peek, the strike counter when no limit escalates, the de-duplication
+// hash without an id) are filled with the block key, which is in the slot.
 func (s *Store) command(mode string, req store.Request, nonce string) (*redis.Script, []string, []any) {
 	base := keyBase(s.prefix, EncodeKey(req.Key))
-	keys := make([]string, 1, 1+len(req.Limits))
-	keys = appendStateKeys(keys, base, req.Limits)
+	blockKey := base + tagBlock
+	keys := make([]string, 4, 4+len(req.Limits))
+	keys[0], keys[1], keys[2], keys[3] = blockKey, blockKey, blockKey, blockKey
 	if mode == "take" {
 		keys[0] = base + tagOp + ":" + nonce
-	} else {
-		// Peek never reads KEYS[1]; any key of the slot will do.
-		keys[0] = keys[1]
 	}
-	args := make([]any, 0, 5+3*len(req.Limits))
-	args = append(args, mode, req.EffectiveCost(), nonce, s.replayMS, len(req.Limits))
+	if escalates(req.Limits) {
+		keys[2] = base + tagStrikes
+	}
+	var dedup any = ""
+	if req.DedupID != "" {
+		keys[3] = base + tagDedup
+		dedup = dedupField(req.DedupID)
+	}
+	keys = appendStateKeys(keys, base, req.Limits)
+	var countDenied any = "0"
+	if req.CountDenied {
+		countDenied = "1"
+	}
+	args := make([]any, 0, 7+6*len(req.Limits))
+	args = append(args, mode, req.EffectiveCost(), nonce, s.replayMS, countDenied, dedup, len(req.Limits))
 	for _, l := range req.Limits {
 		args = append(args, l.Rate, l.Period.Microseconds(), l.Capacity())
+		if l.Block > 0 {
+			args = append(args, l.Block.Milliseconds(), l.BlockMax.Milliseconds(), l.ID())
+		} else {
+			args = append(args, 0, 0, "")
+		}
 	}
 	return s.scripts[req.Limits[0].Algorithm], keys, args
 }

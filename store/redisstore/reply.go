@@ -9,12 +9,13 @@ import (
 )
 
 // replyHead is the number of integers a script reply starts with; two per
-// limit follow (see package lua).
-const replyHead = 6
+// limit and the block scope follow (see package lua).
+const replyHead = 9
 
 // maxReplyMicros bounds the durations a script may report: twice the
-// longest period, which the window counter's reset can reach. Anything
-// larger means a script or server that does not follow the contract.
+// longest period, which the window counter's reset can reach (blocks are
+// at most one such period). Anything larger means a script or server that
+// does not follow the contract.
 const maxReplyMicros = int64(2 * 366 * 24 * time.Hour / time.Microsecond)
 
 // errBadReply reports a script reply that breaks the contract.
@@ -22,14 +23,19 @@ var errBadReply = errors.New("redisstore: unexpected script reply")
 
 // reply is a decoded script reply.
 type reply struct {
-	allowed  bool
-	index    int
-	replayed bool
+	allowed      bool
+	index        int // -1 when blocked
+	replayed     bool
+	blocked      bool
+	blockStarted bool
+	duplicate    bool
 	// Per limit, in request order: remaining units and reset after (µs).
 	remaining [store.MaxLimits]int64
 	resetUS   [store.MaxLimits]int64
-	// Of the deciding limit.
+	// Of the deciding limit, or the block's remaining time.
 	retryUS int64
+	// The block's scope when blocked.
+	scope string
 }
 
 // decodeReply checks and decodes a script reply for a request with the
@@ -41,28 +47,45 @@ func decodeReply(v any, limits []store.Limit) (reply, error) {
 	if !ok {
 		return reply{}, fmt.Errorf("%w: got %T, want an array", errBadReply, v)
 	}
-	if len(arr) != replyHead+2*n {
-		return reply{}, fmt.Errorf("%w: got %d elements, want %d", errBadReply, len(arr), replyHead+2*n)
+	if len(arr) != replyHead+2*n+1 {
+		return reply{}, fmt.Errorf("%w: got %d elements, want %d", errBadReply, len(arr), replyHead+2*n+1)
 	}
 	var x [replyHead + 2*store.MaxLimits]int64
-	for i, e := range arr {
+	for i, e := range arr[:len(arr)-1] {
 		iv, ok := e.(int64)
 		if !ok {
 			return reply{}, fmt.Errorf("%w: element %d is %T, want an integer", errBadReply, i, e)
 		}
 		x[i] = iv
 	}
-	switch {
-	case x[0] != 0 && x[0] != 1:
-		return reply{}, fmt.Errorf("%w: allowed flag %d", errBadReply, x[0])
-	case x[1] < 0 || x[1] >= int64(n):
-		return reply{}, fmt.Errorf("%w: limit index %d of %d", errBadReply, x[1], n)
-	case x[4] < 0 || x[4] > maxReplyMicros || (x[0] == 1 && x[4] != 0):
-		return reply{}, fmt.Errorf("%w: retry after %dµs", errBadReply, x[4])
-	case x[5] != 0 && x[5] != 1:
-		return reply{}, fmt.Errorf("%w: replayed flag %d", errBadReply, x[5])
+	scope, ok := arr[len(arr)-1].(string)
+	if !ok {
+		return reply{}, fmt.Errorf("%w: scope is %T, want a string", errBadReply, arr[len(arr)-1])
 	}
-	r := reply{allowed: x[0] == 1, index: int(x[1]), retryUS: x[4], replayed: x[5] == 1}
+	for i, name := range [...]string{0: "allowed", 5: "replayed", 6: "blocked", 7: "block started", 8: "duplicate"} {
+		if name != "" && x[i] != 0 && x[i] != 1 {
+			return reply{}, fmt.Errorf("%w: %s flag %d", errBadReply, name, x[i])
+		}
+	}
+	r := reply{
+		allowed: x[0] == 1, index: int(x[1]), retryUS: x[4], replayed: x[5] == 1,
+		blocked: x[6] == 1, blockStarted: x[7] == 1, duplicate: x[8] == 1, scope: scope,
+	}
+	switch {
+	case x[4] < 0 || x[4] > maxReplyMicros || (r.allowed && x[4] != 0):
+		return reply{}, fmt.Errorf("%w: retry after %dµs", errBadReply, x[4])
+	case r.blockStarted && !r.blocked:
+		return reply{}, fmt.Errorf("%w: block started without blocking", errBadReply)
+	case r.duplicate && !r.allowed:
+		return reply{}, fmt.Errorf("%w: refused duplicate", errBadReply)
+	case r.blocked && (r.allowed || r.index != -1 || x[2] != 0 || x[3] != x[4] || x[4] == 0 || scope == ""):
+		return reply{}, fmt.Errorf("%w: blocked reply: allowed %d, index %d, remaining %d, reset after %dµs, retry after %dµs, scope %q",
+			errBadReply, x[0], x[1], x[2], x[3], x[4], scope)
+	case !r.blocked && (x[1] < 0 || x[1] >= int64(n)):
+		return reply{}, fmt.Errorf("%w: limit index %d of %d", errBadReply, x[1], n)
+	case !r.blocked && scope != "":
+		return reply{}, fmt.Errorf("%w: scope %q without a block", errBadReply, scope)
+	}
 	for i, l := range limits {
 		rem, reset := x[replyHead+2*i], x[replyHead+2*i+1]
 		if rem < 0 || rem > l.Capacity() {
@@ -73,7 +96,7 @@ func decodeReply(v any, limits []store.Limit) (reply, error) {
 		}
 		r.remaining[i], r.resetUS[i] = rem, reset
 	}
-	if x[2] != r.remaining[r.index] || x[3] != r.resetUS[r.index] {
+	if !r.blocked && (x[2] != r.remaining[r.index] || x[3] != r.resetUS[r.index]) {
 		return reply{}, fmt.Errorf("%w: deciding limit %d reported as %d/%dµs and %d/%dµs",
 			errBadReply, r.index, x[2], x[3], r.remaining[r.index], r.resetUS[r.index])
 	}
@@ -81,17 +104,40 @@ func decodeReply(v any, limits []store.Limit) (reply, error) {
 }
 
 // decision turns a decoded reply into the Decision for limits. PerLimit is
-// set only for requests with more than one limit.
+// set only for requests with more than one limit. A blocked decision names
+// the block's scope as Policy; Index and Limit are those of the limit with
+// that ID in limits, or -1 and the first limit's capacity when the block
+// was started by a limit this request does not carry.
 func (r *reply) decision(limits []store.Limit) store.Decision {
-	l := limits[r.index]
-	d := store.Decision{
-		Allowed:    r.allowed,
-		Limit:      l.Capacity(),
-		Remaining:  r.remaining[r.index],
-		ResetAfter: micros(r.resetUS[r.index]),
-		RetryAfter: micros(r.retryUS),
-		Policy:     l.ID(),
-		Index:      r.index,
+	var d store.Decision
+	if r.blocked {
+		d = store.Decision{
+			Limit:        limits[0].Capacity(),
+			ResetAfter:   micros(r.retryUS),
+			RetryAfter:   micros(r.retryUS),
+			Policy:       r.scope,
+			Index:        -1,
+			Blocked:      true,
+			BlockStarted: r.blockStarted,
+		}
+		for i, l := range limits {
+			if l.ID() == r.scope {
+				d.Index, d.Limit = i, l.Capacity()
+				break
+			}
+		}
+	} else {
+		l := limits[r.index]
+		d = store.Decision{
+			Allowed:    r.allowed,
+			Limit:      l.Capacity(),
+			Remaining:  r.remaining[r.index],
+			ResetAfter: micros(r.resetUS[r.index]),
+			RetryAfter: micros(r.retryUS),
+			Policy:     l.ID(),
+			Index:      r.index,
+			Duplicate:  r.duplicate,
+		}
 	}
 	if len(limits) > 1 {
 		d.PerLimit = make([]store.LimitState, len(limits))

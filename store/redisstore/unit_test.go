@@ -107,26 +107,9 @@ func TestInvalidRequestNoIO(t *testing.T) {
 		{"no limits", store.Request{Key: "k"}, store.ErrInvalidRequest},
 		{"bad limit", store.Request{Key: "k", Limits: []store.Limit{{Rate: 1}}}, store.ErrInvalidLimit},
 		{"cost", store.Request{Key: "k", Limits: []store.Limit{ok}, Cost: 2}, store.ErrCostExceedsCapacity},
-	}
-	window := store.Limit{Algorithm: store.FixedWindow, Rate: 5, Period: time.Second}
-	unsupported := []struct {
-		name string
-		req  store.Request
-	}{
-		{"block", store.Request{Key: "k", Limits: []store.Limit{ok, {Name: "b", Rate: 1, Period: time.Minute, Block: time.Minute}}}},
-		{"count denied", store.Request{Key: "k", Limits: []store.Limit{window}, CountDenied: true}},
-		{"dedup", store.Request{Key: "k", Limits: []store.Limit{ok}, DedupID: "x"}},
-	}
-	for _, tt := range unsupported {
-		t.Run("unsupported "+tt.name, func(t *testing.T) {
-			ctx := context.Background()
-			if _, err := s.Take(ctx, tt.req); !errors.Is(err, ErrUnsupported) || !errors.Is(err, store.ErrInvalidRequest) {
-				t.Fatalf("take: got %v, want ErrUnsupported", err)
-			}
-			if _, err := s.Peek(ctx, tt.req); !errors.Is(err, ErrUnsupported) {
-				t.Fatalf("peek: got %v, want ErrUnsupported", err)
-			}
-		})
+		{"count denied on gcra", store.Request{Key: "k", Limits: []store.Limit{ok}, CountDenied: true}, store.ErrInvalidRequest},
+		{"block max below block", store.Request{Key: "k", Limits: []store.Limit{{Rate: 1, Period: time.Second, Block: time.Minute, BlockMax: time.Second}}}, store.ErrInvalidLimit},
+		{"reach on gcra", store.Request{Key: "k", Limits: []store.Limit{{Rate: 5, Period: time.Second, Threshold: store.ThresholdReach}}}, store.ErrInvalidLimit},
 	}
 	ctx := context.Background()
 	for _, tt := range reqs {
@@ -217,6 +200,11 @@ func ints(v ...int64) []any {
 	return out
 }
 
+// replyOf builds a script reply: integers, then the scope.
+func replyOf(scope string, v ...int64) []any {
+	return append(ints(v...), scope)
+}
+
 func TestDecodeReply(t *testing.T) {
 	one := []store.Limit{{Rate: 10, Period: time.Second}}
 	two := []store.Limit{{Name: "a", Rate: 10, Period: time.Second}, {Name: "b", Rate: 5, Period: time.Minute}}
@@ -227,30 +215,50 @@ func TestDecodeReply(t *testing.T) {
 		want    store.Decision
 		wantErr bool
 	}{
-		{name: "allowed", v: ints(1, 0, 9, 100000, 0, 0, 9, 100000), limits: one,
+		{name: "allowed", v: replyOf("", 1, 0, 9, 100000, 0, 0, 0, 0, 0, 9, 100000), limits: one,
 			want: store.Decision{Allowed: true, Limit: 10, Remaining: 9, ResetAfter: 100 * time.Millisecond, Policy: "gcra/1s"}},
-		{name: "denied second limit", v: ints(0, 1, 0, 60000000, 12000000, 0, 4, 1, 0, 60000000), limits: two,
+		{name: "denied second limit", v: replyOf("", 0, 1, 0, 60000000, 12000000, 0, 0, 0, 0, 4, 1, 0, 60000000), limits: two,
 			want: store.Decision{Limit: 5, ResetAfter: time.Minute, RetryAfter: 12 * time.Second, Policy: "b", Index: 1,
 				PerLimit: []store.LimitState{{Remaining: 4, ResetAfter: time.Microsecond}, {ResetAfter: time.Minute}}}},
-		{name: "replayed", v: ints(1, 0, 9, 1, 0, 1, 9, 1), limits: one,
+		{name: "replayed", v: replyOf("", 1, 0, 9, 1, 0, 1, 0, 0, 0, 9, 1), limits: one,
 			want: store.Decision{Allowed: true, Limit: 10, Remaining: 9, ResetAfter: time.Microsecond, Policy: "gcra/1s"}},
+		{name: "duplicate", v: replyOf("", 1, 0, 9, 1, 0, 0, 0, 0, 1, 9, 1), limits: one,
+			want: store.Decision{Allowed: true, Limit: 10, Remaining: 9, ResetAfter: time.Microsecond, Policy: "gcra/1s", Duplicate: true}},
+		{name: "block started", v: replyOf("b", 0, -1, 0, 900000000, 900000000, 0, 1, 1, 0, 3, 5, 0, 7), limits: two,
+			want: store.Decision{Limit: 5, ResetAfter: 15 * time.Minute, RetryAfter: 15 * time.Minute, Policy: "b", Index: 1,
+				Blocked: true, BlockStarted: true,
+				PerLimit: []store.LimitState{{Remaining: 3, ResetAfter: 5 * time.Microsecond}, {ResetAfter: 7 * time.Microsecond}}}},
+		{name: "blocked by a limit not in the request", v: replyOf("login", 0, -1, 0, 2000, 2000, 0, 1, 0, 0, 10, 0), limits: one,
+			want: store.Decision{Limit: 10, ResetAfter: 2 * time.Millisecond, RetryAfter: 2 * time.Millisecond, Policy: "login", Index: -1, Blocked: true}},
 		{name: "nil", v: nil, limits: one, wantErr: true},
 		{name: "string", v: "OK", limits: one, wantErr: true},
-		{name: "short", v: ints(1, 0, 9, 1, 0, 0, 9), limits: one, wantErr: true},
-		{name: "long", v: ints(1, 0, 9, 1, 0, 0, 9, 1, 0), limits: one, wantErr: true},
-		{name: "string element", v: []any{int64(1), "0", int64(9), int64(1), int64(0), int64(0), int64(9), int64(1)}, limits: one, wantErr: true},
-		{name: "nil element", v: []any{int64(1), int64(0), nil, int64(1), int64(0), int64(0), int64(9), int64(1)}, limits: one, wantErr: true},
-		{name: "allowed flag 2", v: ints(2, 0, 9, 1, 0, 0, 9, 1), limits: one, wantErr: true},
-		{name: "index out of range", v: ints(1, 1, 9, 1, 0, 0, 9, 1), limits: one, wantErr: true},
-		{name: "negative index", v: ints(1, -1, 9, 1, 0, 0, 9, 1), limits: one, wantErr: true},
-		{name: "remaining above capacity", v: ints(1, 0, 11, 1, 0, 0, 11, 1), limits: one, wantErr: true},
-		{name: "negative remaining", v: ints(1, 0, -1, 1, 0, 0, -1, 1), limits: one, wantErr: true},
-		{name: "negative reset", v: ints(1, 0, 9, -1, 0, 0, 9, -1), limits: one, wantErr: true},
-		{name: "huge reset", v: ints(1, 0, 9, 1<<60, 0, 0, 9, 1<<60), limits: one, wantErr: true},
-		{name: "retry on allowed", v: ints(1, 0, 9, 1, 5, 0, 9, 1), limits: one, wantErr: true},
-		{name: "negative retry", v: ints(0, 0, 0, 1, -5, 0, 0, 1), limits: one, wantErr: true},
-		{name: "replayed flag 7", v: ints(1, 0, 9, 1, 0, 7, 9, 1), limits: one, wantErr: true},
-		{name: "head disagrees with limit", v: ints(1, 0, 8, 1, 0, 0, 9, 1), limits: one, wantErr: true},
+		{name: "short", v: replyOf("", 1, 0, 9, 1, 0, 0, 0, 0, 0, 9), limits: one, wantErr: true},
+		{name: "long", v: replyOf("", 1, 0, 9, 1, 0, 0, 0, 0, 0, 9, 1, 0), limits: one, wantErr: true},
+		{name: "no scope", v: ints(1, 0, 9, 1, 0, 0, 0, 0, 0, 9, 1, 0), limits: one, wantErr: true},
+		{name: "string element", v: []any{int64(1), "0", int64(9), int64(1), int64(0), int64(0), int64(0), int64(0), int64(0), int64(9), int64(1), ""}, limits: one, wantErr: true},
+		{name: "nil element", v: []any{int64(1), int64(0), nil, int64(1), int64(0), int64(0), int64(0), int64(0), int64(0), int64(9), int64(1), ""}, limits: one, wantErr: true},
+		{name: "allowed flag 2", v: replyOf("", 2, 0, 9, 1, 0, 0, 0, 0, 0, 9, 1), limits: one, wantErr: true},
+		{name: "index out of range", v: replyOf("", 1, 1, 9, 1, 0, 0, 0, 0, 0, 9, 1), limits: one, wantErr: true},
+		{name: "negative index", v: replyOf("", 1, -1, 9, 1, 0, 0, 0, 0, 0, 9, 1), limits: one, wantErr: true},
+		{name: "remaining above capacity", v: replyOf("", 1, 0, 11, 1, 0, 0, 0, 0, 0, 11, 1), limits: one, wantErr: true},
+		{name: "negative remaining", v: replyOf("", 1, 0, -1, 1, 0, 0, 0, 0, 0, -1, 1), limits: one, wantErr: true},
+		{name: "negative reset", v: replyOf("", 1, 0, 9, -1, 0, 0, 0, 0, 0, 9, -1), limits: one, wantErr: true},
+		{name: "huge reset", v: replyOf("", 1, 0, 9, 1<<60, 0, 0, 0, 0, 0, 9, 1<<60), limits: one, wantErr: true},
+		{name: "retry on allowed", v: replyOf("", 1, 0, 9, 1, 5, 0, 0, 0, 0, 9, 1), limits: one, wantErr: true},
+		{name: "negative retry", v: replyOf("", 0, 0, 0, 1, -5, 0, 0, 0, 0, 0, 1), limits: one, wantErr: true},
+		{name: "replayed flag 7", v: replyOf("", 1, 0, 9, 1, 0, 7, 0, 0, 0, 9, 1), limits: one, wantErr: true},
+		{name: "blocked flag 2", v: replyOf("x", 0, -1, 0, 5, 5, 0, 2, 0, 0, 9, 1), limits: one, wantErr: true},
+		{name: "head disagrees with limit", v: replyOf("", 1, 0, 8, 1, 0, 0, 0, 0, 0, 9, 1), limits: one, wantErr: true},
+		{name: "blocked and allowed", v: replyOf("x", 1, -1, 0, 5, 5, 0, 1, 0, 0, 9, 1), limits: one, wantErr: true},
+		{name: "blocked with an index", v: replyOf("x", 0, 0, 0, 5, 5, 0, 1, 0, 0, 9, 1), limits: one, wantErr: true},
+		{name: "blocked without time", v: replyOf("x", 0, -1, 0, 0, 0, 0, 1, 0, 0, 9, 1), limits: one, wantErr: true},
+		{name: "blocked reset differs from retry", v: replyOf("x", 0, -1, 0, 4, 5, 0, 1, 0, 0, 9, 1), limits: one, wantErr: true},
+		{name: "blocked with remaining", v: replyOf("x", 0, -1, 1, 5, 5, 0, 1, 0, 0, 9, 1), limits: one, wantErr: true},
+		{name: "blocked without scope", v: replyOf("", 0, -1, 0, 5, 5, 0, 1, 0, 0, 9, 1), limits: one, wantErr: true},
+		{name: "scope without block", v: replyOf("x", 0, 0, 0, 1, 5, 0, 0, 0, 0, 0, 1), limits: one, wantErr: true},
+		{name: "started without block", v: replyOf("", 0, 0, 0, 1, 5, 0, 0, 1, 0, 0, 1), limits: one, wantErr: true},
+		{name: "refused duplicate", v: replyOf("", 0, 0, 0, 1, 5, 0, 0, 0, 1, 0, 1), limits: one, wantErr: true},
+		{name: "scope not a string", v: append(ints(0, -1, 0, 5, 5, 0, 1, 0, 0, 9, 1), int64(3)), limits: one, wantErr: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -272,6 +280,79 @@ func TestDecodeReply(t *testing.T) {
 				t.Fatalf("got %+v, want %+v", got, tt.want)
 			}
 		})
+	}
+}
+
+func TestCommandLayout(t *testing.T) {
+	s, err := New(nilClient(), Options{Prefix: "rk", ReplayTTL: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const base = "rk:{k}:"
+	plain := store.Limit{Name: "p", Algorithm: store.FixedWindow, Rate: 5, Period: time.Second}
+	blocking := store.Limit{Name: "b", Algorithm: store.FixedWindow, Rate: 3, Period: time.Minute, Block: time.Hour}
+	escalating := blocking
+	escalating.BlockMax = 4 * time.Hour
+	long := strings.Repeat("i", 129)
+	tests := []struct {
+		name     string
+		mode     string
+		req      store.Request
+		wantKeys []string
+		wantArgs []any
+	}{
+		{"plain peek", "peek", store.Request{Key: "k", Limits: []store.Limit{plain}},
+			[]string{base + "block", base + "block", base + "block", base + "block", base + "fw:p"},
+			[]any{"peek", int64(1), "", int64(3000), "0", "", 1, int64(5), int64(1000000), int64(5), 0, 0, ""}},
+		{"block without escalation", "take", store.Request{Key: "k", Limits: []store.Limit{plain, blocking}, Cost: 2},
+			[]string{base + "op:N", base + "block", base + "block", base + "block", base + "fw:p", base + "fw:b"},
+			[]any{"take", int64(2), "N", int64(3000), "0", "", 2,
+				int64(5), int64(1000000), int64(5), 0, 0, "",
+				int64(3), int64(60000000), int64(3), int64(3600000), int64(0), "b"}},
+		{"escalation, dedup, counted refusals", "take", store.Request{Key: "k", Limits: []store.Limit{escalating}, CountDenied: true, DedupID: "order-7"},
+			[]string{base + "op:N", base + "block", base + "strikes", base + "dedup", base + "fw:b"},
+			[]any{"take", int64(1), "N", int64(3000), "1", "=order-7", 1, int64(3), int64(60000000), int64(3), int64(3600000), int64(14400000), "b"}},
+		{"long dedup id", "peek", store.Request{Key: "k", Limits: []store.Limit{plain}, DedupID: long},
+			[]string{base + "block", base + "block", base + "block", base + "dedup", base + "fw:p"},
+			[]any{"peek", int64(1), "", int64(3000), "0", hashKey(long), 1, int64(5), int64(1000000), int64(5), 0, 0, ""}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := tt.req.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			nonce := ""
+			if tt.mode == "take" {
+				nonce = "N"
+			}
+			_, keys, args := s.command(tt.mode, tt.req, nonce)
+			if fmt.Sprintf("%q", keys) != fmt.Sprintf("%q", tt.wantKeys) {
+				t.Fatalf("got keys %q, want %q", keys, tt.wantKeys)
+			}
+			if fmt.Sprintf("%#v", args) != fmt.Sprintf("%#v", tt.wantArgs) {
+				t.Fatalf("got args %#v, want %#v", args, tt.wantArgs)
+			}
+		})
+	}
+}
+
+func TestDedupField(t *testing.T) {
+	at := strings.Repeat("a", maxDedupIDLen)
+	over := at + "a"
+	tests := []struct{ id, want string }{
+		{"x", "=x"},
+		{"#", "=#"},
+		{"~abc", "=~abc"},
+		{at, "=" + at},
+		{over, hashKey(over)},
+	}
+	for _, tt := range tests {
+		if got := dedupField(tt.id); got != tt.want {
+			t.Errorf("dedupField(%.20q): got %.30q, want %.30q", tt.id, got, tt.want)
+		}
+	}
+	if dedupField(over) == dedupField(over+"b") {
+		t.Fatal("distinct long ids share a field")
 	}
 }
 
