@@ -5,6 +5,7 @@ go 1.26.8
 replace github.com/ratekeeper/ratekeeper => ../
 
 require (
+	github.com/golang-jwt/jwt/v5 v5.3.1
 	github.com/moby/moby/client v0.5.0
 	github.com/ratekeeper/ratekeeper v0.0.0-00010101000000-000000000000
 	github.com/redis/go-redis/v9 v9.23.0
@@ -32,7 +33,6 @@ require (
 	github.com/go-logr/logr v1.4.3 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/go-ole/go-ole v1.3.0 // indirect
-	github.com/golang-jwt/jwt/v5 v5.3.1 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/klauspost/compress v1.18.6 // indirect
 	github.com/lufia/plan9stats v0.0.0-20260330125221-c963978e514e // indirect

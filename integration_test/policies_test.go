@@ -1,0 +1,234 @@
+package integration
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/ratekeeper/ratekeeper/headers"
+	"github.com/ratekeeper/ratekeeper/keyfunc"
+	"github.com/ratekeeper/ratekeeper/middleware"
+	"github.com/ratekeeper/ratekeeper/store"
+)
+
+// release serves one request per goroutine, all released together, and
+// returns the recorders in no particular order.
+func release(h http.Handler, reqs []*http.Request) []*httptest.ResponseRecorder {
+	out := make([]*httptest.ResponseRecorder, len(reqs))
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i, r := range reqs {
+		wg.Go(func() {
+			<-start
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			out[i] = w
+		})
+	}
+	close(start)
+	wg.Wait()
+	return out
+}
+
+func fromIP(method, path, ip string, hdr ...string) *http.Request {
+	r := httptest.NewRequest(method, path, nil)
+	r.RemoteAddr = ip + ":50000"
+	for i := 0; i+1 < len(hdr); i += 2 {
+		r.Header.Set(hdr[i], hdr[i+1])
+	}
+	return r
+}
+
+func codes(recs []*httptest.ResponseRecorder) map[int]int {
+	m := map[int]int{}
+	for _, r := range recs {
+		m[r.Code]++
+	}
+	return m
+}
+
+// TestTiersOnRedis: an authenticated client and an anonymous client behind
+// the same IP are limited separately, each by its own tier's limit, with
+// 60 concurrent requests from each.
+func TestTiersOnRedis(t *testing.T) {
+	t.Parallel()
+	srv := sharedRedis(t)
+	st := newStore(t, newClient(t, srv), randomPrefix(t))
+	secret := []byte("integration-secret-0123456789abcdef")
+	sub, err := keyfunc.JWTSubject(keyfunc.JWTOptions{Algorithms: []string{"HS256"}, Key: secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	classify, err := middleware.AuthClassifier(middleware.AuthOptions{Subject: sub, Anonymous: keyfunc.RemoteIP})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim, err := middleware.NewTiered(st, classify, []middleware.Tier{
+		{Name: middleware.TierAnonymous, Limits: []store.Limit{{Rate: 10, Period: time.Minute}}},
+		{Name: middleware.TierAuthenticated, Limits: []store.Limit{{Rate: 30, Period: time.Minute}}},
+	}, middleware.WithName("api"), middleware.WithTimeout(10*time.Second), middleware.WithFailureMode(middleware.FailClosed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.RegisteredClaims{
+		Subject: "alice", ExpiresAt: jwt.NewNumericDate(time.Now().Add(time.Hour)),
+	}).SignedString(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reqs []*http.Request
+	for range 60 {
+		reqs = append(reqs, fromIP("GET", "/api/ping", "203.0.113.50"))
+		reqs = append(reqs, fromIP("GET", "/api/ping", "203.0.113.50", "Authorization", "Bearer "+tok))
+	}
+	recs := release(lim.Handler(okHandler), reqs)
+	anon, auth := map[int]int{}, map[int]int{}
+	for i, r := range recs {
+		if i%2 == 0 {
+			anon[r.Code]++
+		} else {
+			auth[r.Code]++
+		}
+	}
+	if anon[200] != 10 || anon[429] != 50 {
+		t.Errorf("anonymous: got %v, want 10 × 200 and 50 × 429", anon)
+	}
+	if auth[200] != 30 || auth[429] != 30 {
+		t.Errorf("authenticated: got %v, want 30 × 200 and 30 × 429", auth)
+	}
+}
+
+// TestLoginAbuseBlockOnRedis: 100 simultaneous login attempts against a
+// threshold of 5 start exactly one block and admit exactly as many attempts
+// as the threshold semantics say: 5 under ">" (ThresholdExceed), 4 under
+// ">=" (ThresholdReach). While blocked, even after the counting window has
+// emptied, attempts are refused with Retry-After from the block's TTL.
+func TestLoginAbuseBlockOnRedis(t *testing.T) {
+	t.Parallel()
+	srv := sharedRedis(t)
+	c := newClient(t, srv)
+	for _, tc := range []struct {
+		name  string
+		th    store.Threshold
+		admit int
+	}{{"exceed (>)", store.ThresholdExceed, 5}, {"reach (>=)", store.ThresholdReach, 4}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			st := newStore(t, c, randomPrefix(t))
+			var mu sync.Mutex
+			blocksStarted := 0
+			obs := observerFunc(func(e middleware.Event) {
+				if e.Decision.BlockStarted {
+					mu.Lock()
+					blocksStarted++
+					mu.Unlock()
+				}
+			})
+			lim, err := middleware.New(st, keyfunc.RemoteIP,
+				store.Limit{Name: "short", Algorithm: store.SlidingWindowLog, Rate: 5, Period: 2 * time.Second, Block: 5 * time.Second, Threshold: tc.th},
+				middleware.WithLimits(store.Limit{Name: "long", Algorithm: store.SlidingWindowLog, Rate: 20, Period: time.Hour, Block: time.Hour, Threshold: tc.th}),
+				middleware.WithName("login"), middleware.WithCountDenied(), middleware.WithObserver(obs),
+				middleware.WithTimeout(10*time.Second), middleware.WithFailureMode(middleware.FailClosed))
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := lim.Handler(okHandler)
+			var reqs []*http.Request
+			for range 100 {
+				reqs = append(reqs, fromIP("POST", "/login", "192.0.2.99"))
+			}
+			got := codes(release(h, reqs))
+			if got[200] != tc.admit || got[429] != 100-tc.admit {
+				t.Fatalf("got %v, want %d × 200 and %d × 429", got, tc.admit, 100-tc.admit)
+			}
+			if blocksStarted != 1 {
+				t.Fatalf("blocks started: got %d, want exactly 1", blocksStarted)
+			}
+			// The counting window (2 s) empties; the block (5 s) holds.
+			time.Sleep(2500 * time.Millisecond)
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, fromIP("POST", "/login", "192.0.2.99"))
+			var b struct {
+				Error      string `json:"error"`
+				RetryAfter int64  `json:"retry_after"`
+				Scope      string `json:"scope"`
+			}
+			if err := json.Unmarshal(w.Body.Bytes(), &b); err != nil {
+				t.Fatal(err)
+			}
+			if w.Code != 429 || b.Error != "blocked" || b.Scope != "short" || b.RetryAfter < 1 || b.RetryAfter > 3 {
+				t.Fatalf("after the window emptied: got %d %+v, want 429 blocked by short with about 2-3 s left", w.Code, b)
+			}
+			if ra := w.Header().Get(headers.RetryAfter); ra != fmt.Sprint(b.RetryAfter) {
+				t.Errorf("Retry-After %q disagrees with the body's %d", ra, b.RetryAfter)
+			}
+		})
+	}
+}
+
+type observerFunc func(middleware.Event)
+
+func (f observerFunc) Observe(e middleware.Event) { f(e) }
+
+// TestDedupOnRedis: 50 concurrent requests carrying 5 distinct idempotency
+// keys count 5 units, not 50.
+func TestDedupOnRedis(t *testing.T) {
+	t.Parallel()
+	srv := sharedRedis(t)
+	st := newStore(t, newClient(t, srv), randomPrefix(t))
+	lim, err := middleware.New(st, keyfunc.RemoteIP, store.Limit{Algorithm: store.SlidingWindowLog, Rate: 8, Period: time.Minute},
+		middleware.WithDedup(func(r *http.Request) string { return r.Header.Get("Idempotency-Key") }),
+		middleware.WithTimeout(10*time.Second), middleware.WithFailureMode(middleware.FailClosed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := lim.Handler(okHandler)
+	var reqs []*http.Request
+	for i := range 50 {
+		reqs = append(reqs, fromIP("POST", "/orders", "192.0.2.60", "Idempotency-Key", fmt.Sprintf("order-%d", i%5)))
+	}
+	if got := codes(release(h, reqs)); got[200] != 50 {
+		t.Fatalf("got %v, want all 50 admitted (5 distinct ids fit the limit of 8)", got)
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, fromIP("POST", "/orders", "192.0.2.60", "Idempotency-Key", "order-new"))
+	if w.Code != 200 || w.Header().Get("X-Ratelimit-Remaining") != "2" {
+		t.Fatalf("a new id: got %d remaining %s, want 200 and 2 (8 - 5 ids - this one)", w.Code, w.Header().Get("X-Ratelimit-Remaining"))
+	}
+}
+
+// TestMultiWindowOnRedis: 10 per second AND 15 per minute, 40 concurrent
+// requests: exactly 10 admitted (the per-second limit decides), none
+// recorded twice; after a second the per-minute limit admits only 5 more.
+func TestMultiWindowOnRedis(t *testing.T) {
+	t.Parallel()
+	srv := sharedRedis(t)
+	st := newStore(t, newClient(t, srv), randomPrefix(t))
+	lim, err := middleware.New(st, keyfunc.RemoteIP, store.Limit{Name: "second", Algorithm: store.SlidingWindowLog, Rate: 10, Period: time.Second},
+		middleware.WithLimits(store.Limit{Name: "minute", Algorithm: store.SlidingWindowLog, Rate: 15, Period: time.Minute}),
+		middleware.WithTimeout(10*time.Second), middleware.WithFailureMode(middleware.FailClosed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := lim.Handler(okHandler)
+	mk := func(n int) []*http.Request {
+		var reqs []*http.Request
+		for range n {
+			reqs = append(reqs, fromIP("GET", "/", "192.0.2.61"))
+		}
+		return reqs
+	}
+	if got := codes(release(h, mk(40))); got[200] != 10 {
+		t.Fatalf("first burst: got %v, want exactly 10 admitted", got)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	if got := codes(release(h, mk(40))); got[200] != 5 {
+		t.Fatalf("second burst: got %v, want exactly 5 admitted (15 per minute, 10 used)", got)
+	}
+}
