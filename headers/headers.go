@@ -10,9 +10,13 @@ import (
 
 // Canonical header names written by this package.
 const (
-	Limit      = "X-Ratelimit-Limit"
-	Remaining  = "X-Ratelimit-Remaining"
-	Reset      = "X-Ratelimit-Reset"
+	// Limit is X-RateLimit-Limit: the deciding limit's capacity.
+	Limit = "X-Ratelimit-Limit"
+	// Remaining is X-RateLimit-Remaining: units left.
+	Remaining = "X-Ratelimit-Remaining"
+	// Reset is X-RateLimit-Reset: epoch (or delta) seconds until full.
+	Reset = "X-Ratelimit-Reset"
+	// RetryAfter is Retry-After, sent on refusals.
 	RetryAfter = "Retry-After"
 )
 
@@ -33,7 +37,9 @@ type Writer struct {
 	// Reset chooses epoch (default) or delta seconds for X-RateLimit-Reset.
 	Reset ResetMode
 	// Omit suppresses every rate-limit header, including Retry-After (useful
-	// on login routes, where headers help attackers pace themselves).
+	// on login routes, where headers help attackers pace themselves). It
+	// governs headers only: a refusal's body still states the wait, as
+	// users locked out of a login need to know it.
 	Omit bool
 	// IETF adds the RateLimit-Policy and RateLimit fields of
 	// draft-ietf-httpapi-ratelimit-headers-10 (through [Writer.Compile]).

@@ -10,9 +10,13 @@ import (
 	"github.com/ratekeeper/ratekeeper/store"
 )
 
-// IETF header names (draft-ietf-httpapi-ratelimit-headers-10).
+// IETF header names (draft-ietf-httpapi-ratelimit-headers-10), in Go's
+// canonical form.
 const (
-	RateLimit       = "Ratelimit"
+	// RateLimit carries the current state: one item per limit with r and t.
+	RateLimit = "Ratelimit"
+	// RateLimitPolicy carries the quota policies: one item per limit with q
+	// and w.
 	RateLimitPolicy = "Ratelimit-Policy"
 )
 
@@ -22,6 +26,7 @@ const (
 type Fields struct {
 	w           Writer
 	names       []string // quoted sf-string item names, one per limit
+	plain       []string // the same names unquoted
 	policyValue string   // the whole RateLimit-Policy value
 	policyHdr   []string
 }
@@ -35,7 +40,7 @@ func (w Writer) Compile(policy string, limits []store.Limit) (*Fields, error) {
 	if len(limits) == 0 {
 		return nil, fmt.Errorf("ratekeeper: headers: policy %q has no limits", policy)
 	}
-	f := &Fields{w: w, names: make([]string, len(limits))}
+	f := &Fields{w: w, names: make([]string, len(limits)), plain: make([]string, len(limits))}
 	var pv strings.Builder
 	for i, l := range limits {
 		name := policy
@@ -50,6 +55,7 @@ func (w Writer) Compile(policy string, limits []store.Limit) (*Fields, error) {
 			return nil, err
 		}
 		f.names[i] = q
+		f.plain[i] = name
 		if i > 0 {
 			pv.WriteString(", ")
 		}
@@ -62,6 +68,15 @@ func (w Writer) Compile(policy string, limits []store.Limit) (*Fields, error) {
 	f.policyValue = pv.String()
 	f.policyHdr = []string{f.policyValue}
 	return f, nil
+}
+
+// ItemName returns the name of the i-th limit's item in the IETF fields
+// (unquoted), or "" when i is out of range.
+func (f *Fields) ItemName(i int) string {
+	if i < 0 || i >= len(f.plain) {
+		return ""
+	}
+	return f.plain[i]
 }
 
 // PolicyValue returns the RateLimit-Policy field value, e.g.

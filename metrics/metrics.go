@@ -43,11 +43,17 @@ type Collector struct {
 // Metric names without the namespace, exported so tooling (dashboards,
 // alert rules, tests) can check them by name.
 const (
-	NameDecisions   = "decisions_total"
-	NameBlocks      = "blocks_total"
+	// NameDecisions counts decisions by policy and outcome.
+	NameDecisions = "decisions_total"
+	// NameBlocks counts abuse blocks started, by policy and scope.
+	NameBlocks = "blocks_total"
+	// NameStoreErrors counts store failures by policy and kind.
 	NameStoreErrors = "store_errors_total"
-	NameLatency     = "decision_duration_seconds"
-	NameDegraded    = "degraded_requests_total"
+	// NameLatency is the store-call latency histogram.
+	NameLatency = "decision_duration_seconds"
+	// NameDegraded counts requests decided without the store.
+	NameDegraded = "degraded_requests_total"
+	// NameUnavailable is 1 while the breaker holds the store for down.
 	NameUnavailable = "store_unavailable"
 )
 
@@ -69,7 +75,7 @@ func New(reg prometheus.Registerer, opts Options) (*Collector, error) {
 	c := &Collector{
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: ns, Name: NameDecisions, ConstLabels: opts.ConstLabels,
-			Help: "Rate-limit decisions by policy and outcome (allowed, limited, blocked, exempt, dry_run, failed_open, failed_closed, rejected, canceled).",
+			Help: "Rate-limit decisions by policy and outcome (allowed, limited, blocked, exempt, dry_run, failed_open, failed_closed, rejected, canceled, unlimited, suspended).",
 		}, []string{"policy", "outcome"}),
 		blocks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: ns, Name: NameBlocks, ConstLabels: opts.ConstLabels,
@@ -77,7 +83,7 @@ func New(reg prometheus.Registerer, opts Options) (*Collector, error) {
 		}, []string{"policy", "scope"}),
 		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: ns, Name: NameStoreErrors, ConstLabels: opts.ConstLabels,
-			Help: "Store failures by policy and kind (timeout, connection, script, capacity, other, breaker_open).",
+			Help: "Store failures by policy and kind (timeout, connection, script, capacity, other); calls skipped by the circuit breaker are not counted here.",
 		}, []string{"policy", "kind"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: ns, Name: NameLatency, ConstLabels: opts.ConstLabels, Buckets: buckets,
@@ -85,22 +91,27 @@ func New(reg prometheus.Registerer, opts Options) (*Collector, error) {
 		}, []string{"policy", "store"}),
 		degraded: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: ns, Name: NameDegraded, ConstLabels: opts.ConstLabels,
-			Help: "Requests served without a store decision, by policy and failure mode (fail_open, fail_closed).",
+			Help: "Requests decided without the store, by policy and mode (fail_open, fail_closed, fallback).",
 		}, []string{"policy", "mode"}),
 		unavailable: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: ns, Name: NameUnavailable, ConstLabels: opts.ConstLabels,
 			Help: "1 while the limiter's circuit breaker considers the store unavailable, else 0.",
 		}, []string{"policy"}),
 	}
-	for _, col := range []prometheus.Collector{c.decisions, c.blocks, c.storeErrors, c.latency, c.degraded, c.unavailable} {
+	cols := []prometheus.Collector{c.decisions, c.blocks, c.storeErrors, c.latency, c.degraded, c.unavailable}
+	for i, col := range cols {
 		if err := reg.Register(col); err != nil {
+			for _, done := range cols[:i] { // leave the registry as it was
+				reg.Unregister(done)
+			}
 			return nil, fmt.Errorf("ratekeeper: metrics: register: %w", err)
 		}
 	}
 	return c, nil
 }
 
-// Observe records one decision. It implements [middleware.Observer].
+// Observe records one decision. It implements [middleware.Observer] and is
+// safe for concurrent use.
 func (c *Collector) Observe(e middleware.Event) {
 	c.decisions.WithLabelValues(e.Policy, string(e.Outcome)).Inc()
 	if e.Latency > 0 {
@@ -109,24 +120,44 @@ func (c *Collector) Observe(e middleware.Event) {
 	if e.Decision.BlockStarted {
 		c.blocks.WithLabelValues(e.Policy, e.Decision.Policy).Inc()
 	}
-	switch e.Outcome {
-	case middleware.OutcomeFailedOpen, middleware.OutcomeFailedClosed:
-		kind := string(store.KindOf(e.Err))
-		if e.Skipped {
-			kind = "breaker_open"
-		}
-		c.storeErrors.WithLabelValues(e.Policy, kind).Inc()
-		mode := "fail_open"
-		if e.Outcome == middleware.OutcomeFailedClosed {
-			mode = "fail_closed"
-		}
-		c.degraded.WithLabelValues(e.Policy, mode).Inc()
+	degraded := ""
+	switch {
+	case e.Fallback:
+		degraded = "fallback"
+	case e.Outcome == middleware.OutcomeFailedOpen:
+		degraded = "fail_open"
+	case e.Outcome == middleware.OutcomeFailedClosed:
+		degraded = "fail_closed"
 	}
-	if e.Outcome != middleware.OutcomeRejected && e.Outcome != middleware.OutcomeCanceled {
-		v := 0.0
-		if e.StoreDown {
-			v = 1
+	if degraded == "" {
+		if storeInvolved(e.Outcome) {
+			c.setUnavailable(e)
 		}
-		c.unavailable.WithLabelValues(e.Policy).Set(v)
+		return
 	}
+	c.degraded.WithLabelValues(e.Policy, degraded).Inc()
+	// A skipped call is not a store error: the breaker counted the errors
+	// that opened it.
+	if !e.Skipped {
+		c.storeErrors.WithLabelValues(e.Policy, string(store.KindOf(e.Err))).Inc()
+	}
+	c.setUnavailable(e)
+}
+
+func (c *Collector) setUnavailable(e middleware.Event) {
+	v := 0.0
+	if e.StoreDown {
+		v = 1
+	}
+	c.unavailable.WithLabelValues(e.Policy).Set(v)
+}
+
+// storeInvolved reports whether an outcome came from (or tried) the store,
+// as opposed to exemptions, tiers without limits and rejected keys.
+func storeInvolved(o middleware.Outcome) bool {
+	switch o {
+	case middleware.OutcomeAllowed, middleware.OutcomeLimited, middleware.OutcomeBlocked, middleware.OutcomeDryRun:
+		return true
+	}
+	return false
 }

@@ -7,8 +7,11 @@ import (
 
 // breaker is a lock-free consecutive-failure circuit breaker. Closed: every
 // call goes to the store. After threshold consecutive failures it opens for
-// cooldown; then a single probe is let through, and its result closes the
-// breaker or reopens it for another cooldown.
+// cooldown; then a single probe is let through, and only the probe's result
+// closes the breaker or reopens it for another cooldown. The probe holder
+// must resolve its probe (success, failure or release), which the
+// middleware does in a deferred call so that even a panicking store cannot
+// leave the breaker half-open forever.
 type breaker struct {
 	threshold int32 // 0 disables
 	cooldown  time.Duration
@@ -17,23 +20,31 @@ type breaker struct {
 	probing   atomic.Bool
 }
 
-// allow reports whether the store may be called now.
-func (b *breaker) allow(now time.Time) bool {
+// maxBreakerThreshold bounds the threshold so it fits the counter.
+const maxBreakerThreshold = 1 << 30
+
+// allow reports whether the store may be called now, and whether this call
+// is the single probe of a half-open breaker.
+func (b *breaker) allow(now time.Time) (ok, probe bool) {
 	if b.threshold == 0 {
-		return true
+		return true, false
 	}
 	until := b.openUntil.Load()
 	if until == 0 {
-		return true
+		return true, false
 	}
 	if now.UnixNano() < until {
-		return false
+		return false, false
 	}
-	return b.probing.CompareAndSwap(false, true)
+	if b.probing.CompareAndSwap(false, true) {
+		return true, true
+	}
+	return false, false
 }
 
-// success records a successful call and closes the breaker.
-func (b *breaker) success() {
+// success records a successful call: the store answers, so the breaker
+// closes, whoever made the call.
+func (b *breaker) success(probe bool) {
 	if b.threshold == 0 {
 		return
 	}
@@ -43,15 +54,18 @@ func (b *breaker) success() {
 	if b.openUntil.Load() != 0 {
 		b.openUntil.Store(0)
 	}
-	b.probing.Store(false)
+	if probe {
+		b.probing.Store(false)
+	}
 }
 
-// failure records a failed call.
-func (b *breaker) failure(now time.Time) {
+// failure records a failed call. A failed probe reopens the breaker for a
+// full cooldown; other failures count towards the threshold.
+func (b *breaker) failure(now time.Time, probe bool) {
 	if b.threshold == 0 {
 		return
 	}
-	if b.probing.Load() {
+	if probe {
 		b.openUntil.Store(now.Add(b.cooldown).UnixNano())
 		b.probing.Store(false)
 		return
@@ -61,12 +75,14 @@ func (b *breaker) failure(now time.Time) {
 	}
 }
 
-// release gives back a probe slot when a call ended without telling
-// anything about the store (the client cancelled).
+// release gives the probe slot back when the probe ended without telling
+// anything about the store (the client cancelled, the request was invalid,
+// or the store panicked). Only the probe holder calls it.
 func (b *breaker) release() { b.probing.Store(false) }
 
-// open reports whether the breaker currently skips the store.
-func (b *breaker) open(now time.Time) bool {
-	until := b.openUntil.Load()
-	return b.threshold != 0 && until != 0 && now.UnixNano() < until
+// down reports whether the breaker currently considers the store
+// unavailable: from the moment it opens until a call succeeds, including
+// the half-open time when requests are still skipped.
+func (b *breaker) down() bool {
+	return b.threshold != 0 && b.openUntil.Load() != 0
 }

@@ -140,8 +140,8 @@ func ExampleWithExempt() {
 	// 200 true
 }
 
-// A new limit rolls out in dry-run: it counts and sets headers but never
-// refuses.
+// A new limit rolls out in dry-run: it counts and sets the X-RateLimit-*
+// headers but never refuses, and sends no Retry-After.
 func ExampleWithDryRun() {
 	st, _ := memstore.New(memstore.Options{})
 	lim, _ := middleware.New(st, keyfunc.RemoteIP, store.Limit{Rate: 1, Period: time.Minute}, middleware.WithDryRun())
@@ -152,7 +152,7 @@ func ExampleWithDryRun() {
 	}
 	// Output:
 	// 200 0
-	// 200 0 60
+	// 200 0
 }
 
 // The IETF RateLimit fields, one item per limit.

@@ -2,6 +2,8 @@ package middleware
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -51,13 +53,15 @@ type shared struct {
 	observer   Observer
 	breaker    breaker
 	lastWarn   atomic.Int64 // unix nanos of the last store-failure warning
+	lastError  atomic.Int64 // unix nanos of the last misconfiguration error
+	local      store.Store  // local fallback store, or nil
 	storeName  string
 }
 
 // tierState is a tier compiled at construction.
 type tierState struct {
 	Tier
-	policy   string // metrics and body label: the name, or name.tier
+	policy   string // metrics and body label: the name, or name/tier
 	nameJSON []byte // JSON string of policy
 	prefix   string // storage key namespace
 	fields   *headers.Fields
@@ -125,6 +129,9 @@ func build(s store.Store, c config, classify Classifier, tiers []Tier) (*Limiter
 	if c.timeout <= 0 {
 		return nil, fmt.Errorf("ratekeeper: middleware: timeout must be > 0, got %s", c.timeout)
 	}
+	if c.breakerThreshold > maxBreakerThreshold {
+		return nil, fmt.Errorf("ratekeeper: middleware: breaker threshold must be <= %d, got %d", maxBreakerThreshold, c.breakerThreshold)
+	}
 	if c.breakerThreshold < 0 {
 		return nil, fmt.Errorf("ratekeeper: middleware: breaker threshold must be >= 0, got %d", c.breakerThreshold)
 	}
@@ -161,14 +168,18 @@ func build(s store.Store, c config, classify Classifier, tiers []Tier) (*Limiter
 		now:        c.now,
 		denied:     c.denied,
 		observer:   c.observer,
+		local:      c.local,
 		breaker:    breaker{threshold: int32(c.breakerThreshold), cooldown: c.breakerCooldown},
 		storeName:  storeName(s),
 	}
 	for i, t := range tiers {
 		ts := tierState{Tier: t, policy: c.name, prefix: c.name + ":"}
 		if t.Name != "" {
-			ts.policy = c.name + "." + t.Name
-			ts.prefix = c.name + "." + t.Name + ":"
+			// "/" is outside the name alphabet, so "api" with tier
+			// "authenticated" never meets a policy named
+			// "api.authenticated".
+			ts.policy = c.name + "/" + t.Name
+			ts.prefix = c.name + "/" + t.Name + ":"
 		}
 		ts.nameJSON = strconv.AppendQuote(nil, ts.policy) // policy names are plain ASCII: Go quoting is JSON quoting
 		if _, dup := sh.tierIndex[t.Name]; dup {
@@ -316,58 +327,116 @@ func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 	}
 
 	now := l.now()
-	if !l.breaker.allow(now) {
-		l.fail(w, r, next, Event{Policy: t.policy, Err: errBreakerOpen, Skipped: true})
-		return
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), l.timeout)
-	start := time.Now()
-	d, err := l.store.Take(ctx, req)
-	latency := time.Since(start)
-	cancel()
+	d, latency, err := l.decide(r, req)
 	if err != nil {
 		switch {
 		case errors.Is(err, store.ErrCostExceedsCapacity):
-			l.breaker.release()
 			l.observe(Event{Policy: t.policy, Outcome: OutcomeLimited, Err: err, Latency: latency})
-			writeJSON(w, http.StatusTooManyRequests, contentTypeJSON, costBody(req, t.policy))
+			l.writeCostExceeded(w, req, t)
 		case errors.Is(err, store.ErrInvalidRequest) || errors.Is(err, store.ErrInvalidLimit):
-			l.breaker.release()
 			l.internalError(w, Event{Policy: t.policy, Outcome: OutcomeRejected, Err: err, Latency: latency})
-		case r.Context().Err() != nil:
-			// The client went away; that says nothing about the store.
-			l.breaker.release()
+		case errors.Is(err, errClientGone):
 			l.observe(Event{Policy: t.policy, Outcome: OutcomeCanceled, Err: err, Latency: latency})
 		default:
-			l.breaker.failure(l.now())
-			l.fail(w, r, next, Event{Policy: t.policy, Err: err, Latency: latency})
+			var se *storeErr
+			skipped := errors.As(err, &se) && se.skipped
+			if l.local != nil {
+				if d, lerr := l.local.Take(r.Context(), req); lerr == nil {
+					l.warn(t.policy, err)
+					l.respond(w, r, next, t, fields, d, now, Event{Policy: t.policy, Latency: latency, Err: err, Skipped: skipped, Fallback: true}, key)
+					return
+				}
+			}
+			l.fail(w, r, next, Event{Policy: t.policy, Err: err, Latency: latency, Skipped: skipped})
 		}
 		return
 	}
-	l.breaker.success()
-	l.debug(r.Context(), t.policy, key, d)
+	l.respond(w, r, next, t, fields, d, now, Event{Policy: t.policy, Latency: latency}, key)
+}
 
+var errClientGone = errors.New("ratekeeper: client went away")
+
+// storeErr marks a store failure; skipped means the breaker kept the store
+// from being called at all.
+type storeErr struct {
+	err     error
+	skipped bool
+}
+
+func (e *storeErr) Error() string { return e.err.Error() }
+func (e *storeErr) Unwrap() error { return e.err }
+
+// decide runs the store call within the budget and feeds the breaker. Its
+// errors are the store's invalid-request errors, errClientGone, or a
+// *storeErr for backend failures.
+func (l *Limiter) decide(r *http.Request, req store.Request) (d store.Decision, latency time.Duration, err error) {
+	ok, probe := l.breaker.allow(l.now())
+	if !ok {
+		return d, 0, &storeErr{err: errBreakerOpen, skipped: true}
+	}
+	resolved := false
+	if probe {
+		defer func() {
+			if !resolved { // an invalid request, a gone client, or a panic
+				l.breaker.release()
+			}
+		}()
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), l.timeout)
+	start := time.Now()
+	d, err = l.store.Take(ctx, req)
+	latency = time.Since(start)
+	cancel()
+	switch {
+	case err == nil:
+		l.breaker.success(probe)
+		resolved = true
+		return d, latency, nil
+	case errors.Is(err, store.ErrCostExceedsCapacity) || errors.Is(err, store.ErrInvalidRequest) || errors.Is(err, store.ErrInvalidLimit):
+		return d, latency, err
+	case errors.Is(r.Context().Err(), context.Canceled):
+		// The client went away; that says nothing about the store.
+		return d, latency, fmt.Errorf("%w: %w", errClientGone, err)
+	case r.Context().Err() != nil:
+		// The request's own deadline, shorter than the budget, ran out:
+		// apply the failure mode, but do not blame the store for it.
+		return d, latency, &storeErr{err: err}
+	}
+	l.breaker.failure(l.now(), probe)
+	resolved = true
+	return d, latency, &storeErr{err: err}
+}
+
+// respond writes the headers for d and either calls next or refuses.
+func (l *Limiter) respond(w http.ResponseWriter, r *http.Request, next http.Handler, t *tierState, fields *headers.Fields, d store.Decision, now time.Time, e Event, key string) {
+	l.debug(r.Context(), t.policy, key, d)
+	e.Decision = d
 	fields.Write(w.Header(), d, now)
 	if d.Allowed {
-		l.observe(Event{Policy: t.policy, Outcome: OutcomeAllowed, Decision: d, Latency: latency})
+		e.Outcome = OutcomeAllowed
+		l.observe(e)
 		next.ServeHTTP(w, r)
 		return
 	}
 	if l.dryRun {
-		l.observe(Event{Policy: t.policy, Outcome: OutcomeDryRun, Decision: d, Latency: latency})
+		// Shadow mode: a Retry-After on a 200 would make polite clients
+		// back off from a limit that is not enforced yet.
+		delete(w.Header(), headers.RetryAfter)
+		e.Outcome = OutcomeDryRun
+		l.observe(e)
 		next.ServeHTTP(w, r)
 		return
 	}
-	out := OutcomeLimited
+	e.Outcome = OutcomeLimited
 	if d.Blocked {
-		out = OutcomeBlocked
+		e.Outcome = OutcomeBlocked
 	}
-	l.observe(Event{Policy: t.policy, Outcome: out, Decision: d, Latency: latency})
+	l.observe(e)
 	if l.denied != nil {
 		l.denied(w, r, d)
 		return
 	}
-	l.writeLimited(w, t, d, now)
+	l.writeLimited(w, t, fields, d, now)
 }
 
 // fail applies the failure mode.
@@ -387,8 +456,12 @@ func (l *Limiter) fail(w http.ResponseWriter, r *http.Request, next http.Handler
 
 // internalError answers 500 for configuration mistakes detected at request
 // time (a classifier naming an unknown tier, a cost function returning 0).
+// The log line is throttled like store warnings, since a cost function that
+// parses client input could otherwise log once per request.
 func (l *Limiter) internalError(w http.ResponseWriter, e Event) {
-	l.logger.Error("ratekeeper: misconfigured policy", slog.String("policy", e.Policy), slog.String("error", e.Err.Error()))
+	if l.throttle(&l.lastError) {
+		l.logger.Error("ratekeeper: misconfigured policy", slog.String("policy", e.Policy), slog.String("error", e.Err.Error()))
+	}
 	l.observe(e)
 	writeJSON(w, http.StatusInternalServerError, contentTypeJSON, bodyInternal)
 }
@@ -396,9 +469,7 @@ func (l *Limiter) internalError(w http.ResponseWriter, e Event) {
 // warn logs a store failure at most once per second; the error text goes to
 // the log only, never to the client.
 func (l *Limiter) warn(policy string, err error) {
-	now := time.Now().UnixNano()
-	last := l.lastWarn.Load()
-	if now-last < int64(time.Second) || !l.lastWarn.CompareAndSwap(last, now) {
+	if !l.throttle(&l.lastWarn) {
 		return
 	}
 	l.logger.Warn("ratekeeper: store failure",
@@ -408,13 +479,33 @@ func (l *Limiter) warn(policy string, err error) {
 		slog.String("error", err.Error()))
 }
 
-// debug logs one decision at debug level, with the key hashed so logs never
-// hold client addresses, subjects or API keys in clear.
+// throttle reports whether a log line may be written now: at most one per
+// second per counter.
+func (l *Limiter) throttle(last *atomic.Int64) bool {
+	now := time.Now().UnixNano()
+	prev := last.Load()
+	return now-prev >= int64(time.Second) && last.CompareAndSwap(prev, now)
+}
+
+// logKey is the per-process secret that keys the hashes of keys in debug
+// logs: the hashes correlate one client's lines within a process, but
+// cannot be reversed by hashing every IPv4 address.
+var logKey = func() []byte {
+	k := make([]byte, 32)
+	_, _ = rand.Read(k)
+	return k
+}()
+
+// debug logs one decision at debug level, with the key hashed (keyed by a
+// per-process secret) so logs never hold client addresses, subjects or API
+// keys in clear.
 func (l *Limiter) debug(ctx context.Context, policy, key string, d store.Decision) {
 	if !l.logger.Enabled(ctx, slog.LevelDebug) {
 		return
 	}
-	sum := sha256.Sum256([]byte(key))
+	mac := hmac.New(sha256.New, logKey)
+	mac.Write([]byte(key))
+	sum := mac.Sum(nil)
 	l.logger.LogAttrs(ctx, slog.LevelDebug, "ratekeeper: decision",
 		slog.String("policy", policy),
 		slog.String("key_hash", hex.EncodeToString(sum[:8])),
@@ -428,7 +519,7 @@ func (l *Limiter) debug(ctx context.Context, policy, key string, d store.Decisio
 func (l *Limiter) observe(e Event) {
 	if l.observer != nil {
 		e.Store = l.storeName
-		e.StoreDown = l.breaker.open(l.now())
+		e.StoreDown = l.breaker.down()
 		l.observer.Observe(e)
 	}
 }

@@ -57,6 +57,9 @@ type Event struct {
 	// StoreDown reports whether, after this request, the circuit breaker
 	// considers the store unavailable.
 	StoreDown bool
+	// Fallback reports that the main store failed and the decision came
+	// from the local fallback store ([WithLocalFallback]).
+	Fallback bool
 }
 
 // Named is implemented by stores that report a short backend name for

@@ -88,6 +88,7 @@ type config struct {
 	observer         Observer
 	exempt           []func(*http.Request) bool
 	extraLimits      []store.Limit
+	local            store.Store
 	err              error
 }
 
@@ -113,7 +114,8 @@ func WithLimits(limits ...store.Limit) Option {
 // WithLimitsFunc chooses the limits per request (for example from the
 // caller's plan, read from configuration that changes without a deploy),
 // overriding the configured ones. The function must be fast and safe for
-// concurrent use; an error or invalid limits answer 500 and are logged.
+// concurrent use; an error or invalid limits answer 500 and are logged
+// (throttled). The header fields are compiled per request on this path.
 func WithLimitsFunc(f func(*http.Request) ([]store.Limit, error)) Option {
 	return func(c *config) { c.limitsFunc = f }
 }
@@ -121,6 +123,7 @@ func WithLimitsFunc(f func(*http.Request) ([]store.Limit, error)) Option {
 // WithCost sets how many units each request takes (default 1). A cost above
 // any limit's capacity is a configuration error reported by [New]. See
 // also [Limiter.WithCost] for routes that share a quota at other costs.
+// [WithCostFunc], when set, takes precedence.
 func WithCost(n int64) Option { return func(c *config) { c.cost = n } }
 
 // WithCostFunc computes the cost per request (a bulk call costs its item
@@ -194,6 +197,15 @@ func WithDeniedHandler(h DeniedHandler) Option { return func(c *config) { c.deni
 // WithObserver registers an observer told about every decision, for
 // metrics. It must be safe for concurrent use and fast.
 func WithObserver(o Observer) Option { return func(c *config) { c.observer = o } }
+
+// WithLocalFallback decides with s, typically a [memstore.Store] private
+// to this process, whenever the main store fails or the breaker skips it:
+// each instance then enforces the limits on its own traffic instead of
+// failing open or closed. The failure mode applies only if s fails too.
+// Requests decided this way are reported with [Event.Fallback].
+//
+// [memstore.Store]: https://pkg.go.dev/github.com/ratekeeper/ratekeeper/store/memstore#Store
+func WithLocalFallback(s store.Store) Option { return func(c *config) { c.local = s } }
 
 // WithExempt exempts requests for which f returns true: they reach the
 // wrapped handler without a decision and without rate-limit headers.

@@ -1,6 +1,7 @@
 package middleware
 
 import (
+	"encoding/json"
 	"net/http"
 	"strconv"
 	"time"
@@ -49,15 +50,29 @@ func writeJSON(w http.ResponseWriter, status int, contentType string, body []byt
 // message "Too many attempts. Try again in N seconds." and a "scope" member
 // naming the limit that tripped. With [BodyProblem] the same members are
 // carried in an RFC 9457 problem document.
-func (l *Limiter) writeLimited(w http.ResponseWriter, t *tierState, d store.Decision, now time.Time) {
-	ct := contentTypeJSON
-	if l.body == BodyProblem {
-		ct = contentTypeProblem
-	}
-	writeJSON(w, http.StatusTooManyRequests, ct, l.limitedBody(t, d, now))
+func (l *Limiter) writeLimited(w http.ResponseWriter, t *tierState, f *headers.Fields, d store.Decision, now time.Time) {
+	writeJSON(w, http.StatusTooManyRequests, l.contentType(), l.limitedBody(t, f, d, now))
 }
 
-func (l *Limiter) limitedBody(t *tierState, d store.Decision, now time.Time) []byte {
+func (l *Limiter) contentType() string {
+	if l.body == BodyProblem {
+		return contentTypeProblem
+	}
+	return contentTypeJSON
+}
+
+// appendJSONString appends s as a JSON string (encoding/json's escaping,
+// invalid UTF-8 replaced), for the rare values that are not known to be
+// plain ASCII.
+func appendJSONString(b []byte, s string) []byte {
+	q, err := json.Marshal(s)
+	if err != nil {
+		return append(b, `""`...)
+	}
+	return append(b, q...)
+}
+
+func (l *Limiter) limitedBody(t *tierState, f *headers.Fields, d store.Decision, now time.Time) []byte {
 	secs := headers.RetryAfterSeconds(d.RetryAfter)
 	reset := now.Add(d.RetryAfter)
 	resetEpoch := reset.Unix()
@@ -90,13 +105,18 @@ func (l *Limiter) limitedBody(t *tierState, d store.Decision, now time.Time) []b
 	b = append(b, t.nameJSON...)
 	if d.Blocked {
 		b = append(b, `,"scope":`...)
-		b = strconv.AppendQuote(b, d.Policy)
+		b = appendJSONString(b, d.Policy)
 	}
 	if l.body == BodyProblem {
+		// violated-policies names the RateLimit-Policy item that refused.
+		item := f.ItemName(d.Index)
+		if item == "" {
+			item = t.policy
+		}
 		b = append(b, `,"error":"`...)
 		b = append(b, code...)
 		b = append(b, `","violated-policies":[`...)
-		b = append(b, t.nameJSON...)
+		b = appendJSONString(b, item)
 		b = append(b, ']')
 	}
 	b = append(b, "}\n"...)
@@ -113,14 +133,25 @@ func appendDuration(b []byte, secs int64) []byte {
 	return append(b, " seconds"...)
 }
 
-// costBody answers a request whose cost can never fit.
-func costBody(req store.Request, policy string) []byte {
+// writeCostExceeded answers a request whose cost can never fit: 429 without
+// Retry-After, since waiting cannot help.
+func (l *Limiter) writeCostExceeded(w http.ResponseWriter, req store.Request, t *tierState) {
+	writeJSON(w, http.StatusTooManyRequests, l.contentType(), costBody(req, t.policy, l.body == BodyProblem))
+}
+
+// costBody renders the cost-exceeded body, as a problem document when
+// problem is set.
+func costBody(req store.Request, policy string, problem bool) []byte {
 	capacity := req.Limits[0].Capacity()
 	for _, l := range req.Limits[1:] {
 		capacity = min(capacity, l.Capacity())
 	}
-	b := make([]byte, 0, 192)
-	b = append(b, `{"error":"cost_exceeds_limit","message":"This request costs `...)
+	b := make([]byte, 0, 256)
+	if problem {
+		b = append(b, `{"type":"`+ProblemTypeQuotaExceeded+`","title":"Request cannot be satisfied as assigned quota has been exceeded","status":429,"error":"cost_exceeds_limit","detail":"This request costs `...)
+	} else {
+		b = append(b, `{"error":"cost_exceeds_limit","message":"This request costs `...)
+	}
 	b = strconv.AppendInt(b, req.EffectiveCost(), 10)
 	b = append(b, ` units; the limit allows at most `...)
 	b = strconv.AppendInt(b, capacity, 10)

@@ -12,8 +12,9 @@ import (
 // Tier is one class of client with its own limits, for [NewTiered].
 type Tier struct {
 	// Name identifies the tier: [A-Za-z0-9_.-], unique within a limiter. It
-	// is appended to the policy name ("api.authenticated") in bodies,
-	// metrics and storage keys, so tiers never share counters.
+	// is appended to the policy name ("api/authenticated") in bodies,
+	// metrics and storage keys, so tiers never share counters with each
+	// other or with any other policy.
 	Name string
 	// Limits apply to the tier's requests, all-or-nothing. Required unless
 	// Unlimited or Suspended.
@@ -66,12 +67,19 @@ func NewTiered(s store.Store, classify Classifier, tiers []Tier, opts ...Option)
 	return build(s, c, classify, tiers)
 }
 
-// Tier names used by [AuthClassifier].
+// Tier names used by [AuthClassifier]. Configure [NewTiered] with a tier
+// for every name the classifier can return: an unknown name is only found
+// at request time, where it answers 500.
 const (
-	TierAnonymous     = "anonymous"
+	// TierAnonymous holds callers without a credential (or with one that
+	// failed verification, unless AuthOptions.RejectInvalid).
+	TierAnonymous = "anonymous"
+	// TierAuthenticated holds callers with a verified subject.
 	TierAuthenticated = "authenticated"
-	TierTrusted       = "trusted"
-	TierSuspended     = "suspended"
+	// TierTrusted holds verified subjects AuthOptions.Trusted accepts.
+	TierTrusted = "trusted"
+	// TierSuspended holds verified subjects AuthOptions.Suspended names.
+	TierSuspended = "suspended"
 )
 
 // AuthOptions configures [AuthClassifier].

@@ -1,0 +1,9 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/ratekeeper/ratekeeper/examples/internal/demotest"
+)
+
+func TestService(t *testing.T) { demotest.Run(t, routes) }

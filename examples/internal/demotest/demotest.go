@@ -1,0 +1,163 @@
+// Package demotest checks that an example service behaves as the README
+// says. Both examples run the same checks on their own router, so they
+// cannot drift apart.
+package demotest
+
+import (
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ratekeeper/ratekeeper/examples/internal/demo"
+)
+
+// Run builds the example's router on the memory store and checks every
+// documented route.
+func Run(t *testing.T, routes func(*demo.Policies) http.Handler) {
+	t.Helper()
+	newServer := func(t *testing.T) http.Handler {
+		t.Helper()
+		st, closeStore, err := demo.OpenStore(t.Context(), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(closeStore)
+		p, err := demo.NewPolicies(st, demo.Env{JWTSecret: demo.DemoSecret}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return routes(p)
+	}
+	send := func(h http.Handler, method, path, ip string, hdr ...string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest(method, path, nil)
+		r.RemoteAddr = ip + ":40000"
+		for i := 0; i+1 < len(hdr); i += 2 {
+			r.Header.Set(hdr[i], hdr[i+1])
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w
+	}
+
+	t.Run("healthz is never limited", func(t *testing.T) {
+		h := newServer(t)
+		for range 30 {
+			w := send(h, "GET", "/healthz", "192.0.2.1")
+			if w.Code != 200 || w.Header().Get("X-RateLimit-Limit") != "" {
+				t.Fatalf("got %d with headers %v, want 200 without rate-limit headers", w.Code, w.Header())
+			}
+		}
+	})
+
+	t.Run("burst of 50 from one IP admits exactly 10", func(t *testing.T) {
+		h := newServer(t)
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		codes := map[int]int{}
+		start := make(chan struct{})
+		for range 50 {
+			wg.Go(func() {
+				<-start
+				w := send(h, "GET", "/api/ping", "198.51.100.7")
+				mu.Lock()
+				codes[w.Code]++
+				mu.Unlock()
+			})
+		}
+		close(start)
+		wg.Wait()
+		if codes[200] != 10 || codes[429] != 40 {
+			t.Fatalf("got %v, want 10 × 200 and 40 × 429", codes)
+		}
+	})
+
+	t.Run("authenticated and anonymous from one IP are limited separately", func(t *testing.T) {
+		h := newServer(t)
+		tok, err := demo.Token(demo.DemoSecret, "alice", time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 10 {
+			send(h, "GET", "/api/ping", "203.0.113.9")
+		}
+		if w := send(h, "GET", "/api/ping", "203.0.113.9"); w.Code != 429 {
+			t.Fatalf("anonymous 11th: got %d, want 429", w.Code)
+		}
+		w := send(h, "GET", "/api/ping", "203.0.113.9", "Authorization", "Bearer "+tok)
+		if w.Code != 200 || w.Header().Get("X-RateLimit-Limit") != "100" || w.Header().Get("X-RateLimit-Remaining") != "99" {
+			t.Fatalf("authenticated: got %d limit %s remaining %s, want 200, 100, 99", w.Code, w.Header().Get("X-RateLimit-Limit"), w.Header().Get("X-RateLimit-Remaining"))
+		}
+		forged := send(h, "GET", "/api/ping", "203.0.113.9", "Authorization", "Bearer "+tok+"x")
+		if forged.Code != 429 {
+			t.Fatalf("forged token: got %d, want 429 (treated as the exhausted anonymous client)", forged.Code)
+		}
+	})
+
+	t.Run("search costs 5 units of the ping quota", func(t *testing.T) {
+		h := newServer(t)
+		ip := "192.0.2.77"
+		if w := send(h, "GET", "/api/search?q=go", ip); w.Code != 200 || w.Header().Get("X-RateLimit-Remaining") != "5" {
+			t.Fatalf("search: got %d remaining %s, want 200 and 5", w.Code, w.Header().Get("X-RateLimit-Remaining"))
+		}
+		if w := send(h, "GET", "/api/ping", ip); w.Header().Get("X-RateLimit-Remaining") != "4" {
+			t.Fatalf("ping after search: remaining %s, want 4", w.Header().Get("X-RateLimit-Remaining"))
+		}
+		w := send(h, "GET", "/api/search?q=go", ip)
+		if w.Code != 429 || w.Header().Get("X-RateLimit-Remaining") != "4" {
+			t.Fatalf("second search: got %d remaining %s, want 429 with nothing consumed (4)", w.Code, w.Header().Get("X-RateLimit-Remaining"))
+		}
+	})
+
+	t.Run("login blocks after 5 attempts and sends no headers", func(t *testing.T) {
+		h := newServer(t)
+		ip := "192.0.2.200"
+		for i := range 5 {
+			if w := send(h, "POST", "/login", ip); w.Code != 200 {
+				t.Fatalf("attempt %d: got %d, want 200", i+1, w.Code)
+			}
+		}
+		w := send(h, "POST", "/login", ip)
+		if w.Code != 429 {
+			t.Fatalf("6th attempt: got %d, want 429", w.Code)
+		}
+		if w.Header().Get("Retry-After") != "" || w.Header().Get("X-RateLimit-Limit") != "" {
+			t.Errorf("login headers: got %v, want none", w.Header())
+		}
+		var b struct {
+			Error      string `json:"error"`
+			Message    string `json:"message"`
+			RetryAfter int64  `json:"retry_after"`
+			Scope      string `json:"scope"`
+		}
+		if err := json.Unmarshal(w.Body.Bytes(), &b); err != nil {
+			t.Fatal(err)
+		}
+		if b.Error != "blocked" || b.Scope != "minute" || b.RetryAfter < 899 || b.RetryAfter > 900 || !strings.Contains(b.Message, "Try again in 9") {
+			t.Errorf("blocked body: got %+v, want error blocked, scope minute, a 15-minute wait", b)
+		}
+		if w := send(h, "POST", "/login", "192.0.2.201"); w.Code != 200 {
+			t.Errorf("another client: got %d, want 200", w.Code)
+		}
+	})
+
+	t.Run("metrics show the series", func(t *testing.T) {
+		h := newServer(t)
+		send(h, "GET", "/api/ping", "192.0.2.5")
+		w := send(h, "GET", "/metrics", "192.0.2.5")
+		if w.Code != 200 || w.Header().Get("X-RateLimit-Limit") != "" {
+			t.Fatalf("metrics: got %d with headers %v", w.Code, w.Header())
+		}
+		body := w.Body.String()
+		for _, want := range []string{`ratekeeper_decisions_total{outcome="allowed",policy="api/anonymous"} 1`, "ratekeeper_decision_duration_seconds_bucket"} {
+			if !strings.Contains(body, want) {
+				t.Errorf("metrics: missing %q", want)
+			}
+		}
+	})
+}

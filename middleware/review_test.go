@@ -1,0 +1,257 @@
+package middleware
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ratekeeper/ratekeeper/headers"
+	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/store/memstore"
+)
+
+var errDown = &store.BackendError{Op: "take", Kind: store.KindConnection, Err: errors.New("down")}
+
+// A request deadline shorter than the budget is not a client that went
+// away: the failure mode must still answer, and the store is not blamed.
+func TestRequestDeadlineShorterThanBudgetGetsAnAnswer(t *testing.T) {
+	s := &funcStore{take: func(ctx context.Context, _ store.Request) (store.Decision, error) {
+		<-ctx.Done()
+		return store.Decision{}, &store.BackendError{Op: "take", Kind: store.KindTimeout, Err: ctx.Err()}
+	}}
+	lim := mustNew(t, s, constKey("k"), store.PerMinute(1), WithFailureMode(FailClosed), WithTimeout(time.Second), WithBreaker(1, time.Hour))
+	h := lim.Handler(okHandler)
+	for range 3 {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil).WithContext(ctx))
+		cancel()
+		if rec.Code != http.StatusServiceUnavailable {
+			t.Fatalf("status: got %d, want 503 from the failure mode", rec.Code)
+		}
+	}
+	if got := s.calls.Load(); got != 3 {
+		t.Fatalf("store calls: got %d, want 3 (short request deadlines must not open the breaker)", got)
+	}
+}
+
+// A cancelled client gets nothing written and does not count as a store
+// failure.
+func TestCanceledClientDoesNotTripBreaker(t *testing.T) {
+	s := &funcStore{take: func(ctx context.Context, _ store.Request) (store.Decision, error) {
+		<-ctx.Done()
+		return store.Decision{}, ctx.Err()
+	}}
+	obs := &recObserver{}
+	lim := mustNew(t, s, constKey("k"), store.PerMinute(1), WithBreaker(1, time.Hour), WithObserver(obs))
+	h := lim.Handler(okHandler)
+	for range 3 {
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() { time.Sleep(5 * time.Millisecond); cancel() }()
+		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil).WithContext(ctx))
+	}
+	if got := s.calls.Load(); got != 3 {
+		t.Fatalf("store calls: got %d, want 3", got)
+	}
+	for _, o := range obs.outcomes() {
+		if o != OutcomeCanceled {
+			t.Fatalf("outcome: got %s, want canceled", o)
+		}
+	}
+}
+
+// Regression: a panicking probe left the breaker half-open forever.
+func TestBreakerProbePanicReleasesProbe(t *testing.T) {
+	var mode atomic.Int32 // 0 fail, 1 panic, 2 ok
+	s := &funcStore{take: func(context.Context, store.Request) (store.Decision, error) {
+		switch mode.Load() {
+		case 0:
+			return store.Decision{}, errDown
+		case 1:
+			panic("store bug")
+		}
+		return store.Decision{Allowed: true, Limit: 1, Remaining: 1}, nil
+	}}
+	clock := time.Unix(1000, 0)
+	var mu sync.Mutex
+	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+	advance := func(d time.Duration) { mu.Lock(); clock = clock.Add(d); mu.Unlock() }
+	lim := mustNew(t, s, constKey("k"), store.PerMinute(100), WithBreaker(1, time.Second), WithClock(now))
+	h := lim.Handler(okHandler)
+	do(h) // opens
+	advance(2 * time.Second)
+	mode.Store(1)
+	func() {
+		defer func() { _ = recover() }()
+		do(h) // the probe panics
+	}()
+	mode.Store(2)
+	before := s.calls.Load()
+	rec := do(h)
+	if s.calls.Load() != before+1 || rec.Header().Get("X-Ratelimit-Limit") != "1" {
+		t.Fatalf("after a panicking probe the next request did not probe the store (calls %d -> %d)", before, s.calls.Load())
+	}
+}
+
+// Regression: an old request's outcome released the probe slot, letting a
+// second probe run concurrently.
+func TestBreakerSingleProbe(t *testing.T) {
+	var failing atomic.Bool
+	failing.Store(true)
+	gate := make(chan struct{})
+	var inFlight, maxInFlight atomic.Int32
+	s := &funcStore{take: func(ctx context.Context, _ store.Request) (store.Decision, error) {
+		n := inFlight.Add(1)
+		defer inFlight.Add(-1)
+		for {
+			m := maxInFlight.Load()
+			if n <= m || maxInFlight.CompareAndSwap(m, n) {
+				break
+			}
+		}
+		if failing.Load() {
+			return store.Decision{}, errDown
+		}
+		<-gate
+		return store.Decision{Allowed: true, Limit: 1, Remaining: 1}, nil
+	}}
+	clock := time.Unix(1000, 0)
+	var mu sync.Mutex
+	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+	lim := mustNew(t, s, constKey("k"), store.PerMinute(100), WithBreaker(1, time.Second), WithClock(now), WithTimeout(5*time.Second))
+	h := lim.Handler(okHandler)
+	do(h) // opens
+	mu.Lock()
+	clock = clock.Add(2 * time.Second)
+	mu.Unlock()
+	failing.Store(false)
+	maxInFlight.Store(0)
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Go(func() { do(h) })
+	}
+	time.Sleep(50 * time.Millisecond)
+	close(gate)
+	wg.Wait()
+	if got := maxInFlight.Load(); got != 1 {
+		t.Fatalf("concurrent store calls in half-open: got %d, want 1 probe", got)
+	}
+}
+
+// The breaker reports the store down for as long as it skips it.
+func TestStoreDownWhileSkipping(t *testing.T) {
+	s := &funcStore{take: func(context.Context, store.Request) (store.Decision, error) { return store.Decision{}, errDown }}
+	obs := &recObserver{}
+	clock := time.Unix(1000, 0)
+	lim := mustNew(t, s, constKey("k"), store.PerMinute(1), WithBreaker(1, time.Second), WithObserver(obs), WithClock(func() time.Time { return clock }))
+	h := lim.Handler(okHandler)
+	do(h)
+	clock = clock.Add(10 * time.Second) // past the cooldown
+	do(h)                               // the probe fails
+	do(h)                               // skipped
+	for i, e := range obs.events {
+		if !e.StoreDown {
+			t.Errorf("event %d (%s, skipped %v): StoreDown false, want true", i, e.Outcome, e.Skipped)
+		}
+	}
+}
+
+// Regression: WithName("api.authenticated") and tier "authenticated" of
+// "api" shared one storage namespace.
+func TestTierNamespacesDoNotCollide(t *testing.T) {
+	st, _ := memstore.New(memstore.Options{})
+	one := mustNew(t, st, constKey("k"), store.PerMinute(1), WithName("api.authenticated"))
+	tiered, err := NewTiered(st, func(*http.Request) (string, string, error) { return "authenticated", "k", nil },
+		[]Tier{{Name: "authenticated", Limits: []store.Limit{store.PerMinute(1)}}}, WithName("api"), WithLogger(quiet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec := do(one.Handler(okHandler)); rec.Code != 200 {
+		t.Fatalf("first policy: got %d, want 200", rec.Code)
+	}
+	if rec := do(tiered.Handler(okHandler)); rec.Code != 200 {
+		t.Fatalf("second policy: got %d, want 200 (its own counter)", rec.Code)
+	}
+}
+
+func TestProblemBodyNamesViolatedItem(t *testing.T) {
+	st, _ := memstore.New(memstore.Options{})
+	lim := mustNew(t, st, constKey("k"), store.Limit{Name: "burst", Algorithm: store.FixedWindow, Rate: 5, Period: time.Minute},
+		WithLimits(store.Limit{Name: "hourly", Algorithm: store.FixedWindow, Rate: 1, Period: time.Hour}),
+		WithBody(BodyProblem), WithHeaders(headers.Writer{IETF: true}))
+	h := lim.Handler(okHandler)
+	do(h)
+	rec := do(h)
+	var p struct {
+		Violated []string `json:"violated-policies"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &p); err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Violated) != 1 || p.Violated[0] != "hourly" {
+		t.Fatalf("violated-policies: got %v, want [hourly], the RateLimit-Policy item that refused", p.Violated)
+	}
+}
+
+func TestBlockedBodyIsValidJSONForAnyScope(t *testing.T) {
+	s := &funcStore{take: func(context.Context, store.Request) (store.Decision, error) {
+		return store.Decision{Blocked: true, Limit: 1, RetryAfter: time.Second, Policy: "m\xff\"é"}, nil
+	}}
+	rec := do(mustNew(t, s, constKey("k"), store.PerMinute(1)).Handler(okHandler))
+	if !json.Valid(rec.Body.Bytes()) {
+		t.Fatalf("body is not valid JSON: %q", rec.Body.String())
+	}
+}
+
+func TestBreakerThresholdBounded(t *testing.T) {
+	_, err := New(&funcStore{}, constKey("k"), store.PerMinute(1), WithBreaker(1<<31, time.Second))
+	if err == nil {
+		t.Fatal("got nil error for a threshold that overflows, want one")
+	}
+}
+
+func TestLocalFallback(t *testing.T) {
+	var down atomic.Bool
+	mem, _ := memstore.New(memstore.Options{})
+	s := &funcStore{take: func(ctx context.Context, req store.Request) (store.Decision, error) {
+		if down.Load() {
+			return store.Decision{}, errDown
+		}
+		return mem.Take(ctx, req)
+	}}
+	local, _ := memstore.New(memstore.Options{})
+	obs := &recObserver{}
+	lim := mustNew(t, s, constKey("k"), store.PerMinute(2), WithLocalFallback(local), WithFailureMode(FailClosed), WithObserver(obs))
+	h := lim.Handler(okHandler)
+	down.Store(true)
+	var got []int
+	for range 3 {
+		got = append(got, do(h).Code)
+	}
+	if got[0] != 200 || got[1] != 200 || got[2] != 429 {
+		t.Fatalf("statuses with the store down: got %v, want [200 200 429] from the local fallback", got)
+	}
+	for _, e := range obs.events {
+		if !e.Fallback {
+			t.Fatalf("event %+v: Fallback false, want true", e)
+		}
+	}
+}
+
+func TestCostExceededHonoursProblemBody(t *testing.T) {
+	st, _ := memstore.New(memstore.Options{})
+	lim := mustNew(t, st, constKey("k"), store.PerMinute(3), WithBody(BodyProblem), WithCostFunc(func(*http.Request) (int64, error) { return 9, nil }))
+	rec := do(lim.Handler(okHandler))
+	if rec.Code != 429 || rec.Header().Get("Content-Type") != "application/problem+json" || rec.Header().Get("Retry-After") != "" {
+		t.Fatalf("got %d %q Retry-After %q, want 429 problem+json without Retry-After", rec.Code, rec.Header().Get("Content-Type"), rec.Header().Get("Retry-After"))
+	}
+	if !json.Valid(rec.Body.Bytes()) {
+		t.Fatalf("invalid JSON: %s", rec.Body.String())
+	}
+}
