@@ -9,9 +9,11 @@
 //
 // # Requests and decisions
 //
-// A [Request] names a key, one or more limits and a cost. Every limit must
+// A [Request] names a key, one or more limits and a cost, and optionally
+// counts its refusals or carries a de-duplication id. Every limit must
 // admit the request; if any refuses, nothing is recorded anywhere
-// (all-or-nothing). Being limited is a [Decision] with Allowed false, never an
+// (all-or-nothing), unless the request counts refusals, which records it in
+// every limit. Being limited is a [Decision] with Allowed false, never an
 // error: errors mean an invalid request or a failing backend, and backend
 // failures wrap [ErrStoreUnavailable].
 //
@@ -21,38 +23,105 @@
 // server's TIME; memory: an injectable clock), with float64 arithmetic where a
 // rate divides time. Below, now is the current time, P the period, R the rate,
 // B the capacity ([Limit.Capacity]) and c the cost. Durations reported in a
-// [Decision] are rounded up to the microsecond.
+// [Decision] are rounded up to the microsecond (a block's remaining time to
+// the millisecond, see below). A RetryAfter computed in floating point is
+// corrected by whole microseconds against the admission test itself, so it
+// is the smallest wait after which the same request is admitted.
 //
-//   - GCRA: emission interval T = P/R, tolerance τ = B·T, state TAT
-//     (theoretical arrival time, absent = now). With t = max(TAT, now) and
-//     n = t + c·T, the request is admitted iff n − now ≤ τ; then TAT = n.
-//     Remaining = ⌊(τ − (n − now))/T⌋ (admitted) or ⌊(τ − (t − now))/T⌋
-//     (denied); ResetAfter = n − now or t − now; RetryAfter = n − τ − now.
-//   - TokenBucket: refill r = R/P per µs, state {tokens, ts} (absent = B
-//     tokens). tokens = min(B, tokens + (now − ts)·r); admitted iff
-//     tokens ≥ c, then tokens −= c and ts = now. Remaining = ⌊tokens⌋,
-//     ResetAfter = (B − tokens)/r, RetryAfter = (c − tokens)/r.
-//   - SlidingWindowLog: one sorted log per key holding a timestamp per
-//     admitted unit. Units in the window are those with timestamp > now − P.
-//     Admitted iff count + c ≤ R for every limit (checked before adding),
-//     then c entries are added at now. A denied request's RetryAfter is
-//     s_k + P − now where s_k is the k-th oldest entry in the window and
-//     k = count + c − R. ResetAfter = newest + P − now.
+//   - GCRA and TokenBucket share one state per limit, {ts, tokens}
+//     (absent = B tokens), refilled at R/P per µs: at now, tokens =
+//     min(B, tokens + (now − ts)·R/P). The request is admitted iff
+//     tokens ≥ c; then tokens −= c and ts = now. For GCRA this is the
+//     theoretical arrival time seen from the bucket's side: with emission
+//     interval T = P/R and tolerance τ = B·T, TAT = ts + (B − tokens)·T,
+//     and "admitted iff max(TAT, now) + c·T − now ≤ τ" is the same test.
+//     Keeping {ts, tokens} rather than an absolute TAT keeps it exact in
+//     microseconds: a float64 TAT at today's epoch has a resolution of
+//     0.25µs, and sums of fractional T drift past τ. Remaining = ⌊tokens⌋,
+//     ResetAfter = (B − tokens)·P/R, and a denied request's RetryAfter =
+//     (c − tokens)·P/R. The state expires when the bucket is full again.
+//   - The window algorithms count up to their capacity: B = R, or R − 1
+//     under [ThresholdReach].
+//   - SlidingWindowLog: one sorted log per key and set of limits, holding a
+//     timestamp per recorded unit. Units in the window are those with
+//     timestamp > now − P. Admitted iff count + c ≤ B for every limit
+//     (checked before adding), then c entries are added at now. A denied
+//     request's RetryAfter is s_k + P − now where s_k is the k-th oldest
+//     entry in the window and k = count + c − B. ResetAfter =
+//     newest + P − now.
 //   - SlidingWindowCounter: windows aligned at multiples of P; cur and prev
 //     are the counts of the current and previous window, e the time elapsed
 //     in the current one. est = prev·(P − e)/P + cur; admitted iff
-//     est + c ≤ R. RetryAfter is the earliest time at which est + c ≤ R,
-//     ResetAfter the time until est reaches 0.
+//     est + c ≤ B. Remaining = ⌊B − est⌋. RetryAfter is the earliest time
+//     at which est + c ≤ B, ResetAfter the time until est reaches 0.
 //   - FixedWindow: windows aligned at multiples of P; admitted iff
-//     cur + c ≤ R. ResetAfter (and a denied request's RetryAfter) is the
+//     cur + c ≤ B. ResetAfter (and a denied request's RetryAfter) is the
 //     time to the end of the window.
 //
+// [ThresholdReach] trips a window limit on the request that makes the count
+// reach R: count + c ≥ R refuses, so R − 1 units are admitted and Limit
+// reports R − 1. It is the capacity B = R − 1 under the test above, which
+// for the sliding window counter's fractional estimate means est + c ≤ R − 1
+// (at least as strict as est + c < R).
+//
+// Remaining and ResetAfter, and each entry of [Decision.PerLimit], describe
+// a limit after the request when the request is admitted and recorded, and
+// without it otherwise: when it is denied (even if CountDenied records it),
+// blocked, or admitted as a duplicate.
+//
 // With several limits, the deciding limit ([Decision.Policy]) of a denied
-// request is the denying limit with the longest RetryAfter, so waiting
-// RetryAfter is enough for every limit; for an admitted request it is the
-// limit with the fewest units remaining. A client that waits exactly
-// RetryAfter and sends the same request is admitted, unless other requests
-// were recorded meanwhile.
+// request is the denying limit with the longest RetryAfter (ties: the
+// earliest), so waiting RetryAfter is enough for every limit; for an
+// admitted request it is the limit with the fewest units remaining (ties:
+// the earliest). A client that waits exactly RetryAfter and sends the same
+// request is admitted, unless other requests were recorded meanwhile (with
+// CountDenied, a refused request counts as one).
+//
+// # Blocks, counted refusals and de-duplication
+//
+// A Take runs these steps as one atomic step:
+//
+//  1. The request is validated before any state is read.
+//  2. Block check: while the key's block lasts, the request is refused with
+//     Blocked, RetryAfter = ResetAfter = the block's remaining time,
+//     Remaining 0, Policy the ID of the limit that started the block and
+//     Index its position in this request (−1 when it is not there; Limit is
+//     then the first limit's capacity). A block belongs to the key, whatever
+//     limits later requests carry. With CountDenied the attempt is recorded
+//     in every limit; nothing else is written.
+//  3. De-duplication, when DedupID is set: an id admitted for this key
+//     within the longest period of the request's limits admits the request
+//     again, with Duplicate, and nothing is written.
+//  4. Every limit evaluates the request.
+//  5. Admitted: it is recorded in every limit and its DedupID remembered for
+//     the longest period of its limits (only admitted ids are remembered;
+//     ids longer than 128 bytes are kept as their SHA-256). Refused: with
+//     CountDenied it is recorded anyway; then, if refusing limits have a
+//     Block, the one whose block is longest after escalation (ties: the
+//     earliest) blocks the key, and the request reports Blocked and
+//     BlockStarted with RetryAfter the block's duration. However many
+//     refusals race, one starts the block; none extends it.
+//
+// With BlockMax > Block, the n-th block of a key lasts
+// min(Block·2^(n−1), BlockMax): each block that escalates adds a strike to
+// the key, and the strike count is kept for that block's duration plus
+// BlockMax after it starts, then forgotten. Blocks and strike counts keep
+// whole milliseconds, as Redis key TTLs do: a block started at time t for d
+// ends at ⌊t⌋ms + d and is reported with its remaining time rounded up to
+// the millisecond; a strike count set at t for d lasts while
+// ⌊now⌋ms ≤ ⌊t⌋ms + d.
+//
+// CountDenied is for the window algorithms only. Counts may then exceed the
+// capacity (Remaining stays 0), and RetryAfter, computed without the
+// refused attempt, holds for a client that stops: one that keeps trying
+// keeps counting, which is the point for login brute-force limits. A sliding
+// window log keeps only its newest (largest R + cost) entries, which changes
+// no decision.
+//
+// Peek runs steps 1 to 4 and writes nothing: it reports an existing block
+// or a remembered id; where Take would start a block it reports the
+// refusal without Blocked. Reset forgets the key's block, strike count and
+// remembered ids along with the state of the given limits.
 //
 // # Concurrency
 //

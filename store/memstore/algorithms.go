@@ -13,8 +13,10 @@ import (
 // directly by an addition, so no fused multiply-add can change a result.
 
 // evaluate returns one limit's outcome for a request of cost c at now and
-// the state to store if the request is admitted. live reports whether e
-// holds unexpired state; when it is false e is ignored.
+// the state to store if the request is recorded: when it is admitted, and
+// for the window algorithms also when it is refused (a counted refusal;
+// the count may then exceed the capacity). live reports whether e holds
+// unexpired state; when it is false e is ignored.
 func evaluate(l store.Limit, e entry, live bool, now, c int64) (outcome, entry) {
 	switch l.Algorithm {
 	case store.SlidingWindowCounter:
@@ -118,6 +120,7 @@ func slidingCounter(l store.Limit, e entry, live bool, now, c int64) (outcome, e
 	est := estimate(now, ws, p, cur, prev)
 	rf, cf := float64(capacity), float64(c)
 	o := outcome{rem0: floorUnits(rf-est, capacity)}
+	recorded := entry{exp: ws + 2*p, ws: ws, cur: cur + c, prev: prev}
 	switch {
 	case cur > 0:
 		o.reset0 = ws + 2*p - now
@@ -128,7 +131,7 @@ func slidingCounter(l store.Limit, e entry, live bool, now, c int64) (outcome, e
 		o.allowed = true
 		o.rem1 = floorUnits(rf-(est+cf), capacity)
 		o.reset1 = ws + 2*p - now
-		return o, entry{exp: ws + 2*p, ws: ws, cur: cur + c, prev: prev}
+		return o, recorded
 	}
 	// First guess: inside this window when the weight of prev can fall far
 	// enough, else inside the next one, where cur has become prev.
@@ -146,7 +149,7 @@ func slidingCounter(l store.Limit, e entry, live bool, now, c int64) (outcome, e
 		ws, cur, prev := counterAt(e, live, t, p)
 		return estimate(t, ws, p, cur, prev)+cf <= rf
 	})
-	return o, entry{}
+	return o, recorded
 }
 
 func fixedWindow(l store.Limit, e entry, live bool, now, c int64) (outcome, entry) {
@@ -163,14 +166,15 @@ func fixedWindow(l store.Limit, e entry, live bool, now, c int64) (outcome, entr
 	if cur > 0 {
 		o.reset0 = left
 	}
+	recorded := entry{exp: ws + p, ws: ws, cur: cur + c}
 	if cur+c <= capacity {
 		o.allowed = true
 		o.rem1 = capacity - cur - c
 		o.reset1 = left
-		return o, entry{exp: ws + p, ws: ws, cur: cur + c}
+		return o, recorded
 	}
 	o.retry = left
-	return o, entry{}
+	return o, recorded
 }
 
 // evaluateLog fills out with every limit's outcome against the sliding
@@ -262,6 +266,25 @@ func (l *runLog) prune(cutoff int64) {
 	i, before := l.after(cutoff)
 	l.head += i
 	l.base = before
+	l.compact()
+}
+
+// trim keeps only the newest k entries. The oldest run kept may lose some
+// of its entries: base then falls inside it.
+func (l *runLog) trim(k int64) {
+	cut := l.total() - k
+	if cut <= l.base {
+		return
+	}
+	r := l.live()
+	l.head += sort.Search(len(r), func(i int) bool { return r[i].cum > cut })
+	l.base = cut
+	l.compact()
+}
+
+// compact moves the live runs to the front once the pruned ones are as
+// many, and returns memory after a large shrink.
+func (l *runLog) compact() {
 	n := len(l.runs) - l.head
 	if l.head > 0 && l.head >= n {
 		copy(l.runs, l.runs[l.head:])

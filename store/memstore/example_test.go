@@ -40,3 +40,37 @@ func Example() {
 	// allowed=true policy=10s remaining=0 retry=0s
 	// allowed=false policy=10s remaining=0 retry=1s
 }
+
+// A login limit: 3 attempts per minute per account, every attempt
+// counted, and a fourth attempt blocks the account for 15 minutes, longer
+// for repeat offences (up to an hour). The block outlives the minute.
+func Example_block() {
+	clock := storetest.NewFakeClock(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
+	s, err := memstore.New(memstore.Options{Clock: clock.Now})
+	if err != nil {
+		panic(err)
+	}
+	req := store.Request{Key: "login:alice", CountDenied: true, Limits: []store.Limit{{
+		Name: "login", Algorithm: store.SlidingWindowLog, Rate: 3, Period: time.Minute,
+		Block: 15 * time.Minute, BlockMax: time.Hour,
+	}}}
+	take := func() {
+		d, _ := s.Take(context.Background(), req)
+		fmt.Printf("allowed=%t blocked=%t started=%t retry=%s\n", d.Allowed, d.Blocked, d.BlockStarted, d.RetryAfter)
+	}
+	for i := 0; i < 5; i++ {
+		take()
+	}
+	clock.Advance(time.Minute)
+	take()
+	clock.Advance(14 * time.Minute)
+	take()
+	// Output:
+	// allowed=true blocked=false started=false retry=0s
+	// allowed=true blocked=false started=false retry=0s
+	// allowed=true blocked=false started=false retry=0s
+	// allowed=false blocked=true started=true retry=15m0s
+	// allowed=false blocked=true started=false retry=15m0s
+	// allowed=false blocked=true started=false retry=14m0s
+	// allowed=true blocked=false started=false retry=0s
+}

@@ -30,10 +30,12 @@ type Options struct {
 	// with a monotonic reading (time.Now has one) keeps limits correct when
 	// the system clock is stepped. Clock must be safe for concurrent use.
 	Clock func() time.Time
-	// MaxKeys caps the number of stored states: one per key and limit, and
-	// one per key and limit set for [store.SlidingWindowLog]. It bounds
-	// memory against floods of distinct keys. Zero means [DefaultMaxKeys];
-	// negative is an error. See [Store.Take] for what happens at the cap.
+	// MaxKeys caps the number of stored states: one per key and limit (for
+	// [store.SlidingWindowLog], per key and limit set), one per key that
+	// has a block, a strike count or remembered de-duplication ids, and one
+	// per remembered id. It bounds memory against floods of distinct keys
+	// and ids. Zero means [DefaultMaxKeys]; negative is an error. See
+	// [Store.Take] for what happens at the cap.
 	MaxKeys int
 	// Shards is the number of independently locked maps the states are
 	// spread over (by a seeded hash of the key). Zero means
@@ -117,7 +119,8 @@ type idKey struct {
 
 // stateKey identifies one stored state: the request key and the limit ID
 // (or, for the sliding window log, the limit set, prefixed with a NUL that
-// no limit ID contains).
+// no limit ID contains; or keyStateID for the key's block, strikes and
+// de-duplication ids).
 type stateKey struct {
 	key string
 	id  string
@@ -126,22 +129,25 @@ type stateKey struct {
 // entry is one stored state. Which fields are used depends on the
 // algorithm (see the state types in algorithms.go).
 type entry struct {
-	exp    int64   // µs; the state is gone at and after exp
-	ts     int64   // bucket: time of the last update
-	tokens float64 // bucket: tokens left at ts
-	ws     int64   // windows: start of the window cur counts
-	cur    int64   // windows: units in window ws
-	prev   int64   // sliding counter: units in window ws-P
-	log    *runLog // sliding log
+	exp    int64     // µs; the state is gone at and after exp
+	ts     int64     // bucket: time of the last update
+	tokens float64   // bucket: tokens left at ts
+	ws     int64     // windows: start of the window cur counts
+	cur    int64     // windows: units in window ws
+	prev   int64     // sliding counter: units in window ws-P
+	log    *runLog   // sliding log
+	ks     *keyState // the key's block, strikes and de-duplication ids
 }
 
 type shard struct {
 	mu     sync.Mutex
 	m      map[stateKey]entry
-	limit  int   // most entries this shard may hold
+	ids    int   // de-duplication ids held by the key states in m
+	kss    int   // entries of m that hold a key state
+	limit  int   // most states (entries and ids) this shard may hold
 	peak   int   // largest len(m) since the map was last rebuilt
 	last   int64 // latest time seen, µs: time never runs backwards in a shard
-	minExp int64 // lower bound of the expiry of every entry in m
+	minExp int64 // lower bound of the expiry of every entry and id in m
 	_      [64]byte
 }
 
@@ -236,35 +242,47 @@ func (s *Store) logID(ids []string) string {
 	return b.String()
 }
 
-// Take implements [store.Store]: it checks req against every limit and
-// records it in all of them only if all admit it.
+// Take implements [store.Store]: in one step under the key's lock it
+// applies the key's block, answers a remembered [store.Request.DedupID],
+// checks req against every limit, records it in all of them only if all
+// admit it (or, with [store.Request.CountDenied], even when refused) and
+// starts a block when a refusing limit has one, as package store
+// specifies.
 //
 // It returns an error wrapping [store.ErrInvalidRequest],
 // [store.ErrInvalidLimit] or [store.ErrCostExceedsCapacity] for an invalid
-// request. When an admitted request needs a new state, the key's shard is
-// at its share of MaxKeys and sweeping it frees nothing, Take records
-// nothing and returns a *[store.BackendError] with Kind
-// [store.KindCapacity] wrapping [store.ErrTooManyKeys] (so it also matches
-// [store.ErrStoreUnavailable]): the caller applies its failure mode. Keys
-// whose states exist keep working at the cap, and denied requests never
-// need a new state.
+// request. When an admitted request needs new states (a limit's, the
+// key's, a remembered id), the key's shard is at its share of MaxKeys and
+// sweeping it frees nothing, Take records nothing and returns a
+// *[store.BackendError] with Kind [store.KindCapacity] wrapping
+// [store.ErrTooManyKeys] (so it also matches [store.ErrStoreUnavailable]):
+// the caller applies its failure mode. A refusal is never turned into an
+// error: when the writes of a refused request (a counted refusal, a new
+// block) need new states that do not fit, they are skipped whole and the
+// request is refused without them, which fails closed. Keys whose states
+// exist keep working at the cap.
 //
-// The memory store never blocks, so ctx is not consulted.
+// The memory store never waits, so ctx is not consulted.
 func (s *Store) Take(_ context.Context, req store.Request) (store.Decision, error) {
 	return s.decide(req, true)
 }
 
 // Peek implements [store.Store]: it returns the decision Take would return
-// now and changes no state (it does not even drop expired state). Errors
-// are those of Take for invalid requests; Peek never fails otherwise.
+// now and changes no state (it does not even drop expired state). It
+// reports an existing block or a remembered de-duplication id; where Take
+// would start a block, Peek reports the limits' refusal without Blocked,
+// since no block exists yet. Errors are those of Take for invalid
+// requests; Peek never fails otherwise.
 func (s *Store) Peek(_ context.Context, req store.Request) (store.Decision, error) {
 	return s.decide(req, false)
 }
 
 // Reset implements [store.Store]: it forgets req.Key's state under
 // req.Limits (for [store.SlidingWindowLog], the log of exactly that limit
-// set). State of the key under other limits is kept. req.Cost is ignored;
-// other fields are validated as for Take.
+// set) and the key's block, strike count and remembered de-duplication
+// ids, which all limits of the key share. State of the key under other
+// limits is kept. req.Cost is ignored; other fields are validated as for
+// Take.
 func (s *Store) Reset(_ context.Context, req store.Request) error {
 	req.Cost = 0
 	if err := req.Validate(); err != nil {
@@ -277,25 +295,27 @@ func (s *Store) Reset(_ context.Context, req store.Request) error {
 	sh := s.shardFor(req.Key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	sh.remove(stateKey{req.Key, keyStateID})
 	if req.Limits[0].Algorithm == store.SlidingWindowLog {
-		delete(sh.m, stateKey{req.Key, s.logID(ids[:len(req.Limits)])})
+		sh.remove(stateKey{req.Key, s.logID(ids[:len(req.Limits)])})
 		return nil
 	}
 	for _, id := range ids[:len(req.Limits)] {
-		delete(sh.m, stateKey{req.Key, id})
+		sh.remove(stateKey{req.Key, id})
 	}
 	return nil
 }
 
 // Len returns the number of states currently stored, expired ones not yet
-// dropped included. It locks each shard in turn, so it is meant for tests
-// and occasional monitoring, not the request path.
+// dropped included, counted as for [Options.MaxKeys]. It locks each shard
+// in turn, so it is meant for tests and occasional monitoring, not the
+// request path.
 func (s *Store) Len() int {
 	n := 0
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		n += len(sh.m)
+		n += sh.size()
 		sh.mu.Unlock()
 	}
 	return n
@@ -312,15 +332,50 @@ type outcome struct {
 	retry        int64
 }
 
+// op is one decision in progress, under its shard's lock.
+type op struct {
+	sh   *shard
+	req  store.Request
+	n    int                     // limits
+	ids  [store.MaxLimits]string // limit IDs, in request order
+	now  int64
+	cost int64
+
+	// Limit states: one per limit, or keys[0] for the sliding window log.
+	log     bool
+	nkeys   int
+	keys    [store.MaxLimits]stateKey
+	exp     [store.MaxLimits]int64 // expiry of the stored state, when present
+	present [store.MaxLimits]bool
+	next    [store.MaxLimits]entry // per-limit state with the request recorded
+	lg      *runLog                // the live log, or nil
+	stale   *runLog                // an expired log whose memory may be reused
+	out     [store.MaxLimits]outcome
+	allowed bool // every limit admits the request
+
+	// The key's block, strikes and de-duplication ids.
+	kk      stateKey
+	ks      *keyState // live, or nil
+	kfound  entry
+	kstored bool // kk is in the map, live or expired
+	dedup   dedupKey
+	created bool // the op stored an entry that was not in the map
+}
+
+// verdict is what the key's block and de-duplication state make of a
+// request.
+type verdict struct {
+	blocked, started, duplicate bool
+}
+
 func (s *Store) decide(req store.Request, take bool) (store.Decision, error) {
 	if err := req.Validate(); err != nil {
 		return store.Decision{}, err
 	}
-	var ids [store.MaxLimits]string
+	o := op{req: req, n: len(req.Limits), cost: req.EffectiveCost()}
 	for i, l := range req.Limits {
-		ids[i] = s.limitID(l)
+		o.ids[i] = s.limitID(l)
 	}
-	n := len(req.Limits)
 	now := s.now()
 	sh := s.shardFor(req.Key)
 	sh.mu.Lock()
@@ -329,161 +384,320 @@ func (s *Store) decide(req store.Request, take bool) (store.Decision, error) {
 		now = sh.last
 	}
 	sh.last = now
-	var out [store.MaxLimits]outcome
-	var err error
-	if req.Limits[0].Algorithm == store.SlidingWindowLog {
-		err = s.decideLog(sh, req, ids[:n], out[:n], now, take)
-	} else {
-		err = s.decidePerLimit(sh, req, ids[:n], out[:n], now, take)
+	o.sh, o.now = sh, now
+	s.load(&o)
+	var v verdict
+	v.blocked = o.ks.blocked(now)
+	if !v.blocked && req.DedupID != "" {
+		o.dedup = dedupKeyOf(req.DedupID)
+		v.duplicate = o.ks.remembers(o.dedup, now)
 	}
-	if err != nil {
-		return store.Decision{}, err
+	if take {
+		if err := o.write(&v); err != nil {
+			return store.Decision{}, err
+		}
 	}
-	return pick(req, ids[:n], out[:n]), nil
+	return o.decision(v), nil
 }
 
-func (s *Store) decidePerLimit(sh *shard, req store.Request, ids []string, out []outcome, now int64, take bool) error {
-	var next [store.MaxLimits]entry
-	var present [store.MaxLimits]bool // in the map, expired or not
-	allowed := true
-	c := req.EffectiveCost()
+// load reads the request's states and evaluates every limit.
+func (s *Store) load(o *op) {
+	sh, req, now := o.sh, o.req, o.now
+	o.kk = stateKey{req.Key, keyStateID}
+	if sh.kss > 0 {
+		o.kfound, o.kstored = sh.m[o.kk]
+		if o.kstored && o.kfound.exp > now {
+			o.ks = o.kfound.ks
+		}
+	}
+	if req.Limits[0].Algorithm == store.SlidingWindowLog {
+		o.log, o.nkeys = true, 1
+		o.keys[0] = stateKey{req.Key, s.logID(o.ids[:o.n])}
+		e, ok := sh.m[o.keys[0]]
+		o.exp[0], o.present[0] = e.exp, ok
+		if ok && e.exp > now {
+			o.lg = e.log
+		} else if ok {
+			o.stale = e.log
+		}
+		o.allowed = evaluateLog(req.Limits, o.lg, now, o.cost, o.out[:o.n])
+		return
+	}
+	o.nkeys = len(req.Limits)
+	o.allowed = true
 	for i, l := range req.Limits {
-		e, ok := sh.m[stateKey{req.Key, ids[i]}]
-		present[i] = ok
-		live := ok && e.exp > now
-		out[i], next[i] = evaluate(l, e, live, now, c)
-		allowed = allowed && out[i].allowed
+		k := stateKey{req.Key, o.ids[i]}
+		e, ok := sh.m[k]
+		o.keys[i], o.exp[i], o.present[i] = k, e.exp, ok
+		o.out[i], o.next[i] = evaluate(l, e, ok && e.exp > now, now, o.cost)
+		o.allowed = o.allowed && o.out[i].allowed
 	}
-	if !take {
-		return nil
-	}
-	if !allowed {
-		for i := range req.Limits {
-			if k := (stateKey{req.Key, ids[i]}); present[i] && sh.m[k].exp <= now {
-				delete(sh.m, k)
+}
+
+// write applies a Take: it records the request, remembers its
+// de-duplication id or starts a block, as v and the limits' verdict say,
+// and updates v.
+func (o *op) write(v *verdict) error {
+	o.dropExpired()
+	req := o.req
+	switch {
+	case v.blocked:
+		// Only a counted refusal writes; skipped when it does not fit.
+		if req.CountDenied && o.fits(o.missing()) {
+			o.record()
+		}
+	case v.duplicate:
+	case o.allowed:
+		need := o.missing()
+		if req.DedupID != "" {
+			if o.ks == nil {
+				need++
+			} else if _, ok := o.ks.ids[o.dedup]; ok {
+				// Expired (a live one makes a duplicate): forget it, so
+				// that remembering it again counts it once.
+				delete(o.ks.ids, o.dedup)
+				o.sh.ids--
 			}
+			need++
 		}
-		return nil
-	}
-	missing := 0
-	for i := range req.Limits {
-		if !present[i] {
-			missing++
-		}
-	}
-	if missing > 0 && !sh.room(now, missing) {
-		// The sweep may have dropped expired entries of this request,
-		// which only makes room; count again.
-		missing = 0
-		for i := range req.Limits {
-			if _, ok := sh.m[stateKey{req.Key, ids[i]}]; !ok {
-				missing++
-			}
-		}
-		if len(sh.m)+missing > sh.limit {
+		if !o.fits(need) {
 			return &store.BackendError{Op: "take", Kind: store.KindCapacity, Err: store.ErrTooManyKeys}
 		}
+		o.record()
+		if req.DedupID != "" {
+			o.remember()
+		}
+	default:
+		strikes := o.ks.strikeCount(o.now)
+		best, ms := blockFor(req.Limits, o.out[:o.n], strikes)
+		need := 0
+		if req.CountDenied {
+			need += o.missing()
+		}
+		if best >= 0 && o.ks == nil {
+			need++
+		}
+		if !o.fits(need) {
+			break
+		}
+		if req.CountDenied {
+			o.record()
+		}
+		if best >= 0 {
+			o.startBlock(best, ms, strikes)
+			v.blocked, v.started = true, true
+		}
 	}
-	for i := range req.Limits {
-		sh.put(stateKey{req.Key, ids[i]}, next[i])
-	}
-	if missing > 0 {
-		sh.sweepSome(now, sweepBatch)
+	if o.created {
+		o.sh.sweepSome(o.now, sweepBatch)
 	}
 	return nil
 }
 
-func (s *Store) decideLog(sh *shard, req store.Request, ids []string, out []outcome, now int64, take bool) error {
-	k := stateKey{req.Key, s.logID(ids)}
-	e, present := sh.m[k]
-	var lg *runLog
-	if present && e.exp > now {
-		lg = e.log
-	}
-	c := req.EffectiveCost()
-	allowed := evaluateLog(req.Limits, lg, now, c, out)
-	if !take {
-		return nil
-	}
-	if !allowed {
-		if present && e.exp <= now {
-			delete(sh.m, k)
+// dropExpired removes the request's expired states from the map, so that
+// every state of the request left in it is live: a sweep cannot remove
+// one, and the count of states a write creates is exact.
+func (o *op) dropExpired() {
+	for i := 0; i < o.nkeys; i++ {
+		if o.present[i] && o.exp[i] <= o.now {
+			delete(o.sh.m, o.keys[i]) // limit state: no key state to count
+			o.present[i] = false
 		}
-		return nil
 	}
-	if !present && !sh.room(now, 1) {
-		return &store.BackendError{Op: "take", Kind: store.KindCapacity, Err: store.ErrTooManyKeys}
+	if o.kstored && o.ks == nil {
+		o.sh.drop(o.kk, o.kfound)
+		o.kstored = false
 	}
-	var longest int64
-	for _, l := range req.Limits {
-		longest = max(longest, l.Period.Microseconds())
+}
+
+// missing returns how many limit states recording the request creates.
+func (o *op) missing() int {
+	n := 0
+	for i := 0; i < o.nkeys; i++ {
+		if !o.present[i] {
+			n++
+		}
 	}
+	return n
+}
+
+// fits reports whether need new states fit in the shard.
+func (o *op) fits(need int) bool {
+	return need == 0 || o.sh.room(o.now, need)
+}
+
+// record adds the request to every limit: an admitted request, or a
+// refused one whose attempt counts.
+func (o *op) record() {
+	if !o.log {
+		for i := 0; i < o.nkeys; i++ {
+			o.sh.put(o.keys[i], o.next[i])
+			o.created = o.created || !o.present[i]
+		}
+		return
+	}
+	var most int64
+	for _, l := range o.req.Limits {
+		most = max(most, l.Rate)
+	}
+	longest := longestPeriod(o.req.Limits)
+	lg := o.lg
 	switch {
 	case lg != nil:
-	case present && e.log != nil: // expired: reuse its memory
-		lg = e.log
+	case o.stale != nil: // expired: reuse its memory
+		lg = o.stale
 		lg.clear()
 	default:
 		lg = &runLog{}
 	}
-	lg.prune(now - longest)
-	lg.add(now, c)
-	sh.put(k, entry{exp: lg.newest() + longest, log: lg})
-	if !present {
-		sh.sweepSome(now, sweepBatch)
+	lg.prune(o.now - longest)
+	lg.add(o.now, o.cost)
+	if o.req.CountDenied {
+		// Counted refusals can outgrow every window's capacity. A
+		// decision never looks past the (capacity − cost + 1)-th newest
+		// entry, so keeping the newest (largest rate + cost) changes none.
+		lg.trim(most + o.cost)
 	}
-	return nil
+	o.sh.put(o.keys[0], entry{exp: lg.newest() + longest, log: lg})
+	o.created = o.created || !o.present[0]
 }
 
-// pick builds the decision from every limit's outcome: for a denied request
-// the denying limit with the longest retry time, for an admitted one the
-// limit with the fewest units remaining; ties go to the earliest limit.
-// Remaining and ResetAfter describe the limits after the request when it
-// is admitted and without it when it is denied.
-func pick(req store.Request, ids []string, out []outcome) store.Decision {
-	allowed := true
-	for _, o := range out {
-		allowed = allowed && o.allowed
+// keyState returns the key's state, creating it when the key has none.
+func (o *op) keyState() *keyState {
+	if o.ks == nil {
+		o.ks = &keyState{}
+		o.sh.kss++
+		o.created = true
 	}
-	rem := func(o outcome) (int64, int64) {
-		if allowed {
-			return o.rem1, o.reset1
+	return o.ks
+}
+
+// storeKeyState writes the key's state back with its new expiry.
+func (o *op) storeKeyState() {
+	o.sh.put(o.kk, entry{exp: o.ks.expiry(), ks: o.ks})
+	o.kstored = true
+}
+
+// remember stores the admitted request's de-duplication id for the
+// longest period of its limits. The caller has removed any earlier entry
+// of the id. Expired ids are pruned once the key holds twice as many as
+// at the last pruning (plus 16): amortized O(1) per id.
+func (o *op) remember() {
+	ks := o.keyState()
+	if ks.ids == nil {
+		ks.ids = make(map[dedupKey]int64)
+	}
+	exp := o.now + longestPeriod(o.req.Limits)
+	ks.ids[cloneID(o.dedup)] = exp
+	o.sh.ids++
+	ks.idsEnd = max(ks.idsEnd, exp)
+	o.sh.minExp = min(o.sh.minExp, exp)
+	if len(ks.ids) > 2*ks.idsLive+16 {
+		ks.pruneIDs(o.sh, o.now)
+	}
+	o.storeKeyState()
+}
+
+// startBlock blocks the key for ms milliseconds on behalf of limit best
+// and, when that limit escalates, counts the strike. strikes is the
+// key's strike count before this block.
+func (o *op) startBlock(best int, ms, strikes int64) {
+	ks := o.keyState()
+	l := o.req.Limits[best]
+	nowMS := floorMS(o.now)
+	ks.blockEnd = nowMS + ms
+	ks.scope = o.ids[best]
+	if l.BlockMax > l.Block {
+		ks.strikes = strikes + 1
+		ks.strikesEnd = nowMS + ms + l.BlockMax.Milliseconds()
+	}
+	o.storeKeyState()
+}
+
+// decision builds the answer. A blocked request reports the block: its
+// remaining time in whole milliseconds as RetryAfter and ResetAfter, the
+// limit that started it as Policy (Index -1 when that limit is not in the
+// request). Otherwise the deciding limit is, for a refused request, the
+// refusing limit with the longest retry time, for an admitted one (a
+// duplicate included) the limit with the fewest units remaining; ties go
+// to the earliest limit. Remaining, ResetAfter and PerLimit describe the
+// limits after the request when it was admitted and recorded, and without
+// it otherwise.
+func (o *op) decision(v verdict) store.Decision {
+	n := o.n
+	out := o.out[:n]
+	allowed := !v.blocked && (v.duplicate || o.allowed)
+	after := allowed && !v.duplicate
+	var dec store.Decision
+	if v.blocked {
+		left := micros((o.ks.blockEnd - floorMS(o.now)) * 1000)
+		dec = store.Decision{
+			Limit:        o.req.Limits[0].Capacity(),
+			ResetAfter:   left,
+			RetryAfter:   left,
+			Policy:       o.ks.scope,
+			Index:        -1,
+			Blocked:      true,
+			BlockStarted: v.started,
 		}
-		return o.rem0, o.reset0
-	}
-	d := -1
-	for i, o := range out {
-		switch {
-		case allowed:
-			if r, _ := rem(o); d < 0 || r < out[d].rem1 {
-				d = i
-			}
-		case !o.allowed:
-			if d < 0 || o.retry > out[d].retry {
-				d = i
+		for i, id := range o.ids[:n] {
+			if id == o.ks.scope {
+				dec.Limit, dec.Index = o.req.Limits[i].Capacity(), i
+				break
 			}
 		}
+	} else {
+		d := -1
+		for i := range out {
+			switch {
+			case allowed:
+				if d < 0 || remaining(out[i], after) < remaining(out[d], after) {
+					d = i
+				}
+			case !out[i].allowed:
+				if d < 0 || out[i].retry > out[d].retry {
+					d = i
+				}
+			}
+		}
+		dec = store.Decision{
+			Allowed:    allowed,
+			Limit:      o.req.Limits[d].Capacity(),
+			Remaining:  remaining(out[d], after),
+			ResetAfter: micros(resetAfter(out[d], after)),
+			Policy:     o.ids[d],
+			Index:      d,
+			Duplicate:  v.duplicate,
+		}
+		if !allowed {
+			dec.RetryAfter = micros(out[d].retry)
+		}
 	}
-	remaining, reset := rem(out[d])
-	dec := store.Decision{
-		Allowed:    allowed,
-		Limit:      req.Limits[d].Capacity(),
-		Remaining:  remaining,
-		ResetAfter: micros(reset),
-		Policy:     ids[d],
-		Index:      d,
-	}
-	if !allowed {
-		dec.RetryAfter = micros(out[d].retry)
-	}
-	if len(out) > 1 {
-		dec.PerLimit = make([]store.LimitState, len(out))
-		for i, o := range out {
-			r, t := rem(o)
-			dec.PerLimit[i] = store.LimitState{Remaining: r, ResetAfter: micros(t)}
+	if n > 1 {
+		dec.PerLimit = make([]store.LimitState, n)
+		for i, oc := range out {
+			dec.PerLimit[i] = store.LimitState{Remaining: remaining(oc, after), ResetAfter: micros(resetAfter(oc, after))}
 		}
 	}
 	return dec
+}
+
+// remaining returns a limit's units left after the request (after) or
+// without it.
+func remaining(o outcome, after bool) int64 {
+	if after {
+		return o.rem1
+	}
+	return o.rem0
+}
+
+// resetAfter returns a limit's time to full capacity in µs, after the
+// request (after) or without it.
+func resetAfter(o outcome, after bool) int64 {
+	if after {
+		return o.reset1
+	}
+	return o.reset0
 }
 
 // micros converts microseconds to a Duration, saturating: a bucket with a
@@ -499,7 +713,12 @@ func micros(us int64) time.Duration {
 // sweepBatch is how many entries an insertion examines for expiry.
 const sweepBatch = 4
 
-// put stores e under k and keeps the shard's bookkeeping.
+// size returns the number of states the shard holds: its entries and the
+// de-duplication ids of its key states.
+func (sh *shard) size() int { return len(sh.m) + sh.ids }
+
+// put stores e under k and keeps the shard's bookkeeping. A key state
+// entry must be counted in kss by its creator.
 func (sh *shard) put(k stateKey, e entry) {
 	sh.m[k] = e
 	if e.exp < sh.minExp {
@@ -510,12 +729,28 @@ func (sh *shard) put(k stateKey, e entry) {
 	}
 }
 
+// drop deletes the entry e stored under k and keeps the shard's counts.
+func (sh *shard) drop(k stateKey, e entry) {
+	delete(sh.m, k)
+	if e.ks != nil {
+		sh.kss--
+		sh.ids -= len(e.ks.ids)
+	}
+}
+
+// remove deletes the entry under k, if any.
+func (sh *shard) remove(k stateKey) {
+	if e, ok := sh.m[k]; ok {
+		sh.drop(k, e)
+	}
+}
+
 // sweepSome drops expired entries among up to n entries of the map, which
 // Go iterates from a random position.
 func (sh *shard) sweepSome(now int64, n int) {
 	for k, e := range sh.m {
 		if e.exp <= now {
-			delete(sh.m, k)
+			sh.drop(k, e)
 		}
 		if n--; n == 0 {
 			return
@@ -523,12 +758,13 @@ func (sh *shard) sweepSome(now int64, n int) {
 	}
 }
 
-// room reports whether need more entries fit in the shard, sweeping every
-// expired entry first when some may exist. A full sweep recomputes minExp,
-// so it runs again only once something has certainly expired or an entry
-// whose expiry was the minimum has been rewritten.
+// room reports whether need more states fit in the shard, sweeping every
+// expired entry and de-duplication id first when some may exist. A full
+// sweep recomputes minExp, so it runs again only once something has
+// certainly expired or an entry whose expiry was the minimum has been
+// rewritten.
 func (sh *shard) room(now int64, need int) bool {
-	if len(sh.m)+need <= sh.limit {
+	if sh.size()+need <= sh.limit {
 		return true
 	}
 	if now < sh.minExp {
@@ -537,10 +773,13 @@ func (sh *shard) room(now int64, need int) bool {
 	minExp := int64(math.MaxInt64)
 	for k, e := range sh.m {
 		if e.exp <= now {
-			delete(sh.m, k)
+			sh.drop(k, e)
 			continue
 		}
 		minExp = min(minExp, e.exp)
+		if e.ks != nil && len(e.ks.ids) > 0 {
+			minExp = min(minExp, e.ks.pruneIDs(sh, now))
+		}
 	}
 	sh.minExp = minExp
 	if sh.peak > 1024 && len(sh.m) < sh.peak/4 {
@@ -552,5 +791,5 @@ func (sh *shard) room(now int64, need int) bool {
 		sh.m = m
 		sh.peak = len(m)
 	}
-	return len(sh.m)+need <= sh.limit
+	return sh.size()+need <= sh.limit
 }

@@ -10,18 +10,38 @@ import (
 )
 
 // keyTTLs lists every live state of s with its time to live, like the
-// Redis store's keys and their PTTL.
+// Redis store's keys and their PTTL, named as storetest.Harness.KeyTTLs
+// expects: a key state shows as up to three keys, "<key>:block",
+// "<key>:strikes" and "<key>:dedup", each with the lifetime of its part.
+// Request keys are shown in hex, so that no key can pass for another kind.
 func keyTTLs(s *Store) func(context.Context) (map[string]time.Duration, error) {
 	return func(context.Context) (map[string]time.Duration, error) {
 		now := s.now()
 		out := map[string]time.Duration{}
+		add := func(name string, exp int64) {
+			if exp > now {
+				out[name] = time.Duration(exp-now) * time.Microsecond
+			}
+		}
 		for i := range s.shards {
 			sh := &s.shards[i]
 			sh.mu.Lock()
 			for k, e := range sh.m {
-				if e.exp > now {
-					out[fmt.Sprintf("%q/%q", k.key, k.id)] = time.Duration(e.exp-now) * time.Microsecond
+				if e.exp <= now {
+					continue
 				}
+				base := fmt.Sprintf("%x", k.key)
+				if ks := e.ks; ks != nil {
+					add(base+":block", ks.blockEnd*1000)
+					if ks.strikes > 0 {
+						add(base+":strikes", (ks.strikesEnd+1)*1000)
+					}
+					if len(ks.ids) > 0 {
+						add(base+":dedup", ks.idsEnd)
+					}
+					continue
+				}
+				add(fmt.Sprintf("%s/%q", base, k.id), e.exp)
 			}
 			sh.mu.Unlock()
 		}

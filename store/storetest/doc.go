@@ -31,7 +31,8 @@
 //     milliseconds between the store and the test: exact counts, honest
 //     retry times (waiting RetryAfter admits), invariants of every
 //     decision. Subtests that need exact boundaries are skipped with a
-//     reason. No subtest sleeps for more than about three seconds, but the
+//     reason, and periods and blocks are shorter (blocks of 0.1 to 2
+//     seconds). No subtest sleeps for more than about three seconds, but the
 //     subtests sleep in parallel only up to -parallel (GOMAXPROCS by
 //     default): run real-time suites with -parallel 64 or so.
 //
@@ -46,7 +47,10 @@
 // suite checks that every key expires, no later than its state's lifetime
 // and no earlier than its state matters, that peeks create nothing, and
 // that nothing survives Reset or the lifetime. Replay-protection keys
-// (containing ":op:") may live up to 10 seconds.
+// (containing ":op:") may live up to 10 seconds. Keys are told apart by
+// name (see [Harness.KeyTTLs]): blocks (":block"), strike counters
+// (":strikes") and de-duplication ids (":dedup") are checked against the
+// block's duration, the block plus BlockMax and the longest period.
 //
 // # What is checked
 //
@@ -78,6 +82,37 @@
 //     one with the fewest units left (admitted) or the longest RetryAfter
 //     (denied); PerLimit describes every limit.
 //   - ttl: key lifetimes, as above.
+//   - block: a refusal by a limit with a Block starts a block (Blocked,
+//     BlockStarted, Policy and Index of that limit, RetryAfter the
+//     block's duration); the block refuses every request of the key, with
+//     any limits, peeks included, and outlives the counting window with
+//     RetryAfter its remaining time; after it the key is fresh, and
+//     without BlockMax the next block lasts as long.
+//   - block-started-once: 100 concurrent takes (and 64 counted ones) of
+//     rate 5 admit 5; every refusal is Blocked, exactly one BlockStarted.
+//   - threshold (window algorithms): 100 concurrent attempts of rate 5
+//     admit 5 with ThresholdExceed and 4 with ThresholdReach, each
+//     starting one block.
+//   - block-escalation: Block b, BlockMax 4b: blocks of b, 2b, 4b, 4b; the
+//     strike count lapses the block plus BlockMax after the latest block
+//     started, and blocks start again at b.
+//   - block-choice: the longest (escalated) block among the refusing
+//     limits wins, ties to the earliest; admitting limits and limits
+//     without a Block start none; strikes belong to the key.
+//   - block-reset: Reset lifts the block and forgets strikes and
+//     remembered ids, under any limits of the key.
+//   - block-ttl (needs KeyTTLs): block, strike and de-duplication keys
+//     live as long as they matter and no longer.
+//   - peek-blocks: a peek never starts a block, reports an existing one
+//     without extending it, records no counted refusal, and a remembered
+//     id does not pass a block.
+//   - count-denied (window algorithms): refused and blocked attempts are
+//     recorded in every limit and use up units; the window then empties
+//     as usual.
+//   - dedup: an admitted id admits its repeats without recording them
+//     (Duplicate, Remaining unchanged); refused ids are not remembered;
+//     ids are per key, distinct ids (storage syntax, long ones) count
+//     apart, and an id lasts the longest period of the request's limits.
 //
 // Across algorithms: invalid-requests (every malformed request is an error
 // matching its sentinel, never ErrStoreUnavailable),
@@ -87,9 +122,15 @@
 // 0 <= Remaining <= Limit, Limit and Policy those of Limits[Index],
 // RetryAfter zero exactly when allowed, durations in whole microseconds and
 // no longer than the state's lifetime, PerLimit present exactly for
-// multi-limit requests and consistent with the deciding limit.
+// multi-limit requests and consistent with the deciding limit. A blocked
+// decision instead reports Remaining 0, RetryAfter and ResetAfter equal,
+// in whole milliseconds and no longer than the longest block the subtest
+// asked for, and Index -1 exactly when the blocking limit is not in the
+// request. Blocked is never reported before the subtest has sent a limit
+// with a Block, BlockStarted only by a Take, Duplicate only for an
+// admitted request with a DedupID.
 //
-// Blocks ([store.Limit.Block]), counted refusals
-// ([store.Request.CountDenied]) and de-duplication
-// ([store.Request.DedupID]) are not covered yet.
+// Blocks are asserted in whole milliseconds, as Redis keeps TTLs: with an
+// exact clock a block is checked a millisecond before its end, not a
+// microsecond.
 package storetest

@@ -33,10 +33,13 @@ type Harness struct {
 	// holds, with its remaining time to live; keys that have expired are
 	// omitted and a key without a TTL is reported with a negative duration
 	// (Redis PTTL -1). With real time a key in its last millisecond may
-	// show 0. It
-	// must see only this harness's keys (for Redis: those under a key
-	// prefix of its own), because subtests run in parallel. Optional: the
-	// TTL and "peek creates nothing" assertions need it.
+	// show 0. It must see only this harness's keys (for Redis: those under
+	// a key prefix of its own), because subtests run in parallel. The
+	// suite tells keys apart by name: a key containing ":op:" is a replay
+	// record, one ending in ":block" a block, one ending in ":strikes" a
+	// strike counter, one containing ":dedup" holds de-duplication ids,
+	// and any other key holds limit state. Optional: the TTL and "peek
+	// creates nothing" assertions need it.
 	KeyTTLs func(ctx context.Context) (map[string]time.Duration, error)
 }
 
@@ -59,6 +62,25 @@ type env struct {
 	ctx    context.Context
 	prefix string
 	seq    atomic.Int64
+	born   time.Time    // wall clock at the subtest's start
+	moved  atomic.Int64 // total of advance, ns
+	// longestBlock is the longest block (Block, or BlockMax when larger)
+	// of any request the subtest has sent: no block lasts longer, and no
+	// decision may report a block before one could exist.
+	longestBlock atomic.Int64
+}
+
+// note records what a request may cause, before it is sent.
+func (e *env) note(r store.Request) {
+	for _, l := range r.Limits {
+		b := int64(max(l.Block, l.BlockMax))
+		for {
+			cur := e.longestBlock.Load()
+			if b <= cur || e.longestBlock.CompareAndSwap(cur, b) {
+				break
+			}
+		}
+	}
 }
 
 func newEnv(t *testing.T, newHarness func(t *testing.T) Harness) *env {
@@ -72,7 +94,7 @@ func newEnv(t *testing.T, newHarness func(t *testing.T) Harness) *env {
 	if _, err := rand.Read(b[:]); err != nil {
 		t.Fatalf("storetest: random key prefix: %v", err)
 	}
-	return &env{T: t, h: h, ctx: context.Background(), prefix: "st-" + hex.EncodeToString(b[:]) + "-"}
+	return &env{T: t, h: h, ctx: context.Background(), prefix: "st-" + hex.EncodeToString(b[:]) + "-", born: time.Now()}
 }
 
 // key returns a key no other subtest uses.
@@ -100,6 +122,38 @@ func (e *env) needKeyTTLs() {
 func (e *env) advance(d time.Duration) {
 	if d > 0 {
 		e.h.Advance(d)
+		e.moved.Add(int64(d))
+	}
+}
+
+// clock returns the time since the subtest started: the total of advance
+// with an exact clock, the wall clock's with real time.
+func (e *env) clock() time.Duration {
+	if e.h.Exact {
+		return time.Duration(e.moved.Load())
+	}
+	return time.Since(e.born)
+}
+
+// pick returns exact with an exact clock and real with real time: real
+// time wants short periods and blocks, since the suite sleeps through
+// them.
+func pick[T any](e *env, exact, real T) T {
+	if e.h.Exact {
+		return exact
+	}
+	return real
+}
+
+// near asserts a duration: equal to want with an exact clock, within slack
+// of it with real time.
+func (e *env) near(what string, got, want time.Duration) {
+	e.Helper()
+	switch {
+	case e.h.Exact && got != want:
+		e.Errorf("%s: got %s, want %s", what, got, want)
+	case !e.h.Exact && (got < want-slack || got > want+slack):
+		e.Errorf("%s: got %s, want %s ± %s", what, got, want, slack)
 	}
 }
 
@@ -114,21 +168,23 @@ func (e *env) past(d time.Duration) {
 
 func (e *env) take(r store.Request) store.Decision {
 	e.Helper()
+	e.note(r)
 	d, err := e.h.Store.Take(e.ctx, r)
 	if err != nil {
 		e.Fatalf("Take(%s): got error %v, want nil", describe(r), err)
 	}
-	checkDecision(e.T, "Take", r, d)
+	e.checkDecision("Take", r, d)
 	return d
 }
 
 func (e *env) peek(r store.Request) store.Decision {
 	e.Helper()
+	e.note(r)
 	d, err := e.h.Store.Peek(e.ctx, r)
 	if err != nil {
 		e.Fatalf("Peek(%s): got error %v, want nil", describe(r), err)
 	}
-	checkDecision(e.T, "Peek", r, d)
+	e.checkDecision("Peek", r, d)
 	return d
 }
 
@@ -202,22 +258,62 @@ func (e *env) windowRoom(alg store.Algorithm, need time.Duration, periods ...tim
 }
 
 // keys returns the harness's storage keys, split into replay-protection
-// keys and state keys.
+// keys and state keys (limit state, blocks, strike counters and
+// de-duplication ids).
 func (e *env) keys() (ops, states map[string]time.Duration) {
+	e.Helper()
+	all := e.keysByKind()
+	ops, states = all[kindOp], map[string]time.Duration{}
+	for kind, keys := range all {
+		if kind == kindOp {
+			continue
+		}
+		for k, ttl := range keys {
+			states[k] = ttl
+		}
+	}
+	return ops, states
+}
+
+// Kinds of storage keys, told apart by name (see [Harness.KeyTTLs]).
+const (
+	kindOp      = "replay"
+	kindBlock   = "block"
+	kindStrikes = "strikes"
+	kindDedup   = "de-duplication"
+	kindState   = "limit state"
+)
+
+func keyKind(k string) string {
+	switch {
+	case strings.Contains(k, ":op:"):
+		return kindOp
+	case strings.HasSuffix(k, ":block"):
+		return kindBlock
+	case strings.HasSuffix(k, ":strikes"):
+		return kindStrikes
+	case strings.Contains(k, ":dedup"):
+		return kindDedup
+	}
+	return kindState
+}
+
+// keysByKind returns the harness's storage keys by kind; every kind is
+// present in the map, possibly empty.
+func (e *env) keysByKind() map[string]map[string]time.Duration {
 	e.Helper()
 	all, err := e.h.KeyTTLs(e.ctx)
 	if err != nil {
 		e.Fatalf("KeyTTLs: got error %v, want nil", err)
 	}
-	ops, states = map[string]time.Duration{}, map[string]time.Duration{}
-	for k, ttl := range all {
-		if strings.Contains(k, ":op:") {
-			ops[k] = ttl
-		} else {
-			states[k] = ttl
-		}
+	out := map[string]map[string]time.Duration{}
+	for _, kind := range []string{kindOp, kindBlock, kindStrikes, kindDedup, kindState} {
+		out[kind] = map[string]time.Duration{}
 	}
-	return ops, states
+	for k, ttl := range all {
+		out[keyKind(k)][k] = ttl
+	}
+	return out
 }
 
 // limit returns an unnamed limit.
@@ -267,30 +363,33 @@ func ceilDiv(p time.Duration, n, d int64) time.Duration {
 	return time.Duration(math.Ceil(us)) * time.Microsecond
 }
 
-// checkDecision asserts what holds for every decision.
-func checkDecision(t *testing.T, op string, r store.Request, d store.Decision) {
-	t.Helper()
+// checkDecision asserts what holds for every decision. It is safe for
+// concurrent use.
+func (e *env) checkDecision(op string, r store.Request, d store.Decision) {
+	e.Helper()
+	e.note(r)
 	fail := func(format string, args ...any) {
-		t.Helper()
-		t.Errorf("%s(%s) = %s: %s", op, describe(r), show(d), fmt.Sprintf(format, args...))
+		e.Helper()
+		e.Errorf("%s(%s) = %s: %s", op, describe(r), show(d), fmt.Sprintf(format, args...))
 	}
-	if d.Blocked || d.BlockStarted || d.Duplicate {
-		fail("got Blocked %t, BlockStarted %t, Duplicate %t, want false: the request uses neither blocks nor de-duplication", d.Blocked, d.BlockStarted, d.Duplicate)
+	blocks := false
+	for _, l := range r.Limits {
+		blocks = blocks || l.Block > 0
 	}
-	if d.Index < 0 || d.Index >= len(r.Limits) {
-		fail("Index: got %d, want 0..%d", d.Index, len(r.Limits)-1)
-		return
+	switch {
+	case d.Blocked && e.longestBlock.Load() == 0:
+		fail("got Blocked, want false: no request of this test has a Block")
+	case d.BlockStarted && (op != "Take" || !d.Blocked || !blocks):
+		fail("got BlockStarted, want it only from a Take that is Blocked and has a limit with a Block")
+	case d.Duplicate && (r.DedupID == "" || !d.Allowed):
+		fail("got Duplicate, want it only for an admitted request with a DedupID")
 	}
-	l := r.Limits[d.Index]
 	switch {
 	case len(r.Limits) == 1 && d.PerLimit != nil:
 		fail("PerLimit: got %d entries, want nil for a single-limit request", len(d.PerLimit))
 	case len(r.Limits) > 1 && len(d.PerLimit) != len(r.Limits):
 		fail("PerLimit: got %d entries, want %d (one per limit)", len(d.PerLimit), len(r.Limits))
 	case len(r.Limits) > 1:
-		if p := d.PerLimit[d.Index]; p.Remaining != d.Remaining || p.ResetAfter != d.ResetAfter {
-			fail("PerLimit[%d]: got {%d %s}, want the deciding limit's Remaining and ResetAfter", d.Index, p.Remaining, p.ResetAfter)
-		}
 		for i, p := range d.PerLimit {
 			lt := lifetime(store.Request{Limits: r.Limits[i : i+1]}) + time.Microsecond
 			if p.Remaining < 0 || p.Remaining > r.Limits[i].Capacity() || p.ResetAfter < 0 || p.ResetAfter > lt || p.ResetAfter%time.Microsecond != 0 {
@@ -299,6 +398,20 @@ func checkDecision(t *testing.T, op string, r store.Request, d store.Decision) {
 			if d.Allowed && p.Remaining < d.Remaining {
 				fail("PerLimit[%d]: got Remaining %d, want >= %d: an admitted request reports the limit with the fewest remaining", i, p.Remaining, d.Remaining)
 			}
+		}
+	}
+	if d.Blocked {
+		e.checkBlockedDecision(r, d, fail)
+		return
+	}
+	if d.Index < 0 || d.Index >= len(r.Limits) {
+		fail("Index: got %d, want 0..%d", d.Index, len(r.Limits)-1)
+		return
+	}
+	l := r.Limits[d.Index]
+	if len(r.Limits) > 1 {
+		if p := d.PerLimit[d.Index]; p.Remaining != d.Remaining || p.ResetAfter != d.ResetAfter {
+			fail("PerLimit[%d]: got {%d %s}, want the deciding limit's Remaining and ResetAfter", d.Index, p.Remaining, p.ResetAfter)
 		}
 	}
 	if d.Policy != l.ID() {
@@ -319,7 +432,7 @@ func checkDecision(t *testing.T, op string, r store.Request, d store.Decision) {
 	if !d.Allowed && d.Remaining >= r.EffectiveCost() {
 		fail("Remaining: got %d, want < cost %d when denied", d.Remaining, r.EffectiveCost())
 	}
-	if d.Allowed && d.ResetAfter <= 0 {
+	if d.Allowed && !d.Duplicate && d.ResetAfter <= 0 {
 		fail("ResetAfter: got %s, want > 0 after an admitted request", d.ResetAfter)
 	}
 	if d.ResetAfter < 0 {
@@ -330,6 +443,41 @@ func checkDecision(t *testing.T, op string, r store.Request, d store.Decision) {
 	}
 	if lt := lifetime(r) + time.Microsecond; d.RetryAfter > lt || d.ResetAfter > lt {
 		fail("durations: got RetryAfter %s, ResetAfter %s, want <= %s (the state's lifetime)", d.RetryAfter, d.ResetAfter, lt)
+	}
+}
+
+// checkBlockedDecision asserts what holds for a refusal because of a
+// block: it names the limit that started the block (Index -1 when that
+// limit is not in the request, and then Limit is the first limit's
+// capacity), reports no unit remaining and the block's remaining time, in
+// whole milliseconds, as RetryAfter and ResetAfter.
+func (e *env) checkBlockedDecision(r store.Request, d store.Decision, fail func(string, ...any)) {
+	e.Helper()
+	switch {
+	case d.Allowed || d.Duplicate:
+		fail("got Allowed %t, Duplicate %t, want false for a blocked request", d.Allowed, d.Duplicate)
+	case d.Remaining != 0:
+		fail("Remaining: got %d, want 0 for a blocked request", d.Remaining)
+	case d.RetryAfter <= 0 || d.RetryAfter%time.Millisecond != 0:
+		fail("RetryAfter: got %s, want > 0 and whole milliseconds (the block's remaining time)", d.RetryAfter)
+	case d.RetryAfter > time.Duration(e.longestBlock.Load()):
+		fail("RetryAfter: got %s, want <= %s (the longest block of this test)", d.RetryAfter, time.Duration(e.longestBlock.Load()))
+	case d.ResetAfter != d.RetryAfter:
+		fail("ResetAfter: got %s, want RetryAfter %s for a blocked request", d.ResetAfter, d.RetryAfter)
+	case d.Policy == "":
+		fail("Policy: got \"\", want the ID of the limit that started the block")
+	case d.Index < -1 || d.Index >= len(r.Limits):
+		fail("Index: got %d, want -1..%d", d.Index, len(r.Limits)-1)
+	case d.Index >= 0 && (d.Policy != r.Limits[d.Index].ID() || d.Limit != r.Limits[d.Index].Capacity()):
+		fail("Policy, Limit: got %q, %d, want %q, %d (Limits[%d])", d.Policy, d.Limit, r.Limits[d.Index].ID(), r.Limits[d.Index].Capacity(), d.Index)
+	case d.Index == -1 && d.Limit != r.Limits[0].Capacity():
+		fail("Limit: got %d, want %d (the first limit's capacity, the blocking limit not being in the request)", d.Limit, r.Limits[0].Capacity())
+	case d.Index == -1:
+		for i, l := range r.Limits {
+			if l.ID() == d.Policy {
+				fail("Index: got -1, want %d: Policy %q is the ID of Limits[%d]", i, d.Policy, i)
+			}
+		}
 	}
 }
 
@@ -345,8 +493,28 @@ func describe(r store.Request) string {
 		if l.Burst != 0 {
 			ls[i] += fmt.Sprintf(" burst %d", l.Burst)
 		}
+		if l.Threshold == store.ThresholdReach {
+			ls[i] += " reach"
+		}
+		if l.Block != 0 {
+			ls[i] += fmt.Sprintf(" block %s", l.Block)
+		}
+		if l.BlockMax != 0 {
+			ls[i] += fmt.Sprintf(" max %s", l.BlockMax)
+		}
 	}
-	return fmt.Sprintf("key %q, cost %d, limits [%s]", k, r.Cost, strings.Join(ls, ", "))
+	s := fmt.Sprintf("key %q, cost %d, limits [%s]", k, r.Cost, strings.Join(ls, ", "))
+	if r.CountDenied {
+		s += ", count denied"
+	}
+	if r.DedupID != "" {
+		id := r.DedupID
+		if len(id) > 24 {
+			id = fmt.Sprintf("%s...(%d bytes)", id[:16], len(id))
+		}
+		s += fmt.Sprintf(", dedup %q", id)
+	}
+	return s
 }
 
 // show renders a decision for messages.

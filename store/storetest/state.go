@@ -42,7 +42,8 @@ func testPeek(e *env, alg store.Algorithm) {
 }
 
 // testPeekCreatesNothing (needs KeyTTLs): peeks on fresh keys create no
-// storage key at all; after a take, peeks add no key and extend no TTL.
+// storage key at all, even with a de-duplication id, a limit with a Block
+// or CountDenied; after a take, peeks add no key and extend no TTL.
 func testPeekCreatesNothing(e *env, alg store.Algorithm) {
 	e.needKeyTTLs()
 	la := named("a", alg, 3, time.Hour)
@@ -51,6 +52,10 @@ func testPeekCreatesNothing(e *env, alg store.Algorithm) {
 	k1, k2 := e.key(), e.key()
 	e.peek(req(k1, 1, la))
 	e.peek(req(k2, 3, la, lb))
+	blocks := req(e.key(), 1, blocking("c", alg, 1, time.Hour, time.Second, 4*time.Second))
+	blocks.DedupID = "id"
+	blocks.CountDenied = windowAlg(alg)
+	e.peek(blocks)
 	if ops, states := e.keys(); len(ops)+len(states) != 0 {
 		e.Fatalf("after peeks on fresh keys: got keys %q %q, want none", sortedKeys(ops), sortedKeys(states))
 	}
@@ -62,6 +67,7 @@ func testPeekCreatesNothing(e *env, alg store.Algorithm) {
 	e.peek(req(k1, 1, la))
 	e.peek(req(k1, 2, la, lb))
 	e.peek(req(k2, 1, la))
+	e.peek(withID(req(k1, 1, la), "id"))
 	ops2, after := e.keys()
 	for _, set := range []struct {
 		name          string
@@ -211,7 +217,7 @@ func testConcurrent(e *env, alg store.Algorithm) {
 						e.Errorf("%s: Take: got error %v, want nil", tc.name, err)
 						return
 					}
-					checkDecision(e.T, "Take", r, d)
+					e.checkDecision("Take", r, d)
 					if d.Allowed {
 						admitted.Add(1)
 					}

@@ -24,11 +24,25 @@ type broken struct {
 	peek  func(s store.Store, ctx context.Context, r store.Request) (store.Decision, error)
 	reset func(s store.Store, ctx context.Context, r store.Request) error
 	key   func(string) string
+	// limit, when set, rewrites every limit of every request.
+	limit func(store.Limit) store.Limit
+	// request, when set, rewrites every request.
+	request func(store.Request) store.Request
 }
 
 func (b broken) fix(r store.Request) store.Request {
 	if b.key != nil {
 		r.Key = b.key(r.Key)
+	}
+	if b.limit != nil {
+		ls := make([]store.Limit, len(r.Limits))
+		for i, l := range r.Limits {
+			ls[i] = b.limit(l)
+		}
+		r.Limits = ls
+	}
+	if b.request != nil {
+		r = b.request(r)
 	}
 	return r
 }
@@ -92,7 +106,7 @@ var mutants = map[string]struct {
 	},
 	"reset forgets nothing": {
 		broken{reset: func(store.Store, context.Context, store.Request) error { return nil }},
-		[]string{"gcra/reset", "sliding_window_log/reset", "reset-ignores-cost"},
+		[]string{"gcra/reset", "sliding_window_log/reset", "reset-ignores-cost", "fixed_window/block-reset"},
 	},
 	"records each limit on its own": {
 		broken{take: func(s store.Store, ctx context.Context, r store.Request) (store.Decision, error) {
@@ -129,6 +143,73 @@ var mutants = map[string]struct {
 		}},
 		[]string{"gcra/concurrent", "fixed_window/concurrent"},
 	},
+	"ignores blocks": {
+		broken{limit: func(l store.Limit) store.Limit { l.Block, l.BlockMax = 0, 0; return l }},
+		[]string{"gcra/block", "token_bucket/block-escalation", "sliding_window_log/block-started-once",
+			"sliding_window_log/threshold", "fixed_window/block-choice", "sliding_window_counter/peek-blocks",
+			"fixed_window/count-denied"},
+	},
+	"never escalates": {
+		broken{limit: func(l store.Limit) store.Limit { l.BlockMax = 0; return l }},
+		[]string{"gcra/block-escalation", "sliding_window_log/block-escalation", "fixed_window/block-choice", "token_bucket/block-reset"},
+	},
+	"reports every blocked refusal as the block's start": {
+		broken{take: func(s store.Store, ctx context.Context, r store.Request) (store.Decision, error) {
+			d, err := s.Take(ctx, r)
+			if d.Blocked {
+				d.BlockStarted = true
+			}
+			return d, err
+		}},
+		[]string{"gcra/block-started-once", "sliding_window_log/threshold", "fixed_window/block"},
+	},
+	"peeks start blocks": {
+		broken{peek: func(s store.Store, ctx context.Context, r store.Request) (store.Decision, error) {
+			d, err := s.Peek(ctx, r)
+			if err == nil && !d.Allowed && !d.Blocked {
+				for _, l := range r.Limits {
+					if l.Block > 0 {
+						s.Take(ctx, r)
+						return s.Peek(ctx, r)
+					}
+				}
+			}
+			return d, err
+		}},
+		[]string{"gcra/peek-blocks", "sliding_window_counter/peek-blocks"},
+	},
+	"ignores CountDenied": {
+		broken{request: func(r store.Request) store.Request { r.CountDenied = false; return r }},
+		[]string{"fixed_window/count-denied", "sliding_window_log/count-denied", "sliding_window_counter/count-denied"},
+	},
+	"ignores DedupID": {
+		broken{request: func(r store.Request) store.Request { r.DedupID = ""; return r }},
+		[]string{"gcra/dedup", "sliding_window_counter/dedup", "token_bucket/block-reset"},
+	},
+	"de-duplication ids never expire": {
+		broken{take: rememberForever(store.Store.Take), peek: rememberForever(store.Store.Peek)},
+		[]string{"gcra/dedup", "sliding_window_log/dedup"},
+	},
+}
+
+// rememberForever wraps op so that requests with a DedupID carry one more
+// limit, of a year and a rate no request reaches, which the decision then
+// hides: the id is remembered for a year, and nothing else changes.
+func rememberForever(op func(store.Store, context.Context, store.Request) (store.Decision, error)) func(store.Store, context.Context, store.Request) (store.Decision, error) {
+	return func(s store.Store, ctx context.Context, r store.Request) (store.Decision, error) {
+		if r.DedupID == "" {
+			return op(s, ctx, r)
+		}
+		n := len(r.Limits)
+		r.Limits = append(append([]store.Limit(nil), r.Limits...), store.Limit{Name: "~forever", Algorithm: r.Limits[0].Algorithm, Rate: 1 << 30, Period: 365 * 24 * time.Hour})
+		d, err := op(s, ctx, r)
+		if n == 1 {
+			d.PerLimit = nil
+		} else if len(d.PerLimit) > n {
+			d.PerLimit = d.PerLimit[:n]
+		}
+		return d, err
+	}
 }
 
 func newMemHarness(t *testing.T, wrap func(store.Store) store.Store) storetest.Harness {
@@ -166,8 +247,10 @@ func TestMutant(t *testing.T) {
 // stores that each break one promise of the contract (peeks that record,
 // short retry times, off-by-one counts, colliding keys, a Reset that
 // forgets nothing, multi-limit requests recorded limit by limit, cost
-// errors turned into denials, check-then-act), it fails, and in the
-// subtests that test that promise.
+// errors turned into denials, check-then-act, blocks ignored, no
+// escalation, BlockStarted on every blocked refusal, peeks that start
+// blocks, CountDenied or DedupID ignored, ids remembered forever), it
+// fails, and in the subtests that test that promise.
 func TestSuiteCatchesBrokenStores(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns one test process per broken store; skipped in -short mode")

@@ -42,6 +42,16 @@ var algorithmTests = []algorithmTest{
 	{"multi-deciding-limit", nil, testMultiDecidingLimit},
 	{"multi-exact", onlyBuckets, testMultiExact},
 	{"ttl", nil, testTTL},
+	{"block", nil, testBlock},
+	{"block-started-once", nil, testBlockStartedOnce},
+	{"block-escalation", nil, testBlockEscalation},
+	{"block-choice", nil, testBlockChoice},
+	{"block-reset", nil, testBlockReset},
+	{"block-ttl", nil, testBlockTTL},
+	{"peek-blocks", nil, testPeekBlocks},
+	{"threshold", windowAlg, testThreshold},
+	{"count-denied", windowAlg, testCountDenied},
+	{"dedup", nil, testDedup},
 }
 
 var generalTests = []generalTest{

@@ -1,0 +1,427 @@
+package storetest
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/ratekeeper/ratekeeper/store"
+)
+
+// blocking returns a named limit whose refusals block the key for block,
+// escalating up to blockMax (0: no escalation).
+func blocking(name string, alg store.Algorithm, rate int64, period, block, blockMax time.Duration) store.Limit {
+	return store.Limit{Name: name, Algorithm: alg, Rate: rate, Period: period, Block: block, BlockMax: blockMax}
+}
+
+// windowAlg reports whether alg counts units in windows, the algorithms
+// that support ThresholdReach and CountDenied.
+func windowAlg(alg store.Algorithm) bool { return !bucketLike(alg) }
+
+// blockedBy asserts that d refuses the request because of a block started
+// by policy (at index in the request, -1 when absent), that the request
+// started it or not, and that about left of it remains.
+func (e *env) blockedBy(what string, d store.Decision, policy string, index int, started bool, left time.Duration) {
+	e.Helper()
+	if d.Allowed || !d.Blocked || d.BlockStarted != started || d.Policy != policy || d.Index != index {
+		e.Errorf("%s: got %s, want Blocked by %q (Index %d) with BlockStarted %t", what, show(d), policy, index, started)
+		return
+	}
+	e.near(what+": RetryAfter (the block's remaining time)", d.RetryAfter, left)
+}
+
+// endBlock waits until a block that has left to run is over. With an
+// exact clock it first checks, a millisecond before the end, that r is
+// still blocked with RetryAfter 1ms (blocks keep whole milliseconds).
+func (e *env) endBlock(what string, r store.Request, policy string, index int, left time.Duration) {
+	e.Helper()
+	if !e.h.Exact {
+		e.advance(left + slack)
+		return
+	}
+	e.advance(left - time.Millisecond)
+	e.blockedBy(what+", a millisecond before the block ends", e.peek(r), policy, index, false, time.Millisecond)
+	e.advance(time.Millisecond)
+}
+
+// storm sends n takes of r at once from n goroutines and returns their
+// decisions, each checked.
+func (e *env) storm(r store.Request, n int) []store.Decision {
+	e.Helper()
+	e.note(r)
+	out := make([]store.Decision, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for g := 0; g < n; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			d, err := e.h.Store.Take(e.ctx, r)
+			if err != nil {
+				e.Errorf("Take(%s): got error %v, want nil", describe(r), err)
+				return
+			}
+			e.checkDecision("Take", r, d)
+			out[g] = d
+		}()
+	}
+	close(start)
+	wg.Wait()
+	return out
+}
+
+// tally counts admitted, blocked and block-starting decisions.
+func tally(ds []store.Decision) (admitted, blocked, started int) {
+	for _, d := range ds {
+		if d.Allowed {
+			admitted++
+		}
+		if d.Blocked {
+			blocked++
+		}
+		if d.BlockStarted {
+			started++
+		}
+	}
+	return admitted, blocked, started
+}
+
+// testBlock: a refusal by a limit with a Block starts a block: the
+// refused request reports Blocked and BlockStarted, Policy and Index name
+// the limit, RetryAfter (and ResetAfter) is the block's duration. While
+// the block lasts every request of the key is refused with RetryAfter the
+// block's remaining time, Peek included, even after the counting window
+// has emptied, and so are requests with other limits (Index -1 when the
+// blocking limit is not among them). Once it ends the key is as good as
+// new; the next block lasts as long (no BlockMax, no escalation).
+func testBlock(e *env, alg store.Algorithm) {
+	p := pick(e, time.Second, 250*time.Millisecond)
+	blk := pick(e, 4*time.Second, time.Second)
+	l := blocking("login", alg, 2, p, blk, 0)
+	other := named("other", alg, 100, time.Hour)
+	k := e.key()
+	r := req(k, 1, l)
+	for round := 0; round < 2; round++ {
+		what := fmt.Sprintf("round %d", round)
+		e.windowRoom(alg, 100*time.Millisecond, p)
+		e.check(what+", request 1", e.take(r), expect{allowed: true, remaining: 1, resetAfter: -1})
+		e.check(what+", request 2", e.take(r), expect{allowed: true, remaining: 0, resetAfter: -1})
+		start := e.clock()
+		e.blockedBy(what+", request 3", e.take(r), "login", 0, true, blk)
+		e.blockedBy(what+", request 4", e.take(r), "login", 0, false, blk-(e.clock()-start))
+		e.blockedBy(what+", peek", e.peek(r), "login", 0, false, blk-(e.clock()-start))
+
+		e.past(lifetime(r))
+		e.blockedBy(what+", after the counting window", e.take(r), "login", 0, false, blk-(e.clock()-start))
+		e.blockedBy(what+", another limit of the key", e.take(req(k, 1, other)), "login", -1, false, blk-(e.clock()-start))
+		e.blockedBy(what+", another limit first", e.take(req(k, 1, other, l)), "login", 1, false, blk-(e.clock()-start))
+		left := e.peek(r).RetryAfter
+		e.endBlock(what, r, "login", 0, left)
+		e.check(what+", peek after the block", e.peek(r), expect{allowed: true, remaining: 1, resetAfter: -1})
+	}
+	e.check("another limit after the blocks", e.take(req(k, 1, other)), expect{allowed: true, remaining: 99, resetAfter: -1})
+}
+
+// testBlockStartedOnce: 100 concurrent takes against a fresh key of rate
+// 5 with a Block admit exactly 5; every refusal is Blocked and exactly
+// one reports BlockStarted, whose RetryAfter is the whole block. The
+// window algorithms repeat it with 64 takes that CountDenied.
+func testBlockStartedOnce(e *env, alg store.Algorithm) {
+	blk := pick(e, time.Hour, 2*time.Second)
+	l := blocking("once", alg, 5, time.Hour, blk, 0)
+	e.windowRoom(alg, 2*time.Second, time.Hour)
+	for _, tc := range []struct {
+		name    string
+		n       int
+		counted bool
+	}{{"100 takes", 100, false}, {"64 takes that count when refused", 64, true}} {
+		if tc.counted && !windowAlg(alg) {
+			continue
+		}
+		r := req(e.key(), 1, l)
+		r.CountDenied = tc.counted
+		ds := e.storm(r, tc.n)
+		admitted, blocked, started := tally(ds)
+		if admitted != 5 || blocked != tc.n-5 || started != 1 {
+			e.Errorf("%s: got %d admitted, %d blocked, %d BlockStarted, want 5, %d, 1", tc.name, admitted, blocked, started, tc.n-5)
+		}
+		for _, d := range ds {
+			if d.BlockStarted {
+				e.near(tc.name+": RetryAfter of the request that started the block", d.RetryAfter, blk)
+			}
+		}
+		if d := e.take(r); !d.Blocked || d.BlockStarted {
+			e.Errorf("%s: the take after them: got %s, want Blocked without BlockStarted", tc.name, show(d))
+		}
+	}
+}
+
+// testThreshold (window algorithms): 100 concurrent attempts against rate
+// 5 with a Block: ThresholdExceed admits exactly 5, ThresholdReach exactly
+// 4 (the attempt that reaches the rate trips the limit); each starts
+// exactly one block. One by one, ThresholdReach reports Limit 4 and
+// Remaining 3, 2, 1, 0, and the fifth attempt starts the block.
+func testThreshold(e *env, alg store.Algorithm) {
+	blk := pick(e, 15*time.Minute, 2*time.Second)
+	for _, tc := range []struct {
+		name  string
+		th    store.Threshold
+		admit int
+	}{{"exceed", store.ThresholdExceed, 5}, {"reach", store.ThresholdReach, 4}} {
+		l := store.Limit{Name: "login", Algorithm: alg, Rate: 5, Period: time.Minute, Threshold: tc.th, Block: blk}
+		e.windowRoom(alg, 2*time.Second, l.Period)
+		ds := e.storm(req(e.key(), 1, l), 100)
+		admitted, blocked, started := tally(ds)
+		if admitted != tc.admit || blocked != 100-tc.admit || started != 1 {
+			e.Errorf("%s: 100 concurrent attempts: got %d admitted, %d blocked, %d BlockStarted, want %d, %d, 1", tc.name, admitted, blocked, started, tc.admit, 100-tc.admit)
+		}
+		r := req(e.key(), 1, l)
+		for i := 1; i <= tc.admit; i++ {
+			d := e.take(r)
+			if !d.Allowed || d.Limit != int64(tc.admit) || d.Remaining != int64(tc.admit-i) {
+				e.Errorf("%s: attempt %d: got %s, want allowed with Limit %d, Remaining %d", tc.name, i, show(d), tc.admit, tc.admit-i)
+			}
+		}
+		e.blockedBy(fmt.Sprintf("%s: attempt %d", tc.name, tc.admit+1), e.take(r), "login", 0, true, blk)
+	}
+}
+
+// testBlockEscalation: with Block b and BlockMax 4b the blocks of one key
+// last b, 2b, 4b, 4b. The strike count lasts the block plus BlockMax from
+// the start of the latest block: a millisecond before that the next block
+// is still 4b (exact clock); once it has passed, blocks start again at b,
+// then 2b.
+func testBlockEscalation(e *env, alg store.Algorithm) {
+	b := pick(e, time.Second, 100*time.Millisecond)
+	mx := 4 * b
+	l := blocking("esc", alg, 1, b/2, b, mx)
+	r := req(e.key(), 1, l)
+	block := func(what string, want time.Duration) {
+		e.Helper()
+		if !e.h.Exact {
+			e.windowRoom(alg, l.Period, l.Period)
+		}
+		n, d := e.exhaust(r, 3)
+		if n != 1 {
+			e.Fatalf("%s: got %d admitted before the refusal, want 1 (the window is fresh after a block)", what, n)
+		}
+		e.blockedBy(what, d, "esc", 0, true, want)
+		e.endBlock(what, r, "esc", 0, d.RetryAfter)
+	}
+	block("block 1", b)
+	block("block 2", 2*b)
+	block("block 3", 4*b)
+	block("block 4", 4*b)
+	if e.h.Exact {
+		e.advance(mx - time.Millisecond)
+		block("block 5, a millisecond before the strikes lapse", 4*b)
+		e.advance(mx + time.Millisecond)
+	} else {
+		e.past(mx)
+	}
+	block("first block after the strikes lapsed", b)
+	block("second block after the strikes lapsed", 2*b)
+}
+
+// testBlockChoice: when several refusing limits have a Block, the longest
+// block wins (ties: the earliest limit), after escalation; a limit that
+// admits the request starts no block even if it has one, and a refusal
+// by limits without a Block blocks nothing. Strikes belong to the key:
+// blocks started under one limit set escalate those of another.
+func testBlockChoice(e *env, alg store.Algorithm) {
+	u := pick(e, time.Second, 100*time.Millisecond)
+	h := time.Hour
+	e.windowRoom(alg, 5*time.Second, h)
+	for _, tc := range []struct {
+		name   string
+		limits []store.Limit
+		policy string
+		index  int
+		left   time.Duration
+	}{
+		{"longer second", []store.Limit{blocking("a", alg, 1, h, u, 0), blocking("b", alg, 1, h, 2*u, 0)}, "b", 1, 2 * u},
+		{"longer first", []store.Limit{blocking("a", alg, 1, h, 2*u, 0), blocking("b", alg, 1, h, u, 0)}, "a", 0, 2 * u},
+		{"tie", []store.Limit{blocking("a", alg, 1, h, u, 0), blocking("b", alg, 1, h, u, 0)}, "a", 0, u},
+		{"only the refusing limit blocks", []store.Limit{blocking("a", alg, 1, h, u, 0), blocking("b", alg, 2, h, 2*u, 0)}, "a", 0, u},
+	} {
+		r := req(e.key(), 1, tc.limits...)
+		e.allow(r)
+		e.blockedBy(tc.name, e.take(r), tc.policy, tc.index, true, tc.left)
+	}
+
+	r := req(e.key(), 1, named("a", alg, 1, h), blocking("b", alg, 5, h, u, 0))
+	e.allow(r)
+	for i := 0; i < 2; i++ {
+		if d := e.take(r); d.Allowed || d.Blocked || d.Policy != "a" {
+			e.Errorf("refused by a limit without a Block, the blocking one admitting: got %s, want refused by \"a\", not Blocked", show(d))
+		}
+	}
+
+	k := e.key()
+	first := req(k, 1, blocking("c", alg, 1, h, u, 8*u))
+	e.allow(first)
+	d := e.take(first)
+	e.blockedBy("escalating limit, first block", d, "c", 0, true, u)
+	e.endBlock("escalating limit, first block", first, "c", 0, d.RetryAfter)
+	second := req(k, 1, blocking("c2", alg, 1, h, u, 8*u), blocking("d", alg, 1, h, 3*u/2, 0))
+	e.allow(second)
+	e.blockedBy("escalated (2×) against a longer base block (1.5×)", e.take(second), "c2", 0, true, 2*u)
+}
+
+// testPeekBlocks: Peek writes nothing: where Take would start a block it
+// reports the refusal without Blocked (and no block key appears); the
+// Take that follows starts the block. On a blocked key a peek reports the
+// block and its remaining time without extending it, records nothing even
+// when the request counts refusals, and a remembered de-duplication id
+// does not get past the block.
+func testPeekBlocks(e *env, alg store.Algorithm) {
+	blk := pick(e, 2*time.Second, time.Second)
+	l := blocking("p", alg, 2, time.Hour, blk, 0)
+	wide := named("wide", alg, 100, time.Hour)
+	e.windowRoom(alg, 5*time.Second, time.Hour)
+	k := e.key()
+	r := req(k, 1, l)
+	once := r
+	once.DedupID = "once"
+	e.check("take with a de-duplication id", e.take(once), expect{allowed: true, remaining: 1, resetAfter: -1})
+	e.allow(r)
+	for i := 0; i < 3; i++ {
+		if d := e.peek(r); d.Allowed || d.Blocked || d.Policy != "p" {
+			e.Errorf("peek %d where a take would start a block: got %s, want refused by \"p\", not Blocked", i, show(d))
+		}
+	}
+	if e.h.KeyTTLs != nil {
+		if keys := e.keysByKind(); len(keys[kindBlock])+len(keys[kindStrikes]) != 0 {
+			e.Errorf("after peeks: got block keys %q, strike keys %q, want none", sortedKeys(keys[kindBlock]), sortedKeys(keys[kindStrikes]))
+		}
+	}
+	start := e.clock()
+	e.blockedBy("take after the peeks", e.take(r), "p", 0, true, blk)
+
+	e.advance(pick(e, 500*time.Millisecond, 100*time.Millisecond))
+	for i := 0; i < 3; i++ {
+		e.blockedBy(fmt.Sprintf("peek %d on the blocked key", i), e.peek(r), "p", 0, false, blk-(e.clock()-start))
+	}
+	e.blockedBy("peek with the remembered id", e.peek(once), "p", 0, false, blk-(e.clock()-start))
+	e.blockedBy("take with the remembered id", e.take(once), "p", 0, false, blk-(e.clock()-start))
+	if !windowAlg(alg) {
+		return
+	}
+	rc := counted(req(k, 1, l, wide))
+	for i := 0; i < 3; i++ {
+		d := e.peek(rc)
+		e.blockedBy(fmt.Sprintf("counted peek %d", i), d, "p", 0, false, blk-(e.clock()-start))
+		if got := remainingOf(d, 1); got != 100 {
+			e.Errorf("counted peek %d: got PerLimit[1] Remaining %d, want 100 (peeks record nothing)", i, got)
+		}
+	}
+	e.take(rc)
+	if got := remainingOf(e.peek(rc), 1); got != 99 {
+		e.Errorf("after one counted take: got PerLimit[1] Remaining %d, want 99", got)
+	}
+}
+
+// testBlockReset: Reset forgets the key's block, its strike count and its
+// remembered de-duplication ids along with its limit state: the key is
+// admitted at once, a remembered id counts again, and the next block
+// lasts the base duration, where a twin key without the Reset escalates.
+// A Reset under any limits of the key lifts its block. With KeyTTLs, no
+// block, strike or de-duplication key survives.
+func testBlockReset(e *env, alg store.Algorithm) {
+	blk := pick(e, time.Second, 200*time.Millisecond)
+	l := blocking("r", alg, 2, time.Hour, blk, 4*blk)
+	other := named("other", alg, 5, time.Hour)
+	e.windowRoom(alg, 5*time.Second, time.Hour)
+	k := e.key()
+	r := req(k, 1, l)
+	once := withID(r, "once")
+	e.check("id once", e.take(once), expect{allowed: true, remaining: 1, resetAfter: -1})
+	if d := e.take(once); !d.Duplicate || d.Remaining != 1 {
+		e.Errorf("id once again: got %s, want a Duplicate with Remaining 1", show(d))
+	}
+	e.allow(r)
+	e.blockedBy("third request", e.take(r), "r", 0, true, blk)
+	e.reset(req(k, 0, l))
+	d := e.take(once)
+	if !d.Allowed || d.Duplicate || d.Remaining != 1 {
+		e.Errorf("remembered id after Reset: got %s, want allowed, not Duplicate, Remaining 1", show(d))
+	}
+	e.allow(r)
+	e.blockedBy("block after Reset (strikes forgotten)", e.take(r), "r", 0, true, blk)
+
+	twin := req(e.key(), 1, l)
+	e.allow(twin)
+	e.allow(twin)
+	d = e.take(twin)
+	e.blockedBy("twin without Reset, first block", d, "r", 0, true, blk)
+	e.endBlock("twin without Reset, first block", twin, "r", 0, d.RetryAfter)
+	e.blockedBy("twin without Reset, second block", e.take(twin), "r", 0, true, 2*blk)
+
+	e.reset(req(k, 0, other))
+	e.check("another limit after a Reset under it", e.take(req(k, 1, other)), expect{allowed: true, remaining: 4, resetAfter: -1})
+	if e.h.KeyTTLs == nil {
+		return
+	}
+	e.reset(req(k, 0, l))
+	e.reset(req(twin.Key, 0, l))
+	keys := e.keysByKind()
+	for _, kind := range []string{kindBlock, kindStrikes, kindDedup} {
+		if len(keys[kind]) != 0 {
+			e.Errorf("after Reset: got %s keys %q, want none", kind, sortedKeys(keys[kind]))
+		}
+	}
+}
+
+// testBlockTTL (needs KeyTTLs): a block key lives as long as the block, a
+// strike counter the block plus BlockMax, de-duplication ids the longest
+// period, and state written by counted refusals no longer than the
+// state's lifetime; once all of that has passed no key remains but replay
+// records.
+func testBlockTTL(e *env, alg store.Algorithm) {
+	e.needKeyTTLs()
+	const blk, mx, p = 200 * time.Millisecond, 400 * time.Millisecond, 500 * time.Millisecond
+	l := blocking("t", alg, 2, p, blk, mx)
+	e.windowRoom(alg, 300*time.Millisecond, p)
+	r := req(e.key(), 1, l)
+	r.CountDenied = windowAlg(alg)
+	once := r
+	once.DedupID = "once"
+	start := e.clock()
+	e.allow(once)
+	e.allow(r)
+	e.blockedBy("third request", e.take(r), "t", 0, true, blk)
+	e.take(r)
+	keys := e.keysByKind()
+	elapsed := e.clock() - start
+	for _, tc := range []struct {
+		kind string
+		life time.Duration
+		low  time.Duration // the TTL is at least this; 0: unchecked
+	}{
+		{kindBlock, blk, blk - elapsed - ttlSlack},
+		{kindStrikes, blk + mx, blk + mx - elapsed - ttlSlack},
+		{kindDedup, p, p - elapsed - ttlSlack},
+		{kindState, lifetime(r), 0},
+	} {
+		if len(keys[tc.kind]) == 0 {
+			e.Errorf("after a block and a remembered id: got no %s key, want one", tc.kind)
+		}
+		for k, ttl := range keys[tc.kind] {
+			switch {
+			case ttl < 0 || (ttl == 0 && e.h.Exact):
+				e.Errorf("%s key %q: got TTL %s, want > 0 (every key expires)", tc.kind, k, ttl)
+			case ttl > tc.life+ttlSlack:
+				e.Errorf("%s key %q: got TTL %s, want <= %s", tc.kind, k, ttl, tc.life)
+			case ttl < tc.low:
+				e.Errorf("%s key %q: got TTL %s, want >= %s (it still matters that long)", tc.kind, k, ttl, tc.low)
+			}
+		}
+	}
+	// Blocks and strike counters keep whole milliseconds; a strike counter
+	// in its last millisecond still counts.
+	e.past(max(blk+mx, p, lifetime(r)) + 2*time.Millisecond)
+	if _, states := e.keys(); len(states) != 0 {
+		e.Errorf("after every lifetime: got keys %q, want none", sortedKeys(states))
+	}
+}
