@@ -1,7 +1,9 @@
 package middleware_test
 
 import (
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -166,4 +168,62 @@ func ExampleWithHeaders() {
 	fmt.Println(res.Header.Get("RateLimit-Policy"))
 	// Output:
 	// "minute";q=10;w=60, "hour";q=100;w=3600
+}
+
+// Login brute-force protection: 3 attempts per minute; the 4th blocks the
+// client for 15 minutes, and every attempt counts. No rate-limit headers
+// are sent, but the body states the real wait.
+func Example_loginAbuse() {
+	st, _ := memstore.New(memstore.Options{})
+	lim, err := middleware.New(st, keyfunc.RemoteIP,
+		store.Limit{Name: "minute", Algorithm: store.SlidingWindowLog, Rate: 3, Period: time.Minute, Block: 15 * time.Minute},
+		middleware.WithLimits(store.Limit{Name: "day", Algorithm: store.SlidingWindowLog, Rate: 20, Period: 24 * time.Hour, Block: 24 * time.Hour}),
+		middleware.WithName("login"),
+		middleware.WithCountDenied(),
+		middleware.WithHeaders(headers.Writer{Omit: true}),
+		middleware.WithFailureMode(middleware.FailClosed))
+	if err != nil {
+		panic(err)
+	}
+	h := lim.Handler(http.HandlerFunc(hello))
+	for range 5 {
+		res := get(h, "/login", "198.51.100.23:7000")
+		body, _ := io.ReadAll(res.Body)
+		var b struct {
+			Error string `json:"error"`
+			Scope string `json:"scope"`
+			Retry int64  `json:"retry_after"`
+		}
+		if res.StatusCode != http.StatusOK {
+			_ = json.Unmarshal(body, &b)
+			line(res.StatusCode, b.Error, b.Scope, b.Retry)
+			continue
+		}
+		line(res.StatusCode, string(body))
+	}
+	// Output:
+	// 200 hello
+	// 200 hello
+	// 200 hello
+	// 429 blocked minute 900
+	// 429 blocked minute 900
+}
+
+// De-duplication: a retried request carrying the same idempotency key is
+// admitted again without using more quota.
+func ExampleWithDedup() {
+	st, _ := memstore.New(memstore.Options{})
+	lim, _ := middleware.New(st, keyfunc.RemoteIP, store.Limit{Algorithm: store.SlidingWindowLog, Rate: 2, Period: time.Minute},
+		middleware.WithDedup(func(r *http.Request) string { return r.Header.Get("Idempotency-Key") }))
+	h := lim.Handler(http.HandlerFunc(hello))
+	for _, id := range []string{"a", "a", "a", "b", "c"} {
+		res := get(h, "/orders", "192.0.2.8:1", "Idempotency-Key", id)
+		line(id, res.StatusCode, res.Header.Get("X-RateLimit-Remaining"))
+	}
+	// Output:
+	// a 200 1
+	// a 200 1
+	// a 200 1
+	// b 200 0
+	// c 429 0
 }
