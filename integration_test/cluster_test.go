@@ -1,0 +1,274 @@
+package integration
+
+import (
+	"context"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratekeeper/ratekeeper/headers"
+	"github.com/ratekeeper/ratekeeper/middleware"
+	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/store/redisstore"
+	"github.com/ratekeeper/ratekeeper/store/storetest"
+)
+
+// TestRedisCluster runs the Redis store on a real Redis Cluster of three
+// masters (redis-server processes on loopback ports, no replicas) through
+// go-redis ClusterClients with default options:
+//
+//   - one-slot-per-decision: every key one decision writes (limit state,
+//     block, strike counter, de-duplication ids, replay records) lies in
+//     the slot of the request key's hash tag, on one master;
+//   - keys-spread-over-masters: 200 client keys use all three masters, so
+//     the hash tag is the client key and not something shared;
+//   - exact-under-concurrency: 200 simultaneous requests for one key
+//     through 4 middleware instances, each with its own ClusterClient and
+//     store, against a limit of 50 admit exactly 50, for every algorithm;
+//   - conformance: the store conformance suite, with key inspection that
+//     scans every master, so every script (multi-limit, blocks, dedup,
+//     reset) runs on the cluster without CROSSSLOT errors.
+//
+// Not tested here, by design: failover. A ClusterClient learns a new
+// topology from MOVED/ASK replies and otherwise reloads it only every
+// ClusterStateReloadInterval (60 s by default). After a master fails and a
+// replica takes over, calls for the failed master's slots go to the dead
+// address and fail (the store reports connection or timeout errors and the
+// middleware applies its failure mode) until the reload; with go-redis
+// v9.23 against Redis 7.0 that was about a minute. Applications that need
+// faster recovery lower ClusterStateReloadInterval or call ReloadState
+// when store errors start.
+func TestRedisCluster(t *testing.T) {
+	cluster := startCluster(t, 3)
+	cc := cluster.client(t)
+
+	t.Run("one-slot-per-decision", func(t *testing.T) {
+		for _, alg := range store.Algorithms {
+			t.Run(alg.String(), func(t *testing.T) {
+				testClusterOneSlot(t, cc, alg)
+			})
+		}
+	})
+
+	t.Run("keys-spread-over-masters", func(t *testing.T) {
+		testClusterSpread(t, cc, len(cluster.addrs))
+	})
+
+	t.Run("exact-under-concurrency", func(t *testing.T) {
+		clients := make([]*redis.ClusterClient, 4)
+		for i := range clients {
+			clients[i] = cluster.client(t)
+		}
+		for _, alg := range store.Algorithms {
+			t.Run(alg.String(), func(t *testing.T) {
+				testClusterExact(t, clients, alg)
+			})
+		}
+	})
+
+	t.Run("conformance", func(t *testing.T) {
+		storetest.Run(t, func(t *testing.T) storetest.Harness {
+			prefix := randomPrefix(t)
+			return storetest.Harness{
+				Store:   newStore(t, cc, prefix),
+				Advance: time.Sleep,
+				Exact:   false,
+				KeyTTLs: func(ctx context.Context) (map[string]time.Duration, error) {
+					return clusterTTLs(ctx, cc, prefix)
+				},
+			}
+		})
+	})
+}
+
+// testClusterOneSlot makes one client key write every kind of key a
+// decision can write, with a two-limit policy that de-duplicates, blocks
+// and escalates, then finds those keys on the masters: all must be on one
+// master and in the slot of the encoded client key (the hash tag).
+func testClusterOneSlot(t *testing.T, cc *redis.ClusterClient, alg store.Algorithm) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	prefix := randomPrefix(t)
+	s := newStore(t, cc, prefix)
+	// Braces and separators in the client key must not move the hash tag.
+	key := "user:{42}}{:" + alg.String()
+	limits := []store.Limit{
+		{Name: "burst", Algorithm: alg, Rate: 2, Period: time.Hour, Block: time.Minute, BlockMax: 4 * time.Minute},
+		{Name: "steady", Algorithm: alg, Rate: 10, Period: 2 * time.Hour},
+	}
+	awayFromWindowEdge(t, cc, time.Hour, 10*time.Second)
+
+	steps := []struct {
+		dedup string
+		check func(store.Decision) bool
+		want  string
+	}{
+		{"order-1", func(d store.Decision) bool { return d.Allowed && !d.Duplicate }, "admitted, not a duplicate"},
+		{"order-1", func(d store.Decision) bool { return d.Allowed && d.Duplicate }, "admitted as a duplicate"},
+		{"", func(d store.Decision) bool { return d.Allowed && !d.Duplicate }, "admitted"},
+		{"", func(d store.Decision) bool { return !d.Allowed && d.Blocked && d.BlockStarted && d.Policy == "burst" }, "refused, starting a block by burst"},
+		{"order-2", func(d store.Decision) bool { return !d.Allowed && d.Blocked && !d.BlockStarted }, "refused by the block"},
+	}
+	for i, st := range steps {
+		d, err := s.Take(ctx, store.Request{Key: key, Limits: limits, DedupID: st.dedup})
+		if err != nil {
+			t.Fatalf("take %d: got error %v, want nil", i, err)
+		}
+		if !st.check(d) {
+			t.Fatalf("take %d: got %+v, want %s", i, d, st.want)
+		}
+	}
+
+	byMaster, err := clusterKeys(ctx, cc, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(byMaster) != 1 {
+		t.Fatalf("keys of one client key: got keys on %d masters (%v), want 1", len(byMaster), byMaster)
+	}
+	tagSlot, err := cc.ClusterKeySlot(ctx, redisstore.EncodeKey(key)).Result()
+	if err != nil {
+		t.Fatalf("CLUSTER KEYSLOT: %v", err)
+	}
+	stateKeys, err := s.StateKeys(store.Request{Key: key, Limits: limits})
+	if err != nil {
+		t.Fatalf("StateKeys: %v", err)
+	}
+	kinds := map[string]int{}
+	for master, keys := range byMaster {
+		for _, k := range stateKeys {
+			if _, ok := keys[k]; !ok {
+				t.Errorf("state key %q: not found on master %s, which holds %v", k, master, keys)
+			}
+		}
+		for k := range keys {
+			slot, err := cc.ClusterKeySlot(ctx, k).Result()
+			if err != nil {
+				t.Fatalf("CLUSTER KEYSLOT %q: %v", k, err)
+			}
+			if slot != tagSlot {
+				t.Errorf("key %q: got slot %d, want %d (the slot of the encoded client key %q)", k, slot, tagSlot, redisstore.EncodeKey(key))
+			}
+			switch {
+			case strings.Contains(k, ":op:"):
+				kinds["replay"]++
+			case strings.HasSuffix(k, ":block"):
+				kinds["block"]++
+			case strings.HasSuffix(k, ":strikes"):
+				kinds["strikes"]++
+			case strings.HasSuffix(k, ":dedup"):
+				kinds["dedup"]++
+			default:
+				kinds["state"]++
+			}
+		}
+	}
+	for _, kind := range []string{"replay", "block", "strikes", "dedup", "state"} {
+		if kinds[kind] == 0 {
+			t.Errorf("got no %s key among %v, want at least one: the test did not cover every kind of key", kind, byMaster)
+		}
+	}
+	if kinds["state"] != len(stateKeys) {
+		t.Errorf("got %d limit state keys, want %d (%v)", kinds["state"], len(stateKeys), stateKeys)
+	}
+}
+
+// testClusterSpread takes once for each of 200 client keys and checks that
+// their state lies on every one of the cluster's masters.
+func testClusterSpread(t *testing.T, cc *redis.ClusterClient, masters int) {
+	const clients = 200
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	prefix := randomPrefix(t)
+	s := newStore(t, cc, prefix)
+	lim := store.Limit{Rate: 10, Period: time.Minute}
+	owner := map[string]bool{} // state key -> not yet found
+	for i := range clients {
+		req := store.Request{Key: "client-" + strconv.Itoa(i), Limits: []store.Limit{lim}}
+		d, err := s.Take(ctx, req)
+		if err != nil || !d.Allowed {
+			t.Fatalf("take for %s: got %+v, %v, want allowed", req.Key, d, err)
+		}
+		keys, err := s.StateKeys(req)
+		if err != nil {
+			t.Fatalf("StateKeys: %v", err)
+		}
+		owner[keys[0]] = true
+	}
+	byMaster, err := clusterKeys(ctx, cc, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	perMaster := map[string]int{}
+	for master, keys := range byMaster {
+		for k := range keys {
+			if owner[k] {
+				perMaster[master]++
+				delete(owner, k)
+			}
+		}
+	}
+	if len(owner) != 0 {
+		t.Errorf("got %d of %d state keys missing from every master", len(owner), clients)
+	}
+	if len(perMaster) != masters {
+		t.Errorf("state of %d client keys: got keys on %d masters %v, want all %d", clients, len(perMaster), perMaster, masters)
+	}
+	t.Logf("state keys per master: %v", perMaster)
+}
+
+// testClusterExact sends 200 simultaneous requests for one client key
+// through one middleware instance per client (each with its own store)
+// against a limit of 50: exactly 50 are admitted, each seeing a different
+// remaining count, in every round.
+func testClusterExact(t *testing.T, clients []*redis.ClusterClient, alg store.Algorithm) {
+	const (
+		requests = 200
+		limit    = 50
+		rounds   = 2
+	)
+	lim := store.Limit{Algorithm: alg, Rate: limit, Period: time.Hour}
+	for round := range rounds {
+		prefix := randomPrefix(t)
+		handlers := make([]http.Handler, len(clients))
+		for i, c := range clients {
+			s := newStore(t, c, prefix)
+			checkStore(t, s, lim)
+			handlers[i] = newHandler(t, s, "client-1", lim,
+				middleware.WithName("cluster-exact"),
+				// A store failure must show as 503, never as a pass.
+				middleware.WithFailureMode(middleware.FailClosed),
+				middleware.WithTimeout(20*time.Second),
+			)
+		}
+		awayFromWindowEdge(t, clients[0], lim.Period, 10*time.Second)
+		recs := burst(handlers, requests)
+
+		codes := map[int]int{}
+		var left []int64
+		for i, rec := range recs {
+			codes[rec.Code]++
+			n, ok := remaining(t, rec)
+			if !ok {
+				t.Fatalf("round %d: response %d (status %d, body %q) has no %s header", round, i, rec.Code, rec.Body.String(), headers.Remaining)
+			}
+			if rec.Code == http.StatusOK {
+				left = append(left, n)
+			}
+		}
+		if codes[http.StatusOK] != limit || codes[http.StatusTooManyRequests] != requests-limit {
+			t.Fatalf("round %d: got status counts %v, want %d×200 and %d×429", round, codes, limit, requests-limit)
+		}
+		sort.Slice(left, func(i, j int) bool { return left[i] < left[j] })
+		for i, n := range left {
+			if n != int64(i) {
+				t.Fatalf("round %d: remaining values of admitted requests %v, want each of 0..%d once", round, left, limit-1)
+			}
+		}
+	}
+}
