@@ -1,14 +1,3 @@
-// Command stdlib is the ratekeeper example service on http.ServeMux.
-//
-//	go run ./examples/stdlib                # in-memory store, :8080
-//	REDIS_URL=redis://127.0.0.1:6379/0 go run ./examples/stdlib
-//	go run ./examples/stdlib token alice    # print a demo JWT for "alice"
-//
-// Routes: GET /healthz and GET /metrics (never limited, no rate-limit
-// headers), GET /api/ping (anonymous: 10/min per IP, burst 10; with
-// "Authorization: Bearer <token>": 100/min per subject), GET /api/search
-// (5 units of the same quota), POST /login (5/min blocks 15 min, 20/day
-// blocks 24 h, per IP).
 package main
 
 import (
