@@ -121,6 +121,9 @@ func requireServer(t testing.TB) *server {
 		shared = srv
 	})
 	if shared == nil {
+		if os.Getenv("RATEKEEPER_REQUIRE_REDIS") == "1" {
+			t.Fatal("RATEKEEPER_REQUIRE_REDIS=1 but no redis-server could run: " + skipReason)
+		}
 		t.Skip("skipping: " + skipReason)
 	}
 	return shared
