@@ -56,6 +56,7 @@ type shared struct {
 	lastError  atomic.Int64 // unix nanos of the last misconfiguration error
 	local      store.Store  // local fallback store, or nil
 	storeName  string
+	localStore bool // the store never blocks: no deadline needed
 }
 
 // tierState is a tier compiled at construction.
@@ -171,6 +172,7 @@ func build(s store.Store, c config, classify Classifier, tiers []Tier) (*Limiter
 		local:      c.local,
 		breaker:    breaker{threshold: int32(c.breakerThreshold), cooldown: c.breakerCooldown},
 		storeName:  storeName(s),
+		localStore: isLocal(s),
 	}
 	for i, t := range tiers {
 		ts := tierState{Tier: t, policy: c.name, prefix: c.name + ":"}
@@ -382,11 +384,15 @@ func (l *Limiter) decide(r *http.Request, req store.Request) (d store.Decision, 
 			}
 		}()
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), l.timeout)
 	start := time.Now()
-	d, err = l.store.Take(ctx, req)
+	if l.localStore {
+		d, err = l.store.Take(r.Context(), req)
+	} else {
+		ctx, cancel := context.WithTimeout(r.Context(), l.timeout)
+		d, err = l.store.Take(ctx, req)
+		cancel()
+	}
 	latency = time.Since(start)
-	cancel()
 	switch {
 	case err == nil:
 		l.breaker.success(probe)
@@ -522,6 +528,12 @@ func (l *Limiter) observe(e Event) {
 		e.StoreDown = l.breaker.down()
 		l.observer.Observe(e)
 	}
+}
+
+// isLocal reports whether s declares it never blocks ([store.Local]).
+func isLocal(s store.Store) bool {
+	l, ok := s.(store.Local)
+	return ok && l.Local()
 }
 
 // storeName returns the backend name used in metrics labels.

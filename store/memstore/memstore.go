@@ -793,3 +793,11 @@ func (sh *shard) room(now int64, need int) bool {
 	}
 	return sh.size()+need <= sh.limit
 }
+
+// Name returns "memory", the backend name used in metrics labels.
+func (s *Store) Name() string { return "memory" }
+
+// Local reports true: the store answers from process memory, never blocks
+// and ignores contexts, so callers need not bound its calls with a
+// deadline (see [store.Local]).
+func (s *Store) Local() bool { return true }

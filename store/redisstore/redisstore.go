@@ -317,3 +317,6 @@ func (s *Store) run(ctx context.Context, op string, fn func(context.Context) (an
 		return nil, backendError(op, ctx.Err())
 	}
 }
+
+// Name returns "redis", the backend name used in metrics labels.
+func (s *Store) Name() string { return "redis" }
