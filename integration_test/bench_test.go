@@ -75,6 +75,21 @@ func benchKeyNames() []string {
 	return keys
 }
 
+// BenchmarkRedisPing is the floor for the store benchmarks: one PING round
+// trip to the same server at the same concurrency. Compare Take against it
+// as a ratio within one run; absolute figures on a shared machine vary.
+func BenchmarkRedisPing(b *testing.B) {
+	srv := sharedRedis(b)
+	for _, callers := range []int{1, 16, 64} {
+		b.Run(fmt.Sprintf("callers=%d", callers), func(b *testing.B) {
+			c := benchClient(b, srv, callers)
+			ctx := context.Background()
+			b.ReportAllocs()
+			runCallers(b, callers, func(int) error { return c.Ping(ctx).Err() })
+		})
+	}
+}
+
 // BenchmarkRedisStoreTake measures Take on a real Redis at 1, 16 and 64
 // concurrent callers, spread over benchKeys keys, for every algorithm.
 func BenchmarkRedisStoreTake(b *testing.B) {
