@@ -2,8 +2,6 @@ package integration
 
 import (
 	"context"
-	"net/http"
-	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -11,8 +9,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ratekeeper/ratekeeper/headers"
-	"github.com/ratekeeper/ratekeeper/middleware"
 	"github.com/ratekeeper/ratekeeper/store"
 	"github.com/ratekeeper/ratekeeper/store/redisstore"
 	"github.com/ratekeeper/ratekeeper/store/storetest"
@@ -60,13 +56,13 @@ func TestRedisCluster(t *testing.T) {
 	})
 
 	t.Run("exact-under-concurrency", func(t *testing.T) {
-		clients := make([]*redis.ClusterClient, 4)
+		clients := make([]redis.UniversalClient, 4)
 		for i := range clients {
 			clients[i] = cluster.client(t)
 		}
 		for _, alg := range store.Algorithms {
 			t.Run(alg.String(), func(t *testing.T) {
-				testClusterExact(t, clients, alg)
+				exactRounds(t, clients, alg, 2, "cluster-exact")
 			})
 		}
 	})
@@ -220,55 +216,4 @@ func testClusterSpread(t *testing.T, cc *redis.ClusterClient, masters int) {
 		t.Errorf("state of %d client keys: got keys on %d masters %v, want all %d", clients, len(perMaster), perMaster, masters)
 	}
 	t.Logf("state keys per master: %v", perMaster)
-}
-
-// testClusterExact sends 200 simultaneous requests for one client key
-// through one middleware instance per client (each with its own store)
-// against a limit of 50: exactly 50 are admitted, each seeing a different
-// remaining count, in every round.
-func testClusterExact(t *testing.T, clients []*redis.ClusterClient, alg store.Algorithm) {
-	const (
-		requests = 200
-		limit    = 50
-		rounds   = 2
-	)
-	lim := store.Limit{Algorithm: alg, Rate: limit, Period: time.Hour}
-	for round := range rounds {
-		prefix := randomPrefix(t)
-		handlers := make([]http.Handler, len(clients))
-		for i, c := range clients {
-			s := newStore(t, c, prefix)
-			checkStore(t, s, lim)
-			handlers[i] = newHandler(t, s, "client-1", lim,
-				middleware.WithName("cluster-exact"),
-				// A store failure must show as 503, never as a pass.
-				middleware.WithFailureMode(middleware.FailClosed),
-				middleware.WithTimeout(20*time.Second),
-			)
-		}
-		awayFromWindowEdge(t, clients[0], lim.Period, 10*time.Second)
-		recs := burst(handlers, requests)
-
-		codes := map[int]int{}
-		var left []int64
-		for i, rec := range recs {
-			codes[rec.Code]++
-			n, ok := remaining(t, rec)
-			if !ok {
-				t.Fatalf("round %d: response %d (status %d, body %q) has no %s header", round, i, rec.Code, rec.Body.String(), headers.Remaining)
-			}
-			if rec.Code == http.StatusOK {
-				left = append(left, n)
-			}
-		}
-		if codes[http.StatusOK] != limit || codes[http.StatusTooManyRequests] != requests-limit {
-			t.Fatalf("round %d: got status counts %v, want %d×200 and %d×429", round, codes, limit, requests-limit)
-		}
-		sort.Slice(left, func(i, j int) bool { return left[i] < left[j] })
-		for i, n := range left {
-			if n != int64(i) {
-				t.Fatalf("round %d: remaining values of admitted requests %v, want each of 0..%d once", round, left, limit-1)
-			}
-		}
-	}
 }

@@ -19,71 +19,79 @@ import (
 // algorithm, every round.
 func TestExactUnderConcurrency(t *testing.T) {
 	srv := sharedRedis(t)
-	const (
-		instances = 4
-		requests  = 200
-		limit     = 50
-		rounds    = 3
-	)
-	clients := make([]*redis.Client, instances)
+	clients := make([]redis.UniversalClient, 4)
 	for i := range clients {
 		clients[i] = newClient(t, srv)
 	}
 	for _, alg := range store.Algorithms {
 		t.Run(alg.String(), func(t *testing.T) {
-			// An hour keeps the burst inside one aligned window and far
-			// from any refill; awayFromWindowEdge handles the rest.
-			lim := store.Limit{Algorithm: alg, Rate: limit, Period: time.Hour}
-			for round := range rounds {
-				prefix := randomPrefix(t)
-				handlers := make([]http.Handler, instances)
-				for i, c := range clients {
-					s := newStore(t, c, prefix)
-					checkStore(t, s, lim)
-					handlers[i] = newHandler(t, s, "client-1", lim,
-						middleware.WithName("exact"),
-						// A store failure must show up as 503, never as a
-						// pass: the budget is generous so that none occurs.
-						middleware.WithFailureMode(middleware.FailClosed),
-						middleware.WithTimeout(20*time.Second),
-					)
-				}
-				awayFromWindowEdge(t, clients[0], lim.Period, 10*time.Second)
-				recs := burst(handlers, requests)
+			exactRounds(t, clients, alg, 3, "exact")
+		})
+	}
+}
 
-				codes := map[int]int{}
-				var left []int64
-				for i, rec := range recs {
-					codes[rec.Code]++
-					n, ok := remaining(t, rec)
-					if !ok {
-						t.Fatalf("round %d: response %d (status %d) has no %s header", round, i, rec.Code, headers.Remaining)
-					}
-					switch rec.Code {
-					case http.StatusOK:
-						left = append(left, n)
-					case http.StatusTooManyRequests:
-						if n != 0 {
-							t.Errorf("round %d: 429 with remaining %d, want 0", round, n)
-						}
-						if rec.Header().Get(headers.RetryAfter) == "" {
-							t.Errorf("round %d: 429 without %s", round, headers.RetryAfter)
-						}
-					}
+// exactRounds sends, rounds times, 200 simultaneous requests for one client
+// key through one middleware instance per client (each with its own store)
+// against a limit of 50: exactly 50 must be admitted, each seeing a
+// different remaining count, and every refusal must carry Retry-After and
+// remaining 0.
+func exactRounds(t *testing.T, clients []redis.UniversalClient, alg store.Algorithm, rounds int, name string) {
+	t.Helper()
+	const (
+		requests = 200
+		limit    = 50
+	)
+	// An hour keeps the burst inside one aligned window and far from any
+	// refill; awayFromWindowEdge handles the rest.
+	lim := store.Limit{Algorithm: alg, Rate: limit, Period: time.Hour}
+	for round := range rounds {
+		prefix := randomPrefix(t)
+		handlers := make([]http.Handler, len(clients))
+		for i, c := range clients {
+			s := newStore(t, c, prefix)
+			checkStore(t, s, lim)
+			handlers[i] = newHandler(t, s, "client-1", lim,
+				middleware.WithName(name),
+				// A store failure must show up as 503, never as a pass:
+				// the budget is generous so that none occurs.
+				middleware.WithFailureMode(middleware.FailClosed),
+				middleware.WithTimeout(20*time.Second),
+			)
+		}
+		awayFromWindowEdge(t, clients[0], lim.Period, 10*time.Second)
+		recs := burst(handlers, requests)
+
+		codes := map[int]int{}
+		var left []int64
+		for i, rec := range recs {
+			codes[rec.Code]++
+			n, ok := remaining(t, rec)
+			if !ok {
+				t.Fatalf("round %d: response %d (status %d, body %q) has no %s header", round, i, rec.Code, rec.Body.String(), headers.Remaining)
+			}
+			switch rec.Code {
+			case http.StatusOK:
+				left = append(left, n)
+			case http.StatusTooManyRequests:
+				if n != 0 {
+					t.Errorf("round %d: 429 with remaining %d, want 0", round, n)
 				}
-				if codes[http.StatusOK] != limit || codes[http.StatusTooManyRequests] != requests-limit {
-					t.Fatalf("round %d: got status counts %v, want %d×200 and %d×429", round, codes, limit, requests-limit)
-				}
-				// Atomic decisions: every admitted request saw a different
-				// remaining count, limit-1 down to 0.
-				sort.Slice(left, func(i, j int) bool { return left[i] < left[j] })
-				for i, n := range left {
-					if n != int64(i) {
-						t.Fatalf("round %d: remaining values of admitted requests %v, want each of 0..%d once", round, left, limit-1)
-					}
+				if rec.Header().Get(headers.RetryAfter) == "" {
+					t.Errorf("round %d: 429 without %s", round, headers.RetryAfter)
 				}
 			}
-		})
+		}
+		if codes[http.StatusOK] != limit || codes[http.StatusTooManyRequests] != requests-limit {
+			t.Fatalf("round %d: got status counts %v, want %d×200 and %d×429", round, codes, limit, requests-limit)
+		}
+		// Atomic decisions: every admitted request saw a different
+		// remaining count, limit-1 down to 0.
+		sort.Slice(left, func(i, j int) bool { return left[i] < left[j] })
+		for i, n := range left {
+			if n != int64(i) {
+				t.Fatalf("round %d: remaining values of admitted requests %v, want each of 0..%d once", round, left, limit-1)
+			}
+		}
 	}
 }
 
