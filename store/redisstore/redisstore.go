@@ -65,6 +65,23 @@ type Options struct {
 	// several times (and a block escalated twice) when the network or
 	// Redis misbehaves.
 	ReplayTTL time.Duration
+	// ClusterReload is, for a cluster client (one with a ReloadState
+	// method, such as *redis.ClusterClient), the shortest interval between
+	// topology reloads the store triggers itself after a connection or
+	// timeout error. go-redis otherwise reloads only every 60 s or on a
+	// MOVED reply, so after a master fails over, calls for its slots keep
+	// failing until then; with this, recovery follows the failover within
+	// about ClusterReload. Zero means [DefaultClusterReload]; negative
+	// disables. Other clients ignore it.
+	ClusterReload time.Duration
+}
+
+// DefaultClusterReload is the default [Options.ClusterReload].
+const DefaultClusterReload = time.Second
+
+// reloader is implemented by cluster clients (*redis.ClusterClient).
+type reloader interface {
+	ReloadState(ctx context.Context)
 }
 
 // Store is a [store.Store] that keeps state in Redis and makes every
@@ -83,6 +100,10 @@ type Store struct {
 	scripts   [store.FixedWindow + 1]*redis.Script
 	nonceBase string
 	seq       atomic.Uint64
+
+	reloader     reloader      // the client, when it is a cluster client
+	reloadEvery  time.Duration // minimum interval between reloads
+	lastReloadNS atomic.Int64  // unix nanos of the last triggered reload
 }
 
 var _ store.Store = (*Store)(nil)
@@ -123,6 +144,13 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 			return nil, fmt.Errorf("redisstore: %w", err)
 		}
 		s.scripts[alg] = redis.NewScript(src)
+	}
+	if r, ok := client.(reloader); ok && opts.ClusterReload >= 0 {
+		s.reloader = r
+		s.reloadEvery = opts.ClusterReload
+		if s.reloadEvery == 0 {
+			s.reloadEvery = DefaultClusterReload
+		}
 	}
 	var seed [8]byte
 	if _, err := rand.Read(seed[:]); err != nil {
@@ -310,12 +338,31 @@ func (s *Store) run(ctx context.Context, op string, fn func(context.Context) (an
 	select {
 	case r := <-done:
 		if r.err != nil {
-			return nil, backendError(op, r.err)
+			return nil, s.failed(op, r.err)
 		}
 		return r.v, nil
 	case <-ctx.Done():
-		return nil, backendError(op, ctx.Err())
+		return nil, s.failed(op, ctx.Err())
 	}
+}
+
+// failed classifies err and, for a cluster client whose node may have
+// failed over, triggers a topology reload (at most one per reloadEvery, in
+// the background, never on the request's time).
+func (s *Store) failed(op string, err error) *store.BackendError {
+	be := backendError(op, err)
+	if s.reloader != nil && (be.Kind == store.KindConnection || be.Kind == store.KindTimeout) {
+		now := time.Now().UnixNano()
+		last := s.lastReloadNS.Load()
+		if now-last >= int64(s.reloadEvery) && s.lastReloadNS.CompareAndSwap(last, now) {
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				s.reloader.ReloadState(ctx)
+			}()
+		}
+	}
+	return be
 }
 
 // Name returns "redis", the backend name used in metrics labels.
