@@ -31,8 +31,8 @@ func TestLogsHashKeysAndThrottleWarnings(t *testing.T) {
 	h := lim.Handler(okHandler)
 	do(h)
 	out := buf.String()
-	if !strings.Contains(out, `"key_hash"`) || !strings.Contains(out, `"policy":"api"`) {
-		t.Fatalf("debug line: got %s, want policy and key_hash", out)
+	if !strings.Contains(out, `"key_hash"`) || !strings.Contains(out, `"policy":"api"`) || !strings.Contains(out, `"outcome":"allowed"`) {
+		t.Fatalf("debug line: got %s, want policy, outcome and key_hash", out)
 	}
 	if strings.Contains(out, secretKey) {
 		t.Fatalf("log contains the key in clear: %s", out)

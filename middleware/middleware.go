@@ -291,11 +291,11 @@ func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 	t := &l.tiers[ti]
 	switch {
 	case t.Suspended:
-		l.observe(Event{Policy: t.policy, Outcome: OutcomeSuspended})
+		l.observe(Event{Policy: t.policy, key: key, Outcome: OutcomeSuspended})
 		writeJSON(w, http.StatusForbidden, contentTypeJSON, bodySuspended)
 		return
 	case t.Unlimited:
-		l.observe(Event{Policy: t.policy, Outcome: OutcomeUnlimited})
+		l.observe(Event{Policy: t.policy, key: key, Outcome: OutcomeUnlimited})
 		next.ServeHTTP(w, r)
 		return
 	}
@@ -309,7 +309,7 @@ func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 			fields, err = l.hdr.Compile(t.policy, lim)
 		}
 		if err != nil {
-			l.internalError(w, Event{Policy: t.policy, Outcome: OutcomeRejected, Err: fmt.Errorf("limits function: %w", err)})
+			l.internalError(w, Event{Policy: t.policy, key: key, Outcome: OutcomeRejected, Err: fmt.Errorf("limits function: %w", err)})
 			return
 		}
 	}
@@ -319,7 +319,7 @@ func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 			err = fmt.Errorf("%w: %d", errBadCost, c)
 		}
 		if err != nil {
-			l.internalError(w, Event{Policy: t.policy, Outcome: OutcomeRejected, Err: fmt.Errorf("cost function: %w", err)})
+			l.internalError(w, Event{Policy: t.policy, key: key, Outcome: OutcomeRejected, Err: fmt.Errorf("cost function: %w", err)})
 			return
 		}
 		req.Cost = c
@@ -333,27 +333,27 @@ func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 	if err != nil {
 		switch {
 		case errors.Is(err, store.ErrCostExceedsCapacity):
-			l.observe(Event{Policy: t.policy, Outcome: OutcomeLimited, Err: err, Latency: latency})
+			l.observe(Event{Policy: t.policy, key: key, Outcome: OutcomeLimited, Err: err, Latency: latency})
 			l.writeCostExceeded(w, req, t)
 		case errors.Is(err, store.ErrInvalidRequest) || errors.Is(err, store.ErrInvalidLimit):
-			l.internalError(w, Event{Policy: t.policy, Outcome: OutcomeRejected, Err: err, Latency: latency})
+			l.internalError(w, Event{Policy: t.policy, key: key, Outcome: OutcomeRejected, Err: err, Latency: latency})
 		case errors.Is(err, errClientGone):
-			l.observe(Event{Policy: t.policy, Outcome: OutcomeCanceled, Err: err, Latency: latency})
+			l.observe(Event{Policy: t.policy, key: key, Outcome: OutcomeCanceled, Err: err, Latency: latency})
 		default:
 			var se *storeErr
 			skipped := errors.As(err, &se) && se.skipped
 			if l.local != nil {
 				if d, lerr := l.local.Take(r.Context(), req); lerr == nil {
 					l.warn(t.policy, err)
-					l.respond(w, r, next, t, fields, d, now, Event{Policy: t.policy, Latency: latency, Err: err, Skipped: skipped, Fallback: true}, key)
+					l.respond(w, r, next, t, fields, d, now, Event{Policy: t.policy, key: key, Latency: latency, Err: err, Skipped: skipped, Fallback: true})
 					return
 				}
 			}
-			l.fail(w, r, next, Event{Policy: t.policy, Err: err, Latency: latency, Skipped: skipped})
+			l.fail(w, r, next, Event{Policy: t.policy, key: key, Err: err, Latency: latency, Skipped: skipped})
 		}
 		return
 	}
-	l.respond(w, r, next, t, fields, d, now, Event{Policy: t.policy, Latency: latency}, key)
+	l.respond(w, r, next, t, fields, d, now, Event{Policy: t.policy, key: key, Latency: latency})
 }
 
 var errClientGone = errors.New("ratekeeper: client went away")
@@ -407,6 +407,10 @@ func (l *Limiter) decide(r *http.Request, req store.Request) (d store.Decision, 
 		// The request's own deadline, shorter than the budget, ran out:
 		// apply the failure mode, but do not blame the store for it.
 		return d, latency, &storeErr{err: err}
+	case store.KindOf(err) == store.KindCapacity:
+		// A bounded store refused a new key: the store is healthy, and
+		// opening the breaker would stop limiting the keys it holds.
+		return d, latency, &storeErr{err: err}
 	}
 	l.breaker.failure(l.now(), probe)
 	resolved = true
@@ -414,8 +418,7 @@ func (l *Limiter) decide(r *http.Request, req store.Request) (d store.Decision, 
 }
 
 // respond writes the headers for d and either calls next or refuses.
-func (l *Limiter) respond(w http.ResponseWriter, r *http.Request, next http.Handler, t *tierState, fields *headers.Fields, d store.Decision, now time.Time, e Event, key string) {
-	l.debug(r.Context(), t.policy, key, d)
+func (l *Limiter) respond(w http.ResponseWriter, r *http.Request, next http.Handler, t *tierState, fields *headers.Fields, d store.Decision, now time.Time, e Event) {
 	e.Decision = d
 	fields.Write(w.Header(), d, now)
 	if d.Allowed {
@@ -502,27 +505,38 @@ var logKey = func() []byte {
 	return k
 }()
 
-// debug logs one decision at debug level, with the key hashed (keyed by a
+// debug logs one event at debug level, with the key hashed (keyed by a
 // per-process secret) so logs never hold client addresses, subjects or API
 // keys in clear.
-func (l *Limiter) debug(ctx context.Context, policy, key string, d store.Decision) {
+func (l *Limiter) debug(e Event) {
+	ctx := context.Background()
 	if !l.logger.Enabled(ctx, slog.LevelDebug) {
 		return
 	}
-	mac := hmac.New(sha256.New, logKey)
-	mac.Write([]byte(key))
-	sum := mac.Sum(nil)
-	l.logger.LogAttrs(ctx, slog.LevelDebug, "ratekeeper: decision",
-		slog.String("policy", policy),
-		slog.String("key_hash", hex.EncodeToString(sum[:8])),
-		slog.Bool("allowed", d.Allowed),
-		slog.Bool("blocked", d.Blocked),
-		slog.Int64("remaining", d.Remaining),
-		slog.Duration("retry_after", d.RetryAfter),
-		slog.String("limit", d.Policy))
+	attrs := make([]slog.Attr, 0, 9)
+	attrs = append(attrs, slog.String("policy", e.Policy), slog.String("outcome", string(e.Outcome)))
+	if e.key != "" {
+		mac := hmac.New(sha256.New, logKey)
+		mac.Write([]byte(e.key))
+		attrs = append(attrs, slog.String("key_hash", hex.EncodeToString(mac.Sum(nil)[:8])))
+	}
+	if e.Decision.Limit != 0 {
+		attrs = append(attrs,
+			slog.Int64("remaining", e.Decision.Remaining),
+			slog.Duration("retry_after", e.Decision.RetryAfter),
+			slog.String("limit", e.Decision.Policy))
+	}
+	if e.Fallback {
+		attrs = append(attrs, slog.Bool("fallback", true))
+	}
+	if e.Latency > 0 {
+		attrs = append(attrs, slog.Duration("latency", e.Latency))
+	}
+	l.logger.LogAttrs(ctx, slog.LevelDebug, "ratekeeper: decision", attrs...)
 }
 
 func (l *Limiter) observe(e Event) {
+	l.debug(e)
 	if l.observer != nil {
 		e.Store = l.storeName
 		e.StoreDown = l.breaker.down()

@@ -60,6 +60,8 @@ type Event struct {
 	// Fallback reports that the main store failed and the decision came
 	// from the local fallback store ([WithLocalFallback]).
 	Fallback bool
+
+	key string // for the debug log only (hashed there); never exported
 }
 
 // Named is implemented by stores that report a short backend name for

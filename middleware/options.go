@@ -113,7 +113,10 @@ func WithLimits(limits ...store.Limit) Option {
 
 // WithLimitsFunc chooses the limits per request (for example from the
 // caller's plan, read from configuration that changes without a deploy),
-// overriding the configured ones. The function must be fast and safe for
+// overriding the configured ones, those of every tier included (with
+// [NewTiered], give each tier its own Limiter if their plans differ). Limit
+// names it returns become the "scope" label of blocks: keep them to a fixed
+// set. The function must be fast and safe for
 // concurrent use; an error or invalid limits answer 500 and are logged
 // (throttled). The header fields are compiled per request on this path.
 func WithLimitsFunc(f func(*http.Request) ([]store.Limit, error)) Option {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -253,5 +254,35 @@ func TestCostExceededHonoursProblemBody(t *testing.T) {
 	}
 	if !json.Valid(rec.Body.Bytes()) {
 		t.Fatalf("invalid JSON: %s", rec.Body.String())
+	}
+}
+
+// Regression: a memory store at its key cap returned capacity errors that
+// opened the breaker, so a flood of new keys switched limiting off for
+// every client, including those already limited.
+func TestKeyFloodDoesNotDisableLimiting(t *testing.T) {
+	st, err := memstore.New(memstore.Options{MaxKeys: 16, Shards: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := func(r *http.Request) (string, error) { return r.Header.Get("X-Client"), nil }
+	lim := mustNew(t, st, key, store.PerMinute(1))
+	h := lim.Handler(okHandler)
+	send := func(client string) int {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.Header.Set("X-Client", client)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		return rec.Code
+	}
+	send("victim-of-its-own-limit")
+	if code := send("victim-of-its-own-limit"); code != 429 {
+		t.Fatalf("second request: got %d, want 429", code)
+	}
+	for i := range 40 {
+		send("flood-" + strconv.Itoa(i))
+	}
+	if code := send("victim-of-its-own-limit"); code != 429 {
+		t.Fatalf("after a key flood: got %d, want 429 (limiting must go on for existing keys)", code)
 	}
 }
