@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -26,17 +27,27 @@ import (
 // public: set JWT_SECRET to anything else outside a demo.
 const DemoSecret = "ratekeeper-demo-secret-change-me"
 
-// Env reads the example's settings: ADDR (default ":8080"), REDIS_URL
-// (empty: the in-memory store) and JWT_SECRET (default [DemoSecret]).
+// Env holds the example's settings, read from the environment.
 type Env struct {
-	Addr      string
-	RedisURL  string
+	// Addr is the listen address: ADDR, default ":8080".
+	Addr string
+	// RedisURL selects the Redis store (REDIS_URL, e.g.
+	// "redis://127.0.0.1:6379/0"); empty means the in-memory store.
+	RedisURL string
+	// JWTSecret verifies HS256 bearer tokens: JWT_SECRET, default
+	// [DemoSecret]. At least 32 bytes, as HS256 needs.
 	JWTSecret string
+	// LogLevel is LOG_LEVEL: "debug" logs every decision (keys hashed);
+	// default "info".
+	LogLevel slog.Level
 }
 
 // ReadEnv returns the settings from the process environment.
 func ReadEnv() Env {
-	e := Env{Addr: os.Getenv("ADDR"), RedisURL: os.Getenv("REDIS_URL"), JWTSecret: os.Getenv("JWT_SECRET")}
+	e := Env{Addr: os.Getenv("ADDR"), RedisURL: os.Getenv("REDIS_URL"), JWTSecret: os.Getenv("JWT_SECRET"), LogLevel: slog.LevelInfo}
+	if strings.EqualFold(os.Getenv("LOG_LEVEL"), "debug") {
+		e.LogLevel = slog.LevelDebug
+	}
 	if e.Addr == "" {
 		e.Addr = ":8080"
 	}
@@ -78,7 +89,8 @@ func OpenStore(ctx context.Context, url string) (st store.Store, close func(), e
 // Policies are the example's limiters.
 type Policies struct {
 	// API limits /api/ping: anonymous clients 10 per minute per IP (burst
-	// 10), authenticated clients 100 per minute per JWT subject.
+	// 10), authenticated clients 100 per minute per JWT subject. It sends
+	// the X-RateLimit-* and the IETF RateLimit fields.
 	API *middleware.Limiter
 	// Search is API at cost 5: /api/search takes 5 units of the same quota.
 	Search *middleware.Limiter
@@ -111,7 +123,11 @@ func NewPolicies(st store.Store, env Env, logger *slog.Logger) (*Policies, error
 	api, err := middleware.NewTiered(st, classify, []middleware.Tier{
 		{Name: middleware.TierAnonymous, Limits: []store.Limit{{Rate: 10, Period: time.Minute, Burst: 10}}},
 		{Name: middleware.TierAuthenticated, Limits: []store.Limit{{Rate: 100, Period: time.Minute, Burst: 100}}},
-	}, append(common, middleware.WithName("api"))...)
+	}, append(common,
+		middleware.WithName("api"),
+		// Both header sets: X-RateLimit-* and the IETF RateLimit fields.
+		middleware.WithHeaders(headers.Writer{IETF: true}),
+	)...)
 	if err != nil {
 		return nil, err
 	}

@@ -39,8 +39,8 @@ func Login(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "w
 // Main runs an example service: "token <subject>" prints a demo JWT;
 // otherwise it serves routes(policies) on ADDR until SIGINT or SIGTERM.
 func Main(name string, routes func(*Policies) http.Handler) {
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	env := ReadEnv()
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: env.LogLevel}))
 	if len(os.Args) == 3 && os.Args[1] == "token" {
 		tok, err := Token(env.JWTSecret, os.Args[2], time.Hour)
 		if err != nil {

@@ -96,6 +96,17 @@ func Run(t *testing.T, routes func(*demo.Policies) http.Handler) {
 		}
 	})
 
+	t.Run("api sends the IETF fields", func(t *testing.T) {
+		h := newServer(t)
+		w := send(h, "GET", "/api/ping", "192.0.2.31")
+		if got, want := w.Header().Get("RateLimit-Policy"), `"api/anonymous";q=10;w=60`; got != want {
+			t.Errorf("RateLimit-Policy: got %q, want %q", got, want)
+		}
+		if got, want := w.Header().Get("RateLimit"), `"api/anonymous";r=9;t=6`; got != want {
+			t.Errorf("RateLimit: got %q, want %q", got, want)
+		}
+	})
+
 	t.Run("search costs 5 units of the ping quota", func(t *testing.T) {
 		h := newServer(t)
 		ip := "192.0.2.77"
