@@ -183,8 +183,10 @@ func FromContext(ctxKey any) (KeyFunc, error) {
 // FromContextFunc is like [FromContext] with a lookup function instead of a
 // context key: fn returns the identity stored in ctx and whether there is
 // one. A false result or an empty identity fails with an error wrapping
-// [ErrNoIdentity]; the key is Encode("ctx", identity). It returns an error
-// when fn is nil. The KeyFunc is safe for concurrent use if fn is.
+// [ErrNoIdentity]; the key is Encode("ctx", identity). It trusts whatever
+// fn finds: put there only identities your own authentication middleware
+// verified, never request data. It returns an error when fn is nil. The
+// KeyFunc is safe for concurrent use if fn is.
 func FromContextFunc(fn func(ctx context.Context) (identity string, ok bool)) (KeyFunc, error) {
 	if fn == nil {
 		return nil, errors.New("keyfunc: FromContextFunc: fn is nil")

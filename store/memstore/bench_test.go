@@ -22,6 +22,7 @@ var benchKeys = func() []string {
 // benchTake runs Take from parallel goroutines over benchKeys with the
 // real clock. Each goroutine starts at its own offset in the key list.
 func benchTake(b *testing.B, limits []store.Limit, peek bool) {
+	b.Helper()
 	s, err := New(Options{})
 	if err != nil {
 		b.Fatal(err)
