@@ -184,12 +184,3 @@ func prefixKeys(t testing.TB, c *redis.Client, prefix string) []string {
 	return out
 }
 
-// serverMicros returns the server's TIME in microseconds.
-func serverMicros(t testing.TB, c *redis.Client) int64 {
-	t.Helper()
-	tm, err := c.Time(context.Background()).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tm.UnixMicro()
-}
