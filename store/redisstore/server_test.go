@@ -183,4 +183,3 @@ func prefixKeys(t testing.TB, c *redis.Client, prefix string) []string {
 	}
 	return out
 }
-
