@@ -26,6 +26,8 @@ INTEGRATION_PARALLEL ?= 16
 # (.ci/run checks it for skipped tests).
 INTEGRATION_LOG ?=
 
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
+
 BENCH ?= .
 BENCHTIME ?= 1s
 
@@ -43,7 +45,7 @@ run: ## run the net/http example service
 run-chi: ## run the chi example service
 	$(GO) run ./examples/chi
 
-test: setup test-unit test-fuzz test-integration ## set up, then unit tests, short fuzz runs, real-Redis tests
+test: setup lint test-unit test-fuzz test-integration ## set up, lint, then unit tests, short fuzz runs, real-Redis tests
 
 test-unit: ## unit tests with the race detector
 	$(GO) test -race -shuffle=on -vet=all ./...
@@ -73,10 +75,12 @@ bench: ## benchmarks: root module, then the Redis store and middleware on real R
 redis-image: setup ## build the local Redis image from /usr/bin/redis-server (idempotent)
 	scripts/build-redis-image.sh $(REDIS_IMAGE)
 
-lint: ## gofmt must report nothing; go vet in both modules; integration_test/go.mod tidy
+lint: ## gofmt must report nothing; go vet and staticcheck in both modules; integration_test/go.mod tidy
 	@out="$$(gofmt -l .)"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	cd integration_test && $(GO) vet ./...
+	$(GO) run $(STATICCHECK) ./...
+	cd integration_test && $(GO) run $(STATICCHECK) ./...
 	@cd integration_test && $(GO) mod tidy -diff || { echo "integration_test/go.mod is not tidy: run (cd integration_test && go mod tidy)"; exit 1; }
 
 fmt: ## gofmt every Go file
