@@ -557,3 +557,25 @@ func storeName(s store.Store) string {
 	}
 	return fmt.Sprintf("%T", s)
 }
+
+// Reset forgets everything the store holds for key under this policy (and,
+// for a [NewTiered] limiter, under the named tier; "" for a limiter built
+// with [New]): counters, an active block, repeat-offence strikes and
+// remembered de-duplication ids. key is what the key function or
+// classifier returns, for example "203.0.113.7" from [keyfunc.RemoteIP].
+// Use it to unblock a client by hand. It returns an error for an unknown
+// tier, an empty key, or a store failure.
+func (l *Limiter) Reset(ctx context.Context, tier, key string) error {
+	if key == "" {
+		return errEmptyKey
+	}
+	ti, ok := l.tierIndex[tier]
+	if !ok {
+		return fmt.Errorf("%w: %q", errUnknownTier, tier)
+	}
+	t := &l.tiers[ti]
+	if t.Unlimited || t.Suspended {
+		return nil // nothing is stored for such tiers
+	}
+	return l.store.Reset(ctx, store.Request{Key: t.prefix + key, Limits: t.Limits})
+}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/headers"
+	"github.com/ratekeeper/ratekeeper/keyfunc"
 	"github.com/ratekeeper/ratekeeper/store"
 	"github.com/ratekeeper/ratekeeper/store/memstore"
 )
@@ -284,5 +285,30 @@ func TestKeyFloodDoesNotDisableLimiting(t *testing.T) {
 	}
 	if code := send("victim-of-its-own-limit"); code != 429 {
 		t.Fatalf("after a key flood: got %d, want 429 (limiting must go on for existing keys)", code)
+	}
+}
+
+func TestResetUnblocksClient(t *testing.T) {
+	st, _ := memstore.New(memstore.Options{})
+	lim := mustNew(t, st, keyfunc.RemoteIP,
+		store.Limit{Algorithm: store.SlidingWindowLog, Rate: 1, Period: time.Minute, Block: time.Hour}, WithName("login"))
+	h := lim.Handler(okHandler)
+	send := func() int { return serveReq(h, request("POST", "/login", "192.0.2.44:1000")).Code }
+	send()
+	send() // refused: starts the block
+	if code := send(); code != 429 {
+		t.Fatalf("blocked client: got %d, want 429", code)
+	}
+	if err := lim.Reset(context.Background(), "", "192.0.2.44"); err != nil {
+		t.Fatal(err)
+	}
+	if code := send(); code != 200 {
+		t.Fatalf("after Reset: got %d, want 200", code)
+	}
+	if err := lim.Reset(context.Background(), "gold", "192.0.2.44"); err == nil {
+		t.Fatal("Reset with an unknown tier: got nil error, want one")
+	}
+	if err := lim.Reset(context.Background(), "", ""); err == nil {
+		t.Fatal("Reset with an empty key: got nil error, want one")
 	}
 }
