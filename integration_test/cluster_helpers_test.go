@@ -27,11 +27,22 @@ const redisServerPath = "/usr/bin/redis-server"
 // clusterSlots is the number of hash slots of a Redis Cluster.
 const clusterSlots = 16384
 
-// testCluster is a Redis Cluster of masters without replicas, one
-// redis-server process per master on a loopback port, started for one test.
+// clusterSpec describes a testCluster.
+type clusterSpec struct {
+	masters  int // masters, each serving an equal share of the slots
+	replicas int // replicas of each master
+	// nodeTimeout is cluster-node-timeout, after which an unreachable node
+	// is considered failing (and its replica may take over); zero keeps
+	// Redis's default of 15 s.
+	nodeTimeout time.Duration
+}
+
+// testCluster is a Redis Cluster, one redis-server process per node on a
+// loopback port, started for one test.
 type testCluster struct {
-	addrs []string // host:port of every master, in start order
-	nodes []*clusterProc
+	addrs    []string         // host:port of every master, in start order
+	nodes    []*clusterProc   // the masters, in start order
+	replicas [][]*clusterProc // replicas[i] replicate nodes[i]
 }
 
 // clusterProc is one redis-server process of a testCluster.
@@ -44,15 +55,18 @@ type clusterProc struct {
 	waitErr error         // cmd.Wait's result; read only after exited is closed
 }
 
-// startCluster starts a Redis Cluster of n masters, each a redis-server
-// process in a temporary directory of its own on a free loopback port,
-// gives each an equal share of the hash slots, joins them and waits (30 s
-// at most) until every node reports cluster_state:ok and knows all n. The
-// processes are killed, by their process handles, when the test ends.
+// startCluster starts a Redis Cluster of spec.masters masters and
+// spec.replicas replicas of each, every node a redis-server process in a
+// temporary directory of its own on a free loopback port. It gives each
+// master an equal share of the hash slots, joins all nodes, attaches the
+// replicas, and waits (30 s at most) until every node reports
+// cluster_state:ok, knows all nodes in their roles, and every replica's
+// link to its master is up. The processes are killed, by their process
+// handles, when the test ends.
 //
 // Without redis-server the test is skipped, or fails when
 // RATEKEEPER_REQUIRE_REDIS=1.
-func startCluster(t *testing.T, n int) *testCluster {
+func startCluster(t *testing.T, spec clusterSpec) *testCluster {
 	t.Helper()
 	if _, err := exec.LookPath(redisServerPath); err != nil {
 		if requireRedis() {
@@ -62,24 +76,55 @@ func startCluster(t *testing.T, n int) *testCluster {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	var args []string
+	if spec.nodeTimeout > 0 {
+		args = append(args, "--cluster-node-timeout", strconv.FormatInt(spec.nodeTimeout.Milliseconds(), 10))
+	}
+	if spec.replicas > 0 {
+		// Full synchronisation starts at once instead of waiting 5 s for
+		// more replicas to share the transfer.
+		args = append(args, "--repl-diskless-sync-delay", "0")
+	}
 	tc := &testCluster{}
 	taken := map[int]bool{}
-	for range n {
-		p := startClusterProc(ctx, t, taken)
+	for range spec.masters {
+		p := startClusterProc(ctx, t, taken, args)
 		tc.nodes = append(tc.nodes, p)
 		tc.addrs = append(tc.addrs, p.addr)
+	}
+	for range spec.masters {
+		var rs []*clusterProc
+		for range spec.replicas {
+			rs = append(rs, startClusterProc(ctx, t, taken, args))
+		}
+		tc.replicas = append(tc.replicas, rs)
 	}
 	if err := tc.join(ctx); err != nil {
 		t.Fatalf("form a cluster of %s: %v\n%s", strings.Join(tc.addrs, ", "), err, tc.logs())
 	}
+	if spec.replicas > 0 {
+		if err := tc.replicate(ctx); err != nil {
+			t.Fatalf("attach replicas to %s: %v\n%s", strings.Join(tc.addrs, ", "), err, tc.logs())
+		}
+	}
 	return tc
 }
 
+// all returns every node: the masters, then the replicas.
+func (tc *testCluster) all() []*clusterProc {
+	all := append([]*clusterProc(nil), tc.nodes...)
+	for _, rs := range tc.replicas {
+		all = append(all, rs...)
+	}
+	return all
+}
+
 // startClusterProc starts one cluster-enabled redis-server on a free port
-// and waits until it answers PING. A port can be taken by someone else
-// between the check and the server's bind, so a server that exits during
-// start-up is tried again on another port, a few times.
-func startClusterProc(ctx context.Context, t *testing.T, taken map[int]bool) *clusterProc {
+// with extra arguments args and waits until it answers PING. A port can be
+// taken by someone else between the check and the server's bind, so a
+// server that exits during start-up is tried again on another port, a few
+// times.
+func startClusterProc(ctx context.Context, t *testing.T, taken map[int]bool, args []string) *clusterProc {
 	t.Helper()
 	var failures []string
 	for range 5 {
@@ -88,7 +133,7 @@ func startClusterProc(ctx context.Context, t *testing.T, taken map[int]bool) *cl
 			t.Fatal(err)
 		}
 		taken[port] = true
-		p := launchClusterProc(t, port)
+		p := launchClusterProc(t, port, args)
 		err = p.waitReady(ctx)
 		if err == nil {
 			return p
@@ -128,11 +173,11 @@ func clusterPortFree(p int) bool {
 	return true
 }
 
-// launchClusterProc starts redis-server in cluster mode on port, in a
-// fresh temporary directory, and registers a cleanup that kills exactly
-// this process and waits for it to exit (before the directory is removed:
-// cleanups run last registered first).
-func launchClusterProc(t *testing.T, port int) *clusterProc {
+// launchClusterProc starts redis-server in cluster mode on port, with
+// extra arguments args, in a fresh temporary directory, and registers a
+// cleanup that kills exactly this process and waits for it to exit (before
+// the directory is removed: cleanups run last registered first).
+func launchClusterProc(t *testing.T, port int, args []string) *clusterProc {
 	t.Helper()
 	dir := t.TempDir()
 	logPath := filepath.Join(dir, "redis.log")
@@ -141,7 +186,7 @@ func launchClusterProc(t *testing.T, port int) *clusterProc {
 		t.Fatalf("create %s: %v", logPath, err)
 	}
 	procCtx, stop := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(procCtx, redisServerPath,
+	cmd := exec.CommandContext(procCtx, redisServerPath, append([]string{
 		"--port", strconv.Itoa(port),
 		"--bind", "127.0.0.1",
 		"--protected-mode", "no",
@@ -151,7 +196,7 @@ func launchClusterProc(t *testing.T, port int) *clusterProc {
 		"--appendonly", "no",
 		"--daemonize", "no",
 		"--dir", dir,
-	)
+	}, args...)...)
 	cmd.Dir = dir
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
@@ -223,67 +268,150 @@ func (p *clusterProc) logTail() string {
 // logs returns the end of every node's log.
 func (tc *testCluster) logs() string {
 	var b strings.Builder
-	for _, p := range tc.nodes {
+	for _, p := range tc.all() {
 		b.WriteString(p.logTail())
 		b.WriteByte('\n')
 	}
 	return b.String()
 }
 
-// join assigns node i the i-th of n equal slot ranges, introduces every
-// node to the first with CLUSTER MEET and waits until every node reports a
-// healthy cluster of n masters covering all slots.
+// join assigns master i the i-th of n equal slot ranges, introduces every
+// node (replicas too, still without slots) to the first master with
+// CLUSTER MEET and waits until every node reports a healthy cluster of n
+// masters covering all slots and knows every node.
 func (tc *testCluster) join(ctx context.Context) error {
 	n := len(tc.addrs)
-	admins := make([]*redis.Client, n)
-	for i, addr := range tc.addrs {
-		admins[i] = redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	nodes := tc.all()
+	admins := make([]*redis.Client, len(nodes))
+	for i, p := range nodes {
+		admins[i] = redis.NewClient(&redis.Options{Addr: p.addr, MaxRetries: -1})
 		defer admins[i].Close()
 	}
 	for i, c := range admins {
 		// Distinct config epochs from the start, as redis-cli --cluster
 		// create sets them, so that no epoch collision has to be resolved.
 		if err := c.Do(ctx, "CLUSTER", "SET-CONFIG-EPOCH", i+1).Err(); err != nil {
-			return fmt.Errorf("%s: CLUSTER SET-CONFIG-EPOCH: %w", tc.addrs[i], err)
+			return fmt.Errorf("%s: CLUSTER SET-CONFIG-EPOCH: %w", nodes[i].addr, err)
+		}
+		if i >= n {
+			continue // a replica-to-be serves no slots
 		}
 		lo, hi := i*clusterSlots/n, (i+1)*clusterSlots/n-1
 		if err := c.ClusterAddSlotsRange(ctx, lo, hi).Err(); err != nil {
-			return fmt.Errorf("%s: CLUSTER ADDSLOTSRANGE %d %d: %w", tc.addrs[i], lo, hi, err)
+			return fmt.Errorf("%s: CLUSTER ADDSLOTSRANGE %d %d: %w", nodes[i].addr, lo, hi, err)
 		}
 	}
-	for _, addr := range tc.addrs[1:] {
-		host, port, err := net.SplitHostPort(addr)
-		if err != nil {
-			return err
-		}
-		if err := admins[0].ClusterMeet(ctx, host, port).Err(); err != nil {
-			return fmt.Errorf("%s: CLUSTER MEET %s: %w", tc.addrs[0], addr, err)
+	for _, p := range nodes[1:] {
+		if err := admins[0].ClusterMeet(ctx, "127.0.0.1", strconv.Itoa(p.port)).Err(); err != nil {
+			return fmt.Errorf("%s: CLUSTER MEET %s: %w", nodes[0].addr, p.addr, err)
 		}
 	}
 	want := map[string]string{
 		"cluster_state":          "ok",
 		"cluster_slots_assigned": strconv.Itoa(clusterSlots),
 		"cluster_slots_ok":       strconv.Itoa(clusterSlots),
-		"cluster_known_nodes":    strconv.Itoa(n),
+		"cluster_known_nodes":    strconv.Itoa(len(nodes)),
 		"cluster_size":           strconv.Itoa(n),
 	}
-	for {
-		pending := ""
-	nodes:
+	return poll(ctx, func() string {
 		for i, c := range admins {
 			info, err := c.ClusterInfo(ctx).Result()
 			if err != nil {
-				pending = fmt.Sprintf("%s: CLUSTER INFO: %v", tc.addrs[i], err)
-				break
+				return fmt.Sprintf("%s: CLUSTER INFO: %v", nodes[i].addr, err)
 			}
 			fields := parseClusterInfo(info)
 			for k, v := range want {
 				if fields[k] != v {
-					pending = fmt.Sprintf("%s: got %s:%s, want %s", tc.addrs[i], k, fields[k], v)
-					break nodes
+					return fmt.Sprintf("%s: got %s:%s, want %s", nodes[i].addr, k, fields[k], v)
 				}
 			}
 		}
+		return ""
+	})
+}
+
+// replicate makes every replica replicate its master with CLUSTER
+// REPLICATE and waits until each replica's link to its master is up and
+// every node's CLUSTER NODES shows every replica as a replica of its
+// master and no node as failing, with cluster_state:ok everywhere.
+func (tc *testCluster) replicate(ctx context.Context) error {
+	nodes := tc.all()
+	admins := map[*clusterProc]*redis.Client{}
+	for _, p := range nodes {
+		c := redis.NewClient(&redis.Options{Addr: p.addr, MaxRetries: -1})
+		defer c.Close()
+		admins[p] = c
+	}
+	ids := map[*clusterProc]string{}
+	for _, p := range nodes {
+		id, err := admins[p].Do(ctx, "CLUSTER", "MYID").Text()
+		if err != nil {
+			return fmt.Errorf("%s: CLUSTER MYID: %w", p.addr, err)
+		}
+		ids[p] = id
+	}
+	for i, rs := range tc.replicas {
+		for _, r := range rs {
+			if err := admins[r].ClusterReplicate(ctx, ids[tc.nodes[i]]).Err(); err != nil {
+				return fmt.Errorf("%s: CLUSTER REPLICATE %s (%s): %w", r.addr, ids[tc.nodes[i]], tc.nodes[i].addr, err)
+			}
+		}
+	}
+	// wantMaster is the master id every node must show for each replica.
+	wantMaster := map[string]string{}
+	for i, rs := range tc.replicas {
+		for _, r := range rs {
+			wantMaster[ids[r]] = ids[tc.nodes[i]]
+		}
+	}
+	return poll(ctx, func() string {
+		for i, rs := range tc.replicas {
+			for _, r := range rs {
+				info, err := admins[r].Info(ctx, "replication").Result()
+				if err != nil {
+					return fmt.Sprintf("%s: INFO replication: %v", r.addr, err)
+				}
+				f := parseClusterInfo(info)
+				if f["role"] != "slave" || f["master_port"] != strconv.Itoa(tc.nodes[i].port) || f["master_link_status"] != "up" {
+					return fmt.Sprintf("%s: got role:%s master_port:%s master_link_status:%s, want slave of %s with the link up",
+						r.addr, f["role"], f["master_port"], f["master_link_status"], tc.nodes[i].addr)
+				}
+			}
+		}
+		for _, p := range nodes {
+			info, err := admins[p].ClusterInfo(ctx).Result()
+			if err != nil {
+				return fmt.Sprintf("%s: CLUSTER INFO: %v", p.addr, err)
+			}
+			if st := parseClusterInfo(info)["cluster_state"]; st != "ok" {
+				return fmt.Sprintf("%s: got cluster_state:%s, want ok", p.addr, st)
+			}
+			text, err := admins[p].ClusterNodes(ctx).Result()
+			if err != nil {
+				return fmt.Sprintf("%s: CLUSTER NODES: %v", p.addr, err)
+			}
+			view := parseClusterNodes(text)
+			if len(view) != len(nodes) {
+				return fmt.Sprintf("%s: got %d nodes in CLUSTER NODES, want %d", p.addr, len(view), len(nodes))
+			}
+			for _, v := range view {
+				if v.flags["fail"] || v.flags["fail?"] {
+					return fmt.Sprintf("%s: node %s is flagged failing", p.addr, v.addr)
+				}
+				if m, ok := wantMaster[v.id]; ok && (!v.flags["slave"] || v.master != m) {
+					return fmt.Sprintf("%s: node %s: got flags %v and master %q, want a replica of %s", p.addr, v.addr, v.flags, v.master, m)
+				}
+			}
+		}
+		return ""
+	})
+}
+
+// poll calls check every 50 ms until it returns "" (done) or ctx ends; the
+// error then carries check's last answer, which says what is pending.
+func poll(ctx context.Context, check func() string) error {
+	for {
+		pending := check()
 		if pending == "" {
 			return nil
 		}
@@ -293,6 +421,33 @@ func (tc *testCluster) join(ctx context.Context) error {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// clusterNodeLine is one line of a CLUSTER NODES reply.
+type clusterNodeLine struct {
+	id     string
+	addr   string          // host:port, without the bus port
+	flags  map[string]bool // myself, master, slave, fail?, fail, ...
+	master string          // the master's id for a replica, else "-"
+}
+
+// parseClusterNodes parses a CLUSTER NODES reply, skipping malformed lines.
+func parseClusterNodes(text string) []clusterNodeLine {
+	var nodes []clusterNodeLine
+	for _, line := range strings.Split(text, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 8 {
+			continue
+		}
+		addr, _, _ := strings.Cut(f[1], "@")
+		addr, _, _ = strings.Cut(addr, ",")
+		n := clusterNodeLine{id: f[0], addr: addr, flags: map[string]bool{}, master: f[3]}
+		for _, fl := range strings.Split(f[2], ",") {
+			n.flags[fl] = true
+		}
+		nodes = append(nodes, n)
+	}
+	return nodes
 }
 
 // parseClusterInfo splits a CLUSTER INFO (or INFO) reply into its fields.
@@ -311,11 +466,20 @@ func parseClusterInfo(info string) map[string]string {
 // ends. It fails the test unless the client sees every master.
 //
 // With default options the client reloads the cluster's topology only on
-// MOVED/ASK replies and every 60 s (ClusterStateReloadInterval); see
-// TestRedisCluster for what that means after a failover.
+// MOVED/ASK replies, when asked (ReloadState) and every 60 s
+// (ClusterStateReloadInterval); see TestRedisClusterFailover for what that
+// means after a failover.
 func (tc *testCluster) client(t testing.TB) *redis.ClusterClient {
 	t.Helper()
-	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: tc.addrs})
+	return tc.clientWith(t, redis.ClusterOptions{})
+}
+
+// clientWith is client with options opt, seeded with every master
+// (opt.Addrs is replaced).
+func (tc *testCluster) clientWith(t testing.TB, opt redis.ClusterOptions) *redis.ClusterClient {
+	t.Helper()
+	opt.Addrs = tc.addrs
+	cc := redis.NewClusterClient(&opt)
 	t.Cleanup(func() { _ = cc.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

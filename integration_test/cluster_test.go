@@ -30,17 +30,10 @@ import (
 //     scans every master, so every script (multi-limit, blocks, dedup,
 //     reset) runs on the cluster without CROSSSLOT errors.
 //
-// Not tested here, by design: failover. A ClusterClient learns a new
-// topology from MOVED/ASK replies and otherwise reloads it only every
-// ClusterStateReloadInterval (60 s by default). After a master fails and a
-// replica takes over, calls for the failed master's slots go to the dead
-// address and fail (the store reports connection or timeout errors and the
-// middleware applies its failure mode) until the reload; with go-redis
-// v9.23 against Redis 7.0 that was about a minute. Applications that need
-// faster recovery lower ClusterStateReloadInterval or call ReloadState
-// when store errors start.
+// Failover is tested by TestRedisClusterFailover, on a cluster with
+// replicas.
 func TestRedisCluster(t *testing.T) {
-	cluster := startCluster(t, 3)
+	cluster := startCluster(t, clusterSpec{masters: 3})
 	cc := cluster.client(t)
 
 	t.Run("one-slot-per-decision", func(t *testing.T) {

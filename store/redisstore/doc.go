@@ -77,13 +77,23 @@
 // # Redis Cluster
 //
 // All keys of a decision share one hash slot, so every script runs on one
-// node. After a master failover, go-redis's ClusterClient learns the new
-// topology from MOVED replies and its periodic reload (every 60 seconds by
-// default); until then calls for the moved slots fail and surface as
-// connection or script errors. Failovers also switch to another server's
-// clock: a clock that runs behind makes window algorithms keep their newer
-// windows (stricter, never looser) and bucket algorithms wait for the lost
-// time.
+// node. When a master fails, go-redis's ClusterClient keeps sending its
+// slots' commands to the dead address: a refused connection is not a MOVED
+// reply, and its periodic topology reload comes only every 60 seconds by
+// default. The store therefore calls the client's ReloadState in the
+// background after a connection or timeout error, at most once per
+// [Options.ClusterReload] (default one second), so that calls reach the
+// promoted replica soon after the failover instead of failing for up to a
+// minute. Until then the calls fail as connection or timeout errors. In
+// tests (Redis 7.0, cluster-node-timeout 1 s, go-redis v9.23), requests for
+// a killed master's key succeeded again about half a second after its
+// replica's promotion; with ClusterReload disabled they kept failing until
+// go-redis's periodic reload, almost a minute later. State replicated
+// before the failure is kept; replication is asynchronous, so the last
+// requests recorded before a crash can be lost, and as many more are then
+// admitted. Failovers also switch to another server's clock: a clock that
+// runs behind makes window algorithms keep their newer windows (stricter,
+// never looser) and bucket algorithms wait for the lost time.
 //
 // # Errors
 //
