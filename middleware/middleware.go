@@ -329,7 +329,7 @@ func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 	}
 
 	now := l.now()
-	d, latency, err := l.decide(r, req)
+	d, latency, err := l.decide(r, req, now)
 	if err != nil {
 		switch {
 		case errors.Is(err, store.ErrCostExceedsCapacity):
@@ -371,8 +371,8 @@ func (e *storeErr) Unwrap() error { return e.err }
 // decide runs the store call within the budget and feeds the breaker. Its
 // errors are the store's invalid-request errors, errClientGone, or a
 // *storeErr for backend failures.
-func (l *Limiter) decide(r *http.Request, req store.Request) (d store.Decision, latency time.Duration, err error) {
-	ok, probe := l.breaker.allow(l.now())
+func (l *Limiter) decide(r *http.Request, req store.Request, now time.Time) (d store.Decision, latency time.Duration, err error) {
+	ok, probe := l.breaker.allow(now)
 	if !ok {
 		return d, 0, &storeErr{err: errBreakerOpen, skipped: true}
 	}
