@@ -32,13 +32,7 @@ func newClient(t testing.TB, srv *redisServer) *redis.Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	addr, err := srv.addr(ctx)
-	if err != nil {
-		t.Fatalf("redis address: %v", err)
-	}
-	if !isLoopbackAddr(addr) {
-		t.Fatalf("redis address %s is not a loopback address", addr)
-	}
+	addr := loopbackAddr(t, srv)
 	c := redis.NewClient(&redis.Options{Addr: addr})
 	t.Cleanup(func() { _ = c.Close() })
 	if err := c.Ping(ctx).Err(); err != nil {
@@ -75,6 +69,14 @@ func newResolvingClient(t testing.TB, srv *redisServer) *resolvingClient {
 // refresh re-reads the container's mapped port.
 func (rc *resolvingClient) refresh(t testing.TB, srv *redisServer) {
 	t.Helper()
+	addr := loopbackAddr(t, srv)
+	rc.addr.Store(&addr)
+}
+
+// loopbackAddr returns the container's current host address, failing the
+// test unless it is a loopback address (traffic must never leave it).
+func loopbackAddr(t testing.TB, srv *redisServer) string {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	addr, err := srv.addr(ctx)
@@ -84,7 +86,7 @@ func (rc *resolvingClient) refresh(t testing.TB, srv *redisServer) {
 	if !isLoopbackAddr(addr) {
 		t.Fatalf("redis address %s is not a loopback address", addr)
 	}
-	rc.addr.Store(&addr)
+	return addr
 }
 
 // scanTTLs returns the PTTL of every key under prefix; a key without a TTL

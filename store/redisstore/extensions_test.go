@@ -628,25 +628,7 @@ func TestPeekWithBlocksAndDedup(t *testing.T) {
 	}
 	unchanged := func(when string, peek func()) {
 		t.Helper()
-		before := snapshot(t, c, s.prefix)
-		size, err := c.DBSize(ctx).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		peek()
-		after := snapshot(t, c, s.prefix)
-		sizeAfter, err := c.DBSize(ctx).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if sizeAfter != size || len(after) != len(before) {
-			t.Fatalf("%s: DBSIZE %d -> %d, keys %d -> %d; want unchanged", when, size, sizeAfter, len(before), len(after))
-		}
-		for k, v := range before {
-			if after[k] != v {
-				t.Fatalf("%s: key %q changed", when, k)
-			}
-		}
+		assertUnchanged(t, c, s.prefix, when, peek)
 	}
 	mustTake(t, s, req("a"))
 	mustTake(t, s, req("b"))

@@ -152,29 +152,13 @@ func TestPeekWritesNothing(t *testing.T) {
 			}}
 			check := func(when string) {
 				t.Helper()
-				before := snapshot(t, c, s.prefix)
-				size, err := c.DBSize(ctx).Result()
-				if err != nil {
-					t.Fatal(err)
-				}
-				for i := 0; i < 3; i++ {
-					if _, err := s.Peek(ctx, req); err != nil {
-						t.Fatal(err)
+				assertUnchanged(t, c, s.prefix, when, func() {
+					for i := 0; i < 3; i++ {
+						if _, err := s.Peek(ctx, req); err != nil {
+							t.Fatal(err)
+						}
 					}
-				}
-				after := snapshot(t, c, s.prefix)
-				sizeAfter, err := c.DBSize(ctx).Result()
-				if err != nil {
-					t.Fatal(err)
-				}
-				if sizeAfter != size || len(after) != len(before) {
-					t.Fatalf("%s: DBSIZE %d -> %d, keys %d -> %d; want unchanged", when, size, sizeAfter, len(before), len(after))
-				}
-				for k, v := range before {
-					if after[k] != v {
-						t.Fatalf("%s: key %q changed", when, k)
-					}
-				}
+				})
 			}
 			check("fresh key")
 			for i := 0; i < 3; i++ {
@@ -559,6 +543,32 @@ func TestSlidingLogLargeCost(t *testing.T) {
 	for i := 1; i < len(members); i++ {
 		if members[i] == members[i-1] {
 			t.Fatalf("duplicate member %q", members[i])
+		}
+	}
+}
+
+// assertUnchanged runs f and fails the test if it changed the database:
+// its size, or the serialized value of any key under prefix.
+func assertUnchanged(t *testing.T, c *redis.Client, prefix, when string, f func()) {
+	t.Helper()
+	ctx := context.Background()
+	before := snapshot(t, c, prefix)
+	size, err := c.DBSize(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f()
+	after := snapshot(t, c, prefix)
+	sizeAfter, err := c.DBSize(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sizeAfter != size || len(after) != len(before) {
+		t.Fatalf("%s: DBSIZE %d -> %d, keys %d -> %d; want unchanged", when, size, sizeAfter, len(before), len(after))
+	}
+	for k, v := range before {
+		if after[k] != v {
+			t.Fatalf("%s: key %q changed", when, k)
 		}
 	}
 }
