@@ -100,7 +100,7 @@ func testClusterOneSlot(t *testing.T, cc *redis.ClusterClient, alg store.Algorit
 		{"order-1", func(d store.Decision) bool { return d.Allowed && !d.Duplicate }, "admitted, not a duplicate"},
 		{"order-1", func(d store.Decision) bool { return d.Allowed && d.Duplicate }, "admitted as a duplicate"},
 		{"", func(d store.Decision) bool { return d.Allowed && !d.Duplicate }, "admitted"},
-		{"", func(d store.Decision) bool { return !d.Allowed && d.Blocked && d.BlockStarted && d.Policy == "burst" }, "refused, starting a block by burst"},
+		{"", func(d store.Decision) bool { return !d.Allowed && d.Blocked && d.BlockStarted && d.LimitID == "burst" }, "refused, starting a block by burst"},
 		{"order-2", func(d store.Decision) bool { return !d.Allowed && d.Blocked && !d.BlockStarted }, "refused by the block"},
 	}
 	for i, st := range steps {

@@ -106,8 +106,8 @@ func TestTiersOnRedis(t *testing.T) {
 
 // TestLoginAbuseBlockOnRedis: 100 simultaneous login attempts against a
 // threshold of 5 start exactly one block and admit exactly as many attempts
-// as the threshold semantics say: 5 under ">" (ThresholdExceed), 4 under
-// ">=" (ThresholdReach). While blocked, even after the counting window has
+// as the limit says: 5 for a limit of 5 (">"), 4 for a limit of 4 (the
+// ">=" form of 5). While blocked, even after the counting window has
 // emptied, attempts are refused with Retry-After from the block's TTL.
 func TestLoginAbuseBlockOnRedis(t *testing.T) {
 	t.Parallel()
@@ -115,9 +115,8 @@ func TestLoginAbuseBlockOnRedis(t *testing.T) {
 	c := newClient(t, srv)
 	for _, tc := range []struct {
 		name  string
-		th    store.Threshold
 		admit int
-	}{{"exceed (>)", store.ThresholdExceed, 5}, {"reach (>=)", store.ThresholdReach, 4}} {
+	}{{"exceed (>)", 5}, {"reach (>=)", 4}} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			st := newStore(t, c, randomPrefix(t))
@@ -131,8 +130,8 @@ func TestLoginAbuseBlockOnRedis(t *testing.T) {
 				}
 			})
 			lim, err := middleware.New(st, keyfunc.RemoteIP,
-				store.Limit{Name: "short", Algorithm: store.SlidingWindowLog, Rate: 5, Period: 2 * time.Second, Block: 5 * time.Second, Threshold: tc.th},
-				middleware.WithLimits(store.Limit{Name: "long", Algorithm: store.SlidingWindowLog, Rate: 20, Period: time.Hour, Block: time.Hour, Threshold: tc.th}),
+				store.Limit{Name: "short", Algorithm: store.SlidingWindowLog, Rate: int64(tc.admit), Period: 2 * time.Second, Block: 5 * time.Second},
+				middleware.WithLimits(store.Limit{Name: "long", Algorithm: store.SlidingWindowLog, Rate: 20, Period: time.Hour, Block: time.Hour}),
 				middleware.WithName("login"), middleware.WithCountDenied(), middleware.WithObserver(obs),
 				middleware.WithTimeout(10*time.Second), middleware.WithFailureMode(middleware.FailClosed))
 			if err != nil {

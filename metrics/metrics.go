@@ -118,7 +118,7 @@ func (c *Collector) Observe(e middleware.Event) {
 		c.latency.WithLabelValues(e.Policy, e.Store).Observe(e.Latency.Seconds())
 	}
 	if e.Decision.BlockStarted {
-		c.blocks.WithLabelValues(e.Policy, e.Decision.Policy).Inc()
+		c.blocks.WithLabelValues(e.Policy, e.Decision.LimitID).Inc()
 	}
 	degraded := ""
 	switch {

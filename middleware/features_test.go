@@ -372,7 +372,7 @@ func TestDedupIDReachesStore(t *testing.T) {
 
 func TestBlockedAndProblemBodies(t *testing.T) {
 	now := time.Unix(1767225600, 0)
-	blocked := store.Decision{Allowed: false, Blocked: true, Limit: 5, RetryAfter: 15 * time.Minute, ResetAfter: 15 * time.Minute, Policy: "minute"}
+	blocked := store.Decision{Allowed: false, Blocked: true, Limit: 5, RetryAfter: 15 * time.Minute, ResetAfter: 15 * time.Minute, LimitID: "minute"}
 	st := &recordingStore{decide: func(store.Request) store.Decision { return blocked }}
 	obs := &recObserver{}
 	l := mustNew(t, st, constKey("k"), store.Limit{Name: "minute", Algorithm: store.SlidingWindowLog, Rate: 5, Period: time.Minute, Block: 15 * time.Minute},

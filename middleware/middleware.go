@@ -524,7 +524,7 @@ func (l *Limiter) debug(e Event) {
 		attrs = append(attrs,
 			slog.Int64("remaining", e.Decision.Remaining),
 			slog.Duration("retry_after", e.Decision.RetryAfter),
-			slog.String("limit", e.Decision.Policy))
+			slog.String("limit", e.Decision.LimitID))
 	}
 	if e.Fallback {
 		attrs = append(attrs, slog.Bool("fallback", true))

@@ -105,7 +105,7 @@ func (l *Limiter) limitedBody(t *tierState, f *headers.Fields, d store.Decision,
 	b = append(b, t.nameJSON...)
 	if d.Blocked {
 		b = append(b, `,"scope":`...)
-		b = appendJSONString(b, d.Policy)
+		b = appendJSONString(b, d.LimitID)
 	}
 	if l.body == BodyProblem {
 		// violated-policies names the RateLimit-Policy item that refused.

@@ -203,7 +203,7 @@ func TestProblemBodyNamesViolatedItem(t *testing.T) {
 
 func TestBlockedBodyIsValidJSONForAnyScope(t *testing.T) {
 	s := &funcStore{take: func(context.Context, store.Request) (store.Decision, error) {
-		return store.Decision{Blocked: true, Limit: 1, RetryAfter: time.Second, Policy: "m\xff\"é"}, nil
+		return store.Decision{Blocked: true, Limit: 1, RetryAfter: time.Second, LimitID: "m\xff\"é"}, nil
 	}}
 	rec := do(mustNew(t, s, constKey("k"), store.PerMinute(1)).Handler(okHandler))
 	if !json.Valid(rec.Body.Bytes()) {

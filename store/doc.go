@@ -28,20 +28,20 @@
 // corrected by whole microseconds against the admission test itself, so it
 // is the smallest wait after which the same request is admitted.
 //
-//   - GCRA and TokenBucket share one state per limit, {ts, tokens}
-//     (absent = B tokens), refilled at R/P per µs: at now, tokens =
-//     min(B, tokens + (now − ts)·R/P). The request is admitted iff
-//     tokens ≥ c; then tokens −= c and ts = now. For GCRA this is the
-//     theoretical arrival time seen from the bucket's side: with emission
-//     interval T = P/R and tolerance τ = B·T, TAT = ts + (B − tokens)·T,
-//     and "admitted iff max(TAT, now) + c·T − now ≤ τ" is the same test.
-//     Keeping {ts, tokens} rather than an absolute TAT keeps it exact in
-//     microseconds: a float64 TAT at today's epoch has a resolution of
-//     0.25µs, and sums of fractional T drift past τ. Remaining = ⌊tokens⌋,
-//     ResetAfter = (B − tokens)·P/R, and a denied request's RetryAfter =
-//     (c − tokens)·P/R. The state expires when the bucket is full again.
-//   - The window algorithms count up to their capacity: B = R, or R − 1
-//     under [ThresholdReach].
+//   - GCRA and TokenBucket are one algorithm (two names for the same
+//     arithmetic; users coming from either model find theirs). State per
+//     limit is {ts, used}: the units used at time ts, draining at R/P per
+//     µs (absent = nothing used). At now, used = max(0, used − (now − ts)·R/P).
+//     The request is admitted iff used + c ≤ B; then used += c and
+//     ts = now. In GCRA terms, with emission interval T = P/R and tolerance
+//     τ = B·T, TAT = ts + used·T and "admitted iff max(TAT, now) + c·T − now
+//     ≤ τ" is the same test; storing units rather than an absolute TAT keeps
+//     it exact (a float64 TAT in µs at today's epoch has 0.25µs resolution)
+//     and independent of the limit's parameters (see "Changing a limit").
+//     Remaining = ⌊B − used⌋ (within [0, B]), ResetAfter = used·P/R, and a
+//     denied request's RetryAfter = (used + c − B)·P/R. The state expires
+//     when used has drained to zero.
+//   - The window algorithms count up to their capacity B = R.
 //   - SlidingWindowLog: one sorted log per key and set of limits, holding a
 //     timestamp per recorded unit. Units in the window are those with
 //     timestamp > now − P. Admitted iff count + c ≤ B for every limit
@@ -58,18 +58,26 @@
 //     cur + c ≤ B. ResetAfter (and a denied request's RetryAfter) is the
 //     time to the end of the window.
 //
-// [ThresholdReach] trips a window limit on the request that makes the count
-// reach R: count + c ≥ R refuses, so R − 1 units are admitted and Limit
-// reports R − 1. It is the capacity B = R − 1 under the test above, which
-// for the sliding window counter's fractional estimate means est + c ≤ R − 1
-// (at least as strict as est + c < R).
+// # Changing a limit
+//
+// Every algorithm stores what was used, never what is left, so a changed limit
+// applies to the units already used at once: raising a key's limit from 2/min
+// to 10/min gives a client who used 2 the remaining 8 right away, and cutting
+// 10/min to 2/min refuses a client who already used 3 until enough has drained
+// (GCRA and TokenBucket, at the new rate) or the window has moved on (window
+// algorithms). State is kept per limit ID ([Limit.ID]): a limit that keeps its
+// ID keeps its state across changes of Rate, Period or Burst; changing the
+// algorithm starts from fresh state.
+//
+// A limit trips when count + c > B. A "refuse when the count reaches N"
+// limit (">=" rather than ">") is a limit of Rate N − 1.
 //
 // Remaining and ResetAfter, and each entry of [Decision.PerLimit], describe
 // a limit after the request when the request is admitted and recorded, and
 // without it otherwise: when it is denied (even if CountDenied records it),
 // blocked, or admitted as a duplicate.
 //
-// With several limits, the deciding limit ([Decision.Policy]) of a denied
+// With several limits, the deciding limit ([Decision.LimitID]) of a denied
 // request is the denying limit with the longest RetryAfter (ties: the
 // earliest), so waiting RetryAfter is enough for every limit; for an
 // admitted request it is the limit with the fewest units remaining (ties:
@@ -84,7 +92,7 @@
 //  1. The request is validated before any state is read.
 //  2. Block check: while the key's block lasts, the request is refused with
 //     Blocked, RetryAfter = ResetAfter = the block's remaining time,
-//     Remaining 0, Policy the ID of the limit that started the block and
+//     Remaining 0, LimitID the ID of the limit that started the block and
 //     Index its position in this request (−1 when it is not there; Limit is
 //     then the first limit's capacity). A block belongs to the key, whatever
 //     limits later requests carry. With CountDenied the attempt is recorded

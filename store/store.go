@@ -79,7 +79,7 @@ func ParseAlgorithm(s string) (Algorithm, error) {
 // in milliseconds) and at least one millisecond.
 type Limit struct {
 	// Name identifies the limit inside a request: it is reported in
-	// [Decision.Policy] and used in storage keys. Empty means a name derived
+	// [Decision.LimitID] and used in storage keys. Empty means a name derived
 	// from the algorithm and period ("gcra/1m0s"). Names must be unique
 	// within one [Request] and may not contain control characters.
 	Name string
@@ -104,24 +104,7 @@ type Limit struct {
 	// a key lasts min(Block·2^(n-1), BlockMax). Offences are forgotten
 	// BlockMax after the last block ends. Zero disables escalation.
 	BlockMax time.Duration
-	// Threshold chooses when the limit trips: [ThresholdExceed] (default,
-	// Rate units are admitted and the next one is refused) or
-	// [ThresholdReach] (the unit that reaches Rate is refused, so Rate-1
-	// are admitted). ThresholdReach needs a window algorithm and Rate >= 2.
-	Threshold Threshold
 }
-
-// Threshold selects the comparison that trips a limit.
-type Threshold int
-
-const (
-	// ThresholdExceed refuses a request that would take the count above
-	// Rate (count + cost > Rate): the Rate-th unit is admitted.
-	ThresholdExceed Threshold = iota
-	// ThresholdReach refuses a request that would take the count to Rate
-	// or above (count + cost >= Rate): the Rate-th attempt trips the limit.
-	ThresholdReach
-)
 
 // PerSecond returns a GCRA limit of n per second with burst n.
 func PerSecond(n int64) Limit { return Limit{Rate: n, Period: time.Second} }
@@ -133,14 +116,14 @@ func PerMinute(n int64) Limit { return Limit{Rate: n, Period: time.Minute} }
 func PerHour(n int64) Limit { return Limit{Rate: n, Period: time.Hour} }
 
 // Capacity returns the largest cost one request may have under l: Burst for
-// GCRA and TokenBucket (Rate when Burst is zero), Rate otherwise, and
-// Rate-1 under [ThresholdReach].
+// GCRA and TokenBucket (Rate when Burst is zero), Rate otherwise.
+//
+// A limit trips on the unit that would exceed its capacity (count + cost >
+// capacity refuses). A seed-style "refuse when the count reaches N" (>=)
+// limit is the same as a limit with Rate N-1.
 func (l Limit) Capacity() int64 {
 	if (l.Algorithm == GCRA || l.Algorithm == TokenBucket) && l.Burst > 0 {
 		return l.Burst
-	}
-	if l.Threshold == ThresholdReach {
-		return l.Rate - 1
 	}
 	return l.Rate
 }
@@ -190,12 +173,6 @@ func (l Limit) Validate() error {
 		return fmt.Errorf("%w: Block must be <= %s, got %s", ErrInvalidLimit, maxPeriod, l.Block)
 	case l.BlockMax != 0 && (l.Block == 0 || l.BlockMax < l.Block || l.BlockMax > maxPeriod || l.BlockMax%time.Millisecond != 0):
 		return fmt.Errorf("%w: BlockMax must be 0 or whole milliseconds between Block and %s, got %s", ErrInvalidLimit, maxPeriod, l.BlockMax)
-	case l.Threshold != ThresholdExceed && l.Threshold != ThresholdReach:
-		return fmt.Errorf("%w: Threshold: unknown value %d", ErrInvalidLimit, int(l.Threshold))
-	case l.Threshold == ThresholdReach && !l.Algorithm.window():
-		return fmt.Errorf("%w: Threshold ThresholdReach needs a window algorithm, not %s", ErrInvalidLimit, l.Algorithm)
-	case l.Threshold == ThresholdReach && l.Rate < 2:
-		return fmt.Errorf("%w: Threshold ThresholdReach needs Rate >= 2, got %d", ErrInvalidLimit, l.Rate)
 	}
 	for _, r := range l.Name {
 		if r < 0x20 || r == 0x7f {
@@ -303,15 +280,15 @@ type Decision struct {
 	// request (same cost) would be admitted if nothing else is recorded
 	// meanwhile. Zero when Allowed.
 	RetryAfter time.Duration
-	// Policy is the ID ([Limit.ID]) of the deciding limit: for a denied
+	// LimitID is the ID ([Limit.ID]) of the deciding limit: for a denied
 	// request the denying limit with the longest RetryAfter; for an admitted
 	// one the limit with the fewest units remaining (ties: the earliest).
-	Policy string
+	LimitID string
 	// Index is the position of the deciding limit in [Request.Limits], or
 	// -1 when a block was started by a limit that is not in this request.
 	Index int
 	// Blocked reports a refusal because the key is blocked (see
-	// [Limit.Block]); Policy then names the limit that tripped the block and
+	// [Limit.Block]); LimitID then names the limit that tripped the block and
 	// RetryAfter is the block's remaining time.
 	Blocked bool
 	// BlockStarted reports that this request started the block. Exactly one
@@ -344,7 +321,10 @@ type Store interface {
 	Take(ctx context.Context, req Request) (Decision, error)
 	// Peek returns the decision Take would return now, writing nothing.
 	Peek(ctx context.Context, req Request) (Decision, error)
-	// Reset forgets all state of req.Key under req.Limits. Cost is ignored.
+	// Reset forgets all state of req.Key under req.Limits (and the key's
+	// block, strikes and remembered de-duplication ids). Cost is ignored.
+	// It returns an error wrapping [ErrNotFound] when nothing was stored,
+	// so that a reset aimed at the wrong identity does not pass silently.
 	Reset(ctx context.Context, req Request) error
 }
 
@@ -360,6 +340,9 @@ var (
 	// ErrStoreUnavailable wraps backend failures (connection, timeout,
 	// script errors) so callers can tell them from invalid requests.
 	ErrStoreUnavailable = errors.New("ratekeeper: store unavailable")
+	// ErrNotFound is returned by Reset when the store held no state for
+	// the request's key and limits.
+	ErrNotFound = errors.New("ratekeeper: no state stored for this key")
 	// ErrTooManyKeys is returned by bounded stores when the key cap is
 	// reached and no expired state can be dropped.
 	ErrTooManyKeys = errors.New("ratekeeper: too many keys")

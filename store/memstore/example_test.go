@@ -24,12 +24,12 @@ func Example() {
 	}}
 	for i := 0; i < 4; i++ {
 		d, _ := s.Take(context.Background(), req)
-		fmt.Printf("allowed=%t policy=%s remaining=%d retry=%s\n", d.Allowed, d.Policy, d.Remaining, d.RetryAfter)
+		fmt.Printf("allowed=%t policy=%s remaining=%d retry=%s\n", d.Allowed, d.LimitID, d.Remaining, d.RetryAfter)
 	}
 	clock.Advance(time.Second)
 	for i := 0; i < 3; i++ {
 		d, _ := s.Take(context.Background(), req)
-		fmt.Printf("allowed=%t policy=%s remaining=%d retry=%s\n", d.Allowed, d.Policy, d.Remaining, d.RetryAfter)
+		fmt.Printf("allowed=%t policy=%s remaining=%d retry=%s\n", d.Allowed, d.LimitID, d.Remaining, d.RetryAfter)
 	}
 	// Output:
 	// allowed=true policy=second remaining=2 retry=0s

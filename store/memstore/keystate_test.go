@@ -149,7 +149,7 @@ func TestCountDeniedLogStaysBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.Allowed || d.Policy != "b" || d.RetryAfter != 2*time.Second-500*time.Microsecond {
+	if d.Allowed || d.LimitID != "b" || d.RetryAfter != 2*time.Second-500*time.Microsecond {
 		t.Fatalf("peek after the flood: got %+v, want refused by b with RetryAfter 1.9995s (its 5th newest entry leaving)", d)
 	}
 }

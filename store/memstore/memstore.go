@@ -635,7 +635,7 @@ func (o *op) decision(v verdict) store.Decision {
 			Limit:        o.req.Limits[0].Capacity(),
 			ResetAfter:   left,
 			RetryAfter:   left,
-			Policy:       o.ks.scope,
+			LimitID:      o.ks.scope,
 			Index:        -1,
 			Blocked:      true,
 			BlockStarted: v.started,
@@ -665,7 +665,7 @@ func (o *op) decision(v verdict) store.Decision {
 			Limit:      o.req.Limits[d].Capacity(),
 			Remaining:  remaining(out[d], after),
 			ResetAfter: micros(resetAfter(out[d], after)),
-			Policy:     o.ids[d],
+			LimitID:    o.ids[d],
 			Index:      d,
 			Duplicate:  v.duplicate,
 		}

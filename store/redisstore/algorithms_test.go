@@ -42,8 +42,8 @@ func runSteps(t *testing.T, start int64, limits []store.Limit, steps []step) {
 				i, st.at, d.Allowed, d.Remaining, d.ResetAfter, d.RetryAfter,
 				st.allowed, st.remaining, st.reset, st.retry)
 		}
-		if d.Limit != limits[d.Index].Capacity() || d.Policy != limits[d.Index].ID() {
-			t.Fatalf("step %d: got limit %d policy %q index %d, want the deciding limit's capacity and ID", i, d.Limit, d.Policy, d.Index)
+		if d.Limit != limits[d.Index].Capacity() || d.LimitID != limits[d.Index].ID() {
+			t.Fatalf("step %d: got limit %d policy %q index %d, want the deciding limit's capacity and ID", i, d.Limit, d.LimitID, d.Index)
 		}
 	}
 }
@@ -149,8 +149,8 @@ func TestMultiLimit(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if !d.Allowed || d.Policy != "narrow" || d.Index != 1 {
-					t.Fatalf("take %d: got allowed %v policy %q index %d, want the narrow limit deciding an admission", i, d.Allowed, d.Policy, d.Index)
+				if !d.Allowed || d.LimitID != "narrow" || d.Index != 1 {
+					t.Fatalf("take %d: got allowed %v policy %q index %d, want the narrow limit deciding an admission", i, d.Allowed, d.LimitID, d.Index)
 				}
 				if len(d.PerLimit) != 2 || d.PerLimit[0].Remaining != w[0] || d.PerLimit[1].Remaining != w[1] {
 					t.Fatalf("take %d: got per-limit %+v, want remaining %v", i, d.PerLimit, w)
@@ -160,7 +160,7 @@ func TestMultiLimit(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if d.Allowed || d.Policy != "narrow" || d.Index != 1 || d.RetryAfter <= 0 {
+			if d.Allowed || d.LimitID != "narrow" || d.Index != 1 || d.RetryAfter <= 0 {
 				t.Fatalf("got %s, want a refusal by narrow", fmtDecision(d))
 			}
 			// All or nothing: the wide limit still has its 3 units.
@@ -196,7 +196,7 @@ func TestDenyingLimitWithLongestRetry(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if d.Allowed || d.Policy != "hour" || d.Index != 1 {
+			if d.Allowed || d.LimitID != "hour" || d.Index != 1 {
 				t.Fatalf("got %s, want a refusal decided by hour", fmtDecision(d))
 			}
 			for i, l := range d.PerLimit {

@@ -133,7 +133,7 @@ func (fc *fakeClock) advance(d int64) { fc.t.Helper(); fc.set(fc.now + d) }
 func sameDecision(a, b store.Decision) bool {
 	if a.Allowed != b.Allowed || a.Limit != b.Limit || a.Remaining != b.Remaining ||
 		a.ResetAfter != b.ResetAfter || a.RetryAfter != b.RetryAfter ||
-		a.Policy != b.Policy || a.Index != b.Index || a.Blocked != b.Blocked ||
+		a.LimitID != b.LimitID || a.Index != b.Index || a.Blocked != b.Blocked ||
 		a.BlockStarted != b.BlockStarted || a.Duplicate != b.Duplicate ||
 		(a.PerLimit == nil) != (b.PerLimit == nil) || len(a.PerLimit) != len(b.PerLimit) {
 		return false
@@ -148,7 +148,7 @@ func sameDecision(a, b store.Decision) bool {
 
 func fmtDecision(d store.Decision) string {
 	return fmt.Sprintf("{allowed %v limit %d remaining %d reset %s retry %s policy %s index %d}",
-		d.Allowed, d.Limit, d.Remaining, d.ResetAfter, d.RetryAfter, d.Policy, d.Index)
+		d.Allowed, d.Limit, d.Remaining, d.ResetAfter, d.RetryAfter, d.LimitID, d.Index)
 }
 
 // TestMatchesMemstore runs random operation sequences against the Redis
@@ -172,7 +172,6 @@ func TestMatchesMemstore(t *testing.T) {
 		{"1000 per minute", []store.Limit{{Rate: 1000, Period: time.Minute}}, false},
 		{"1 per hour", []store.Limit{{Rate: 1, Period: time.Hour}}, false},
 		{"two limits", []store.Limit{{Name: "short", Rate: 3, Period: 250 * time.Millisecond}, {Name: "long", Rate: 10, Period: 3 * time.Second}}, false},
-		{"trip on reaching the rate", []store.Limit{{Rate: 5, Period: time.Second, Threshold: store.ThresholdReach}}, false},
 		{"three limits", []store.Limit{{Name: "a", Rate: 5, Period: time.Second}, {Name: "b", Rate: 9, Period: 2 * time.Second}, {Name: "c", Rate: 13, Period: 7 * time.Second}}, false},
 		{"dedup and counted refusals", []store.Limit{{Rate: 4, Period: 700 * time.Millisecond}}, true},
 		{"block", []store.Limit{{Rate: 3, Period: time.Second, Block: 1500 * time.Millisecond}}, true},
@@ -181,7 +180,6 @@ func TestMatchesMemstore(t *testing.T) {
 			{Name: "short", Rate: 3, Period: 250 * time.Millisecond, Block: 700 * time.Millisecond, BlockMax: 3 * time.Second},
 			{Name: "long", Rate: 10, Period: 3 * time.Second, Block: 1500 * time.Millisecond},
 		}, true},
-		{"reach with block", []store.Limit{{Name: "r", Rate: 5, Period: time.Second, Threshold: store.ThresholdReach, Block: 800 * time.Millisecond, BlockMax: 1600 * time.Millisecond}}, true},
 	}
 	// A fixed start on a window boundary, then random offsets.
 	const start = 1_767_225_600_000_000

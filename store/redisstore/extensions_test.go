@@ -14,8 +14,7 @@ import (
 	"github.com/ratekeeper/ratekeeper/store"
 )
 
-// windowAlgorithms are the algorithms that support CountDenied and
-// ThresholdReach.
+// windowAlgorithms are the algorithms that support CountDenied.
 var windowAlgorithms = []store.Algorithm{store.SlidingWindowLog, store.SlidingWindowCounter, store.FixedWindow}
 
 // withAlgorithm returns a copy of limits using alg.
@@ -58,7 +57,7 @@ func fmtFull(d store.Decision) string {
 // with retry after, started by this request when started is set.
 func wantBlocked(t *testing.T, d store.Decision, scope string, index int, limit int64, retry time.Duration, started bool) {
 	t.Helper()
-	if d.Allowed || !d.Blocked || d.BlockStarted != started || d.Duplicate || d.Policy != scope ||
+	if d.Allowed || !d.Blocked || d.BlockStarted != started || d.Duplicate || d.LimitID != scope ||
 		d.Index != index || d.Limit != limit || d.Remaining != 0 || d.RetryAfter != retry || d.ResetAfter != retry {
 		t.Fatalf("got %s, want blocked by %q (index %d, limit %d) for %s, started %v",
 			fmtFull(d), scope, index, limit, retry, started)
@@ -147,24 +146,19 @@ func TestBlockStartedOnceUnderConcurrency(t *testing.T) {
 	// 100 concurrent attempts, 5 per minute, 15 minute block.
 	const attempts = 100
 	tests := []struct {
-		alg       store.Algorithm
-		threshold store.Threshold
-		admitted  int
+		alg      store.Algorithm
+		admitted int
 	}{
-		{store.SlidingWindowLog, store.ThresholdExceed, 5},
-		{store.SlidingWindowLog, store.ThresholdReach, 4},
-		{store.SlidingWindowCounter, store.ThresholdExceed, 5},
-		{store.SlidingWindowCounter, store.ThresholdReach, 4},
-		{store.FixedWindow, store.ThresholdExceed, 5},
-		{store.FixedWindow, store.ThresholdReach, 4},
-		{store.GCRA, store.ThresholdExceed, 5},
-		{store.TokenBucket, store.ThresholdExceed, 5},
+		{store.SlidingWindowLog, 5},
+		{store.SlidingWindowLog, 4},
+		{store.SlidingWindowCounter, 5},
+		{store.FixedWindow, 5},
+		{store.FixedWindow, 4},
+		{store.GCRA, 5},
+		{store.TokenBucket, 5},
 	}
 	for _, tt := range tests {
-		name := tt.alg.String() + "/exceed"
-		if tt.threshold == store.ThresholdReach {
-			name = tt.alg.String() + "/reach"
-		}
+		name := tt.alg.String() + "/" + strconv.Itoa(tt.admitted)
 		t.Run(name, func(t *testing.T) {
 			srv := requireServer(t)
 			c := newClient(t, srv, &redis.Options{PoolSize: 32})
@@ -179,7 +173,7 @@ func TestBlockStartedOnceUnderConcurrency(t *testing.T) {
 					time.Sleep(time.Duration(61-sec) * time.Second)
 				}
 			}
-			limit := store.Limit{Name: "five", Algorithm: tt.alg, Rate: 5, Period: time.Minute, Block: 15 * time.Minute, Threshold: tt.threshold}
+			limit := store.Limit{Name: "five", Algorithm: tt.alg, Rate: int64(tt.admitted), Period: time.Minute, Block: 15 * time.Minute}
 			req := store.Request{Key: "burst", Limits: []store.Limit{limit}}
 			decisions := make([]store.Decision, attempts)
 			errs := make([]error, attempts)
@@ -205,7 +199,7 @@ func TestBlockStartedOnceUnderConcurrency(t *testing.T) {
 					admitted++
 				case d.Blocked:
 					blocked++
-					if d.RetryAfter <= 14*time.Minute || d.RetryAfter > 15*time.Minute || d.Policy != "five" {
+					if d.RetryAfter <= 14*time.Minute || d.RetryAfter > 15*time.Minute || d.LimitID != "five" {
 						t.Fatalf("got %s, want a block of about 15m by five", fmtFull(d))
 					}
 				default:
@@ -487,7 +481,7 @@ func TestCountDeniedLogBounded(t *testing.T) {
 	// before that one, so the answer is exact.
 	clock.set(aligned + 200*time.Second.Microseconds())
 	d := mustPeek(t, s, req)
-	if d.Allowed || d.Policy != "hour" || d.RetryAfter != time.Hour-5*time.Second || d.PerLimit[0].Remaining != 0 {
+	if d.Allowed || d.LimitID != "hour" || d.RetryAfter != time.Hour-5*time.Second || d.PerLimit[0].Remaining != 0 {
 		t.Fatalf("got %s, want refused by hour for 59m55s", fmtFull(d))
 	}
 }
@@ -647,7 +641,7 @@ func TestPeekWithBlocksAndDedup(t *testing.T) {
 	}
 	unchanged("blocked", func() {
 		for _, id := range []string{"a", "c", ""} {
-			if d := mustPeek(t, s, req(id)); !d.Blocked || d.BlockStarted || d.Policy != "l" || d.RetryAfter <= 0 {
+			if d := mustPeek(t, s, req(id)); !d.Blocked || d.BlockStarted || d.LimitID != "l" || d.RetryAfter <= 0 {
 				t.Fatalf("id %q: got %s, want blocked", id, fmtFull(d))
 			}
 		}

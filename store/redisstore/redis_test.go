@@ -484,14 +484,14 @@ func TestSlidingLogSharedAndPruned(t *testing.T) {
 		return n
 	}
 	take(2)
-	if d := take(1); d.Allowed || d.Policy != "burst" {
+	if d := take(1); d.Allowed || d.LimitID != "burst" {
 		t.Fatalf("got %s, want a refusal by burst", fmtDecision(d))
 	}
 	clock.advance(time.Second.Microseconds())
 	take(2)
 	clock.advance(time.Second.Microseconds())
 	take(1)
-	if d := take(1); d.Allowed || d.Policy != "hour" || d.RetryAfter != time.Hour-2*time.Second {
+	if d := take(1); d.Allowed || d.LimitID != "hour" || d.RetryAfter != time.Hour-2*time.Second {
 		t.Fatalf("got %s, want a refusal by hour until the first units leave", fmtDecision(d))
 	}
 	if n := card(); n != 5 {

@@ -115,7 +115,7 @@ func (r *reply) decision(limits []store.Limit) store.Decision {
 			Limit:        limits[0].Capacity(),
 			ResetAfter:   micros(r.retryUS),
 			RetryAfter:   micros(r.retryUS),
-			Policy:       r.scope,
+			LimitID:      r.scope,
 			Index:        -1,
 			Blocked:      true,
 			BlockStarted: r.blockStarted,
@@ -134,7 +134,7 @@ func (r *reply) decision(limits []store.Limit) store.Decision {
 			Remaining:  r.remaining[r.index],
 			ResetAfter: micros(r.resetUS[r.index]),
 			RetryAfter: micros(r.retryUS),
-			Policy:     l.ID(),
+			LimitID:    l.ID(),
 			Index:      r.index,
 			Duplicate:  r.duplicate,
 		}

@@ -109,7 +109,6 @@ func TestInvalidRequestNoIO(t *testing.T) {
 		{"cost", store.Request{Key: "k", Limits: []store.Limit{ok}, Cost: 2}, store.ErrCostExceedsCapacity},
 		{"count denied on gcra", store.Request{Key: "k", Limits: []store.Limit{ok}, CountDenied: true}, store.ErrInvalidRequest},
 		{"block max below block", store.Request{Key: "k", Limits: []store.Limit{{Rate: 1, Period: time.Second, Block: time.Minute, BlockMax: time.Second}}}, store.ErrInvalidLimit},
-		{"reach on gcra", store.Request{Key: "k", Limits: []store.Limit{{Rate: 5, Period: time.Second, Threshold: store.ThresholdReach}}}, store.ErrInvalidLimit},
 	}
 	ctx := context.Background()
 	for _, tt := range reqs {
@@ -216,20 +215,20 @@ func TestDecodeReply(t *testing.T) {
 		wantErr bool
 	}{
 		{name: "allowed", v: replyOf("", 1, 0, 9, 100000, 0, 0, 0, 0, 0, 9, 100000), limits: one,
-			want: store.Decision{Allowed: true, Limit: 10, Remaining: 9, ResetAfter: 100 * time.Millisecond, Policy: "gcra/1s"}},
+			want: store.Decision{Allowed: true, Limit: 10, Remaining: 9, ResetAfter: 100 * time.Millisecond, LimitID: "gcra/1s"}},
 		{name: "denied second limit", v: replyOf("", 0, 1, 0, 60000000, 12000000, 0, 0, 0, 0, 4, 1, 0, 60000000), limits: two,
-			want: store.Decision{Limit: 5, ResetAfter: time.Minute, RetryAfter: 12 * time.Second, Policy: "b", Index: 1,
+			want: store.Decision{Limit: 5, ResetAfter: time.Minute, RetryAfter: 12 * time.Second, LimitID: "b", Index: 1,
 				PerLimit: []store.LimitState{{Remaining: 4, ResetAfter: time.Microsecond}, {ResetAfter: time.Minute}}}},
 		{name: "replayed", v: replyOf("", 1, 0, 9, 1, 0, 1, 0, 0, 0, 9, 1), limits: one,
-			want: store.Decision{Allowed: true, Limit: 10, Remaining: 9, ResetAfter: time.Microsecond, Policy: "gcra/1s"}},
+			want: store.Decision{Allowed: true, Limit: 10, Remaining: 9, ResetAfter: time.Microsecond, LimitID: "gcra/1s"}},
 		{name: "duplicate", v: replyOf("", 1, 0, 9, 1, 0, 0, 0, 0, 1, 9, 1), limits: one,
-			want: store.Decision{Allowed: true, Limit: 10, Remaining: 9, ResetAfter: time.Microsecond, Policy: "gcra/1s", Duplicate: true}},
+			want: store.Decision{Allowed: true, Limit: 10, Remaining: 9, ResetAfter: time.Microsecond, LimitID: "gcra/1s", Duplicate: true}},
 		{name: "block started", v: replyOf("b", 0, -1, 0, 900000000, 900000000, 0, 1, 1, 0, 3, 5, 0, 7), limits: two,
-			want: store.Decision{Limit: 5, ResetAfter: 15 * time.Minute, RetryAfter: 15 * time.Minute, Policy: "b", Index: 1,
+			want: store.Decision{Limit: 5, ResetAfter: 15 * time.Minute, RetryAfter: 15 * time.Minute, LimitID: "b", Index: 1,
 				Blocked: true, BlockStarted: true,
 				PerLimit: []store.LimitState{{Remaining: 3, ResetAfter: 5 * time.Microsecond}, {ResetAfter: 7 * time.Microsecond}}}},
 		{name: "blocked by a limit not in the request", v: replyOf("login", 0, -1, 0, 2000, 2000, 0, 1, 0, 0, 10, 0), limits: one,
-			want: store.Decision{Limit: 10, ResetAfter: 2 * time.Millisecond, RetryAfter: 2 * time.Millisecond, Policy: "login", Index: -1, Blocked: true}},
+			want: store.Decision{Limit: 10, ResetAfter: 2 * time.Millisecond, RetryAfter: 2 * time.Millisecond, LimitID: "login", Index: -1, Blocked: true}},
 		{name: "nil", v: nil, limits: one, wantErr: true},
 		{name: "string", v: "OK", limits: one, wantErr: true},
 		{name: "short", v: replyOf("", 1, 0, 9, 1, 0, 0, 0, 0, 0, 9), limits: one, wantErr: true},

@@ -23,7 +23,7 @@ func windowAlg(alg store.Algorithm) bool { return !bucketLike(alg) }
 // started it or not, and that about left of it remains.
 func (e *env) blockedBy(what string, d store.Decision, policy string, index int, started bool, left time.Duration) {
 	e.Helper()
-	if d.Allowed || !d.Blocked || d.BlockStarted != started || d.Policy != policy || d.Index != index {
+	if d.Allowed || !d.Blocked || d.BlockStarted != started || d.LimitID != policy || d.Index != index {
 		e.Errorf("%s: got %s, want Blocked by %q (Index %d) with BlockStarted %t", what, show(d), policy, index, started)
 		return
 	}
@@ -158,18 +158,16 @@ func testBlockStartedOnce(e *env, alg store.Algorithm) {
 }
 
 // testThreshold (window algorithms): 100 concurrent attempts against rate
-// 5 with a Block: ThresholdExceed admits exactly 5, ThresholdReach exactly
-// 4 (the attempt that reaches the rate trips the limit); each starts
-// exactly one block. One by one, ThresholdReach reports Limit 4 and
+// 5 with a Block admit exactly 5, and rate 4 (the ">=" form of "5") exactly
+// 4; each starts exactly one block. One by one, rate 4 reports Limit 4 and
 // Remaining 3, 2, 1, 0, and the fifth attempt starts the block.
 func testThreshold(e *env, alg store.Algorithm) {
 	blk := pick(e, 15*time.Minute, 2*time.Second)
 	for _, tc := range []struct {
 		name  string
-		th    store.Threshold
 		admit int
-	}{{"exceed", store.ThresholdExceed, 5}, {"reach", store.ThresholdReach, 4}} {
-		l := store.Limit{Name: "login", Algorithm: alg, Rate: 5, Period: time.Minute, Threshold: tc.th, Block: blk}
+	}{{"exceed", 5}, {"reach", 4}} {
+		l := store.Limit{Name: "login", Algorithm: alg, Rate: int64(tc.admit), Period: time.Minute, Block: blk}
 		e.windowRoom(alg, 2*time.Second, l.Period)
 		ds := e.storm(req(e.key(), 1, l), 100)
 		admitted, blocked, started := tally(ds)
@@ -253,7 +251,7 @@ func testBlockChoice(e *env, alg store.Algorithm) {
 	r := req(e.key(), 1, named("a", alg, 1, h), blocking("b", alg, 5, h, u, 0))
 	e.allow(r)
 	for i := 0; i < 2; i++ {
-		if d := e.take(r); d.Allowed || d.Blocked || d.Policy != "a" {
+		if d := e.take(r); d.Allowed || d.Blocked || d.LimitID != "a" {
 			e.Errorf("refused by a limit without a Block, the blocking one admitting: got %s, want refused by \"a\", not Blocked", show(d))
 		}
 	}
@@ -287,7 +285,7 @@ func testPeekBlocks(e *env, alg store.Algorithm) {
 	e.check("take with a de-duplication id", e.take(once), expect{allowed: true, remaining: 1, resetAfter: -1})
 	e.allow(r)
 	for i := 0; i < 3; i++ {
-		if d := e.peek(r); d.Allowed || d.Blocked || d.Policy != "p" {
+		if d := e.peek(r); d.Allowed || d.Blocked || d.LimitID != "p" {
 			e.Errorf("peek %d where a take would start a block: got %s, want refused by \"p\", not Blocked", i, show(d))
 		}
 	}

@@ -120,7 +120,7 @@ func testCountDenied(e *env, alg store.Algorithm) {
 	r := counted(req(e.key(), 1, a, b))
 	for i := 0; i < 5; i++ {
 		d := e.take(r)
-		if d.Allowed != (i < 3) || (!d.Allowed && d.Policy != "a") {
+		if d.Allowed != (i < 3) || (!d.Allowed && d.LimitID != "a") {
 			e.Errorf("attempt %d: got %s, want allowed %t (refusals by \"a\")", i+1, show(d), i < 3)
 		}
 	}

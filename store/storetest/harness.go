@@ -414,8 +414,8 @@ func (e *env) checkDecision(op string, r store.Request, d store.Decision) {
 			fail("PerLimit[%d]: got {%d %s}, want the deciding limit's Remaining and ResetAfter", d.Index, p.Remaining, p.ResetAfter)
 		}
 	}
-	if d.Policy != l.ID() {
-		fail("Policy: got %q, want %q (the ID of Limits[%d])", d.Policy, l.ID(), d.Index)
+	if d.LimitID != l.ID() {
+		fail("LimitID: got %q, want %q (the ID of Limits[%d])", d.LimitID, l.ID(), d.Index)
 	}
 	if d.Limit != l.Capacity() {
 		fail("Limit: got %d, want %d (the capacity of Limits[%d])", d.Limit, l.Capacity(), d.Index)
@@ -464,18 +464,18 @@ func (e *env) checkBlockedDecision(r store.Request, d store.Decision, fail func(
 		fail("RetryAfter: got %s, want <= %s (the longest block of this test)", d.RetryAfter, time.Duration(e.longestBlock.Load()))
 	case d.ResetAfter != d.RetryAfter:
 		fail("ResetAfter: got %s, want RetryAfter %s for a blocked request", d.ResetAfter, d.RetryAfter)
-	case d.Policy == "":
+	case d.LimitID == "":
 		fail("Policy: got \"\", want the ID of the limit that started the block")
 	case d.Index < -1 || d.Index >= len(r.Limits):
 		fail("Index: got %d, want -1..%d", d.Index, len(r.Limits)-1)
-	case d.Index >= 0 && (d.Policy != r.Limits[d.Index].ID() || d.Limit != r.Limits[d.Index].Capacity()):
-		fail("Policy, Limit: got %q, %d, want %q, %d (Limits[%d])", d.Policy, d.Limit, r.Limits[d.Index].ID(), r.Limits[d.Index].Capacity(), d.Index)
+	case d.Index >= 0 && (d.LimitID != r.Limits[d.Index].ID() || d.Limit != r.Limits[d.Index].Capacity()):
+		fail("LimitID, Limit: got %q, %d, want %q, %d (Limits[%d])", d.LimitID, d.Limit, r.Limits[d.Index].ID(), r.Limits[d.Index].Capacity(), d.Index)
 	case d.Index == -1 && d.Limit != r.Limits[0].Capacity():
 		fail("Limit: got %d, want %d (the first limit's capacity, the blocking limit not being in the request)", d.Limit, r.Limits[0].Capacity())
 	case d.Index == -1:
 		for i, l := range r.Limits {
-			if l.ID() == d.Policy {
-				fail("Index: got -1, want %d: Policy %q is the ID of Limits[%d]", i, d.Policy, i)
+			if l.ID() == d.LimitID {
+				fail("Index: got -1, want %d: Policy %q is the ID of Limits[%d]", i, d.LimitID, i)
 			}
 		}
 	}
@@ -492,9 +492,6 @@ func describe(r store.Request) string {
 		ls[i] = fmt.Sprintf("%s %d/%s", l.ID(), l.Rate, l.Period)
 		if l.Burst != 0 {
 			ls[i] += fmt.Sprintf(" burst %d", l.Burst)
-		}
-		if l.Threshold == store.ThresholdReach {
-			ls[i] += " reach"
 		}
 		if l.Block != 0 {
 			ls[i] += fmt.Sprintf(" block %s", l.Block)
@@ -520,7 +517,7 @@ func describe(r store.Request) string {
 // show renders a decision for messages.
 func show(d store.Decision) string {
 	s := fmt.Sprintf("{Allowed:%t Limit:%d Remaining:%d ResetAfter:%s RetryAfter:%s Policy:%q Index:%d",
-		d.Allowed, d.Limit, d.Remaining, d.ResetAfter, d.RetryAfter, d.Policy, d.Index)
+		d.Allowed, d.Limit, d.Remaining, d.ResetAfter, d.RetryAfter, d.LimitID, d.Index)
 	if d.Blocked || d.BlockStarted || d.Duplicate {
 		s += fmt.Sprintf(" Blocked:%t BlockStarted:%t Duplicate:%t", d.Blocked, d.BlockStarted, d.Duplicate)
 	}
@@ -563,7 +560,7 @@ type decisionScalars struct {
 
 func scalars(d store.Decision) decisionScalars {
 	return decisionScalars{d.Allowed, d.Blocked, d.BlockStarted, d.Duplicate,
-		d.Limit, d.Remaining, d.ResetAfter, d.RetryAfter, d.Policy, d.Index}
+		d.Limit, d.Remaining, d.ResetAfter, d.RetryAfter, d.LimitID, d.Index}
 }
 
 // expect compares selected fields of a decision; durations are compared
@@ -583,7 +580,7 @@ func (e *env) check(what string, d store.Decision, w expect) {
 		e.Errorf("%s: got %s, want Allowed %t", what, show(d), w.allowed)
 	case d.Remaining != w.remaining:
 		e.Errorf("%s: got %s, want Remaining %d", what, show(d), w.remaining)
-	case w.policy != "" && d.Policy != w.policy:
+	case w.policy != "" && d.LimitID != w.policy:
 		e.Errorf("%s: got %s, want Policy %q", what, show(d), w.policy)
 	case !e.h.Exact:
 	case w.resetAfter >= 0 && d.ResetAfter != w.resetAfter:

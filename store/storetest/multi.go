@@ -28,7 +28,7 @@ func testMultiAllOrNothing(e *env, alg store.Algorithm) {
 			admitted++
 			continue
 		}
-		if d.Policy != "short" || d.Index != 0 {
+		if d.LimitID != "short" || d.Index != 0 {
 			e.Fatalf("after %d admitted: got %s, want a denial by \"short\" (Index 0): \"long\" still admits %d", admitted, show(d), 5-admitted)
 		}
 		refilled := false
@@ -49,7 +49,7 @@ func testMultiAllOrNothing(e *env, alg store.Algorithm) {
 		admitted++
 	}
 	d := e.take(r)
-	if d.Allowed || d.Policy != "long" || d.Index != 1 || d.Remaining != 0 {
+	if d.Allowed || d.LimitID != "long" || d.Index != 1 || d.Remaining != 0 {
 		e.Errorf("after 5 admitted: got %s, want denied by \"long\" (Index 1) with Remaining 0", show(d))
 	}
 }
@@ -109,7 +109,7 @@ func testMultiDecidingLimit(e *env, alg store.Algorithm) {
 	}{{dab, 1}, {dba, 0}} {
 		d := tc.d
 		switch {
-		case d.Allowed || d.Policy != "b" || d.Index != tc.index:
+		case d.Allowed || d.LimitID != "b" || d.Index != tc.index:
 			e.Errorf("both limits exhausted: got %s, want denied by \"b\" (Index %d): its RetryAfter %s exceeds a's %s", show(d), tc.index, db.RetryAfter, da.RetryAfter)
 		case d.RetryAfter < da.RetryAfter:
 			e.Errorf("both limits exhausted: got RetryAfter %s, want >= %s (a's)", d.RetryAfter, da.RetryAfter)

@@ -126,7 +126,7 @@ var mutants = map[string]struct {
 		broken{take: func(s store.Store, ctx context.Context, r store.Request) (store.Decision, error) {
 			d, err := s.Take(ctx, r)
 			if err != nil && strings.Contains(err.Error(), "cost exceeds") {
-				return store.Decision{Limit: r.Limits[0].Capacity(), RetryAfter: time.Second, Policy: r.Limits[0].ID()}, nil
+				return store.Decision{Limit: r.Limits[0].Capacity(), RetryAfter: time.Second, LimitID: r.Limits[0].ID()}, nil
 			}
 			return d, err
 		}},
