@@ -31,7 +31,7 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 BENCH ?= .
 BENCHTIME ?= 1s
 
-.PHONY: help setup run run-chi test test-unit test-fuzz test-integration bench redis-image lint fmt
+.PHONY: help setup run run-chi test test-unit test-fuzz test-integration bench bench-compare redis-image lint fmt
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -72,6 +72,9 @@ bench: ## benchmarks: root module, then the Redis store and middleware on real R
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -benchtime $(BENCHTIME) ./...
 	cd integration_test && $(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -benchtime $(BENCHTIME) ./...
 
+bench-compare: setup ## ratekeeper beside other Go limiters on a private redis-server (bench/, BENCHMARKS.md); flags via BENCH_FLAGS
+	cd bench && $(GO) run ./cmd/compare $(BENCH_FLAGS)
+
 redis-image: setup ## build the local Redis image from /usr/bin/redis-server (idempotent)
 	scripts/build-redis-image.sh $(REDIS_IMAGE)
 
@@ -79,6 +82,7 @@ lint: ## gofmt must report nothing; go vet and staticcheck in both modules; inte
 	@out="$$(gofmt -l .)"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	cd integration_test && $(GO) vet ./...
+	cd bench && $(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
 	cd integration_test && $(GO) run $(STATICCHECK) ./...
 	@cd integration_test && $(GO) mod tidy -diff || { echo "integration_test/go.mod is not tidy: run (cd integration_test && go mod tidy)"; exit 1; }

@@ -1,0 +1,434 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"time"
+
+	"github.com/go-chi/httprate"
+	"github.com/go-redis/redis_rate/v10"
+	"github.com/redis/go-redis/v9"
+	"github.com/sethvargo/go-limiter/memorystore"
+	"github.com/throttled/throttled/v2"
+	goredisstore "github.com/throttled/throttled/v2/store/goredisstore.v9"
+	ulule "github.com/ulule/limiter/v3"
+	ululeredis "github.com/ulule/limiter/v3/drivers/store/redis"
+	"golang.org/x/time/rate"
+
+	"github.com/ratekeeper/ratekeeper/keyfunc"
+	"github.com/ratekeeper/ratekeeper/middleware"
+	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/store/memstore"
+	"github.com/ratekeeper/ratekeeper/store/redisstore"
+)
+
+// Names of the reference cases the ratio columns divide by.
+const (
+	refRedisRate = "redis_rate"
+	refPing      = "floor/PING"
+)
+
+// openRate is the per-hour rate of the ordinary groups: with a burst as
+// large, every call is admitted, so the limiters do their full work
+// (read, update, write) on every call.
+const openRate = 1 << 30
+
+// Limit of the denial-heavy groups: one key sends far more than this.
+const (
+	denyRate   = 10
+	denyPeriod = time.Hour
+)
+
+// group is one cell of the matrix: how many callers, over how many keys,
+// and whether the one key is far over its limit.
+type group struct {
+	callers int
+	keys    int
+	deny    bool
+}
+
+func (g group) String() string {
+	s := plural(g.callers, "caller", "callers") + ", " + plural(g.keys, "key", "keys")
+	if g.deny {
+		s += fmt.Sprintf(", over its limit (%d per %s)", denyRate, periodName(denyPeriod))
+	}
+	return s
+}
+
+// limit returns the group's rate and period.
+func (g group) limit() (int64, time.Duration) {
+	if g.deny {
+		return denyRate, denyPeriod
+	}
+	return openRate, time.Hour
+}
+
+// env is what the cases share: the one go-redis client, the key spread
+// and a request per key.
+type env struct {
+	rdb     *redis.Client
+	keys    []string        // client identities (IPv4 addresses)
+	reqs    []*http.Request // one GET per identity, RemoteAddr set
+	evalSHA string          // SHA1 of the "return 1" floor script
+	runID   string
+	seq     int
+}
+
+// newEnv prepares n identities and loads the floor script.
+func newEnv(ctx context.Context, rdb *redis.Client, n int, runID string) (*env, error) {
+	e := &env{rdb: rdb, runID: runID}
+	e.keys = make([]string, n)
+	e.reqs = make([]*http.Request, n)
+	for i := range n {
+		ip := fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255)
+		e.keys[i] = ip
+		r := httptest.NewRequest(http.MethodGet, "/api/items", nil)
+		r.RemoteAddr = ip + ":40000"
+		e.reqs[i] = r
+	}
+	sha, err := rdb.ScriptLoad(ctx, "return 1").Result()
+	if err != nil {
+		return nil, fmt.Errorf("SCRIPT LOAD: %w", err)
+	}
+	e.evalSHA = sha
+	return e, nil
+}
+
+// prefix returns a key prefix no earlier case used. Every prefix contains
+// the run id, so a run's keys can be found on a shared server.
+func (e *env) prefix() string {
+	e.seq++
+	return fmt.Sprintf("rkbench%s-%d", e.runID, e.seq)
+}
+
+// caseDef is one limiter setup of the comparison.
+type caseDef struct {
+	name string
+	// redis cases touch the Redis server: Redis CPU is reported.
+	redis bool
+	// oneKey cases are a single limiter with no notion of keys: they run
+	// only in one-key groups.
+	oneKey bool
+	// make builds a fresh instance for group g, keeping its Redis state
+	// under prefix.
+	make func(e *env, g group, prefix string) (*instance, error)
+}
+
+// instance is a case ready to run: do makes one decision for identity k.
+type instance struct {
+	do    func(w *worker, k int) (admitted bool, err error)
+	close func()
+}
+
+func (c *caseDef) applies(g group) bool { return !c.oneKey || g.keys == 1 }
+
+// allCases returns every case, in report order.
+func allCases() []*caseDef {
+	cases := []*caseDef{
+		{name: refPing, redis: true, make: pingCase},
+		{name: "floor/EVALSHA return 1", redis: true, make: evalCase},
+		{name: "floor/http handler", make: httpFloorCase},
+	}
+	for _, alg := range store.Algorithms {
+		cases = append(cases, &caseDef{name: "ratekeeper/redis/" + alg.String(), redis: true, make: rkRedisCase(alg, true, true)})
+	}
+	cases = append(cases,
+		&caseDef{name: "ratekeeper/redis/gcra no batching", redis: true, make: rkRedisCase(store.GCRA, false, true)},
+		&caseDef{name: "ratekeeper/redis/gcra no deny cache", redis: true, make: rkRedisCase(store.GCRA, true, false)},
+		&caseDef{name: "ratekeeper/memory/gcra", make: rkMemCase},
+		&caseDef{name: "ratekeeper/middleware/redis", redis: true, make: rkMiddlewareCase(true)},
+		&caseDef{name: "ratekeeper/middleware/memory", make: rkMiddlewareCase(false)},
+		&caseDef{name: refRedisRate, redis: true, make: redisRateCase},
+		&caseDef{name: "ulule/redis", redis: true, make: ululeCase},
+		&caseDef{name: "throttled/redis", redis: true, make: throttledCase},
+		&caseDef{name: "sethvargo/memory", make: sethvargoCase},
+		&caseDef{name: "httprate/middleware/memory", make: httprateCase},
+		&caseDef{name: "x/time/rate/middleware", make: xrateMiddlewareCase},
+		&caseDef{name: "x/time/rate/Allow one limiter", oneKey: true, make: xrateAllowCase},
+	)
+	return cases
+}
+
+func pingCase(e *env, _ group, _ string) (*instance, error) {
+	return &instance{do: func(w *worker, _ int) (bool, error) {
+		return true, e.rdb.Ping(w.ctx).Err()
+	}}, nil
+}
+
+func evalCase(e *env, _ group, _ string) (*instance, error) {
+	return &instance{do: func(w *worker, _ int) (bool, error) {
+		return true, e.rdb.EvalSha(w.ctx, e.evalSHA, nil).Err()
+	}}, nil
+}
+
+// okHandler is the application behind every middleware: it answers 200
+// with an empty body.
+var okHandler = http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
+
+func httpFloorCase(e *env, _ group, _ string) (*instance, error) {
+	return &instance{do: serve(okHandler, e.reqs)}, nil
+}
+
+// errStatus reports a middleware answer other than 2xx or 429.
+var errStatus = errors.New("unexpected HTTP status")
+
+// serve returns a decision function that runs h on identity k's request
+// with the worker's reusable recorder: 429 is a refusal, 2xx an admission.
+func serve(h http.Handler, reqs []*http.Request) func(w *worker, k int) (bool, error) {
+	return func(w *worker, k int) (bool, error) {
+		w.rec.reset()
+		h.ServeHTTP(w.rec, reqs[k])
+		switch code := w.rec.code; {
+		case code == http.StatusTooManyRequests:
+			return false, nil
+		case code >= 200 && code < 300:
+			return true, nil
+		default:
+			w.status = code
+			return false, errStatus
+		}
+	}
+}
+
+// rkOptions returns the Redis store options of a ratekeeper case. batch
+// false asks for one script call per Take (no batching of concurrent
+// Takes); deny false turns off the local cache of refusals. This version
+// of the store has neither feature, so every combination gives the same
+// store; rkVariants reports that in the output.
+func rkOptions(prefix string, batch, deny bool) redisstore.Options {
+	_, _ = batch, deny
+	return redisstore.Options{Prefix: prefix, Timeout: time.Second}
+}
+
+// rkVariants reports whether rkOptions distinguishes its variants.
+const rkVariants = false
+
+// closeIfCloser closes v when it has a Close method (a store with
+// background work).
+func closeIfCloser(v any) {
+	switch c := v.(type) {
+	case interface{ Close() error }:
+		_ = c.Close()
+	case interface{ Close() }:
+		c.Close()
+	}
+}
+
+func rkRequests(e *env, g group, alg store.Algorithm) []store.Request {
+	n, per := g.limit()
+	limits := []store.Limit{{Algorithm: alg, Rate: n, Period: per}}
+	reqs := make([]store.Request, g.keys)
+	for i := range reqs {
+		reqs[i] = store.Request{Key: e.keys[i], Limits: limits}
+	}
+	return reqs
+}
+
+func rkRedisCase(alg store.Algorithm, batch, deny bool) func(*env, group, string) (*instance, error) {
+	return func(e *env, g group, prefix string) (*instance, error) {
+		s, err := redisstore.New(e.rdb, rkOptions(prefix, batch, deny))
+		if err != nil {
+			return nil, err
+		}
+		reqs := rkRequests(e, g, alg)
+		return &instance{
+			do: func(w *worker, k int) (bool, error) {
+				d, err := s.Take(w.ctx, reqs[k])
+				return d.Allowed, err
+			},
+			close: func() { closeIfCloser(s) },
+		}, nil
+	}
+}
+
+func rkMemCase(e *env, g group, _ string) (*instance, error) {
+	s, err := memstore.New(memstore.Options{})
+	if err != nil {
+		return nil, err
+	}
+	reqs := rkRequests(e, g, store.GCRA)
+	return &instance{do: func(w *worker, k int) (bool, error) {
+		d, err := s.Take(w.ctx, reqs[k])
+		return d.Allowed, err
+	}}, nil
+}
+
+func rkMiddlewareCase(onRedis bool) func(*env, group, string) (*instance, error) {
+	return func(e *env, g group, prefix string) (*instance, error) {
+		var s store.Store
+		if onRedis {
+			rs, err := redisstore.New(e.rdb, rkOptions(prefix, true, true))
+			if err != nil {
+				return nil, err
+			}
+			s = rs
+		} else {
+			ms, err := memstore.New(memstore.Options{})
+			if err != nil {
+				return nil, err
+			}
+			s = ms
+		}
+		n, per := g.limit()
+		l, err := middleware.New(s, keyfunc.RemoteIP, store.Limit{Rate: n, Period: per},
+			middleware.WithTimeout(time.Second),
+			middleware.WithFailureMode(middleware.FailClosed),
+			middleware.WithLogger(discardLogger),
+		)
+		if err != nil {
+			return nil, err
+		}
+		return &instance{do: serve(l.Handler(okHandler), e.reqs), close: func() { closeIfCloser(s) }}, nil
+	}
+}
+
+func redisRateCase(e *env, g group, prefix string) (*instance, error) {
+	l := redis_rate.NewLimiter(e.rdb)
+	n, per := g.limit()
+	limit := redis_rate.Limit{Rate: int(n), Burst: int(n), Period: per}
+	keys := prefixed(prefix+":", e.keys[:g.keys])
+	return &instance{do: func(w *worker, k int) (bool, error) {
+		res, err := l.Allow(w.ctx, keys[k], limit)
+		if err != nil {
+			return false, err
+		}
+		return res.Allowed > 0, nil
+	}}, nil
+}
+
+func ululeCase(e *env, g group, prefix string) (*instance, error) {
+	st, err := ululeredis.NewStoreWithOptions(e.rdb, ulule.StoreOptions{Prefix: prefix})
+	if err != nil {
+		return nil, err
+	}
+	n, per := g.limit()
+	l := ulule.New(st, ulule.Rate{Period: per, Limit: n})
+	return &instance{do: func(w *worker, k int) (bool, error) {
+		c, err := l.Get(w.ctx, e.keys[k])
+		return err == nil && !c.Reached, err
+	}}, nil
+}
+
+func throttledCase(e *env, g group, prefix string) (*instance, error) {
+	st, err := goredisstore.NewCtx(e.rdb, prefix+":")
+	if err != nil {
+		return nil, err
+	}
+	n, per := g.limit()
+	rl, err := throttled.NewGCRARateLimiterCtx(st, throttled.RateQuota{
+		MaxRate:  throttled.PerDuration(int(n), per),
+		MaxBurst: int(n) - 1, // the quota admits MaxBurst+1 at once
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &instance{do: func(w *worker, k int) (bool, error) {
+		limited, _, err := rl.RateLimitCtx(w.ctx, e.keys[k], 1)
+		return err == nil && !limited, err
+	}}, nil
+}
+
+func sethvargoCase(e *env, g group, _ string) (*instance, error) {
+	n, per := g.limit()
+	st, err := memorystore.New(&memorystore.Config{Tokens: uint64(n), Interval: per})
+	if err != nil {
+		return nil, err
+	}
+	return &instance{
+		do: func(w *worker, k int) (bool, error) {
+			_, _, _, ok, err := st.Take(w.ctx, e.keys[k])
+			return ok, err
+		},
+		close: func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = st.Close(ctx)
+		},
+	}, nil
+}
+
+// remoteHost keys a request by its peer address without the port, as the
+// peers' own IP key functions do.
+func remoteHost(r *http.Request) (string, error) {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	return host, err
+}
+
+func httprateCase(e *env, g group, _ string) (*instance, error) {
+	n, per := g.limit()
+	mw := httprate.LimitBy(int(n), per, func(r *http.Request) (string, error) {
+		host, err := remoteHost(r)
+		return httprate.CanonicalizeIP(host), err
+	})
+	return &instance{do: serve(mw(okHandler), e.reqs)}, nil
+}
+
+// xrateMiddleware is the usual hand-written per-client middleware on
+// golang.org/x/time/rate: one token bucket per client IP in a map under a
+// mutex, never evicted.
+type xrateMiddleware struct {
+	mu    sync.Mutex
+	m     map[string]*rate.Limiter
+	limit rate.Limit
+	burst int
+	next  http.Handler
+}
+
+func (x *xrateMiddleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	host, err := remoteHost(r)
+	if err != nil {
+		w.WriteHeader(http.StatusBadRequest)
+		return
+	}
+	x.mu.Lock()
+	l, ok := x.m[host]
+	if !ok {
+		l = rate.NewLimiter(x.limit, x.burst)
+		x.m[host] = l
+	}
+	x.mu.Unlock()
+	if !l.Allow() {
+		w.WriteHeader(http.StatusTooManyRequests)
+		return
+	}
+	x.next.ServeHTTP(w, r)
+}
+
+// xrateLimit returns the x/time/rate form of the group's limit.
+func xrateLimit(g group) (rate.Limit, int) {
+	n, per := g.limit()
+	return rate.Limit(float64(n) / per.Seconds()), int(n)
+}
+
+func xrateMiddlewareCase(e *env, g group, _ string) (*instance, error) {
+	lim, burst := xrateLimit(g)
+	h := &xrateMiddleware{m: make(map[string]*rate.Limiter), limit: lim, burst: burst, next: okHandler}
+	return &instance{do: serve(h, e.reqs)}, nil
+}
+
+func xrateAllowCase(_ *env, g group, _ string) (*instance, error) {
+	lim, burst := xrateLimit(g)
+	l := rate.NewLimiter(lim, burst)
+	return &instance{do: func(*worker, int) (bool, error) { return l.Allow(), nil }}, nil
+}
+
+// prefixed returns each key with p in front.
+func prefixed(p string, keys []string) []string {
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = p + k
+	}
+	return out
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return groupDigits(int64(n)) + " " + many
+}
