@@ -1,20 +1,28 @@
 // Package keyfunc derives the identity a request is rate-limited under: a
-// [KeyFunc] turns a request into a key, or into an error.
+// [KeyFunc] turns a request into an identity, or into an error.
+//
+// An identity is the value as the application knows it: the client
+// address "203.0.113.7", the verified subject "alice", the route pattern
+// "/users/{id}". The middleware hands it unchanged to tier hooks, and its
+// Reset and Allow methods take it back in the same form; it namespaces
+// identities by policy and tier itself, and the stores escape or hash
+// whatever bytes reach them.
 //
 // Every key function states what it trusts and how it fails. A key
-// function never returns an empty key, and none of them turns a failure
-// into a shared key: when a request carries no identity of the kind a
-// function looks for, it returns an error wrapping [ErrNoIdentity], and the
-// middleware falls back to another key function or refuses the request as
-// configured; any other error means the request is malformed for that key
-// function (the middleware answers 400).
+// function never returns an empty identity, and none of them turns a
+// failure into a shared identity: when a request carries no identity of
+// the kind a function looks for, it returns an error wrapping
+// [ErrNoIdentity], and the middleware puts the request in another tier or
+// refuses it as configured; any other error means the request is
+// malformed for that key function (the middleware answers 400).
 //
 // # Client IP
 //
 // [RemoteIP] keys by the peer address of the connection (RemoteAddr) and
 // reads no header: a client cannot change its key by sending
-// X-Forwarded-For, Forwarded or X-Real-IP. [IP] and [NewClientIP] read a
-// forwarding header only from peers named in [IPOptions.TrustedProxies]
+// X-Forwarded-For, Forwarded or X-Real-IP. [NewClientIP] builds a
+// [ClientIP] whose [ClientIP.Key] reads a forwarding header only from
+// peers named in [IPOptions.TrustedProxies]
 // (CIDR prefixes) or, with [IPOptions.TrustedHops], from a fixed number of
 // proxies that every request passes through.
 //
@@ -29,8 +37,8 @@
 // Addresses are canonical: IPv4-mapped IPv6 addresses become IPv4 and zones
 // are dropped. IPv6 clients are grouped by /64 by default, so that one
 // subscriber rotating through its block stays one client; IPv4 clients are
-// keyed alone unless [IPOptions.IPv4Prefix] groups them. The key is the
-// address or masked prefix in its one textual form: "203.0.113.7",
+// keyed alone unless [IPOptions.IPv4Prefix] groups them. The identity is
+// the address or masked prefix in its one textual form: "203.0.113.7",
 // "198.51.100.0/24", "2001:db8:1:2::/64".
 //
 // A RemoteAddr that is not "IP:port" (empty, garbage, "[::1]", a Unix
@@ -39,14 +47,14 @@
 // node such as "_hidden" where the walk needs an address, a Forwarded
 // element without "for", a chain shorter than TrustedHops) fails with
 // [ErrMalformedForwarding], or keys the request by the peer if
-// [IPOptions.OnMalformed] is [UsePeerOnMalformed]. Neither wraps
+// [IPOptions.UsePeerOnMalformed] is set. Neither wraps
 // ErrNoIdentity. Untrusted peers' headers are never parsed, so they cannot
 // cause these errors.
 //
 // # JWT subject
 //
 // [JWTSubject] keys by the "sub" claim of a JSON Web Token verified with
-// github.com/golang-jwt/jwt/v5: "sub:" followed by the subject. The token
+// github.com/golang-jwt/jwt/v5; the identity is the subject. The token
 // comes from "Authorization: Bearer", another header or a cookie, bounded in
 // length before it is parsed. Only algorithms in an explicit allow-list are
 // accepted ("none" never), and the verification key must match the
@@ -58,39 +66,33 @@
 // fails with [ErrNoToken], any other problem with [ErrInvalidToken]; both
 // wrap ErrNoIdentity.
 //
-// [FromContext] and [FromContextFunc] instead read an identity that the
-// application's own authentication middleware stored in the request
-// context, and trust that middleware entirely.
+// [FromContextFunc] instead reads an identity that the application's own
+// authentication middleware stored in the request context, and trusts that
+// middleware entirely.
 //
 // # Route
 //
 // [Route] keys by the matched route pattern, never the raw path: chi's
 // matched pattern, or the pattern http.ServeMux stored in Request.Pattern.
-// Requests that match no route share "route:unmatched". See [Route] for
+// Requests that match no route share "unmatched". See [Route] for
 // where the limiter must sit for each router, and [MuxRoute] for a limiter
 // that wraps a whole ServeMux.
 //
 // # Header, constant and composition
 //
 // [Header] keys by a header value such as an API key, hashed (SHA-256, or
-// HMAC-SHA256 with a secret) so that the value never reaches the store or
-// logs in clear; it trusts the client and fails with ErrNoIdentity when the
-// header is missing. [Constant] gives every request one key, for a global
-// limit. [Join] combines keys injectively (a per-route, per-client key);
-// [First] takes the first key function that finds an identity (the JWT
-// subject, else the IP).
+// HMAC-SHA256 with a secret) so that the value never reaches the store,
+// the logs or the hooks in clear; it trusts the client and fails with
+// ErrNoIdentity when the header is missing. [Constant] gives every request
+// one identity, for a global limit. [Join] combines identities injectively
+// (a per-route, per-client limit).
 //
-// # Key format and safety
+// To key by the verified subject when there is one and by the client
+// address otherwise, give the middleware both: its AuthOptions classifier
+// puts the two kinds of client in separate tiers, with separate counters
+// and limits, so that a subject can never share a bucket with an address.
 //
-// Keys are at most [MaxKeyLength] bytes and never contain '{', '}', NUL,
-// whitespace or bytes above 0x7E. Each key function has its own namespace
-// ("sub:", "ctx:", "route:", "hdr:", "const:", "join:"); every namespace has
-// a letter that is not a hex digit, so no namespaced key can equal an IP
-// key, whose text holds only hex digits, '.', ':' and '/'. Text taken from
-// requests and tokens is escaped with [Encode], which is injective, and
-// replaced by a SHA-256 digest when too long. Subjects, context identities
-// and header values are compared as exact bytes, without Unicode
-// normalization: two spellings of one name are two identities, as they are
-// to the token issuer. The store escapes keys again for its own syntax (the
-// Redis hash tag); keyfunc guarantees injectivity and bounds.
+// Subjects, context identities and header values are compared as exact
+// bytes, without Unicode normalization: two spellings of one name are two
+// identities, as they are to the token issuer.
 package keyfunc

@@ -16,11 +16,12 @@ import (
 
 // A service behind load balancers in 10.0.0.0/8 keys clients by the
 // address the nearest untrusted hop reported.
-func ExampleIP() {
-	ip, err := keyfunc.IP(keyfunc.IPOptions{TrustedProxies: []string{"10.0.0.0/8"}})
+func ExampleNewClientIP() {
+	clientIP, err := keyfunc.NewClientIP(keyfunc.IPOptions{TrustedProxies: []string{"10.0.0.0/8"}})
 	if err != nil {
 		log.Fatal(err)
 	}
+	ip := clientIP.Key // the KeyFunc to give the middleware
 
 	// The client 203.0.113.7 forged an entry on the left; the two proxies
 	// each appended the address they saw.
@@ -68,7 +69,7 @@ func ExampleJWTSubject() {
 	r.Header.Set("Authorization", "Bearer "+token)
 	fmt.Println(kf(r))
 
-	// No token: no identity, so the middleware can fall back to the IP.
+	// No token: no identity, so the middleware can key by the IP instead.
 	_, err = kf(httptest.NewRequest(http.MethodGet, "/", nil))
 	fmt.Println(errors.Is(err, keyfunc.ErrNoToken), errors.Is(err, keyfunc.ErrNoIdentity))
 
@@ -77,7 +78,7 @@ func ExampleJWTSubject() {
 	_, err = kf(r)
 	fmt.Println(errors.Is(err, keyfunc.ErrInvalidToken), errors.Is(err, keyfunc.ErrNoIdentity))
 	// Output:
-	// sub:user-42 <nil>
+	// user-42 <nil>
 	// true true
 	// true true
 }
@@ -97,8 +98,8 @@ func ExampleRoute() {
 	r.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/users/1", nil))
 	r.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/users/2", nil))
 	// Output:
-	// route:/users/%7Bid%7D <nil>
-	// route:/users/%7Bid%7D <nil>
+	// /users/{id} <nil>
+	// /users/{id} <nil>
 }
 
 // A per-route limit for each client: Join keeps the parts apart.
@@ -109,23 +110,5 @@ func ExampleJoin() {
 	r.RemoteAddr = "203.0.113.7:1234"
 	fmt.Println(kf(r))
 	// Output:
-	// join:12:const:search,11:203.0.113.7, <nil>
-}
-
-// The verified subject when there is one, else the client address.
-func ExampleFirst() {
-	jwtKey, err := keyfunc.JWTSubject(keyfunc.JWTOptions{
-		Algorithms: []string{"HS256"},
-		Key:        []byte("an example secret of 32+ bytes!!"),
-	})
-	if err != nil {
-		log.Fatal(err)
-	}
-	kf := keyfunc.First(jwtKey, keyfunc.RemoteIP)
-
-	r := httptest.NewRequest(http.MethodGet, "/", nil)
-	r.RemoteAddr = "203.0.113.7:1234"
-	fmt.Println(kf(r))
-	// Output:
-	// 203.0.113.7 <nil>
+	// 6:search,11:203.0.113.7, <nil>
 }

@@ -12,14 +12,15 @@ import (
 	"strings"
 )
 
-// DefaultMaxHeaderLength bounds the header value read by [Header].
-const DefaultMaxHeaderLength = 1024
+// defaultMaxHeaderLength bounds the header value read by [Header].
+const defaultMaxHeaderLength = 1024
 
-// digestKeyChars is the length of a digest in base64url: 24 characters.
-const digestKeyChars = (digestLength*8 + 5) / 6
+// digestLength is the number of bytes of SHA-256 kept in a digest: 18 bytes
+// are 144 bits, 24 characters of unpadded base64url.
+const digestLength = 18
 
 // HeaderOptions configures [Header]. The zero value hashes with plain
-// SHA-256 and accepts values up to [DefaultMaxHeaderLength] bytes.
+// SHA-256 and accepts values up to 1024 bytes.
 type HeaderOptions struct {
 	// Secret, when non-empty, keys the hash: HMAC-SHA256 with this secret
 	// instead of SHA-256. Without it, anyone who reads the store's keys can
@@ -28,26 +29,30 @@ type HeaderOptions struct {
 	// it changes every key (all buckets start afresh).
 	Secret []byte
 
-	// MaxLength bounds the header value in bytes. Zero means
-	// [DefaultMaxHeaderLength]; negative is an error.
+	// MaxLength bounds the header value in bytes. Zero means 1024;
+	// negative is an error.
 	MaxLength int
 }
 
 // Header returns a KeyFunc that keys requests by the value of the header
-// name, for example an API key: "hdr:" + canonical name + ":" + the first
-// 24 base64url characters (144 bits) of the SHA-256 or HMAC-SHA256 digest
-// of the value, so the value itself never reaches the store or logs.
+// name, for example an API key. The identity is not the value but the
+// first 24 base64url characters (144 bits) of its SHA-256 or HMAC-SHA256
+// digest, so the value itself never reaches the store, the logs or the
+// hooks; [middleware.Limiter.Reset] therefore expects that digest too.
 //
 // It trusts the header as sent by the client, unverified: a client can send
 // a made-up value with every request and get a fresh bucket each time, so
 // use it for credentials that the application rejects when invalid, and
-// keep an IP limit in front of it (a second limiter keyed by [IP]). The
+// keep an IP limit in front of it (a second limiter keyed by [RemoteIP] or
+// [ClientIP.Key]). The
 // value is compared as exact bytes,
 // after surrounding spaces and tabs are removed. It fails with an error
 // wrapping [ErrNoIdentity] when the header is absent or empty, appears more
 // than once, or is longer than MaxLength. Header returns an error when name
 // is not a valid header name or MaxLength is negative. The KeyFunc is safe
 // for concurrent use.
+//
+// [middleware.Limiter.Reset]: https://pkg.go.dev/github.com/ratekeeper/ratekeeper/middleware#Limiter.Reset
 func Header(name string, opts HeaderOptions) (KeyFunc, error) {
 	if !isToken(name) {
 		return nil, fmt.Errorf("keyfunc: Header: %q is not a valid header name", name)
@@ -57,13 +62,9 @@ func Header(name string, opts HeaderOptions) (KeyFunc, error) {
 	case maxLen < 0:
 		return nil, fmt.Errorf("keyfunc: HeaderOptions.MaxLength is %d, want >= 0", maxLen)
 	case maxLen == 0:
-		maxLen = DefaultMaxHeaderLength
+		maxLen = defaultMaxHeaderLength
 	}
 	canon := http.CanonicalHeaderKey(name)
-	prefix := "hdr:" + canon + ":"
-	if len(prefix)+digestKeyChars > MaxKeyLength {
-		return nil, fmt.Errorf("keyfunc: Header: name of %d bytes is too long for a key", len(name))
-	}
 	secret := slices.Clone(opts.Secret)
 	newHash := func() hash.Hash {
 		if len(secret) > 0 {
@@ -89,6 +90,6 @@ func Header(name string, opts HeaderOptions) (KeyFunc, error) {
 		h := newHash()
 		_, _ = io.WriteString(h, v)
 		var sum [sha256.Size]byte
-		return prefix + base64.RawURLEncoding.EncodeToString(h.Sum(sum[:0])[:digestLength]), nil
+		return base64.RawURLEncoding.EncodeToString(h.Sum(sum[:0])[:digestLength]), nil
 	}, nil
 }

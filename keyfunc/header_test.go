@@ -16,7 +16,7 @@ func mustHeader(t testing.TB, name string, opts HeaderOptions) KeyFunc {
 	return k
 }
 
-var headerKeyRE = regexp.MustCompile(`^hdr:X-Api-Key:[A-Za-z0-9_-]{24}$`)
+var headerKeyRE = regexp.MustCompile(`^[A-Za-z0-9_-]{24}$`)
 
 func TestHeaderKey(t *testing.T) {
 	const apiKey = "sk_live_0123456789"
@@ -95,7 +95,6 @@ func TestHeaderOptionErrors(t *testing.T) {
 		{"X Api Key", HeaderOptions{}},
 		{"X-Api-Key:", HeaderOptions{}},
 		{"X-Api-Key", HeaderOptions{MaxLength: -1}},
-		{strings.Repeat("X", MaxKeyLength), HeaderOptions{}},
 	} {
 		if _, err := Header(tt.name, tt.opts); err == nil {
 			t.Errorf("Header(%q, %+v): got nil error, want one", tt.name, tt.opts)

@@ -22,24 +22,9 @@ var ErrMalformedRemoteAddr = errors.New("ratekeeper: malformed remote address")
 // "unknown" or obfuscated ("_hidden") node where an address is needed, a
 // Forwarded element without "for", a Forwarded line that does not parse, a
 // repeated single-address header, or, with [IPOptions.TrustedHops], a
-// chain shorter than the hop count or a missing header. It does not wrap [ErrNoIdentity]; see
-// [IPOptions.OnMalformed].
+// chain shorter than the hop count or a missing header. It does not wrap
+// [ErrNoIdentity]; see [IPOptions.UsePeerOnMalformed].
 var ErrMalformedForwarding = errors.New("ratekeeper: malformed forwarding header")
-
-// MalformedPolicy says what [ClientIP] does when the forwarding header of a
-// trusted peer cannot name the client (see [ErrMalformedForwarding]).
-type MalformedPolicy int
-
-const (
-	// RejectMalformed returns an error wrapping [ErrMalformedForwarding],
-	// which the middleware answers with 400. It is the default: a broken
-	// chain comes from a misconfigured proxy and should be loud.
-	RejectMalformed MalformedPolicy = iota
-	// UsePeerOnMalformed keys the request by the peer address (the trusted
-	// proxy) instead. Every client whose chain is broken then shares that
-	// proxy's bucket; no request is refused for its header.
-	UsePeerOnMalformed
-)
 
 // Canonical names of the forwarding headers with their own syntax.
 const (
@@ -56,7 +41,7 @@ const (
 	kindSingle
 )
 
-// IPOptions configures [NewClientIP] and [IP]. The zero value keys requests
+// IPOptions configures [NewClientIP]. The zero value keys requests
 // by their peer address (RemoteAddr) and reads no header at all.
 type IPOptions struct {
 	// TrustedProxies lists the reverse proxies whose forwarding headers are
@@ -96,9 +81,14 @@ type IPOptions struct {
 	// the limit. Range 1 to 128.
 	IPv6Prefix int
 
-	// OnMalformed selects the handling of a trusted proxy's header that
-	// cannot name the client. The default is [RejectMalformed].
-	OnMalformed MalformedPolicy
+	// UsePeerOnMalformed keys a request whose trusted forwarding header
+	// cannot name the client by the peer address (the trusted proxy)
+	// instead of failing: every client whose chain is broken then shares
+	// that proxy's bucket, and no request is refused for its header. By
+	// default such a request fails with [ErrMalformedForwarding], which
+	// the middleware answers with 400: a broken chain comes from a
+	// misconfigured proxy and should be loud.
+	UsePeerOnMalformed bool
 }
 
 // ClientIP finds the client address of a request according to
@@ -111,7 +101,7 @@ type ClientIP struct {
 	kind        headerKind
 	v4bits      int
 	v6bits      int
-	usePeerOnly bool // OnMalformed == UsePeerOnMalformed
+	usePeerOnly bool // UsePeerOnMalformed
 }
 
 // defaultClientIP keys by peer address with the default prefixes.
@@ -178,13 +168,7 @@ func NewClientIP(opts IPOptions) (*ClientIP, error) {
 		c.v6bits = opts.IPv6Prefix
 	}
 
-	switch opts.OnMalformed {
-	case RejectMalformed:
-	case UsePeerOnMalformed:
-		c.usePeerOnly = true
-	default:
-		return nil, fmt.Errorf("keyfunc: IPOptions.OnMalformed is %d, want RejectMalformed or UsePeerOnMalformed", int(opts.OnMalformed))
-	}
+	c.usePeerOnly = opts.UsePeerOnMalformed
 	return c, nil
 }
 
@@ -216,44 +200,55 @@ func parseTrustedProxy(s string) (netip.Prefix, error) {
 	return p.Masked(), nil
 }
 
-// IP returns a KeyFunc that keys requests by client address, as found by
-// [NewClientIP] with opts, grouped by [IPOptions.IPv4Prefix] and
-// [IPOptions.IPv6Prefix]. The key is the canonical text of the address
-// ("203.0.113.7") or of its masked prefix ("203.0.113.0/24",
-// "2001:db8:1:2::/64").
-//
-// It trusts the peer address (RemoteAddr) and, only when opts names
-// trusted proxies or a hop count, the forwarding header of those proxies.
-// It fails with an error wrapping [ErrMalformedRemoteAddr] or
-// [ErrMalformedForwarding], never with [ErrNoIdentity]: every TCP request
-// has an address. IP returns an error for invalid options. The KeyFunc is
-// safe for concurrent use.
-func IP(opts IPOptions) (KeyFunc, error) {
-	c, err := NewClientIP(opts)
-	if err != nil {
-		return nil, err
-	}
-	return c.Key, nil
-}
-
-// RemoteIP is the KeyFunc of [IP] with zero options: it keys a request by
-// its peer address (RemoteAddr), IPv4 addresses alone and IPv6 addresses by
-// /64, and reads no header, so a client cannot change its key by sending
-// X-Forwarded-For, Forwarded or X-Real-IP. Behind a reverse proxy every
-// client then shares the proxy's key: configure [IP] with TrustedProxies
-// there. It fails with an error wrapping [ErrMalformedRemoteAddr] when
-// RemoteAddr is not "IP:port". Safe for concurrent use.
+// RemoteIP is the [ClientIP.Key] of a ClientIP with zero options: it keys
+// a request by its peer address (RemoteAddr), IPv4 addresses alone and IPv6
+// addresses by /64, and reads no header, so a client cannot change its key
+// by sending X-Forwarded-For, Forwarded or X-Real-IP. Behind a reverse
+// proxy every client then shares the proxy's key: use [NewClientIP] with
+// TrustedProxies there. It fails with an error wrapping
+// [ErrMalformedRemoteAddr] when RemoteAddr is not "IP:port". Safe for
+// concurrent use.
 func RemoteIP(r *http.Request) (string, error) {
 	return defaultClientIP.Key(r)
 }
 
-// Key returns the rate-limit key of the client address of r (see [IP]).
+// Key is a [KeyFunc] that keys a request by its client address, as [Addr]
+// finds it, grouped by [IPOptions.IPv4Prefix] and [IPOptions.IPv6Prefix].
+// The identity is the canonical text of the address ("203.0.113.7") or of
+// its masked prefix ("203.0.113.0/24", "2001:db8:1:2::/64").
+//
+// It trusts the peer address (RemoteAddr) and, only when the options name
+// trusted proxies or a hop count, the forwarding header of those proxies.
+// It fails with an error wrapping [ErrMalformedRemoteAddr] or
+// [ErrMalformedForwarding], never with [ErrNoIdentity]: every TCP request
+// has an address. Safe for concurrent use.
+//
+// [Addr]: https://pkg.go.dev/github.com/ratekeeper/ratekeeper/keyfunc#ClientIP.Addr
 func (c *ClientIP) Key(r *http.Request) (string, error) {
+	if c.kind == kindNone && c.v4bits == 32 {
+		// The common case, keyed by the peer: an IPv4 RemoteAddr that
+		// netip accepts is already canonical (it refuses leading zeros),
+		// so its host part is the identity and nothing is allocated.
+		if host, ok := canonicalIPv4Host(r.RemoteAddr); ok {
+			return host, nil
+		}
+	}
 	a, err := c.Addr(r)
 	if err != nil {
 		return "", err
 	}
 	return c.keyOf(a), nil
+}
+
+// canonicalIPv4Host returns the host part of an "a.b.c.d:port" remote
+// address when it is an IPv4 address in canonical form.
+func canonicalIPv4Host(remote string) (string, bool) {
+	ap, err := netip.ParseAddrPort(remote)
+	if err != nil || !ap.Addr().Is4() {
+		return "", false
+	}
+	i := strings.LastIndexByte(remote, ':')
+	return remote[:i], true
 }
 
 func (c *ClientIP) keyOf(a netip.Addr) string {
@@ -290,7 +285,7 @@ func (c *ClientIP) keyOf(a netip.Addr) string {
 // Addr fails with an error wrapping [ErrMalformedRemoteAddr] when
 // RemoteAddr is not "IP:port", and with one wrapping
 // [ErrMalformedForwarding] when a trusted header cannot name the client,
-// unless [IPOptions.OnMalformed] is [UsePeerOnMalformed].
+// unless [IPOptions.UsePeerOnMalformed] is set.
 func (c *ClientIP) Addr(r *http.Request) (netip.Addr, error) {
 	peer, err := peerAddr(r.RemoteAddr)
 	if err != nil {

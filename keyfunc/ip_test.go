@@ -24,11 +24,11 @@ func newRequest(t testing.TB, remote string, headers ...hdr) *http.Request {
 
 func mustIP(t testing.TB, opts IPOptions) KeyFunc {
 	t.Helper()
-	k, err := IP(opts)
+	c, err := NewClientIP(opts)
 	if err != nil {
-		t.Fatalf("IP(%+v): %v", opts, err)
+		t.Fatalf("NewClientIP(%+v): %v", opts, err)
 	}
-	return k
+	return c.Key
 }
 
 var (
@@ -36,7 +36,7 @@ var (
 	trustTenFwd = IPOptions{TrustedProxies: []string{"10.0.0.0/8"}, Header: "Forwarded"}
 	trustTenXRI = IPOptions{TrustedProxies: []string{"10.0.0.0/8"}, Header: "x-real-ip"}
 	trustTenCF  = IPOptions{TrustedProxies: []string{"10.0.0.0/8"}, Header: "CF-Connecting-IP"}
-	usePeer     = IPOptions{TrustedProxies: []string{"10.0.0.0/8"}, OnMalformed: UsePeerOnMalformed}
+	usePeer     = IPOptions{TrustedProxies: []string{"10.0.0.0/8"}, UsePeerOnMalformed: true}
 	oneHop      = IPOptions{TrustedHops: 1}
 	twoHops     = IPOptions{TrustedHops: 2}
 	twoHopsFwd  = IPOptions{TrustedHops: 2, Header: "Forwarded"}
@@ -199,6 +199,8 @@ func TestRemoteIPValid(t *testing.T) {
 		{"[::1]:80", "::/64"},
 		{"[2001:db8::1]:65535", "2001:db8::/64"},
 		{"[::ffff:192.0.2.1]:80", "192.0.2.1"},
+		{"[fe80::1%eth0]:80", "fe80::/64"},
+		{"255.255.255.255:65535", "255.255.255.255"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.remote, func(t *testing.T) {
@@ -255,7 +257,6 @@ func TestNewClientIPErrors(t *testing.T) {
 		{"IPv4 prefix too long", IPOptions{IPv4Prefix: 33}, "IPv4Prefix"},
 		{"IPv4 prefix negative", IPOptions{IPv4Prefix: -1}, "IPv4Prefix"},
 		{"IPv6 prefix too long", IPOptions{IPv6Prefix: 129}, "IPv6Prefix"},
-		{"unknown malformed policy", IPOptions{OnMalformed: 7}, "OnMalformed"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -388,5 +389,19 @@ func TestParseForwardedLine(t *testing.T) {
 				t.Errorf("got %q, want %q", got, tt.want)
 			}
 		})
+	}
+}
+
+// The peer-address identity of an IPv4 client is a slice of RemoteAddr:
+// keying the common request allocates nothing.
+func TestRemoteIPDoesNotAllocate(t *testing.T) {
+	r := newRequest(t, "203.0.113.7:51000")
+	allocs := testing.AllocsPerRun(100, func() {
+		if k, err := RemoteIP(r); err != nil || k != "203.0.113.7" {
+			t.Fatalf("got %q, %v", k, err)
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("got %.1f allocations, want 0", allocs)
 	}
 }

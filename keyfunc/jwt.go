@@ -17,10 +17,10 @@ import (
 
 // Defaults of [JWTOptions].
 const (
-	// DefaultJWTLeeway is the clock skew allowed on exp and nbf.
-	DefaultJWTLeeway = 30 * time.Second
-	// DefaultMaxTokenLength bounds the token, in bytes, before it is parsed.
-	DefaultMaxTokenLength = 8 << 10
+	// defaultJWTLeeway is the clock skew allowed on exp and nbf.
+	defaultJWTLeeway = 30 * time.Second
+	// defaultMaxTokenLength bounds the token, in bytes, before it is parsed.
+	defaultMaxTokenLength = 8 << 10
 )
 
 // minRSABits is the smallest RSA modulus accepted for verification.
@@ -63,7 +63,7 @@ type JWTOptions struct {
 	Audience []string
 
 	// Leeway is the clock skew allowed when checking exp and nbf. Zero
-	// means [DefaultJWTLeeway]; a negative value means none.
+	// means 30 seconds; a negative value means none.
 	Leeway time.Duration
 
 	// ExpirationOptional accepts tokens without an "exp" claim. By default
@@ -81,8 +81,7 @@ type JWTOptions struct {
 	Cookie string
 
 	// MaxTokenLength bounds the token length in bytes, checked before the
-	// token is parsed. Zero means [DefaultMaxTokenLength]; negative is an
-	// error.
+	// token is parsed. Zero means 8192; negative is an error.
 	MaxTokenLength int
 
 	// Now is the clock used for exp and nbf. Nil means time.Now.
@@ -101,9 +100,9 @@ type jwtKeyFunc struct {
 	algDesc string
 }
 
-// JWTSubject returns a KeyFunc that keys requests by the "sub" claim of a
-// verified JSON Web Token: Encode("sub", subject), for example "sub:alice".
-// Subjects are compared as exact bytes.
+// JWTSubject returns a KeyFunc whose identity is the "sub" claim of a
+// verified JSON Web Token, unchanged: "alice" for a token issued to alice.
+// Subjects are compared as exact bytes, without Unicode normalization.
 //
 // It trusts only tokens that github.com/golang-jwt/jwt/v5 verifies with an
 // allowed algorithm and a key of that algorithm's family, whose exp (unless
@@ -172,7 +171,7 @@ func JWTSubject(opts JWTOptions) (KeyFunc, error) {
 	case opts.MaxTokenLength < 0:
 		return nil, fmt.Errorf("keyfunc: JWTOptions.MaxTokenLength is %d, want >= 0", opts.MaxTokenLength)
 	case opts.MaxTokenLength == 0:
-		j.maxLen = DefaultMaxTokenLength
+		j.maxLen = defaultMaxTokenLength
 	default:
 		j.maxLen = opts.MaxTokenLength
 	}
@@ -185,7 +184,7 @@ func JWTSubject(opts JWTOptions) (KeyFunc, error) {
 	leeway := opts.Leeway
 	switch {
 	case leeway == 0:
-		leeway = DefaultJWTLeeway
+		leeway = defaultJWTLeeway
 	case leeway < 0:
 		leeway = 0
 	}
@@ -224,7 +223,7 @@ func (j *jwtKeyFunc) keyFunc(r *http.Request) (string, error) {
 	if claims.Subject == "" {
 		return "", fmt.Errorf("keyfunc: token has no subject: %w", ErrInvalidToken)
 	}
-	return Encode("sub", claims.Subject), nil
+	return claims.Subject, nil
 }
 
 // token extracts the raw token from r.

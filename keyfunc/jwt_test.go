@@ -159,8 +159,8 @@ func TestJWTSubjectValid(t *testing.T) {
 				r.AddCookie(tt.cookie)
 			}
 			got, err := kf(r)
-			if err != nil || got != "sub:alice" {
-				t.Errorf("got %q, %v; want %q, nil", got, err, "sub:alice")
+			if err != nil || got != "alice" {
+				t.Errorf("got %q, %v; want %q, nil", got, err, "alice")
 			}
 		})
 	}
@@ -212,7 +212,7 @@ func TestJWTSubjectRotation(t *testing.T) {
 	mu.Lock()
 	current["2025"] = &k.rsa2.PublicKey
 	mu.Unlock()
-	for tok, want := range map[string]string{old: "sub:old", next: "sub:new"} {
+	for tok, want := range map[string]string{old: "old", next: "new"} {
 		if got, err := kf(newRequest(t, "192.0.2.1:1", bearer(tok)...)); err != nil || got != want {
 			t.Errorf("after rotation: got %q, %v; want %q", got, err, want)
 		}
@@ -272,7 +272,7 @@ func TestJWTSubjectRejects(t *testing.T) {
 		{"wrong audience", JWTOptions{Algorithms: []string{"HS256"}, Key: hmacSecret, Audience: []string{"admin"}}, hsSigned(c), ErrInvalidToken, jwt.ErrTokenInvalidAudience},
 		{"missing audience", JWTOptions{Algorithms: []string{"HS256"}, Key: hmacSecret, Audience: []string{"api"}}, hsSigned(with(c, "aud", nil)), ErrInvalidToken, jwt.ErrTokenRequiredClaimMissing},
 		{"too long", JWTOptions{Algorithms: []string{"HS256"}, Key: hmacSecret, MaxTokenLength: 64}, bearer(valid), ErrInvalidToken, nil},
-		{"too long by default", hs, bearer(strings.Repeat("a", DefaultMaxTokenLength+1)), ErrInvalidToken, nil},
+		{"too long by default", hs, bearer(strings.Repeat("a", defaultMaxTokenLength+1)), ErrInvalidToken, nil},
 		{"no cookie", JWTOptions{Algorithms: []string{"HS256"}, Key: hmacSecret, Cookie: "session"}, bearer(valid), ErrNoToken, nil},
 	}
 	for _, tt := range tests {
@@ -348,14 +348,16 @@ func TestJWTSubjectOptionErrors(t *testing.T) {
 	}
 }
 
-func TestJWTSubjectKeyIsNamespacedAndEscaped(t *testing.T) {
+// Regression: the identity was "sub:" and an escaped subject, so tier hooks
+// comparing it with the subject never matched.
+func TestJWTSubjectIdentityIsTheSubject(t *testing.T) {
 	kf := mustJWT(t, JWTOptions{Algorithms: []string{"HS256"}, Key: hmacSecret})
 	tests := []struct{ sub, want string }{
-		{"auth0|123", "sub:auth0|123"},
-		{"198.51.100.9", "sub:198.51.100.9"},
-		{"a{b}c", "sub:a%7Bb%7Dc"},
-		{"caf\u00e9", "sub:caf%C3%A9"},
-		{"cafe\u0301", "sub:cafe%CC%81"},
+		{"auth0|123", "auth0|123"},
+		{"mallory", "mallory"},
+		{"a{b}c", "a{b}c"},
+		{"caf\u00e9", "caf\u00e9"},
+		{"cafe\u0301", "cafe\u0301"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.sub, func(t *testing.T) {
@@ -374,8 +376,8 @@ func TestJWTSubjectDoesNotModifyOptions(t *testing.T) {
 	kf := mustJWT(t, opts)
 	algs[0] = "none"
 	tok := sign(t, jwt.SigningMethodHS256, hmacSecret, validClaims(), "")
-	if got, err := kf(newRequest(t, "192.0.2.1:1", bearer(tok)...)); err != nil || got != "sub:alice" {
-		t.Errorf("got %q, %v; want sub:alice after the caller changed its slice", got, err)
+	if got, err := kf(newRequest(t, "192.0.2.1:1", bearer(tok)...)); err != nil || got != "alice" {
+		t.Errorf("got %q, %v; want alice after the caller changed its slice", got, err)
 	}
 	if opts.Leeway != 0 || opts.MaxTokenLength != 0 || opts.Header != "" {
 		t.Errorf("defaults written back into options: %+v", opts)

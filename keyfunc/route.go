@@ -8,16 +8,16 @@ import (
 	"github.com/go-chi/chi/v5"
 )
 
-// unmatchedRouteKey is the one key shared by requests that match no route.
-const unmatchedRouteKey = "route:unmatched"
+// unmatchedRoute is the one identity shared by requests that match no
+// route. Every pattern holds a '/', so it cannot equal a pattern.
+const unmatchedRoute = "unmatched"
 
 // Route keys a request by the pattern of the route it matches, never by its
-// raw path, so that /users/1 and /users/2 share one bucket. The key is
-// Encode("route", pattern), "route:/users/%7Bid%7D" for the pattern
-// "/users/{id}" ([Encode] escapes the braces). Requests that
-// match no route (404, 405, methods the router does not know) share the
-// single key "route:unmatched", so that scanning random paths cannot create
-// buckets without end.
+// raw path, so that /users/1 and /users/2 share one bucket. The identity is
+// the pattern itself, "/users/{id}". Requests that match no route (404,
+// 405, methods the router does not know) share the single identity
+// "unmatched" (no pattern can equal it, since every pattern holds a '/'),
+// so that scanning random paths cannot create buckets without end.
 //
 // With chi, the pattern is the one chi matched
 // (chi.RouteContext(ctx).RoutePattern()). Middleware added with r.With or
@@ -36,7 +36,7 @@ const unmatchedRouteKey = "route:unmatched"
 // mux.Handle("GET /users/{id}", limiter.Handler(h)), and the key then
 // includes the method and host if the pattern does ("GET /users/{id}").
 // A limiter that wraps the whole mux sees no pattern and
-// keys every request "route:unmatched"; use [MuxRoute] there.
+// keys every request "unmatched"; use [MuxRoute] there.
 //
 // Route trusts the router's configuration only and never fails. Safe for
 // concurrent use.
@@ -80,7 +80,7 @@ func findChiPattern(routes chi.Routes, r *http.Request) string {
 // MuxRoute returns a KeyFunc like [Route] for a limiter that wraps a whole
 // http.ServeMux rather than the handlers registered on it: it asks mux
 // which pattern the request matches (mux.Handler). Requests that match no
-// pattern share "route:unmatched"; so do requests that the mux would
+// pattern share "unmatched"; so do requests that the mux would
 // redirect (to a cleaned path or one with a trailing slash), since they do
 // not reach a registered handler as they are. MuxRoute trusts the mux
 // configuration only and never fails. It panics if mux is nil (at
@@ -92,7 +92,7 @@ func MuxRoute(mux *http.ServeMux) KeyFunc {
 	return func(r *http.Request) (string, error) {
 		h, p := mux.Handler(r)
 		if p == "" || isRedirect(h) {
-			return unmatchedRouteKey, nil
+			return unmatchedRoute, nil
 		}
 		return routeKey(p), nil
 	}
@@ -108,7 +108,7 @@ func isRedirect(h http.Handler) bool {
 
 func routeKey(pattern string) string {
 	if pattern == "" {
-		return unmatchedRouteKey
+		return unmatchedRoute
 	}
-	return Encode("route", pattern)
+	return pattern
 }
