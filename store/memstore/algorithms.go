@@ -9,70 +9,87 @@ import (
 
 // The functions below compute in integer microseconds and float64, in the
 // order a Lua script evaluates the same expressions left to right, so that
-// the Redis store can reproduce every decision. Products are never followed
+// the Redis store reproduces every decision. Products are never followed
 // directly by an addition, so no fused multiply-add can change a result.
 
-// evaluate returns one limit's outcome for a request of cost c at now and
-// the state to store if the request is recorded: when it is admitted, and
-// for the window algorithms also when it is refused (a counted refusal;
-// the count may then exceed the capacity). live reports whether e holds
-// unexpired state; when it is false e is ignored.
-func evaluate(l store.Limit, e entry, live bool, now, c int64) (outcome, entry) {
+// outcome is one limit's verdict on a request: whether it admits it, its
+// remaining units and time to reset (µs) without the request (rem0,
+// reset0) and, when it admits it, after it (rem1, reset1); when it refuses
+// it, the wait until it would admit it (retry, µs). next is the state to
+// store if the request is recorded: when it is admitted, and for the
+// window algorithms also when it is refused (a counted refusal, which may
+// take the count past the capacity).
+type outcome struct {
+	allowed      bool
+	rem0, reset0 int64
+	rem1, reset1 int64
+	retry        int64
+	next         counts
+}
+
+// evaluate returns limit l's outcome for a request of cost c at now, st
+// being the limit's live state (nil when it has none).
+func evaluate(l store.Limit, st *counts, now, c int64) outcome {
 	switch l.Algorithm {
 	case store.SlidingWindowCounter:
-		return slidingCounter(l, e, live, now, c)
+		return slidingCounter(l, st, now, c)
 	case store.FixedWindow:
-		return fixedWindow(l, e, live, now, c)
+		return fixedWindow(l, st, now, c)
 	default: // GCRA and TokenBucket
-		return bucket(l, e, live, now, c)
+		return bucket(l, st, now, c)
 	}
 }
 
-// bucket implements GCRA and the token bucket, which make the same
-// decisions: a GCRA state TAT corresponds to tokens = B − (TAT − ts)/T at
-// its last update ts. Keeping {ts, tokens} rather than TAT keeps every
-// quantity exact where it matters: at today's epoch a float64 TAT in
-// microseconds has a resolution of 0.25µs, and summing fractional emission
-// intervals into it loses the last unit of a burst (6/s admits 5).
-func bucket(l store.Limit, e entry, live bool, now, c int64) (outcome, entry) {
+// bucket implements GCRA and the token bucket, one algorithm under two
+// names, with the state {ts, used} of package store: the units used at
+// ts, draining at R/P per µs. Storing units used rather than a GCRA
+// theoretical arrival time keeps every quantity exact (a float64 TAT in µs
+// has a resolution of 0.25µs today) and lets a changed limit apply at once
+// to what was used.
+func bucket(l store.Limit, st *counts, now, c int64) outcome {
 	capacity := l.Capacity()
 	r, p, b := float64(l.Rate), float64(l.Period.Microseconds()), float64(capacity)
 	cf := float64(c)
-	tok := tokensAt(e, live, now, r, p, b)
-	o := outcome{rem0: floorUnits(tok, capacity), reset0: ceilUS((b - tok) * p / r)}
-	if tok >= cf {
-		left := tok - cf
+	u := usedAt(st, now, r, p)
+	o := outcome{rem0: floorUnits(b-u, capacity), reset0: ceilUS(u * p / r)}
+	if u+cf <= b {
+		used := u + cf
 		o.allowed = true
-		o.rem1 = floorUnits(left, capacity)
-		o.reset1 = ceilUS((b - left) * p / r)
-		next := entry{ts: now, tokens: left}
-		// The state expires once it decides exactly like a full bucket:
-		// the first microsecond at which the refill, in float64, reaches
-		// B. The closed form above may be a microsecond short, and state
+		o.rem1 = floorUnits(b-used, capacity)
+		o.reset1 = ceilUS(used * p / r)
+		next := counts{ts: now, used: used}
+		// The state expires once it decides exactly like no state: the
+		// first microsecond at which used, in float64, has drained to 0.
+		// The closed form reset1 may be a microsecond short, and state
 		// dropped a microsecond early would admit a whole-capacity
 		// request before the RetryAfter it was told.
 		next.exp = now + earliest(o.reset1, func(d int64) bool {
-			return tokensAt(next, true, now+d, r, p, b) >= b
+			return usedAt(&next, now+d, r, p) <= 0
 		})
-		return o, next
+		o.next = next
+		return o
 	}
-	o.retry = earliest(ceilUS((cf-tok)*p/r), func(d int64) bool {
-		return tokensAt(e, live, now+d, r, p, b) >= cf
+	o.retry = earliest(ceilUS((u+cf-b)*p/r), func(d int64) bool {
+		return usedAt(st, now+d, r, p)+cf <= b
 	})
-	return o, entry{}
+	return o
 }
 
-// tokensAt returns the tokens of state e at time t: the stored tokens plus
-// (t − ts)·R/P, at most B; B when there is no state.
-func tokensAt(e entry, live bool, t int64, r, p, b float64) float64 {
-	if !live {
-		return b
+// usedAt returns the units used of state st (nil: none) at time t: the
+// stored units less (t − ts)·R/P, at least 0.
+func usedAt(st *counts, t int64, r, p float64) float64 {
+	if st == nil {
+		return 0
 	}
-	d := t - e.ts
+	d := t - st.ts
 	if d < 0 {
 		d = 0
 	}
-	return min(e.tokens+float64(d)*r/p, b)
+	u := st.used - float64(d)*r/p
+	if u < 0 {
+		u = 0
+	}
+	return u
 }
 
 // windowStart returns the start of the window of length p containing t:
@@ -86,21 +103,22 @@ func windowStart(t, p int64) int64 {
 }
 
 // counterAt returns the window containing t and the counts of that window
-// and the one before it, as state e would show them at t. A stored window
-// later than t's (a clock that stepped back) stays current, so that counts
-// are never forgotten early.
-func counterAt(e entry, live bool, t, p int64) (ws, cur, prev int64) {
+// and the one before it, as state st (nil: none; its ts is the start of
+// the window cur counts) shows them at t. A stored window later than t's
+// (a clock that stepped back) stays current, so that counts are never
+// forgotten early.
+func counterAt(st *counts, t, p int64) (ws, cur, prev int64) {
 	ws = windowStart(t, p)
-	if !live {
+	if st == nil {
 		return ws, 0, 0
 	}
 	switch {
-	case e.ws == ws:
-		return ws, e.cur, e.prev
-	case e.ws == ws-p:
-		return ws, 0, e.cur
-	case e.ws > ws:
-		return e.ws, e.cur, e.prev
+	case st.ts == ws:
+		return ws, st.cur, st.prev
+	case st.ts == ws-p:
+		return ws, 0, st.cur
+	case st.ts > ws:
+		return st.ts, st.cur, st.prev
 	}
 	return ws, 0, 0
 }
@@ -111,16 +129,16 @@ func estimate(t, ws, p, cur, prev int64) float64 {
 	return float64(prev)*float64(ws+p-t)/float64(p) + float64(cur)
 }
 
-// Window algorithms count up to the capacity: Rate, or Rate−1 for a limit
-// with [store.ThresholdReach].
-
-func slidingCounter(l store.Limit, e entry, live bool, now, c int64) (outcome, entry) {
+// slidingCounter implements the sliding window counter. ResetAfter is the
+// time to the end of the next window while cur > 0, else to the end of
+// this one while prev > 0.
+func slidingCounter(l store.Limit, st *counts, now, c int64) outcome {
 	p, capacity := l.Period.Microseconds(), l.Capacity()
-	ws, cur, prev := counterAt(e, live, now, p)
+	ws, cur, prev := counterAt(st, now, p)
 	est := estimate(now, ws, p, cur, prev)
 	rf, cf := float64(capacity), float64(c)
 	o := outcome{rem0: floorUnits(rf-est, capacity)}
-	recorded := entry{exp: ws + 2*p, ws: ws, cur: cur + c, prev: prev}
+	o.next = counts{exp: ws + 2*p, ts: ws, cur: cur + c, prev: prev}
 	switch {
 	case cur > 0:
 		o.reset0 = ws + 2*p - now
@@ -131,7 +149,7 @@ func slidingCounter(l store.Limit, e entry, live bool, now, c int64) (outcome, e
 		o.allowed = true
 		o.rem1 = floorUnits(rf-(est+cf), capacity)
 		o.reset1 = ws + 2*p - now
-		return o, recorded
+		return o
 	}
 	// First guess: inside this window when the weight of prev can fall far
 	// enough, else inside the next one, where cur has become prev.
@@ -146,35 +164,36 @@ func slidingCounter(l store.Limit, e entry, live bool, now, c int64) (outcome, e
 	}
 	o.retry = earliest(at-now, func(d int64) bool {
 		t := now + d
-		ws, cur, prev := counterAt(e, live, t, p)
+		ws, cur, prev := counterAt(st, t, p)
 		return estimate(t, ws, p, cur, prev)+cf <= rf
 	})
-	return o, recorded
+	return o
 }
 
-func fixedWindow(l store.Limit, e entry, live bool, now, c int64) (outcome, entry) {
+// fixedWindow implements the fixed window, in integer counts only.
+func fixedWindow(l store.Limit, st *counts, now, c int64) outcome {
 	p, capacity := l.Period.Microseconds(), l.Capacity()
 	ws := windowStart(now, p)
 	var cur int64
-	if live && e.ws >= ws {
-		// e.ws > ws only when the clock stepped back: keep the newer
+	if st != nil && st.ts >= ws {
+		// st.ts > ws only when the clock stepped back: keep the newer
 		// window rather than forget its count.
-		ws, cur = e.ws, e.cur
+		ws, cur = st.ts, st.cur
 	}
 	left := ws + p - now
 	o := outcome{rem0: floorUnits(float64(capacity-cur), capacity)}
 	if cur > 0 {
 		o.reset0 = left
 	}
-	recorded := entry{exp: ws + p, ws: ws, cur: cur + c}
+	o.next = counts{exp: ws + p, ts: ws, cur: cur + c}
 	if cur+c <= capacity {
 		o.allowed = true
 		o.rem1 = capacity - cur - c
 		o.reset1 = left
-		return o, recorded
+		return o
 	}
 	o.retry = left
-	return o, recorded
+	return o
 }
 
 // evaluateLog fills out with every limit's outcome against the sliding

@@ -2,122 +2,75 @@
 // the process, for single-instance services, tests, and as the local
 // fallback when the shared store is unavailable.
 //
-// A [Store] makes the decisions the Redis store makes, following the
-// semantics documented in package [store], and passes the conformance suite
-// in [github.com/ratekeeper/ratekeeper/store/storetest]. Limits held in
-// memory are per process: behind a load balancer each replica admits its
-// own Rate.
+// A [Store] implements the semantics of package [store], where every
+// algorithm, blocks, counted refusals, de-duplication and changed limits
+// are specified once. It computes in integer microseconds of its clock and
+// evaluates the float64 expressions given there in the order the Redis
+// store's scripts do, so the two stores make the same decisions, to the
+// microsecond; both pass the conformance suite in
+// [github.com/ratekeeper/ratekeeper/store/storetest]. Limits held in memory
+// are per process: behind a load balancer each replica admits its own
+// Rate.
 //
 //	s, err := memstore.New(memstore.Options{})
 //	if err != nil { ... }
 //	d, err := s.Take(ctx, store.Request{Key: ip, Limits: []store.Limit{store.PerMinute(60)}})
 //
-// # Arithmetic
+// # Expiry
 //
-// Time is an integer number of microseconds since the Unix epoch. Rates
-// divide time in float64, evaluated in the order written below (left to
-// right), which is the order a Lua script evaluates the same expressions.
-// Reported durations are rounded up to the microsecond (a block's to the
-// millisecond, see below). R is the rate, P
-// the period in µs, B the capacity ([store.Limit.Capacity]), c the cost.
+// A state expires at the first microsecond at which it decides exactly
+// like no state, which is when the Redis store's key for it expires
+// (before Redis rounds its TTL to the millisecond): GCRA and TokenBucket
+// once what was used has drained, the sliding window log one longest
+// period after its newest entry, the sliding window counter at the end of
+// the next window, the fixed window at the end of its window, a key's
+// block, strike count and remembered ids when the last of them ends.
+// Expired state is dropped when its key is next taken, when a write that
+// creates state examines a few other keys, and when a full store makes
+// room; a key's expired ids are pruned whenever it holds twice as many as
+// at its last pruning, plus 16.
 //
-//   - GCRA and TokenBucket share one state {ts, tokens}: tokens at now are
-//     min(B, tokens + (now − ts)·R/P), B without state. A GCRA
-//     theoretical arrival time TAT is the same state seen from the other
-//     side (TAT = ts + (B − tokens)·P/R), so both algorithms decide alike;
-//     storing tokens rather than an absolute float64 TAT keeps a burst of B
-//     exact, which an absolute TAT does not (its resolution today is
-//     0.25µs, and sums of fractional emission intervals drift past τ).
-//     Admitted iff tokens ≥ c; then tokens −= c, ts = now. Remaining =
-//     ⌊tokens⌋, ResetAfter = (B − tokens)·P/R.
-//   - Window algorithms count up to the capacity: Rate, or Rate−1 under
-//     [store.ThresholdReach].
-//   - SlidingWindowLog: entries with timestamp > now − P count; entries
-//     recorded in the same microsecond are kept as one run with a count.
-//   - SlidingWindowCounter: est = prev·(P − e)/P + cur; Remaining =
-//     ⌊B − est⌋ (est including c when admitted); ResetAfter is the time to
-//     the end of the next window while cur > 0, else to the end of this
-//     one while prev > 0.
-//   - FixedWindow: integer counts only.
+// # Memory and eviction
 //
-// Remaining and ResetAfter (and [store.Decision.PerLimit] for multi-limit
-// requests) describe each limit after the request when it is admitted and
-// recorded, and without it otherwise (denied, blocked, or admitted as a
-// duplicate).
+// [Options.MaxKeys] caps the number of states the whole store holds: one
+// per key and limit (per key and limit set for the sliding window log),
+// one per key with a block, strike count or ids, and one per remembered
+// id, so that a flood of distinct keys or ids cannot grow memory past the
+// cap. The cap is exact and global: however unevenly keys hash over the
+// shards, MaxKeys states fit.
 //
-// A denied request's RetryAfter is first computed in closed form, then
-// corrected by whole microseconds against the very admission test a later
-// Take runs, so that it is the smallest delay after which the same request
-// is admitted: float rounding never makes a client that waits RetryAfter
-// be refused, nor one that waits a microsecond less be admitted.
+// A write that needs new states in a full store makes room. It first drops
+// state that carries no information (expired state, in any shard), then
+// evicts the least recently taken keys, each with all its states, block,
+// strike count and remembered ids; [Store.Evictions] counts them. A Take
+// is a use of its key, admitted or refused; a Peek is not. Recency is the
+// store's clock in microseconds, so keys taken in the same microsecond may
+// go in either order. An evicted key starts afresh, as if its state had
+// expired: a store smaller than its set of active clients forgets some of
+// them and admits them again, so size MaxKeys for the clients seen within
+// the longest Period and watch Evictions. Only a request that cannot fit
+// even in an otherwise empty store fails (see [Store.Take]).
 //
-// # Blocks, counted refusals and de-duplication
+// A key with one limit costs about 165 bytes plus its length: keys are
+// stored as given, so a very long key costs its length in memory. A
+// sliding window log holds one entry per distinct microsecond in its
+// longest period, so its memory grows with Rate, and a key's ids grow with
+// its admissions in its longest period.
 //
-// Each request key has one more state, shared by all its limits, created
-// when it is first needed: its block (the scope, the ID of the limit that
-// started it, and its end), its strike count and its remembered
-// de-duplication ids. One Take runs the steps of package store under the
-// key's lock: the block check, the de-duplication check, the evaluation
-// of every limit, then recording (and remembering the id) or, for a
-// refusal, the counted refusal and the start of a block. The lock makes
-// every block start exactly once, however many requests race.
-//
-// Blocks and strike counts expire as Redis keys with a TTL in whole
-// milliseconds do, so that both stores decide alike: a block started at
-// time t for d ends at ⌊t⌋ms + d, and a blocked request's RetryAfter is
-// its remaining time rounded up to the millisecond (the block's duration
-// when the request started it); a strike count set at t for d counts
-// while ⌊now⌋ms <= ⌊t⌋ms + d, through the millisecond in which a Redis key
-// shows a PTTL of 0. Remembered ids expire to the microsecond, a longest
-// period after their admission. Ids longer than 128 bytes are kept as
-// their SHA-256.
-//
-// With [store.Request.CountDenied] the window algorithms record refused
-// attempts, so counts may exceed the capacity; a sliding window log then
-// keeps only its newest (largest Rate + cost) entries, which changes no
-// decision, since a decision never looks past the (capacity − cost + 1)-th
-// newest entry.
-//
-// # Memory
-//
-// Each state expires when it no longer matters, at the TTL the Redis store
-// gives its keys: GCRA and TokenBucket when the bucket is full again, the
-// log one longest period after its newest entry, the sliding counter at
-// the end of the next window, the fixed window at the end of its window,
-// a key's block, strike count and ids when the last of them ends (a block
-// after its duration, a strike count its block's duration plus BlockMax
-// after the block started, an id a longest period after its admission).
-// Expiry never changes a decision: a bucket expires at the first
-// microsecond at which its float64 refill reaches B, which may be one
-// microsecond after the rounded ResetAfter.
-// Expired state is dropped when its key is next used; each insertion of a
-// new state also examines a few random states of its shard and drops the
-// expired ones; a key's expired ids are pruned whenever it holds twice as
-// many ids as at its last pruning, plus 16.
-//
-// [Options.MaxKeys] caps the number of states: one per key and limit (per
-// key and limit set for the sliding window log), one per key with a
-// block, strike count or ids, and one per remembered id, so that a flood
-// of distinct keys or ids cannot grow memory past the cap. Each shard
-// holds at most its share of the cap and sweeps itself completely
-// (expired ids included) before refusing a new state. An admission that
-// needs a new state then fails with [store.ErrTooManyKeys]; a refusal
-// stays a refusal, without the writes (counted refusal, new block) that do
-// not fit (see [Store.Take]). A sliding window log holds one run per
-// distinct microsecond in its longest period, so its memory grows with
-// Rate, and a key's ids grow with the admissions in its longest period.
-//
-// Keys are stored as given: a very long key costs its length in memory.
-//
-// A Take or Peek of a key with state and one limit allocates nothing, nor
+// A Take or Peek of a key with state allocates nothing for one limit, nor
 // does a blocked request or a duplicate; a multi-limit decision allocates
-// its PerLimit slice, remembering an id allocates its copy.
+// its PerLimit slice, remembering an id allocates its copy, and a new key
+// allocates its record unless it takes over the memory of a key it
+// evicted.
 //
 // # Concurrency
 //
-// States are spread over [Options.Shards] maps by a hash of the key,
-// seeded randomly per Store, each with its own mutex. All states of one
-// key live in one shard, so a multi-limit Take is atomic under one lock,
-// held for the in-memory update only. The clock is read before locking,
-// and time never runs backwards within a shard.
+// Keys are spread over [Options.Shards] maps by a hash of the key, seeded
+// randomly per Store, each with its own mutex. All states of one key live
+// in one record in one shard, so a Take is atomic under one lock, held for
+// the in-memory update only. The clock is read once per call, before
+// locking, and time never runs backwards within a shard. The shards share
+// one count of states, changed only when states are created or dropped,
+// never when a Take updates a state in place; making room may lock other
+// shards, one at a time and in an order that cannot deadlock.
 package memstore

@@ -2,17 +2,12 @@ package memstore
 
 import (
 	"crypto/sha256"
+	"math"
 	"strings"
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/store"
 )
-
-// keyStateID is the state ID under which a request key keeps what all its
-// limits share: its block, strike counter and remembered de-duplication
-// ids. Limit IDs contain no control characters and log IDs start with a
-// NUL, so it collides with neither.
-const keyStateID = "\x01"
 
 // maxDedupIDLen is the longest de-duplication id kept as given; longer ids
 // are kept as their SHA-256.
@@ -28,6 +23,7 @@ const maxDedupIDLen = 128
 // while ⌊now⌋ms <= ⌊t⌋ms + d (a Redis key exists until its PTTL is below 0).
 // Remembered ids keep their end in microseconds.
 type keyState struct {
+	exp        int64  // µs; nothing of the key state matters at and after exp
 	blockEnd   int64  // ms since the Unix epoch
 	scope      string // ID of the limit that started the block
 	strikes    int64  // escalating blocks remembered
@@ -83,29 +79,35 @@ func (ks *keyState) remembers(id dedupKey, now int64) bool {
 	return ok && exp > now
 }
 
-// expiry returns when nothing of ks matters any more, in µs.
-func (ks *keyState) expiry() int64 {
+// updateExp recomputes exp after a change: when nothing of ks matters
+// any more, in µs.
+func (ks *keyState) updateExp() {
 	e := ks.blockEnd * 1000
 	if ks.strikes > 0 {
 		e = max(e, (ks.strikesEnd+1)*1000)
 	}
-	return max(e, ks.idsEnd)
+	ks.exp = max(e, ks.idsEnd)
 }
 
-// pruneIDs drops the ids expired at now, keeps the shard's count of ids,
-// and returns the earliest end among the ids kept (math.MaxInt64 when
-// none).
-func (ks *keyState) pruneIDs(sh *shard, now int64) int64 {
-	first := int64(1<<63 - 1)
+// pruneIDs drops the ids expired at now and returns how many it dropped.
+func (ks *keyState) pruneIDs(now int64) int {
+	n := len(ks.ids)
 	for k, exp := range ks.ids {
 		if exp <= now {
 			delete(ks.ids, k)
-			sh.ids--
-			continue
 		}
-		first = min(first, exp)
 	}
 	ks.idsLive = len(ks.ids)
+	return n - ks.idsLive
+}
+
+// firstIDExp returns the earliest end of a remembered id, math.MaxInt64
+// when there is none.
+func (ks *keyState) firstIDExp() int64 {
+	first := int64(math.MaxInt64)
+	for _, exp := range ks.ids {
+		first = min(first, exp)
+	}
 	return first
 }
 

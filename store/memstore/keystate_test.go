@@ -11,33 +11,47 @@ import (
 	"github.com/ratekeeper/ratekeeper/store"
 )
 
-// checkCounts asserts the shards' bookkeeping: ids is the number of ids
-// held by key states, kss the number of key state entries, and every key
-// state is stored under keyStateID.
+// checkCounts asserts the store's bookkeeping while nothing runs: every
+// shard's size is the sum of its records' sizes, its map and its list hold
+// the same non-empty records, and the budget counts every state of every
+// shard.
 func checkCounts(t *testing.T, s *Store) {
 	t.Helper()
+	total := 0
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		ids, kss := 0, 0
-		for k, e := range sh.m {
-			if e.ks == nil {
-				if k.id == keyStateID {
-					t.Errorf("shard %d: entry %q under the key state ID without a key state", i, k.key)
-				}
-				continue
+		size, n := 0, 0
+		for r := sh.lru.next; r != &sh.lru; r = r.next {
+			n++
+			size += r.size()
+			if r.size() == 0 {
+				t.Errorf("shard %d: empty record %q kept", i, r.key)
 			}
-			if k.id != keyStateID {
-				t.Errorf("shard %d: key state stored under %q, want %q", i, k.id, keyStateID)
+			if sh.index[r.key] != r {
+				t.Errorf("shard %d: record %q listed but not indexed", i, r.key)
 			}
-			kss++
-			ids += len(e.ks.ids)
 		}
-		if ids != sh.ids || kss != sh.kss {
-			t.Errorf("shard %d: got ids %d, kss %d counted, want %d, %d (held)", i, sh.ids, sh.kss, ids, kss)
+		if n != len(sh.index) {
+			t.Errorf("shard %d: got %d records listed, %d indexed, want the same", i, n, len(sh.index))
 		}
+		if size != sh.size {
+			t.Errorf("shard %d: got size %d counted, want %d (held)", i, sh.size, size)
+		}
+		total += size
 		sh.mu.Unlock()
 	}
+	if got := s.Len(); got != total {
+		t.Errorf("Len: got %d, want %d (the states held by every shard)", got, total)
+	}
+}
+
+// findRecord returns the record of key, or nil.
+func findRecord(s *Store, key string) *record {
+	sh := s.shardFor(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	return sh.index[key]
 }
 
 // TestBlockWholeMilliseconds: a block set at t for d ends at ⌊t⌋ms + d,
@@ -126,12 +140,9 @@ func TestCountDeniedLogStaysBounded(t *testing.T) {
 		mustTake(t, s, r)
 		clk.Advance(100 * time.Microsecond)
 	}
-	sh := s.shardFor("k")
 	var lg *runLog
-	for k, e := range sh.m {
-		if k.key == "k" && e.log != nil {
-			lg = e.log
-		}
+	if r := findRecord(s, "k"); r != nil && len(r.states) == 1 {
+		lg = r.states[0].log
 	}
 	if lg == nil {
 		t.Fatal("no log stored")
@@ -244,7 +255,7 @@ func TestDedupIDsArePruned(t *testing.T) {
 		}
 		clk.Advance(100 * time.Millisecond)
 	}
-	ks := s.shards[0].m[stateKey{"k", keyStateID}].ks
+	ks := findRecord(s, "k").ks
 	if n := len(ks.ids); n > 2*11+16 {
 		t.Fatalf("ids held: got %d, want <= %d", n, 2*11+16)
 	}
@@ -270,7 +281,7 @@ func TestLongDedupIDsAreHashed(t *testing.T) {
 			t.Fatalf("id of %d bytes: got a Duplicate, want a new id", len(id))
 		}
 	}
-	for k := range s.shards[0].m[stateKey{"k", keyStateID}].ks.ids {
+	for k := range findRecord(s, "k").ks.ids {
 		if len(k.id) > maxDedupIDLen {
 			t.Errorf("kept an id of %d bytes, want at most %d", len(k.id), maxDedupIDLen)
 		}
@@ -332,8 +343,8 @@ func TestConcurrentKeyStates(t *testing.T) {
 					mu.Unlock()
 				}
 				if i%50 == 49 && w == 0 {
-					if err := s.Reset(ctx, store.Request{Key: "scratch", Limits: r.Limits}); err != nil {
-						t.Errorf("Reset: got error %v, want nil", err)
+					if err := s.Reset(ctx, store.Request{Key: "scratch", Limits: r.Limits}); !errors.Is(err, store.ErrNotFound) {
+						t.Errorf("Reset of a key never taken: got error %v, want ErrNotFound", err)
 					}
 					clk.Advance(time.Microsecond)
 				}

@@ -12,8 +12,9 @@ import (
 // keyTTLs lists every live state of s with its time to live, like the
 // Redis store's keys and their PTTL, named as storetest.Harness.KeyTTLs
 // expects: a key state shows as up to three keys, "<key>:block",
-// "<key>:strikes" and "<key>:dedup", each with the lifetime of its part.
-// Request keys are shown in hex, so that no key can pass for another kind.
+// "<key>:strikes" and "<key>:dedup", each with the lifetime of its part,
+// and a limit state as "<key>/<algorithm>/<id>". Request keys are shown in
+// hex, so that no key can pass for another kind.
 func keyTTLs(s *Store) func(context.Context) (map[string]time.Duration, error) {
 	return func(context.Context) (map[string]time.Duration, error) {
 		now := s.now()
@@ -23,29 +24,35 @@ func keyTTLs(s *Store) func(context.Context) (map[string]time.Duration, error) {
 				out[name] = time.Duration(exp-now) * time.Microsecond
 			}
 		}
-		for i := range s.shards {
-			sh := &s.shards[i]
-			sh.mu.Lock()
-			for k, e := range sh.m {
-				if e.exp <= now {
-					continue
+		forEachRecord(s, func(_ *shard, r *record) {
+			base := fmt.Sprintf("%x", r.key)
+			if ks := r.ks; ks != nil && ks.exp > now {
+				add(base+":block", ks.blockEnd*1000)
+				if ks.strikes > 0 {
+					add(base+":strikes", (ks.strikesEnd+1)*1000)
 				}
-				base := fmt.Sprintf("%x", k.key)
-				if ks := e.ks; ks != nil {
-					add(base+":block", ks.blockEnd*1000)
-					if ks.strikes > 0 {
-						add(base+":strikes", (ks.strikesEnd+1)*1000)
-					}
-					if len(ks.ids) > 0 {
-						add(base+":dedup", ks.idsEnd)
-					}
-					continue
+				if len(ks.ids) > 0 {
+					add(base+":dedup", ks.idsEnd)
 				}
-				add(fmt.Sprintf("%s/%q", base, k.id), e.exp)
 			}
-			sh.mu.Unlock()
-		}
+			for _, st := range r.states {
+				add(fmt.Sprintf("%s/%s/%q", base, st.alg, st.id), st.exp)
+			}
+		})
 		return out, nil
+	}
+}
+
+// forEachRecord calls f for every record of s, each under its shard's
+// lock.
+func forEachRecord(s *Store, f func(*shard, *record)) {
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		for r := sh.lru.next; r != &sh.lru; r = r.next {
+			f(sh, r)
+		}
+		sh.mu.Unlock()
 	}
 }
 

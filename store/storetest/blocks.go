@@ -19,12 +19,12 @@ func blocking(name string, alg store.Algorithm, rate int64, period, block, block
 func windowAlg(alg store.Algorithm) bool { return !bucketLike(alg) }
 
 // blockedBy asserts that d refuses the request because of a block started
-// by policy (at index in the request, -1 when absent), that the request
+// by the limit of ID limitID (at index in the request, -1 when absent), that the request
 // started it or not, and that about left of it remains.
-func (e *env) blockedBy(what string, d store.Decision, policy string, index int, started bool, left time.Duration) {
+func (e *env) blockedBy(what string, d store.Decision, limitID string, index int, started bool, left time.Duration) {
 	e.Helper()
-	if d.Allowed || !d.Blocked || d.BlockStarted != started || d.LimitID != policy || d.Index != index {
-		e.Errorf("%s: got %s, want Blocked by %q (Index %d) with BlockStarted %t", what, show(d), policy, index, started)
+	if d.Allowed || !d.Blocked || d.BlockStarted != started || d.LimitID != limitID || d.Index != index {
+		e.Errorf("%s: got %s, want Blocked by %q (Index %d) with BlockStarted %t", what, show(d), limitID, index, started)
 		return
 	}
 	e.near(what+": RetryAfter (the block's remaining time)", d.RetryAfter, left)
@@ -33,14 +33,14 @@ func (e *env) blockedBy(what string, d store.Decision, policy string, index int,
 // endBlock waits until a block that has left to run is over. With an
 // exact clock it first checks, a millisecond before the end, that r is
 // still blocked with RetryAfter 1ms (blocks keep whole milliseconds).
-func (e *env) endBlock(what string, r store.Request, policy string, index int, left time.Duration) {
+func (e *env) endBlock(what string, r store.Request, limitID string, index int, left time.Duration) {
 	e.Helper()
 	if !e.h.Exact {
 		e.advance(left + slack)
 		return
 	}
 	e.advance(left - time.Millisecond)
-	e.blockedBy(what+", a millisecond before the block ends", e.peek(r), policy, index, false, time.Millisecond)
+	e.blockedBy(what+", a millisecond before the block ends", e.peek(r), limitID, index, false, time.Millisecond)
 	e.advance(time.Millisecond)
 }
 
@@ -88,7 +88,7 @@ func tally(ds []store.Decision) (admitted, blocked, started int) {
 }
 
 // testBlock: a refusal by a limit with a Block starts a block: the
-// refused request reports Blocked and BlockStarted, Policy and Index name
+// refused request reports Blocked and BlockStarted, LimitID and Index name
 // the limit, RetryAfter (and ResetAfter) is the block's duration. While
 // the block lasts every request of the key is refused with RetryAfter the
 // block's remaining time, Peek included, even after the counting window
@@ -232,11 +232,11 @@ func testBlockChoice(e *env, alg store.Algorithm) {
 	h := time.Hour
 	e.windowRoom(alg, 5*time.Second, h)
 	for _, tc := range []struct {
-		name   string
-		limits []store.Limit
-		policy string
-		index  int
-		left   time.Duration
+		name    string
+		limits  []store.Limit
+		limitID string
+		index   int
+		left    time.Duration
 	}{
 		{"longer second", []store.Limit{blocking("a", alg, 1, h, u, 0), blocking("b", alg, 1, h, 2*u, 0)}, "b", 1, 2 * u},
 		{"longer first", []store.Limit{blocking("a", alg, 1, h, 2*u, 0), blocking("b", alg, 1, h, u, 0)}, "a", 0, 2 * u},
@@ -245,7 +245,7 @@ func testBlockChoice(e *env, alg store.Algorithm) {
 	} {
 		r := req(e.key(), 1, tc.limits...)
 		e.allow(r)
-		e.blockedBy(tc.name, e.take(r), tc.policy, tc.index, true, tc.left)
+		e.blockedBy(tc.name, e.take(r), tc.limitID, tc.index, true, tc.left)
 	}
 
 	r := req(e.key(), 1, named("a", alg, 1, h), blocking("b", alg, 5, h, u, 0))

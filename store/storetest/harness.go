@@ -9,6 +9,7 @@ import (
 	"math"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -68,11 +69,25 @@ type env struct {
 	// of any request the subtest has sent: no block lasts longer, and no
 	// decision may report a block before one could exist.
 	longestBlock atomic.Int64
+
+	mu sync.Mutex
+	// capacity is the largest capacity the subtest has sent under each
+	// algorithm and limit ID: after a limit is cut, what was used under
+	// the larger one may take longer to drain than the new limit's
+	// lifetime.
+	capacity map[string]int64
 }
 
 // note records what a request may cause, before it is sent.
 func (e *env) note(r store.Request) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.capacity == nil {
+		e.capacity = map[string]int64{}
+	}
 	for _, l := range r.Limits {
+		id := l.Algorithm.String() + "/" + l.ID()
+		e.capacity[id] = max(e.capacity[id], l.Capacity())
 		b := int64(max(l.Block, l.BlockMax))
 		for {
 			cur := e.longestBlock.Load()
@@ -81,6 +96,22 @@ func (e *env) note(r store.Request) {
 			}
 		}
 	}
+}
+
+// lifetime returns the longest time the state of limits can matter in
+// this subtest: their lifetime (see the function lifetime), with GCRA and
+// the token bucket draining the largest capacity sent under their ID.
+func (e *env) lifetime(limits []store.Limit) time.Duration {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	ls := make([]store.Limit, len(limits))
+	for i, l := range limits {
+		ls[i] = l
+		if c := e.capacity[l.Algorithm.String()+"/"+l.ID()]; bucketLike(l.Algorithm) && c > l.Capacity() {
+			ls[i].Burst = c
+		}
+	}
+	return lifetime(store.Request{Limits: ls})
 }
 
 func newEnv(t *testing.T, newHarness func(t *testing.T) Harness) *env {
@@ -188,10 +219,20 @@ func (e *env) peek(r store.Request) store.Decision {
 	return d
 }
 
+// reset resets r and fails unless Reset found state to forget.
 func (e *env) reset(r store.Request) {
 	e.Helper()
 	if err := e.h.Store.Reset(e.ctx, r); err != nil {
 		e.Fatalf("Reset(%s): got error %v, want nil", describe(r), err)
+	}
+}
+
+// resetNotFound resets r and fails unless Reset reports that nothing was
+// stored: an error matching store.ErrNotFound, and not a backend failure.
+func (e *env) resetNotFound(what string, r store.Request) {
+	e.Helper()
+	if err := e.h.Store.Reset(e.ctx, r); !isErr(err, store.ErrNotFound) {
+		e.Errorf("%s: Reset(%s): got error %v, want ErrNotFound", what, describe(r), err)
 	}
 }
 
@@ -391,7 +432,7 @@ func (e *env) checkDecision(op string, r store.Request, d store.Decision) {
 		fail("PerLimit: got %d entries, want %d (one per limit)", len(d.PerLimit), len(r.Limits))
 	case len(r.Limits) > 1:
 		for i, p := range d.PerLimit {
-			lt := lifetime(store.Request{Limits: r.Limits[i : i+1]}) + time.Microsecond
+			lt := e.lifetime(r.Limits[i:i+1]) + time.Microsecond
 			if p.Remaining < 0 || p.Remaining > r.Limits[i].Capacity() || p.ResetAfter < 0 || p.ResetAfter > lt || p.ResetAfter%time.Microsecond != 0 {
 				fail("PerLimit[%d]: got {%d %s}, want Remaining in 0..%d and ResetAfter in whole microseconds in 0..%s", i, p.Remaining, p.ResetAfter, r.Limits[i].Capacity(), lt)
 			}
@@ -441,7 +482,7 @@ func (e *env) checkDecision(op string, r store.Request, d store.Decision) {
 	if d.RetryAfter%time.Microsecond != 0 || d.ResetAfter%time.Microsecond != 0 {
 		fail("durations: got RetryAfter %s, ResetAfter %s, want whole microseconds", d.RetryAfter, d.ResetAfter)
 	}
-	if lt := lifetime(r) + time.Microsecond; d.RetryAfter > lt || d.ResetAfter > lt {
+	if lt := e.lifetime(r.Limits) + time.Microsecond; d.RetryAfter > lt || d.ResetAfter > lt {
 		fail("durations: got RetryAfter %s, ResetAfter %s, want <= %s (the state's lifetime)", d.RetryAfter, d.ResetAfter, lt)
 	}
 }
@@ -465,7 +506,7 @@ func (e *env) checkBlockedDecision(r store.Request, d store.Decision, fail func(
 	case d.ResetAfter != d.RetryAfter:
 		fail("ResetAfter: got %s, want RetryAfter %s for a blocked request", d.ResetAfter, d.RetryAfter)
 	case d.LimitID == "":
-		fail("Policy: got \"\", want the ID of the limit that started the block")
+		fail("LimitID: got \"\", want the ID of the limit that started the block")
 	case d.Index < -1 || d.Index >= len(r.Limits):
 		fail("Index: got %d, want -1..%d", d.Index, len(r.Limits)-1)
 	case d.Index >= 0 && (d.LimitID != r.Limits[d.Index].ID() || d.Limit != r.Limits[d.Index].Capacity()):
@@ -475,7 +516,7 @@ func (e *env) checkBlockedDecision(r store.Request, d store.Decision, fail func(
 	case d.Index == -1:
 		for i, l := range r.Limits {
 			if l.ID() == d.LimitID {
-				fail("Index: got -1, want %d: Policy %q is the ID of Limits[%d]", i, d.LimitID, i)
+				fail("Index: got -1, want %d: LimitID %q is the ID of Limits[%d]", i, d.LimitID, i)
 			}
 		}
 	}
@@ -516,7 +557,7 @@ func describe(r store.Request) string {
 
 // show renders a decision for messages.
 func show(d store.Decision) string {
-	s := fmt.Sprintf("{Allowed:%t Limit:%d Remaining:%d ResetAfter:%s RetryAfter:%s Policy:%q Index:%d",
+	s := fmt.Sprintf("{Allowed:%t Limit:%d Remaining:%d ResetAfter:%s RetryAfter:%s LimitID:%q Index:%d",
 		d.Allowed, d.Limit, d.Remaining, d.ResetAfter, d.RetryAfter, d.LimitID, d.Index)
 	if d.Blocked || d.BlockStarted || d.Duplicate {
 		s += fmt.Sprintf(" Blocked:%t BlockStarted:%t Duplicate:%t", d.Blocked, d.BlockStarted, d.Duplicate)
@@ -554,7 +595,7 @@ type decisionScalars struct {
 	allowed, blocked, blockStarted, duplicate bool
 	limit, remaining                          int64
 	resetAfter, retryAfter                    time.Duration
-	policy                                    string
+	limitID                                   string
 	index                                     int
 }
 
@@ -570,7 +611,7 @@ type expect struct {
 	remaining  int64
 	resetAfter time.Duration
 	retryAfter time.Duration
-	policy     string // "" = not checked
+	limitID    string // "" = not checked
 }
 
 func (e *env) check(what string, d store.Decision, w expect) {
@@ -580,8 +621,8 @@ func (e *env) check(what string, d store.Decision, w expect) {
 		e.Errorf("%s: got %s, want Allowed %t", what, show(d), w.allowed)
 	case d.Remaining != w.remaining:
 		e.Errorf("%s: got %s, want Remaining %d", what, show(d), w.remaining)
-	case w.policy != "" && d.LimitID != w.policy:
-		e.Errorf("%s: got %s, want Policy %q", what, show(d), w.policy)
+	case w.limitID != "" && d.LimitID != w.limitID:
+		e.Errorf("%s: got %s, want LimitID %q", what, show(d), w.limitID)
 	case !e.h.Exact:
 	case w.resetAfter >= 0 && d.ResetAfter != w.resetAfter:
 		e.Errorf("%s: got %s, want ResetAfter %s", what, show(d), w.resetAfter)

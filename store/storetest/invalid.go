@@ -51,9 +51,15 @@ func invalidCases(key string) []struct {
 
 // testInvalid: Take, Peek and Reset refuse malformed requests with an
 // error matching the documented sentinel (and not ErrStoreUnavailable, so
-// callers never mistake them for an outage); Reset ignores the cost.
+// callers never mistake them for an outage); Reset ignores the cost and
+// forgets the key's state.
 func testInvalid(e *env) {
 	for _, tc := range invalidCases(e.key()) {
+		if tc.costOnly {
+			fit := tc.r
+			fit.Cost = 1
+			e.allow(fit)
+		}
 		if _, err := e.h.Store.Take(e.ctx, tc.r); !isErr(err, tc.want) {
 			e.Errorf("%s: Take: got error %v, want %v", tc.name, err, tc.want)
 		}
@@ -102,11 +108,11 @@ func testInvalidRecordsNothing(e *env) {
 func testResetIgnoresCost(e *env) {
 	l := limit(store.GCRA, 2, time.Hour)
 	k := e.key()
-	e.exhaust(req(k, 1, l), 2)
 	for _, cost := range []int64{1000, -5} {
+		e.exhaust(req(k, 1, l), 2)
 		if err := e.h.Store.Reset(e.ctx, req(k, cost, l)); err != nil {
 			e.Fatalf("Reset with cost %d: got error %v, want nil", cost, err)
 		}
+		e.check(fmt.Sprintf("after a Reset with cost %d", cost), e.take(req(k, 1, l)), expect{allowed: true, remaining: 1, resetAfter: -1})
 	}
-	e.allow(req(k, 1, l))
 }

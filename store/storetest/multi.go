@@ -121,7 +121,7 @@ func testMultiDecidingLimit(e *env, alg store.Algorithm) {
 	}
 }
 
-// testMultiExact (exact clock, GCRA and token bucket): the policy from the
+// testMultiExact (exact clock, GCRA and token bucket): the limit from the
 // package documentation, 3/second AND 5/10 seconds, step by step: the
 // short limit decides first, the long one once it has fewer units left,
 // a request denied by the long limit alone waits for it alone, and every
@@ -135,16 +135,16 @@ func testMultiExact(e *env, alg store.Algorithm) {
 		advance time.Duration
 		want    expect
 	}{
-		{0, expect{allowed: true, remaining: 2, resetAfter: 333334 * us, policy: "a"}},
-		{0, expect{allowed: true, remaining: 1, resetAfter: 666667 * us, policy: "a"}},
-		{0, expect{allowed: true, remaining: 0, resetAfter: time.Second, policy: "a"}},
-		{0, expect{remaining: 0, resetAfter: time.Second, retryAfter: 333334 * us, policy: "a"}},
-		{time.Second, expect{allowed: true, remaining: 1, resetAfter: 7 * time.Second, policy: "b"}},
-		{0, expect{allowed: true, remaining: 0, resetAfter: 9 * time.Second, policy: "b"}},
-		{0, expect{remaining: 0, resetAfter: 9 * time.Second, retryAfter: time.Second, policy: "b"}},
-		{time.Second - us, expect{remaining: 0, resetAfter: -1, retryAfter: us, policy: "b"}},
-		{us, expect{allowed: true, remaining: 0, resetAfter: 10 * time.Second, policy: "b"}},
-		{0, expect{remaining: 0, resetAfter: 10 * time.Second, retryAfter: 2 * time.Second, policy: "b"}},
+		{0, expect{allowed: true, remaining: 2, resetAfter: 333334 * us, limitID: "a"}},
+		{0, expect{allowed: true, remaining: 1, resetAfter: 666667 * us, limitID: "a"}},
+		{0, expect{allowed: true, remaining: 0, resetAfter: time.Second, limitID: "a"}},
+		{0, expect{remaining: 0, resetAfter: time.Second, retryAfter: 333334 * us, limitID: "a"}},
+		{time.Second, expect{allowed: true, remaining: 1, resetAfter: 7 * time.Second, limitID: "b"}},
+		{0, expect{allowed: true, remaining: 0, resetAfter: 9 * time.Second, limitID: "b"}},
+		{0, expect{remaining: 0, resetAfter: 9 * time.Second, retryAfter: time.Second, limitID: "b"}},
+		{time.Second - us, expect{remaining: 0, resetAfter: -1, retryAfter: us, limitID: "b"}},
+		{us, expect{allowed: true, remaining: 0, resetAfter: 10 * time.Second, limitID: "b"}},
+		{0, expect{remaining: 0, resetAfter: 10 * time.Second, retryAfter: 2 * time.Second, limitID: "b"}},
 	}
 	for i, st := range steps {
 		e.advance(st.advance)

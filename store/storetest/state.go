@@ -86,10 +86,9 @@ func testPeekCreatesNothing(e *env, alg store.Algorithm) {
 }
 
 // testReset: Reset makes a key fresh under the given limits, leaves other
-// keys alone, and (except for the sliding window log, whose log may be
-// shared by all limits of a key) leaves the key's state under other limits
-// alone; resetting a key without state is not an error. With KeyTTLs, no
-// state key survives resetting everything.
+// keys alone, and (except for the sliding window log, whose log belongs to
+// the set of limits of a request) leaves the key's state under other
+// limits alone. With KeyTTLs, no state key survives resetting everything.
 func testReset(e *env, alg store.Algorithm) {
 	la := named("a", alg, 2, time.Hour)
 	lb := named("b", alg, 2, time.Hour)
@@ -108,19 +107,60 @@ func testReset(e *env, alg store.Algorithm) {
 	}
 
 	e.reset(req(k, 1, la, lb))
-	e.check("after Reset of both limits", e.take(req(k, 1, la, lb)), expect{allowed: true, remaining: 1, resetAfter: -1, policy: "a"})
-	e.reset(req(e.key(), 1, la))
+	e.check("after Reset of both limits", e.take(req(k, 1, la, lb)), expect{allowed: true, remaining: 1, resetAfter: -1, limitID: "a"})
 
 	if e.h.KeyTTLs == nil {
 		return
 	}
-	e.reset(req(k, 1, la))
-	e.reset(req(k, 1, lb))
+	if alg == store.SlidingWindowLog {
+		e.reset(req(k, 1, la))
+		e.reset(req(k, 1, lb))
+	}
 	e.reset(req(k, 1, la, lb))
 	e.reset(req(other, 1, la))
 	if _, states := e.keys(); len(states) != 0 {
 		e.Errorf("after resetting every key: got state keys %q, want none", sortedKeys(states))
 	}
+}
+
+// testResetNotFound: Reset reports ErrNotFound when nothing is stored for
+// the key and limits: a key never taken, a key just reset, a key with
+// state under other limits only (which the Reset leaves alone) and, with
+// KeyTTLs (a store whose keys expire with their state), a key whose state
+// has expired. A Reset that forgets anything returns nil, and a block is
+// the key's, whatever limits the Reset names.
+func testResetNotFound(e *env, alg store.Algorithm) {
+	la := named("a", alg, 2, time.Hour)
+	lb := named("b", alg, 2, time.Hour)
+	e.windowRoom(alg, 10*time.Second, time.Hour)
+	e.resetNotFound("a key never taken", req(e.key(), 0, la))
+
+	k := e.key()
+	e.allow(req(k, 1, la))
+	e.resetNotFound("a key with state under another limit only", req(k, 0, lb))
+	e.check("the state after a Reset under another limit", e.take(req(k, 1, la)), expect{allowed: true, remaining: 0, resetAfter: -1})
+	e.reset(req(k, 0, la))
+	e.resetNotFound("a key just reset", req(k, 0, la))
+
+	blk := blocking("blk", alg, 1, time.Hour, pick(e, time.Minute, 5*time.Second), 0)
+	kb := e.key()
+	e.allow(req(kb, 1, blk))
+	if d := e.take(req(kb, 1, blk)); !d.BlockStarted {
+		e.Fatalf("second request under a limit of 1 with a Block: got %s, want a block started", show(d))
+	}
+	e.reset(req(kb, 0, lb)) // forgets the block, not blk's state
+	e.resetNotFound("a key whose block was reset", req(kb, 0, lb))
+	e.reset(req(kb, 0, blk))
+	e.resetNotFound("a key whose block and state were reset", req(kb, 0, blk))
+
+	if e.h.KeyTTLs == nil {
+		return
+	}
+	short := named("s", alg, 1, pick(e, time.Second, 100*time.Millisecond))
+	ks := e.key()
+	e.allow(req(ks, 1, short))
+	e.past(lifetime(req(ks, 1, short)))
+	e.resetNotFound("a key whose state has expired", req(ks, 0, short))
 }
 
 // testIsolation: exhausting a key leaves similar keys (a prefix of it, an

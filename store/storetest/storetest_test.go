@@ -108,6 +108,19 @@ var mutants = map[string]struct {
 		broken{reset: func(store.Store, context.Context, store.Request) error { return nil }},
 		[]string{"gcra/reset", "sliding_window_log/reset", "reset-ignores-cost", "fixed_window/block-reset"},
 	},
+	"reset never reports not found": {
+		broken{reset: func(s store.Store, ctx context.Context, r store.Request) error {
+			s.Reset(ctx, r)
+			return nil
+		}},
+		[]string{"gcra/reset-not-found", "token_bucket/reset-not-found", "sliding_window_log/reset-not-found",
+			"sliding_window_counter/reset-not-found", "fixed_window/reset-not-found"},
+	},
+	"keeps the first limit seen under an ID": {
+		broken{take: firstLimitSeen(store.Store.Take), peek: firstLimitSeen(store.Store.Peek)},
+		[]string{"gcra/limit-change", "token_bucket/limit-change", "sliding_window_log/limit-change",
+			"sliding_window_counter/limit-change", "fixed_window/limit-change"},
+	},
 	"records each limit on its own": {
 		broken{take: func(s store.Store, ctx context.Context, r store.Request) (store.Decision, error) {
 			d, err := s.Take(ctx, r)
@@ -212,6 +225,37 @@ func rememberForever(op func(store.Store, context.Context, store.Request) (store
 	}
 }
 
+// firstSeen holds, per key, algorithm and limit ID, the first limit a
+// store built with firstLimitSeen was asked about. Keys are unique per
+// subtest, so one map serves every harness.
+var firstSeen sync.Map
+
+// firstLimitSeen wraps op so that every limit is replaced by the first one
+// seen under the same key, algorithm and ID, as a store that keeps a
+// limit's parameters with its state (tokens left, an absolute arrival
+// time) decides, and the decision reports the capacity asked for: a
+// changed limit is ignored, and nothing else changes.
+func firstLimitSeen(op func(store.Store, context.Context, store.Request) (store.Decision, error)) func(store.Store, context.Context, store.Request) (store.Decision, error) {
+	return func(s store.Store, ctx context.Context, r store.Request) (store.Decision, error) {
+		asked := r.Limits
+		r.Limits = make([]store.Limit, len(asked))
+		for i, l := range asked {
+			first, _ := firstSeen.LoadOrStore(r.Key+"\x00"+l.Algorithm.String()+"/"+l.ID(), l)
+			r.Limits[i] = first.(store.Limit)
+		}
+		d, err := op(s, ctx, r)
+		if err != nil || d.Index < 0 {
+			return d, err
+		}
+		d.Limit = asked[d.Index].Capacity()
+		d.Remaining = min(d.Remaining, d.Limit)
+		for i := range d.PerLimit {
+			d.PerLimit[i].Remaining = min(d.PerLimit[i].Remaining, asked[i].Capacity())
+		}
+		return d, nil
+	}
+}
+
 func newMemHarness(t *testing.T, wrap func(store.Store) store.Store) storetest.Harness {
 	t.Helper()
 	clk := &storetest.FakeClock{}
@@ -246,7 +290,8 @@ func TestMutant(t *testing.T) {
 // TestSuiteCatchesBrokenStores proves the suite has teeth: run against
 // stores that each break one promise of the contract (peeks that record,
 // short retry times, off-by-one counts, colliding keys, a Reset that
-// forgets nothing, multi-limit requests recorded limit by limit, cost
+// forgets nothing, a Reset that never reports ErrNotFound, a changed
+// limit ignored, multi-limit requests recorded limit by limit, cost
 // errors turned into denials, check-then-act, blocks ignored, no
 // escalation, BlockStarted on every blocked refusal, peeks that start
 // blocks, CountDenied or DedupID ignored, ids remembered forever), it

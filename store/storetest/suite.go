@@ -35,6 +35,8 @@ var algorithmTests = []algorithmTest{
 	{"peek", nil, testPeek},
 	{"peek-creates-nothing", nil, testPeekCreatesNothing},
 	{"reset", nil, testReset},
+	{"reset-not-found", nil, testResetNotFound},
+	{"limit-change", nil, testLimitChange},
 	{"isolation", nil, testIsolation},
 	{"hostile-keys", nil, testHostileKeys},
 	{"concurrent", nil, testConcurrent},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -44,12 +45,12 @@ func TestNewOptions(t *testing.T) {
 		name       string
 		opts       Options
 		wantShards int
-		wantLimits []int // per shard; nil: not checked
+		wantMax    int64
 	}{
-		{"defaults", Options{}, DefaultShards, nil},
-		{"shards above the cap", Options{MaxKeys: 10, Shards: 64}, 10, []int{1, 1, 1, 1, 1, 1, 1, 1, 1, 1}},
-		{"uneven split", Options{MaxKeys: 10, Shards: 3}, 3, []int{4, 3, 3}},
-		{"one shard", Options{MaxKeys: 7, Shards: 1}, 1, []int{7}},
+		{"defaults", Options{}, DefaultShards, DefaultMaxKeys},
+		{"shards above the cap", Options{MaxKeys: 10, Shards: 64}, 10, 10},
+		{"uneven split", Options{MaxKeys: 10, Shards: 3}, 3, 10},
+		{"one shard", Options{MaxKeys: 7, Shards: 1}, 1, 7},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -58,22 +59,10 @@ func TestNewOptions(t *testing.T) {
 				t.Fatalf("got error %v, want nil", err)
 			}
 			if len(s.shards) != tt.wantShards {
-				t.Fatalf("shards: got %d, want %d", len(s.shards), tt.wantShards)
+				t.Errorf("shards: got %d, want %d", len(s.shards), tt.wantShards)
 			}
-			total := 0
-			for i := range s.shards {
-				sh := &s.shards[i]
-				total += sh.limit
-				if tt.wantLimits != nil && sh.limit != tt.wantLimits[i] {
-					t.Errorf("shard %d limit: got %d, want %d", i, sh.limit, tt.wantLimits[i])
-				}
-			}
-			want := tt.opts.MaxKeys
-			if want == 0 {
-				want = DefaultMaxKeys
-			}
-			if total != want {
-				t.Errorf("sum of shard limits: got %d, want %d", total, want)
+			if s.budget.max != tt.wantMax {
+				t.Errorf("cap: got %d, want %d", s.budget.max, tt.wantMax)
 			}
 		})
 	}
@@ -81,67 +70,6 @@ func TestNewOptions(t *testing.T) {
 		if _, err := New(opts); err == nil {
 			t.Errorf("New(%+v): got nil error, want an error", opts)
 		}
-	}
-}
-
-// TestKeyCap: at MaxKeys, a new key is refused with a capacity error and
-// nothing is recorded; existing keys, peeks and denials keep working; once
-// states expire, new keys fit again.
-func TestKeyCap(t *testing.T) {
-	for _, alg := range store.Algorithms {
-		t.Run(alg.String(), func(t *testing.T) {
-			s, clk := newTestStore(t, Options{MaxKeys: 3, Shards: 1})
-			l := perSecond(alg, 1)
-			for i := 0; i < 3; i++ {
-				mustTake(t, s, store.Request{Key: fmt.Sprint("k", i), Limits: []store.Limit{l}})
-			}
-			_, err := s.Take(ctx, store.Request{Key: "new", Limits: []store.Limit{l}})
-			var be *store.BackendError
-			switch {
-			case !errors.As(err, &be):
-				t.Fatalf("new key at the cap: got error %v, want a *store.BackendError", err)
-			case be.Kind != store.KindCapacity || be.Op != "take":
-				t.Fatalf("new key at the cap: got Kind %q Op %q, want %q %q", be.Kind, be.Op, store.KindCapacity, "take")
-			case !errors.Is(err, store.ErrTooManyKeys) || !errors.Is(err, store.ErrStoreUnavailable):
-				t.Fatalf("new key at the cap: got %v, want it to match ErrTooManyKeys and ErrStoreUnavailable", err)
-			}
-			if got := s.Len(); got != 3 {
-				t.Fatalf("Len after the refusal: got %d, want 3", got)
-			}
-			if d, err := s.Peek(ctx, store.Request{Key: "new", Limits: []store.Limit{l}}); err != nil || !d.Allowed {
-				t.Fatalf("Peek of a new key at the cap: got %+v, %v, want allowed, nil", d, err)
-			}
-			if d := mustTake(t, s, store.Request{Key: "k0", Limits: []store.Limit{l}}); d.Allowed {
-				t.Fatalf("existing exhausted key at the cap: got allowed, want denied")
-			}
-			clk.Advance(2 * l.Period) // every state has expired (the sliding counter lives two windows)
-			for i := 0; i < 3; i++ {
-				if d := mustTake(t, s, store.Request{Key: fmt.Sprint("fresh", i), Limits: []store.Limit{l}}); !d.Allowed {
-					t.Fatalf("new key %d after expiry: got denied, want allowed", i)
-				}
-			}
-			if got := s.Len(); got != 3 {
-				t.Fatalf("Len after replacing expired states: got %d, want 3", got)
-			}
-		})
-	}
-}
-
-// TestKeyCapAllOrNothing: a multi-limit request that needs more new states
-// than fit is refused whole.
-func TestKeyCapAllOrNothing(t *testing.T) {
-	s, _ := newTestStore(t, Options{MaxKeys: 3, Shards: 1})
-	a := store.Limit{Name: "a", Rate: 5, Period: time.Second}
-	b := store.Limit{Name: "b", Rate: 5, Period: time.Minute}
-	mustTake(t, s, store.Request{Key: "x", Limits: []store.Limit{a, b}})
-	if _, err := s.Take(ctx, store.Request{Key: "y", Limits: []store.Limit{a, b}}); !errors.Is(err, store.ErrTooManyKeys) {
-		t.Fatalf("two new states with room for one: got %v, want ErrTooManyKeys", err)
-	}
-	if got := s.Len(); got != 2 {
-		t.Fatalf("Len: got %d, want 2 (nothing of the refused request stored)", got)
-	}
-	if d := mustTake(t, s, store.Request{Key: "x", Limits: []store.Limit{a, b}}); !d.Allowed || d.Remaining != 3 {
-		t.Fatalf("existing key: got %+v, want allowed with 3 remaining", d)
 	}
 }
 
@@ -210,9 +138,10 @@ func TestBucketExpiryNeverChangesADecision(t *testing.T) {
 	}
 }
 
-// TestIncrementalSweep: inserting a state examines a few others and drops
-// the expired ones; a shard at its cap sweeps itself whole and rebuilds
-// its map after a large shrink.
+// TestIncrementalSweep: a write that creates state examines a few
+// records and drops their expired states; a full sweep drops every
+// expired state, leaves minExp exact and rebuilds the map after a large
+// shrink.
 func TestIncrementalSweep(t *testing.T) {
 	s, clk := newTestStore(t, Options{MaxKeys: 5000, Shards: 1})
 	l := perSecond(store.FixedWindow, 1)
@@ -223,45 +152,58 @@ func TestIncrementalSweep(t *testing.T) {
 	for i := 0; i < 100; i++ {
 		mustTake(t, s, store.Request{Key: fmt.Sprint("new", i), Limits: []store.Limit{l}})
 	}
-	// Each of the 100 insertions examined up to sweepBatch entries, most of
-	// them expired.
+	// Each of the 100 insertions examined up to sweepBatch records, most
+	// of them expired.
 	if got, max := s.Len(), 2100-100; got > max {
 		t.Fatalf("Len after 100 insertions among 2000 expired states: got %d, want <= %d", got, max)
 	}
+	checkCounts(t, s)
 	sh := &s.shards[0]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	now := s.now() + 2*time.Second.Microseconds() // every state has expired
-	sh.limit = len(sh.m)                          // full: the next room check sweeps everything
-	if !sh.room(now, 1) {
-		t.Fatalf("room after every state expired: got false, want true")
+	held := sh.size
+	if got := sh.sweep(now, nil); got != held {
+		t.Fatalf("full sweep after every state expired: got %d dropped, want %d", got, held)
 	}
-	if len(sh.m) != 0 || sh.peak != 0 {
-		t.Fatalf("after a full sweep: got %d states, peak %d, want 0, 0 (map rebuilt)", len(sh.m), sh.peak)
+	if len(sh.index) != 0 || sh.peak != 0 || sh.lru.next != &sh.lru {
+		t.Fatalf("after a full sweep: got %d records, peak %d, want 0, 0 (map rebuilt)", len(sh.index), sh.peak)
 	}
-	if sh.minExp != 1<<63-1 {
-		t.Fatalf("minExp of an empty shard: got %d, want the maximum", sh.minExp)
+	if sh.minExp != math.MaxInt64 || sh.pubMinExp.Load() != math.MaxInt64 {
+		t.Fatalf("minExp of an empty shard: got %d (published %d), want the maximum", sh.minExp, sh.pubMinExp.Load())
 	}
+	s.budget.give(held)
 }
 
-// TestFullSweepOnlyWhenSomethingExpired: at the cap, a shard whose
-// earliest expiry lies ahead refuses without scanning.
-func TestFullSweepOnlyWhenSomethingExpired(t *testing.T) {
-	s, _ := newTestStore(t, Options{MaxKeys: 2, Shards: 1})
-	l := store.Limit{Rate: 1, Period: time.Hour}
-	mustTake(t, s, store.Request{Key: "a", Limits: []store.Limit{l}})
-	mustTake(t, s, store.Request{Key: "b", Limits: []store.Limit{l}})
+// TestSweepLeavesMinExpExact: minExp is a lower bound that goes stale
+// when the state holding it is rewritten; a full sweep makes it the
+// earliest expiry again, so that the next one waits until something has
+// certainly expired.
+func TestSweepLeavesMinExpExact(t *testing.T) {
+	s, clk := newTestStore(t, Options{Shards: 1})
+	short := store.Request{Key: "a", Limits: []store.Limit{{Rate: 10, Period: time.Second}}}
+	long := store.Request{Key: "b", Limits: []store.Limit{{Rate: 1, Period: time.Hour}}}
+	mustTake(t, s, short) // expires 100ms from now
+	mustTake(t, s, long)
+	start := s.now()
+	clk.Advance(50 * time.Millisecond)
+	mustTake(t, s, short) // 1.5 units used: now expires 200ms from start
 	sh := &s.shards[0]
-	if sh.minExp <= s.now() {
-		t.Fatalf("minExp: got %d, want after now %d", sh.minExp, s.now())
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if want := start + 100_000; sh.minExp != want {
+		t.Fatalf("minExp before the sweep: got %d, want %d (the first expiry, now stale)", sh.minExp, want)
 	}
-	if _, err := s.Take(ctx, store.Request{Key: "c", Limits: []store.Limit{l}}); !errors.Is(err, store.ErrTooManyKeys) {
-		t.Fatalf("third key: got %v, want ErrTooManyKeys", err)
+	if got := sh.sweep(s.now(), nil); got != 0 {
+		t.Fatalf("sweep with nothing expired: got %d dropped, want 0", got)
+	}
+	if want := start + 200_000; sh.minExp != want || sh.pubMinExp.Load() != want {
+		t.Fatalf("minExp after the sweep: got %d (published %d), want %d", sh.minExp, sh.pubMinExp.Load(), want)
 	}
 }
 
-// TestSharding: keys spread over shards, and all states of one key share
-// its shard so that a multi-limit take holds one lock.
+// TestSharding: keys spread over shards, and all states of one key live
+// in its one record, so that a multi-limit take holds one lock.
 func TestSharding(t *testing.T) {
 	s, _ := newTestStore(t, Options{Shards: 8})
 	a := store.Limit{Name: "a", Rate: 5, Period: time.Second}
@@ -271,23 +213,19 @@ func TestSharding(t *testing.T) {
 	}
 	used := 0
 	for i := range s.shards {
-		sh := &s.shards[i]
-		if len(sh.m) > 0 {
+		if len(s.shards[i].index) > 0 {
 			used++
 		}
-		for k := range sh.m {
-			other := stateKey{k.key, "a"}
-			if k.id == "a" {
-				other.id = "b"
-			}
-			if _, ok := sh.m[other]; !ok {
-				t.Fatalf("key %q: state %q in shard %d, state %q elsewhere", k.key, k.id, i, other.id)
-			}
-		}
 	}
+	forEachRecord(s, func(_ *shard, r *record) {
+		if len(r.states) != 2 || r.find(store.GCRA, "a") < 0 || r.find(store.GCRA, "b") < 0 {
+			t.Errorf("key %q: got %d states, want those of a and b", r.key, len(r.states))
+		}
+	})
 	if used < 6 {
 		t.Fatalf("400 keys over 8 shards: got %d shards used, want most", used)
 	}
+	checkCounts(t, s)
 }
 
 // TestClockSteppedBack: a clock that jumps back does not rewind the store:
@@ -349,8 +287,10 @@ func TestConcurrentMixed(t *testing.T) {
 							if _, err := s.Take(ctx, scratch); err != nil {
 								t.Errorf("Take: got error %v, want nil", err)
 							}
-							if err := s.Reset(ctx, scratch); err != nil {
-								t.Errorf("Reset: got error %v, want nil", err)
+							// Workers share scratch keys: one may find the
+							// state another has just reset.
+							if err := s.Reset(ctx, scratch); err != nil && !errors.Is(err, store.ErrNotFound) {
+								t.Errorf("Reset: got error %v, want nil or ErrNotFound", err)
 							}
 							s.Len()
 						}

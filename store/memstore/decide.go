@@ -1,0 +1,472 @@
+package memstore
+
+import (
+	"math"
+	"time"
+
+	"github.com/ratekeeper/ratekeeper/store"
+)
+
+// A decision runs in three steps: resolve (validate the request, find its
+// limits' IDs, read the clock), decide (under the key's shard lock: read
+// the key's record and evaluate the block, the de-duplication id and every
+// limit) and, for Take, write (record the request, remember its id or
+// start a block, making room when the store is full). The answer is then
+// built from the verdict.
+
+// op is one decision in progress under its shard's lock.
+type op struct {
+	s     *Store
+	sh    *shard
+	req   store.Request
+	cost  int64
+	now   int64
+	ids   [store.MaxLimits]string // the limits' IDs, in request order
+	logID [1]string               // a sliding window log's state ID
+	rec   *record                 // the key's record; nil when it has none
+	ks    *keyState               // the key's live key state, or nil
+	v     verdict
+}
+
+// verdict is what the key's block and remembered ids and every limit make
+// of the request. Each limit's outcome is kept apart, in a slice on the
+// stack that methods take as a parameter: stored in a struct that also
+// holds strings, it would escape to the heap.
+type verdict struct {
+	allowed   bool // every limit admits the request
+	blocked   bool // the key is blocked (or the request started a block)
+	started   bool // the request started the block
+	duplicate bool // the request repeats a remembered id
+	dedup     dedupKey
+	created   bool // the write created a record or a state
+}
+
+func (s *Store) decide(req store.Request, take bool) (store.Decision, error) {
+	if err := req.Validate(); err != nil {
+		return store.Decision{}, err
+	}
+	o := op{s: s, req: req, cost: req.EffectiveCost()}
+	// One outcome per limit: most requests have one limit, and zeroing
+	// room for eight costs more than deciding one.
+	var out []outcome
+	if len(req.Limits) == 1 {
+		var one [1]outcome
+		out = one[:]
+	} else {
+		var all [store.MaxLimits]outcome
+		out = all[:len(req.Limits)]
+	}
+	s.limitIDs(req.Limits, &o.ids)
+	if o.isLog() {
+		o.logID[0] = s.logID(req.Limits)
+	}
+	now := s.now()
+	o.sh = s.shardFor(req.Key)
+	o.sh.mu.Lock()
+	defer o.sh.mu.Unlock()
+	o.now = o.sh.clock(now)
+	o.evaluate(out)
+	if take {
+		if err := o.write(out); err != nil {
+			return store.Decision{}, err
+		}
+	}
+	return o.decision(out), nil
+}
+
+func (o *op) isLog() bool { return o.req.Limits[0].Algorithm == store.SlidingWindowLog }
+
+// stateIDs returns the IDs of the request's states: one per limit, or the
+// one sliding window log.
+func (o *op) stateIDs() []string {
+	if o.isLog() {
+		return o.logID[:]
+	}
+	return o.ids[:len(o.req.Limits)]
+}
+
+// liveState returns the live state of ID id, or nil.
+func (o *op) liveState(id string) *limitState {
+	if o.rec == nil {
+		return nil
+	}
+	if i := o.rec.find(o.req.Limits[0].Algorithm, id); i >= 0 && o.rec.states[i].exp > o.now {
+		return &o.rec.states[i]
+	}
+	return nil
+}
+
+// evaluate reads the key's record and fills the verdict and out.
+func (o *op) evaluate(out []outcome) {
+	v, now := &o.v, o.now
+	o.rec = o.sh.index[o.req.Key]
+	if o.rec != nil && o.rec.ks != nil && o.rec.ks.exp > now {
+		o.ks = o.rec.ks
+	}
+	v.blocked = o.ks.blocked(now)
+	if !v.blocked && o.req.DedupID != "" {
+		v.dedup = dedupKeyOf(o.req.DedupID)
+		v.duplicate = o.ks.remembers(v.dedup, now)
+	}
+	limits := o.req.Limits
+	if o.isLog() {
+		var lg *runLog
+		if st := o.liveState(o.logID[0]); st != nil {
+			lg = st.log
+		}
+		v.allowed = evaluateLog(limits, lg, now, o.cost, out)
+		return
+	}
+	v.allowed = true
+	for i, l := range limits {
+		var c *counts
+		if st := o.liveState(o.ids[i]); st != nil {
+			c = &st.counts
+		}
+		out[i] = evaluate(l, c, now, o.cost)
+		v.allowed = v.allowed && out[i].allowed
+	}
+}
+
+// write applies a Take: it records the request, remembers its
+// de-duplication id or starts a block, as the verdict and the limits'
+// outcomes say, and updates the verdict.
+func (o *op) write(out []outcome) error {
+	v := &o.v
+	if o.rec != nil {
+		o.renew()
+	}
+	var err error
+	switch {
+	case v.blocked:
+		// Only a counted refusal writes; skipped when it does not fit.
+		if o.req.CountDenied && o.room(o.missing()) {
+			o.record(out)
+		}
+	case v.duplicate:
+	case v.allowed:
+		need := o.missing()
+		if o.req.DedupID != "" {
+			// The id, and the key state to hold it. An expired entry of
+			// the id (a live one makes a duplicate) is written over.
+			if o.ks == nil {
+				need += 2
+			} else if _, ok := o.ks.ids[v.dedup]; !ok {
+				need++
+			}
+		}
+		if !o.room(need) {
+			err = &store.BackendError{Op: "take", Kind: store.KindCapacity, Err: store.ErrTooManyKeys}
+			break
+		}
+		o.record(out)
+		if o.req.DedupID != "" {
+			o.remember()
+		}
+	default:
+		strikes := o.ks.strikeCount(o.now)
+		best, ms := blockFor(o.req.Limits, out, strikes)
+		need := 0
+		if o.req.CountDenied {
+			need += o.missing()
+		}
+		if best >= 0 && o.ks == nil {
+			need++
+		}
+		if !o.room(need) {
+			break
+		}
+		if o.req.CountDenied {
+			o.record(out)
+		}
+		if best >= 0 {
+			o.startBlock(best, ms, strikes)
+			v.blocked, v.started = true, true
+		}
+	}
+	o.finish()
+	return err
+}
+
+// renew prepares the key's record for writing. States of the request
+// that have expired are cleared in place, to be written afresh without
+// counting as new; the record's other expired states, and its key state
+// once expired, are dropped.
+func (o *op) renew() {
+	r, own := o.rec, o.stateIDs()
+	freed := 0
+	for i := 0; i < len(r.states); {
+		st := &r.states[i]
+		if st.exp > o.now {
+			i++
+			continue
+		}
+		if st.alg == o.req.Limits[0].Algorithm && contains(own, st.id) {
+			st.counts = counts{}
+			if st.log != nil {
+				st.log.clear()
+			}
+			i++
+			continue
+		}
+		r.removeState(i)
+		freed++
+	}
+	if r.ks != nil && o.ks == nil {
+		freed += 1 + len(r.ks.ids)
+		r.ks = nil
+	}
+	o.sh.size -= freed
+	o.s.budget.give(freed)
+}
+
+func contains(ids []string, id string) bool {
+	for _, x := range ids {
+		if x == id {
+			return true
+		}
+	}
+	return false
+}
+
+// missing returns how many limit states recording the request creates.
+func (o *op) missing() int {
+	if o.rec == nil {
+		return len(o.stateIDs())
+	}
+	n := 0
+	for _, id := range o.stateIDs() {
+		if o.rec.find(o.req.Limits[0].Algorithm, id) < 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// room reports whether need new states fit, making room when the store is
+// full.
+func (o *op) room(need int) bool {
+	return need == 0 || o.s.makeRoom(o.sh, o.now, need, o.rec)
+}
+
+// finish moves the key to the front of its shard's list (a Take is a use
+// of the key, whatever the verdict), drops a record left empty and, when
+// the write created state, lets the shard examine a few records for
+// expired state.
+func (o *op) finish() {
+	if o.rec != nil {
+		if o.rec.size() == 0 {
+			o.sh.remove(o.rec)
+			o.rec = nil
+		} else {
+			o.sh.touch(o.rec, o.now)
+		}
+	}
+	if o.v.created {
+		o.s.budget.give(o.sh.sweepSome(o.now, sweepBatch, o.rec))
+	}
+}
+
+// sweepBatch is how many records a write that created state examines for
+// expired state.
+const sweepBatch = 4
+
+// ensureRecord returns the key's record, creating it.
+func (o *op) ensureRecord() *record {
+	if o.rec == nil {
+		o.rec = o.sh.newRecord(o.req.Key, o.now)
+		o.v.created = true
+	}
+	return o.rec
+}
+
+// state returns the record's state of ID id, adding it when missing.
+func (o *op) state(id string) *limitState {
+	r, alg := o.ensureRecord(), o.req.Limits[0].Algorithm
+	if i := r.find(alg, id); i >= 0 {
+		return &r.states[i]
+	}
+	r.states = append(r.states, limitState{alg: alg, id: id})
+	o.sh.size++
+	o.v.created = true
+	return &r.states[len(r.states)-1]
+}
+
+// record adds the request to every limit: an admitted request, or a
+// refused one whose attempt counts.
+func (o *op) record(out []outcome) {
+	if !o.isLog() {
+		for i, id := range o.ids[:len(o.req.Limits)] {
+			st := o.state(id)
+			st.counts = out[i].next
+			o.sh.expiresAt(st.exp)
+		}
+		return
+	}
+	var most int64
+	for _, l := range o.req.Limits {
+		most = max(most, l.Rate)
+	}
+	longest := longestPeriod(o.req.Limits)
+	st := o.state(o.logID[0])
+	if st.log == nil {
+		st.log = &runLog{}
+	}
+	st.log.prune(o.now - longest)
+	st.log.add(o.now, o.cost)
+	if o.req.CountDenied {
+		// Counted refusals can outgrow every window's capacity. A
+		// decision never looks past the (capacity − cost + 1)-th newest
+		// entry, so keeping the newest (largest rate + cost) changes none.
+		st.log.trim(most + o.cost)
+	}
+	st.exp = st.log.newest() + longest
+	o.sh.expiresAt(st.exp)
+}
+
+// keyState returns the key's state, creating it when the key has none.
+func (o *op) keyState() *keyState {
+	if o.ks == nil {
+		o.ks = &keyState{}
+		o.ensureRecord().ks = o.ks
+		o.sh.size++
+		o.v.created = true
+	}
+	return o.ks
+}
+
+// remember stores the admitted request's de-duplication id for the
+// longest period of its limits. Expired ids are pruned once the key holds
+// twice as many as at the last pruning (plus 16): amortized O(1) per id.
+func (o *op) remember() {
+	ks := o.keyState()
+	if ks.ids == nil {
+		ks.ids = make(map[dedupKey]int64)
+	}
+	if _, ok := ks.ids[o.v.dedup]; !ok {
+		o.sh.size++
+	}
+	exp := o.now + longestPeriod(o.req.Limits)
+	ks.ids[cloneID(o.v.dedup)] = exp
+	ks.idsEnd = max(ks.idsEnd, exp)
+	o.sh.expiresAt(exp)
+	if len(ks.ids) > 2*ks.idsLive+16 {
+		n := ks.pruneIDs(o.now)
+		o.sh.size -= n
+		o.s.budget.give(n)
+	}
+	ks.updateExp()
+}
+
+// startBlock blocks the key for ms milliseconds on behalf of limit best
+// and, when that limit escalates, counts the strike. strikes is the
+// key's strike count before this block.
+func (o *op) startBlock(best int, ms, strikes int64) {
+	ks := o.keyState()
+	l := o.req.Limits[best]
+	nowMS := floorMS(o.now)
+	ks.blockEnd = nowMS + ms
+	ks.scope = o.ids[best]
+	if l.BlockMax > l.Block {
+		ks.strikes = strikes + 1
+		ks.strikesEnd = nowMS + ms + l.BlockMax.Milliseconds()
+	}
+	ks.updateExp()
+	o.sh.expiresAt(ks.exp)
+}
+
+// decision builds the answer. A blocked request reports the block: its
+// remaining time in whole milliseconds as RetryAfter and ResetAfter, the
+// limit that started it as LimitID (Index -1 when that limit is not in
+// the request). Otherwise the deciding limit is, for a refused request,
+// the refusing limit with the longest retry time, for an admitted one (a
+// duplicate included) the limit with the fewest units remaining; ties go
+// to the earliest limit. Remaining, ResetAfter and PerLimit describe the
+// limits after the request when it was admitted and recorded, and without
+// it otherwise.
+func (o *op) decision(out []outcome) store.Decision {
+	v := &o.v
+	n := len(o.req.Limits)
+	allowed := !v.blocked && (v.duplicate || v.allowed)
+	after := allowed && !v.duplicate
+	var dec store.Decision
+	if v.blocked {
+		left := micros((o.ks.blockEnd - floorMS(o.now)) * 1000)
+		dec = store.Decision{
+			Limit:        o.req.Limits[0].Capacity(),
+			ResetAfter:   left,
+			RetryAfter:   left,
+			LimitID:      o.ks.scope,
+			Index:        -1,
+			Blocked:      true,
+			BlockStarted: v.started,
+		}
+		for i, id := range o.ids[:n] {
+			if id == o.ks.scope {
+				dec.Limit, dec.Index = o.req.Limits[i].Capacity(), i
+				break
+			}
+		}
+	} else {
+		d := -1
+		for i := range out {
+			switch {
+			case allowed:
+				if d < 0 || out[i].remaining(after) < out[d].remaining(after) {
+					d = i
+				}
+			case !out[i].allowed:
+				if d < 0 || out[i].retry > out[d].retry {
+					d = i
+				}
+			}
+		}
+		dec = store.Decision{
+			Allowed:    allowed,
+			Limit:      o.req.Limits[d].Capacity(),
+			Remaining:  out[d].remaining(after),
+			ResetAfter: micros(out[d].resetAfter(after)),
+			LimitID:    o.ids[d],
+			Index:      d,
+			Duplicate:  v.duplicate,
+		}
+		if !allowed {
+			dec.RetryAfter = micros(out[d].retry)
+		}
+	}
+	if n > 1 {
+		dec.PerLimit = make([]store.LimitState, n)
+		for i := range out {
+			dec.PerLimit[i] = store.LimitState{Remaining: out[i].remaining(after), ResetAfter: micros(out[i].resetAfter(after))}
+		}
+	}
+	return dec
+}
+
+// remaining returns the limit's units left after the request (after) or
+// without it.
+func (o *outcome) remaining(after bool) int64 {
+	if after {
+		return o.rem1
+	}
+	return o.rem0
+}
+
+// resetAfter returns the limit's time to full capacity in µs, after the
+// request (after) or without it.
+func (o *outcome) resetAfter(after bool) int64 {
+	if after {
+		return o.reset1
+	}
+	return o.reset0
+}
+
+// micros converts microseconds to a Duration, saturating: a bucket with a
+// large burst and a slow rate can take longer than a Duration holds to
+// refill.
+func micros(us int64) time.Duration {
+	if us > math.MaxInt64/int64(time.Microsecond) {
+		return math.MaxInt64
+	}
+	return time.Duration(us) * time.Microsecond
+}

@@ -1,0 +1,315 @@
+package memstore
+
+import (
+	"math"
+	"sync"
+	"sync/atomic"
+
+	"github.com/ratekeeper/ratekeeper/store"
+)
+
+// counts is the part of a limit's state that its algorithm computes (see
+// algorithms.go): for GCRA and the token bucket the units used at ts; for
+// the window algorithms the start of the current window (ts) and the
+// counts of that window (cur) and, for the sliding counter, of the one
+// before it (prev). exp is when the state starts to decide exactly like
+// no state at all: it is dropped at and after exp.
+type counts struct {
+	exp  int64 // µs
+	ts   int64 // µs
+	used float64
+	cur  int64
+	prev int64
+}
+
+// limitState is the state of one limit of a request key, or of one
+// sliding window log.
+//
+// It is found by its algorithm and ID, the pair the Redis store names its
+// keys with: the limit's ID, or for a sliding window log of several
+// limits their sorted IDs each preceded by a NUL (see logID), which no
+// limit ID contains.
+type limitState struct {
+	alg store.Algorithm
+	id  string
+	counts
+	log *runLog // sliding window log only
+}
+
+// record holds everything stored for one request key: the states of its
+// limits and its block, strikes and remembered de-duplication ids. A
+// record exists while it holds at least one state.
+type record struct {
+	key        string
+	prev, next *record // the shard's list, most recently taken first
+	touched    int64   // µs: when a Take last reached the key
+	states     []limitState
+	ks         *keyState // nil when the key has no block, strikes or ids
+	inline     [1]limitState
+}
+
+// size returns the number of states r holds, counted as for MaxKeys: one
+// per limit state, one for the key state and one per remembered id.
+func (r *record) size() int {
+	n := len(r.states)
+	if r.ks != nil {
+		n += 1 + len(r.ks.ids)
+	}
+	return n
+}
+
+// find returns the index of the state of alg and id in r.states, or -1.
+func (r *record) find(alg store.Algorithm, id string) int {
+	for i := range r.states {
+		if st := &r.states[i]; st.alg == alg && st.id == id {
+			return i
+		}
+	}
+	return -1
+}
+
+// live reports whether r holds anything that matters at now.
+func (r *record) live(now int64) bool {
+	for i := range r.states {
+		if r.states[i].exp > now {
+			return true
+		}
+	}
+	return r.ks != nil && r.ks.exp > now
+}
+
+// removeState deletes r.states[i]; the order of the others changes.
+func (r *record) removeState(i int) {
+	last := len(r.states) - 1
+	r.states[i] = r.states[last]
+	r.states[last] = limitState{} // release its strings and log
+	r.states = r.states[:last]
+}
+
+// dropExpired removes the states of r that have expired at now (and the
+// expired ids of a live key state when pruneIDs is set) and returns how
+// many states it removed.
+func (r *record) dropExpired(now int64, pruneIDs bool) int {
+	n := 0
+	for i := 0; i < len(r.states); {
+		if r.states[i].exp <= now {
+			r.removeState(i)
+			n++
+			continue
+		}
+		i++
+	}
+	switch {
+	case r.ks == nil:
+	case r.ks.exp <= now:
+		n += 1 + len(r.ks.ids)
+		r.ks = nil
+	case pruneIDs && len(r.ks.ids) > 0:
+		n += r.ks.pruneIDs(now)
+	}
+	return n
+}
+
+// minExp returns the earliest expiry among r's states and remembered ids.
+func (r *record) minExp() int64 {
+	m := int64(math.MaxInt64)
+	for i := range r.states {
+		m = min(m, r.states[i].exp)
+	}
+	if r.ks != nil {
+		m = min(m, r.ks.exp, r.ks.firstIDExp())
+	}
+	return m
+}
+
+// shard is one lock's share of the store: the records of the keys that
+// hash to it, in a map and in a list ordered by their last Take.
+type shard struct {
+	mu    sync.Mutex
+	index map[string]*record
+	lru   record // sentinel: lru.next is the most recently taken record
+	size  int    // states held, counted as for MaxKeys
+	peak  int    // largest len(index) since the map was last rebuilt
+	last  int64  // latest time seen, µs: time never runs backwards in a shard
+	spare *record
+	pos   int // index in the store's shards
+
+	// minExp is a lower bound of every expiry in the shard; a full sweep
+	// makes it exact. It and the LRU tail's touched time are published for
+	// other shards making room, which read them without the lock.
+	minExp       int64
+	pubMinExp    atomic.Int64
+	pubOldest    atomic.Int64
+	publishedOld int64
+	_            [64]byte
+}
+
+func (sh *shard) init(pos int) {
+	sh.pos = pos
+	sh.index = make(map[string]*record)
+	sh.lru.next, sh.lru.prev = &sh.lru, &sh.lru
+	sh.last = math.MinInt64
+	sh.minExp = math.MaxInt64
+	sh.pubMinExp.Store(math.MaxInt64)
+	sh.publishedOld = math.MaxInt64
+	sh.pubOldest.Store(math.MaxInt64)
+}
+
+// clock returns now, or the latest time the shard has seen when the clock
+// stepped back, and remembers it.
+func (sh *shard) clock(now int64) int64 {
+	if now < sh.last {
+		return sh.last
+	}
+	sh.last = now
+	return now
+}
+
+// expiresAt notes that a state or id of the shard expires at exp.
+func (sh *shard) expiresAt(exp int64) {
+	if exp < sh.minExp {
+		sh.minExp = exp
+		sh.pubMinExp.Store(exp)
+	}
+}
+
+// newRecord returns an empty record for key, linked first in the list and
+// indexed. The caller adds its states.
+func (sh *shard) newRecord(key string, now int64) *record {
+	r := sh.spare
+	if r != nil {
+		sh.spare = nil
+	} else {
+		r = &record{}
+	}
+	r.key = key
+	r.states = r.inline[:0]
+	sh.index[key] = r
+	r.touched = now
+	sh.pushFront(r)
+	if len(sh.index) > sh.peak {
+		sh.peak = len(sh.index)
+	}
+	return r
+}
+
+// remove unindexes and unlinks r, which the caller has emptied or whose
+// states it accounts for, and keeps its memory for the next new record.
+func (sh *shard) remove(r *record) {
+	delete(sh.index, r.key)
+	sh.unlink(r)
+	sh.publishOldest()
+	*r = record{}
+	sh.spare = r
+}
+
+// touch moves r to the front of the list: a Take reached it at now.
+func (sh *shard) touch(r *record, now int64) {
+	r.touched = now
+	if sh.lru.next == r {
+		if sh.lru.prev == r { // the only record: it is also the tail
+			sh.publishOldest()
+		}
+		return
+	}
+	tail := sh.lru.prev == r
+	sh.unlink(r)
+	sh.pushFront(r)
+	if tail {
+		sh.publishOldest()
+	}
+}
+
+func (sh *shard) pushFront(r *record) {
+	r.prev, r.next = &sh.lru, sh.lru.next
+	r.next.prev = r
+	sh.lru.next = r
+	if r.next == &sh.lru {
+		sh.publishOldest()
+	}
+}
+
+func (sh *shard) unlink(r *record) {
+	r.prev.next, r.next.prev = r.next, r.prev
+	r.prev, r.next = nil, nil
+}
+
+// publishOldest publishes the touched time of the list's tail
+// (math.MaxInt64 for an empty shard) when it changed.
+func (sh *shard) publishOldest() {
+	t := int64(math.MaxInt64)
+	if tail := sh.lru.prev; tail != &sh.lru {
+		t = tail.touched
+	}
+	if t != sh.publishedOld {
+		sh.publishedOld = t
+		sh.pubOldest.Store(t)
+	}
+}
+
+// oldest returns the least recently taken record other than keep, or nil.
+func (sh *shard) oldest(keep *record) *record {
+	r := sh.lru.prev
+	if r == keep {
+		r = r.prev
+	}
+	if r == &sh.lru {
+		return nil
+	}
+	return r
+}
+
+// sweep drops every expired state and id of the shard, except keep's, and
+// returns how many it dropped; it leaves minExp exact and returns the
+// map's memory after a large shrink.
+func (sh *shard) sweep(now int64, keep *record) int {
+	freed := 0
+	m := int64(math.MaxInt64)
+	for r := sh.lru.next; r != &sh.lru; {
+		next := r.next
+		if r != keep {
+			freed += r.dropExpired(now, true)
+			if r.size() == 0 {
+				sh.remove(r)
+				r = next
+				continue
+			}
+		}
+		m = min(m, r.minExp())
+		r = next
+	}
+	sh.size -= freed
+	sh.minExp = m
+	sh.pubMinExp.Store(m)
+	if sh.peak > 1024 && len(sh.index) < sh.peak/4 {
+		// Go maps do not shrink: rebuild to return the memory.
+		index := make(map[string]*record, len(sh.index))
+		for k, r := range sh.index {
+			index[k] = r
+		}
+		sh.index = index
+		sh.peak = len(index)
+	}
+	return freed
+}
+
+// sweepSome drops the expired states of up to n records, which Go's map
+// iteration picks from a random position, and returns how many it
+// dropped. keep is left alone.
+func (sh *shard) sweepSome(now int64, n int, keep *record) int {
+	freed := 0
+	for _, r := range sh.index {
+		if r != keep {
+			f := r.dropExpired(now, false)
+			freed += f
+			if f > 0 && r.size() == 0 {
+				sh.remove(r)
+			}
+		}
+		if n--; n == 0 {
+			break
+		}
+	}
+	sh.size -= freed
+	return freed
+}

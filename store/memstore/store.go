@@ -1,0 +1,313 @@
+package memstore
+
+import (
+	"context"
+	"fmt"
+	"hash/maphash"
+	"math/bits"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/ratekeeper/ratekeeper/store"
+)
+
+// Defaults applied by [New] to zero fields of [Options].
+const (
+	// DefaultMaxKeys is the default cap on stored states.
+	DefaultMaxKeys = 1_000_000
+	// DefaultShards is the default number of shards.
+	DefaultShards = 64
+)
+
+// Options configures a [Store]. The zero value selects every default; [New]
+// never modifies the caller's value.
+type Options struct {
+	// Clock returns the current time. Nil means time.Now. The store measures
+	// elapsed time with [time.Time.Sub] from the first reading, so a clock
+	// with a monotonic reading (time.Now has one) keeps limits correct when
+	// the system clock is stepped. Clock must be safe for concurrent use.
+	Clock func() time.Time
+	// MaxKeys caps the number of stored states, across all shards: one per
+	// key and limit (for [store.SlidingWindowLog], per key and limit set),
+	// one per key that has a block, a strike count or remembered
+	// de-duplication ids, and one per remembered id. It bounds memory
+	// against floods of distinct keys and ids. Zero means
+	// [DefaultMaxKeys]; negative is an error. A full store makes room by
+	// evicting (see [Store.Take]).
+	MaxKeys int
+	// Shards is the number of independently locked maps the states are
+	// spread over (by a seeded hash of the key). Zero means
+	// [DefaultShards]; negative is an error. It is lowered to MaxKeys when
+	// larger. Shards do not divide MaxKeys: any shard may hold any share.
+	Shards int
+}
+
+// Store is an in-memory [store.Store]. Create it with [New]; the zero value
+// is not usable.
+//
+// A Store is safe for concurrent use. State is spread over shards, each
+// with its own mutex that is held only for the in-memory update of one
+// request; there is no process-wide lock and no background goroutine, so a
+// Store needs no Close and is reclaimed by the garbage collector like any
+// value.
+//
+// State never outlives its use: every state carries the expiry the Redis
+// store would give its keys and is dropped once expired, and a full store
+// evicts the least recently used keys (see [Store.Take]).
+type Store struct {
+	clock   func() time.Time
+	start   time.Time // first clock reading
+	startUS int64     // start in µs since the Unix epoch, truncated
+	startNS int64     // start's nanoseconds below the microsecond
+	seed    maphash.Seed
+	shards  []shard
+	ids     idCache
+
+	budget    budget
+	evictions atomic.Uint64
+}
+
+// New returns a Store configured by opts. It returns an error when MaxKeys
+// or Shards is negative.
+func New(opts Options) (*Store, error) {
+	if opts.MaxKeys < 0 {
+		return nil, fmt.Errorf("memstore: MaxKeys must be >= 0, got %d", opts.MaxKeys)
+	}
+	if opts.Shards < 0 {
+		return nil, fmt.Errorf("memstore: Shards must be >= 0, got %d", opts.Shards)
+	}
+	clock := opts.Clock
+	if clock == nil {
+		clock = time.Now
+	}
+	maxKeys := opts.MaxKeys
+	if maxKeys == 0 {
+		maxKeys = DefaultMaxKeys
+	}
+	n := opts.Shards
+	if n == 0 {
+		n = DefaultShards
+	}
+	n = min(n, maxKeys)
+	start := clock()
+	s := &Store{
+		clock:   clock,
+		start:   start,
+		startUS: start.UnixMicro(),
+		startNS: int64(start.Nanosecond() % 1000),
+		seed:    maphash.MakeSeed(),
+		shards:  make([]shard, n),
+	}
+	s.budget.max = int64(maxKeys)
+	for i := range s.shards {
+		s.shards[i].init(i)
+	}
+	return s, nil
+}
+
+// now returns the store's clock in µs since the Unix epoch.
+func (s *Store) now() int64 {
+	d := int64(s.clock().Sub(s.start)) + s.startNS
+	us := d / 1000
+	if d < 0 && d%1000 != 0 {
+		us-- // floor, like UnixMicro
+	}
+	return s.startUS + us
+}
+
+func (s *Store) shardFor(key string) *shard {
+	if len(s.shards) == 1 {
+		return &s.shards[0]
+	}
+	hi, _ := bits.Mul64(maphash.String(s.seed, key), uint64(len(s.shards)))
+	return &s.shards[hi]
+}
+
+// Take implements [store.Store]: in one step under the key's lock it
+// applies the key's block, answers a remembered [store.Request.DedupID],
+// checks req against every limit, records it in all of them only if all
+// admit it (or, with [store.Request.CountDenied], even when refused) and
+// starts a block when a refusing limit has one, as package store
+// specifies.
+//
+// It returns an error wrapping [store.ErrInvalidRequest],
+// [store.ErrInvalidLimit] or [store.ErrCostExceedsCapacity] for an invalid
+// request.
+//
+// When a write needs new states and the store holds MaxKeys, Take makes
+// room: it drops expired states (which decide exactly like no state)
+// first, then evicts the least recently taken keys, each with all its
+// states, block and remembered ids; [Store.Evictions] counts them. An
+// evicted key starts afresh, as if it had expired. Only when the request
+// cannot fit even in an otherwise empty store (MaxKeys is smaller than
+// its states, plus what its key already holds), or in the rare case that
+// every shard it could evict from stays busy, does an admission record
+// nothing and return a *[store.BackendError] with Kind
+// [store.KindCapacity] wrapping [store.ErrTooManyKeys] (so it also
+// matches [store.ErrStoreUnavailable]): the caller applies its failure
+// mode. A refusal is never turned into an error: a counted refusal or a
+// new block that cannot fit is not written, and the refusal is returned.
+//
+// Take never blocks on I/O, so ctx is not consulted.
+func (s *Store) Take(_ context.Context, req store.Request) (store.Decision, error) {
+	return s.decide(req, true)
+}
+
+// Peek implements [store.Store]: it returns the decision Take would return
+// now and changes no state (it does not even drop expired state, nor
+// count as a use of the key for eviction). It reports an existing block
+// or a remembered de-duplication id; where Take would start a block, Peek
+// reports the limits' refusal without Blocked, since no block exists yet.
+// Errors are those of Take for invalid requests; Peek never fails
+// otherwise.
+func (s *Store) Peek(_ context.Context, req store.Request) (store.Decision, error) {
+	return s.decide(req, false)
+}
+
+// Reset implements [store.Store]: it forgets req.Key's state under
+// req.Limits (for [store.SlidingWindowLog], the log of exactly that limit
+// set) and the key's block, strike count and remembered de-duplication
+// ids, which all limits of the key share. State of the key under other
+// limits is kept. It returns [store.ErrNotFound] when none of that state
+// was live (expired state counts as none). req.Cost is ignored; other
+// fields are validated as for Take.
+func (s *Store) Reset(_ context.Context, req store.Request) error {
+	req.Cost = 0
+	if err := req.Validate(); err != nil {
+		return err
+	}
+	var ids [store.MaxLimits]string
+	s.limitIDs(req.Limits, &ids)
+	alg := req.Limits[0].Algorithm
+	n := len(req.Limits)
+	if alg == store.SlidingWindowLog {
+		ids[0], n = s.logID(req.Limits), 1
+	}
+	sh := s.shardFor(req.Key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	now := sh.clock(s.now())
+	r := sh.index[req.Key]
+	if r == nil {
+		return store.ErrNotFound
+	}
+	found := r.ks != nil && r.ks.exp > now
+	freed := 0
+	if r.ks != nil {
+		freed += 1 + len(r.ks.ids)
+		r.ks = nil
+	}
+	for _, id := range ids[:n] {
+		if i := r.find(alg, id); i >= 0 {
+			found = found || r.states[i].exp > now
+			r.removeState(i)
+			freed++
+		}
+	}
+	sh.size -= freed
+	if r.size() == 0 {
+		sh.remove(r)
+	}
+	s.budget.give(freed)
+	if !found {
+		return store.ErrNotFound
+	}
+	return nil
+}
+
+// Len returns the number of states currently stored, counted as for
+// [Options.MaxKeys], expired ones not yet dropped included. It reads one
+// counter and does not lock.
+func (s *Store) Len() int { return int(s.budget.used.Load()) }
+
+// Evictions returns how many keys the store has evicted to make room
+// since it was created: keys whose state still mattered when it was
+// dropped because the store held MaxKeys states. Expired state dropped to
+// make room is not counted. A steadily growing count means MaxKeys is too
+// small for the number of active clients: each eviction forgets what a
+// client had used.
+//
+// Metrics collectors find it through the method set, as an
+// interface{ Evictions() uint64 } satisfied by the store they are given.
+// It is safe for concurrent use.
+func (s *Store) Evictions() uint64 { return s.evictions.Load() }
+
+// Name returns "memory", the backend name used in metrics labels.
+func (s *Store) Name() string { return "memory" }
+
+// Local reports true: the store answers from process memory, never blocks
+// and ignores contexts, so callers need not bound its calls with a
+// deadline (see [store.Local]).
+func (s *Store) Local() bool { return true }
+
+// limitIDs writes the ID of each limit to ids, without allocating for
+// limits seen before.
+func (s *Store) limitIDs(limits []store.Limit, ids *[store.MaxLimits]string) {
+	for i, l := range limits {
+		if l.Name != "" {
+			ids[i] = l.Name
+		} else {
+			ids[i] = s.ids.get(l.Algorithm, l.Period)
+		}
+	}
+}
+
+// logID returns the state ID of a sliding window log of limits: the ID of
+// its one limit, or the IDs of its limits, sorted, each preceded by a NUL.
+// Limit IDs contain no control characters, so the encoding is injective
+// and a log of several limits never shares an ID with a limit.
+func (s *Store) logID(limits []store.Limit) string {
+	var ids [store.MaxLimits]string
+	s.limitIDs(limits, &ids)
+	if len(limits) == 1 {
+		return ids[0]
+	}
+	sorted := ids[:len(limits)]
+	slices.Sort(sorted)
+	var b strings.Builder
+	for _, id := range sorted {
+		b.WriteByte(0)
+		b.WriteString(id)
+	}
+	return b.String()
+}
+
+// idCache holds the derived IDs of unnamed limits ("gcra/1m0s"), which
+// would otherwise be built on every call: a few slots, found by a hash of
+// the algorithm and period, read without locking. Limits come from
+// configuration, so a handful of entries is the norm; an ID that finds no
+// slot is built again, which costs an allocation and nothing else.
+type idCache struct {
+	slots [64]atomic.Pointer[derivedID]
+}
+
+type derivedID struct {
+	alg    store.Algorithm
+	period time.Duration
+	id     string
+}
+
+// idProbe is how many consecutive slots an ID may occupy.
+const idProbe = 4
+
+func (c *idCache) get(alg store.Algorithm, period time.Duration) string {
+	h := ((uint64(period)<<3 | uint64(alg)) * 0x9e3779b97f4a7c15) >> 58
+	for i := uint64(0); i < idProbe; i++ {
+		d := c.slots[(h+i)%uint64(len(c.slots))].Load()
+		if d == nil {
+			break
+		}
+		if d.alg == alg && d.period == period {
+			return d.id
+		}
+	}
+	d := &derivedID{alg, period, store.Limit{Algorithm: alg, Period: period}.ID()}
+	for i := uint64(0); i < idProbe; i++ {
+		if c.slots[(h+i)%uint64(len(c.slots))].CompareAndSwap(nil, d) {
+			break
+		}
+	}
+	return d.id
+}
