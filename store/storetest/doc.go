@@ -74,6 +74,15 @@
 //   - peek, peek-creates-nothing: a peek answers what Take would and
 //     changes nothing, not even a TTL.
 //   - reset: Reset frees the key under the given limits only.
+//   - reset-not-found: Reset of a key with nothing stored under the given
+//     limits (never taken, just reset, state under other limits only or,
+//     with KeyTTLs, expired) returns an error matching store.ErrNotFound;
+//     one that forgets anything, a block included, returns nil.
+//   - limit-change: under the same Name, raising 2/min to 10/min after 2
+//     units admits 8 more at once and cutting 10/min to 2/min after 3
+//     refuses at once (exact: with the RetryAfter and ResetAfter of the 3
+//     units used); a bucket keeps its state across a change of Burst; a
+//     changed algorithm starts afresh.
 //   - isolation, hostile-keys: keys are limited separately, including
 //     keys made of storage syntax, NUL, invalid UTF-8 and 10 KB keys.
 //   - concurrent: concurrent takes admit exactly what a serial run would.
@@ -83,7 +92,7 @@
 //     (denied); PerLimit describes every limit.
 //   - ttl: key lifetimes, as above.
 //   - block: a refusal by a limit with a Block starts a block (Blocked,
-//     BlockStarted, Policy and Index of that limit, RetryAfter the
+//     BlockStarted, LimitID and Index of that limit, RetryAfter the
 //     block's duration); the block refuses every request of the key, with
 //     any limits, peeks included, and outlives the counting window with
 //     RetryAfter its remaining time; after it the key is fresh, and
@@ -91,8 +100,8 @@
 //   - block-started-once: 100 concurrent takes (and 64 counted ones) of
 //     rate 5 admit 5; every refusal is Blocked, exactly one BlockStarted.
 //   - threshold (window algorithms): 100 concurrent attempts of rate 5
-//     admit 5 with ThresholdExceed and 4 with ThresholdReach, each
-//     starting one block.
+//     admit 5, and of rate 4 (a "refuse when the count reaches 5" limit)
+//     admit 4, each starting one block.
 //   - block-escalation: Block b, BlockMax 4b: blocks of b, 2b, 4b, 4b; the
 //     strike count lapses the block plus BlockMax after the latest block
 //     started, and blocks start again at b.
@@ -118,11 +127,18 @@
 // matching its sentinel, never ErrStoreUnavailable),
 // invalid-requests-record-nothing, reset-ignores-cost.
 //
+// [Harness.Store] is checked as a black box: the suite's own tests run it
+// against broken stores (a Reset that never reports ErrNotFound, a store
+// that keeps the first limit seen under an ID, peeks that record, ...)
+// and require each to fail the subtests that test its broken promise.
+//
 // Every decision the suite sees is also checked for what always holds:
-// 0 <= Remaining <= Limit, Limit and Policy those of Limits[Index],
+// 0 <= Remaining <= Limit, Limit and LimitID those of Limits[Index],
 // RetryAfter zero exactly when allowed, durations in whole microseconds and
-// no longer than the state's lifetime, PerLimit present exactly for
-// multi-limit requests and consistent with the deciding limit. A blocked
+// no longer than the state's lifetime (for GCRA and the token bucket, the
+// time to drain the largest capacity the subtest sent under the limit's
+// ID), PerLimit present exactly for multi-limit requests and consistent
+// with the deciding limit. A blocked
 // decision instead reports Remaining 0, RetryAfter and ResetAfter equal,
 // in whole milliseconds and no longer than the longest block the subtest
 // asked for, and Index -1 exactly when the blocking limit is not in the
