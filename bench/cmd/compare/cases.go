@@ -274,9 +274,10 @@ func rkMiddlewareCase(onRedis bool) func(*env, group, string) (*instance, error)
 			}
 			s = ms
 		}
+		// The middleware keeps its default decision budget; a store
+		// failure or a blown budget answers 503, counted as an error.
 		n, per := g.limit()
 		l, err := middleware.New(s, keyfunc.RemoteIP, store.Limit{Rate: n, Period: per},
-			middleware.WithTimeout(time.Second),
 			middleware.WithFailureMode(middleware.FailClosed),
 			middleware.WithLogger(discardLogger),
 		)
