@@ -1,33 +1,56 @@
-// Package headers writes rate-limit response headers from a
-// [store.Decision] and nothing else: it never touches the body or the status.
+// Package headers specifies the rate-limit response headers the middleware
+// writes and lets you choose them with a [Writer]: it is the one place
+// that says what each field means.
 //
 // # Fields
 //
-// [Writer.Write] sets, on every limited route's response:
+// On every response of a limited route (unless [Writer.Omit]):
 //
-//   - X-RateLimit-Limit: the deciding limit's capacity.
-//   - X-RateLimit-Remaining: units still available.
-//   - X-RateLimit-Reset: when the limit is back to full capacity, as Unix
-//     epoch seconds (default) or, with [ResetDelta], as seconds from now.
-//     On a denied request it is the moment the request may be retried, so
-//     it never points earlier than Retry-After.
-//   - Retry-After: on denied requests only, whole seconds rounded up and at
-//     least 1 ([RetryAfterSeconds]).
+//   - X-RateLimit-Limit: the capacity of the deciding limit (its burst, or
+//     its rate for window algorithms).
+//   - X-RateLimit-Remaining: the units the deciding limit would still
+//     admit now.
+//   - X-RateLimit-Reset: when the deciding limit is back to full capacity,
+//     as Unix epoch seconds rounded up (default) or, with
+//     [Writer.ResetDelta], as seconds from now. On a refusal it is the
+//     moment the request may be retried, the instant Retry-After names.
 //
-// With [Writer.IETF], [Writer.Compile] also writes the fields of
-// draft-ietf-httpapi-ratelimit-headers-10, one list item per limit of the
-// policy:
+// On every refusal (429), whatever the Writer says:
+//
+//   - Retry-After: whole seconds, rounded up and at least 1, after which
+//     the same request would be admitted if nothing else is recorded
+//     meanwhile.
+//
+// The one 429 without Retry-After is a request whose cost exceeds a
+// limit's capacity: no wait can admit it. It still carries the
+// X-RateLimit-* fields, and its JSON body says "cost_exceeds_limit".
+//
+// With several limits, the deciding limit is the one that refused (the
+// longest wait) or, for an admitted request, the one with the fewest units
+// left.
+//
+// # IETF fields
+//
+// With [Writer.IETF] the fields of draft-ietf-httpapi-ratelimit-headers-10
+// are added, one list item per limit of the policy:
 //
 //	RateLimit-Policy: "burst";q=10;w=60, "api-1";q=100;w=3600
 //	RateLimit: "burst";r=3;t=50, "api-1";r=88;t=3501
 //
-// q is the limit's capacity, w its period in seconds, r the units remaining
-// and t the seconds until the limit is full again (on a refusal, for the
+// An item is named after the policy when there is one limit, else after
+// the limit's Name, or "<policy>-<index>" when it has none. q is the
+// limit's capacity, w its period in seconds, r the units remaining and t
+// the seconds until the limit is full again (on a refusal, for the
 // deciding limit, the wait before a retry, equal to Retry-After).
-// [Writer.NoLegacy] drops the X-RateLimit-* set; [Writer.Omit] drops all.
+// [Writer.NoLegacy] drops the X-RateLimit-* set.
 //
-// All numbers are formatted with strconv into preallocated canonical header
-// keys; writing headers does not allocate beyond the values themselves.
+// # Names
 //
-// [store.Decision]: https://pkg.go.dev/github.com/ratekeeper/ratekeeper/store#Decision
+// With [Writer.Bucket], X-RateLimit-Bucket names the limiter (its
+// WithName) and X-RateLimit-Tier the request's tier, for limiters with
+// tiers.
+//
+// Dry-run limiters write the same fields on the responses they let
+// through, but never Retry-After, so that polite clients do not back off
+// from a limit that is not enforced yet.
 package headers

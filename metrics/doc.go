@@ -3,10 +3,10 @@
 //
 // [New] registers the collectors on the [prometheus.Registerer] the caller
 // passes (never on the global registry unless that is what is passed) and
-// returns a [Collector], which is a [middleware.Observer]:
+// returns a [Collector], whose Observe method a limiter reports to:
 //
 //	m, err := metrics.New(reg, metrics.Options{})
-//	lim, err := middleware.New(st, key, limit, middleware.WithObserver(m))
+//	lim, err := middleware.New(st, key, limit, middleware.WithObserver(m.Observe))
 //
 // One Collector serves any number of limiters; the policy name separates
 // them.

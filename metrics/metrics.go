@@ -10,27 +10,29 @@ import (
 	"github.com/ratekeeper/ratekeeper/store"
 )
 
-// DefaultNamespace prefixes every metric name unless [Options.Namespace]
+// defaultNamespace prefixes every metric name unless [Options.Namespace]
 // says otherwise.
-const DefaultNamespace = "ratekeeper"
+const defaultNamespace = "ratekeeper"
 
-// DefaultBuckets are the decision-latency histogram buckets, in seconds:
+// defaultBuckets are the decision-latency histogram buckets, in seconds:
 // from 100µs (an in-memory decision or a Redis on loopback) to 100ms (past
 // any sensible decision budget).
-var DefaultBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1}
+var defaultBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1}
 
 // Options configures a [Collector]. The zero value is the default.
 type Options struct {
-	// Namespace prefixes metric names. Empty means [DefaultNamespace].
+	// Namespace prefixes metric names. Empty means "ratekeeper".
 	Namespace string
-	// Buckets for the latency histogram. Nil means [DefaultBuckets].
+	// Buckets for the latency histogram, in seconds. Nil means 100µs, 250µs,
+	// 500µs, 1ms, 2.5ms, 5ms, 10ms, 25ms, 50ms and 100ms: from an in-memory
+	// decision or a Redis on loopback to past any sensible store timeout.
 	Buckets []float64
 	// ConstLabels are added to every series (for example the service name).
 	ConstLabels prometheus.Labels
 }
 
-// Collector counts limiter decisions. It implements [middleware.Observer]
-// and is safe for concurrent use.
+// Collector counts limiter decisions: give its [Collector.Observe] method to
+// [middleware.WithObserver]. It is safe for concurrent use.
 type Collector struct {
 	decisions   *prometheus.CounterVec
 	blocks      *prometheus.CounterVec
@@ -40,21 +42,15 @@ type Collector struct {
 	unavailable *prometheus.GaugeVec
 }
 
-// Metric names without the namespace, exported so tooling (dashboards,
-// alert rules, tests) can check them by name.
+// Metric names without the namespace (the package documentation lists
+// the series).
 const (
-	// NameDecisions counts decisions by policy and outcome.
-	NameDecisions = "decisions_total"
-	// NameBlocks counts abuse blocks started, by policy and scope.
-	NameBlocks = "blocks_total"
-	// NameStoreErrors counts store failures by policy and kind.
-	NameStoreErrors = "store_errors_total"
-	// NameLatency is the store-call latency histogram.
-	NameLatency = "decision_duration_seconds"
-	// NameDegraded counts requests decided without the store.
-	NameDegraded = "degraded_requests_total"
-	// NameUnavailable is 1 while the breaker holds the store for down.
-	NameUnavailable = "store_unavailable"
+	nameDecisions   = "decisions_total"
+	nameBlocks      = "blocks_total"
+	nameStoreErrors = "store_errors_total"
+	nameLatency     = "decision_duration_seconds"
+	nameDegraded    = "degraded_requests_total"
+	nameUnavailable = "store_unavailable"
 )
 
 // New creates the collectors and registers them on reg. It returns an error
@@ -66,35 +62,35 @@ func New(reg prometheus.Registerer, opts Options) (*Collector, error) {
 	}
 	ns := opts.Namespace
 	if ns == "" {
-		ns = DefaultNamespace
+		ns = defaultNamespace
 	}
 	buckets := opts.Buckets
 	if buckets == nil {
-		buckets = DefaultBuckets
+		buckets = defaultBuckets
 	}
 	c := &Collector{
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: ns, Name: NameDecisions, ConstLabels: opts.ConstLabels,
+			Namespace: ns, Name: nameDecisions, ConstLabels: opts.ConstLabels,
 			Help: "Rate-limit decisions by policy and outcome (allowed, limited, blocked, exempt, dry_run, failed_open, failed_closed, rejected, canceled, unlimited, suspended).",
 		}, []string{"policy", "outcome"}),
 		blocks: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: ns, Name: NameBlocks, ConstLabels: opts.ConstLabels,
+			Namespace: ns, Name: nameBlocks, ConstLabels: opts.ConstLabels,
 			Help: "Abuse blocks started, by policy and the limit (scope) that tripped.",
 		}, []string{"policy", "scope"}),
 		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: ns, Name: NameStoreErrors, ConstLabels: opts.ConstLabels,
+			Namespace: ns, Name: nameStoreErrors, ConstLabels: opts.ConstLabels,
 			Help: "Store failures by policy and kind (timeout, connection, script, capacity, other); calls skipped by the circuit breaker are not counted here.",
 		}, []string{"policy", "kind"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: ns, Name: NameLatency, ConstLabels: opts.ConstLabels, Buckets: buckets,
+			Namespace: ns, Name: nameLatency, ConstLabels: opts.ConstLabels, Buckets: buckets,
 			Help: "Time spent in the store deciding one request, by policy and store.",
 		}, []string{"policy", "store"}),
 		degraded: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: ns, Name: NameDegraded, ConstLabels: opts.ConstLabels,
+			Namespace: ns, Name: nameDegraded, ConstLabels: opts.ConstLabels,
 			Help: "Requests decided without the store, by policy and mode (fail_open, fail_closed, fallback).",
 		}, []string{"policy", "mode"}),
 		unavailable: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: ns, Name: NameUnavailable, ConstLabels: opts.ConstLabels,
+			Namespace: ns, Name: nameUnavailable, ConstLabels: opts.ConstLabels,
 			Help: "1 while the limiter's circuit breaker considers the store unavailable, else 0.",
 		}, []string{"policy"}),
 	}
@@ -110,15 +106,15 @@ func New(reg prometheus.Registerer, opts Options) (*Collector, error) {
 	return c, nil
 }
 
-// Observe records one decision. It implements [middleware.Observer] and is
+// Observe records one decision; pass it to [middleware.WithObserver]. It is
 // safe for concurrent use.
 func (c *Collector) Observe(e middleware.Event) {
 	c.decisions.WithLabelValues(e.Policy, string(e.Outcome)).Inc()
 	if e.Latency > 0 {
 		c.latency.WithLabelValues(e.Policy, e.Store).Observe(e.Latency.Seconds())
 	}
-	if e.Decision.BlockStarted {
-		c.blocks.WithLabelValues(e.Policy, e.Decision.LimitID).Inc()
+	if e.BlockStarted {
+		c.blocks.WithLabelValues(e.Policy, e.LimitID).Inc()
 	}
 	degraded := ""
 	switch {

@@ -74,12 +74,12 @@ func TestScriptedSequenceCounts(t *testing.T) {
 	}
 	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {})
 	st := &countingStore{n: 3}
-	open, err := middleware.New(st, ipKey, store.PerMinute(3), middleware.WithName("api"), middleware.WithObserver(m), middleware.WithLogger(quiet), middleware.WithBreaker(0, 0))
+	open, err := middleware.New(st, ipKey, store.PerMinute(3), middleware.WithName("api"), middleware.WithObserver(m.Observe), middleware.WithLogger(quiet), middleware.WithBreaker(0, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
 	closedStore := &countingStore{n: 3, down: true}
-	closed, err := middleware.New(closedStore, ipKey, store.PerMinute(3), middleware.WithName("login"), middleware.WithObserver(m),
+	closed, err := middleware.New(closedStore, ipKey, store.PerMinute(3), middleware.WithName("login"), middleware.WithObserver(m.Observe),
 		middleware.WithLogger(quiet), middleware.WithFailureMode(middleware.FailClosed), middleware.WithBreaker(0, 0))
 	if err != nil {
 		t.Fatal(err)
@@ -159,7 +159,7 @@ func TestNoKeyInLabels(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := &countingStore{n: 1}
-	lim, err := middleware.New(st, ipKey, store.PerMinute(1), middleware.WithName("api"), middleware.WithObserver(m), middleware.WithLogger(quiet))
+	lim, err := middleware.New(st, ipKey, store.PerMinute(1), middleware.WithName("api"), middleware.WithObserver(m.Observe), middleware.WithLogger(quiet))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,11 +16,11 @@ import (
 // default namespace, histogram suffixes included.
 func exported() map[string]bool {
 	names := map[string]bool{}
-	for _, n := range []string{NameDecisions, NameBlocks, NameStoreErrors, NameDegraded, NameUnavailable} {
-		names[DefaultNamespace+"_"+n] = true
+	for _, n := range []string{nameDecisions, nameBlocks, nameStoreErrors, nameDegraded, nameUnavailable} {
+		names[defaultNamespace+"_"+n] = true
 	}
 	for _, suffix := range []string{"_bucket", "_sum", "_count"} {
-		names[DefaultNamespace+"_"+NameLatency+suffix] = true
+		names[defaultNamespace+"_"+nameLatency+suffix] = true
 	}
 	return names
 }

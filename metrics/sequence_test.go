@@ -34,7 +34,7 @@ func TestScriptedSequenceAllOutcomes(t *testing.T) {
 		h.ServeHTTP(w, r)
 		return w.Code
 	}
-	common := []middleware.Option{middleware.WithObserver(m), middleware.WithLogger(quiet), middleware.WithClock(now)}
+	common := []middleware.Option{middleware.WithObserver(m.Observe), middleware.WithLogger(quiet)}
 
 	login, err := middleware.New(mem, ipKey, store.Limit{Name: "minute", Algorithm: store.SlidingWindowLog, Rate: 2, Period: time.Minute, Block: 15 * time.Minute},
 		append(common, middleware.WithName("login"), middleware.WithExempt(middleware.ExemptPaths("/healthz")))...)

@@ -105,7 +105,10 @@ func TestHotPathAllocations(t *testing.T) {
 	h.ServeHTTP(w, r) // create the key
 	allocs := testing.AllocsPerRun(1000, func() { h.ServeHTTP(w, r) })
 	t.Logf("allocations per admitted request: %.1f", allocs)
-	const budget = 8
+	// One for the storage key (the policy's namespace and the identity),
+	// one for the request's state: its context, the request copy that
+	// carries it, the decision and the header values.
+	const budget = 2
 	if allocs > budget {
 		t.Fatalf("got %.1f allocations per request, want <= %d", allocs, budget)
 	}

@@ -43,36 +43,41 @@ func (b *breaker) allow(now time.Time) (ok, probe bool) {
 }
 
 // success records a successful call: the store answers, so the breaker
-// closes, whoever made the call.
-func (b *breaker) success(probe bool) {
+// closes, whoever made the call. It reports whether this call closed an
+// open breaker.
+func (b *breaker) success(probe bool) (closed bool) {
 	if b.threshold == 0 {
-		return
+		return false
 	}
 	if b.failures.Load() != 0 {
 		b.failures.Store(0)
 	}
 	if b.openUntil.Load() != 0 {
-		b.openUntil.Store(0)
+		closed = b.openUntil.Swap(0) != 0
 	}
 	if probe {
 		b.probing.Store(false)
 	}
+	return closed
 }
 
 // failure records a failed call. A failed probe reopens the breaker for a
-// full cooldown; other failures count towards the threshold.
-func (b *breaker) failure(now time.Time, probe bool) {
+// full cooldown; other failures count towards the threshold. It reports
+// whether this call opened a closed breaker.
+func (b *breaker) failure(now time.Time, probe bool) (opened bool) {
 	if b.threshold == 0 {
-		return
+		return false
 	}
+	until := now.Add(b.cooldown).UnixNano()
 	if probe {
-		b.openUntil.Store(now.Add(b.cooldown).UnixNano())
+		b.openUntil.Store(until)
 		b.probing.Store(false)
-		return
+		return false
 	}
 	if b.failures.Add(1) >= b.threshold {
-		b.openUntil.Store(now.Add(b.cooldown).UnixNano())
+		return b.openUntil.CompareAndSwap(0, until)
 	}
+	return false
 }
 
 // release gives the probe slot back when the probe ended without telling

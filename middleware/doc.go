@@ -13,25 +13,47 @@
 //	r.Group(func(r chi.Router) { r.Use(lim.Handler) }) // chi, a route group
 //	mux.Handle("GET /api/ping", lim.Handler(ping))     // http.ServeMux
 //
+// [NewTiered] classifies requests into tiers with their own limits; its
+// usual [Classifier] is [AuthOptions]: the verified subject when there is
+// one, the client address otherwise. [Limiter.WithCost] makes a costly
+// route take several units of the same quota.
+//
 // # One request
 //
-// The key function derives the identity ([keyfunc.ErrNoIdentity] falls back
-// to [WithFallbackKey] or answers 401; other key errors answer 400, never a
-// shared or empty key). The store takes the request against every limit of
-// the policy at once. The rate-limit headers ([headers.Writer]) are set
-// before the wrapped handler runs, so the ResponseWriter is never wrapped.
-// An admitted request goes on; a refused one gets 429, Retry-After and a
-// JSON body such as
+// The key function (or classifier) derives the identity as the
+// application knows it, "203.0.113.7" or "alice": a missing identity
+// answers 401, a malformed request 400, never a shared or empty key. The
+// store takes the request against every limit of the policy at once. The
+// rate-limit headers (see package headers) are set before the wrapped
+// handler runs, so the ResponseWriter is never wrapped. An admitted
+// request goes on, and the handler finds the [Decision] with
+// [DecisionFrom]; a refused one gets 429, Retry-After and a JSON body such
+// as
 //
 //	{"error":"rate_limit_exceeded","message":"Too many requests. Try again in 17 seconds.",
 //	 "retry_after":17,"limit":100,"remaining":0,"reset":1767225600,"policy":"api"}
 //
+// A request that passes several limiters of one quota (a route using
+// lim.WithCost(10) inside a group that uses lim) is charged once, at the
+// largest cost; if the extra units are refused, Retry-After names the time
+// when the whole request fits.
+//
+// # From a handler
+//
+// [Limiter.Allow] and [Limiter.AllowN] decide for an identity known only
+// inside a handler (an e-mail address in the body, an item count), sharing
+// the counters of the middleware; [Limiter.Enforce] writes the same
+// headers and refusal; [Limiter.Peek] reads without recording.
+// [Limiter.Reset] forgets a client, by the same identity.
+//
 // # Failures
 //
-// Every store call is bounded by the decision budget ([WithTimeout], default
-// [DefaultTimeout]) and by the request's own context. When the store fails
-// or runs out of budget, [FailOpen] (the default) serves the request without
-// rate-limit headers and [FailClosed] answers 503 with a JSON body; the
+// A decision's time budget lives in the store (the Redis store's
+// Options.Timeout; the memory store never blocks): the store gets the
+// request's context, and the middleware adds no deadline of its own. When
+// the store fails, [FailOpen] (the default) serves the request without
+// rate-limit headers, [FailClosed] answers 503 with a JSON body, and
+// [WithLocalFallback] decides with a store private to the process; the
 // error text goes to the log, never to the client. A circuit breaker
 // ([WithBreaker]) stops calling a store that keeps failing and probes it
 // again after a cooldown, so a dead Redis does not cost every request a
@@ -39,6 +61,8 @@
 //
 // # Observability
 //
-// An [Observer] ([WithObserver]) is told the [Outcome] of every request,
-// with its latency, but never its key.
+// An observer ([WithObserver]) is told the [Outcome] of every request,
+// with its latency, but never its identity. Logs ([WithLogger]) use the
+// request's context, name the method and route pattern, and carry a keyed
+// hash of the identity ([WithLogSecret]).
 package middleware

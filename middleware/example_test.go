@@ -83,11 +83,11 @@ func Example_tiers() {
 	st, _ := memstore.New(memstore.Options{})
 	subject := func(r *http.Request) (string, error) { // stands in for keyfunc.JWTSubject
 		if r.Header.Get("Authorization") == "Bearer alice-token" {
-			return "sub:alice", nil
+			return "alice", nil
 		}
 		return "", keyfunc.ErrNoToken
 	}
-	classify, _ := middleware.AuthClassifier(middleware.AuthOptions{Subject: subject, Anonymous: keyfunc.RemoteIP})
+	classify := middleware.AuthOptions{Subject: subject, Anonymous: keyfunc.RemoteIP}
 	lim, err := middleware.NewTiered(st, classify, []middleware.Tier{
 		{Name: middleware.TierAnonymous, Limits: []store.Limit{{Rate: 10, Period: time.Minute}}},
 		{Name: middleware.TierAuthenticated, Limits: []store.Limit{{Rate: 100, Period: time.Minute}}},
@@ -171,8 +171,8 @@ func ExampleWithHeaders() {
 }
 
 // Login brute-force protection: 3 attempts per minute; the 4th blocks the
-// client for 15 minutes, and every attempt counts. No rate-limit headers
-// are sent, but the body states the real wait.
+// client for 15 minutes, and every attempt counts. No X-RateLimit-* state
+// is sent, but a refusal carries Retry-After and the body states the wait.
 func Example_loginAbuse() {
 	st, _ := memstore.New(memstore.Options{})
 	lim, err := middleware.New(st, keyfunc.RemoteIP,
@@ -196,7 +196,7 @@ func Example_loginAbuse() {
 		}
 		if res.StatusCode != http.StatusOK {
 			_ = json.Unmarshal(body, &b)
-			line(res.StatusCode, b.Error, b.Scope, b.Retry)
+			line(res.StatusCode, res.Header.Get("Retry-After"), b.Error, b.Scope, b.Retry)
 			continue
 		}
 		line(res.StatusCode, string(body))
@@ -205,8 +205,8 @@ func Example_loginAbuse() {
 	// 200 hello
 	// 200 hello
 	// 200 hello
-	// 429 blocked minute 900
-	// 429 blocked minute 900
+	// 429 900 blocked minute 900
+	// 429 900 blocked minute 900
 }
 
 // De-duplication: a retried request carrying the same idempotency key is
@@ -226,4 +226,50 @@ func ExampleWithDedup() {
 	// a 200 1
 	// b 200 0
 	// c 429 0
+}
+
+// A limit on an identity known only inside the handler: the e-mail
+// address of a verification request, 2 per hour. Enforce writes the same
+// headers and 429 the middleware would.
+func ExampleLimiter_Allow() {
+	st, _ := memstore.New(memstore.Options{})
+	verify, err := middleware.New(st, nil, store.Limit{Rate: 2, Period: time.Hour}, middleware.WithName("verify"))
+	if err != nil {
+		panic(err)
+	}
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		d, err := verify.Allow(r.Context(), r.FormValue("email"))
+		if err != nil {
+			http.Error(w, "try again later", http.StatusServiceUnavailable)
+			return
+		}
+		if !verify.Enforce(w, r, d) {
+			return // refused: the 429 is written
+		}
+		fmt.Fprint(w, "sent")
+	})
+	for range 3 {
+		res := get(h, "/verify?email=ann@example.com", "192.0.2.1:1")
+		line(res.StatusCode, res.Header.Get("X-RateLimit-Remaining"), res.Header.Get("Retry-After"))
+	}
+	// Output:
+	// 200 1
+	// 200 0
+	// 429 0 1800
+}
+
+// The wrapped handler reads the decision from the request's context.
+func ExampleDecisionFrom() {
+	st, _ := memstore.New(memstore.Options{})
+	lim, _ := middleware.New(st, keyfunc.RemoteIP, store.Limit{Rate: 5, Period: time.Minute}, middleware.WithName("api"))
+	h := lim.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if d, ok := middleware.DecisionFrom(r.Context()); ok {
+			fmt.Fprintf(w, "%s: %d of %d left", d.Policy, d.Remaining, d.Limit)
+		}
+	}))
+	res := get(h, "/", "192.0.2.1:1")
+	body, _ := io.ReadAll(res.Body)
+	fmt.Println(string(body))
+	// Output:
+	// api: 4 of 5 left
 }

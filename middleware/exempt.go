@@ -49,8 +49,8 @@ func ExemptMethods(methods ...string) func(*http.Request) bool {
 }
 
 // ExemptCIDRs returns an exemption for clients whose address, as ip finds
-// it (so trusted proxies are honoured exactly as for keys), lies in one of
-// cidrs; a nil ip means the peer address. A request whose address cannot be
+// it (so trusted proxies are honoured exactly as for identities), lies in
+// one of cidrs; a nil ip means the peer address. A request whose address cannot be
 // determined is not exempt. It returns an error naming the first entry that
 // is not a CIDR prefix or an address.
 func ExemptCIDRs(ip *keyfunc.ClientIP, cidrs ...string) (func(*http.Request) bool, error) {

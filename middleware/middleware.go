@@ -2,10 +2,6 @@ package middleware
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -20,86 +16,84 @@ import (
 )
 
 // Limiter is a rate-limiting HTTP middleware for one policy: a store, a way
-// to derive each request's key (and, with [NewTiered], its tier) and the
-// limits it is held to. Build it once with [New] or [NewTiered] and wrap
-// any number of handlers with [Limiter.Handler]; a Limiter is safe for
-// concurrent use.
+// to derive each request's identity (and, with [NewTiered], its tier) and
+// the limits it is held to. Build it once with [New] or [NewTiered], wrap
+// any number of handlers with [Limiter.Handler], and decide from inside a
+// handler with [Limiter.Allow]. A Limiter is safe for concurrent use.
 type Limiter struct {
-	*shared
+	*quota
 	cost int64
 }
 
-// shared is the state common to a Limiter and its [Limiter.WithCost]
-// variants: they use the same quota.
-type shared struct {
-	store      store.Store
-	classify   Classifier
-	tiers      []tierState
-	tierIndex  map[string]int
-	costFunc   func(*http.Request) (int64, error)
-	limitsFunc func(*http.Request) ([]store.Limit, error)
-	dedup      func(*http.Request) string
-	exempt     []func(*http.Request) bool
-	countDeny  bool
-	dryRun     bool
-	name       string
-	failure    FailureMode
-	timeout    time.Duration
-	hdr        headers.Writer
-	body       BodyFormat
-	logger     *slog.Logger
-	now        func() time.Time
-	denied     DeniedHandler
-	observer   Observer
-	breaker    breaker
-	lastWarn   atomic.Int64 // unix nanos of the last store-failure warning
-	lastError  atomic.Int64 // unix nanos of the last misconfiguration error
-	local      store.Store  // local fallback store, or nil
-	storeName  string
-	localStore bool // the store never blocks: no deadline needed
+// quota is the state a Limiter shares with its [Limiter.WithCost]
+// variants: they use the same counters.
+type quota struct {
+	store       store.Store
+	local       store.Store // fallback store, or nil
+	storeName   string
+	classify    func(*http.Request) (tier, identity string, err error)
+	tiers       []*tierState
+	tierIndex   map[string]int
+	limitsFunc  func(*http.Request, string) ([]store.Limit, error)
+	dedup       func(*http.Request) string
+	exempt      []func(*http.Request) bool
+	countDenied bool
+	dryRun      bool
+	problem     bool
+	name        string
+	failure     FailureMode
+	hdr         headers.Writer
+	logger      *slog.Logger
+	logSecret   []byte
+	now         func() time.Time
+	denied      func(http.ResponseWriter, *http.Request, Decision)
+	observer    func(Event)
+	breaker     breaker
+	lastWarn    atomic.Int64 // unix nanos of the last store-failure warning
+	lastError   atomic.Int64 // unix nanos of the last misconfiguration error
 }
 
 // tierState is a tier compiled at construction.
 type tierState struct {
-	Tier
-	policy   string // metrics and body label: the name, or name/tier
-	nameJSON []byte // JSON string of policy
-	prefix   string // storage key namespace
-	fields   *headers.Fields
+	name       string // "" for a limiter built with New
+	policy     string // metrics and body label: the name, or name/tier
+	policyJSON []byte // policy as a JSON string
+	prefix     string // storage namespace: policy + ":"
+	unlimited  bool
+	suspended  bool
+	limits     *limitSet  // the configured limits; nil when unlimited or suspended
+	dynamic    limitCache // compiled results of WithLimitsFunc
+	bucketHdr  []string   // X-RateLimit-Bucket value
+	tierHdr    []string   // X-RateLimit-Tier value; nil without a tier name
 }
 
-// New builds a Limiter that keys requests with key and admits them under
-// limit (plus any [WithLimits]) in store s. It returns an error, never a
-// half-built limiter, when s or key is nil, a limit is invalid, the limits
-// mix algorithms, the cost does not fit, or an option is out of range; the
-// message names the field.
+// New builds a Limiter that derives each request's identity with key and
+// admits requests under limit (plus any [WithLimits]) in store s. It
+// returns an error, never a half-built limiter, when s is nil, a limit is
+// invalid, the limits mix algorithms, or an option is out of range; the
+// message names the field. key may be nil for a limiter used only from
+// handlers ([Limiter.Allow]); [Limiter.Handler] then panics at setup.
 func New(s store.Store, key keyfunc.KeyFunc, limit store.Limit, opts ...Option) (*Limiter, error) {
-	if key == nil {
-		return nil, errors.New("ratekeeper: middleware: nil key function")
-	}
 	c, err := collect(opts)
 	if err != nil {
 		return nil, err
 	}
 	limits := append([]store.Limit{limit}, c.extraLimits...)
-	fallback := c.fallbackKey
-	classify := func(r *http.Request) (string, string, error) {
-		k, err := key(r)
-		if err != nil && fallback != nil && errors.Is(err, keyfunc.ErrNoIdentity) {
-			k, err = fallback(r)
+	var classify func(*http.Request) (string, string, error)
+	if key != nil {
+		classify = func(r *http.Request) (string, string, error) {
+			id, err := key(r)
+			return "", id, err
 		}
-		return "", k, err
 	}
 	return build(s, c, classify, []Tier{{Limits: limits}})
 }
 
 func collect(opts []Option) (config, error) {
 	c := config{
-		name:             DefaultName,
-		cost:             1,
-		timeout:          DefaultTimeout,
-		breakerThreshold: DefaultBreakerThreshold,
-		breakerCooldown:  DefaultBreakerCooldown,
+		name:             defaultName,
+		breakerThreshold: defaultBreakerThreshold,
+		breakerCooldown:  defaultBreakerCooldown,
 		now:              time.Now,
 	}
 	for _, o := range opts {
@@ -108,38 +102,26 @@ func collect(opts []Option) (config, error) {
 		}
 		o(&c)
 	}
-	return c, c.err
+	return c, nil
 }
 
-func build(s store.Store, c config, classify Classifier, tiers []Tier) (*Limiter, error) {
+func build(s store.Store, c config, classify func(*http.Request) (string, string, error), tiers []Tier) (*Limiter, error) {
 	if s == nil {
 		return nil, errors.New("ratekeeper: middleware: nil store")
 	}
 	if err := validName("name", c.name); err != nil {
 		return nil, err
 	}
-	if c.cost <= 0 {
-		return nil, fmt.Errorf("ratekeeper: middleware: cost must be > 0, got %d", c.cost)
-	}
-	if c.failure != FailOpen && c.failure != FailClosed {
+	switch {
+	case c.failure != FailOpen && c.failure != FailClosed:
 		return nil, fmt.Errorf("ratekeeper: middleware: unknown failure mode %d", int(c.failure))
-	}
-	if c.body != BodyJSON && c.body != BodyProblem {
-		return nil, fmt.Errorf("ratekeeper: middleware: unknown body format %d", int(c.body))
-	}
-	if c.timeout <= 0 {
-		return nil, fmt.Errorf("ratekeeper: middleware: timeout must be > 0, got %s", c.timeout)
-	}
-	if c.breakerThreshold > maxBreakerThreshold {
+	case c.breakerThreshold > maxBreakerThreshold:
 		return nil, fmt.Errorf("ratekeeper: middleware: breaker threshold must be <= %d, got %d", maxBreakerThreshold, c.breakerThreshold)
-	}
-	if c.breakerThreshold < 0 {
+	case c.breakerThreshold < 0:
 		return nil, fmt.Errorf("ratekeeper: middleware: breaker threshold must be >= 0, got %d", c.breakerThreshold)
-	}
-	if c.breakerThreshold > 0 && c.breakerCooldown <= 0 {
+	case c.breakerThreshold > 0 && c.breakerCooldown <= 0:
 		return nil, fmt.Errorf("ratekeeper: middleware: breaker cooldown must be > 0, got %s", c.breakerCooldown)
-	}
-	if c.now == nil {
+	case c.now == nil:
 		return nil, errors.New("ratekeeper: middleware: nil clock")
 	}
 	for i, f := range c.exempt {
@@ -150,59 +132,57 @@ func build(s store.Store, c config, classify Classifier, tiers []Tier) (*Limiter
 	if c.logger == nil {
 		c.logger = slog.Default()
 	}
-	sh := &shared{
-		store:      s,
-		classify:   classify,
-		tierIndex:  make(map[string]int, len(tiers)),
-		costFunc:   c.costFunc,
-		limitsFunc: c.limitsFunc,
-		dedup:      c.dedup,
-		exempt:     c.exempt,
-		countDeny:  c.countDenied,
-		dryRun:     c.dryRun,
-		name:       c.name,
-		failure:    c.failure,
-		timeout:    c.timeout,
-		hdr:        c.headers,
-		body:       c.body,
-		logger:     c.logger,
-		now:        c.now,
-		denied:     c.denied,
-		observer:   c.observer,
-		local:      c.local,
-		breaker:    breaker{threshold: int32(c.breakerThreshold), cooldown: c.breakerCooldown},
-		storeName:  storeName(s),
-		localStore: isLocal(s),
+	if len(c.logSecret) == 0 {
+		c.logSecret = processSecret
+	}
+	q := &quota{
+		store:       s,
+		local:       c.local,
+		storeName:   storeName(s),
+		classify:    classify,
+		tierIndex:   make(map[string]int, len(tiers)),
+		limitsFunc:  c.limitsFunc,
+		dedup:       c.dedup,
+		exempt:      c.exempt,
+		countDenied: c.countDenied,
+		dryRun:      c.dryRun,
+		problem:     c.problem,
+		name:        c.name,
+		failure:     c.failure,
+		hdr:         c.headers,
+		logger:      c.logger,
+		logSecret:   c.logSecret,
+		now:         c.now,
+		denied:      c.denied,
+		observer:    c.observer,
+		breaker:     breaker{threshold: int32(c.breakerThreshold), cooldown: c.breakerCooldown},
 	}
 	for i, t := range tiers {
-		ts := tierState{Tier: t, policy: c.name, prefix: c.name + ":"}
+		if _, dup := q.tierIndex[t.Name]; dup {
+			return nil, fmt.Errorf("ratekeeper: middleware: tier %q configured twice", t.Name)
+		}
+		q.tierIndex[t.Name] = i
+		ts := &tierState{name: t.Name, policy: c.name, unlimited: t.Unlimited, suspended: t.Suspended}
 		if t.Name != "" {
 			// "/" is outside the name alphabet, so "api" with tier
 			// "authenticated" never meets a policy named
 			// "api.authenticated".
 			ts.policy = c.name + "/" + t.Name
-			ts.prefix = c.name + "/" + t.Name + ":"
+			ts.tierHdr = []string{t.Name}
 		}
-		ts.nameJSON = strconv.AppendQuote(nil, ts.policy) // policy names are plain ASCII: Go quoting is JSON quoting
-		if _, dup := sh.tierIndex[t.Name]; dup {
-			return nil, fmt.Errorf("ratekeeper: middleware: tier %q configured twice", t.Name)
-		}
-		sh.tierIndex[t.Name] = i
+		ts.prefix = ts.policy + ":"
+		ts.policyJSON = strconv.AppendQuote(nil, ts.policy) // names are plain ASCII: Go quoting is JSON quoting
+		ts.bucketHdr = []string{c.name}
 		if !t.Unlimited && !t.Suspended {
-			probe := store.Request{Key: "probe", Limits: t.Limits, Cost: c.cost, CountDenied: c.countDenied}
-			if err := probe.Validate(); err != nil {
-				return nil, fmt.Errorf("ratekeeper: middleware: policy %q: %w", ts.policy, err)
-			}
-			f, err := c.headers.Compile(ts.policy, t.Limits)
+			set, err := compileLimits(c.headers, ts.policy, t.Limits, c.countDenied)
 			if err != nil {
 				return nil, fmt.Errorf("ratekeeper: middleware: policy %q: %w", ts.policy, err)
 			}
-			ts.fields = f
-			ts.Limits = append([]store.Limit(nil), t.Limits...)
+			ts.limits = set
 		}
-		sh.tiers = append(sh.tiers, ts)
+		q.tiers = append(q.tiers, ts)
 	}
-	return &Limiter{shared: sh, cost: c.cost}, nil
+	return &Limiter{quota: q, cost: 1}, nil
 }
 
 func validName(field, n string) error {
@@ -218,37 +198,50 @@ func validName(field, n string) error {
 	return nil
 }
 
-// Name returns the policy name.
-func (l *Limiter) Name() string { return l.name }
+// storeName returns the backend name used in metrics labels: the store's
+// Name method when it has one ("redis", "memory"), else its Go type.
+func storeName(s store.Store) string {
+	if n, ok := s.(interface{ Name() string }); ok {
+		return n.Name()
+	}
+	return fmt.Sprintf("%T", s)
+}
 
 // WithCost returns a Limiter that shares l's quota, store, tiers and
 // breaker but charges n units per request: wrap a costly route with it so
 // that, for example, a search takes 5 units of the same per-client quota a
-// ping takes 1 of. It returns an error when n is below 1 or above a limit's
-// capacity.
+// ping takes 1 of. When a request passes several limiters of one quota
+// (a costly route inside a group that already uses the quota), it is
+// charged once, at the largest cost. WithCost returns an error when n is
+// below 1 or above a configured limit's capacity. For a cost known only
+// inside the handler, use [Limiter.AllowN].
 func (l *Limiter) WithCost(n int64) (*Limiter, error) {
 	if n <= 0 {
 		return nil, fmt.Errorf("ratekeeper: middleware: cost must be > 0, got %d", n)
 	}
 	for _, t := range l.tiers {
-		if t.Unlimited || t.Suspended {
+		if t.limits == nil {
 			continue
 		}
-		probe := store.Request{Key: "probe", Limits: t.Limits, Cost: n, CountDenied: l.countDeny}
+		probe := store.Request{Key: "probe", Limits: t.limits.limits, Cost: n, CountDenied: l.countDenied}
 		if err := probe.Validate(); err != nil {
 			return nil, fmt.Errorf("ratekeeper: middleware: policy %q: %w", t.policy, err)
 		}
 	}
-	return &Limiter{shared: l.shared, cost: n}, nil
+	return &Limiter{quota: l.quota, cost: n}, nil
 }
 
 // Handler wraps next so that every request is rate limited before it
 // reaches next. Its shape fits chi's r.Use and r.With and http.ServeMux
-// (mux.Handle(pattern, l.Handler(h))). Handler panics if next is nil; that
-// happens at setup, never at request time.
+// (mux.Handle(pattern, l.Handler(h))). Handler panics if next is nil or the
+// limiter has no key function; that happens at setup, never at request
+// time.
 func (l *Limiter) Handler(next http.Handler) http.Handler {
 	if next == nil {
 		panic("ratekeeper: middleware: Handler called with nil next")
+	}
+	if l.classify == nil {
+		panic("ratekeeper: middleware: Handler called on a limiter built without a key function")
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		l.serve(w, r, next)
@@ -256,326 +249,389 @@ func (l *Limiter) Handler(next http.Handler) http.Handler {
 }
 
 var (
-	errEmptyKey    = errors.New("ratekeeper: key function returned an empty key")
-	errBreakerOpen = errors.New("ratekeeper: store skipped: circuit breaker open")
-	errUnknownTier = errors.New("ratekeeper: classifier returned an unknown tier")
-	errBadCost     = errors.New("ratekeeper: cost function returned a cost below 1")
+	errEmptyKey      = errors.New("ratekeeper: empty identity")
+	errMisconfigured = errors.New("ratekeeper: misconfigured policy")
+	errBreakerOpen   = fmt.Errorf("%w: skipped: circuit breaker open", store.ErrStoreUnavailable)
+	errClientGone    = errors.New("ratekeeper: client went away")
 )
 
-func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
-	for _, ex := range l.exempt {
-		if ex(r) {
-			l.observe(Event{Policy: l.name, Outcome: OutcomeExempt})
-			next.ServeHTTP(w, r)
-			return
-		}
-	}
-	tierName, key, err := l.classify(r)
-	if err == nil && key == "" {
-		err = errEmptyKey
-	}
-	if err != nil {
-		l.observe(Event{Policy: l.name, Outcome: OutcomeRejected, Err: err})
-		if errors.Is(err, keyfunc.ErrNoIdentity) {
-			writeJSON(w, http.StatusUnauthorized, contentTypeJSON, bodyUnauthorized)
-		} else {
-			writeJSON(w, http.StatusBadRequest, contentTypeJSON, bodyBadRequest)
-		}
-		return
-	}
-	ti, ok := l.tierIndex[tierName]
-	if !ok {
-		l.internalError(w, Event{Policy: l.name, Outcome: OutcomeRejected, Err: fmt.Errorf("%w: %q", errUnknownTier, tierName)})
-		return
-	}
-	t := &l.tiers[ti]
-	switch {
-	case t.Suspended:
-		l.observe(Event{Policy: t.policy, key: key, Outcome: OutcomeSuspended})
-		writeJSON(w, http.StatusForbidden, contentTypeJSON, bodySuspended)
-		return
-	case t.Unlimited:
-		l.observe(Event{Policy: t.policy, key: key, Outcome: OutcomeUnlimited})
-		next.ServeHTTP(w, r)
-		return
-	}
+// identityError marks a request whose identity could not be derived.
+type identityError struct{ err error }
 
-	req := store.Request{Key: t.prefix + key, Limits: t.Limits, Cost: l.cost, CountDenied: l.countDeny}
-	fields := t.fields
-	if l.limitsFunc != nil {
-		lim, err := l.limitsFunc(r)
-		if err == nil {
-			req.Limits = lim
-			fields, err = l.hdr.Compile(t.policy, lim)
-		}
-		if err != nil {
-			l.internalError(w, Event{Policy: t.policy, key: key, Outcome: OutcomeRejected, Err: fmt.Errorf("limits function: %w", err)})
-			return
-		}
-	}
-	if l.costFunc != nil {
-		c, err := l.costFunc(r)
-		if err == nil && c < 1 {
-			err = fmt.Errorf("%w: %d", errBadCost, c)
-		}
-		if err != nil {
-			l.internalError(w, Event{Policy: t.policy, key: key, Outcome: OutcomeRejected, Err: fmt.Errorf("cost function: %w", err)})
-			return
-		}
-		req.Cost = c
-	}
-	if l.dedup != nil {
-		req.DedupID = l.dedup(r)
-	}
+func (e *identityError) Error() string { return e.err.Error() }
+func (e *identityError) Unwrap() error { return e.err }
 
-	now := l.now()
-	d, latency, err := l.decide(r, req, now)
-	if err != nil {
-		switch {
-		case errors.Is(err, store.ErrCostExceedsCapacity):
-			l.observe(Event{Policy: t.policy, key: key, Outcome: OutcomeLimited, Err: err, Latency: latency})
-			l.writeCostExceeded(w, req, t)
-		case errors.Is(err, store.ErrInvalidRequest) || errors.Is(err, store.ErrInvalidLimit):
-			l.internalError(w, Event{Policy: t.policy, key: key, Outcome: OutcomeRejected, Err: err, Latency: latency})
-		case errors.Is(err, errClientGone):
-			l.observe(Event{Policy: t.policy, key: key, Outcome: OutcomeCanceled, Err: err, Latency: latency})
-		default:
-			var se *storeErr
-			skipped := errors.As(err, &se) && se.skipped
-			if l.local != nil {
-				if d, lerr := l.local.Take(r.Context(), req); lerr == nil {
-					l.warn(t.policy, err)
-					l.respond(w, r, next, t, fields, d, now, Event{Policy: t.policy, key: key, Latency: latency, Err: err, Skipped: skipped, Fallback: true})
-					return
-				}
-			}
-			l.fail(w, r, next, Event{Policy: t.policy, key: key, Err: err, Latency: latency, Skipped: skipped})
-		}
-		return
-	}
-	l.respond(w, r, next, t, fields, d, now, Event{Policy: t.policy, key: key, Latency: latency})
-}
-
-var errClientGone = errors.New("ratekeeper: client went away")
-
-// storeErr marks a store failure; skipped means the breaker kept the store
-// from being called at all.
-type storeErr struct {
+// storeFailure marks a backend failure; skipped means the breaker kept the
+// store from being called at all.
+type storeFailure struct {
 	err     error
 	skipped bool
 }
 
-func (e *storeErr) Error() string { return e.err.Error() }
-func (e *storeErr) Unwrap() error { return e.err }
+func (e *storeFailure) Error() string { return e.err.Error() }
+func (e *storeFailure) Unwrap() error { return e.err }
 
-// decide runs the store call within the budget and feeds the breaker. Its
-// errors are the store's invalid-request errors, errClientGone, or a
-// *storeErr for backend failures.
-func (l *Limiter) decide(r *http.Request, req store.Request, now time.Time) (d store.Decision, latency time.Duration, err error) {
-	ok, probe := l.breaker.allow(now)
+func isStoreFailure(err error) bool {
+	var sf *storeFailure
+	return errors.As(err, &sf)
+}
+
+// resolved is what the limiter knows about a request before deciding.
+type resolved struct {
+	t        *tierState
+	set      *limitSet
+	identity string
+	key      string // storage key: the tier's prefix and the identity
+	cost     int64
+	charged  int64     // units an enclosing limiter of this quota charged
+	outer    *reqState // the innermost enclosing limiter's state, or nil
+}
+
+// policy returns the policy label for reports about the request.
+func (res *resolved) policy(q *quota) string {
+	if res.t != nil {
+		return res.t.policy
+	}
+	return q.name
+}
+
+// serve is a request's path: resolve (policy, tier, identity, cost),
+// decide, finish.
+func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	q := l.quota
+	for _, ex := range q.exempt {
+		if ex(r) {
+			if q.watching(r.Context()) {
+				q.report(r, &Event{Decision: Decision{Policy: q.name}, Outcome: OutcomeExempt}, "")
+			}
+			next.ServeHTTP(w, r)
+			return
+		}
+	}
+	var res resolved
+	if err := l.resolve(r, &res); err != nil {
+		q.fail(w, r, next, &res, err, storeCall{})
+		return
+	}
+	switch t := res.t; {
+	case t.suspended:
+		if q.watching(r.Context()) {
+			q.report(r, &Event{Decision: Decision{Policy: t.policy, Tier: t.name}, Outcome: OutcomeSuspended}, res.identity)
+		}
+		writeJSON(w, http.StatusForbidden, contentTypeJSON, bodySuspended)
+		return
+	case t.unlimited:
+		st := newState(r, q, &res, Decision{Decision: store.Decision{Allowed: true}, Policy: t.policy, Tier: t.name, t: t}, 0)
+		if q.watching(r.Context()) {
+			q.report(r, &Event{Decision: st.dec, Outcome: OutcomeUnlimited}, res.identity)
+		}
+		next.ServeHTTP(w, &st.req)
+		return
+	}
+	need := res.cost - res.charged
+	if need <= 0 {
+		// An enclosing limiter of this quota already charged the request
+		// at least this much: its decision and headers stand.
+		next.ServeHTTP(w, r)
+		return
+	}
+	sd, call, now, err := q.decide(r, &res, need)
+	if err != nil {
+		q.fail(w, r, next, &res, err, call)
+		return
+	}
+	q.finish(w, r, next, &res, sd, call, now)
+}
+
+// resolve classifies r and finds its tier, limits, storage key and cost,
+// and how much an enclosing limiter of the same quota already charged it.
+func (l *Limiter) resolve(r *http.Request, res *resolved) error {
+	q := l.quota
+	tier, id, err := q.classify(r)
+	if err == nil && id == "" {
+		err = errEmptyKey
+	}
+	if err != nil {
+		return &identityError{err}
+	}
+	res.identity = id
+	var t *tierState
+	if len(q.tiers) == 1 && q.tiers[0].name == tier {
+		t = q.tiers[0]
+	} else if i, ok := q.tierIndex[tier]; ok {
+		t = q.tiers[i]
+	} else {
+		return fmt.Errorf("%w: classifier returned the unknown tier %q", errMisconfigured, tier)
+	}
+	res.t = t
+	if t.unlimited || t.suspended {
+		return nil
+	}
+	res.set = t.limits
+	if q.limitsFunc != nil {
+		set, err := q.dynamicLimits(r, t)
+		if err != nil {
+			return err
+		}
+		res.set = set
+	}
+	res.key = t.prefix + id
+	res.cost = l.cost
+	if outer := stateFrom(r.Context()); outer != nil {
+		res.outer = outer
+		res.charged = outer.chargedFor(q, res.key)
+	}
+	return nil
+}
+
+// storeCall describes how a decision was reached.
+type storeCall struct {
+	latency  time.Duration
+	skipped  bool  // the breaker kept the main store from being called
+	fallback bool  // the local fallback store decided
+	cause    error // the main store's failure, when the fallback decided
+}
+
+// decide takes need units for the request. When an enclosing limiter of
+// the same quota already charged part of the cost and the rest is refused,
+// the decision describes a retry of the whole request (see nestedRefusal).
+func (q *quota) decide(r *http.Request, res *resolved, need int64) (store.Decision, storeCall, time.Time, error) {
+	req := store.Request{Key: res.key, Limits: res.set.limits, Cost: need, CountDenied: q.countDenied}
+	if q.dedup != nil {
+		req.DedupID = q.dedup(r)
+	}
+	ctx := r.Context()
+	now := q.now()
+	d, call, err := q.call(ctx, req, now, false)
+	if err == nil && !d.Allowed && res.charged > 0 && !d.Blocked {
+		d = q.nestedRefusal(ctx, req, res.cost, d, call)
+	}
+	return d, call, now, err
+}
+
+// nestedRefusal turns the refusal of the rest of a cost (cost minus what
+// an enclosing limiter charged) into the decision for the whole request: a
+// retry passes the enclosing limiter again, which charges its part first,
+// so the request fits only when the full cost does. A peek at the full
+// cost gives that time; if the peek fails the refusal stands as it is.
+func (q *quota) nestedRefusal(ctx context.Context, req store.Request, cost int64, d store.Decision, call storeCall) store.Decision {
+	s := q.store
+	if call.fallback {
+		s = q.local
+	}
+	req.Cost, req.DedupID = cost, ""
+	p, err := s.Peek(ctx, req)
+	if err != nil {
+		return d
+	}
+	p.Allowed = false
+	p.RetryAfter = max(p.RetryAfter, d.RetryAfter)
+	return p
+}
+
+// call runs one store operation, then the fallback store if the main store
+// failed. Its errors are the store's invalid-request errors, errClientGone
+// or a *storeFailure.
+func (q *quota) call(ctx context.Context, req store.Request, now time.Time, peek bool) (store.Decision, storeCall, error) {
+	d, c, err := q.callMain(ctx, req, now, peek)
+	if err == nil || q.local == nil || !isStoreFailure(err) {
+		return d, c, err
+	}
+	var lerr error
+	if peek {
+		d, lerr = q.local.Peek(ctx, req)
+	} else {
+		d, lerr = q.local.Take(ctx, req)
+	}
+	if lerr != nil {
+		return d, c, err
+	}
+	c.fallback, c.cause = true, err
+	return d, c, nil
+}
+
+// callMain calls the main store through the breaker, with the caller's
+// context: the time budget of a decision is the store's (the Redis store's
+// Options.Timeout), not the middleware's.
+func (q *quota) callMain(ctx context.Context, req store.Request, now time.Time, peek bool) (d store.Decision, c storeCall, err error) {
+	ok, probe := q.breaker.allow(now)
 	if !ok {
-		return d, 0, &storeErr{err: errBreakerOpen, skipped: true}
+		c.skipped = true
+		return d, c, &storeFailure{err: errBreakerOpen, skipped: true}
 	}
 	resolved := false
 	if probe {
 		defer func() {
 			if !resolved { // an invalid request, a gone client, or a panic
-				l.breaker.release()
+				q.breaker.release()
 			}
 		}()
 	}
-	start := time.Now()
-	if l.localStore {
-		d, err = l.store.Take(r.Context(), req)
-	} else {
-		ctx, cancel := context.WithTimeout(r.Context(), l.timeout)
-		d, err = l.store.Take(ctx, req)
-		cancel()
+	// Latency is only reported in events: do not read the clock twice
+	// more per request when nobody watches.
+	var start time.Time
+	timed := q.watching(ctx)
+	if timed {
+		start = time.Now()
 	}
-	latency = time.Since(start)
+	if peek {
+		d, err = q.store.Peek(ctx, req)
+	} else {
+		d, err = q.store.Take(ctx, req)
+	}
+	if timed {
+		c.latency = time.Since(start)
+	}
 	switch {
 	case err == nil:
-		l.breaker.success(probe)
+		if q.breaker.success(probe) {
+			q.logger.LogAttrs(ctx, slog.LevelInfo, "ratekeeper: store answers again; circuit breaker closed",
+				slog.String("policy", q.name), slog.String("store", q.storeName))
+		}
 		resolved = true
-		return d, latency, nil
+		return d, c, nil
 	case errors.Is(err, store.ErrCostExceedsCapacity) || errors.Is(err, store.ErrInvalidRequest) || errors.Is(err, store.ErrInvalidLimit):
-		return d, latency, err
-	case errors.Is(r.Context().Err(), context.Canceled):
+		return d, c, err
+	case errors.Is(ctx.Err(), context.Canceled):
 		// The client went away; that says nothing about the store.
-		return d, latency, fmt.Errorf("%w: %w", errClientGone, err)
-	case r.Context().Err() != nil:
-		// The request's own deadline, shorter than the budget, ran out:
-		// apply the failure mode, but do not blame the store for it.
-		return d, latency, &storeErr{err: err}
+		return d, c, fmt.Errorf("%w: %w", errClientGone, err)
+	case ctx.Err() != nil:
+		// The request's own deadline ran out first: apply the failure
+		// mode, but do not blame the store for it.
+		return d, c, &storeFailure{err: err}
 	case store.KindOf(err) == store.KindCapacity:
 		// A bounded store refused a new key: the store is healthy, and
 		// opening the breaker would stop limiting the keys it holds.
-		return d, latency, &storeErr{err: err}
+		return d, c, &storeFailure{err: err}
 	}
-	l.breaker.failure(l.now(), probe)
+	if q.breaker.failure(q.now(), probe) {
+		q.logger.LogAttrs(ctx, slog.LevelInfo, "ratekeeper: store failing; circuit breaker opened",
+			slog.String("policy", q.name), slog.String("store", q.storeName),
+			slog.String("kind", string(store.KindOf(err))), slog.Duration("cooldown", q.breaker.cooldown),
+			slog.String("failure_mode", q.failure.String()))
+	}
 	resolved = true
-	return d, latency, &storeErr{err: err}
+	return d, c, &storeFailure{err: err}
 }
 
-// respond writes the headers for d and either calls next or refuses.
-func (l *Limiter) respond(w http.ResponseWriter, r *http.Request, next http.Handler, t *tierState, fields *headers.Fields, d store.Decision, now time.Time, e Event) {
-	e.Decision = d
-	fields.Write(w.Header(), d, now)
+// finish writes the decision's headers and calls next or refuses.
+func (q *quota) finish(w http.ResponseWriter, r *http.Request, next http.Handler, res *resolved, sd store.Decision, call storeCall, now time.Time) {
+	t := res.t
+	d := Decision{Decision: sd, Policy: t.policy, Tier: t.name, Reset: now.Add(resetAfter(&sd)), t: t, set: res.set}
+	if call.fallback {
+		q.warn(r.Context(), t.policy, call.cause)
+	}
+	if sd.BlockStarted {
+		q.blockStarted(r, res, &d)
+	}
+	if sd.Allowed || q.dryRun {
+		charged := res.charged
+		outcome := OutcomeDryRun
+		if sd.Allowed {
+			charged, outcome = res.cost, OutcomeAllowed
+		}
+		st := newState(r, q, res, d, charged)
+		q.writeHeaders(w.Header(), &st.dec, &st.hb, false)
+		if q.watching(r.Context()) {
+			q.report(r, &Event{Decision: d, Outcome: outcome, Latency: call.latency, Fallback: call.fallback, Err: call.cause}, res.identity)
+		}
+		next.ServeHTTP(w, &st.req)
+		return
+	}
+	q.writeHeaders(w.Header(), &d, new(hdrBuf), true)
+	if q.watching(r.Context()) {
+		outcome := OutcomeLimited
+		if sd.Blocked {
+			outcome = OutcomeBlocked
+		}
+		q.report(r, &Event{Decision: d, Outcome: outcome, Latency: call.latency, Fallback: call.fallback, Err: call.cause}, res.identity)
+	}
+	q.deny(w, r, &d)
+}
+
+// resetAfter is the wait X-RateLimit-Reset names: until the deciding limit
+// is full again, or for a refusal until the request may be retried.
+func resetAfter(d *store.Decision) time.Duration {
 	if d.Allowed {
-		e.Outcome = OutcomeAllowed
-		l.observe(e)
+		return d.ResetAfter
+	}
+	return d.RetryAfter
+}
+
+// fail answers a request the limiter could not decide. It is the one place
+// that classifies failures: a missing or malformed identity (401, 400), a
+// configuration mistake found at request time (500), a cost no limit can
+// hold (429 without Retry-After), a client that went away (nothing
+// written), and store failures (the failure mode).
+func (q *quota) fail(w http.ResponseWriter, r *http.Request, next http.Handler, res *resolved, err error, call storeCall) {
+	ctx := r.Context()
+	e := Event{Decision: Decision{Policy: res.policy(q)}, Err: err, Latency: call.latency, Skipped: call.skipped}
+	if res.t != nil {
+		e.Tier = res.t.name
+	}
+	var idErr *identityError
+	switch {
+	case errors.As(err, &idErr):
+		e.Outcome = OutcomeRejected
+		q.reportIfWatched(r, &e, "")
+		if errors.Is(err, keyfunc.ErrNoIdentity) {
+			writeJSON(w, http.StatusUnauthorized, contentTypeJSON, bodyUnauthorized)
+		} else {
+			writeJSON(w, http.StatusBadRequest, contentTypeJSON, bodyBadRequest)
+		}
+	case errors.Is(err, store.ErrCostExceedsCapacity):
+		e.Outcome = OutcomeLimited
+		q.reportIfWatched(r, &e, res.identity)
+		q.costExceeded(w, r, res)
+	case errors.Is(err, errMisconfigured) || errors.Is(err, store.ErrInvalidRequest) || errors.Is(err, store.ErrInvalidLimit):
+		// Throttled like store warnings: a limits function that parses
+		// client input could otherwise log once per request.
+		if q.throttle(&q.lastError) {
+			q.logger.LogAttrs(ctx, slog.LevelError, "ratekeeper: misconfigured policy",
+				slog.String("policy", e.Policy), slog.String("error", err.Error()))
+		}
+		e.Outcome = OutcomeRejected
+		q.reportIfWatched(r, &e, res.identity)
+		writeJSON(w, http.StatusInternalServerError, contentTypeJSON, bodyInternal)
+	case errors.Is(err, errClientGone):
+		e.Outcome = OutcomeCanceled
+		q.reportIfWatched(r, &e, res.identity)
+	default:
+		q.warn(ctx, e.Policy, err)
+		if q.failure == FailClosed {
+			e.Outcome = OutcomeFailedClosed
+			q.reportIfWatched(r, &e, res.identity)
+			w.Header()[hdrRetryAfter] = []string{strconv.FormatInt(retryAfterSeconds(q.breaker.cooldown), 10)}
+			writeJSON(w, http.StatusServiceUnavailable, contentTypeJSON, bodyUnavailable)
+			return
+		}
+		e.Outcome = OutcomeFailedOpen
+		q.reportIfWatched(r, &e, res.identity)
 		next.ServeHTTP(w, r)
-		return
 	}
-	if l.dryRun {
-		// Shadow mode: a Retry-After on a 200 would make polite clients
-		// back off from a limit that is not enforced yet.
-		delete(w.Header(), headers.RetryAfter)
-		e.Outcome = OutcomeDryRun
-		l.observe(e)
-		next.ServeHTTP(w, r)
-		return
-	}
-	e.Outcome = OutcomeLimited
-	if d.Blocked {
-		e.Outcome = OutcomeBlocked
-	}
-	l.observe(e)
-	if l.denied != nil {
-		l.denied(w, r, d)
-		return
-	}
-	l.writeLimited(w, t, fields, d, now)
 }
 
-// fail applies the failure mode.
-func (l *Limiter) fail(w http.ResponseWriter, r *http.Request, next http.Handler, e Event) {
-	l.warn(e.Policy, e.Err)
-	if l.failure == FailClosed {
-		e.Outcome = OutcomeFailedClosed
-		l.observe(e)
-		w.Header()[headers.RetryAfter] = []string{strconv.FormatInt(headers.RetryAfterSeconds(l.breaker.cooldown), 10)}
-		writeJSON(w, http.StatusServiceUnavailable, contentTypeJSON, bodyUnavailable)
-		return
+// costExceeded answers a request whose cost no limit can hold: 429 with
+// the X-RateLimit-* state of the limits (read with a peek at cost 1) but
+// without Retry-After, since no wait can admit it.
+func (q *quota) costExceeded(w http.ResponseWriter, r *http.Request, res *resolved) {
+	now := q.now()
+	req := store.Request{Key: res.key, Limits: res.set.limits, Cost: 1}
+	if p, _, err := q.call(r.Context(), req, now, true); err == nil {
+		if p.Allowed {
+			p.Remaining++ // a peek reports what would be left after it
+		}
+		p.Allowed = true // describe the state, not a refusal
+		d := Decision{Decision: p, Policy: res.t.policy, Tier: res.t.name, Reset: now.Add(p.ResetAfter), t: res.t, set: res.set}
+		q.writeHeaders(w.Header(), &d, new(hdrBuf), false)
 	}
-	e.Outcome = OutcomeFailedOpen
-	l.observe(e)
-	next.ServeHTTP(w, r)
-}
-
-// internalError answers 500 for configuration mistakes detected at request
-// time (a classifier naming an unknown tier, a cost function returning 0).
-// The log line is throttled like store warnings, since a cost function that
-// parses client input could otherwise log once per request.
-func (l *Limiter) internalError(w http.ResponseWriter, e Event) {
-	if l.throttle(&l.lastError) {
-		l.logger.Error("ratekeeper: misconfigured policy", slog.String("policy", e.Policy), slog.String("error", e.Err.Error()))
-	}
-	l.observe(e)
-	writeJSON(w, http.StatusInternalServerError, contentTypeJSON, bodyInternal)
-}
-
-// warn logs a store failure at most once per second; the error text goes to
-// the log only, never to the client.
-func (l *Limiter) warn(policy string, err error) {
-	if !l.throttle(&l.lastWarn) {
-		return
-	}
-	l.logger.Warn("ratekeeper: store failure",
-		slog.String("policy", policy),
-		slog.String("failure_mode", l.failure.String()),
-		slog.String("kind", string(store.KindOf(err))),
-		slog.String("error", err.Error()))
+	writeJSON(w, http.StatusTooManyRequests, q.contentType(), costBody(res.cost, res.set.capacity, res.t.policyJSON, q.problem))
 }
 
 // throttle reports whether a log line may be written now: at most one per
 // second per counter.
-func (l *Limiter) throttle(last *atomic.Int64) bool {
+func (q *quota) throttle(last *atomic.Int64) bool {
 	now := time.Now().UnixNano()
 	prev := last.Load()
 	return now-prev >= int64(time.Second) && last.CompareAndSwap(prev, now)
-}
-
-// logKey is the per-process secret that keys the hashes of keys in debug
-// logs: the hashes correlate one client's lines within a process, but
-// cannot be reversed by hashing every IPv4 address.
-var logKey = func() []byte {
-	k := make([]byte, 32)
-	_, _ = rand.Read(k)
-	return k
-}()
-
-// debug logs one event at debug level, with the key hashed (keyed by a
-// per-process secret) so logs never hold client addresses, subjects or API
-// keys in clear.
-func (l *Limiter) debug(e Event) {
-	ctx := context.Background()
-	if !l.logger.Enabled(ctx, slog.LevelDebug) {
-		return
-	}
-	attrs := make([]slog.Attr, 0, 9)
-	attrs = append(attrs, slog.String("policy", e.Policy), slog.String("outcome", string(e.Outcome)))
-	if e.key != "" {
-		mac := hmac.New(sha256.New, logKey)
-		mac.Write([]byte(e.key))
-		attrs = append(attrs, slog.String("key_hash", hex.EncodeToString(mac.Sum(nil)[:8])))
-	}
-	if e.Decision.Limit != 0 {
-		attrs = append(attrs,
-			slog.Int64("remaining", e.Decision.Remaining),
-			slog.Duration("retry_after", e.Decision.RetryAfter),
-			slog.String("limit", e.Decision.LimitID))
-	}
-	if e.Fallback {
-		attrs = append(attrs, slog.Bool("fallback", true))
-	}
-	if e.Latency > 0 {
-		attrs = append(attrs, slog.Duration("latency", e.Latency))
-	}
-	l.logger.LogAttrs(ctx, slog.LevelDebug, "ratekeeper: decision", attrs...)
-}
-
-func (l *Limiter) observe(e Event) {
-	l.debug(e)
-	if l.observer != nil {
-		e.Store = l.storeName
-		e.StoreDown = l.breaker.down()
-		l.observer.Observe(e)
-	}
-}
-
-// isLocal reports whether s declares it never blocks ([store.Local]).
-func isLocal(s store.Store) bool {
-	l, ok := s.(store.Local)
-	return ok && l.Local()
-}
-
-// storeName returns the backend name used in metrics labels.
-func storeName(s store.Store) string {
-	if n, ok := s.(Named); ok {
-		return n.Name()
-	}
-	return fmt.Sprintf("%T", s)
-}
-
-// Reset forgets everything the store holds for key under this policy (and,
-// for a [NewTiered] limiter, under the named tier; "" for a limiter built
-// with [New]): counters, an active block, repeat-offence strikes and
-// remembered de-duplication ids. key is what the key function or
-// classifier returns, for example "203.0.113.7" from [keyfunc.RemoteIP].
-// Use it to unblock a client by hand. It returns an error for an unknown
-// tier, an empty key, or a store failure.
-func (l *Limiter) Reset(ctx context.Context, tier, key string) error {
-	if key == "" {
-		return errEmptyKey
-	}
-	ti, ok := l.tierIndex[tier]
-	if !ok {
-		return fmt.Errorf("%w: %q", errUnknownTier, tier)
-	}
-	t := &l.tiers[ti]
-	if t.Unlimited || t.Suspended {
-		return nil // nothing is stored for such tiers
-	}
-	return l.store.Reset(ctx, store.Request{Key: t.prefix + key, Limits: t.Limits})
 }

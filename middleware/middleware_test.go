@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -18,50 +16,6 @@ import (
 	"github.com/ratekeeper/ratekeeper/keyfunc"
 	"github.com/ratekeeper/ratekeeper/store"
 )
-
-// funcStore is a Store whose Take is a function, for failure injection.
-type funcStore struct {
-	calls atomic.Int64
-	take  func(ctx context.Context, req store.Request) (store.Decision, error)
-}
-
-func (s *funcStore) Take(ctx context.Context, req store.Request) (store.Decision, error) {
-	s.calls.Add(1)
-	return s.take(ctx, req)
-}
-
-func (s *funcStore) Peek(ctx context.Context, req store.Request) (store.Decision, error) {
-	return s.take(ctx, req)
-}
-
-func (s *funcStore) Reset(context.Context, store.Request) error { return nil }
-
-func constKey(k string) keyfunc.KeyFunc {
-	return func(*http.Request) (string, error) { return k, nil }
-}
-
-var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
-
-var okHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-	w.WriteHeader(http.StatusOK)
-	_, _ = io.WriteString(w, "ok")
-})
-
-func mustNew(t *testing.T, s store.Store, k keyfunc.KeyFunc, l store.Limit, opts ...Option) *Limiter {
-	t.Helper()
-	opts = append([]Option{WithLogger(quiet)}, opts...)
-	lim, err := New(s, k, l, opts...)
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	return lim
-}
-
-func do(h http.Handler) *httptest.ResponseRecorder {
-	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/api/ping", nil))
-	return rec
-}
 
 func TestNewValidates(t *testing.T) {
 	s := &funcStore{take: func(context.Context, store.Request) (store.Decision, error) { return store.Decision{}, nil }}
@@ -76,16 +30,14 @@ func TestNewValidates(t *testing.T) {
 		field string
 	}{
 		{"nil store", nil, k, l, nil, "nil store"},
-		{"nil key", s, nil, l, nil, "nil key function"},
 		{"zero rate", s, k, store.Limit{Period: time.Second}, nil, "Rate"},
 		{"zero period", s, k, store.Limit{Rate: 1}, nil, "Period"},
 		{"bad algorithm", s, k, store.Limit{Algorithm: 77, Rate: 1, Period: time.Second}, nil, "Algorithm"},
-		{"cost above capacity", s, k, l, []Option{WithCost(11)}, "cost 11"},
-		{"zero cost", s, k, l, []Option{WithCost(0)}, "cost must be > 0"},
 		{"empty name", s, k, l, []Option{WithName("")}, "name"},
 		{"name with colon", s, k, l, []Option{WithName("a:b")}, "name"},
 		{"mixed algorithms", s, k, l, []Option{WithLimits(store.Limit{Algorithm: store.FixedWindow, Rate: 1, Period: time.Hour})}, "one algorithm"},
-		{"zero timeout", s, k, l, []Option{WithTimeout(0)}, "timeout"},
+		{"nil exemption", s, k, l, []Option{WithExempt(nil)}, "exemption 0"},
+		{"nil clock", s, k, l, []Option{withClock(nil)}, "clock"},
 		{"negative breaker", s, k, l, []Option{WithBreaker(-1, time.Second)}, "breaker threshold"},
 		{"breaker without cooldown", s, k, l, []Option{WithBreaker(3, 0)}, "breaker cooldown"},
 		{"unknown failure mode", s, k, l, []Option{WithFailureMode(9)}, "failure mode"},
@@ -111,7 +63,7 @@ func TestAllowedSetsHeaders(t *testing.T) {
 		got = req
 		return store.Decision{Allowed: true, Limit: 10, Remaining: 9, ResetAfter: 6 * time.Second}, nil
 	}}
-	lim := mustNew(t, s, constKey("203.0.113.7"), store.PerMinute(10), WithName("api"), WithClock(func() time.Time { return now }))
+	lim := mustNew(t, s, constKey("203.0.113.7"), store.PerMinute(10), WithName("api"), withClock(func() time.Time { return now }))
 	rec := do(lim.Handler(okHandler))
 	if rec.Code != http.StatusOK {
 		t.Fatalf("status: got %d, want 200", rec.Code)
@@ -158,7 +110,7 @@ func TestLimitedResponse(t *testing.T) {
 			}}
 			called := false
 			next := http.HandlerFunc(func(http.ResponseWriter, *http.Request) { called = true })
-			lim := mustNew(t, s, constKey("k"), store.PerHour(100), WithName("api"), WithClock(func() time.Time { return now }))
+			lim := mustNew(t, s, constKey("k"), store.PerHour(100), WithName("api"), withClock(func() time.Time { return now }))
 			rec := do(lim.Handler(next))
 			if called {
 				t.Fatal("next was called for a limited request")
@@ -235,7 +187,10 @@ func TestStoreFailureModes(t *testing.T) {
 	})
 }
 
-func TestHangingStoreBoundedByBudget(t *testing.T) {
+// The store's own budget (the Redis store's Options.Timeout) bounds a
+// decision, and the request's deadline bounds it too; the middleware adds
+// no deadline of its own, so there is one budget, in one place.
+func TestHangingStoreBoundedByRequestDeadline(t *testing.T) {
 	s := &funcStore{take: func(ctx context.Context, _ store.Request) (store.Decision, error) {
 		<-ctx.Done() // a store that honours its context but never answers
 		return store.Decision{}, &store.BackendError{Op: "take", Kind: store.KindTimeout, Err: ctx.Err()}
@@ -243,18 +198,43 @@ func TestHangingStoreBoundedByBudget(t *testing.T) {
 	for _, mode := range []FailureMode{FailOpen, FailClosed} {
 		t.Run(mode.String(), func(t *testing.T) {
 			budget := 20 * time.Millisecond
-			lim := mustNew(t, s, constKey("k"), store.PerMinute(1), WithTimeout(budget), WithFailureMode(mode), WithBreaker(0, 0))
+			lim := mustNew(t, s, constKey("k"), store.PerMinute(1), WithFailureMode(mode), WithBreaker(0, 0))
+			ctx, cancel := context.WithTimeout(context.Background(), budget)
+			defer cancel()
 			start := time.Now()
-			rec := do(lim.Handler(okHandler))
-			el := time.Since(start)
-			if el > budget+200*time.Millisecond {
-				t.Errorf("request took %s, want about the %s budget", el, budget)
+			rec := serveReq(lim.Handler(okHandler), httptest.NewRequest("GET", "/", nil).WithContext(ctx))
+			if el := time.Since(start); el > budget+200*time.Millisecond {
+				t.Errorf("request took %s, want about the %s deadline", el, budget)
 			}
 			want := map[FailureMode]int{FailOpen: 200, FailClosed: 503}[mode]
 			if rec.Code != want {
 				t.Errorf("status: got %d, want %d", rec.Code, want)
 			}
 		})
+	}
+}
+
+// Regression: the middleware put its own 50ms deadline on every store
+// call, so a larger store budget (the Redis store's Options.Timeout) was
+// cut short, and the middleware's WithTimeout(500ms) had no effect under
+// the store's 50ms. The store must receive the request's context as it is.
+func TestStoreGetsTheRequestContextWithoutDeadline(t *testing.T) {
+	type mark struct{}
+	var sawDeadline, sawValue bool
+	s := &funcStore{take: func(ctx context.Context, _ store.Request) (store.Decision, error) {
+		_, sawDeadline = ctx.Deadline()
+		sawValue = ctx.Value(mark{}) == "trace-1"
+		return store.Decision{Allowed: true, Limit: 1}, nil
+	}}
+	lim := mustNew(t, s, constKey("k"), store.PerMinute(1))
+	r := httptest.NewRequest("GET", "/", nil)
+	r = r.WithContext(context.WithValue(r.Context(), mark{}, "trace-1"))
+	serveReq(lim.Handler(okHandler), r)
+	if sawDeadline {
+		t.Error("the store call had a deadline the request did not have")
+	}
+	if !sawValue {
+		t.Error("the store call did not get the request's context values")
 	}
 }
 
@@ -269,7 +249,7 @@ func TestBreakerSkipsDeadStoreAndProbes(t *testing.T) {
 	clock := time.Unix(1000, 0)
 	var mu sync.Mutex
 	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
-	lim := mustNew(t, s, constKey("k"), store.PerMinute(100), WithBreaker(3, time.Second), WithClock(now))
+	lim := mustNew(t, s, constKey("k"), store.PerMinute(100), WithBreaker(3, time.Second), withClock(now))
 	h := lim.Handler(okHandler)
 	for range 10 {
 		do(h)
@@ -307,10 +287,8 @@ func TestKeyErrors(t *testing.T) {
 		code int
 	}{
 		{"no identity gives 401", noID, nil, 401},
-		{"no identity falls back", noID, []Option{WithFallbackKey(constKey("ip"))}, 200},
 		{"malformed gives 400", bad, nil, 400},
-		{"malformed does not fall back", bad, []Option{WithFallbackKey(constKey("ip"))}, 400},
-		{"empty key is refused", empty, nil, 400},
+		{"empty identity is refused", empty, nil, 400},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -329,7 +307,9 @@ func TestDeniedHandler(t *testing.T) {
 	s := &funcStore{take: func(context.Context, store.Request) (store.Decision, error) {
 		return store.Decision{Allowed: false, Limit: 1, RetryAfter: time.Second}, nil
 	}}
-	lim := mustNew(t, s, constKey("k"), store.PerMinute(1), WithDeniedHandler(func(w http.ResponseWriter, r *http.Request, d store.Decision) {
+	var got Decision
+	lim := mustNew(t, s, constKey("k"), store.PerMinute(1), WithName("api"), WithDeniedHandler(func(w http.ResponseWriter, r *http.Request, d Decision) {
+		got = d
 		w.WriteHeader(http.StatusTeapot)
 	}))
 	rec := do(lim.Handler(okHandler))
@@ -339,14 +319,29 @@ func TestDeniedHandler(t *testing.T) {
 	if rec.Header().Get("Retry-After") != "1" {
 		t.Errorf("Retry-After: got %q, want 1 (headers are set before the custom handler)", rec.Header().Get("Retry-After"))
 	}
+	if got.Policy != "api" || got.RetryAfter != time.Second {
+		t.Errorf("decision: got policy %q retry %s, want api and 1s", got.Policy, got.RetryAfter)
+	}
 }
 
-func TestHandlerNilNextPanicsAtSetup(t *testing.T) {
-	lim := mustNew(t, &funcStore{}, constKey("k"), store.PerMinute(1))
-	defer func() {
-		if recover() == nil {
-			t.Fatal("got no panic, want one for a nil next handler")
-		}
-	}()
-	lim.Handler(nil)
+func TestHandlerPanicsAtSetup(t *testing.T) {
+	tests := []struct {
+		name string
+		key  keyfunc.KeyFunc
+		next http.Handler
+	}{
+		{"nil next", constKey("k"), nil},
+		{"no key function", nil, okHandler},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			lim := mustNew(t, &funcStore{}, tt.key, store.PerMinute(1))
+			defer func() {
+				if recover() == nil {
+					t.Fatal("got no panic, want one at setup")
+				}
+			}()
+			lim.Handler(tt.next)
+		})
+	}
 }

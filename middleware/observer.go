@@ -1,25 +1,23 @@
 package middleware
 
-import (
-	"time"
-
-	"github.com/ratekeeper/ratekeeper/store"
-)
+import "time"
 
 // Outcome is what the limiter did with one request.
 type Outcome string
 
-// Outcomes reported to an [Observer].
+// Outcomes reported in an [Event].
 const (
 	// OutcomeAllowed: the store admitted the request.
 	OutcomeAllowed Outcome = "allowed"
-	// OutcomeLimited: the store refused the request; it got 429.
+	// OutcomeLimited: the store refused the request (or its cost exceeds a
+	// limit's capacity); it got 429.
 	OutcomeLimited Outcome = "limited"
 	// OutcomeFailedOpen: the store failed and the request went through.
 	OutcomeFailedOpen Outcome = "failed_open"
 	// OutcomeFailedClosed: the store failed and the request got 503.
 	OutcomeFailedClosed Outcome = "failed_closed"
-	// OutcomeRejected: no key could be derived; the request got 400 or 401.
+	// OutcomeRejected: no identity could be derived (400 or 401), or a
+	// configuration mistake was found at request time (500).
 	OutcomeRejected Outcome = "rejected"
 	// OutcomeCanceled: the client went away while the store was deciding.
 	OutcomeCanceled Outcome = "canceled"
@@ -36,42 +34,29 @@ const (
 	OutcomeSuspended Outcome = "suspended"
 )
 
-// Event describes one decision. It never carries the key.
+// Event describes what the limiter did with one request, for an observer
+// ([WithObserver]). It never carries the identity.
 type Event struct {
-	// Policy is the limiter's name.
-	Policy string
+	// Decision is the limiter's decision; its store part is zero when the
+	// store gave none (an exemption, a failure). Policy is always set.
+	Decision
 	// Outcome is what happened to the request.
 	Outcome Outcome
-	// Decision is the store's answer when there was one.
-	Decision store.Decision
 	// Latency is how long the store call took; zero when it was skipped.
 	Latency time.Duration
-	// Err is the store or key error, if any.
+	// Err is the store or identity error, if any. With Fallback it is the
+	// main store's failure.
 	Err error
 	// Skipped reports that the circuit breaker was open and the store was
 	// not called.
 	Skipped bool
-	// Store names the backend ("redis", "memory", or the Go type of a
-	// store that does not implement [Named]).
-	Store string
 	// StoreDown reports whether, after this request, the circuit breaker
 	// considers the store unavailable.
 	StoreDown bool
 	// Fallback reports that the main store failed and the decision came
 	// from the local fallback store ([WithLocalFallback]).
 	Fallback bool
-
-	key string // for the debug log only (hashed there); never exported
-}
-
-// Named is implemented by stores that report a short backend name for
-// metrics labels.
-type Named interface {
-	Name() string
-}
-
-// Observer is told about every decision a [Limiter] makes. Implementations
-// must be safe for concurrent use and must not block.
-type Observer interface {
-	Observe(e Event)
+	// Store names the backend: the store's Name method ("redis",
+	// "memory"), or its Go type.
+	Store string
 }

@@ -5,17 +5,15 @@ import (
 	"net/http"
 	"strconv"
 	"time"
-
-	"github.com/ratekeeper/ratekeeper/headers"
-	"github.com/ratekeeper/ratekeeper/store"
 )
 
 const (
 	contentTypeJSON    = "application/json"
 	contentTypeProblem = "application/problem+json"
-	// ProblemTypeQuotaExceeded is the problem type of
-	// draft-ietf-httpapi-ratelimit-headers used by [BodyProblem].
-	ProblemTypeQuotaExceeded = "https://iana.org/assignments/http-problem-types#quota-exceeded"
+	// problemTypeQuotaExceeded is the problem type of
+	// draft-ietf-httpapi-ratelimit-headers used by WithProblemDetails.
+	problemTypeQuotaExceeded = "https://iana.org/assignments/http-problem-types#quota-exceeded"
+	problemTitle             = "Request cannot be satisfied as assigned quota has been exceeded"
 )
 
 var (
@@ -39,23 +37,8 @@ func writeJSON(w http.ResponseWriter, status int, contentType string, body []byt
 	_, _ = w.Write(body)
 }
 
-// writeLimited writes the default refusal: 429 with a JSON body whose
-// message states the real wait, e.g.
-//
-//	{"error":"rate_limit_exceeded","message":"Too many requests. Try again in 17 seconds.",
-//	 "retry_after":17,"limit":100,"remaining":0,"reset":1767225600,"policy":"api"}
-//
-// reset is the epoch second at which the request may be retried, the same
-// instant Retry-After names. A blocked key gets error "blocked", the
-// message "Too many attempts. Try again in N seconds." and a "scope" member
-// naming the limit that tripped. With [BodyProblem] the same members are
-// carried in an RFC 9457 problem document.
-func (l *Limiter) writeLimited(w http.ResponseWriter, t *tierState, f *headers.Fields, d store.Decision, now time.Time) {
-	writeJSON(w, http.StatusTooManyRequests, l.contentType(), l.limitedBody(t, f, d, now))
-}
-
-func (l *Limiter) contentType() string {
-	if l.body == BodyProblem {
+func (q *quota) contentType() string {
+	if q.problem {
 		return contentTypeProblem
 	}
 	return contentTypeJSON
@@ -72,20 +55,25 @@ func appendJSONString(b []byte, s string) []byte {
 	return append(b, q...)
 }
 
-func (l *Limiter) limitedBody(t *tierState, f *headers.Fields, d store.Decision, now time.Time) []byte {
-	secs := headers.RetryAfterSeconds(d.RetryAfter)
-	reset := now.Add(d.RetryAfter)
-	resetEpoch := reset.Unix()
-	if reset.Nanosecond() != 0 {
-		resetEpoch++
-	}
+// limitedBody renders the default refusal, e.g.
+//
+//	{"error":"rate_limit_exceeded","message":"Too many requests. Try again in 17 seconds.",
+//	 "retry_after":17,"limit":100,"remaining":0,"reset":1767225600,"policy":"api"}
+//
+// reset is the epoch second at which the request may be retried, the same
+// instant Retry-After names. A blocked key gets error "blocked", the
+// message "Too many attempts. Try again in N seconds." and a "scope" member
+// naming the limit that tripped. With WithProblemDetails the same members
+// are carried in an RFC 9457 problem document.
+func (q *quota) limitedBody(d *Decision) []byte {
+	secs := retryAfterSeconds(d.RetryAfter)
 	b := make([]byte, 0, 320)
 	code, msg := "rate_limit_exceeded", "Too many requests. Try again in "
 	if d.Blocked {
 		code, msg = "blocked", "Too many attempts. Try again in "
 	}
-	if l.body == BodyProblem {
-		b = append(b, `{"type":"`+ProblemTypeQuotaExceeded+`","title":"Request cannot be satisfied as assigned quota has been exceeded","status":429,"detail":"`...)
+	if q.problem {
+		b = append(b, `{"type":"`+problemTypeQuotaExceeded+`","title":"`+problemTitle+`","status":429,"detail":"`...)
 	} else {
 		b = append(b, `{"error":"`...)
 		b = append(b, code...)
@@ -100,18 +88,18 @@ func (l *Limiter) limitedBody(t *tierState, f *headers.Fields, d store.Decision,
 	b = append(b, `,"remaining":`...)
 	b = strconv.AppendInt(b, max(d.Remaining, 0), 10)
 	b = append(b, `,"reset":`...)
-	b = strconv.AppendInt(b, resetEpoch, 10)
+	b = strconv.AppendInt(b, ceilSeconds(time.Duration(d.Reset.UnixNano())), 10)
 	b = append(b, `,"policy":`...)
-	b = append(b, t.nameJSON...)
+	b = append(b, d.t.policyJSON...)
 	if d.Blocked {
 		b = append(b, `,"scope":`...)
 		b = appendJSONString(b, d.LimitID)
 	}
-	if l.body == BodyProblem {
+	if q.problem {
 		// violated-policies names the RateLimit-Policy item that refused.
-		item := f.ItemName(d.Index)
-		if item == "" {
-			item = t.policy
+		item := d.t.policy
+		if i := d.Index; i >= 0 && i < len(d.set.items) {
+			item = d.set.items[i]
 		}
 		b = append(b, `,"error":"`...)
 		b = append(b, code...)
@@ -133,34 +121,23 @@ func appendDuration(b []byte, secs int64) []byte {
 	return append(b, " seconds"...)
 }
 
-// writeCostExceeded answers a request whose cost can never fit: 429 without
-// Retry-After, since waiting cannot help.
-func (l *Limiter) writeCostExceeded(w http.ResponseWriter, req store.Request, t *tierState) {
-	writeJSON(w, http.StatusTooManyRequests, l.contentType(), costBody(req, t.policy, l.body == BodyProblem))
-}
-
-// costBody renders the cost-exceeded body, as a problem document when
-// problem is set.
-func costBody(req store.Request, policy string, problem bool) []byte {
-	capacity := req.Limits[0].Capacity()
-	for _, l := range req.Limits[1:] {
-		capacity = min(capacity, l.Capacity())
-	}
+// costBody renders the body for a request whose cost no limit can hold.
+func costBody(cost, capacity int64, policyJSON []byte, problem bool) []byte {
 	b := make([]byte, 0, 256)
 	if problem {
-		b = append(b, `{"type":"`+ProblemTypeQuotaExceeded+`","title":"Request cannot be satisfied as assigned quota has been exceeded","status":429,"error":"cost_exceeds_limit","detail":"This request costs `...)
+		b = append(b, `{"type":"`+problemTypeQuotaExceeded+`","title":"`+problemTitle+`","status":429,"error":"cost_exceeds_limit","detail":"This request costs `...)
 	} else {
 		b = append(b, `{"error":"cost_exceeds_limit","message":"This request costs `...)
 	}
-	b = strconv.AppendInt(b, req.EffectiveCost(), 10)
+	b = strconv.AppendInt(b, cost, 10)
 	b = append(b, ` units; the limit allows at most `...)
 	b = strconv.AppendInt(b, capacity, 10)
 	b = append(b, ` per request.","cost":`...)
-	b = strconv.AppendInt(b, req.EffectiveCost(), 10)
+	b = strconv.AppendInt(b, cost, 10)
 	b = append(b, `,"limit":`...)
 	b = strconv.AppendInt(b, capacity, 10)
 	b = append(b, `,"policy":`...)
-	b = strconv.AppendQuote(b, policy)
+	b = append(b, policyJSON...)
 	b = append(b, "}\n"...)
 	return b
 }

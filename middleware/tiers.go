@@ -27,32 +27,45 @@ type Tier struct {
 	Suspended bool
 }
 
-// Classifier assigns a request its tier name and key. An error wrapping
-// [keyfunc.ErrNoIdentity] answers 401, any other error 400; an empty key
-// is refused; a tier name that was not configured answers 500.
-type Classifier func(r *http.Request) (tier, key string, err error)
+// Classifier assigns a request its tier name and identity. An error
+// wrapping [keyfunc.ErrNoIdentity] answers 401, any other error 400; an
+// empty identity is refused with 400. [AuthOptions] is the usual
+// Classifier; [ClassifierFunc] adapts a function.
+type Classifier interface {
+	Classify(r *http.Request) (tier, identity string, err error)
+}
+
+// ClassifierFunc adapts a function to a [Classifier]. A tier name that the
+// limiter was not configured with is only found at request time, where it
+// answers 500 and is logged.
+type ClassifierFunc func(r *http.Request) (tier, identity string, err error)
+
+// Classify calls f(r).
+func (f ClassifierFunc) Classify(r *http.Request) (tier, identity string, err error) { return f(r) }
 
 // NewTiered builds a Limiter whose requests are classified into tiers, each
-// with its own limits, in one store s. Options apply to every tier; the
-// cost must fit every tier's limits. [WithLimits] and [WithFallbackKey] are
-// refused: tiers carry their limits, and the classifier chooses keys.
-func NewTiered(s store.Store, classify Classifier, tiers []Tier, opts ...Option) (*Limiter, error) {
-	if classify == nil {
+// with its own limits, in one store s. Options apply to every tier.
+// [WithLimits] is refused: tiers carry their limits.
+//
+// When c is an [AuthOptions], NewTiered checks that tiers has a tier for
+// every name it can return (anonymous and authenticated, trusted when the
+// Trusted hook is set, suspended when Suspended is), so that no request
+// can meet an unknown tier.
+func NewTiered(s store.Store, c Classifier, tiers []Tier, opts ...Option) (*Limiter, error) {
+	if c == nil {
 		return nil, errors.New("ratekeeper: middleware: nil classifier")
 	}
 	if len(tiers) == 0 {
 		return nil, errors.New("ratekeeper: middleware: no tiers")
 	}
-	c, err := collect(opts)
+	cfg, err := collect(opts)
 	if err != nil {
 		return nil, err
 	}
-	if len(c.extraLimits) > 0 {
+	if len(cfg.extraLimits) > 0 {
 		return nil, errors.New("ratekeeper: middleware: WithLimits is not valid with NewTiered; put the limits in the tiers")
 	}
-	if c.fallbackKey != nil {
-		return nil, errors.New("ratekeeper: middleware: WithFallbackKey is not valid with NewTiered; the classifier chooses keys")
-	}
+	names := make(map[string]bool, len(tiers))
 	for i, t := range tiers {
 		if err := validName(fmt.Sprintf("tier %d name", i), t.Name); err != nil {
 			return nil, err
@@ -63,13 +76,42 @@ func NewTiered(s store.Store, classify Classifier, tiers []Tier, opts ...Option)
 		if !t.Unlimited && !t.Suspended && len(t.Limits) == 0 {
 			return nil, fmt.Errorf("ratekeeper: middleware: tier %q has no Limits", t.Name)
 		}
+		names[t.Name] = true
 	}
-	return build(s, c, classify, tiers)
+	var auth *AuthOptions
+	switch a := c.(type) {
+	case AuthOptions:
+		auth = &a
+	case *AuthOptions:
+		if a == nil {
+			return nil, errors.New("ratekeeper: middleware: nil classifier")
+		}
+		cp := *a
+		auth = &cp
+	}
+	if auth == nil {
+		return build(s, cfg, c.Classify, tiers)
+	}
+	if err := auth.validate(); err != nil {
+		return nil, err
+	}
+	for _, n := range auth.tierNames() {
+		if !names[n] {
+			return nil, fmt.Errorf("ratekeeper: middleware: AuthOptions can classify requests as %q, but no tier has that name", n)
+		}
+	}
+	l, err := build(s, cfg, nil, tiers)
+	if err != nil {
+		return nil, err
+	}
+	q := l.quota
+	q.classify = func(r *http.Request) (string, string, error) {
+		return auth.classify(r, q.invalidCredential)
+	}
+	return l, nil
 }
 
-// Tier names used by [AuthClassifier]. Configure [NewTiered] with a tier
-// for every name the classifier can return: an unknown name is only found
-// at request time, where it answers 500.
+// Tier names used by [AuthOptions].
 const (
 	// TierAnonymous holds callers without a credential (or with one that
 	// failed verification, unless AuthOptions.RejectInvalid).
@@ -82,55 +124,89 @@ const (
 	TierSuspended = "suspended"
 )
 
-// AuthOptions configures [AuthClassifier].
+// AuthOptions is the usual [Classifier]: a request with a verified subject
+// is [TierAuthenticated] (or [TierTrusted] / [TierSuspended] as the hooks
+// say) under that subject; a request without credentials is
+// [TierAnonymous] under its Anonymous identity (its address, say); a
+// request whose credential fails verification is anonymous too, with the
+// reason logged at debug level, or refused with 401 when RejectInvalid.
+// Subjects and addresses live in separate tiers, so a subject can never
+// share a bucket with an address. The subject is verified once per
+// request.
 type AuthOptions struct {
 	// Subject derives the authenticated identity, for example
-	// [keyfunc.JWTSubject] or [keyfunc.FromContext]. Required.
+	// [keyfunc.JWTSubject] or [keyfunc.FromContextFunc]. Required.
 	Subject keyfunc.KeyFunc
-	// Anonymous keys callers without an identity, for example
-	// [keyfunc.RemoteIP] or [keyfunc.IP] with trusted proxies. Required.
+	// Anonymous derives the identity of callers without a credential, for
+	// example [keyfunc.RemoteIP] or a [keyfunc.ClientIP]'s Key with trusted
+	// proxies. Required.
 	Anonymous keyfunc.KeyFunc
 	// RejectInvalid answers 401 to a request that presents a credential
 	// that fails verification ([keyfunc.ErrInvalidToken]) instead of
 	// treating it as anonymous. Missing credentials are always anonymous.
 	RejectInvalid bool
 	// Trusted, when set, puts authenticated subjects for which it returns
-	// true in [TierTrusted].
+	// true in [TierTrusted]. It receives the subject as Subject returns it
+	// ("alice"), and must be fast and safe for concurrent use.
 	Trusted func(subject string, r *http.Request) bool
 	// Suspended, when set, puts authenticated subjects for which it returns
-	// true in [TierSuspended].
+	// true in [TierSuspended]; it is asked before Trusted. It receives the
+	// subject as Trusted does.
 	Suspended func(subject string, r *http.Request) bool
 }
 
-// AuthClassifier returns the usual classifier: a verified subject is
-// [TierAuthenticated] (or [TierTrusted] / [TierSuspended] as the hooks
-// say) keyed by subject; a request without credentials is
-// [TierAnonymous] keyed by opts.Anonymous; a request whose credential fails
-// verification is anonymous too, or refused with 401 when
-// opts.RejectInvalid. The subject is verified once per request. Configure
-// [NewTiered] with a tier for every name the classifier can return.
-func AuthClassifier(opts AuthOptions) (Classifier, error) {
-	if opts.Subject == nil || opts.Anonymous == nil {
-		return nil, errors.New("ratekeeper: middleware: AuthOptions.Subject and AuthOptions.Anonymous are required")
+func (o *AuthOptions) validate() error {
+	if o.Subject == nil || o.Anonymous == nil {
+		return errors.New("ratekeeper: middleware: AuthOptions.Subject and AuthOptions.Anonymous are required")
 	}
-	return func(r *http.Request) (string, string, error) {
-		sub, err := opts.Subject(r)
-		if err == nil {
-			switch {
-			case opts.Suspended != nil && opts.Suspended(sub, r):
-				return TierSuspended, sub, nil
-			case opts.Trusted != nil && opts.Trusted(sub, r):
-				return TierTrusted, sub, nil
-			}
-			return TierAuthenticated, sub, nil
+	return nil
+}
+
+// tierNames lists the tiers o can classify a request into.
+func (o *AuthOptions) tierNames() []string {
+	names := []string{TierAnonymous, TierAuthenticated}
+	if o.Trusted != nil {
+		names = append(names, TierTrusted)
+	}
+	if o.Suspended != nil {
+		names = append(names, TierSuspended)
+	}
+	return names
+}
+
+// Classify implements [Classifier]. It returns an error, never a tier,
+// when Subject or Anonymous is nil.
+func (o AuthOptions) Classify(r *http.Request) (tier, identity string, err error) {
+	if err := o.validate(); err != nil {
+		return "", "", err
+	}
+	return o.classify(r, nil)
+}
+
+// classify classifies r; invalid, when set, is told about a credential
+// that failed verification and was classified as anonymous.
+func (o *AuthOptions) classify(r *http.Request, invalid func(*http.Request, error)) (string, string, error) {
+	sub, err := o.Subject(r)
+	if err == nil {
+		switch {
+		case o.Suspended != nil && o.Suspended(sub, r):
+			return TierSuspended, sub, nil
+		case o.Trusted != nil && o.Trusted(sub, r):
+			return TierTrusted, sub, nil
 		}
-		if !errors.Is(err, keyfunc.ErrNoIdentity) {
+		return TierAuthenticated, sub, nil
+	}
+	if !errors.Is(err, keyfunc.ErrNoIdentity) {
+		return "", "", err
+	}
+	if errors.Is(err, keyfunc.ErrInvalidToken) {
+		if o.RejectInvalid {
 			return "", "", err
 		}
-		if opts.RejectInvalid && errors.Is(err, keyfunc.ErrInvalidToken) {
-			return "", "", err
+		if invalid != nil {
+			invalid(r, err)
 		}
-		k, err := opts.Anonymous(r)
-		return TierAnonymous, k, err
-	}, nil
+	}
+	id, err := o.Anonymous(r)
+	return TierAnonymous, id, err
 }

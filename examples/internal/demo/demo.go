@@ -96,8 +96,8 @@ type Policies struct {
 	Search *middleware.Limiter
 	// Login limits POST /login per IP: 5 attempts per minute (the 6th
 	// blocks for 15 minutes) and 20 per day (the 21st blocks for 24 hours).
-	// Every attempt counts, no rate-limit headers are sent, and it fails
-	// closed.
+	// Every attempt counts, no X-RateLimit-* state is sent (a refusal still
+	// carries Retry-After), and it fails closed.
 	Login *middleware.Limiter
 	// Metrics serves /metrics.
 	Metrics http.Handler
@@ -115,11 +115,8 @@ func NewPolicies(st store.Store, env Env, logger *slog.Logger) (*Policies, error
 	if err != nil {
 		return nil, err
 	}
-	classify, err := middleware.AuthClassifier(middleware.AuthOptions{Subject: sub, Anonymous: keyfunc.RemoteIP})
-	if err != nil {
-		return nil, err
-	}
-	common := []middleware.Option{middleware.WithObserver(obs), middleware.WithLogger(logger)}
+	classify := middleware.AuthOptions{Subject: sub, Anonymous: keyfunc.RemoteIP}
+	common := []middleware.Option{middleware.WithObserver(obs.Observe), middleware.WithLogger(logger)}
 	api, err := middleware.NewTiered(st, classify, []middleware.Tier{
 		{Name: middleware.TierAnonymous, Limits: []store.Limit{{Rate: 10, Period: time.Minute, Burst: 10}}},
 		{Name: middleware.TierAuthenticated, Limits: []store.Limit{{Rate: 100, Period: time.Minute, Burst: 100}}},

@@ -122,7 +122,7 @@ func Run(t *testing.T, routes func(*demo.Policies) http.Handler) {
 		}
 	})
 
-	t.Run("login blocks after 5 attempts and sends no headers", func(t *testing.T) {
+	t.Run("login blocks after 5 attempts and sends only Retry-After", func(t *testing.T) {
 		h := newServer(t)
 		ip := "192.0.2.200"
 		for i := range 5 {
@@ -134,8 +134,11 @@ func Run(t *testing.T, routes func(*demo.Policies) http.Handler) {
 		if w.Code != 429 {
 			t.Fatalf("6th attempt: got %d, want 429", w.Code)
 		}
-		if w.Header().Get("Retry-After") != "" || w.Header().Get("X-RateLimit-Limit") != "" {
-			t.Errorf("login headers: got %v, want none", w.Header())
+		if ra := w.Header().Get("Retry-After"); ra != "900" && ra != "899" {
+			t.Errorf("Retry-After: got %q, want the 15-minute wait", ra)
+		}
+		if w.Header().Get("X-RateLimit-Limit") != "" || w.Header().Get("X-RateLimit-Remaining") != "" {
+			t.Errorf("login headers: got %v, want no X-RateLimit-* state", w.Header())
 		}
 		var b struct {
 			Error      string `json:"error"`

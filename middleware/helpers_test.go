@@ -1,0 +1,160 @@
+package middleware
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ratekeeper/ratekeeper/keyfunc"
+	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/store/memstore"
+)
+
+// withClock sets the clock used for reset headers and the breaker (default
+// time.Now); the store keeps its own clock.
+func withClock(now func() time.Time) Option { return func(c *config) { c.now = now } }
+
+// funcStore is a Store whose Take is a function, for failure injection.
+type funcStore struct {
+	calls atomic.Int64
+	take  func(ctx context.Context, req store.Request) (store.Decision, error)
+	reset func(ctx context.Context, req store.Request) error
+}
+
+func (s *funcStore) Take(ctx context.Context, req store.Request) (store.Decision, error) {
+	s.calls.Add(1)
+	return s.take(ctx, req)
+}
+
+func (s *funcStore) Peek(ctx context.Context, req store.Request) (store.Decision, error) {
+	return s.take(ctx, req)
+}
+
+func (s *funcStore) Reset(ctx context.Context, req store.Request) error {
+	if s.reset == nil {
+		return nil
+	}
+	return s.reset(ctx, req)
+}
+
+// recordingStore records the requests it sees and answers with decide.
+type recordingStore struct {
+	mu     sync.Mutex
+	reqs   []store.Request
+	decide func(store.Request) store.Decision
+}
+
+func (s *recordingStore) Take(_ context.Context, req store.Request) (store.Decision, error) {
+	if err := req.Validate(); err != nil {
+		return store.Decision{}, err
+	}
+	s.mu.Lock()
+	s.reqs = append(s.reqs, req)
+	s.mu.Unlock()
+	if s.decide == nil {
+		return store.Decision{Allowed: true, Limit: req.Limits[0].Capacity(), Remaining: 1}, nil
+	}
+	return s.decide(req), nil
+}
+
+func (s *recordingStore) Peek(ctx context.Context, req store.Request) (store.Decision, error) {
+	return s.Take(ctx, req)
+}
+
+func (s *recordingStore) Reset(context.Context, store.Request) error { return nil }
+
+func (s *recordingStore) last(t *testing.T) store.Request {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.reqs) == 0 {
+		t.Fatal("store was not called")
+	}
+	return s.reqs[len(s.reqs)-1]
+}
+
+func (s *recordingStore) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.reqs)
+}
+
+func (s *recordingStore) clear() {
+	s.mu.Lock()
+	s.reqs = nil
+	s.mu.Unlock()
+}
+
+type recObserver struct {
+	mu     sync.Mutex
+	events []Event
+}
+
+func (o *recObserver) Observe(e Event) { o.mu.Lock(); o.events = append(o.events, e); o.mu.Unlock() }
+
+func (o *recObserver) outcomes() []Outcome {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var out []Outcome
+	for _, e := range o.events {
+		out = append(out, e.Outcome)
+	}
+	return out
+}
+
+func constKey(k string) keyfunc.KeyFunc {
+	return func(*http.Request) (string, error) { return k, nil }
+}
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+var okHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusOK)
+	_, _ = io.WriteString(w, "ok")
+})
+
+func mustNew(t testing.TB, s store.Store, k keyfunc.KeyFunc, l store.Limit, opts ...Option) *Limiter {
+	t.Helper()
+	opts = append([]Option{WithLogger(quiet)}, opts...)
+	lim, err := New(s, k, l, opts...)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return lim
+}
+
+func mustMem(t testing.TB) *memstore.Store {
+	t.Helper()
+	st, err := memstore.New(memstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func do(h http.Handler) *httptest.ResponseRecorder {
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/api/ping", nil))
+	return rec
+}
+
+func request(method, path, remote string, hdr ...string) *http.Request {
+	r := httptest.NewRequest(method, path, nil)
+	r.RemoteAddr = remote
+	for i := 0; i+1 < len(hdr); i += 2 {
+		r.Header.Set(hdr[i], hdr[i+1])
+	}
+	return r
+}
+
+func serveReq(h http.Handler, r *http.Request) *httptest.ResponseRecorder {
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, r)
+	return rec
+}

@@ -1,0 +1,145 @@
+package middleware
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/ratekeeper/ratekeeper/headers"
+	"github.com/ratekeeper/ratekeeper/store"
+)
+
+// limitSet is a policy's limits, validated and compiled once: the header
+// values that depend only on the limits are formatted here, not per
+// request.
+type limitSet struct {
+	limits    []store.Limit
+	capacity  int64      // the smallest capacity, for the cost-exceeded body
+	limitHdr  [][]string // X-RateLimit-Limit value of each limit
+	items     []string   // IETF item name of each limit
+	quoted    []string   // the same as RFC 9651 sf-strings; nil without IETF
+	policyHdr []string   // RateLimit-Policy value; nil without IETF
+}
+
+// compileLimits validates limits as every store would and prepares their
+// header values for policy.
+func compileLimits(w headers.Writer, policy string, limits []store.Limit, countDenied bool) (*limitSet, error) {
+	probe := store.Request{Key: "probe", Limits: limits, CountDenied: countDenied}
+	if err := probe.Validate(); err != nil {
+		return nil, err
+	}
+	set := &limitSet{
+		limits:   slices.Clone(limits),
+		capacity: limits[0].Capacity(),
+		limitHdr: make([][]string, len(limits)),
+		items:    make([]string, len(limits)),
+	}
+	var pv strings.Builder
+	for i, l := range limits {
+		set.capacity = min(set.capacity, l.Capacity())
+		set.limitHdr[i] = []string{strconv.FormatInt(l.Capacity(), 10)}
+		name := policy
+		if len(limits) > 1 {
+			name = l.Name
+			if name == "" {
+				name = policy + "-" + strconv.Itoa(i)
+			}
+		}
+		set.items[i] = name
+		if !w.IETF {
+			continue
+		}
+		q, err := quoteSFString(name)
+		if err != nil {
+			return nil, err
+		}
+		set.quoted = append(set.quoted, q)
+		if i > 0 {
+			pv.WriteString(", ")
+		}
+		pv.WriteString(q)
+		pv.WriteString(";q=")
+		pv.WriteString(strconv.FormatInt(l.Capacity(), 10))
+		pv.WriteString(";w=")
+		pv.WriteString(strconv.FormatInt(max(ceilSeconds(l.Period), 1), 10))
+	}
+	if w.IETF {
+		set.policyHdr = []string{pv.String()}
+	}
+	return set, nil
+}
+
+// maxDynamicSets bounds the distinct WithLimitsFunc results kept per tier.
+const maxDynamicSets = 64
+
+// limitCache holds the compiled distinct results of a limits function:
+// lookups are lock-free, additions copy the list under a lock.
+type limitCache struct {
+	mu   sync.Mutex
+	sets atomic.Pointer[[]*limitSet]
+}
+
+func (c *limitCache) find(limits []store.Limit) *limitSet {
+	if p := c.sets.Load(); p != nil {
+		for _, s := range *p {
+			if slices.Equal(s.limits, limits) {
+				return s
+			}
+		}
+	}
+	return nil
+}
+
+// add keeps set unless the cache is full, and returns the cached set equal
+// to it.
+func (c *limitCache) add(set *limitSet) *limitSet {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s := c.find(set.limits); s != nil {
+		return s
+	}
+	var old []*limitSet
+	if p := c.sets.Load(); p != nil {
+		old = *p
+	}
+	if len(old) >= maxDynamicSets {
+		return set
+	}
+	next := append(slices.Clip(old), set)
+	c.sets.Store(&next)
+	return set
+}
+
+// sets returns the tier's configured limits and every cached result of the
+// limits function.
+func (t *tierState) sets() []*limitSet {
+	out := []*limitSet{t.limits}
+	if p := t.dynamic.sets.Load(); p != nil {
+		out = append(out, *p...)
+	}
+	return out
+}
+
+// dynamicLimits asks the limits function for r's limits in tier t and
+// returns them compiled, from the cache when they were seen before.
+func (q *quota) dynamicLimits(r *http.Request, t *tierState) (*limitSet, error) {
+	limits, err := q.limitsFunc(r, t.name)
+	if err != nil {
+		return nil, fmt.Errorf("%w: limits function: %w", errMisconfigured, err)
+	}
+	if len(limits) == 0 || slices.Equal(limits, t.limits.limits) {
+		return t.limits, nil
+	}
+	if set := t.dynamic.find(limits); set != nil {
+		return set, nil
+	}
+	set, err := compileLimits(q.hdr, t.policy, limits, q.countDenied)
+	if err != nil {
+		return nil, fmt.Errorf("%w: limits function: %w", errMisconfigured, err)
+	}
+	return t.dynamic.add(set), nil
+}
