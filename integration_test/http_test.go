@@ -11,7 +11,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ratekeeper/ratekeeper/headers"
 	"github.com/ratekeeper/ratekeeper/keyfunc"
 	"github.com/ratekeeper/ratekeeper/middleware"
 	"github.com/ratekeeper/ratekeeper/store"
@@ -79,7 +78,7 @@ func serve(h http.Handler) *httptest.ResponseRecorder {
 // remaining parses X-RateLimit-Remaining; ok is false when it is absent.
 func remaining(t testing.TB, rec *httptest.ResponseRecorder) (n int64, ok bool) {
 	t.Helper()
-	v := rec.Header().Get(headers.Remaining)
+	v := rec.Header().Get("X-Ratelimit-Remaining")
 	if v == "" {
 		return 0, false
 	}
