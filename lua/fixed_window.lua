@@ -1,7 +1,7 @@
 -- fixed_window.lua: state[i] is a hash {w, cur} for limit i: the start w
 -- of the window (microseconds, a multiple of the period) and the units cur
--- counted in it. Window algorithms count up to the capacity, which is the
--- rate unless the limit trips on reaching it.
+-- counted in it. Window algorithms count up to the capacity, the
+-- rate.
 local start, cur = {}, {}
 for i = 1, n do
   local p, r = period[i], cap[i]

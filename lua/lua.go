@@ -6,14 +6,17 @@ import (
 	"fmt"
 )
 
+//go:embed common.lua
+var common string
+
 //go:embed prelude.lua
 var prelude string
 
-//go:embed gcra.lua
-var gcra string
+//go:embed lean.lua
+var leanPrelude string
 
-//go:embed token_bucket.lua
-var tokenBucket string
+//go:embed bucket.lua
+var bucket string
 
 //go:embed sliding_window_log.lua
 var slidingWindowLog string
@@ -34,8 +37,9 @@ var names = [...]string{
 	"fixed_window",
 }
 
-// bodies holds each algorithm file, indexed like names.
-var bodies = [...]*string{&gcra, &tokenBucket, &slidingWindowLog, &slidingWindowCounter, &fixedWindow}
+// bodies holds each algorithm's file, indexed like names. GCRA and the
+// token bucket are one algorithm and share one file.
+var bodies = [...]*string{&bucket, &bucket, &slidingWindowLog, &slidingWindowCounter, &fixedWindow}
 
 // ErrUnknownScript is returned by [Source] for a name that is not in
 // [Names].
@@ -50,15 +54,21 @@ func Names() []string {
 }
 
 // Source returns the complete script for the algorithm name (for example
-// "token_bucket"): the common prelude followed by the algorithm. It returns
-// an error wrapping [ErrUnknownScript] when name is not one of [Names].
+// "token_bucket"): common.lua, then the lean prelude (lean true: one limit,
+// no block, de-duplication or counted refusals) or the full one, then the
+// algorithm. It returns an error wrapping [ErrUnknownScript] when name is
+// not one of [Names].
 //
 // The result is the exact text to pass to EVAL or SCRIPT LOAD; its SHA-1
 // is stable for a given build. Source is safe for concurrent use.
-func Source(name string) (string, error) {
+func Source(name string, lean bool) (string, error) {
+	p := prelude
+	if lean {
+		p = leanPrelude
+	}
 	for i, n := range names {
 		if n == name {
-			return prelude + "\n" + *bodies[i], nil
+			return common + "\n" + p + "\n" + *bodies[i], nil
 		}
 	}
 	return "", fmt.Errorf("%w %q", ErrUnknownScript, name)

@@ -1,88 +1,18 @@
--- prelude.lua: shared by every ratekeeper script. The loader places it in
--- front of one algorithm file; the result is one script. See doc.go for the
--- KEYS/ARGV contract and the reply.
---
--- Arithmetic follows the Go in-memory store step for step: integer
--- microseconds, float64 where a rate divides time, expressions evaluated
--- left to right in the same order, so that both stores reach the same
--- decisions.
-
--- ceil_us rounds a duration in microseconds up; zero when not positive.
-local function ceil_us(x)
-  if not (x > 0) then
-    return 0
-  end
-  return math.ceil(x)
-end
-
--- floor_units rounds a number of units down, within [0, hi].
-local function floor_units(x, hi)
-  if not (x > 0) then
-    return 0
-  end
-  if x >= hi then
-    return hi
-  end
-  return math.floor(x)
-end
-
--- earliest returns the smallest d >= 1 near guess for which ok(d) holds. ok
--- is the admission test a later call would run, monotone in d, so a
--- retry time computed in floating point becomes exact to the microsecond.
-local function earliest(guess, ok)
-  local d = guess
-  if d < 1 then
-    d = 1
-  end
-  local i = 0
-  while i < 64 and not ok(d) do
-    d = d + 1
-    i = i + 1
-  end
-  i = 0
-  while i < 64 and d > 1 and ok(d - 1) do
-    d = d - 1
-    i = i + 1
-  end
-  return d
-end
-
--- ttl_ms turns how long state still matters (microseconds) into a key TTL in
--- whole milliseconds, rounded up and at least 1 (PEXPIRE 0 would delete).
-local function ttl_ms(us)
-  local ms = math.ceil(us / 1000)
-  if ms < 1 then
-    return 1
-  end
-  return ms
-end
-
--- int formats an integral number for a Redis argument. Lua's own number to
--- string conversion keeps only 14 significant digits.
-local function int(x)
-  return string.format('%d', x)
-end
-
--- Support Redis 3.2-4.0, where writing after TIME needs effect replication.
--- Newer servers always replicate effects and accept the call as a no-op.
-if redis.replicate_commands then
-  redis.replicate_commands()
-end
-
-local clock = redis.call('TIME')
-local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
+-- prelude.lua: the full prelude, for requests with several limits, a block,
+-- a de-duplication id or counted refusals. It parses the arguments, checks
+-- the block and the de-duplication id, and defines finish, which records,
+-- starts blocks and builds the reply. See doc.go.
 
 local mode = ARGV[1]
 local take = mode == 'take'
 local cost = tonumber(ARGV[2])
 local nonce = ARGV[3]
-local replay_ms = tonumber(ARGV[4])
-local count_denied = ARGV[5] == '1'
-local dedup_id = ARGV[6]
-local n = tonumber(ARGV[7])
-if (not take and mode ~= 'peek') or not cost or cost < 1 or not replay_ms
-    or (ARGV[5] ~= '0' and ARGV[5] ~= '1') or not n or n < 1
-    or #ARGV ~= 7 + 6 * n or #KEYS < 5 then
+local count_denied = ARGV[4] == '1'
+local dedup_id = ARGV[5]
+local n = tonumber(ARGV[6])
+if (not take and mode ~= 'peek') or not cost or cost < 1
+    or (ARGV[4] ~= '0' and ARGV[4] ~= '1') or not n or n < 1
+    or #ARGV ~= 6 + 6 * n or #KEYS < 4 then
   error('ratekeeper: malformed arguments')
 end
 
@@ -92,7 +22,7 @@ end
 local rate, period, cap, block, block_max, scope = {}, {}, {}, {}, {}, {}
 local longest = 0
 for i = 1, n do
-  local b = 7 + 6 * (i - 1)
+  local b = 6 + 6 * (i - 1)
   rate[i] = tonumber(ARGV[b + 1])
   period[i] = tonumber(ARGV[b + 2])
   cap[i] = tonumber(ARGV[b + 3])
@@ -110,33 +40,13 @@ for i = 1, n do
   end
 end
 
--- KEYS[1] is the replay record, KEYS[2] the block, KEYS[3] the strike
--- counter, KEYS[4] the de-duplication hash, KEYS[5..] the state keys:
--- state[i] for limit i (sliding_window_log: state[1] only).
-local op_key, block_key, strikes_key, dedup_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+-- KEYS[1] is the block, KEYS[2] the strike counter, KEYS[3] the
+-- de-duplication hash, KEYS[4..] the state keys: state[i] for limit i
+-- (sliding_window_log: state[1] only).
+local block_key, strikes_key, dedup_key = KEYS[1], KEYS[2], KEYS[3]
 local state = {}
-for i = 5, #KEYS do
-  state[i - 4] = KEYS[i]
-end
-
--- A take attempt that already wrote state has a replay record
--- "<integers>|<scope>": answer with it instead of counting the same attempt
--- again.
-if take and replay_ms > 0 then
-  local rec = redis.call('GET', op_key)
-  if rec then
-    local head, sc = string.match(rec, '^([^|]*)|(.*)$')
-    if not head then
-      error('ratekeeper: malformed replay record')
-    end
-    local out = {}
-    for v in string.gmatch(head, '[^,]+') do
-      out[#out + 1] = tonumber(v)
-    end
-    out[6] = 1
-    out[#out + 1] = sc
-    return out
-  end
+for i = 4, #KEYS do
+  state[i - 3] = KEYS[i]
 end
 
 -- The block key holds the scope of the limit that tripped it; its TTL is
@@ -272,16 +182,15 @@ end
 
 -- finish decides from the algorithm's verdicts, writes through record (the
 -- algorithm's function that adds the request to every limit) when the
--- request is admitted or its refusal counts, starts a block, stores the
--- replay record when anything was written, and returns the reply.
+-- request is admitted or its refusal counts, starts a block, and returns
+-- the reply.
 local function finish(record)
-  local wrote, sc, ttl = false, '', 0
+  local sc, ttl = '', 0
   local started, after = false, false
   if blocked then
     sc, ttl = block_scope, block_ttl
     if take and count_denied then
       record()
-      wrote = true
     end
   elseif duplicate then
     allowed = true
@@ -290,16 +199,14 @@ local function finish(record)
     if take then
       record()
       remember()
-      wrote = true
     end
   elseif take then
     if count_denied then
       record()
-      wrote = true
     end
     sc, ttl = start_block()
     if sc then
-      started, wrote = true, true
+      started = true
     else
       sc = ''
     end
@@ -313,10 +220,17 @@ local function finish(record)
   end
   local r
   if blocked or started then
+    -- A retry is admitted once the block has ended and every limit that
+    -- refuses the request now would admit it.
     local us = ttl * 1000
-    r = {0, -1, 0, us, us, 0, 1, 0, 0}
+    for i = 1, n do
+      if not ok[i] and retry[i] > us then
+        us = retry[i]
+      end
+    end
+    r = {0, -1, 0, us, us, 1, 0, 0}
     if started then
-      r[8] = 1
+      r[7] = 1
     end
   else
     local d = 0
@@ -329,71 +243,20 @@ local function finish(record)
         d = i
       end
     end
-    r = {0, d - 1, rem[d], reset[d], retry[d], 0, 0, 0, 0}
+    r = {0, d - 1, rem[d], reset[d], retry[d], 0, 0, 0}
     if allowed then
       r[1] = 1
       r[5] = 0
     end
     if duplicate then
-      r[9] = 1
+      r[8] = 1
     end
   end
   for i = 1, n do
-    r[8 + 2 * i] = rem[i]
-    r[9 + 2 * i] = reset[i]
-  end
-  if wrote and replay_ms > 0 then
-    local parts = {}
-    for i = 1, #r do
-      parts[i] = int(r[i])
-    end
-    redis.call('SET', op_key, table.concat(parts, ',') .. '|' .. sc, 'PX', int(replay_ms))
+    r[7 + 2 * i] = rem[i]
+    r[8 + 2 * i] = reset[i]
   end
   r[#r + 1] = sc
   return r
 end
 
--- GCRA and the token bucket make the same decisions: a theoretical arrival
--- time TAT is the bucket seen from the other side, TAT = ts + (B - tokens)
--- * P / R. Both keep {ts, tokens}, which stays exact where an absolute
--- float TAT would not (0.25µs resolution at today's epoch, and sums of
--- fractional emission intervals drift past the tolerance).
-
--- bucket_tokens returns the tokens of limit i at time t, given the stored
--- tokens at time ts (nil when there is no state): full when absent, else
--- refilled by (t - ts) * R / P up to the capacity.
-local function bucket_tokens(i, tokens, ts, t)
-  if not tokens then
-    return cap[i]
-  end
-  local d = t - ts
-  if d < 0 then
-    d = 0
-  end
-  return math.min(tokens + d * rate[i] / period[i], cap[i])
-end
-
--- bucket decides limit i from its stored state and returns the tokens left
--- after an admitted request.
-local function bucket(i, tokens, ts)
-  local r, p, b = rate[i], period[i], cap[i]
-  local tok = bucket_tokens(i, tokens, ts, now)
-  rem0[i] = floor_units(tok, b)
-  reset0[i] = ceil_us((b - tok) * p / r)
-  if tok >= cost then
-    local left = tok - cost
-    ok[i] = true
-    rem1[i] = floor_units(left, b)
-    reset1[i] = ceil_us((b - left) * p / r)
-    retry[i] = 0
-    return left
-  end
-  ok[i] = false
-  allowed = false
-  retry[i] = earliest(ceil_us((cost - tok) * p / r), function(d)
-    return bucket_tokens(i, tokens, ts, now + d) >= cost
-  end)
-  return nil
-end
-
--- The algorithm follows.

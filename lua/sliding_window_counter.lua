@@ -1,8 +1,7 @@
 -- sliding_window_counter.lua: state[i] is a hash {w, cur, prev} for limit
 -- i: the start w of the window that cur counts (microseconds, a multiple of
 -- the period) and the count prev of the window before it. Window algorithms
--- count up to the capacity, which is the rate unless the limit trips on
--- reaching it.
+-- count up to the capacity, the rate.
 
 -- counter_at returns the window containing t and the counts of that window
 -- and the one before it, as stored state {w, c, pv} (w nil when absent)

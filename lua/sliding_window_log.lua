@@ -2,7 +2,7 @@
 -- of the request. Each recorded unit is a member "<now>:<nonce>:<j>" scored
 -- with its time in microseconds. A unit is inside limit i's window when its
 -- score is greater than now - period[i]. Window algorithms count up to the
--- capacity, which is the rate unless the limit trips on reaching it.
+-- capacity, the rate.
 local key = state[1]
 local newest = nil
 local most = 0 -- the largest rate

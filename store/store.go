@@ -145,6 +145,11 @@ const maxRate = 1 << 30
 // keeps microsecond arithmetic far from float64's 2^53.
 const maxPeriod = 366 * 24 * time.Hour
 
+// maxDrain bounds the time a full GCRA or token bucket takes to drain
+// (Burst·Period/Rate), so that every duration a store reports fits a
+// time.Duration and stays exact in a float64 of microseconds.
+const maxDrain = 100 * maxPeriod
+
 // Validate reports whether l is usable. Errors wrap [ErrInvalidLimit] and
 // name the offending field.
 func (l Limit) Validate() error {
@@ -173,6 +178,9 @@ func (l Limit) Validate() error {
 		return fmt.Errorf("%w: Block must be <= %s, got %s", ErrInvalidLimit, maxPeriod, l.Block)
 	case l.BlockMax != 0 && (l.Block == 0 || l.BlockMax < l.Block || l.BlockMax > maxPeriod || l.BlockMax%time.Millisecond != 0):
 		return fmt.Errorf("%w: BlockMax must be 0 or whole milliseconds between Block and %s, got %s", ErrInvalidLimit, maxPeriod, l.BlockMax)
+	}
+	if drain := float64(l.Capacity()) * float64(l.Period) / float64(l.Rate); drain > float64(maxDrain) {
+		return fmt.Errorf("%w: Burst·Period/Rate (the time a full bucket takes to drain) must be <= %s, got %.0fh", ErrInvalidLimit, maxDrain, drain/float64(time.Hour))
 	}
 	for _, r := range l.Name {
 		if r < 0x20 || r == 0x7f {
@@ -297,6 +305,10 @@ type Decision struct {
 	// Duplicate reports an admission as a repeat of [Request.DedupID],
 	// which was not recorded again.
 	Duplicate bool
+	// Cached reports a refusal answered from the store's local memory of
+	// an earlier refusal, without asking the backend (see the Redis
+	// store's deny cache).
+	Cached bool
 	// PerLimit holds each limit's state, in request order, when the request
 	// has more than one limit; nil for single-limit requests.
 	PerLimit []LimitState

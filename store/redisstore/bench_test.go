@@ -92,26 +92,28 @@ func BenchmarkEncodeKey(b *testing.B) {
 	}
 }
 
-// BenchmarkCommand measures building a take's keys and arguments: the
-// client-side work of a Take besides the network.
-func BenchmarkCommand(b *testing.B) {
+// BenchmarkArgs measures building a take's keys and arguments for the full
+// script: the client-side work of a Take besides the network.
+func BenchmarkArgs(b *testing.B) {
 	s, err := New(nilClient(), Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
 	req := store.Request{Key: "203.0.113.7", Limits: []store.Limit{store.PerSecond(10), store.PerMinute(100)}}
+	sc := &s.scripts[store.GCRA][0]
+	base := keyBase(s.prefix, EncodeKey(req.Key))
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
-		_, keys, args := s.command("take", req, s.nonce())
-		if len(keys) != 6 || len(args) != 19 {
-			b.Fatal("unexpected command shape")
+		args := s.fullArgs(modeTake, base, sc, &req, 1)
+		if len(args) != 3+5+6+12 {
+			b.Fatalf("unexpected command shape: %d arguments", len(args))
 		}
 	}
 }
 
 func BenchmarkDecodeReply(b *testing.B) {
 	limits := []store.Limit{store.PerSecond(10), store.PerMinute(100)}
-	v := replyOf("", 1, 0, 9, 100000, 0, 0, 0, 0, 0, 9, 100000, 99, 600000)
+	v := replyOf("", 1, 0, 9, 100000, 0, 0, 0, 0, 9, 100000, 99, 600000)
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
 		r, err := decodeReply(v, limits)

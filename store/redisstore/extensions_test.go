@@ -718,8 +718,6 @@ func TestTTLOnBlockStrikesAndDedupKeys(t *testing.T) {
 				switch {
 				case ok:
 					seen++
-				case strings.Contains(k, ":op:"):
-					limit = DefaultReplayTTL
 				default:
 					limit = maxTTL(limits)
 				}
@@ -729,91 +727,6 @@ func TestTTLOnBlockStrikesAndDedupKeys(t *testing.T) {
 			}
 			if seen != len(bounds) {
 				t.Fatalf("found %d of the block, strike and de-duplication keys, want all %d", seen, len(bounds))
-			}
-		})
-	}
-}
-
-func TestReplayBlockStart(t *testing.T) {
-	// A re-sent block-starting attempt returns the first reply: the block
-	// is started and escalated once.
-	ctx := context.Background()
-	for _, alg := range store.Algorithms {
-		t.Run(alg.String(), func(t *testing.T) {
-			s, c := newStore(t, Options{})
-			limits := []store.Limit{{Name: "l", Algorithm: alg, Rate: 1, Period: time.Hour, Block: time.Minute, BlockMax: time.Hour}}
-			req := store.Request{Key: "replay", Limits: limits}
-			if err := req.Validate(); err != nil {
-				t.Fatal(err)
-			}
-			mustTake(t, s, req)
-			script, keys, args := s.command("take", req, "attempt-1")
-			var first reply
-			for i := 0; i < 3; i++ {
-				v, err := script.Run(ctx, c, keys, args...).Result()
-				if err != nil {
-					t.Fatal(err)
-				}
-				r, err := decodeReply(v, limits)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if r.replayed != (i > 0) || !r.blockStarted || r.scope != "l" {
-					t.Fatalf("run %d: got %+v, want the block started (replayed %v)", i, r, i > 0)
-				}
-				if i == 0 {
-					first = r
-					continue
-				}
-				r.replayed = false
-				if r != first {
-					t.Fatalf("run %d: got %+v, want the first reply %+v", i, r, first)
-				}
-			}
-			strikes, err := c.Get(ctx, keyBase(s.prefix, "replay")+tagStrikes).Int64()
-			if err != nil || strikes != 1 {
-				t.Fatalf("got %d strikes (%v), want 1", strikes, err)
-			}
-			if d := mustTake(t, s, req); !d.Blocked || d.BlockStarted {
-				t.Fatalf("fresh attempt: got %s, want blocked, not started", fmtFull(d))
-			}
-		})
-	}
-}
-
-func TestReplayCountedRefusal(t *testing.T) {
-	// A counted refusal writes state, so it leaves a replay record and a
-	// re-sent copy is not counted again.
-	ctx := context.Background()
-	for _, alg := range windowAlgorithms {
-		t.Run(alg.String(), func(t *testing.T) {
-			s, c := newStore(t, Options{})
-			limits := []store.Limit{{Name: "l", Algorithm: alg, Rate: 1, Period: time.Hour}}
-			req := store.Request{Key: "counted", Limits: limits, CountDenied: true}
-			mustTake(t, s, req)
-			script, keys, args := s.command("take", req, "attempt-1")
-			for i := 0; i < 3; i++ {
-				v, err := script.Run(ctx, c, keys, args...).Result()
-				if err != nil {
-					t.Fatal(err)
-				}
-				r, err := decodeReply(v, limits)
-				if err != nil || r.allowed || r.replayed != (i > 0) {
-					t.Fatalf("run %d: got %+v, %v; want refused (replayed %v)", i, r, err, i > 0)
-				}
-			}
-			state, err := s.StateKeys(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var got int64
-			if alg == store.SlidingWindowLog {
-				got, err = c.ZCard(ctx, state[0]).Result()
-			} else {
-				got, err = c.HGet(ctx, state[0], "cur").Int64()
-			}
-			if err != nil || got != 2 {
-				t.Fatalf("got %d units recorded (%v), want 2: the refusal counted once", got, err)
 			}
 		})
 	}

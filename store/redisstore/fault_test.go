@@ -121,61 +121,65 @@ func (p *dropProxy) handle(c net.Conn) {
 }
 
 // TestClientResendCountsOnce reproduces the go-redis trap: the reply of an
-// admitted take is lost, go-redis (MaxRetries 3, its default) re-sends the
-// same EVALSHA, and the replay record answers it. Without records the same
-// scenario counts the request twice, which shows the re-send happened.
+// admitted take is lost with its connection, and go-redis (MaxRetries 3,
+// its default) would re-send the same EVALSHA, which Redis would run a
+// second time. The store sends script calls with re-sends off, so the take
+// fails once (its outcome is unknown) and is counted once. A plain EVALSHA
+// through the same default client shows that the client does re-send.
 func TestClientResendCountsOnce(t *testing.T) {
 	srv := requireServer(t)
 	ctx := context.Background()
-	tests := []struct {
-		name      string
-		replayTTL time.Duration
-		want      int64 // remaining units after the take
-	}{
-		{"with replay records", 0, 8},
-		{"without replay records", -1, 7},
+	proxy := newDropProxy(t, srv.addr)
+	direct := newClient(t, srv, nil)
+	viaProxy := redis.NewClient(&redis.Options{Addr: proxy.l.Addr().String()})
+	t.Cleanup(func() { viaProxy.Close() })
+	prefix := randomPrefix(t)
+	s, err := New(viaProxy, Options{Prefix: prefix, Timeout: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			proxy := newDropProxy(t, srv.addr)
-			direct := newClient(t, srv, nil)
-			viaProxy := redis.NewClient(&redis.Options{Addr: proxy.l.Addr().String()})
-			t.Cleanup(func() { viaProxy.Close() })
-			prefix := randomPrefix(t)
-			s, err := New(viaProxy, Options{Prefix: prefix, Timeout: 3 * time.Second, ReplayTTL: tt.replayTTL})
-			if err != nil {
+	for _, alg := range store.Algorithms {
+		for v := range s.scripts[alg] {
+			if err := direct.ScriptLoad(ctx, s.scripts[alg][v].src).Err(); err != nil {
 				t.Fatal(err)
 			}
-			for _, sc := range s.scripts {
-				if err := sc.Load(ctx, direct).Err(); err != nil {
-					t.Fatal(err)
-				}
-			}
-			req := store.Request{Key: "resend", Limits: []store.Limit{{Rate: 9, Period: time.Hour}}}
-			proxy.drops.Store(1)
-			d, err := s.Take(ctx, req)
-			if err != nil {
-				t.Fatalf("take through a dropped reply: %v", err)
-			}
-			if proxy.drops.Load() >= 0 {
-				t.Fatal("the proxy dropped no reply")
-			}
-			if d.Remaining != tt.want {
-				t.Fatalf("got remaining %d, want %d", d.Remaining, tt.want)
-			}
-			check, err := New(direct, Options{Prefix: prefix})
-			if err != nil {
-				t.Fatal(err)
-			}
-			p, err := check.Peek(ctx, req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if p.Remaining != tt.want-1 {
-				t.Fatalf("peek: got remaining %d, want %d", p.Remaining, tt.want-1)
-			}
-		})
+		}
 	}
+	req := store.Request{Key: "resend", Limits: []store.Limit{{Rate: 9, Period: time.Hour}}}
+	proxy.drops.Store(1)
+	if _, err := s.Take(ctx, req); err == nil || store.KindOf(err) != store.KindConnection {
+		t.Fatalf("take through a dropped reply: got %v, want a connection error", err)
+	}
+	if proxy.drops.Load() >= 0 {
+		t.Fatal("the proxy dropped no reply")
+	}
+	check, err := New(direct, Options{Prefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := check.Peek(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Remaining != 8 {
+		t.Fatalf("peek after the dropped take: got remaining %d, want 8 (counted once)", p.Remaining)
+	}
+
+	// The same client re-sends a plain script call: the counter runs twice.
+	const incr = "return redis.call('INCR', KEYS[1])"
+	sha, err := direct.ScriptLoad(ctx, incr).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := prefix + ":resend-plain"
+	proxy.drops.Store(1)
+	if err := viaProxy.EvalSha(ctx, sha, []string{key}).Err(); err != nil {
+		t.Fatalf("plain EVALSHA through a dropped reply: %v (the client did not re-send?)", err)
+	}
+	if n, err := direct.Get(ctx, key).Int64(); err != nil || n != 2 {
+		t.Fatalf("plain EVALSHA: counter %d (%v), want 2: a default client re-sends", n, err)
+	}
+	direct.Del(ctx, key)
 }
 
 // TestTimeoutBound pauses Redis under a client that ignores context

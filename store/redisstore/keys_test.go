@@ -149,7 +149,8 @@ func TestDecisionKeysShareOneSlot(t *testing.T) {
 					if err := req.Validate(); err != nil {
 						t.Fatal(err)
 					}
-					_, keys, _ := s.command(mode, req, s.nonce())
+					cmd := s.command(mode, &req, 1)
+					keys := cmd.keys()
 					want := EncodeKey(key)
 					for _, k := range keys {
 						if tag := hashTag(k); tag != want {

@@ -55,19 +55,14 @@ func TestTTLOnEveryKey(t *testing.T) {
 				}
 			}
 			keys := prefixKeys(t, c, s.prefix)
-			var state, ops int
+			var state int
 			for _, k := range keys {
 				ttl, err := c.PTTL(ctx, k).Result()
 				if err != nil {
 					t.Fatal(err)
 				}
 				limit := maxTTL(req.Limits)
-				if strings.Contains(k, ":op:") {
-					ops++
-					limit = DefaultReplayTTL
-				} else {
-					state++
-				}
+				state++
 				// -1 is a key without TTL; -2 a key that expired since
 				// SCAN, and 0 one expiring within the millisecond: both
 				// had a TTL.
@@ -79,8 +74,8 @@ func TestTTLOnEveryKey(t *testing.T) {
 			if alg == store.SlidingWindowLog {
 				wantState = 1
 			}
-			if state != wantState || ops < 1 || ops > 2 {
-				t.Fatalf("got %d state keys and %d replay records (%q), want %d and one per admitted take", state, ops, keys, wantState)
+			if state != wantState {
+				t.Fatalf("got %d state keys (%q), want %d", state, keys, wantState)
 			}
 		})
 	}
@@ -96,22 +91,22 @@ func TestTTLSubMillisecondRemainder(t *testing.T) {
 	if err := req.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	script, keys, args := s.command("take", req, "n1")
-	if err := script.Load(ctx, clock.c).Err(); err != nil {
+	cmd := s.command(modeTake, &req, 1)
+	if err := clock.c.ScriptLoad(ctx, cmd.sc.src).Err(); err != nil {
 		t.Fatal(err)
 	}
 	var ttl *redis.DurationCmd
 	var run *redis.Cmd
 	_, err := clock.c.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		run = script.EvalSha(ctx, p, keys, args...)
-		ttl = p.PTTL(ctx, keys[4])
+		run = p.Do(ctx, cmd.args...)
+		ttl = p.PTTL(ctx, cmd.key)
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r, err := decodeReply(run.Val(), req.Limits); err != nil || !r.allowed {
-		t.Fatalf("got %+v, %v; want an admission", r, err)
+	if d, err := decodeLean(run.Val(), cmd.li); err != nil || !d.Allowed {
+		t.Fatalf("got %+v, %v; want an admission", d, err)
 	}
 	// Inside EXEC expiry is judged at the transaction's start, so the key
 	// exists; PTTL reads the real clock and may already round down to 0.
@@ -251,9 +246,10 @@ func TestScriptFlush(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, alg := range store.Algorithms {
-		sha := s.scripts[alg].Hash()
-		if ok, err := c.ScriptExists(ctx, sha).Result(); err != nil || ok[0] {
-			t.Fatalf("%s: script still cached after SCRIPT FLUSH (%v)", alg, err)
+		for _, sc := range s.scripts[alg] {
+			if ok, err := c.ScriptExists(ctx, sc.sha).Result(); err != nil || ok[0] {
+				t.Fatalf("%s: script still cached after SCRIPT FLUSH (%v)", alg, err)
+			}
 		}
 	}
 	d, err := s.Take(ctx, req)
@@ -263,96 +259,28 @@ func TestScriptFlush(t *testing.T) {
 	if !d.Allowed || d.Remaining != 8 {
 		t.Fatalf("take after SCRIPT FLUSH: got %s, want admitted with 8 remaining", fmtDecision(d))
 	}
-	if ok, err := c.ScriptExists(ctx, s.scripts[store.GCRA].Hash()).Result(); err != nil || !ok[0] {
+	if ok, err := c.ScriptExists(ctx, s.scripts[store.GCRA][1].sha).Result(); err != nil || !ok[0] {
 		t.Fatalf("script not cached again after the EVAL fallback (%v)", err)
 	}
 }
 
-func TestReplaySameAttempt(t *testing.T) {
+// TestNoKeyPerRequest: admitted takes leave only state keys behind, one
+// per limit (or one log), never a key per request.
+func TestNoKeyPerRequest(t *testing.T) {
 	ctx := context.Background()
 	for _, alg := range store.Algorithms {
 		t.Run(alg.String(), func(t *testing.T) {
 			s, c := newStore(t, Options{})
-			req := store.Request{Key: "replay", Limits: []store.Limit{{Algorithm: alg, Rate: 5, Period: time.Hour}}, Cost: 2}
-			if err := req.Validate(); err != nil {
-				t.Fatal(err)
-			}
-			script, keys, args := s.command("take", req, "attempt-1")
-			var first reply
-			for i := 0; i < 3; i++ {
-				v, err := script.Run(ctx, c, keys, args...).Result()
-				if err != nil {
-					t.Fatal(err)
-				}
-				r, err := decodeReply(v, req.Limits)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if r.replayed != (i > 0) {
-					t.Fatalf("run %d: got replayed %v, want %v", i, r.replayed, i > 0)
-				}
-				if i == 0 {
-					first = r
-					continue
-				}
-				r.replayed = false
-				if r != first {
-					t.Fatalf("run %d: got %+v, want the first reply %+v", i, r, first)
+			req := store.Request{Key: "perreq", Limits: []store.Limit{{Algorithm: alg, Rate: 1000, Period: time.Hour}}}
+			for i := 0; i < 50; i++ {
+				if d, err := s.Take(ctx, req); err != nil || !d.Allowed {
+					t.Fatalf("take %d: %v, %v", i, d, err)
 				}
 			}
-			ttl, err := c.PTTL(ctx, keys[0]).Result()
-			if err != nil || ttl <= 0 || ttl > DefaultReplayTTL {
-				t.Fatalf("replay record PTTL %s (%v), want in (0, %s]", ttl, err, DefaultReplayTTL)
-			}
-			d, err := s.Peek(ctx, store.Request{Key: req.Key, Limits: req.Limits})
-			if err != nil {
-				t.Fatal(err)
-			}
-			// 3 units left; the peek's own unit leaves 2.
-			if d.Remaining != 2 {
-				t.Fatalf("after three runs of one attempt: got remaining %d, want 2 (counted once)", d.Remaining)
-			}
-			// A fresh attempt counts.
-			script, keys, args = s.command("take", req, "attempt-2")
-			if err := script.Run(ctx, c, keys, args...).Err(); err != nil {
-				t.Fatal(err)
-			}
-			// A refused attempt writes nothing, not even a record.
-			script, keys, args = s.command("take", req, "attempt-3")
-			v, err := script.Run(ctx, c, keys, args...).Result()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if r, err := decodeReply(v, req.Limits); err != nil || r.allowed {
-				t.Fatalf("third attempt: got %+v, %v; want refused", r, err)
-			}
-			if n, err := c.Exists(ctx, keys[0]).Result(); err != nil || n != 0 {
-				t.Fatalf("refused attempt left a replay record (%d, %v)", n, err)
+			if keys := prefixKeys(t, c, s.prefix); len(keys) != 1 {
+				t.Fatalf("got keys %q after 50 takes, want one state key", keys)
 			}
 		})
-	}
-}
-
-func TestReplayDisabled(t *testing.T) {
-	ctx := context.Background()
-	s, c := newStore(t, Options{ReplayTTL: -1})
-	req := store.Request{Key: "noreplay", Limits: []store.Limit{{Rate: 5, Period: time.Hour}}}
-	script, keys, args := s.command("take", req, "same")
-	for i := 0; i < 2; i++ {
-		if err := script.Run(ctx, c, keys, args...).Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if n, err := c.Exists(ctx, keys[0]).Result(); err != nil || n != 0 {
-		t.Fatalf("replay record written with ReplayTTL < 0 (%d, %v)", n, err)
-	}
-	d, err := s.Peek(ctx, req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// 3 units left; the peek's own unit leaves 2.
-	if d.Remaining != 2 {
-		t.Fatalf("got remaining %d, want 2: without records each run counts", d.Remaining)
 	}
 }
 

@@ -21,18 +21,15 @@ import (
 const (
 	// DefaultPrefix starts every key the store writes.
 	DefaultPrefix = "ratekeeper"
-	// DefaultTimeout bounds one store call.
+	// DefaultTimeout is the decision budget: the longest one Take, Peek or
+	// Reset waits for Redis.
 	DefaultTimeout = 50 * time.Millisecond
-	// DefaultReplayTTL is how long a take's replay record lives unless
-	// Timeout is longer. The client library re-sends a command only
-	// during the call (go-redis stops retrying once the store's deadline
-	// has passed), but a re-sent copy may then wait in the socket buffers
-	// of a slow or briefly stalled Redis before it runs; the record must
-	// still exist when it does. Ten seconds is far beyond the default
-	// 50ms Timeout, for the price of one small key per take that writes
-	// state (an admitted take, a counted refusal, a block start) held that
-	// long: about 10 MB at 10,000 such takes per second.
-	DefaultReplayTTL = 10 * time.Second
+	// DefaultClusterReload is the default [Options.ClusterReload].
+	DefaultClusterReload = time.Second
+	// DefaultMaxBatch is the default [Options.MaxBatch].
+	DefaultMaxBatch = 128
+	// DefaultDenyCacheSize is the default [Options.DenyCacheSize].
+	DefaultDenyCacheSize = 65536
 )
 
 // Options configures a [Store]. The zero value selects every default; New
@@ -43,28 +40,14 @@ type Options struct {
 	// hash tag. Use distinct prefixes to keep applications (or tests) that
 	// share one Redis apart.
 	Prefix string
-	// Timeout bounds every Take, Peek and Reset: each returns by the
-	// earlier of ctx's deadline and now+Timeout, whatever the client's
-	// own timeouts, and even when the client ignores context deadlines
-	// (go-redis ContextTimeoutEnabled false, its default) and Redis stops
-	// answering. Default [DefaultTimeout]; negative is an error.
+	// Timeout is the decision budget, the only one: every Take, Peek and
+	// Reset returns by the earlier of ctx's deadline and now+Timeout,
+	// whatever the client's own timeouts, even when the client ignores
+	// context deadlines (go-redis ContextTimeoutEnabled false, its
+	// default) and Redis stops answering. Waiting for a pooled connection
+	// or a batch counts against it. Default [DefaultTimeout]; negative is
+	// an error.
 	Timeout time.Duration
-	// ReplayTTL is how long Redis keeps the reply of a take that wrote
-	// state (an admission, a counted refusal, a block start), so that a
-	// client library's automatic re-send of the same command returns that
-	// reply instead of counting the request (or starting a block) again.
-	// Zero means the longer of [DefaultReplayTTL] (see there why) and
-	// Timeout. It is rounded up to whole milliseconds and must be at least
-	// Timeout. A re-sent copy that reaches Redis more than ReplayTTL after
-	// the first one ran counts again.
-	//
-	// A negative ReplayTTL disables replay records, saving one short-lived
-	// key and one write per take that writes state. Do that only with a
-	// client that never re-sends commands (go-redis MaxRetries -1 and, for
-	// cluster clients, MaxRedirects -1), or one request may be counted
-	// several times (and a block escalated twice) when the network or
-	// Redis misbehaves.
-	ReplayTTL time.Duration
 	// ClusterReload is, for a cluster client (one with a ReloadState
 	// method, such as *redis.ClusterClient), the shortest interval between
 	// topology reloads the store triggers itself after a connection or
@@ -74,14 +57,30 @@ type Options struct {
 	// about ClusterReload. Zero means [DefaultClusterReload]; negative
 	// disables. Other clients ignore it.
 	ClusterReload time.Duration
+	// MaxBatch bounds how many decisions travel to Redis in one pipeline.
+	// Concurrent decisions are coalesced: a decision is sent at once when
+	// no pipeline is being written to its node, and decisions that arrive
+	// meanwhile go together in the next one, so a lone caller waits for
+	// nothing and a crowd shares round trips. Zero means
+	// [DefaultMaxBatch]; 1 sends every decision on its own; negative is an
+	// error.
+	MaxBatch int
+	// DenyCacheSize bounds the local cache of refusals: a key refused with
+	// RetryAfter T is refused again without a round trip until T has
+	// passed (see [Store.Take]). Zero means [DefaultDenyCacheSize];
+	// negative disables the cache.
+	DenyCacheSize int
 }
-
-// DefaultClusterReload is the default [Options.ClusterReload].
-const DefaultClusterReload = time.Second
 
 // reloader is implemented by cluster clients (*redis.ClusterClient).
 type reloader interface {
 	ReloadState(ctx context.Context)
+}
+
+// script is one Lua script: its source and SHA-1.
+type script struct {
+	src string
+	sha string
 }
 
 // Store is a [store.Store] that keeps state in Redis and makes every
@@ -91,13 +90,19 @@ type reloader interface {
 //
 // A Store is safe for concurrent use and holds no lock around network I/O.
 // Scripts run with EVALSHA and fall back to EVAL when the server does not
-// have them (after a restart or SCRIPT FLUSH).
+// have them (after a restart or SCRIPT FLUSH). Script calls are sent with
+// the client's re-send on failure switched off (go-redis re-sends a
+// command whose connection broke, although Redis may have run it): a call
+// whose outcome is unknown fails once instead of counting twice.
 type Store struct {
-	client    redis.UniversalClient
-	prefix    string
-	timeout   time.Duration
-	replayMS  int64
-	scripts   [store.FixedWindow + 1]*redis.Script
+	client  redis.UniversalClient
+	prefix  string
+	timeout time.Duration
+	scripts [store.FixedWindow + 1][2]script // [algorithm][lean]
+	limits  limitCache
+	deny    *denyCache // nil when disabled
+	pipes   *pipes
+
 	nonceBase string
 	seq       atomic.Uint64
 
@@ -128,22 +133,27 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 	case s.timeout == 0:
 		s.timeout = DefaultTimeout
 	}
-	switch replay := opts.ReplayTTL; {
-	case replay < 0:
-		s.replayMS = 0
-	case replay == 0:
-		s.replayMS = ceilMillis(max(DefaultReplayTTL, s.timeout))
-	case replay < s.timeout:
-		return nil, fmt.Errorf("redisstore: ReplayTTL %s is shorter than Timeout %s", replay, s.timeout)
-	default:
-		s.replayMS = ceilMillis(replay)
+	maxBatch := opts.MaxBatch
+	switch {
+	case maxBatch < 0:
+		return nil, fmt.Errorf("redisstore: negative MaxBatch %d", maxBatch)
+	case maxBatch == 0:
+		maxBatch = DefaultMaxBatch
+	}
+	switch size := opts.DenyCacheSize; {
+	case size == 0:
+		s.deny = newDenyCache(DefaultDenyCacheSize)
+	case size > 0:
+		s.deny = newDenyCache(size)
 	}
 	for _, alg := range store.Algorithms {
-		src, err := lua.Source(alg.String())
-		if err != nil {
-			return nil, fmt.Errorf("redisstore: %w", err)
+		for v, lean := range []bool{false, true} {
+			src, err := lua.Source(alg.String(), lean)
+			if err != nil {
+				return nil, fmt.Errorf("redisstore: %w", err)
+			}
+			s.scripts[alg][v] = script{src: src, sha: redis.NewScript(src).Hash()}
 		}
-		s.scripts[alg] = redis.NewScript(src)
 	}
 	if r, ok := client.(reloader); ok && opts.ClusterReload >= 0 {
 		s.reloader = r
@@ -152,6 +162,7 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 			s.reloadEvery = DefaultClusterReload
 		}
 	}
+	s.pipes = newPipes(client, maxBatch)
 	var seed [8]byte
 	if _, err := rand.Read(seed[:]); err != nil {
 		return nil, fmt.Errorf("redisstore: random nonce seed: %w", err)
@@ -160,62 +171,88 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 	return s, nil
 }
 
-// ceilMillis returns d in whole milliseconds, rounded up.
-func ceilMillis(d time.Duration) int64 {
-	return int64((d + time.Millisecond - 1) / time.Millisecond)
-}
-
 // Take checks req against every limit and records it in all of them only
 // if all admit it, in one atomic script that also applies the key's block,
 // starts blocks, counts refusals ([store.Request.CountDenied]) and
-// de-duplicates ([store.Request.DedupID]) as package store specifies.
+// de-duplicates ([store.Request.DedupID]) as package store specifies. A
+// request with one limit and none of those features runs a lean script
+// that does only its algorithm's arithmetic.
+//
 // Before any I/O it returns req.Validate's error for an invalid request. It
 // returns a *store.BackendError when Redis fails or does not answer within
 // the timeout; the request was then recorded (and a block started) once or
 // not at all, never twice.
 //
+// Refusals are cached locally (unless [Options.DenyCacheSize] is
+// negative): a single-limit request refused with RetryAfter T, or refused
+// by a block, is refused again without a round trip until T has passed,
+// measured from before the call was sent, for requests of the same key and
+// limit and at least the same cost. Only time frees capacity, so this
+// refuses nothing Redis would admit, with two exceptions an operator
+// should know: a [Store.Reset] through another Store (another process)
+// takes effect here only once T has passed, and so does a changed limit
+// that keeps the same ID, Rate, Period and Burst. Requests that count
+// refusals or carry a de-duplication id bypass the cache; such decisions
+// report [store.Decision.Cached].
+//
 // Block times come from the block key's TTL and so have millisecond
-// resolution: RetryAfter of a blocked request is the key's PTTL, never
-// shorter than the block's true remaining time.
+// resolution: RetryAfter of a blocked request is the key's PTTL (or later,
+// when a limit refuses beyond the block), never shorter than the block's
+// true remaining time.
 func (s *Store) Take(ctx context.Context, req store.Request) (store.Decision, error) {
-	return s.decide(ctx, "take", req)
+	return s.decide(ctx, modeTake, req)
 }
 
 // Peek returns the decision Take would return now without writing
 // anything to Redis: an existing block, a remembered de-duplication id, or
 // else the limits' verdict. Where Take would start a block, Peek reports
-// the refusal without Blocked, since no block exists yet. Errors are as
-// for Take.
+// the refusal without Blocked, since no block exists yet. A refusal cached
+// by Take answers Peek too. Errors are as for Take.
 func (s *Store) Peek(ctx context.Context, req store.Request) (store.Decision, error) {
-	return s.decide(ctx, "peek", req)
+	return s.decide(ctx, modePeek, req)
 }
 
 // Reset deletes the state of req.Key under req.Limits (for the sliding
 // window log, the log of exactly that set of limits) and the key's block,
 // strike counter and remembered de-duplication ids, which every limit of
-// the key shares. State of the key under other limits is kept, and replay
-// records of earlier takes are left to expire. req.Cost is ignored;
-// otherwise it returns req.Validate's error for an invalid request, and a
-// *store.BackendError when Redis fails or does not answer within the
-// timeout.
+// the key shares, and forgets cached refusals of the key under these
+// limits. State of the key under other limits is kept. req.Cost is
+// ignored; otherwise it returns req.Validate's error for an invalid
+// request, an error wrapping [store.ErrNotFound] when Redis held none of
+// these keys, and a *store.BackendError when Redis fails or does not
+// answer within the timeout.
 func (s *Store) Reset(ctx context.Context, req store.Request) error {
 	keys, err := s.StateKeys(req)
 	if err != nil {
 		return err
 	}
+	if s.deny != nil {
+		s.deny.forget(keys[0])
+	}
 	keys = appendKeyKeys(keys, keyBase(s.prefix, EncodeKey(req.Key)))
-	_, err = s.run(ctx, "reset", func(ctx context.Context) (any, error) {
-		return s.client.Del(ctx, keys...).Result()
-	})
-	return err
+	args := make([]any, 0, 1+len(keys))
+	args = append(args, "del")
+	for _, k := range keys {
+		args = append(args, k)
+	}
+	v, err := s.do(ctx, "reset", keys[0], nil, args)
+	if err != nil {
+		return err
+	}
+	if n, ok := v.(int64); !ok {
+		return backendError("reset", fmt.Errorf("%w: DEL answered %T", errBadReply, v))
+	} else if n == 0 {
+		return fmt.Errorf("redisstore: reset %q: %w", req.Key, store.ErrNotFound)
+	}
+	return nil
 }
 
 // StateKeys returns the Redis keys that hold req's per-limit state: one
 // per limit in request order, or for the sliding window log the one sorted
 // set shared by all limits of the request. The key's block, strike counter
 // and de-duplication hash ("<prefix>:{<enc key>}:block", ":strikes",
-// ":dedup") and replay records are not included. req.Cost is ignored;
-// otherwise it returns req.Validate's error for an invalid request.
+// ":dedup") are not included. req.Cost is ignored; otherwise it returns
+// req.Validate's error for an invalid request.
 func (s *Store) StateKeys(req store.Request) ([]string, error) {
 	req.Cost = 0 // not part of the state's identity
 	if err := req.Validate(); err != nil {
@@ -225,27 +262,97 @@ func (s *Store) StateKeys(req store.Request) ([]string, error) {
 	return appendStateKeys(make([]string, 0, len(req.Limits)), base, req.Limits), nil
 }
 
-// decide runs the algorithm's script in mode "take" or "peek".
+// Script modes (ARGV[1]).
+const (
+	modeTake = "take"
+	modePeek = "peek"
+)
+
+// lean reports whether req can run the lean script: one limit, no block,
+// no counted refusals, no de-duplication id.
+func lean(req *store.Request) bool {
+	return len(req.Limits) == 1 && req.Limits[0].Block == 0 && !req.CountDenied && req.DedupID == ""
+}
+
+// decide runs the algorithm's script in mode take or peek.
 func (s *Store) decide(ctx context.Context, mode string, req store.Request) (store.Decision, error) {
 	if err := req.Validate(); err != nil {
 		return store.Decision{}, err
 	}
-	nonce := ""
-	if mode == "take" {
-		nonce = s.nonce()
+	if err := ctx.Err(); err != nil {
+		return store.Decision{}, backendError(mode, err)
 	}
-	script, keys, args := s.command(mode, req, nonce)
-	v, err := s.run(ctx, mode, func(ctx context.Context) (any, error) {
-		return script.Run(ctx, s.client, keys, args...).Result()
-	})
+	cost := req.EffectiveCost()
+	start := time.Now()
+	cmd := s.command(mode, &req, cost)
+	cacheable := s.deny != nil && len(req.Limits) == 1 && !req.CountDenied && req.DedupID == ""
+	if cacheable {
+		if d, ok := s.deny.lookup(cmd.key, cmd.li, cost, start); ok {
+			return d, nil
+		}
+	}
+	v, err := s.do(ctx, mode, cmd.key, cmd.sc, cmd.args)
 	if err != nil {
 		return store.Decision{}, err
 	}
-	r, err := decodeReply(v, req.Limits)
+	var d store.Decision
+	if cmd.lean {
+		d, err = decodeLean(v, cmd.li)
+	} else {
+		var r reply
+		if r, err = decodeReply(v, req.Limits); err == nil {
+			d = r.decision(req.Limits)
+		}
+	}
 	if err != nil {
 		return store.Decision{}, backendError(mode, err)
 	}
-	return r.decision(req.Limits), nil
+	if cacheable && !d.Allowed {
+		s.deny.store(cmd.key, cmd.li, cost, start, d)
+	}
+	return d, nil
+}
+
+// command is one script call.
+type command struct {
+	sc   *script
+	args []any // "evalsha", sha, key count, keys..., arguments...
+	key  string
+	lean bool
+	li   *limitInfo // of the first limit
+}
+
+// keys returns the call's KEYS.
+func (c *command) keys() []string {
+	n := c.args[2].(int)
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = c.args[3+i].(string)
+	}
+	return keys
+}
+
+// command builds the script call of a validated request: the lean script
+// for one plain limit, else the full one. key is the first limit's state
+// key, in the slot of every key of the call.
+func (s *Store) command(mode string, req *store.Request, cost int64) command {
+	li := s.limits.get(req.Limits[0])
+	alg := req.Limits[0].Algorithm
+	if lean(req) {
+		key := s.prefix + ":{" + EncodeKey(req.Key) + "}:" + li.suffix
+		sc := &s.scripts[alg][1]
+		args := make([]any, 0, 10)
+		args = append(args, "evalsha", sc.sha, 1, key, mode, cost, li.rate, li.period, li.capacity)
+		if alg == store.SlidingWindowLog && mode == modeTake {
+			args = append(args, s.nonce())
+		}
+		return command{sc: sc, args: args, key: key, lean: true, li: li}
+	}
+	base := keyBase(s.prefix, EncodeKey(req.Key))
+	sc := &s.scripts[alg][0]
+	c := command{sc: sc, args: s.fullArgs(mode, base, sc, req, cost), li: li}
+	c.key = c.args[3+3].(string) // the first state key
+	return c
 }
 
 // escalates reports whether a limit's blocks escalate, which needs the
@@ -259,91 +366,76 @@ func escalates(limits []store.Limit) bool {
 	return false
 }
 
-// command returns the script, KEYS and ARGV of a validated request in mode
-// "take" (with the attempt's nonce) or "peek" (nonce unused); see package
-// lua for the layout. Keys the script will not touch (the replay record of
-// a peek, the strike counter when no limit escalates, the de-duplication
+// fullArgs returns the EVALSHA arguments of a validated request for the
+// full script; see package lua for the layout. Keys the script will not
+// touch (the strike counter when no limit escalates, the de-duplication
 // hash without an id) are filled with the block key, which is in the slot.
-func (s *Store) command(mode string, req store.Request, nonce string) (*redis.Script, []string, []any) {
-	base := keyBase(s.prefix, EncodeKey(req.Key))
+// The block key comes first, so args[3] names the slot.
+func (s *Store) fullArgs(mode, base string, sc *script, req *store.Request, cost int64) []any {
+	n := len(req.Limits)
+	args := make([]any, 0, 3+3+n+6+6*n)
+	args = append(args, "evalsha", sc.sha, 0) // the key count is set below
 	blockKey := base + tagBlock
-	keys := make([]string, 4, 4+len(req.Limits))
-	keys[0], keys[1], keys[2], keys[3] = blockKey, blockKey, blockKey, blockKey
-	if mode == "take" {
-		keys[0] = base + tagOp + ":" + nonce
-	}
+	args = append(args, blockKey)
 	if escalates(req.Limits) {
-		keys[2] = base + tagStrikes
+		args = append(args, base+tagStrikes)
+	} else {
+		args = append(args, blockKey)
 	}
 	var dedup any = ""
 	if req.DedupID != "" {
-		keys[3] = base + tagDedup
+		args = append(args, base+tagDedup)
 		dedup = dedupField(req.DedupID)
+	} else {
+		args = append(args, blockKey)
 	}
-	keys = appendStateKeys(keys, base, req.Limits)
+	var keys [store.MaxLimits]string
+	for _, k := range appendStateKeys(keys[:0], base, req.Limits) {
+		args = append(args, k)
+	}
+	args[2] = len(args) - 3
 	var countDenied any = "0"
 	if req.CountDenied {
 		countDenied = "1"
 	}
-	args := make([]any, 0, 7+6*len(req.Limits))
-	args = append(args, mode, req.EffectiveCost(), nonce, s.replayMS, countDenied, dedup, len(req.Limits))
+	nonce := ""
+	if mode == modeTake && req.Limits[0].Algorithm == store.SlidingWindowLog {
+		nonce = s.nonce()
+	}
+	args = append(args, mode, cost, nonce, countDenied, dedup, n)
 	for _, l := range req.Limits {
-		args = append(args, l.Rate, l.Period.Microseconds(), l.Capacity())
+		li := s.limits.get(l)
+		args = append(args, li.rate, li.period, li.capacity)
 		if l.Block > 0 {
-			args = append(args, l.Block.Milliseconds(), l.BlockMax.Milliseconds(), l.ID())
+			args = append(args, l.Block.Milliseconds(), l.BlockMax.Milliseconds(), li.id)
 		} else {
 			args = append(args, 0, 0, "")
 		}
 	}
-	return s.scripts[req.Limits[0].Algorithm], keys, args
+	return args
 }
 
-// nonce returns an identifier unique to one take attempt: a random
-// per-store part and a counter.
+// nonce returns an identifier unique to one take: a random per-store part
+// and a counter. Sliding window log members carry it.
 func (s *Store) nonce() string {
 	var b [11 + 13]byte
 	n := copy(b[:], s.nonceBase)
 	return string(strconv.AppendUint(b[:n], s.seq.Add(1), 36))
 }
 
-// result carries a command's outcome out of its goroutine.
-type result struct {
-	v   any
-	err error
-}
-
-// run calls fn with a context bounded by the store's timeout and returns
-// by that deadline even if fn does not: fn runs in its own goroutine, which
-// a client that ignores context deadlines may keep busy (until its own read
-// timeout) after run has returned. A panic in fn becomes an error. Errors
-// are *store.BackendError.
-func (s *Store) run(ctx context.Context, op string, fn func(context.Context) (any, error)) (any, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, backendError(op, err)
+// do sends one command (a script call when sc is set) for the slot of key
+// and waits for its reply within the budget. Errors are
+// *store.BackendError.
+func (s *Store) do(ctx context.Context, op, key string, sc *script, args []any) (any, error) {
+	deadline := time.Now().Add(s.timeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	done := make(chan result, 1)
-	go func() {
-		defer func() {
-			// A panic in the client (or a hook the application added) must
-			// not take the process down with the request.
-			if p := recover(); p != nil {
-				done <- result{err: fmt.Errorf("redisstore: client panicked: %v", p)}
-			}
-		}()
-		v, err := fn(ctx)
-		done <- result{v, err}
-	}()
-	select {
-	case r := <-done:
-		if r.err != nil {
-			return nil, s.failed(op, r.err)
-		}
-		return r.v, nil
-	case <-ctx.Done():
-		return nil, s.failed(op, ctx.Err())
+	v, err := s.pipes.do(ctx, key, sc, args, deadline)
+	if err != nil {
+		return nil, s.failed(op, err)
 	}
+	return v, nil
 }
 
 // failed classifies err and, for a cluster client whose node may have

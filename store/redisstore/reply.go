@@ -8,15 +8,16 @@ import (
 	"github.com/ratekeeper/ratekeeper/store"
 )
 
-// replyHead is the number of integers a script reply starts with; two per
-// limit and the block scope follow (see package lua).
-const replyHead = 9
+// replyHead is the number of integers a full script reply starts with; two
+// per limit and the block scope follow (see package lua).
+const replyHead = 8
 
-// maxReplyMicros bounds the durations a script may report: twice the
-// longest period, which the window counter's reset can reach (blocks are
-// at most one such period). Anything larger means a script or server that
-// does not follow the contract.
-const maxReplyMicros = int64(2 * 366 * 24 * time.Hour / time.Microsecond)
+// maxReplyMicros bounds the durations a script may report: 2^53µs (285
+// years), beyond which a float64 is no longer exact. Valid limits stay far
+// below it (package store bounds a bucket's drain time to 100 periods of
+// 366 days); anything larger means a script or server that does not follow
+// the contract.
+const maxReplyMicros = int64(1) << 53
 
 // errBadReply reports a script reply that breaks the contract.
 var errBadReply = errors.New("redisstore: unexpected script reply")
@@ -25,7 +26,6 @@ var errBadReply = errors.New("redisstore: unexpected script reply")
 type reply struct {
 	allowed      bool
 	index        int // -1 when blocked
-	replayed     bool
 	blocked      bool
 	blockStarted bool
 	duplicate    bool
@@ -62,14 +62,14 @@ func decodeReply(v any, limits []store.Limit) (reply, error) {
 	if !ok {
 		return reply{}, fmt.Errorf("%w: scope is %T, want a string", errBadReply, arr[len(arr)-1])
 	}
-	for i, name := range [...]string{0: "allowed", 5: "replayed", 6: "blocked", 7: "block started", 8: "duplicate"} {
+	for i, name := range [...]string{0: "allowed", 5: "blocked", 6: "block started", 7: "duplicate"} {
 		if name != "" && x[i] != 0 && x[i] != 1 {
 			return reply{}, fmt.Errorf("%w: %s flag %d", errBadReply, name, x[i])
 		}
 	}
 	r := reply{
-		allowed: x[0] == 1, index: int(x[1]), retryUS: x[4], replayed: x[5] == 1,
-		blocked: x[6] == 1, blockStarted: x[7] == 1, duplicate: x[8] == 1, scope: scope,
+		allowed: x[0] == 1, index: int(x[1]), retryUS: x[4],
+		blocked: x[5] == 1, blockStarted: x[6] == 1, duplicate: x[7] == 1, scope: scope,
 	}
 	switch {
 	case x[4] < 0 || x[4] > maxReplyMicros || (r.allowed && x[4] != 0):
@@ -146,6 +146,42 @@ func (r *reply) decision(limits []store.Limit) store.Decision {
 		}
 	}
 	return d
+}
+
+// decodeLean checks and decodes the reply of a lean script, {allowed,
+// remaining, reset after µs, retry after µs}, into the decision for the
+// limit li. It never panics.
+func decodeLean(v any, li *limitInfo) (store.Decision, error) {
+	arr, ok := v.([]any)
+	if !ok || len(arr) != 4 {
+		return store.Decision{}, fmt.Errorf("%w: got %T %v, want 4 integers", errBadReply, v, v)
+	}
+	var x [4]int64
+	for i, e := range arr {
+		iv, ok := e.(int64)
+		if !ok {
+			return store.Decision{}, fmt.Errorf("%w: element %d is %T, want an integer", errBadReply, i, e)
+		}
+		x[i] = iv
+	}
+	switch {
+	case x[0] != 0 && x[0] != 1:
+		return store.Decision{}, fmt.Errorf("%w: allowed flag %d", errBadReply, x[0])
+	case x[1] < 0 || x[1] > li.limit:
+		return store.Decision{}, fmt.Errorf("%w: remaining %d of %d", errBadReply, x[1], li.limit)
+	case x[2] < 0 || x[2] > maxReplyMicros:
+		return store.Decision{}, fmt.Errorf("%w: reset after %dµs", errBadReply, x[2])
+	case x[3] < 0 || x[3] > maxReplyMicros || (x[0] == 1) != (x[3] == 0):
+		return store.Decision{}, fmt.Errorf("%w: retry after %dµs (allowed %d)", errBadReply, x[3], x[0])
+	}
+	return store.Decision{
+		Allowed:    x[0] == 1,
+		Limit:      li.limit,
+		Remaining:  x[1],
+		ResetAfter: micros(x[2]),
+		RetryAfter: micros(x[3]),
+		LimitID:    li.id,
+	}, nil
 }
 
 // micros converts a microsecond count to a Duration.

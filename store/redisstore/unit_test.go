@@ -29,16 +29,15 @@ func TestNewOptions(t *testing.T) {
 		wantErr    bool
 		wantPrefix string
 		wantTO     time.Duration
-		wantReplay int64
+		wantBatch  int
+		wantDeny   bool
 	}{
-		{name: "zero value", opts: Options{}, wantPrefix: DefaultPrefix, wantTO: DefaultTimeout, wantReplay: 10000},
-		{name: "custom", opts: Options{Prefix: "app", Timeout: time.Second, ReplayTTL: 5*time.Second + time.Microsecond}, wantPrefix: "app", wantTO: time.Second, wantReplay: 5001},
-		{name: "long timeout lengthens the replay default", opts: Options{Timeout: 20*time.Second + time.Microsecond}, wantPrefix: DefaultPrefix, wantTO: 20*time.Second + time.Microsecond, wantReplay: 20001},
-		{name: "replay disabled", opts: Options{ReplayTTL: -1}, wantPrefix: DefaultPrefix, wantTO: DefaultTimeout, wantReplay: 0},
+		{name: "zero value", opts: Options{}, wantPrefix: DefaultPrefix, wantTO: DefaultTimeout, wantBatch: DefaultMaxBatch, wantDeny: true},
+		{name: "custom", opts: Options{Prefix: "app", Timeout: time.Second, MaxBatch: 1, DenyCacheSize: -1}, wantPrefix: "app", wantTO: time.Second, wantBatch: 1},
 		{name: "brace in prefix", opts: Options{Prefix: "a{b"}, wantErr: true},
 		{name: "closing brace in prefix", opts: Options{Prefix: "a}"}, wantErr: true},
 		{name: "negative timeout", opts: Options{Timeout: -time.Second}, wantErr: true},
-		{name: "replay shorter than timeout", opts: Options{Timeout: time.Second, ReplayTTL: time.Millisecond}, wantErr: true},
+		{name: "negative batch", opts: Options{MaxBatch: -1}, wantErr: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -53,9 +52,9 @@ func TestNewOptions(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if s.prefix != tt.wantPrefix || s.timeout != tt.wantTO || s.replayMS != tt.wantReplay {
-				t.Fatalf("got prefix %q timeout %s replay %dms, want %q %s %dms",
-					s.prefix, s.timeout, s.replayMS, tt.wantPrefix, tt.wantTO, tt.wantReplay)
+			if s.prefix != tt.wantPrefix || s.timeout != tt.wantTO || s.pipes.maxBatch != tt.wantBatch || (s.deny != nil) != tt.wantDeny {
+				t.Fatalf("got prefix %q timeout %s batch %d deny cache %v, want %q %s %d %v",
+					s.prefix, s.timeout, s.pipes.maxBatch, s.deny != nil, tt.wantPrefix, tt.wantTO, tt.wantBatch, tt.wantDeny)
 			}
 			if tt.opts != before {
 				t.Fatalf("options changed to %+v, want %+v", tt.opts, before)
@@ -214,50 +213,47 @@ func TestDecodeReply(t *testing.T) {
 		want    store.Decision
 		wantErr bool
 	}{
-		{name: "allowed", v: replyOf("", 1, 0, 9, 100000, 0, 0, 0, 0, 0, 9, 100000), limits: one,
+		{name: "allowed", v: replyOf("", 1, 0, 9, 100000, 0, 0, 0, 0, 9, 100000), limits: one,
 			want: store.Decision{Allowed: true, Limit: 10, Remaining: 9, ResetAfter: 100 * time.Millisecond, LimitID: "gcra/1s"}},
-		{name: "denied second limit", v: replyOf("", 0, 1, 0, 60000000, 12000000, 0, 0, 0, 0, 4, 1, 0, 60000000), limits: two,
+		{name: "denied second limit", v: replyOf("", 0, 1, 0, 60000000, 12000000, 0, 0, 0, 4, 1, 0, 60000000), limits: two,
 			want: store.Decision{Limit: 5, ResetAfter: time.Minute, RetryAfter: 12 * time.Second, LimitID: "b", Index: 1,
 				PerLimit: []store.LimitState{{Remaining: 4, ResetAfter: time.Microsecond}, {ResetAfter: time.Minute}}}},
-		{name: "replayed", v: replyOf("", 1, 0, 9, 1, 0, 1, 0, 0, 0, 9, 1), limits: one,
-			want: store.Decision{Allowed: true, Limit: 10, Remaining: 9, ResetAfter: time.Microsecond, LimitID: "gcra/1s"}},
-		{name: "duplicate", v: replyOf("", 1, 0, 9, 1, 0, 0, 0, 0, 1, 9, 1), limits: one,
+		{name: "duplicate", v: replyOf("", 1, 0, 9, 1, 0, 0, 0, 1, 9, 1), limits: one,
 			want: store.Decision{Allowed: true, Limit: 10, Remaining: 9, ResetAfter: time.Microsecond, LimitID: "gcra/1s", Duplicate: true}},
-		{name: "block started", v: replyOf("b", 0, -1, 0, 900000000, 900000000, 0, 1, 1, 0, 3, 5, 0, 7), limits: two,
+		{name: "block started", v: replyOf("b", 0, -1, 0, 900000000, 900000000, 1, 1, 0, 3, 5, 0, 7), limits: two,
 			want: store.Decision{Limit: 5, ResetAfter: 15 * time.Minute, RetryAfter: 15 * time.Minute, LimitID: "b", Index: 1,
 				Blocked: true, BlockStarted: true,
 				PerLimit: []store.LimitState{{Remaining: 3, ResetAfter: 5 * time.Microsecond}, {ResetAfter: 7 * time.Microsecond}}}},
-		{name: "blocked by a limit not in the request", v: replyOf("login", 0, -1, 0, 2000, 2000, 0, 1, 0, 0, 10, 0), limits: one,
+		{name: "blocked by a limit not in the request", v: replyOf("login", 0, -1, 0, 2000, 2000, 1, 0, 0, 10, 0), limits: one,
 			want: store.Decision{Limit: 10, ResetAfter: 2 * time.Millisecond, RetryAfter: 2 * time.Millisecond, LimitID: "login", Index: -1, Blocked: true}},
 		{name: "nil", v: nil, limits: one, wantErr: true},
 		{name: "string", v: "OK", limits: one, wantErr: true},
-		{name: "short", v: replyOf("", 1, 0, 9, 1, 0, 0, 0, 0, 0, 9), limits: one, wantErr: true},
-		{name: "long", v: replyOf("", 1, 0, 9, 1, 0, 0, 0, 0, 0, 9, 1, 0), limits: one, wantErr: true},
-		{name: "no scope", v: ints(1, 0, 9, 1, 0, 0, 0, 0, 0, 9, 1, 0), limits: one, wantErr: true},
-		{name: "string element", v: []any{int64(1), "0", int64(9), int64(1), int64(0), int64(0), int64(0), int64(0), int64(0), int64(9), int64(1), ""}, limits: one, wantErr: true},
-		{name: "nil element", v: []any{int64(1), int64(0), nil, int64(1), int64(0), int64(0), int64(0), int64(0), int64(0), int64(9), int64(1), ""}, limits: one, wantErr: true},
-		{name: "allowed flag 2", v: replyOf("", 2, 0, 9, 1, 0, 0, 0, 0, 0, 9, 1), limits: one, wantErr: true},
-		{name: "index out of range", v: replyOf("", 1, 1, 9, 1, 0, 0, 0, 0, 0, 9, 1), limits: one, wantErr: true},
-		{name: "negative index", v: replyOf("", 1, -1, 9, 1, 0, 0, 0, 0, 0, 9, 1), limits: one, wantErr: true},
-		{name: "remaining above capacity", v: replyOf("", 1, 0, 11, 1, 0, 0, 0, 0, 0, 11, 1), limits: one, wantErr: true},
-		{name: "negative remaining", v: replyOf("", 1, 0, -1, 1, 0, 0, 0, 0, 0, -1, 1), limits: one, wantErr: true},
-		{name: "negative reset", v: replyOf("", 1, 0, 9, -1, 0, 0, 0, 0, 0, 9, -1), limits: one, wantErr: true},
-		{name: "huge reset", v: replyOf("", 1, 0, 9, 1<<60, 0, 0, 0, 0, 0, 9, 1<<60), limits: one, wantErr: true},
-		{name: "retry on allowed", v: replyOf("", 1, 0, 9, 1, 5, 0, 0, 0, 0, 9, 1), limits: one, wantErr: true},
-		{name: "negative retry", v: replyOf("", 0, 0, 0, 1, -5, 0, 0, 0, 0, 0, 1), limits: one, wantErr: true},
-		{name: "replayed flag 7", v: replyOf("", 1, 0, 9, 1, 0, 7, 0, 0, 0, 9, 1), limits: one, wantErr: true},
-		{name: "blocked flag 2", v: replyOf("x", 0, -1, 0, 5, 5, 0, 2, 0, 0, 9, 1), limits: one, wantErr: true},
-		{name: "head disagrees with limit", v: replyOf("", 1, 0, 8, 1, 0, 0, 0, 0, 0, 9, 1), limits: one, wantErr: true},
-		{name: "blocked and allowed", v: replyOf("x", 1, -1, 0, 5, 5, 0, 1, 0, 0, 9, 1), limits: one, wantErr: true},
-		{name: "blocked with an index", v: replyOf("x", 0, 0, 0, 5, 5, 0, 1, 0, 0, 9, 1), limits: one, wantErr: true},
-		{name: "blocked without time", v: replyOf("x", 0, -1, 0, 0, 0, 0, 1, 0, 0, 9, 1), limits: one, wantErr: true},
-		{name: "blocked reset differs from retry", v: replyOf("x", 0, -1, 0, 4, 5, 0, 1, 0, 0, 9, 1), limits: one, wantErr: true},
-		{name: "blocked with remaining", v: replyOf("x", 0, -1, 1, 5, 5, 0, 1, 0, 0, 9, 1), limits: one, wantErr: true},
-		{name: "blocked without scope", v: replyOf("", 0, -1, 0, 5, 5, 0, 1, 0, 0, 9, 1), limits: one, wantErr: true},
-		{name: "scope without block", v: replyOf("x", 0, 0, 0, 1, 5, 0, 0, 0, 0, 0, 1), limits: one, wantErr: true},
-		{name: "started without block", v: replyOf("", 0, 0, 0, 1, 5, 0, 0, 1, 0, 0, 1), limits: one, wantErr: true},
-		{name: "refused duplicate", v: replyOf("", 0, 0, 0, 1, 5, 0, 0, 0, 1, 0, 1), limits: one, wantErr: true},
-		{name: "scope not a string", v: append(ints(0, -1, 0, 5, 5, 0, 1, 0, 0, 9, 1), int64(3)), limits: one, wantErr: true},
+		{name: "short", v: replyOf("", 1, 0, 9, 1, 0, 0, 0, 0, 9), limits: one, wantErr: true},
+		{name: "long", v: replyOf("", 1, 0, 9, 1, 0, 0, 0, 0, 9, 1, 0), limits: one, wantErr: true},
+		{name: "no scope", v: ints(1, 0, 9, 1, 0, 0, 0, 0, 9, 1, 0), limits: one, wantErr: true},
+		{name: "string element", v: []any{int64(1), "0", int64(9), int64(1), int64(0), int64(0), int64(0), int64(0), int64(9), int64(1), ""}, limits: one, wantErr: true},
+		{name: "nil element", v: []any{int64(1), int64(0), nil, int64(1), int64(0), int64(0), int64(0), int64(0), int64(9), int64(1), ""}, limits: one, wantErr: true},
+		{name: "allowed flag 2", v: replyOf("", 2, 0, 9, 1, 0, 0, 0, 0, 9, 1), limits: one, wantErr: true},
+		{name: "index out of range", v: replyOf("", 1, 1, 9, 1, 0, 0, 0, 0, 9, 1), limits: one, wantErr: true},
+		{name: "negative index", v: replyOf("", 1, -1, 9, 1, 0, 0, 0, 0, 9, 1), limits: one, wantErr: true},
+		{name: "remaining above capacity", v: replyOf("", 1, 0, 11, 1, 0, 0, 0, 0, 11, 1), limits: one, wantErr: true},
+		{name: "negative remaining", v: replyOf("", 1, 0, -1, 1, 0, 0, 0, 0, -1, 1), limits: one, wantErr: true},
+		{name: "negative reset", v: replyOf("", 1, 0, 9, -1, 0, 0, 0, 0, 9, -1), limits: one, wantErr: true},
+		{name: "huge reset", v: replyOf("", 1, 0, 9, 1<<60, 0, 0, 0, 0, 9, 1<<60), limits: one, wantErr: true},
+		{name: "retry on allowed", v: replyOf("", 1, 0, 9, 1, 5, 0, 0, 0, 9, 1), limits: one, wantErr: true},
+		{name: "negative retry", v: replyOf("", 0, 0, 0, 1, -5, 0, 0, 0, 0, 1), limits: one, wantErr: true},
+		{name: "blocked flag 2", v: replyOf("x", 0, -1, 0, 5, 5, 2, 0, 0, 9, 1), limits: one, wantErr: true},
+		{name: "head disagrees with limit", v: replyOf("", 1, 0, 8, 1, 0, 0, 0, 0, 9, 1), limits: one, wantErr: true},
+		{name: "blocked and allowed", v: replyOf("x", 1, -1, 0, 5, 5, 1, 0, 0, 9, 1), limits: one, wantErr: true},
+		{name: "blocked with an index", v: replyOf("x", 0, 0, 0, 5, 5, 1, 0, 0, 9, 1), limits: one, wantErr: true},
+		{name: "blocked without time", v: replyOf("x", 0, -1, 0, 0, 0, 1, 0, 0, 9, 1), limits: one, wantErr: true},
+		{name: "blocked reset differs from retry", v: replyOf("x", 0, -1, 0, 4, 5, 1, 0, 0, 9, 1), limits: one, wantErr: true},
+		{name: "blocked with remaining", v: replyOf("x", 0, -1, 1, 5, 5, 1, 0, 0, 9, 1), limits: one, wantErr: true},
+		{name: "blocked without scope", v: replyOf("", 0, -1, 0, 5, 5, 1, 0, 0, 9, 1), limits: one, wantErr: true},
+		{name: "scope without block", v: replyOf("x", 0, 0, 0, 1, 5, 0, 0, 0, 0, 1), limits: one, wantErr: true},
+		{name: "started without block", v: replyOf("", 0, 0, 0, 1, 5, 0, 1, 0, 0, 1), limits: one, wantErr: true},
+		{name: "refused duplicate", v: replyOf("", 0, 0, 0, 1, 5, 0, 0, 1, 0, 1), limits: one, wantErr: true},
+		{name: "scope not a string", v: append(ints(0, -1, 0, 5, 5, 1, 0, 0, 9, 1), int64(3)), limits: one, wantErr: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -283,7 +279,7 @@ func TestDecodeReply(t *testing.T) {
 }
 
 func TestCommandLayout(t *testing.T) {
-	s, err := New(nilClient(), Options{Prefix: "rk", ReplayTTL: 3 * time.Second})
+	s, err := New(nilClient(), Options{Prefix: "rk"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,37 +293,45 @@ func TestCommandLayout(t *testing.T) {
 		name     string
 		mode     string
 		req      store.Request
+		wantLean bool
 		wantKeys []string
 		wantArgs []any
 	}{
-		{"plain peek", "peek", store.Request{Key: "k", Limits: []store.Limit{plain}},
-			[]string{base + "block", base + "block", base + "block", base + "block", base + "fw:p"},
-			[]any{"peek", int64(1), "", int64(3000), "0", "", 1, int64(5), int64(1000000), int64(5), 0, 0, ""}},
-		{"block without escalation", "take", store.Request{Key: "k", Limits: []store.Limit{plain, blocking}, Cost: 2},
-			[]string{base + "op:N", base + "block", base + "block", base + "block", base + "fw:p", base + "fw:b"},
-			[]any{"take", int64(2), "N", int64(3000), "0", "", 2,
+		{"lean peek", modePeek, store.Request{Key: "k", Limits: []store.Limit{plain}}, true,
+			[]string{base + "fw:p"},
+			[]any{"peek", int64(1), int64(5), int64(1000000), int64(5)}},
+		{"lean take, cost 3", modeTake, store.Request{Key: "k", Limits: []store.Limit{plain}, Cost: 3}, true,
+			[]string{base + "fw:p"},
+			[]any{"take", int64(3), int64(5), int64(1000000), int64(5)}},
+		{"block without escalation", modeTake, store.Request{Key: "k", Limits: []store.Limit{plain, blocking}, Cost: 2}, false,
+			[]string{base + "block", base + "block", base + "block", base + "fw:p", base + "fw:b"},
+			[]any{"take", int64(2), "", "0", "", 2,
 				int64(5), int64(1000000), int64(5), 0, 0, "",
 				int64(3), int64(60000000), int64(3), int64(3600000), int64(0), "b"}},
-		{"escalation, dedup, counted refusals", "take", store.Request{Key: "k", Limits: []store.Limit{escalating}, CountDenied: true, DedupID: "order-7"},
-			[]string{base + "op:N", base + "block", base + "strikes", base + "dedup", base + "fw:b"},
-			[]any{"take", int64(1), "N", int64(3000), "1", "=order-7", 1, int64(3), int64(60000000), int64(3), int64(3600000), int64(14400000), "b"}},
-		{"long dedup id", "peek", store.Request{Key: "k", Limits: []store.Limit{plain}, DedupID: long},
-			[]string{base + "block", base + "block", base + "block", base + "dedup", base + "fw:p"},
-			[]any{"peek", int64(1), "", int64(3000), "0", hashKey(long), 1, int64(5), int64(1000000), int64(5), 0, 0, ""}},
+		{"escalation, dedup, counted refusals", modeTake, store.Request{Key: "k", Limits: []store.Limit{escalating}, CountDenied: true, DedupID: "order-7"}, false,
+			[]string{base + "block", base + "strikes", base + "dedup", base + "fw:b"},
+			[]any{"take", int64(1), "", "1", "=order-7", 1, int64(3), int64(60000000), int64(3), int64(3600000), int64(14400000), "b"}},
+		{"long dedup id", modePeek, store.Request{Key: "k", Limits: []store.Limit{plain}, DedupID: long}, false,
+			[]string{base + "block", base + "block", base + "dedup", base + "fw:p"},
+			[]any{"peek", int64(1), "", "0", hashKey(long), 1, int64(5), int64(1000000), int64(5), 0, 0, ""}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			if err := tt.req.Validate(); err != nil {
 				t.Fatal(err)
 			}
-			nonce := ""
-			if tt.mode == "take" {
-				nonce = "N"
+			cmd := s.command(tt.mode, &tt.req, tt.req.EffectiveCost())
+			if cmd.lean != tt.wantLean {
+				t.Fatalf("got lean %v, want %v", cmd.lean, tt.wantLean)
 			}
-			_, keys, args := s.command(tt.mode, tt.req, nonce)
+			keys := cmd.keys()
 			if fmt.Sprintf("%q", keys) != fmt.Sprintf("%q", tt.wantKeys) {
 				t.Fatalf("got keys %q, want %q", keys, tt.wantKeys)
 			}
+			if cmd.key != tt.wantKeys[len(tt.wantKeys)-len(tt.req.Limits)] {
+				t.Fatalf("got slot key %q, want the first state key", cmd.key)
+			}
+			args := cmd.args[3+len(keys):]
 			if fmt.Sprintf("%#v", args) != fmt.Sprintf("%#v", tt.wantArgs) {
 				t.Fatalf("got args %#v, want %#v", args, tt.wantArgs)
 			}

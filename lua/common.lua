@@ -1,0 +1,75 @@
+-- common.lua: the start of every ratekeeper script: rounding helpers and
+-- the clock. A prelude (prelude.lua for requests that use blocks,
+-- de-duplication, counted refusals or several limits; lean.lua for one
+-- plain limit) follows, then one algorithm file. See doc.go for the
+-- calling conventions and package store for the semantics.
+--
+-- Arithmetic follows the Go in-memory store step for step: integer
+-- microseconds, float64 where a rate divides time, expressions evaluated
+-- left to right in the same order, so that both stores reach the same
+-- decisions.
+
+-- ceil_us rounds a duration in microseconds up; zero when not positive.
+local function ceil_us(x)
+  if not (x > 0) then
+    return 0
+  end
+  return math.ceil(x)
+end
+
+-- floor_units rounds a number of units down, within [0, hi].
+local function floor_units(x, hi)
+  if not (x > 0) then
+    return 0
+  end
+  if x >= hi then
+    return hi
+  end
+  return math.floor(x)
+end
+
+-- earliest returns the smallest d >= 1 near guess for which ok(d) holds. ok
+-- is the admission test a later call would run, monotone in d, so a
+-- retry time computed in floating point becomes exact to the microsecond.
+local function earliest(guess, ok)
+  local d = guess
+  if d < 1 then
+    d = 1
+  end
+  local i = 0
+  while i < 64 and not ok(d) do
+    d = d + 1
+    i = i + 1
+  end
+  i = 0
+  while i < 64 and d > 1 and ok(d - 1) do
+    d = d - 1
+    i = i + 1
+  end
+  return d
+end
+
+-- ttl_ms turns how long state still matters (microseconds) into a key TTL in
+-- whole milliseconds, rounded up and at least 1 (PEXPIRE 0 would delete).
+local function ttl_ms(us)
+  local ms = math.ceil(us / 1000)
+  if ms < 1 then
+    return 1
+  end
+  return ms
+end
+
+-- int formats an integral number for a Redis argument. Lua's own number to
+-- string conversion keeps only 14 significant digits.
+local function int(x)
+  return string.format('%d', x)
+end
+
+-- Support Redis 3.2-4.0, where writing after TIME needs effect replication.
+-- Newer servers always replicate effects and accept the call as a no-op.
+if redis.replicate_commands then
+  redis.replicate_commands()
+end
+
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])

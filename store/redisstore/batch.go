@@ -1,0 +1,368 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// maxFlushers is how many pipelines one node may have in flight. Redis runs
+// commands one at a time, so a few pipelines keep it busy while the client
+// decodes the previous replies; more would only split batches.
+const maxFlushers = 4
+
+// maxQueuedPerBatch bounds a node's queue at this many batches' worth of
+// calls: beyond it Redis cannot answer them within any sensible budget,
+// and a call is refused at once instead of waiting to time out.
+const maxQueuedPerBatch = 64
+
+var (
+	// errBudget reports a call that ran out of its budget before a reply.
+	errBudget = fmt.Errorf("redisstore: no reply within the budget: %w", context.DeadlineExceeded)
+	// errOverloaded reports a call refused because its node's queue is
+	// full.
+	errOverloaded = fmt.Errorf("redisstore: too many calls waiting for Redis: %w", context.DeadlineExceeded)
+	// errPanic reports a client (or a hook) that panicked.
+	errPanic = errors.New("redisstore: client panicked")
+)
+
+// noRetry sends a command with go-redis's re-send on failure switched off
+// (the Cmder's NoRetry flag): after a broken connection Redis may have run
+// a script already, and running it again would count a request twice. The
+// client still follows MOVED and ASK, and re-sends what never left.
+type noRetry struct{ *redis.Cmd }
+
+// NoRetry implements the go-redis Cmder flag.
+func (noRetry) NoRetry() bool { return true }
+
+// call is one command waiting for its reply. It is pooled: the waiting
+// caller and the batch that runs it each hold a reference, and the last to
+// let go returns it to the pool.
+type call struct {
+	ctx      context.Context
+	sc       *script // nil for a command that is not a script call
+	args     []any
+	deadline time.Time
+	done     chan struct{} // receives one value when v and err are set
+	timer    *time.Timer
+	refs     atomic.Int32
+	v        any
+	err      error
+}
+
+var callPool = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1)} }}
+
+// finish sets the call's outcome, wakes its caller and lets go of the
+// batch's reference.
+func (c *call) finish(v any, err error) {
+	c.v, c.err = v, err
+	c.done <- struct{}{}
+	c.release()
+}
+
+func (c *call) release() {
+	if c.refs.Add(-1) != 0 {
+		return
+	}
+	select {
+	case <-c.done: // the caller left before the reply came
+	default:
+	}
+	c.ctx, c.sc, c.args, c.v, c.err = nil, nil, nil, nil, nil
+	callPool.Put(c)
+}
+
+// pipes sends commands through per-node batchers.
+type pipes struct {
+	client       redis.UniversalClient
+	cluster      *redis.ClusterClient // set for cluster clients
+	maxBatch     int
+	ctxDeadlines bool // the client cuts socket I/O at context deadlines
+	one          *batcher
+
+	mu    sync.RWMutex
+	nodes map[*redis.Client]*batcher
+}
+
+func newPipes(client redis.UniversalClient, maxBatch int) *pipes {
+	p := &pipes{client: client, maxBatch: maxBatch, ctxDeadlines: true}
+	switch c := client.(type) {
+	case *redis.Client:
+		p.ctxDeadlines = c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		p.cluster = c
+		p.ctxDeadlines = c.Options().ContextTimeoutEnabled
+		p.nodes = make(map[*redis.Client]*batcher)
+	case *redis.Ring:
+		p.ctxDeadlines = c.Options().ContextTimeoutEnabled
+	}
+	p.one = p.newBatcher(client)
+	return p
+}
+
+// client is what a batcher sends through: a node, or the whole client.
+type client interface {
+	Process(ctx context.Context, cmd redis.Cmder) error
+	Pipeline() redis.Pipeliner
+}
+
+func (p *pipes) newBatcher(c client) *batcher {
+	return &batcher{p: p, client: c}
+}
+
+// forKey returns the batcher of the node that serves key's slot.
+func (p *pipes) forKey(ctx context.Context, key string) *batcher {
+	if p.cluster == nil {
+		return p.one
+	}
+	node, err := p.cluster.MasterForKey(ctx, key)
+	if err != nil {
+		return p.one // the cluster client routes (and reports) it itself
+	}
+	p.mu.RLock()
+	b := p.nodes[node]
+	p.mu.RUnlock()
+	if b != nil {
+		return b
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if b = p.nodes[node]; b == nil {
+		b = p.newBatcher(node)
+		p.nodes[node] = b
+	}
+	return b
+}
+
+// do queues a command for key's node and waits for its reply until
+// deadline or until ctx is done, whichever comes first.
+func (p *pipes) do(ctx context.Context, key string, sc *script, args []any, deadline time.Time) (any, error) {
+	wait := time.Until(deadline)
+	if wait <= 0 {
+		return nil, errBudget
+	}
+	c := callPool.Get().(*call)
+	c.ctx, c.sc, c.args, c.deadline = ctx, sc, args, deadline
+	c.refs.Store(2)
+	if c.timer == nil {
+		c.timer = time.NewTimer(wait)
+	} else {
+		c.timer.Reset(wait)
+	}
+	p.forKey(ctx, key).submit(c)
+	var v any
+	var err error
+	select {
+	case <-c.done:
+		v, err = c.v, c.err
+	case <-c.timer.C:
+		err = errBudget
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	c.timer.Stop()
+	c.release()
+	return v, err
+}
+
+// batcher coalesces the calls for one node: up to maxFlushers goroutines
+// each take everything queued (at most maxBatch calls), send it as one
+// pipeline and deliver the replies, until the queue is empty. A lone call
+// is sent at once.
+type batcher struct {
+	p      *pipes
+	client client
+
+	mu       sync.Mutex
+	queue    []*call
+	flushers int
+}
+
+func (b *batcher) submit(c *call) {
+	b.mu.Lock()
+	if len(b.queue) >= maxQueuedPerBatch*b.p.maxBatch {
+		b.mu.Unlock()
+		c.finish(nil, errOverloaded)
+		return
+	}
+	b.queue = append(b.queue, c)
+	start := b.flushers < maxFlushers
+	if start {
+		b.flushers++
+	}
+	b.mu.Unlock()
+	if start {
+		go b.flush()
+	}
+}
+
+// flush sends batches until the queue is empty.
+func (b *batcher) flush() {
+	batch := make([]*call, 0, min(b.p.maxBatch, 64))
+	for {
+		b.mu.Lock()
+		n := min(len(b.queue), b.p.maxBatch)
+		if n == 0 {
+			b.flushers--
+			b.mu.Unlock()
+			return
+		}
+		batch = append(batch[:0], b.queue[:n]...)
+		rest := copy(b.queue, b.queue[n:])
+		clear(b.queue[rest:])
+		b.queue = b.queue[:rest]
+		b.mu.Unlock()
+		b.run(batch)
+	}
+}
+
+// run sends one batch and delivers every reply. Calls whose deadline has
+// passed are not sent. A panic in the client fails the batch's calls
+// instead of the process.
+func (b *batcher) run(batch []*call) {
+	now := time.Now()
+	live := batch[:0]
+	var latest time.Time
+	for _, c := range batch {
+		if !now.Before(c.deadline) {
+			c.finish(nil, errBudget)
+			continue
+		}
+		live = append(live, c)
+		if c.deadline.After(latest) {
+			latest = c.deadline
+		}
+	}
+	if len(live) == 0 {
+		return
+	}
+	delivered := 0
+	defer func() {
+		if r := recover(); r != nil {
+			err := fmt.Errorf("%w: %v", errPanic, r)
+			for _, c := range live[delivered:] {
+				c.finish(nil, err)
+			}
+		}
+	}()
+	ctx := context.Background()
+	if len(live) == 1 {
+		ctx = live[0].ctx // hooks see the caller's context values
+	}
+	if b.p.ctxDeadlines {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, latest)
+		defer cancel()
+	}
+	if len(live) == 1 {
+		c := live[0]
+		v, err := b.one(ctx, c)
+		delivered = 1
+		c.finish(v, err)
+		return
+	}
+	cmds := make([]*redis.Cmd, len(live))
+	pipe := b.client.Pipeline()
+	for i, c := range live {
+		cmds[i] = redis.NewCmd(ctx, c.args...)
+		_ = pipe.Process(ctx, noRetry{cmds[i]})
+	}
+	_, _ = pipe.Exec(ctx)
+	// Scripts the server does not know (after a restart or SCRIPT FLUSH)
+	// did not run: send them again with their source.
+	var again redis.Pipeliner
+	for i, c := range live {
+		if c.sc != nil && isNoScript(cmds[i].Err()) {
+			if again == nil {
+				again = b.client.Pipeline()
+			}
+			c.args[0], c.args[1] = "eval", c.sc.src
+			cmds[i] = redis.NewCmd(ctx, c.args...)
+			_ = again.Process(ctx, noRetry{cmds[i]})
+		}
+	}
+	if again != nil {
+		_, _ = again.Exec(ctx)
+	}
+	for i, c := range live {
+		v, err := cmds[i].Val(), cmds[i].Err()
+		if err != nil && notRun(err) {
+			v, err = b.p.reroute(ctx, c)
+		}
+		delivered = i + 1
+		c.finish(v, err)
+	}
+}
+
+// one sends a batch of one call.
+func (b *batcher) one(ctx context.Context, c *call) (any, error) {
+	cmd := redis.NewCmd(ctx, c.args...)
+	err := b.client.Process(ctx, noRetry{cmd})
+	if err != nil && c.sc != nil && isNoScript(err) {
+		c.args[0], c.args[1] = "eval", c.sc.src
+		cmd = redis.NewCmd(ctx, c.args...)
+		err = b.client.Process(ctx, noRetry{cmd})
+	}
+	if err != nil && notRun(err) {
+		return b.p.reroute(ctx, c)
+	}
+	return cmd.Val(), err
+}
+
+// reroute runs a call that Redis answered without running it (the slot
+// moved or is being migrated, the cluster is down for a moment): through
+// the cluster client, which follows MOVED and ASK, and again after a short
+// pause while the call's deadline allows. Nothing ran, so nothing can
+// count twice.
+func (p *pipes) reroute(ctx context.Context, c *call) (any, error) {
+	var client client = p.client
+	var err error
+	for pause := 2 * time.Millisecond; ; pause *= 2 {
+		cmd := redis.NewCmd(ctx, c.args...)
+		err = client.Process(ctx, noRetry{cmd})
+		if err != nil && c.sc != nil && isNoScript(err) {
+			c.args[0], c.args[1] = "eval", c.sc.src
+			cmd = redis.NewCmd(ctx, c.args...)
+			err = client.Process(ctx, noRetry{cmd})
+		}
+		if err == nil || !notRun(err) {
+			return cmd.Val(), err
+		}
+		if time.Until(c.deadline) < pause {
+			return nil, err
+		}
+		select {
+		case <-time.After(pause):
+		case <-ctx.Done():
+			return nil, err
+		}
+	}
+}
+
+// isNoScript reports the NOSCRIPT error of EVALSHA.
+func isNoScript(err error) bool {
+	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
+}
+
+// notRun reports Redis errors that mean the command was refused before it
+// ran: cluster redirections and transient cluster states, a replica that
+// does not take writes, a server still loading its data.
+func notRun(err error) bool {
+	var rerr redis.Error
+	if !errors.As(err, &rerr) {
+		return false
+	}
+	msg := rerr.Error()
+	for _, p := range [...]string{"MOVED ", "ASK ", "TRYAGAIN", "CLUSTERDOWN", "READONLY", "LOADING", "MASTERDOWN"} {
+		if strings.HasPrefix(msg, p) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,162 @@
+package redisstore
+
+import (
+	"hash/maphash"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ratekeeper/ratekeeper/store"
+)
+
+// denyShards is the number of independently locked parts of the deny cache.
+const denyShards = 64
+
+// denyCache remembers refusals until their retry time. A refusal records
+// nothing in Redis, and only time frees capacity, so a request of the
+// same key and limit with at least the refused cost is refused until then
+// whatever other requests do (see [Store.Take] for what it cannot see).
+type denyCache struct {
+	base   time.Time // monotonic origin of the cached times
+	seed   maphash.Seed
+	perCap int // entries per shard
+	hits   atomic.Uint64
+	shards [denyShards]denyShard
+}
+
+type denyShard struct {
+	mu sync.Mutex
+	m  map[string]denyEntry
+	_  [40]byte // keep shards' locks on separate cache lines
+}
+
+// denyEntry is one remembered refusal. Times are nanoseconds since the
+// cache's base.
+type denyEntry struct {
+	li        *limitInfo // the limit refused; a changed limit never matches
+	cost      int64      // the smallest cost known to be refused
+	until     int64      // refused until then
+	resetAt   int64
+	remaining int64
+	limitID   string
+	index     int
+	blocked   bool
+}
+
+func newDenyCache(size int) *denyCache {
+	c := &denyCache{base: time.Now(), seed: maphash.MakeSeed(), perCap: max(1, size/denyShards)}
+	for i := range c.shards {
+		c.shards[i].m = make(map[string]denyEntry)
+	}
+	return c
+}
+
+func (c *denyCache) shard(key string) *denyShard {
+	return &c.shards[maphash.String(c.seed, key)%denyShards]
+}
+
+// lookup returns the cached refusal of key under li for a request of cost
+// made at now, if one applies.
+func (c *denyCache) lookup(key string, li *limitInfo, cost int64, now time.Time) (store.Decision, bool) {
+	t := int64(now.Sub(c.base))
+	sh := c.shard(key)
+	sh.mu.Lock()
+	e, ok := sh.m[key]
+	if ok && t >= e.until {
+		delete(sh.m, key)
+		ok = false
+	}
+	sh.mu.Unlock()
+	if !ok || e.li != li || cost < e.cost {
+		return store.Decision{}, false
+	}
+	c.hits.Add(1)
+	d := store.Decision{
+		Limit:      li.limit,
+		Remaining:  e.remaining,
+		RetryAfter: ceilMicros(e.until - t),
+		LimitID:    e.limitID,
+		Index:      e.index,
+		Blocked:    e.blocked,
+		Cached:     true,
+	}
+	if e.resetAt > t {
+		d.ResetAfter = ceilMicros(e.resetAt - t)
+	}
+	if d.ResetAfter < d.RetryAfter && e.blocked {
+		d.ResetAfter = d.RetryAfter
+	}
+	return d, true
+}
+
+// store remembers refusal d of key under li for a request of cost sent at
+// start (before the call: the script ran later, so the refusal lasts at
+// least until start + RetryAfter).
+func (c *denyCache) store(key string, li *limitInfo, cost int64, start time.Time, d store.Decision) {
+	if d.Allowed || d.RetryAfter <= 0 {
+		return
+	}
+	t := int64(start.Sub(c.base))
+	e := denyEntry{
+		li:        li,
+		cost:      cost,
+		until:     t + int64(d.RetryAfter),
+		resetAt:   t + int64(d.ResetAfter),
+		remaining: d.Remaining,
+		limitID:   d.LimitID,
+		index:     d.Index,
+		blocked:   d.Blocked,
+	}
+	if d.Blocked {
+		e.cost = 1 // a block refuses every cost
+	}
+	sh := c.shard(key)
+	sh.mu.Lock()
+	if old, ok := sh.m[key]; ok && old.li == li && old.until > e.until && old.cost <= e.cost {
+		sh.mu.Unlock()
+		return // the entry already refuses longer
+	}
+	if _, ok := sh.m[key]; !ok && len(sh.m) >= c.perCap {
+		c.evict(sh, t)
+	}
+	sh.m[key] = e
+	sh.mu.Unlock()
+}
+
+// evict makes room in a full shard: it looks at up to 16 entries (Go's
+// map order is random) and drops the expired ones among them, or else the
+// one that expires first.
+func (c *denyCache) evict(sh *denyShard, t int64) {
+	victim, soonest, seen, dropped := "", int64(0), 0, false
+	for k, e := range sh.m {
+		if t >= e.until {
+			delete(sh.m, k)
+			dropped = true
+		} else if victim == "" || e.until < soonest {
+			victim, soonest = k, e.until
+		}
+		if seen++; seen == 16 {
+			break
+		}
+	}
+	if !dropped && victim != "" {
+		delete(sh.m, victim)
+	}
+}
+
+// forget drops the cached refusal of key.
+func (c *denyCache) forget(key string) {
+	sh := c.shard(key)
+	sh.mu.Lock()
+	delete(sh.m, key)
+	sh.mu.Unlock()
+}
+
+// ceilMicros returns ns rounded up to whole microseconds, at least 1µs.
+func ceilMicros(ns int64) time.Duration {
+	us := (ns + 999) / 1000
+	if us < 1 {
+		us = 1
+	}
+	return time.Duration(us) * time.Microsecond
+}
