@@ -29,9 +29,9 @@ const (
 // which embeds an hdrBuf. A hdrBuf is written once and never reused: the
 // strings it hands out must not change.
 type hdrBuf struct {
-	vals [4]string
+	vals [3]string
 	nv   int
-	buf  [64]byte
+	buf  [48]byte
 	nb   int
 }
 
