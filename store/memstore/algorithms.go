@@ -27,16 +27,17 @@ type outcome struct {
 	next         counts
 }
 
-// evaluate returns limit l's outcome for a request of cost c at now, st
-// being the limit's live state (nil when it has none).
-func evaluate(l store.Limit, st *counts, now, c int64) outcome {
+// evaluate sets o, which must be zero, to limit l's outcome for a request
+// of cost c at now, st being the limit's live state (nil when it has
+// none).
+func evaluate(l *store.Limit, st *counts, now, c int64, o *outcome) {
 	switch l.Algorithm {
 	case store.SlidingWindowCounter:
-		return slidingCounter(l, st, now, c)
+		slidingCounter(l, st, now, c, o)
 	case store.FixedWindow:
-		return fixedWindow(l, st, now, c)
+		fixedWindow(l, st, now, c, o)
 	default: // GCRA and TokenBucket
-		return bucket(l, st, now, c)
+		bucket(l, st, now, c, o)
 	}
 }
 
@@ -46,12 +47,12 @@ func evaluate(l store.Limit, st *counts, now, c int64) outcome {
 // theoretical arrival time keeps every quantity exact (a float64 TAT in µs
 // has a resolution of 0.25µs today) and lets a changed limit apply at once
 // to what was used.
-func bucket(l store.Limit, st *counts, now, c int64) outcome {
+func bucket(l *store.Limit, st *counts, now, c int64, o *outcome) {
 	capacity := l.Capacity()
 	r, p, b := float64(l.Rate), float64(l.Period.Microseconds()), float64(capacity)
 	cf := float64(c)
 	u := usedAt(st, now, r, p)
-	o := outcome{rem0: floorUnits(b-u, capacity), reset0: ceilUS(u * p / r)}
+	o.rem0, o.reset0 = floorUnits(b-u, capacity), ceilUS(u*p/r)
 	if u+cf <= b {
 		used := u + cf
 		o.allowed = true
@@ -67,12 +68,11 @@ func bucket(l store.Limit, st *counts, now, c int64) outcome {
 			return usedAt(&next, now+d, r, p) <= 0
 		})
 		o.next = next
-		return o
+		return
 	}
 	o.retry = earliest(ceilUS((u+cf-b)*p/r), func(d int64) bool {
 		return usedAt(st, now+d, r, p)+cf <= b
 	})
-	return o
 }
 
 // usedAt returns the units used of state st (nil: none) at time t: the
@@ -132,12 +132,12 @@ func estimate(t, ws, p, cur, prev int64) float64 {
 // slidingCounter implements the sliding window counter. ResetAfter is the
 // time to the end of the next window while cur > 0, else to the end of
 // this one while prev > 0.
-func slidingCounter(l store.Limit, st *counts, now, c int64) outcome {
+func slidingCounter(l *store.Limit, st *counts, now, c int64, o *outcome) {
 	p, capacity := l.Period.Microseconds(), l.Capacity()
 	ws, cur, prev := counterAt(st, now, p)
 	est := estimate(now, ws, p, cur, prev)
 	rf, cf := float64(capacity), float64(c)
-	o := outcome{rem0: floorUnits(rf-est, capacity)}
+	o.rem0 = floorUnits(rf-est, capacity)
 	o.next = counts{exp: ws + 2*p, ts: ws, cur: cur + c, prev: prev}
 	switch {
 	case cur > 0:
@@ -149,7 +149,7 @@ func slidingCounter(l store.Limit, st *counts, now, c int64) outcome {
 		o.allowed = true
 		o.rem1 = floorUnits(rf-(est+cf), capacity)
 		o.reset1 = ws + 2*p - now
-		return o
+		return
 	}
 	// First guess: inside this window when the weight of prev can fall far
 	// enough, else inside the next one, where cur has become prev.
@@ -167,11 +167,10 @@ func slidingCounter(l store.Limit, st *counts, now, c int64) outcome {
 		ws, cur, prev := counterAt(st, t, p)
 		return estimate(t, ws, p, cur, prev)+cf <= rf
 	})
-	return o
 }
 
 // fixedWindow implements the fixed window, in integer counts only.
-func fixedWindow(l store.Limit, st *counts, now, c int64) outcome {
+func fixedWindow(l *store.Limit, st *counts, now, c int64, o *outcome) {
 	p, capacity := l.Period.Microseconds(), l.Capacity()
 	ws := windowStart(now, p)
 	var cur int64
@@ -181,7 +180,7 @@ func fixedWindow(l store.Limit, st *counts, now, c int64) outcome {
 		ws, cur = st.ts, st.cur
 	}
 	left := ws + p - now
-	o := outcome{rem0: floorUnits(float64(capacity-cur), capacity)}
+	o.rem0 = floorUnits(float64(capacity-cur), capacity)
 	if cur > 0 {
 		o.reset0 = left
 	}
@@ -190,10 +189,9 @@ func fixedWindow(l store.Limit, st *counts, now, c int64) outcome {
 		o.allowed = true
 		o.rem1 = capacity - cur - c
 		o.reset1 = left
-		return o
+		return
 	}
 	o.retry = left
-	return o
 }
 
 // evaluateLog fills out with every limit's outcome against the sliding

@@ -33,10 +33,12 @@ type op struct {
 // stack that methods take as a parameter: stored in a struct that also
 // holds strings, it would escape to the heap.
 type verdict struct {
-	allowed   bool // every limit admits the request
-	blocked   bool // the key is blocked (or the request started a block)
-	started   bool // the request started the block
-	duplicate bool // the request repeats a remembered id
+	allowed   bool   // every limit admits the request
+	blocked   bool   // the key is blocked (or the request started a block)
+	started   bool   // the request started the block
+	blockEnd  int64  // the block's end, ms
+	scope     string // the ID of the limit that started the block
+	duplicate bool   // the request repeats a remembered id
 	dedup     dedupKey
 	created   bool // the write created a record or a state
 }
@@ -63,13 +65,15 @@ func (s *Store) decide(req store.Request, take bool) (store.Decision, error) {
 	now := s.now()
 	o.sh = s.shardFor(req.Key)
 	o.sh.mu.Lock()
-	defer o.sh.mu.Unlock()
 	o.now = o.sh.clock(now)
 	o.evaluate(out)
+	var err error
 	if take {
-		if err := o.write(out); err != nil {
-			return store.Decision{}, err
-		}
+		err = o.write(out)
+	}
+	o.sh.mu.Unlock()
+	if err != nil {
+		return store.Decision{}, err
 	}
 	return o.decision(out), nil
 }
@@ -103,7 +107,9 @@ func (o *op) evaluate(out []outcome) {
 	if o.rec != nil && o.rec.ks != nil && o.rec.ks.exp > now {
 		o.ks = o.rec.ks
 	}
-	v.blocked = o.ks.blocked(now)
+	if v.blocked = o.ks.blocked(now); v.blocked {
+		v.blockEnd, v.scope = o.ks.blockEnd, o.ks.scope
+	}
 	if !v.blocked && o.req.DedupID != "" {
 		v.dedup = dedupKeyOf(o.req.DedupID)
 		v.duplicate = o.ks.remembers(v.dedup, now)
@@ -118,12 +124,12 @@ func (o *op) evaluate(out []outcome) {
 		return
 	}
 	v.allowed = true
-	for i, l := range limits {
+	for i := range limits {
 		var c *counts
 		if st := o.liveState(o.ids[i]); st != nil {
 			c = &st.counts
 		}
-		out[i] = evaluate(l, c, now, o.cost)
+		evaluate(&limits[i], c, now, o.cost, &out[i])
 		v.allowed = v.allowed && out[i].allowed
 	}
 }
@@ -182,6 +188,7 @@ func (o *op) write(out []outcome) error {
 		if best >= 0 {
 			o.startBlock(best, ms, strikes)
 			v.blocked, v.started = true, true
+			v.blockEnd, v.scope = o.ks.blockEnd, o.ks.scope
 		}
 	}
 	o.finish()
@@ -375,15 +382,16 @@ func (o *op) startBlock(best int, ms, strikes int64) {
 	o.sh.expiresAt(ks.exp)
 }
 
-// decision builds the answer. A blocked request reports the block: its
-// remaining time in whole milliseconds as RetryAfter and ResetAfter, the
-// limit that started it as LimitID (Index -1 when that limit is not in
-// the request). Otherwise the deciding limit is, for a refused request,
-// the refusing limit with the longest retry time, for an admitted one (a
-// duplicate included) the limit with the fewest units remaining; ties go
-// to the earliest limit. Remaining, ResetAfter and PerLimit describe the
-// limits after the request when it was admitted and recorded, and without
-// it otherwise.
+// decision builds the answer, after the shard's lock is released: it
+// reads only the verdict, the outcomes and the request. A blocked request
+// reports the block: its remaining time in whole milliseconds as
+// RetryAfter and ResetAfter, the limit that started it as LimitID (Index
+// -1 when that limit is not in the request). Otherwise the deciding limit
+// is, for a refused request, the refusing limit with the longest retry
+// time, for an admitted one (a duplicate included) the limit with the
+// fewest units remaining; ties go to the earliest limit. Remaining,
+// ResetAfter and PerLimit describe the limits after the request when it
+// was admitted and recorded, and without it otherwise.
 func (o *op) decision(out []outcome) store.Decision {
 	v := &o.v
 	n := len(o.req.Limits)
@@ -391,18 +399,18 @@ func (o *op) decision(out []outcome) store.Decision {
 	after := allowed && !v.duplicate
 	var dec store.Decision
 	if v.blocked {
-		left := micros((o.ks.blockEnd - floorMS(o.now)) * 1000)
+		left := micros((v.blockEnd - floorMS(o.now)) * 1000)
 		dec = store.Decision{
 			Limit:        o.req.Limits[0].Capacity(),
 			ResetAfter:   left,
 			RetryAfter:   left,
-			LimitID:      o.ks.scope,
+			LimitID:      v.scope,
 			Index:        -1,
 			Blocked:      true,
 			BlockStarted: v.started,
 		}
 		for i, id := range o.ids[:n] {
-			if id == o.ks.scope {
+			if id == v.scope {
 				dec.Limit, dec.Index = o.req.Limits[i].Capacity(), i
 				break
 			}
