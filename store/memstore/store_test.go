@@ -347,9 +347,9 @@ func TestRunLog(t *testing.T) {
 	}
 }
 
-// TestSteadyStateAllocs: a take or peek on an existing key with one limit
-// allocates nothing, for every algorithm; a multi-limit decision
-// allocates its PerLimit slice only.
+// TestSteadyStateAllocs: an admitted take or a peek on an existing key
+// with one limit allocates nothing, for every algorithm; a multi-limit
+// decision allocates its PerLimit slice only.
 func TestSteadyStateAllocs(t *testing.T) {
 	for _, alg := range store.Algorithms {
 		t.Run(alg.String(), func(t *testing.T) {
@@ -361,6 +361,9 @@ func TestSteadyStateAllocs(t *testing.T) {
 			}}
 			mustTake(t, s, one)
 			mustTake(t, s, multi)
+			if d := mustTake(t, s, one); !d.Allowed {
+				t.Fatalf("take under a limit of 2^30 per second: got %+v, want admitted (the path measured)", d)
+			}
 			for _, tc := range []struct {
 				name string
 				f    func()

@@ -15,7 +15,7 @@ func blocking(name string, alg store.Algorithm, rate int64, period, block, block
 }
 
 // windowAlg reports whether alg counts units in windows, the algorithms
-// that support ThresholdReach and CountDenied.
+// that support CountDenied.
 func windowAlg(alg store.Algorithm) bool { return !bucketLike(alg) }
 
 // blockedBy asserts that d refuses the request because of a block started
