@@ -142,28 +142,15 @@ func (l *Limiter) decideFor(ctx context.Context, identity string, n int64, peek 
 	if identity == "" {
 		return Decision{}, errEmptyKey
 	}
-	var t *tierState
-	var set *limitSet
-	for s := stateFrom(ctx); s != nil; s = s.prev {
-		if s.q == q {
-			t, set = s.dec.t, s.dec.set
-			break
-		}
-	}
-	if t == nil {
-		if len(q.tiers) > 1 {
-			return Decision{}, errNoTier
-		}
-		t = q.tiers[0]
+	t, set, err := q.tierFor(ctx)
+	if err != nil {
+		return Decision{}, err
 	}
 	switch {
 	case t.suspended:
 		return Decision{Policy: t.policy, Tier: t.name, t: t}, nil
 	case t.unlimited:
 		return Decision{Decision: store.Decision{Allowed: true}, Policy: t.policy, Tier: t.name, t: t}, nil
-	}
-	if set == nil {
-		set = t.limits
 	}
 	req := store.Request{Key: t.prefix + identity, Limits: set.limits, Cost: n, CountDenied: q.countDenied}
 	now := q.now()
@@ -172,27 +159,47 @@ func (l *Limiter) decideFor(ctx context.Context, identity string, n int64, peek 
 		return Decision{}, err
 	}
 	d := Decision{Decision: sd, Policy: t.policy, Tier: t.name, Reset: now.Add(resetAfter(&sd)), t: t, set: set}
+	if peek {
+		return d, nil
+	}
 	if call.fallback {
 		q.warn(ctx, t.policy, call.cause)
 	}
-	if !peek {
-		if sd.BlockStarted {
-			q.blockStartedCtx(ctx, nil, identity, &d)
+	if sd.BlockStarted {
+		q.blockStartedCtx(ctx, nil, identity, &d)
+	}
+	if q.watching(ctx) {
+		outcome := OutcomeAllowed
+		switch {
+		case sd.Blocked:
+			outcome = OutcomeBlocked
+		case !sd.Allowed && q.dryRun:
+			outcome = OutcomeDryRun
+		case !sd.Allowed:
+			outcome = OutcomeLimited
 		}
-		if q.watching(ctx) {
-			outcome := OutcomeAllowed
-			switch {
-			case sd.Blocked:
-				outcome = OutcomeBlocked
-			case !sd.Allowed && q.dryRun:
-				outcome = OutcomeDryRun
-			case !sd.Allowed:
-				outcome = OutcomeLimited
-			}
-			q.reportCtx(ctx, nil, &Event{Decision: d, Outcome: outcome, Latency: call.latency, Fallback: call.fallback, Err: call.cause}, identity)
-		}
+		q.reportCtx(ctx, nil, &Event{Decision: d, Outcome: outcome, Latency: call.latency, Fallback: call.fallback, Err: call.cause}, identity)
 	}
 	return d, nil
+}
+
+// tierFor returns the tier and limits for a decision asked from a handler:
+// those the limiter's Handler applied to the request ctx belongs to, else,
+// for a limiter without tiers, its one tier and configured limits.
+func (q *quota) tierFor(ctx context.Context) (*tierState, *limitSet, error) {
+	for s := stateFrom(ctx); s != nil; s = s.prev {
+		if s.q == q {
+			t, set := s.dec.t, s.dec.set
+			if set == nil {
+				set = t.limits
+			}
+			return t, set, nil
+		}
+	}
+	if len(q.tiers) > 1 {
+		return nil, nil, errNoTier
+	}
+	return q.tiers[0], q.tiers[0].limits, nil
 }
 
 // Enforce writes the rate-limit headers for d, a decision of this limiter

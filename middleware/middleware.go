@@ -285,6 +285,7 @@ type resolved struct {
 	cost     int64
 	charged  int64     // units an enclosing limiter of this quota charged
 	outer    *reqState // the innermost enclosing limiter's state, or nil
+	now      time.Time // when the decision was asked for, on the limiter's clock
 }
 
 // policy returns the policy label for reports about the request.
@@ -335,12 +336,12 @@ func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 		next.ServeHTTP(w, r)
 		return
 	}
-	sd, call, now, err := q.decide(r, &res, need)
+	sd, call, err := q.decide(r, &res, need)
 	if err != nil {
 		q.fail(w, r, next, &res, err, call)
 		return
 	}
-	q.finish(w, r, next, &res, sd, call, now)
+	q.finish(w, r, next, &res, sd, call)
 }
 
 // resolve classifies r and finds its tier, limits, storage key and cost,
@@ -395,18 +396,18 @@ type storeCall struct {
 // decide takes need units for the request. When an enclosing limiter of
 // the same quota already charged part of the cost and the rest is refused,
 // the decision describes a retry of the whole request (see nestedRefusal).
-func (q *quota) decide(r *http.Request, res *resolved, need int64) (store.Decision, storeCall, time.Time, error) {
+func (q *quota) decide(r *http.Request, res *resolved, need int64) (store.Decision, storeCall, error) {
 	req := store.Request{Key: res.key, Limits: res.set.limits, Cost: need, CountDenied: q.countDenied}
 	if q.dedup != nil {
 		req.DedupID = q.dedup(r)
 	}
 	ctx := r.Context()
-	now := q.now()
-	d, call, err := q.call(ctx, req, now, false)
+	res.now = q.now()
+	d, call, err := q.call(ctx, req, res.now, false)
 	if err == nil && !d.Allowed && res.charged > 0 && !d.Blocked {
 		d = q.nestedRefusal(ctx, req, res.cost, d, call)
 	}
-	return d, call, now, err
+	return d, call, err
 }
 
 // nestedRefusal turns the refusal of the rest of a cost (cost minus what
@@ -515,9 +516,9 @@ func (q *quota) callMain(ctx context.Context, req store.Request, now time.Time, 
 }
 
 // finish writes the decision's headers and calls next or refuses.
-func (q *quota) finish(w http.ResponseWriter, r *http.Request, next http.Handler, res *resolved, sd store.Decision, call storeCall, now time.Time) {
+func (q *quota) finish(w http.ResponseWriter, r *http.Request, next http.Handler, res *resolved, sd store.Decision, call storeCall) {
 	t := res.t
-	d := Decision{Decision: sd, Policy: t.policy, Tier: t.name, Reset: now.Add(resetAfter(&sd)), t: t, set: res.set}
+	d := Decision{Decision: sd, Policy: t.policy, Tier: t.name, Reset: res.now.Add(resetAfter(&sd)), t: t, set: res.set}
 	if call.fallback {
 		q.warn(r.Context(), t.policy, call.cause)
 	}
