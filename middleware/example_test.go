@@ -131,7 +131,7 @@ func ExampleWithExempt() {
 	st, _ := memstore.New(memstore.Options{})
 	lim, _ := middleware.New(st, keyfunc.RemoteIP, store.Limit{Rate: 1, Period: time.Minute},
 		middleware.WithExempt(middleware.ExemptPaths("/healthz")),
-		middleware.WithExempt(middleware.ExemptMethods(http.MethodOptions)))
+		middleware.WithExempt(func(r *http.Request) bool { return r.Method == http.MethodOptions }))
 	h := lim.Handler(http.HandlerFunc(hello))
 	for range 2 {
 		res := get(h, "/healthz", "192.0.2.1:1")

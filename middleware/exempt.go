@@ -38,16 +38,6 @@ func ExemptPaths(paths ...string) func(*http.Request) bool {
 	}
 }
 
-// ExemptMethods returns an exemption for requests with one of the given
-// methods (for example http.MethodOptions for CORS preflights).
-func ExemptMethods(methods ...string) func(*http.Request) bool {
-	set := map[string]bool{}
-	for _, m := range methods {
-		set[strings.ToUpper(m)] = true
-	}
-	return func(r *http.Request) bool { return set[r.Method] }
-}
-
 // ExemptCIDRs returns an exemption for clients whose address, as ip finds
 // it (so trusted proxies are honoured exactly as for identities), lies in
 // one of cidrs; a nil ip means the peer address. A request whose address cannot be

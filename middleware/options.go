@@ -180,7 +180,9 @@ func WithLocalFallback(s store.Store) Option { return func(c *config) { c.local 
 
 // WithExempt exempts requests for which f returns true: they reach the
 // wrapped handler without a decision and without rate-limit headers. See
-// [ExemptPaths], [ExemptMethods] and [ExemptCIDRs].
+// [ExemptPaths] and [ExemptCIDRs]; for a method, such as CORS preflights:
+//
+//	middleware.WithExempt(func(r *http.Request) bool { return r.Method == http.MethodOptions })
 func WithExempt(f func(*http.Request) bool) Option {
 	return func(c *config) { c.exempt = append(c.exempt, f) }
 }
