@@ -10,16 +10,28 @@ import (
 )
 
 // The benchmarks run Take from parallel goroutines with the real clock
-// under a limit of 100 per second (burst 100), the limit of the
-// golang.org/x/time/rate comparison:
+// under a limit of 100 per second (burst 100):
 //
-//	go test -run '^$' -bench 'Take/gcra' ./store/memstore/
+//	go test -run '^$' -bench 'Take/gcra' -cpu 1,2 ./store/memstore/
 //
-// compared, in the same run, with rate.NewLimiter(rate.Every(10*time.Millisecond), 100)
-// and Limiter.Allow: one limiter shared by every goroutine for one key,
-// and 10,000 limiters found in a map by the same keys for 10k keys.
-// x/time/rate is not a dependency of this module; the side-by-side
-// comparison lives in the bench module.
+// Next to golang.org/x/time/rate v0.16.0, rate.NewLimiter(rate.Every(10*time.Millisecond), 100)
+// and Limiter.Allow with the same goroutines and keys (one limiter for one
+// key; 10,000 limiters in a map, found by key, for 10k keys), measured in
+// the same session by a program outside this module (x/time/rate is not a
+// dependency), best of 9 runs on a shared 2-core AMD EPYC VM, Go 1.26:
+//
+//	                  memstore Take   Limiter.Allow   ratio
+//	one key, 1 CPU           137 ns           72 ns    1.9
+//	one key, 2 CPUs          133 ns           75 ns    1.8
+//	10k keys, 1 CPU          171 ns           77 ns    2.2
+//	10k keys, 2 CPUs          98 ns           40 ns    2.5
+//
+// Both read the clock once and take one mutex. A Take also validates the
+// request (about 28 ns), finds the key's record in a map and keeps it in
+// least-recently-used order, and computes Remaining, ResetAfter,
+// RetryAfter and the state's expiry exactly (four or five float64
+// divisions). The side-by-side comparison with other libraries lives in
+// the bench module.
 
 // benchKeys is the key spread: 10k clients, as many distinct keys as a busy
 // service sees in a window.
