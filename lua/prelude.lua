@@ -52,7 +52,17 @@ end
 -- The block key holds the scope of the limit that tripped it; its TTL is
 -- the only record of when it ends. A key in its last millisecond (PTTL 0)
 -- no longer blocks.
-local block_ttl = redis.call('PTTL', block_key)
+-- Only requests with a blocking limit are subject to the key's block.
+local blocks = false
+for i = 1, n do
+  if block[i] > 0 then
+    blocks = true
+  end
+end
+local block_ttl = -2
+if blocks then
+  block_ttl = redis.call('PTTL', block_key)
+end
 local blocked = block_ttl > 0
 local block_scope = ''
 if blocked then
@@ -220,14 +230,7 @@ local function finish(record)
   end
   local r
   if blocked or started then
-    -- A retry is admitted once the block has ended and every limit that
-    -- refuses the request now would admit it.
     local us = ttl * 1000
-    for i = 1, n do
-      if not ok[i] and retry[i] > us then
-        us = retry[i]
-      end
-    end
     r = {0, -1, 0, us, us, 1, 0, 0}
     if started then
       r[7] = 1

@@ -90,7 +90,9 @@
 // A Take runs these steps as one atomic step:
 //
 //  1. The request is validated before any state is read.
-//  2. Block check: while the key's block lasts, the request is refused with
+//  2. Block check, for a request with at least one blocking limit (Block >
+//     0; a request without one is not subject to blocks and pays nothing
+//     for them): while the key's block lasts, the request is refused with
 //     Blocked, RetryAfter = ResetAfter = the block's remaining time,
 //     Remaining 0, LimitID the ID of the limit that started the block and
 //     Index its position in this request (−1 when it is not there; Limit is

@@ -107,7 +107,9 @@ func (o *op) evaluate(out []outcome) {
 	if o.rec != nil && o.rec.ks != nil && o.rec.ks.exp > now {
 		o.ks = o.rec.ks
 	}
-	if v.blocked = o.ks.blocked(now); v.blocked {
+	// Only requests with a blocking limit are subject to the key's block
+	// (package store, "Blocks").
+	if v.blocked = blocks(o.req.Limits) && o.ks.blocked(now); v.blocked {
 		v.blockEnd, v.scope = o.ks.blockEnd, o.ks.scope
 	}
 	if !v.blocked && o.req.DedupID != "" {
@@ -477,4 +479,14 @@ func micros(us int64) time.Duration {
 		return math.MaxInt64
 	}
 	return time.Duration(us) * time.Microsecond
+}
+
+// blocks reports whether one of limits blocks (Block > 0).
+func blocks(limits []store.Limit) bool {
+	for i := range limits {
+		if limits[i].Block > 0 {
+			return true
+		}
+	}
+	return false
 }

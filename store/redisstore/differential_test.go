@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
@@ -267,6 +268,16 @@ func TestMatchesMemstore(t *testing.T) {
 						want, werr = ms.Peek(ctx, req)
 					case "reset":
 						gerr, werr = rs.Reset(ctx, req), ms.Reset(ctx, req)
+						// On the fake clock Redis keeps expired keys (with
+						// real TTLs of an hour), so whether anything was
+						// left to reset can differ; whether the reset
+						// worked is compared by the next decisions.
+						if errors.Is(gerr, store.ErrNotFound) {
+							gerr = nil
+						}
+						if errors.Is(werr, store.ErrNotFound) {
+							werr = nil
+						}
 						if gerr != nil || werr != nil {
 							t.Fatalf("step %d: reset errors: redis %v, memory %v", step, gerr, werr)
 						}

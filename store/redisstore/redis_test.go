@@ -326,7 +326,7 @@ func TestErrorKinds(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err = s.Peek(ctx, req)
-		if store.KindOf(err) != store.KindScript || !strings.Contains(err.Error(), "malformed GCRA state") {
+		if store.KindOf(err) != store.KindScript || !strings.Contains(err.Error(), "malformed bucket state") {
 			t.Fatalf("got %v, want a script error naming the malformed state", err)
 		}
 	})

@@ -184,16 +184,16 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 // not at all, never twice.
 //
 // Refusals are cached locally (unless [Options.DenyCacheSize] is
-// negative): a single-limit request refused with RetryAfter T, or refused
-// by a block, is refused again without a round trip until T has passed,
-// measured from before the call was sent, for requests of the same key and
-// limit and at least the same cost. Only time frees capacity, so this
-// refuses nothing Redis would admit, with two exceptions an operator
-// should know: a [Store.Reset] through another Store (another process)
-// takes effect here only once T has passed, and so does a changed limit
-// that keeps the same ID, Rate, Period and Burst. Requests that count
-// refusals or carry a de-duplication id bypass the cache; such decisions
-// report [store.Decision.Cached].
+// negative): a request of the lean kind (one limit, no block, no counted
+// refusals, no de-duplication id) refused with RetryAfter T is refused
+// again without a round trip until T has passed, measured from before the
+// call was sent, for requests of the same key and limit with at least the
+// same cost; such decisions report [store.Decision.Cached]. A refusal
+// records nothing and only time frees capacity, so this refuses nothing
+// Redis would admit, with one exception an operator should know: a
+// [Store.Reset] made through another Store (another process) takes effect
+// here only once T has passed. A changed limit is a different limit and
+// is asked afresh.
 //
 // Block times come from the block key's TTL and so have millisecond
 // resolution: RetryAfter of a blocked request is the key's PTTL (or later,
@@ -285,7 +285,7 @@ func (s *Store) decide(ctx context.Context, mode string, req store.Request) (sto
 	cost := req.EffectiveCost()
 	start := time.Now()
 	cmd := s.command(mode, &req, cost)
-	cacheable := s.deny != nil && len(req.Limits) == 1 && !req.CountDenied && req.DedupID == ""
+	cacheable := s.deny != nil && cmd.lean
 	if cacheable {
 		if d, ok := s.deny.lookup(cmd.key, cmd.li, cost, start); ok {
 			return d, nil

@@ -92,14 +92,16 @@ func tally(ds []store.Decision) (admitted, blocked, started int) {
 // the limit, RetryAfter (and ResetAfter) is the block's duration. While
 // the block lasts every request of the key is refused with RetryAfter the
 // block's remaining time, Peek included, even after the counting window
-// has emptied, and so are requests with other limits (Index -1 when the
-// blocking limit is not among them). Once it ends the key is as good as
-// new; the next block lasts as long (no BlockMax, no escalation).
+// has emptied, and so are requests with other blocking limits (Index -1
+// when the blocking limit is not among them); a request none of whose
+// limits blocks is not subject to blocks. Once it ends the key is as good
+// as new; the next block lasts as long (no BlockMax, no escalation).
 func testBlock(e *env, alg store.Algorithm) {
 	p := pick(e, time.Second, 250*time.Millisecond)
 	blk := pick(e, 4*time.Second, time.Second)
 	l := blocking("login", alg, 2, p, blk, 0)
-	other := named("other", alg, 100, time.Hour)
+	other := blocking("other", alg, 100, time.Hour, time.Hour, 0)
+	plain := named("plain", alg, 100, time.Hour)
 	k := e.key()
 	r := req(k, 1, l)
 	for round := 0; round < 2; round++ {
@@ -116,6 +118,7 @@ func testBlock(e *env, alg store.Algorithm) {
 		e.blockedBy(what+", after the counting window", e.take(r), "login", 0, false, blk-(e.clock()-start))
 		e.blockedBy(what+", another limit of the key", e.take(req(k, 1, other)), "login", -1, false, blk-(e.clock()-start))
 		e.blockedBy(what+", another limit first", e.take(req(k, 1, other, l)), "login", 1, false, blk-(e.clock()-start))
+		e.check(what+", a limit that does not block", e.take(req(k, 1, plain)), expect{allowed: true, remaining: int64(99 - round), resetAfter: -1})
 		left := e.peek(r).RetryAfter
 		e.endBlock(what, r, "login", 0, left)
 		e.check(what+", peek after the block", e.peek(r), expect{allowed: true, remaining: 1, resetAfter: -1})
