@@ -19,7 +19,7 @@ import (
 // go-redis ClusterClients with default options:
 //
 //   - one-slot-per-decision: every key one decision writes (limit state,
-//     block, strike counter, de-duplication ids, replay records) lies in
+//     block, strike counter, de-duplication ids) lies in
 //     the slot of the request key's hash tag, on one master;
 //   - keys-spread-over-masters: 200 client keys use all three masters, so
 //     the hash tag is the client key and not something shared;
@@ -144,8 +144,6 @@ func testClusterOneSlot(t *testing.T, cc *redis.ClusterClient, alg store.Algorit
 				t.Errorf("key %q: got slot %d, want %d (the slot of the encoded client key %q)", k, slot, tagSlot, redisstore.EncodeKey(key))
 			}
 			switch {
-			case strings.Contains(k, ":op:"):
-				kinds["replay"]++
 			case strings.HasSuffix(k, ":block"):
 				kinds["block"]++
 			case strings.HasSuffix(k, ":strikes"):
@@ -157,7 +155,7 @@ func testClusterOneSlot(t *testing.T, cc *redis.ClusterClient, alg store.Algorit
 			}
 		}
 	}
-	for _, kind := range []string{"replay", "block", "strikes", "dedup", "state"} {
+	for _, kind := range []string{"block", "strikes", "dedup", "state"} {
 		if kinds[kind] == 0 {
 			t.Errorf("got no %s key among %v, want at least one: the test did not cover every kind of key", kind, byMaster)
 		}

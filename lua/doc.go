@@ -1,57 +1,68 @@
 // Package lua holds the Redis Lua scripts behind
-// [github.com/ratekeeper/ratekeeper/store/redisstore]: one script per
-// rate-limiting algorithm, each made of a common prelude (prelude.lua:
-// clock, argument parsing, replay records, rounding helpers, the block and
-// de-duplication checks, block starts with escalation, remembering
-// de-duplication ids, the choice of the deciding limit, and the bucket
-// arithmetic GCRA and the token bucket share) followed by the algorithm's
-// own file, which evaluates every limit and supplies the function that
-// records a request. The sources are embedded at build time; the package
-// has no dependencies.
+// [github.com/ratekeeper/ratekeeper/store/redisstore]. Every script is
+// common.lua (rounding helpers and the clock), then a prelude, then one
+// algorithm file:
+//
+//   - lean.lua, for the common request: one limit, no block, no
+//     de-duplication id, no counted refusals. It parses five arguments and
+//     answers four integers; nothing else runs.
+//   - prelude.lua, for everything else: argument parsing for several
+//     limits, the block and de-duplication checks, block starts with
+//     escalation, remembering de-duplication ids and the choice of the
+//     deciding limit.
+//
+// The algorithm files (bucket.lua for GCRA and the token bucket, which are
+// one algorithm; sliding_window_log.lua, sliding_window_counter.lua,
+// fixed_window.lua) evaluate every limit and supply the function that
+// records a request; they run under either prelude. The sources are
+// embedded at build time; the package has no dependencies.
 //
 // [Source] returns a complete script by algorithm name ([Names] lists them;
-// they match the store package's Algorithm names). The scripts implement the
-// semantics documented in package [github.com/ratekeeper/ratekeeper/store],
-// with the same arithmetic, step for step, as the in-memory store
+// they match the store package's Algorithm names) and prelude. The scripts
+// implement the semantics documented in package
+// [github.com/ratekeeper/ratekeeper/store], with the same arithmetic, step
+// for step, as the in-memory store
 // [github.com/ratekeeper/ratekeeper/store/memstore], so that both reach the
-// same decisions. Their clock is the server's TIME in integer microseconds;
-// rates divide time in float64; durations are rounded up to the
-// microsecond, and a refused request's retry time is corrected against the
-// admission test itself, so that waiting exactly that long is enough.
+// same decisions. Their clock is the server's TIME in integer microseconds.
 //
-// # Calling convention
+// # Calling convention: lean scripts
 //
-// Every script takes the same KEYS and ARGV layout:
+//	KEYS[1]   the limit's state key
+//	ARGV[1]   "take" (check and record) or "peek" (check, write nothing)
+//	ARGV[2]   cost, an integer >= 1
+//	ARGV[3]   rate
+//	ARGV[4]   period in microseconds (a whole number of milliseconds)
+//	ARGV[5]   capacity (the store's Limit.Capacity)
+//	ARGV[6]   sliding_window_log takes only: a nonce unique to the take,
+//	          free of ':', which makes the log's members unique
 //
-//	KEYS[1]        replay record key of this take attempt (see below); peek
-//	               never touches it, so a peek may pass any key of the slot
-//	KEYS[2]        the request key's block
-//	KEYS[3]        the request key's strike counter (block escalation); when
+// The reply is {allowed (1 or 0), remaining, reset after µs, retry after
+// µs}: after the request when it is admitted, else as the limit stands.
+//
+// # Calling convention: full scripts
+//
+//	KEYS[1]        the request key's block
+//	KEYS[2]        the request key's strike counter (block escalation); when
 //	               no limit escalates (block_max <= block) the script does
 //	               not touch it, and any key of the slot will do
-//	KEYS[4]        the request key's de-duplication hash; when the dedup id
+//	KEYS[3]        the request key's de-duplication hash; when the dedup id
 //	               is empty the script does not touch it, and any key of the
 //	               slot will do
-//	KEYS[5..n+4]   one state key per limit, in request order
-//	               (sliding_window_log: KEYS[5] only, one sorted set shared
+//	KEYS[4..n+3]   one state key per limit, in request order
+//	               (sliding_window_log: KEYS[4] only, one sorted set shared
 //	               by every limit of the request)
-//	ARGV[1]        "take" (check and record) or "peek" (check, write nothing)
+//	ARGV[1]        "take" or "peek"
 //	ARGV[2]        cost, an integer >= 1
-//	ARGV[3]        nonce: unique per take attempt, free of ':' and ','; it
-//	               also makes sliding window log members unique
-//	ARGV[4]        replay record TTL in milliseconds, 0 for no record
-//	ARGV[5]        "1" to record refused requests too (window algorithms
-//	               only; the bucket scripts fail on it), else "0"
-//	ARGV[6]        de-duplication id as stored (any bytes, at most a few
-//	               hundred), "" for none
-//	ARGV[7]        n, the number of limits (at least 1)
-//	ARGV[8..]      per limit i, six values: rate, period in microseconds
-//	               (a whole number of milliseconds), capacity (the store's
-//	               Limit.Capacity: the burst of GCRA and the token bucket,
-//	               what the window algorithms count up to), block and
-//	               block_max in milliseconds (0 for none; block_max is 0 or
-//	               at least block), and scope: the limit's ID when block > 0,
-//	               else ""
+//	ARGV[3]        nonce: unique per take, free of ':' (sliding window log
+//	               members); may be empty for other algorithms
+//	ARGV[4]        "1" to record refused requests too (window algorithms
+//	               only; the bucket script fails on it), else "0"
+//	ARGV[5]        de-duplication id as stored, "" for none
+//	ARGV[6]        n, the number of limits (at least 1)
+//	ARGV[7..]      per limit i, six values: rate, period in microseconds,
+//	               capacity, block and block_max in milliseconds (0 for
+//	               none; block_max is 0 or at least block), and scope: the
+//	               limit's ID when block > 0, else ""
 //
 // All keys must share one hash tag so that the script runs on Redis Cluster.
 // A malformed header or malformed stored state makes the script fail with an
@@ -61,7 +72,9 @@
 //
 // One script run is one atomic decision:
 //
-//  1. Block check: when the block key exists with a PTTL above 0 the
+//  1. Block check, when a limit of the request blocks (block > 0; other
+//     requests are not subject to blocks): when the block key exists with
+//     a PTTL above 0 the
 //     request is refused as blocked, whatever the limits say. With counted
 //     refusals it is recorded in every limit; nothing else is written.
 //  2. De-duplication check (dedup id set): an id remembered and not expired
@@ -80,9 +93,9 @@
 // or a remembered id, else the limits' verdict (refused, not blocked, where
 // a take would start a block).
 //
-// # Reply
+// # Reply of the full scripts
 //
-// An array of 9 + 2n integers followed by one string:
+// An array of 8 + 2n integers followed by one string:
 //
 //	1  allowed: 1 when the request is admitted, else 0
 //	2  index of the deciding limit, from 0; -1 when blocked
@@ -92,10 +105,9 @@
 //	   block's remaining time
 //	5  retry after, microseconds; 0 when allowed; when blocked, the block's
 //	   remaining time (its PTTL, or its duration when this run started it)
-//	6  replayed: 1 when the reply came from a replay record
-//	7  blocked: 1 when refused because of a block (existing or started)
-//	8  block started: 1 when this run started the block
-//	9  duplicate: 1 when admitted as a repeat of the dedup id
+//	6  blocked: 1 when refused because of a block (existing or started)
+//	7  block started: 1 when this run started the block
+//	8  duplicate: 1 when admitted as a repeat of the dedup id
 //	then per limit i: the units it still admits and its reset after, after
 //	the request when it was admitted and recorded, else as it stands
 //	without the request
@@ -107,33 +119,23 @@
 // included), the limit with the fewest units remaining (ties: the
 // earliest).
 //
-// # Replay records
+// # Re-sent commands
 //
-// A client library may re-send a command after a read timeout or a broken
-// connection although the server already ran it (go-redis does so up to
-// MaxRetries times). For a take whose replay TTL is positive, the script
-// first looks for KEYS[1]: when it exists it holds the reply of an earlier
-// run of the same attempt, as "<integers joined by ','>|<scope>", which is
-// returned with the replayed flag set, and nothing is counted, blocked or
-// escalated again. Otherwise a take that writes anything (an admission, a
-// counted refusal, a block start) stores its reply there with PX set to the
-// replay TTL. A take that writes nothing (a plain refusal, a duplicate)
-// leaves no record: running it again is harmless. Callers must use a fresh
-// nonce and record key for every attempt.
+// A client library may re-send a command after a broken connection although
+// the server already ran it (go-redis does so up to MaxRetries times). The
+// scripts keep no per-attempt record: the Redis store sends them with the
+// client's re-send switched off, so a call whose reply is lost fails once
+// and is never run twice.
 //
 // # State and expiry
 //
 // Every write sets a TTL in whole milliseconds, rounded up and at least 1,
 // that ends when the state can no longer change a decision:
 //
-//   - gcra: one string "<ts>:<tokens>" per limit, the time of the last
-//     admission (integer µs) and the tokens left then. It is the theoretical
-//     arrival time TAT = ts + (B − tokens)·P/R seen from the bucket's side,
-//     kept this way because an absolute float TAT has a resolution of
-//     0.25µs today and sums of fractional emission intervals drift. Expires
-//     at the TAT.
-//   - token_bucket: one hash {tokens, ts} per limit; expires when the bucket
-//     would be full again.
+//   - gcra and token_bucket: one 16-byte string per limit, {ts, used} as
+//     two little-endian doubles (struct.pack '<d<d'): the time of the last
+//     admission (integer µs) and the units used then. Expires when the
+//     units have drained.
 //   - sliding_window_log: one sorted set for the request's limits, a member
 //     "<now>:<nonce>:<j>" per recorded unit scored with its time; pruned to
 //     the longest period on each recording, and with counted refusals

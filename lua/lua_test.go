@@ -17,27 +17,37 @@ import (
 
 func TestSource(t *testing.T) {
 	for _, name := range Names() {
-		t.Run(name, func(t *testing.T) {
-			src, err := Source(name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !strings.HasPrefix(src, prelude) {
-				t.Fatal("script does not start with the prelude")
-			}
-			body, err := os.ReadFile(name + ".lua")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !strings.HasSuffix(src, string(body)) {
-				t.Fatalf("script does not end with %s.lua", name)
-			}
-			if !strings.Contains(string(body), "return finish(") {
-				t.Fatalf("%s.lua does not answer through finish", name)
-			}
-		})
+		for _, lean := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/lean=%v", name, lean), func(t *testing.T) {
+				src, err := Source(name, lean)
+				if err != nil {
+					t.Fatal(err)
+				}
+				p := prelude
+				if lean {
+					p = leanPrelude
+				}
+				if !strings.HasPrefix(src, common+"\n"+p) {
+					t.Fatal("script does not start with common.lua and its prelude")
+				}
+				file := name + ".lua"
+				if name == "gcra" || name == "token_bucket" {
+					file = "bucket.lua"
+				}
+				body, err := os.ReadFile(file)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !strings.HasSuffix(src, string(body)) {
+					t.Fatalf("script does not end with %s", file)
+				}
+				if !strings.Contains(string(body), "return finish(") {
+					t.Fatalf("%s does not answer through finish", file)
+				}
+			})
+		}
 	}
-	if _, err := Source("leaky_bucket"); !errors.Is(err, ErrUnknownScript) {
+	if _, err := Source("leaky_bucket", false); !errors.Is(err, ErrUnknownScript) {
 		t.Fatalf("unknown name: got %v, want ErrUnknownScript", err)
 	}
 }
@@ -59,14 +69,14 @@ func TestEveryFileIsUsed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	known := map[string]bool{"prelude": true}
+	known := map[string]bool{"common": true, "prelude": true, "lean": true, "bucket": true}
 	for _, n := range Names() {
 		known[n] = true
 	}
 	for _, f := range files {
 		name, ok := strings.CutSuffix(f.Name(), ".lua")
 		if ok && !known[name] {
-			t.Errorf("%s is neither the prelude nor an algorithm", f.Name())
+			t.Errorf("%s is neither a prelude nor an algorithm", f.Name())
 		}
 	}
 }
@@ -82,19 +92,21 @@ func TestScriptsCompile(t *testing.T) {
 	defer conn.Close()
 	rd := bufio.NewReader(conn)
 	for _, name := range Names() {
-		src, err := Source(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		line, err := command(conn, rd, "SCRIPT", "LOAD", src)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !strings.HasPrefix(line, "$40") {
-			t.Fatalf("%s: SCRIPT LOAD answered %q, want a SHA-1", name, line)
-		}
-		if _, err := rd.ReadString('\n'); err != nil {
-			t.Fatal(err)
+		for _, lean := range []bool{false, true} {
+			src, err := Source(name, lean)
+			if err != nil {
+				t.Fatal(err)
+			}
+			line, err := command(conn, rd, "SCRIPT", "LOAD", src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.HasPrefix(line, "$40") {
+				t.Fatalf("%s (lean %v): SCRIPT LOAD answered %q, want a SHA-1", name, lean, line)
+			}
+			if _, err := rd.ReadString('\n'); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	// The check works: a broken script is refused.

@@ -411,11 +411,3 @@ func KindOf(err error) ErrorKind {
 	}
 	return KindOther
 }
-
-// Local is implemented by stores that decide in process memory without
-// I/O and never block, such as the memory store. Callers such as the
-// middleware skip the per-call deadline (a timer per request) for stores
-// whose Local method returns true.
-type Local interface {
-	Local() bool
-}

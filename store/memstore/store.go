@@ -244,11 +244,6 @@ func (s *Store) Evictions() uint64 { return s.evictions.Load() }
 // Name returns "memory", the backend name used in metrics labels.
 func (s *Store) Name() string { return "memory" }
 
-// Local reports true: the store answers from process memory, never blocks
-// and ignores contexts, so callers need not bound its calls with a
-// deadline (see [store.Local]).
-func (s *Store) Local() bool { return true }
-
 // limitIDs writes the ID of each limit to ids, without allocating for
 // limits seen before.
 func (s *Store) limitIDs(limits []store.Limit, ids *[store.MaxLimits]string) {
