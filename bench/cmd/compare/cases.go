@@ -197,16 +197,20 @@ func serve(h http.Handler, reqs []*http.Request) func(w *worker, k int) (bool, e
 
 // rkOptions returns the Redis store options of a ratekeeper case. batch
 // false asks for one script call per Take (no batching of concurrent
-// Takes); deny false turns off the local cache of refusals. This version
-// of the store has neither feature, so every combination gives the same
-// store; rkVariants reports that in the output.
+// Takes); deny false turns off the local cache of refusals.
 func rkOptions(prefix string, batch, deny bool) redisstore.Options {
-	_, _ = batch, deny
-	return redisstore.Options{Prefix: prefix, Timeout: time.Second}
+	o := redisstore.Options{Prefix: prefix, Timeout: time.Second}
+	if !batch {
+		o.MaxBatch = 1
+	}
+	if !deny {
+		o.DenyCacheSize = -1
+	}
+	return o
 }
 
 // rkVariants reports whether rkOptions distinguishes its variants.
-const rkVariants = false
+const rkVariants = true
 
 // closeIfCloser closes v when it has a Close method (a store with
 // background work).
