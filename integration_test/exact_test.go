@@ -10,6 +10,7 @@ import (
 
 	"github.com/ratekeeper/ratekeeper/middleware"
 	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/store/redisstore"
 )
 
 // TestExactUnderConcurrency sends 200 simultaneous requests for one client
@@ -144,8 +145,15 @@ func TestInstancesShareOneLimit(t *testing.T) {
 			if err := s1.Reset(ctx, req); err != nil {
 				t.Fatalf("reset via store 0: %v", err)
 			}
-			if d, err := s2.Take(ctx, req); err != nil || !d.Allowed || d.Remaining != rate-1 {
-				t.Fatalf("take via store 1 after reset: got %+v, %v, want allowed with remaining %d", d, err, rate-1)
+			// Store 1 remembers its own refusal until its RetryAfter (a
+			// reset through another instance is not seen there); a store
+			// without the deny cache sees the reset at once.
+			if d, err := s2.Take(ctx, req); err != nil || d.Allowed || !d.Cached {
+				t.Fatalf("take via store 1 after reset: got %+v, %v, want its cached refusal", d, err)
+			}
+			s3 := newStoreWith(t, c2, redisstore.Options{Prefix: prefix, Timeout: 10 * time.Second, DenyCacheSize: -1})
+			if d, err := s3.Take(ctx, req); err != nil || !d.Allowed || d.Remaining != rate-1 {
+				t.Fatalf("take via a store without deny cache after reset: got %+v, %v, want allowed with remaining %d", d, err, rate-1)
 			}
 		})
 	}

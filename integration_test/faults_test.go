@@ -152,9 +152,11 @@ func TestFaultRedisPaused(t *testing.T) {
 
 	// go-redis re-sends a command whose reply did not come within its read
 	// timeout (5 s by default) while the caller's context is still live.
-	// With a store timeout longer than that, a pause makes the client send
-	// the same take twice; both run once Redis resumes. The take must be
-	// recorded once.
+	// With a store timeout longer than that, a pause would make a default
+	// client send the same take twice, and both would run once Redis
+	// resumes. The store sends script calls with re-sends off: the take
+	// fails with a timeout (its outcome is unknown to the caller) and is
+	// recorded at most once.
 	t.Run("client-resend", func(t *testing.T) {
 		const readTimeout = 5 * time.Second // go-redis default
 		long := newStoreWith(t, c, redisstore.Options{Prefix: prefix, Timeout: 3 * readTimeout})
@@ -176,18 +178,17 @@ func TestFaultRedisPaused(t *testing.T) {
 		time.Sleep(readTimeout + 1500*time.Millisecond)
 		srv.unpause(t)
 		r := <-done
-		if r.err != nil {
-			t.Fatalf("take across the pause: %v", r.err)
-		}
-		if !r.d.Allowed || r.d.Remaining != 98 {
-			t.Errorf("take across the pause: got %+v, want allowed with remaining 98", r.d)
+		if r.err == nil || store.KindOf(r.err) != store.KindTimeout {
+			t.Fatalf("take across the pause: got %+v, %v, want a timeout (no re-send)", r.d, r.err)
 		}
 		d, err := long.Take(t.Context(), req)
 		if err != nil {
 			t.Fatalf("take after the pause: %v", err)
 		}
-		if d.Remaining != 97 {
-			t.Errorf("take after the pause: got remaining %d, want 97 (the take across the pause counted once)", d.Remaining)
+		// 97 when the take sent before the pause ran once Redis resumed,
+		// 98 when it never ran; 96 would be a second run.
+		if d.Remaining != 97 && d.Remaining != 98 {
+			t.Errorf("take after the pause: got remaining %d, want 97 or 98 (the take across the pause counted at most once)", d.Remaining)
 		}
 	})
 
