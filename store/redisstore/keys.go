@@ -82,11 +82,11 @@ func hashKey(s string) string {
 // that changing a limit's algorithm under the same name starts from fresh
 // state instead of misreading (or failing on) the old one.
 const (
-	tagGCRA    = "gcra"
-	tagBucket  = "tb"
-	tagLog     = "swl"
-	tagCounter = "swc"
-	tagFixed   = "fw"
+	tagGCRA    = "g"
+	tagBucket  = "t"
+	tagLog     = "l"
+	tagCounter = "c"
+	tagFixed   = "f"
 	tagOp      = "op"
 	// Per request key, shared by all its limits.
 	tagBlock   = "block"
@@ -106,6 +106,18 @@ var algorithmTags = [...]string{
 // one request. The braces make the encoded key the Redis Cluster hash tag.
 func keyBase(prefix, encodedKey string) string {
 	return prefix + ":{" + encodedKey + "}:"
+}
+
+// limitKey returns a limit's part of its state key, a function of its ID
+// alone: the encoded ID, or, for the ID a limit gets by default
+// ("<algorithm>/<period>", whose algorithm the key's tag already names),
+// '~' and the period. No encoded ID has that form: escaped forms never
+// contain '~', and hashed ones are 44 bytes long.
+func limitKey(l store.Limit) string {
+	if l.Name == "" || l.Name == l.Algorithm.String()+"/"+l.Period.String() {
+		return "~" + l.Period.String()
+	}
+	return EncodeKey(l.Name)
 }
 
 // appendKeyKeys appends the keys of the request key's own state, shared by
@@ -138,7 +150,7 @@ func appendStateKeys(keys []string, base string, limits []store.Limit) []string 
 	}
 	tag := algorithmTags[alg]
 	for _, l := range limits {
-		keys = append(keys, base+tag+":"+EncodeKey(l.ID()))
+		keys = append(keys, base+tag+":"+limitKey(l))
 	}
 	return keys
 }
@@ -152,12 +164,12 @@ func appendStateKeys(keys []string, base string, limits []store.Limit) []string 
 // with.
 func logSuffix(limits []store.Limit) string {
 	if len(limits) == 1 {
-		return EncodeKey(limits[0].ID())
+		return limitKey(limits[0])
 	}
 	var buf [store.MaxLimits]string
 	ids := buf[:0]
 	for _, l := range limits {
-		id := EncodeKey(l.ID())
+		id := limitKey(l)
 		i := len(ids)
 		ids = append(ids, id)
 		for ; i > 0 && ids[i-1] > id; i-- {

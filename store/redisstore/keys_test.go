@@ -179,12 +179,13 @@ func TestStateKeys(t *testing.T) {
 		ls   []store.Limit
 		want []string
 	}{
-		{"gcra", store.GCRA, []store.Limit{sec}, []string{"rk:{k%3A1}:gcra:gcra/1s"}},
-		{"token bucket", store.TokenBucket, []store.Limit{sec}, []string{"rk:{k%3A1}:tb:token_bucket/1s"}},
-		{"counter", store.SlidingWindowCounter, []store.Limit{sec}, []string{"rk:{k%3A1}:swc:sliding_window_counter/1s"}},
-		{"fixed", store.FixedWindow, []store.Limit{named, sec}, []string{"rk:{k%3A1}:fw:api%3Av1", "rk:{k%3A1}:fw:fixed_window/1s"}},
-		{"log one limit", store.SlidingWindowLog, []store.Limit{named}, []string{"rk:{k%3A1}:swl:api%3Av1"}},
-		{"log sorted ids", store.SlidingWindowLog, []store.Limit{sec, named}, []string{"rk:{k%3A1}:swl:api%3Av1:sliding_window_log/1s"}},
+		{"gcra", store.GCRA, []store.Limit{sec}, []string{"rk:{k%3A1}:g:~1s"}},
+		{"token bucket", store.TokenBucket, []store.Limit{sec}, []string{"rk:{k%3A1}:t:~1s"}},
+		{"counter", store.SlidingWindowCounter, []store.Limit{sec}, []string{"rk:{k%3A1}:c:~1s"}},
+		{"fixed", store.FixedWindow, []store.Limit{named, sec}, []string{"rk:{k%3A1}:f:api%3Av1", "rk:{k%3A1}:f:~1s"}},
+		{"log one limit", store.SlidingWindowLog, []store.Limit{named}, []string{"rk:{k%3A1}:l:api%3Av1"}},
+		{"log sorted ids", store.SlidingWindowLog, []store.Limit{sec, named}, []string{"rk:{k%3A1}:l:api%3Av1:~1s"}},
+		{"default name spelled out", store.GCRA, []store.Limit{{Name: "gcra/1s", Rate: 1, Period: time.Second}}, []string{"rk:{k%3A1}:g:~1s"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -220,6 +221,8 @@ func TestLogSuffixInjective(t *testing.T) {
 		lim("a"), lim("b"), lim("a", "b"), lim("a:b"), lim("a", "b", "c"), lim("a:b", "c"),
 		lim(long), lim(long, long+"x"), lim(long + ":" + long + "x"), lim(long+"x", long+"y"),
 		lim(strings.Repeat("z", 200)),
+		// A limit with the default ID and one named like its key part.
+		{{Algorithm: store.SlidingWindowLog, Rate: 1, Period: time.Second}}, lim("~1s"), lim("sliding_window_log/2s"),
 	}
 	seen := make(map[string]int)
 	for i, ls := range sets {

@@ -16,7 +16,7 @@ type limitInfo struct {
 	rate, period, capacity any // int64 values
 	limit                  int64
 	id                     string
-	suffix                 string // "<algorithm tag>:<encoded ID>"
+	suffix                 string // "<algorithm tag>:<limitKey>"
 }
 
 func newLimitInfo(l store.Limit) *limitInfo {
@@ -27,7 +27,7 @@ func newLimitInfo(l store.Limit) *limitInfo {
 		capacity: l.Capacity(),
 		limit:    l.Capacity(),
 		id:       id,
-		suffix:   algorithmTags[l.Algorithm] + ":" + EncodeKey(id),
+		suffix:   algorithmTags[l.Algorithm] + ":" + limitKey(l),
 	}
 }
 

@@ -20,7 +20,7 @@ import (
 // Defaults for the zero fields of [Options].
 const (
 	// DefaultPrefix starts every key the store writes.
-	DefaultPrefix = "ratekeeper"
+	DefaultPrefix = "rk"
 	// DefaultTimeout is the decision budget: the longest one Take, Peek or
 	// Reset waits for Redis.
 	DefaultTimeout = 50 * time.Millisecond

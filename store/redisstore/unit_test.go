@@ -298,21 +298,21 @@ func TestCommandLayout(t *testing.T) {
 		wantArgs []any
 	}{
 		{"lean peek", modePeek, store.Request{Key: "k", Limits: []store.Limit{plain}}, true,
-			[]string{base + "fw:p"},
+			[]string{base + "f:p"},
 			[]any{"peek", int64(1), int64(5), int64(1000000), int64(5)}},
 		{"lean take, cost 3", modeTake, store.Request{Key: "k", Limits: []store.Limit{plain}, Cost: 3}, true,
-			[]string{base + "fw:p"},
+			[]string{base + "f:p"},
 			[]any{"take", int64(3), int64(5), int64(1000000), int64(5)}},
 		{"block without escalation", modeTake, store.Request{Key: "k", Limits: []store.Limit{plain, blocking}, Cost: 2}, false,
-			[]string{base + "block", base + "block", base + "block", base + "fw:p", base + "fw:b"},
+			[]string{base + "block", base + "block", base + "block", base + "f:p", base + "f:b"},
 			[]any{"take", int64(2), "", "0", "", 2,
 				int64(5), int64(1000000), int64(5), 0, 0, "",
 				int64(3), int64(60000000), int64(3), int64(3600000), int64(0), "b"}},
 		{"escalation, dedup, counted refusals", modeTake, store.Request{Key: "k", Limits: []store.Limit{escalating}, CountDenied: true, DedupID: "order-7"}, false,
-			[]string{base + "block", base + "strikes", base + "dedup", base + "fw:b"},
+			[]string{base + "block", base + "strikes", base + "dedup", base + "f:b"},
 			[]any{"take", int64(1), "", "1", "=order-7", 1, int64(3), int64(60000000), int64(3), int64(3600000), int64(14400000), "b"}},
 		{"long dedup id", modePeek, store.Request{Key: "k", Limits: []store.Limit{plain}, DedupID: long}, false,
-			[]string{base + "block", base + "block", base + "dedup", base + "fw:p"},
+			[]string{base + "block", base + "block", base + "dedup", base + "f:p"},
 			[]any{"peek", int64(1), "", "0", hashKey(long), 1, int64(5), int64(1000000), int64(5), 0, 0, ""}},
 	}
 	for _, tt := range tests {
