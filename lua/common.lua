@@ -65,11 +65,7 @@ local function int(x)
   return string.format('%d', x)
 end
 
--- Support Redis 3.2-4.0, where writing after TIME needs effect replication.
--- Newer servers always replicate effects and accept the call as a no-op.
-if redis.replicate_commands then
-  redis.replicate_commands()
-end
+-- Writing after TIME needs effect replication, the default since Redis 5.
 
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])

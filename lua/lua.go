@@ -18,6 +18,9 @@ var leanPrelude string
 //go:embed bucket.lua
 var bucket string
 
+//go:embed lean_bucket.lua
+var leanBucket string
+
 //go:embed sliding_window_log.lua
 var slidingWindowLog string
 
@@ -56,7 +59,8 @@ func Names() []string {
 // Source returns the complete script for the algorithm name (for example
 // "token_bucket"): common.lua, then the lean prelude (lean true: one limit,
 // no block, de-duplication or counted refusals) or the full one, then the
-// algorithm. It returns an error wrapping [ErrUnknownScript] when name is
+// algorithm. The lean GCRA and token bucket script is common.lua and
+// lean_bucket.lua, the same arithmetic written with scalars. It returns an error wrapping [ErrUnknownScript] when name is
 // not one of [Names].
 //
 // The result is the exact text to pass to EVAL or SCRIPT LOAD; its SHA-1
@@ -67,9 +71,15 @@ func Source(name string, lean bool) (string, error) {
 		p = leanPrelude
 	}
 	for i, n := range names {
-		if n == name {
-			return common + "\n" + p + "\n" + *bodies[i], nil
+		if n != name {
+			continue
 		}
+		if lean && bodies[i] == &bucket {
+			// The default algorithm's lean script is written out with
+			// scalars: no per-limit tables, no closures on admission.
+			return common + "\n" + leanBucket, nil
+		}
+		return common + "\n" + p + "\n" + *bodies[i], nil
 	}
 	return "", fmt.Errorf("%w %q", ErrUnknownScript, name)
 }
