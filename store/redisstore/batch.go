@@ -17,10 +17,10 @@ import (
 // decodes the previous replies; more would only split batches.
 const maxFlushers = 4
 
-// maxQueuedPerBatch bounds a node's queue at this many batches' worth of
-// calls: beyond it Redis cannot answer them within any sensible budget,
-// and a call is refused at once instead of waiting to time out.
-const maxQueuedPerBatch = 64
+// maxQueued bounds a node's queue: beyond it Redis cannot answer the calls
+// within any sensible budget, and a call is refused at once instead of
+// waiting to time out.
+const maxQueued = 8192
 
 var (
 	// errBudget reports a call that ran out of its budget before a reply.
@@ -186,13 +186,14 @@ type batcher struct {
 
 func (b *batcher) submit(c *call) {
 	b.mu.Lock()
-	if len(b.queue) >= maxQueuedPerBatch*b.p.maxBatch {
+	if len(b.queue) >= maxQueued {
 		b.mu.Unlock()
 		c.finish(nil, errOverloaded)
 		return
 	}
 	b.queue = append(b.queue, c)
-	start := b.flushers < maxFlushers
+	// Without batching every call is sent on its own, at once.
+	start := b.flushers < maxFlushers || b.p.maxBatch == 1
 	if start {
 		b.flushers++
 	}
