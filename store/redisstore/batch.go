@@ -45,9 +45,16 @@ func (noRetry) NoRetry() bool { return true }
 // caller and the batch that runs it each hold a reference, and the last to
 // let go returns it to the pool.
 type call struct {
-	ctx      context.Context
-	sc       *script // nil for a command that is not a script call
-	args     []any
+	ctx  context.Context
+	sc   *script // nil for a command that is not a script call
+	args []any
+	// For a call the deny cache may answer: the cache, the call's state
+	// key, limit and cost. A refusal that arrives while the call waits in
+	// the queue answers it there, without a round trip.
+	dc       *denyCache
+	key      string
+	li       *limitInfo
+	cost     int64
 	deadline time.Time
 	done     chan struct{} // receives one value when v and err are set
 	timer    *time.Timer
@@ -75,6 +82,7 @@ func (c *call) release() {
 	default:
 	}
 	c.ctx, c.sc, c.args, c.v, c.err = nil, nil, nil, nil, nil
+	c.dc, c.li, c.key = nil, nil, ""
 	callPool.Put(c)
 }
 
@@ -141,14 +149,17 @@ func (p *pipes) forKey(ctx context.Context, key string) *batcher {
 }
 
 // do queues a command for key's node and waits for its reply until
-// deadline or until ctx is done, whichever comes first.
-func (p *pipes) do(ctx context.Context, key string, sc *script, args []any, deadline time.Time) (any, error) {
+// deadline or until ctx is done, whichever comes first. With dc set, a
+// refusal cached while the call waits answers it: the result is then a
+// store.Decision instead of a script reply.
+func (p *pipes) do(ctx context.Context, key string, sc *script, args []any, deadline time.Time, dc *denyCache, li *limitInfo, cost int64) (any, error) {
 	wait := time.Until(deadline)
 	if wait <= 0 {
 		return nil, errBudget
 	}
 	c := callPool.Get().(*call)
 	c.ctx, c.sc, c.args, c.deadline = ctx, sc, args, deadline
+	c.dc, c.key, c.li, c.cost = dc, key, li, cost
 	c.refs.Store(2)
 	if c.timer == nil {
 		c.timer = time.NewTimer(wait)
@@ -163,6 +174,15 @@ func (p *pipes) do(ctx context.Context, key string, sc *script, args []any, dead
 		v, err = c.v, c.err
 	case <-c.timer.C:
 		err = errBudget
+		// A refusal of the same key that arrived meanwhile (a burst
+		// for one identity) still answers within the budget: Redis
+		// would refuse this call too, and a refused call writes
+		// nothing, whether it ran or not.
+		if dc != nil {
+			if d, ok := dc.lookup(key, li, cost, time.Now()); ok {
+				v, err = d, nil
+			}
+		}
 	case <-ctx.Done():
 		err = ctx.Err()
 	}
@@ -234,6 +254,12 @@ func (b *batcher) run(batch []*call) {
 		if !now.Before(c.deadline) {
 			c.finish(nil, errBudget)
 			continue
+		}
+		if c.dc != nil {
+			if d, ok := c.dc.lookup(c.key, c.li, c.cost, now); ok {
+				c.finish(d, nil)
+				continue
+			}
 		}
 		live = append(live, c)
 		if c.deadline.After(latest) {

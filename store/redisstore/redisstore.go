@@ -235,7 +235,7 @@ func (s *Store) Reset(ctx context.Context, req store.Request) error {
 	for _, k := range keys {
 		args = append(args, k)
 	}
-	v, err := s.do(ctx, "reset", keys[0], nil, args)
+	v, err := s.do(ctx, "reset", keys[0], nil, args, nil, nil, 0)
 	if err != nil {
 		return err
 	}
@@ -291,9 +291,16 @@ func (s *Store) decide(ctx context.Context, mode string, req store.Request) (sto
 			return d, nil
 		}
 	}
-	v, err := s.do(ctx, mode, cmd.key, cmd.sc, cmd.args)
+	var dc *denyCache
+	if cacheable {
+		dc = s.deny
+	}
+	v, err := s.do(ctx, mode, cmd.key, cmd.sc, cmd.args, dc, cmd.li, cost)
 	if err != nil {
 		return store.Decision{}, err
+	}
+	if d, ok := v.(store.Decision); ok {
+		return d, nil // a refusal cached while the call was queued
 	}
 	var d store.Decision
 	if cmd.lean {
@@ -426,12 +433,12 @@ func (s *Store) nonce() string {
 // do sends one command (a script call when sc is set) for the slot of key
 // and waits for its reply within the budget. Errors are
 // *store.BackendError.
-func (s *Store) do(ctx context.Context, op, key string, sc *script, args []any) (any, error) {
+func (s *Store) do(ctx context.Context, op, key string, sc *script, args []any, dc *denyCache, li *limitInfo, cost int64) (any, error) {
 	deadline := time.Now().Add(s.timeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
-	v, err := s.pipes.do(ctx, key, sc, args, deadline)
+	v, err := s.pipes.do(ctx, key, sc, args, deadline, dc, li, cost)
 	if err != nil {
 		return nil, s.failed(op, err)
 	}
