@@ -29,10 +29,13 @@
 // With trusted proxies, X-Forwarded-For and Forwarded (RFC 7239) are read
 // over all their lines, in order, and walked from the right: trusted
 // addresses are skipped and the first untrusted one is the client, so the
-// entries a client adds on the left never matter. If every address is
-// trusted, the leftmost one is the client. A single-address header such as
-// X-Real-IP, CF-Connecting-IP or True-Client-IP is read only when the peer
-// is trusted.
+// entries a client adds on the left never matter, and are never read. If
+// every address is trusted, the leftmost one is the client. The walk reads
+// at most [IPOptions.MaxHops] entries (16 by default) of at most 512 bytes
+// each, so a header of any size costs no more than that; a client further
+// left is refused. A single-address header such as X-Real-IP,
+// CF-Connecting-IP or True-Client-IP is read only when the peer is
+// trusted.
 //
 // Addresses are canonical: IPv4-mapped IPv6 addresses become IPv4 and zones
 // are dropped. IPv6 clients are grouped by /64 by default, so that one
@@ -45,9 +48,9 @@
 // socket's "@") fails with [ErrMalformedRemoteAddr]. A trusted proxy's
 // header that cannot name the client (garbage, an "unknown" or obfuscated
 // node such as "_hidden" where the walk needs an address, a Forwarded
-// element without "for", a chain shorter than TrustedHops) fails with
-// [ErrMalformedForwarding], or keys the request by the peer if
-// [IPOptions.UsePeerOnMalformed] is set. Neither wraps
+// element without "for", a chain shorter than TrustedHops, a client beyond
+// MaxHops entries) fails with [ErrMalformedForwarding], or keys the request
+// by the peer if [IPOptions.UsePeerOnMalformed] is set. Neither wraps
 // ErrNoIdentity. Untrusted peers' headers are never parsed, so they cannot
 // cause these errors.
 //

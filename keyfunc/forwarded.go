@@ -1,155 +1,187 @@
 package keyfunc
 
 import (
-	"fmt"
-	"iter"
 	"strings"
 )
 
-// forwardedHops yields the "for" values of the elements of the Forwarded
-// (RFC 7239) lines from right to left, last line first. An element without
-// "for" yields "". Each line is parsed on its own and only when the walk
-// reaches it, so a line that the client wrote, to the left of the lines its
-// proxies appended, cannot spoil the walk before the client is found.
-func forwardedHops(lines []string) iter.Seq2[string, error] {
-	return func(yield func(string, error) bool) {
-		for i := len(lines) - 1; i >= 0; i-- {
-			elems, err := parseForwardedLine(lines[i])
-			if err != nil {
-				yield("", fmt.Errorf("keyfunc: Forwarded line %s: %w: %w", quoteShort(lines[i]), err, ErrMalformedForwarding))
-				return
-			}
-			for j := len(elems) - 1; j >= 0; j-- {
-				if !yield(elems[j], nil) {
-					return
-				}
-			}
-		}
-	}
-}
-
-// forwardedSyntaxError describes why a Forwarded line does not parse.
-type forwardedSyntaxError struct {
-	pos int
-	msg string
-}
-
-func (e *forwardedSyntaxError) Error() string {
-	return fmt.Sprintf("%s at byte %d", e.msg, e.pos)
-}
-
-// parseForwardedLine parses one Forwarded field line:
+// prevForwarded reads the element of the Forwarded (RFC 7239) line s that
+// ends at byte end, from right to left, reading no byte left of lo:
 //
 //	Forwarded         = 1#forwarded-element
 //	forwarded-element = [ forwarded-pair ] *( ";" [ forwarded-pair ] )
 //	forwarded-pair    = token "=" value
 //	value             = token / quoted-string
 //
-// and returns the unquoted "for" value of each non-empty element, or "" for
-// an element without one. Parameter names are case-insensitive; a repeated
-// "for" in one element is an error. Optional whitespace is accepted around
-// ',' and ';'. An unquoted value may be any run of visible characters other
+// It returns the unquoted "for" value, or "" for an element without one;
+// whether the element is empty (only whitespace, a list element to skip);
+// and the index of the ',' before the element, or -1 when the element
+// starts the line. Parameter names are case-insensitive; a repeated "for"
+// in one element is an error. Optional whitespace is accepted around ','
+// and ';'. An unquoted value may be any run of visible characters other
 // than ',', ';' and '"', so that "for=1.2.3.4:80" and "for=[::1]", which
 // RFC 7239 wants quoted, are still read.
-func parseForwardedLine(s string) ([]string, error) {
-	var out []string
-	i := 0
-	skipOWS := func() {
-		for i < len(s) && (s[i] == ' ' || s[i] == '\t') {
-			i++
-		}
-	}
+//
+// Reading from the right gives, for every well-formed element, the reading
+// from the left: a quoted string is recognised by its closing quote, and a
+// quote inside it is escaped exactly when an odd run of backslashes
+// precedes it. What lies left of the element is never looked at, so a
+// client's text on the left cannot change how its proxies' elements read.
+// On failure, msg says what is wrong and pos where, and the element reaches
+// lo when lo > 0 (it is longer than the caller allows).
+func prevForwarded(s string, lo, end int) (forVal string, empty bool, sep int, msg string, pos int) {
+	i := end
+	hasFor := false
+	empty = true
 	for {
-		skipOWS()
-		if i == len(s) {
-			return out, nil
+		for i > lo && isOWS(s[i-1]) {
+			i--
 		}
-		if s[i] == ',' { // empty list element
-			i++
+		switch {
+		case i == lo && lo > 0:
+			return "", false, 0, errTooLong, i
+		case i == lo:
+			return forVal, empty, -1, "", 0
+		case s[i-1] == ',':
+			return forVal, empty, i - 1, "", 0
+		case s[i-1] == ';':
+			empty = false
+			i--
 			continue
 		}
-		// One element: pairs separated by ';', ended by ',' or the end.
-		var forVal string
-		hasFor := false
-		for {
-			skipOWS()
-			if i == len(s) || s[i] == ',' {
-				break
+		empty = false
+
+		// One pair, read from its value back to its name.
+		var name, val string
+		if s[i-1] == '"' {
+			v, open, m := unquoteBackward(s, lo, i)
+			if m != "" {
+				return "", false, 0, m, open
 			}
-			if s[i] == ';' {
-				i++
-				continue
+			i = open
+			if i == lo && lo > 0 {
+				return "", false, 0, errTooLong, i
 			}
-			start := i
-			for i < len(s) && isTchar(s[i]) {
-				i++
+			if i == lo || s[i-1] != '=' {
+				return "", false, 0, "expected '=' before a quoted value", i
 			}
-			if i == start {
-				return nil, &forwardedSyntaxError{i, "expected a parameter name"}
+			j := i - 1
+			for j > lo && isTchar(s[j-1]) {
+				j--
 			}
-			name := s[start:i]
-			if i == len(s) || s[i] != '=' {
-				return nil, &forwardedSyntaxError{i, "expected '='"}
+			if j == lo && lo > 0 {
+				return "", false, 0, errTooLong, j
 			}
-			i++
-			var val string
-			if i < len(s) && s[i] == '"' {
-				v, n, err := unquote(s[i:])
-				if err != nil {
-					return nil, &forwardedSyntaxError{i, err.Error()}
-				}
-				val = v
-				i += n
-			} else {
-				start := i
-				for i < len(s) && s[i] > 0x20 && s[i] < 0x7f && s[i] != ',' && s[i] != ';' && s[i] != '"' {
-					i++
-				}
-				if i == start {
-					return nil, &forwardedSyntaxError{i, "empty value"}
-				}
-				val = s[start:i]
+			if j == i-1 {
+				return "", false, 0, "expected a parameter name", j
 			}
-			if strings.EqualFold(name, "for") {
-				if hasFor {
-					return nil, &forwardedSyntaxError{start, "repeated \"for\" parameter"}
-				}
-				hasFor, forVal = true, val
+			name, val, i = s[j:i-1], v, j
+		} else {
+			j := i
+			for j > lo && isValueChar(s[j-1]) {
+				j--
 			}
-			skipOWS()
-			if i < len(s) && s[i] != ';' && s[i] != ',' {
-				return nil, &forwardedSyntaxError{i, "unexpected character"}
+			if j == lo && lo > 0 {
+				return "", false, 0, errTooLong, j
 			}
+			if j == i {
+				return "", false, 0, "unexpected character", i - 1
+			}
+			pair := s[j:i]
+			eq := strings.IndexByte(pair, '=')
+			switch {
+			case eq < 0:
+				return "", false, 0, "expected '='", i
+			case eq == 0 || !isToken(pair[:eq]):
+				return "", false, 0, "expected a parameter name", j
+			case eq == len(pair)-1:
+				return "", false, 0, "empty value", i
+			}
+			name, val, i = pair[:eq], pair[eq+1:], j
 		}
-		out = append(out, forVal)
-		if i < len(s) { // at ','
-			i++
+		if strings.EqualFold(name, "for") {
+			if hasFor {
+				return "", false, 0, `repeated "for" parameter`, i
+			}
+			hasFor, forVal = true, val
+		}
+
+		// Left of a pair: whitespace, then ';', ',' or the start.
+		k := i
+		for k > lo && isOWS(s[k-1]) {
+			k--
+		}
+		if k > lo && s[k-1] != ';' && s[k-1] != ',' {
+			return "", false, 0, "unexpected character", k - 1
 		}
 	}
 }
 
-// unquote reads an RFC 9110 quoted-string at the start of s and returns its
-// content and the number of bytes read.
-func unquote(s string) (string, int, error) {
-	var b strings.Builder
-	for i := 1; i < len(s); i++ {
-		switch c := s[i]; {
+// errTooLong is the message of an element longer than maxElementBytes.
+const errTooLong = "element too long"
+
+// unquoteBackward reads the RFC 9110 quoted-string that ends with the quote
+// at s[end-1], reading no byte left of lo, and returns its content and the
+// index of its opening quote.
+func unquoteBackward(s string, lo, end int) (content string, open int, msg string) {
+	closing := end - 1
+	if backslashesBefore(s, lo, closing)%2 == 1 {
+		return "", closing, "unterminated quoted string"
+	}
+	escaped := false
+	for j := closing - 1; j >= lo; j-- {
+		switch c := s[j]; {
 		case c == '"':
-			return b.String(), i + 1, nil
+			n := backslashesBefore(s, lo, j)
+			if j-n == lo && lo > 0 {
+				return "", j, errTooLong
+			}
+			if n%2 == 0 {
+				content = s[j+1 : closing]
+				if escaped {
+					content = unescape(content)
+				}
+				return content, j, ""
+			}
+			escaped = true
 		case c == '\\':
-			i++
-			if i == len(s) {
-				return "", 0, fmt.Errorf("unterminated quoted string")
-			}
-			if c2 := s[i]; c2 != '\t' && (c2 < 0x20 || c2 == 0x7f) {
-				return "", 0, fmt.Errorf("control character in quoted string")
-			}
-			b.WriteByte(s[i])
+			escaped = true
 		case c != '\t' && (c < 0x20 || c == 0x7f):
-			return "", 0, fmt.Errorf("control character in quoted string")
-		default:
-			b.WriteByte(c)
+			return "", j, "control character in quoted string"
 		}
 	}
-	return "", 0, fmt.Errorf("unterminated quoted string")
+	if lo > 0 {
+		return "", lo, errTooLong
+	}
+	return "", 0, "unterminated quoted string"
 }
+
+// backslashesBefore counts the backslashes that immediately precede s[i],
+// no further left than lo.
+func backslashesBefore(s string, lo, i int) int {
+	n := 0
+	for i-n > lo && s[i-n-1] == '\\' {
+		n++
+	}
+	return n
+}
+
+// unescape removes the backslash of each quoted-pair of a quoted string's
+// content, which holds only complete pairs.
+func unescape(s string) string {
+	b := make([]byte, 0, len(s))
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+1 < len(s) {
+			i++
+		}
+		b = append(b, s[i])
+	}
+	return string(b)
+}
+
+// isValueChar reports whether c may appear in an unquoted Forwarded value
+// as read here: a visible character other than ',', ';' and '"'.
+func isValueChar(c byte) bool {
+	return c > 0x20 && c < 0x7f && c != ',' && c != ';' && c != '"'
+}
+
+func isOWS(c byte) bool { return c == ' ' || c == '\t' }

@@ -3,7 +3,6 @@ package keyfunc
 import (
 	"errors"
 	"fmt"
-	"iter"
 	"net/http"
 	"net/netip"
 	"strconv"
@@ -20,10 +19,12 @@ var ErrMalformedRemoteAddr = errors.New("ratekeeper: malformed remote address")
 // ErrMalformedForwarding reports that a forwarding header sent by a trusted
 // proxy cannot name the client: an entry that is not an address, an
 // "unknown" or obfuscated ("_hidden") node where an address is needed, a
-// Forwarded element without "for", a Forwarded line that does not parse, a
-// repeated single-address header, or, with [IPOptions.TrustedHops], a
-// chain shorter than the hop count or a missing header. It does not wrap
-// [ErrNoIdentity]; see [IPOptions.UsePeerOnMalformed].
+// Forwarded element without "for", a Forwarded element that does not
+// parse, a repeated single-address header, a chain whose client lies
+// beyond [IPOptions.MaxHops] entries, an entry longer than 512 bytes, or,
+// with [IPOptions.TrustedHops], a chain shorter than the hop count or a
+// missing header. It does not wrap [ErrNoIdentity]; see
+// [IPOptions.UsePeerOnMalformed].
 var ErrMalformedForwarding = errors.New("ratekeeper: malformed forwarding header")
 
 // Canonical names of the forwarding headers with their own syntax.
@@ -81,6 +82,19 @@ type IPOptions struct {
 	// the limit. Range 1 to 128.
 	IPv6Prefix int
 
+	// MaxHops bounds the walk through the forwarding header, so that the
+	// work per request stays small whatever the header holds: at most
+	// MaxHops list elements are read, counted from the right across all
+	// lines of the header, empty elements and empty lines included, and
+	// each element may be at most 512 bytes long. A request whose client
+	// lies further left (a chain of more than MaxHops trusted entries) or
+	// whose element is longer fails with [ErrMalformedForwarding], which
+	// the middleware answers with 400. Entries left of the client are never
+	// read, so a client that writes many entries of its own costs nothing
+	// and is not refused. Zero (the default) means 16; negative is an
+	// error, and so is a TrustedHops above it.
+	MaxHops int
+
 	// UsePeerOnMalformed keys a request whose trusted forwarding header
 	// cannot name the client by the peer address (the trusted proxy)
 	// instead of failing: every client whose chain is broken then shares
@@ -97,12 +111,24 @@ type IPOptions struct {
 type ClientIP struct {
 	trusted     []netip.Prefix
 	hops        int
+	maxHops     int
+	errMaxHops  error // built once: a refusal allocates nothing
 	header      string
 	kind        headerKind
 	v4bits      int
 	v6bits      int
 	usePeerOnly bool // UsePeerOnMalformed
 }
+
+// Bounds of the walk through a forwarding header.
+const (
+	// defaultMaxHops is the MaxHops of zero options.
+	defaultMaxHops = 16
+	// maxElementBytes bounds one list element of a forwarding header (an
+	// X-Forwarded-For entry, a Forwarded element with all its pairs) and
+	// the value of a single-address header, whitespace included.
+	maxElementBytes = 512
+)
 
 // defaultClientIP keys by peer address with the default prefixes.
 var defaultClientIP = &ClientIP{v4bits: 32, v6bits: 64}
@@ -120,6 +146,17 @@ func NewClientIP(opts IPOptions) (*ClientIP, error) {
 		return nil, errors.New("keyfunc: IPOptions: set TrustedProxies or TrustedHops, not both")
 	}
 	c.hops = opts.TrustedHops
+	switch {
+	case opts.MaxHops < 0:
+		return nil, fmt.Errorf("keyfunc: IPOptions.MaxHops is %d, want >= 0", opts.MaxHops)
+	case opts.MaxHops == 0:
+		c.maxHops = defaultMaxHops
+	default:
+		c.maxHops = opts.MaxHops
+	}
+	if c.hops > c.maxHops {
+		return nil, fmt.Errorf("keyfunc: IPOptions.TrustedHops is %d, above MaxHops (%d)", c.hops, c.maxHops)
+	}
 	for i, s := range opts.TrustedProxies {
 		p, err := parseTrustedProxy(s)
 		if err != nil {
@@ -169,6 +206,7 @@ func NewClientIP(opts IPOptions) (*ClientIP, error) {
 	}
 
 	c.usePeerOnly = opts.UsePeerOnMalformed
+	c.errMaxHops = fmt.Errorf("keyfunc: %s has more than %d entries to read (MaxHops): %w", c.header, c.maxHops, ErrMalformedForwarding)
 	return c, nil
 }
 
@@ -275,7 +313,11 @@ func (c *ClientIP) keyOf(a netip.Addr) string {
 // right, skipping trusted addresses, and the first untrusted address is the
 // client; if every address is trusted, the leftmost one is. Entries to the
 // left of the client, which the client itself may have written, are never
-// parsed. With TrustedHops n, the client is the n-th entry from the right.
+// read, not even to find where they end. With TrustedHops n, the client is
+// the n-th entry from the right. The walk reads at most
+// [IPOptions.MaxHops] list elements of at most 512 bytes each, so the cost
+// of a request does not grow with its header: at most MaxHops × 512 bytes
+// are read, and nothing is allocated but the identity or the error.
 // A single-address header gives the client directly. A peer in
 // TrustedProxies that sends no header at all is itself the client (a
 // health check from the load balancer, say); with TrustedHops a missing
@@ -284,8 +326,8 @@ func (c *ClientIP) keyOf(a netip.Addr) string {
 //
 // Addr fails with an error wrapping [ErrMalformedRemoteAddr] when
 // RemoteAddr is not "IP:port", and with one wrapping
-// [ErrMalformedForwarding] when a trusted header cannot name the client,
-// unless [IPOptions.UsePeerOnMalformed] is set.
+// [ErrMalformedForwarding] when a trusted header cannot name the client
+// within those bounds, unless [IPOptions.UsePeerOnMalformed] is set.
 func (c *ClientIP) Addr(r *http.Request) (netip.Addr, error) {
 	peer, err := peerAddr(r.RemoteAddr)
 	if err != nil {
@@ -298,10 +340,11 @@ func (c *ClientIP) Addr(r *http.Request) (netip.Addr, error) {
 	switch c.kind {
 	case kindSingle:
 		client, err = c.fromSingle(r.Header.Values(c.header), peer)
-	case kindForwarded:
-		client, err = c.fromChain(forwardedHops(r.Header.Values(c.header)), peer)
 	default:
-		client, err = c.fromChain(xffHops(r.Header.Values(c.header)), peer)
+		lines := r.Header.Values(c.header)
+		w := chain{lines: lines, header: c.header, forwarded: c.kind == kindForwarded,
+			line: len(lines), end: -1, budget: c.maxHops, errBudget: c.errMaxHops}
+		client, err = c.fromChain(&w, peer)
 	}
 	if err != nil {
 		if c.usePeerOnly {
@@ -321,26 +364,30 @@ func (c *ClientIP) isTrusted(a netip.Addr) bool {
 	return false
 }
 
-// fromChain picks the client from hops, which yields the header's nodes
-// from right to left.
-func (c *ClientIP) fromChain(hops iter.Seq2[string, error], peer netip.Addr) (netip.Addr, error) {
+// fromChain picks the client from the entries w reads, right to left.
+func (c *ClientIP) fromChain(w *chain, peer netip.Addr) (netip.Addr, error) {
 	if c.hops > 0 {
-		n := 0
-		for node, err := range hops {
+		for n := 1; ; n++ {
+			node, ok, err := w.next()
 			if err != nil {
 				return netip.Addr{}, err
 			}
-			n++
+			if !ok {
+				return netip.Addr{}, fmt.Errorf("keyfunc: %s has %d entries, TrustedHops is %d: %w", c.header, n-1, c.hops, ErrMalformedForwarding)
+			}
 			if n == c.hops {
 				return c.parseHop(node)
 			}
 		}
-		return netip.Addr{}, fmt.Errorf("keyfunc: %s has %d entries, TrustedHops is %d: %w", c.header, n, c.hops, ErrMalformedForwarding)
 	}
 	leftmost := peer
-	for node, err := range hops {
+	for {
+		node, ok, err := w.next()
 		if err != nil {
 			return netip.Addr{}, err
+		}
+		if !ok {
+			return leftmost, nil
 		}
 		a, err := c.parseHop(node)
 		if err != nil {
@@ -351,7 +398,78 @@ func (c *ClientIP) fromChain(hops iter.Seq2[string, error], peer netip.Addr) (ne
 		}
 		leftmost = a
 	}
-	return leftmost, nil
+}
+
+// chain reads the entries of a forwarding header from right to left, last
+// line first: the trimmed non-empty entries of X-Forwarded-For, or the
+// "for" values of Forwarded elements ("" for an element without one). It
+// reads at most budget list elements, empty ones included, of at most
+// maxElementBytes each, and never looks left of the last entry it returns.
+type chain struct {
+	lines     []string
+	header    string
+	forwarded bool
+	line      int   // the line being read; len(lines) before the first
+	end       int   // lines[line][:end] is unread; -1 when the line is read
+	budget    int   // list elements that may still be read
+	errBudget error // returned when the budget is spent
+}
+
+// next returns the next entry, or ok false when the header is read.
+func (w *chain) next() (string, bool, error) {
+	for {
+		for w.line >= 0 && w.end < 0 {
+			w.line--
+			if w.line >= 0 {
+				w.end = len(w.lines[w.line])
+			}
+		}
+		if w.line < 0 {
+			return "", false, nil
+		}
+		if w.budget == 0 {
+			return "", false, w.errBudget
+		}
+		w.budget--
+		// The element and the ',' before it lie in s[lo:end].
+		s, end := w.lines[w.line], w.end
+		lo := max(0, end-maxElementBytes-1)
+		var (
+			entry string
+			empty bool
+			sep   int
+		)
+		if w.forwarded {
+			var msg string
+			var pos int
+			entry, empty, sep, msg, pos = prevForwarded(s, lo, end)
+			if msg != "" {
+				return "", false, w.syntaxError(msg, pos)
+			}
+		} else if sep = strings.LastIndexByte(s[lo:end], ','); sep >= 0 {
+			sep += lo
+		}
+		if end-sep-1 > maxElementBytes {
+			return "", false, w.syntaxError(errTooLong, sep+1)
+		}
+		if !w.forwarded {
+			entry = strings.Trim(s[sep+1:end], " \t")
+			empty = entry == ""
+		}
+		w.end = sep
+		if !empty {
+			return entry, true, nil
+		}
+	}
+}
+
+// syntaxError reports an element of the line being read that does not
+// parse; pos is a byte offset in that line.
+func (w *chain) syntaxError(msg string, pos int) error {
+	if msg == errTooLong {
+		msg = fmt.Sprintf("element longer than %d bytes", maxElementBytes)
+	}
+	return fmt.Errorf("keyfunc: %s line %d: %s at byte %d: %w", w.header, w.line+1, msg, pos, ErrMalformedForwarding)
 }
 
 func (c *ClientIP) fromSingle(values []string, peer netip.Addr) (netip.Addr, error) {
@@ -362,6 +480,9 @@ func (c *ClientIP) fromSingle(values []string, peer netip.Addr) (netip.Addr, err
 		}
 		return peer, nil
 	case 1:
+		if len(values[0]) > maxElementBytes {
+			return netip.Addr{}, fmt.Errorf("keyfunc: %s is longer than %d bytes: %w", c.header, maxElementBytes, ErrMalformedForwarding)
+		}
 		return c.parseHop(strings.Trim(values[0], " \t"))
 	default:
 		return netip.Addr{}, fmt.Errorf("keyfunc: %s appears %d times: %w", c.header, len(values), ErrMalformedForwarding)
@@ -387,27 +508,6 @@ func peerAddr(remote string) (netip.Addr, error) {
 
 func canonicalAddr(a netip.Addr) netip.Addr {
 	return a.Unmap().WithZone("")
-}
-
-// xffHops yields the entries of the X-Forwarded-For lines from right to
-// left, last line first, trimmed, skipping empty list elements.
-func xffHops(lines []string) iter.Seq2[string, error] {
-	return func(yield func(string, error) bool) {
-		for i := len(lines) - 1; i >= 0; i-- {
-			rest := lines[i]
-			for {
-				j := strings.LastIndexByte(rest, ',')
-				entry := strings.Trim(rest[j+1:], " \t")
-				if entry != "" && !yield(entry, nil) {
-					return
-				}
-				if j < 0 {
-					break
-				}
-				rest = rest[:j]
-			}
-		}
-	}
 }
 
 // parseNode parses one hop of a forwarding header: an IPv4 address, an IPv6
