@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -45,6 +47,7 @@ func (noRetry) NoRetry() bool { return true }
 // caller and the batch that runs it each hold a reference, and the last to
 // let go returns it to the pool.
 type call struct {
+	next *call // the queue's link
 	ctx  context.Context
 	sc   *script // nil for a command that is not a script call
 	args []any
@@ -199,27 +202,33 @@ type batcher struct {
 	p      *pipes
 	client client
 
-	mu       sync.Mutex
-	queue    []*call
-	flushers int
+	// Queued calls form a lock-free stack (newest first, linked through
+	// call.next): a burst of callers never queues on a mutex.
+	head     atomic.Pointer[call]
+	queued   atomic.Int32
+	flushers atomic.Int32
 }
 
 func (b *batcher) submit(c *call) {
-	b.mu.Lock()
-	if len(b.queue) >= maxQueued {
-		b.mu.Unlock()
+	if b.queued.Add(1) > maxQueued {
+		b.queued.Add(-1)
 		c.finish(nil, errOverloaded)
 		return
 	}
-	b.queue = append(b.queue, c)
-	// Without batching every call is sent on its own, at once.
-	start := b.flushers < maxFlushers || b.p.maxBatch == 1
-	if start {
-		b.flushers++
+	for {
+		old := b.head.Load()
+		c.next = old
+		if b.head.CompareAndSwap(old, c) {
+			break
+		}
 	}
-	b.mu.Unlock()
-	if start {
-		go b.flush()
+	// Without batching every call is sent on its own, at once.
+	for b.p.maxBatch == 1 || b.flushers.Load() < maxFlushers {
+		n := b.flushers.Load()
+		if b.flushers.CompareAndSwap(n, n+1) {
+			go b.flush()
+			return
+		}
 	}
 }
 
@@ -227,19 +236,45 @@ func (b *batcher) submit(c *call) {
 func (b *batcher) flush() {
 	batch := make([]*call, 0, min(b.p.maxBatch, 64))
 	for {
-		b.mu.Lock()
-		n := min(len(b.queue), b.p.maxBatch)
-		if n == 0 {
-			b.flushers--
-			b.mu.Unlock()
-			return
+		// Let goroutines that are about to queue a call do so first: a
+		// burst then travels in full batches instead of a trickle of
+		// small ones, and its first refusal, which answers every queued
+		// call for the same key (see run), comes back sooner. With
+		// nothing else to run this returns at once.
+		runtime.Gosched()
+		list := b.head.Swap(nil)
+		if list == nil {
+			b.flushers.Add(-1)
+			// A call queued after the swap whose caller saw every
+			// flusher busy would be stranded: look once more. The
+			// caller queues, then counts flushers; this flusher
+			// leaves, then looks at the queue: one of them sees the
+			// other.
+			if b.head.Load() == nil {
+				return
+			}
+			if n := b.flushers.Add(1); n > maxFlushers && b.p.maxBatch != 1 {
+				b.flushers.Add(-1) // the others will take it
+				return
+			}
+			continue
 		}
-		batch = append(batch[:0], b.queue[:n]...)
-		rest := copy(b.queue, b.queue[n:])
-		clear(b.queue[rest:])
-		b.queue = b.queue[:rest]
-		b.mu.Unlock()
-		b.run(batch)
+		// Oldest first, in batches of at most maxBatch.
+		batch = batch[:0]
+		for c := list; c != nil; {
+			next := c.next
+			c.next = nil
+			batch = append(batch, c)
+			c = next
+		}
+		b.queued.Add(-int32(len(batch)))
+		slices.Reverse(batch)
+		for len(batch) > 0 {
+			n := min(len(batch), b.p.maxBatch)
+			b.run(batch[:n])
+			batch = batch[n:]
+		}
+		batch = batch[:0:cap(batch)]
 	}
 }
 

@@ -1,0 +1,96 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/ratekeeper/ratekeeper/store"
+)
+
+// TestDenyCacheNeverRefusesWhatRedisAdmits drives a store with the deny
+// cache through random takes (several keys, limits and costs, every
+// algorithm) and checks every refusal it answers from the cache against a
+// store without the cache on the same Redis: a Peek there must refuse too.
+// Cached refusals close to their end are skipped, since time may free the
+// capacity between the two calls.
+func TestDenyCacheNeverRefusesWhatRedisAdmits(t *testing.T) {
+	ctx := context.Background()
+	for _, alg := range store.Algorithms {
+		t.Run(alg.String(), func(t *testing.T) {
+			cached, c := newStore(t, Options{})
+			plain, err := New(c, Options{Prefix: cached.prefix, Timeout: 2 * time.Second, DenyCacheSize: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			limits := []store.Limit{
+				{Algorithm: alg, Rate: 3, Period: 300 * time.Millisecond},
+				{Algorithm: alg, Rate: 5, Period: time.Second},
+			}
+			rng := rand.New(rand.NewPCG(1, uint64(alg)))
+			hits, checked := 0, 0
+			deadline := time.Now().Add(1500 * time.Millisecond)
+			for time.Now().Before(deadline) {
+				req := store.Request{
+					Key:    []string{"a", "b", "c"}[rng.IntN(3)],
+					Limits: limits[rng.IntN(2):][:1],
+					Cost:   int64(1 + rng.IntN(2)),
+				}
+				if rng.IntN(40) == 0 {
+					if err := cached.Reset(ctx, req); err != nil && !errors.Is(err, store.ErrNotFound) {
+						t.Fatal(err)
+					}
+					continue
+				}
+				d := mustTake(t, cached, req)
+				if !d.Cached {
+					continue
+				}
+				hits++
+				if d.Allowed || d.RetryAfter <= 0 {
+					t.Fatalf("cached decision %s: want a refusal with a RetryAfter", fmtFull(d))
+				}
+				if d.RetryAfter < 30*time.Millisecond {
+					continue
+				}
+				checked++
+				if p := mustPeek(t, plain, req); p.Allowed {
+					t.Fatalf("the cache refused %+v (RetryAfter %s) but Redis admits it: %s", req, d.RetryAfter, fmtFull(p))
+				}
+				time.Sleep(time.Duration(rng.IntN(3)) * time.Millisecond)
+			}
+			if hits == 0 || checked == 0 {
+				t.Fatalf("the traffic never hit the cache (%d hits, %d checked)", hits, checked)
+			}
+			t.Logf("%d cached refusals, %d checked against Redis", hits, checked)
+		})
+	}
+}
+
+// TestDenyCacheResetAndChangedLimit: a Reset through the same store
+// forgets the cached refusal at once, and a changed limit (a raise) is
+// asked afresh instead of answered from a refusal under the old limit.
+func TestDenyCacheResetAndChangedLimit(t *testing.T) {
+	ctx := context.Background()
+	s, _ := newStore(t, Options{})
+	small := store.Request{Key: "k", Limits: []store.Limit{{Name: "l", Rate: 1, Period: time.Hour}}}
+	mustTake(t, s, small)
+	if d := mustTake(t, s, small); d.Allowed || d.Cached {
+		t.Fatalf("second take: got %s, want refused by Redis", fmtFull(d))
+	}
+	if d := mustTake(t, s, small); d.Allowed || !d.Cached {
+		t.Fatalf("third take: got %s, want the cached refusal", fmtFull(d))
+	}
+	raised := store.Request{Key: "k", Limits: []store.Limit{{Name: "l", Rate: 5, Period: time.Hour}}}
+	if d := mustTake(t, s, raised); !d.Allowed || d.Cached || d.Remaining != 3 {
+		t.Fatalf("raised limit: got %s, want admitted by Redis with 3 remaining", fmtFull(d))
+	}
+	if err := s.Reset(ctx, small); err != nil {
+		t.Fatal(err)
+	}
+	if d := mustTake(t, s, small); !d.Allowed || d.Cached {
+		t.Fatalf("after Reset: got %s, want admitted", fmtFull(d))
+	}
+}
