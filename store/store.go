@@ -13,8 +13,9 @@ type Algorithm int
 
 const (
 	// GCRA is the generic cell rate algorithm: a smooth limit of Rate per
-	// Period with a burst tolerance of Burst requests. State is one
-	// timestamp (the theoretical arrival time) per key. It is the default.
+	// Period with a burst tolerance of Burst requests. It is the token
+	// bucket seen from the other side, and the two share one
+	// implementation (see "Semantics" in the package doc). The default.
 	GCRA Algorithm = iota
 	// TokenBucket holds up to Burst tokens that refill continuously at Rate
 	// per Period; a request takes Cost tokens. Tokens are fractional.

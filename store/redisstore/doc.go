@@ -16,22 +16,26 @@
 //
 // # Keys
 //
-// State of request key k lives under "<prefix>:{<enc k>}:<kind>:<enc id>":
-// kind is gcra, tb, swc or fw and id the limit's ID; the sliding window log
-// keeps one sorted set per key and set of limits, "<prefix>:{<enc k>}:swl:"
-// followed by the sorted encoded IDs. What all limits of k share has one
-// key each: "<prefix>:{<enc k>}:block" (the block; its value is the scope,
-// its TTL the block's remaining time), ":strikes" (the escalation counter)
-// and ":dedup" (one hash of remembered de-duplication ids, each with its
-// expiry in microseconds, so that [Store.Reset] can delete them all; Redis
-// 7.0 has no per-field TTL, so expired ids are pruned as the hash grows).
-// Replay records are "<prefix>:{<enc k>}:op:<nonce>". [EncodeKey] makes k
-// and the IDs safe: the braces make the encoded key the Redis Cluster hash
-// tag, so all keys of one decision are in one slot. [Store.StateKeys] lists
-// a request's per-limit state keys. Every key has a TTL in milliseconds
-// that ends when its state stops mattering (a block: its duration; strikes:
-// the block's duration plus BlockMax; remembered ids: the longest period);
-// nothing needs a sweeper.
+// State of request key k lives under "<prefix>:{<enc k>}:<tag>:<limit>":
+// tag is g (GCRA), t (token bucket), c (sliding window counter) or f (fixed
+// window), and limit is "~" and the period for a limit with the default ID
+// ("<algorithm>/<period>", whose algorithm the tag names), else the encoded
+// ID; the sliding window log keeps one sorted set per key and set of
+// limits, "<prefix>:{<enc k>}:l:" followed by those parts, sorted and
+// joined by ':'. The default prefix is "rk", so a GCRA identity costs
+// about as much Redis memory as go-redis/redis_rate's. What all limits of
+// k share has one key each: "<prefix>:{<enc k>}:block" (the block; its
+// value is the scope, its TTL the block's remaining time), ":strikes" (the
+// escalation counter) and ":dedup" (one hash of remembered
+// de-duplication ids, each with its expiry in microseconds, so that
+// [Store.Reset] can delete them all; Redis 7.0 has no per-field TTL, so
+// expired ids are pruned as the hash grows). [EncodeKey] makes k and the
+// IDs safe: the braces make the encoded key the Redis Cluster hash tag, so
+// all keys of one decision are in one slot. [Store.StateKeys] lists a
+// request's per-limit state keys. Every key has a TTL in milliseconds that
+// ends when its state stops mattering (a block: its duration; strikes: the
+// block's duration plus BlockMax; remembered ids: the longest period);
+// nothing needs a sweeper, and no key is written per request.
 //
 // # Blocks, counted refusals and de-duplication
 //
@@ -49,30 +53,46 @@
 // enough to be hashed; hash them before they reach the store if Redis must
 // not hold them in the clear.
 //
-// # Time budget
+// # Time budget and batching
 //
 // Every call returns within [Options.Timeout] (or the caller's earlier
-// deadline), whatever the client's configuration: the command runs in its
-// own goroutine, and the call stops waiting when the deadline passes. This
-// matters because go-redis does not cut a socket read at the context
-// deadline unless ContextTimeoutEnabled is set, so a stalled Redis would
-// otherwise hold a request for the client's ReadTimeout (3s by default)
-// times its retries. An abandoned command may still complete in Redis; the
-// request is then recorded once, and the caller has already seen a timeout.
-// Detecting a dead Redis and skipping it quickly (a circuit breaker) is the
-// caller's job; the middleware package does it.
+// deadline), whatever the client's configuration. Calls are queued per
+// node (a lock-free queue) and sent by up to four goroutines per node, each
+// taking everything queued (at most [Options.MaxBatch] calls) as one
+// pipeline: a lone call goes out at once, a crowd shares round trips.
+// Callers wait on their own timer, so a stalled socket (go-redis does not
+// cut a socket read at the context deadline unless ContextTimeoutEnabled
+// is set) holds the sending goroutine, never the request. A call whose
+// deadline passes before it is sent is not sent. An abandoned command may
+// still complete in Redis; the request is then recorded once, and the
+// caller has already seen a timeout. Detecting a dead Redis and skipping
+// it quickly (a circuit breaker) is the caller's job; the middleware
+// package does it.
+//
+// # The deny cache
+//
+// A refusal of a lean request (one limit, no block, no counted refusals,
+// no de-duplication id) is remembered until its RetryAfter, measured from
+// before the call was sent; later requests of the same key, limit and at
+// least that cost are refused from memory ([store.Decision.Cached]), also
+// while they wait in the queue or when their budget runs out, so a burst
+// for one identity is decided by its first refusal. Only time frees
+// capacity, so the cache refuses nothing Redis would admit, except after a
+// [Store.Reset] made through another process, which this process sees once
+// the cached RetryAfter has passed. [Options.DenyCacheSize] bounds it.
 //
 // # Re-sent commands
 //
-// go-redis re-sends a command after a read timeout or a broken connection,
-// up to MaxRetries (3 by default) times, although Redis may already have
-// run it. Each Take therefore carries a random nonce; a take that writes
-// state (an admission, a counted refusal, a block start) stores its reply
-// under a replay record for [Options.ReplayTTL], and a re-sent copy finds
-// the record and returns the same reply without counting, blocking or
-// escalating again. The record costs one short-lived key per such take.
-// EVALSHA falls back to EVAL when Redis lost its script cache (restart,
-// SCRIPT FLUSH), through [redis.Script].
+// go-redis re-sends a command after a broken connection (and after a read
+// timeout shorter than the caller's deadline), up to MaxRetries (3 by
+// default) times, although Redis may already have run it. The store sends
+// script calls with the command's NoRetry flag set, so go-redis never
+// re-sends them: a call whose reply is lost fails once, as a connection or
+// timeout error, and its request was recorded once or not at all. Errors
+// that mean the script did not run (NOSCRIPT, MOVED, ASK, TRYAGAIN,
+// CLUSTERDOWN, LOADING, READONLY, MASTERDOWN) are retried within the
+// budget: EVALSHA falls back to EVAL when Redis lost its script cache
+// (restart, SCRIPT FLUSH), inside pipelines too.
 //
 // # Redis Cluster
 //
