@@ -180,8 +180,11 @@ func (l Limit) Validate() error {
 	case l.BlockMax != 0 && (l.Block == 0 || l.BlockMax < l.Block || l.BlockMax > maxPeriod || l.BlockMax%time.Millisecond != 0):
 		return fmt.Errorf("%w: BlockMax must be 0 or whole milliseconds between Block and %s, got %s", ErrInvalidLimit, maxPeriod, l.BlockMax)
 	}
-	if drain := float64(l.Capacity()) * float64(l.Period) / float64(l.Rate); drain > float64(maxDrain) {
-		return fmt.Errorf("%w: Burst·Period/Rate (the time a full bucket takes to drain) must be <= %s, got %.0fh", ErrInvalidLimit, maxDrain, drain/float64(time.Hour))
+	// Without a Burst above Rate a bucket drains within one Period.
+	if l.Burst > l.Rate {
+		if drain := float64(l.Burst) * float64(l.Period) / float64(l.Rate); drain > float64(maxDrain) {
+			return fmt.Errorf("%w: Burst·Period/Rate (the time a full bucket takes to drain) must be <= %s, got %.0fh", ErrInvalidLimit, maxDrain, drain/float64(time.Hour))
+		}
 	}
 	for _, r := range l.Name {
 		if r < 0x20 || r == 0x7f {
