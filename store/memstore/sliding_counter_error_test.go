@@ -1,6 +1,7 @@
 package memstore_test
 
 import (
+	"cmp"
 	"context"
 	"math/rand/v2"
 	"slices"
@@ -12,30 +13,7 @@ import (
 	"github.com/ratekeeper/ratekeeper/store/memstore"
 )
 
-// The sliding window counter (store.SlidingWindowCounter) estimates the
-// count of the sliding window from two aligned windows:
-//
-//	est = prev·(P − e)/P + cur
-//
-// weighting the previous window by the fraction of it still inside the
-// sliding window, as if its requests had been spread evenly. This test
-// replays the same traffic through the counter and through the exact
-// sliding window log, on two memory stores sharing an injected clock, and
-// measures how often and how far the counter departs from the log.
-//
-// What the formula guarantees, and the test asserts:
-//
-//   - every decision of the counter is the formula's, evaluated on the
-//     requests the counter admitted (so the weighting is P − e, not e);
-//   - the counter never admits more than Rate within one aligned window;
-//   - within any sliding window, the counter admits more than Rate by at
-//     most the skew of the previous window: how many more of its admitted
-//     requests lie in the sliding window than an even spread would put
-//     there. It follows that the excess is below Rate;
-//   - the log itself admits exactly what its definition admits.
-//
-// The disagreement measured is not bounded by the formula (it depends on
-// the traffic), so it is logged, not asserted.
+// The replay's limit: 10 per second for both algorithms.
 const (
 	errRate   = 10
 	errPeriod = time.Second
@@ -55,15 +33,8 @@ func meanGapUS(factor float64) float64 {
 }
 
 var swcShapes = []swcShape{
-	{"poisson at the rate", func(r *rand.Rand, n int) []int64 {
-		ts := make([]int64, n)
-		t := r.Float64() * float64(periodUS)
-		for i := range ts {
-			t += r.ExpFloat64() * meanGapUS(1)
-			ts[i] = int64(t)
-		}
-		return ts
-	}},
+	{"poisson at the rate", poisson(1)},
+	{"poisson at 0.5x the rate", poisson(0.5)},
 	{"bursts at the rate", func(r *rand.Rand, n int) []int64 {
 		// Bursts of 5 to 15 requests 1 ms apart; burst starts arrive as a
 		// Poisson process with a mean gap of 10 requests at the rate.
@@ -84,6 +55,20 @@ var swcShapes = []swcShape{
 	{"steady at 1.1x the rate", steady(1.1)},
 }
 
+// poisson sends at factor times the rate on average, with exponential
+// gaps, from a random phase.
+func poisson(factor float64) func(r *rand.Rand, n int) []int64 {
+	return func(r *rand.Rand, n int) []int64 {
+		ts := make([]int64, n)
+		t := r.Float64() * float64(periodUS)
+		for i := range ts {
+			t += r.ExpFloat64() * meanGapUS(factor)
+			ts[i] = int64(t)
+		}
+		return ts
+	}
+}
+
 // steady sends at factor times the rate, evenly spaced, from a random
 // phase.
 func steady(factor float64) func(r *rand.Rand, n int) []int64 {
@@ -99,21 +84,50 @@ func steady(factor float64) func(r *rand.Rand, n int) []int64 {
 
 // swcStats are the figures of one traffic shape.
 type swcStats struct {
-	clients, decisions       int
-	differ                   int // decisions the counter and the log disagree on
-	counterOnly, logOnly     int // admitted by one only
-	counterAdmit, logAdmit   int
-	refusedByCounterOnly     int // clients the counter refused and the log never did
-	clientsOverAdmitted      int // clients the counter admitted more of than the log
-	overAdmitted             int // sum over clients of counter − log admissions, where positive
-	maxSlidingExcess         int // the most the counter admitted beyond Rate in a sliding window
-	counterRefusedAtSteady09 int
+	clients, decisions     int
+	differ                 int // decisions the counter and the log disagree on
+	counterOnly, logOnly   int // admitted by one only
+	counterAdmit, logAdmit int
+	refusedByCounterOnly   int // clients the counter refused and the log never did
+	clientsOverAdmitted    int // clients the counter admitted more of than the log
+	overAdmitted           int // sum over clients of counter − log admissions, where positive
+	maxSlidingExcess       int // the most the counter admitted beyond Rate in a sliding window
 }
 
+// TestSlidingCounterError measures the error of the sliding window counter
+// ([store.SlidingWindowCounter]). The counter estimates the sliding window
+// from two aligned windows, est = prev·(P − e)/P + cur, weighting the
+// previous window by the fraction of it still inside the sliding window as
+// if its requests had been spread evenly. The test replays the same
+// traffic, 10^6 requests from 10,000 clients in five shapes, through the
+// counter and through the exact sliding window log, on two memory stores
+// reading one injected clock, and logs per shape how many decisions differ,
+// how many clients the counter refused that the log never refused, how many
+// more requests it admitted than the log, and by how much it exceeded the
+// limit within a sliding window.
+//
+// It asserts what the formula guarantees:
+//
+//   - each decision of the log is the exact one: admitted iff fewer than
+//     Rate admitted requests lie in (t − P, t];
+//   - each decision of the counter is the formula's, evaluated on the
+//     requests the counter itself admitted: admitted iff
+//     prev·(P − e)/P + cur + 1 ≤ Rate. Weighting prev by e/P instead
+//     fails here at once;
+//   - hence, checked on the admissions alone: at most Rate in one aligned
+//     window; fewer than 2·Rate in any sliding window (at most
+//     Rate + prev·e/P); and no more admitted than the log plus the
+//     counter's admissions in every other aligned window, the even or the
+//     odd ones, whichever are fewer. Those admissions obey the exact limit
+//     on their own, and the log admits at least as many as any set that
+//     does.
+//
+// How often the two disagree depends on the traffic, not on the formula,
+// so those figures are logged, not asserted.
 func TestSlidingCounterError(t *testing.T) {
-	clientsPerShape, requestsPerClient := 2500, 100 // 10^6 requests in all
+	clientsPerShape, requestsPerClient := 2000, 100 // 10^6 requests in all
 	if testing.Short() {
-		clientsPerShape = 250
+		clientsPerShape = 200
 	}
 	var all swcStats
 	for i, shape := range swcShapes {
@@ -150,10 +164,9 @@ func (s *swcStats) add(o swcStats) {
 // swcClient is one client's key and what each store admitted, in time
 // order.
 type swcClient struct {
-	key                   string
-	counterAt, logAt      []int64
-	counterRef, logRef    int
-	counterSeen, lastTime int64
+	key                string
+	counterAt, logAt   []int64
+	counterRef, logRef int
 }
 
 // replay runs clients of one shape through both stores in time order and
@@ -186,7 +199,7 @@ func replay(t *testing.T, shape swcShape, seed uint64, clients, perClient int) s
 			events = append(events, event{at, int32(i)})
 		}
 	}
-	slices.SortStableFunc(events, func(a, b event) int { return int(a.at - b.at) })
+	slices.SortStableFunc(events, func(a, b event) int { return cmp.Compare(a.at, b.at) })
 
 	ctx := context.Background()
 	var st swcStats
@@ -225,21 +238,7 @@ func replay(t *testing.T, shape swcShape, seed uint64, clients, perClient int) s
 		if dc.Allowed {
 			st.counterAdmit++
 			c.counterAt = append(c.counterAt, ev.at)
-			if cur+1 > errRate {
-				t.Fatalf("client %s: counter admitted %d in the window at %dµs, want at most %d", c.key, cur+1, ws, errRate)
-			}
-			// Admitted requests in (t − P, t], against Rate plus the skew
-			// of the previous window: those of its admitted requests that
-			// lie in the sliding window, less an even share.
-			n := countAfter(c.counterAt, ev.at-periodUS)
-			inSlide := n - (cur + 1)
-			excess := n - errRate
-			// excess ≤ inSlide − prev·(P − e)/P, in whole µs.
-			if int64(excess)*periodUS > int64(inSlide)*periodUS-int64(prev)*(ws+periodUS-ev.at) {
-				t.Fatalf("client %s at %dµs: counter admitted %d in the sliding window, want at most %d + the skew (%d of %d previous in it, e %dµs)",
-					c.key, ev.at, n, errRate, inSlide, prev, ev.at-ws)
-			}
-			st.maxSlidingExcess = max(st.maxSlidingExcess, excess)
+			st.maxSlidingExcess = max(st.maxSlidingExcess, countAfter(c.counterAt, ev.at-periodUS)-errRate)
 		} else {
 			c.counterRef++
 		}
@@ -263,11 +262,37 @@ func replay(t *testing.T, shape swcShape, seed uint64, clients, perClient int) s
 		if c.counterRef > 0 && c.logRef == 0 {
 			st.refusedByCounterOnly++
 		}
-		if d := len(c.counterAt) - len(c.logAt); d > 0 {
+		d := len(c.counterAt) - len(c.logAt)
+		if d > 0 {
 			st.clientsOverAdmitted++
 			st.overAdmitted += d
 		}
+		// The weight of prev is never negative, so an aligned window
+		// holds at most Rate. The admissions of every other aligned
+		// window then obey the exact limit (no P-long window reaches two
+		// of them), and the log, which admits whenever the exact limit
+		// allows, admits at least as many as any set that obeys it: the
+		// counter's over-admission is at most its admissions in the even
+		// or in the odd windows, whichever are fewer.
+		var byParity [2]int
+		for j := 0; j < len(c.counterAt); {
+			w := c.counterAt[j] / periodUS
+			k := j
+			for k < len(c.counterAt) && c.counterAt[k]/periodUS == w {
+				k++
+			}
+			if k-j > errRate {
+				t.Errorf("client %s: counter admitted %d in the aligned window at %dµs, want at most %d", c.key, k-j, w*periodUS, errRate)
+			}
+			byParity[w%2] += k - j
+			j = k
+		}
+		if bound := min(byParity[0], byParity[1]); d > bound {
+			t.Errorf("client %s: counter admitted %d more than the log, want at most %d (its admissions in every other window)", c.key, d, bound)
+		}
 	}
+	// Within a sliding window (t − P, t], t at e into an aligned window,
+	// the counter admits at most Rate + prev·e/P, below 2·Rate.
 	if st.maxSlidingExcess >= errRate {
 		t.Errorf("counter admitted %d beyond Rate in a sliding window, want less than %d", st.maxSlidingExcess, errRate)
 	}
@@ -276,8 +301,7 @@ func replay(t *testing.T, shape swcShape, seed uint64, clients, perClient int) s
 
 // countAfter returns how many of the sorted times ts are later than t.
 func countAfter(ts []int64, t int64) int {
-	i, found := slices.BinarySearch(ts, t+1)
-	_ = found
+	i, _ := slices.BinarySearch(ts, t+1)
 	return len(ts) - i
 }
 
