@@ -1,8 +1,6 @@
 package keyfunc
 
-import (
-	"strings"
-)
+import "strings"
 
 // prevForwarded reads the element of the Forwarded (RFC 7239) line s that
 // ends at byte end, from right to left, reading no byte left of lo:
@@ -21,13 +19,14 @@ import (
 // than ',', ';' and '"', so that "for=1.2.3.4:80" and "for=[::1]", which
 // RFC 7239 wants quoted, are still read.
 //
-// Reading from the right gives, for every well-formed element, the reading
-// from the left: a quoted string is recognised by its closing quote, and a
-// quote inside it is escaped exactly when an odd run of backslashes
-// precedes it. What lies left of the element is never looked at, so a
-// client's text on the left cannot change how its proxies' elements read.
-// On failure, msg says what is wrong and pos where, and the element reaches
-// lo when lo > 0 (it is longer than the caller allows).
+// Reading from the right gives the reading from the left, element for
+// element (FuzzForwardedElements checks it): a quoted string is recognised
+// by its closing quote, and a quote inside it is escaped exactly when an
+// odd run of backslashes precedes it. Nothing left of the element is
+// looked at, so a client's text on the left cannot change how its proxies'
+// elements read. When the element does not parse, msg says why and pos is
+// the byte where; msg is errTooLong when the element reaches lo and lo is
+// not the start of the line.
 func prevForwarded(s string, lo, end int) (forVal string, empty bool, sep int, msg string, pos int) {
 	i := end
 	hasFor := false
