@@ -31,7 +31,7 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 BENCH ?= .
 BENCHTIME ?= 1s
 
-.PHONY: help setup run run-chi test test-unit test-fuzz test-integration bench bench-compare redis-image lint fmt
+.PHONY: help setup run run-chi test test-unit test-fuzz test-integration bench bench-compare redis-image lint fmt plots
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -86,6 +86,9 @@ lint: ## gofmt must report nothing; go vet and staticcheck in both modules; inte
 	$(GO) run $(STATICCHECK) ./...
 	cd integration_test && $(GO) run $(STATICCHECK) ./...
 	@cd integration_test && $(GO) mod tidy -diff || { echo "integration_test/go.mod is not tidy: run (cd integration_test && go mod tidy)"; exit 1; }
+
+plots: ## draw docs/algorithms.svg: every algorithm under the same traffic, on a simulated clock (cmd/plots)
+	$(GO) run ./cmd/plots -o docs/algorithms.svg
 
 fmt: ## gofmt every Go file
 	gofmt -w .

@@ -4,4 +4,7 @@
 //	go run ./examples/chi                   # in-memory store, :8080
 //	REDIS_URL=redis://127.0.0.1:6379/0 go run ./examples/chi
 //	go run ./examples/chi token alice       # print a demo JWT for "alice"
+//	POLICY_FILE=/tmp/policies.yaml go run ./examples/chi   # limits from a file, reloaded on SIGHUP
+//
+// See examples/stdlib for the policy file and its reloads.
 package main

@@ -13,11 +13,11 @@ func routes(p *demo.Policies) http.Handler {
 	r.Get("/healthz", demo.Healthz)
 	r.Method(http.MethodGet, "/metrics", p.Metrics)
 	r.Route("/api", func(r chi.Router) {
-		r.With(p.API.Handler).Get("/ping", demo.Ping)
-		r.With(p.Search.Handler).Get("/search", demo.Search)
+		r.With(p.Set.Handler("api")).Get("/ping", demo.Ping)
+		r.With(p.Set.Handler("search")).Get("/search", demo.Search)
 	})
 	r.Group(func(r chi.Router) {
-		r.Use(p.Login.Handler)
+		r.Use(p.Set.Handler("login"))
 		r.Post("/login", demo.Login)
 	})
 	return r

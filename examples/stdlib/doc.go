@@ -9,4 +9,15 @@
 // "Authorization: Bearer <token>": 100/min per subject), GET /api/search
 // (5 units of the same quota), POST /login (5/min blocks 15 min, 20/day
 // blocks 24 h, per IP).
+//
+// The limits come from the policy file examples/internal/demo/policies.yaml,
+// embedded in the binary. To change them without a rebuild, run a copy:
+//
+//	cp examples/internal/demo/policies.yaml /tmp/policies.yaml
+//	POLICY_FILE=/tmp/policies.yaml go run ./examples/stdlib
+//	# edit /tmp/policies.yaml, then
+//	kill -HUP <pid>                          # or set POLICY_WATCH=2s
+//
+// A reload keeps clients' counters; a file that fails validation is logged
+// and the running policies stay.
 package main

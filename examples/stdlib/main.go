@@ -10,9 +10,9 @@ func routes(p *demo.Policies) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", demo.Healthz)
 	mux.Handle("GET /metrics", p.Metrics)
-	mux.Handle("GET /api/ping", p.API.Handler(http.HandlerFunc(demo.Ping)))
-	mux.Handle("GET /api/search", p.Search.Handler(http.HandlerFunc(demo.Search)))
-	mux.Handle("POST /login", p.Login.Handler(http.HandlerFunc(demo.Login)))
+	mux.Handle("GET /api/ping", p.Set.Handler("api")(http.HandlerFunc(demo.Ping)))
+	mux.Handle("GET /api/search", p.Set.Handler("search")(http.HandlerFunc(demo.Search)))
+	mux.Handle("POST /login", p.Set.Handler("login")(http.HandlerFunc(demo.Login)))
 	return mux
 }
 

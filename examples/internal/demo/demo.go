@@ -2,6 +2,7 @@ package demo
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -14,10 +15,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ratekeeper/ratekeeper/headers"
 	"github.com/ratekeeper/ratekeeper/keyfunc"
 	"github.com/ratekeeper/ratekeeper/metrics"
 	"github.com/ratekeeper/ratekeeper/middleware"
+	"github.com/ratekeeper/ratekeeper/middleware/policy"
 	"github.com/ratekeeper/ratekeeper/store"
 	"github.com/ratekeeper/ratekeeper/store/memstore"
 	"github.com/ratekeeper/ratekeeper/store/redisstore"
@@ -40,11 +41,26 @@ type Env struct {
 	// LogLevel is LOG_LEVEL: "debug" logs every decision (keys hashed);
 	// default "info".
 	LogLevel slog.Level
+	// PolicyFile is POLICY_FILE: a policy file to run instead of the
+	// embedded policies.yaml, reloaded on SIGHUP.
+	PolicyFile string
+	// PolicyWatch is POLICY_WATCH (a duration such as "2s"): when set
+	// with POLICY_FILE, the file is also polled and reloaded when it
+	// changes.
+	PolicyWatch time.Duration
 }
 
-// ReadEnv returns the settings from the process environment.
-func ReadEnv() Env {
-	e := Env{Addr: os.Getenv("ADDR"), RedisURL: os.Getenv("REDIS_URL"), JWTSecret: os.Getenv("JWT_SECRET"), LogLevel: slog.LevelInfo}
+// ReadEnv returns the settings from the process environment. It fails
+// only for a POLICY_WATCH that is not a duration.
+func ReadEnv() (Env, error) {
+	e := Env{Addr: os.Getenv("ADDR"), RedisURL: os.Getenv("REDIS_URL"), JWTSecret: os.Getenv("JWT_SECRET"), LogLevel: slog.LevelInfo, PolicyFile: os.Getenv("POLICY_FILE")}
+	if w := os.Getenv("POLICY_WATCH"); w != "" {
+		d, err := time.ParseDuration(w)
+		if err != nil || d <= 0 {
+			return e, fmt.Errorf("POLICY_WATCH: want a positive duration such as 2s, got %q", w)
+		}
+		e.PolicyWatch = d
+	}
 	if strings.EqualFold(os.Getenv("LOG_LEVEL"), "debug") {
 		e.LogLevel = slog.LevelDebug
 	}
@@ -54,7 +70,7 @@ func ReadEnv() Env {
 	if e.JWTSecret == "" {
 		e.JWTSecret = DemoSecret
 	}
-	return e
+	return e, nil
 }
 
 // OpenStore returns the Redis store when url is set (checking that Redis
@@ -86,25 +102,27 @@ func OpenStore(ctx context.Context, url string) (st store.Store, close func(), e
 	return rs, func() { _ = client.Close() }, nil
 }
 
-// Policies are the example's limiters.
+// DefaultPolicies is policies.yaml, the policy file the examples run
+// unless POLICY_FILE names another.
+//
+//go:embed policies.yaml
+var DefaultPolicies []byte
+
+// Policies are the example's policies and metrics.
 type Policies struct {
-	// API limits /api/ping: anonymous clients 10 per minute per IP (burst
-	// 10), authenticated clients 100 per minute per JWT subject. It sends
-	// the X-RateLimit-* and the IETF RateLimit fields.
-	API *middleware.Limiter
-	// Search is API at cost 5: /api/search takes 5 units of the same quota.
-	Search *middleware.Limiter
-	// Login limits POST /login per IP: 5 attempts per minute (the 6th
-	// blocks for 15 minutes) and 20 per day (the 21st blocks for 24 hours).
-	// Every attempt counts, no X-RateLimit-* state is sent (a refusal still
-	// carries Retry-After), and it fails closed.
-	Login *middleware.Limiter
+	// Set runs the policies of the policy file (see policies.yaml):
+	// "api" for /api/ping, "search" for /api/search (5 units of the api
+	// quota) and "login" for POST /login.
+	Set *policy.Set
 	// Metrics serves /metrics.
 	Metrics http.Handler
 }
 
-// NewPolicies builds the policies on st, registering metrics on a new
-// registry.
+// NewPolicies builds the policies of env.PolicyFile, or of the embedded
+// [DefaultPolicies] when it is empty, on st, registering metrics on a new
+// registry. The file names the key function "ip" (the peer address) and
+// the classifier "auth" (a verified HS256 JWT's subject, else the peer
+// address).
 func NewPolicies(st store.Store, env Env, logger *slog.Logger) (*Policies, error) {
 	reg := prometheus.NewRegistry()
 	obs, err := metrics.New(reg, metrics.Options{})
@@ -115,36 +133,25 @@ func NewPolicies(st store.Store, env Env, logger *slog.Logger) (*Policies, error
 	if err != nil {
 		return nil, err
 	}
-	classify := middleware.AuthOptions{Subject: sub, Anonymous: keyfunc.RemoteIP}
-	common := []middleware.Option{middleware.WithObserver(obs.Observe), middleware.WithLogger(logger)}
-	api, err := middleware.NewTiered(st, classify, []middleware.Tier{
-		{Name: middleware.TierAnonymous, Limits: []store.Limit{{Rate: 10, Period: time.Minute, Burst: 10}}},
-		{Name: middleware.TierAuthenticated, Limits: []store.Limit{{Rate: 100, Period: time.Minute, Burst: 100}}},
-	}, append(common,
-		middleware.WithName("api"),
-		// Both header sets: X-RateLimit-* and the IETF RateLimit fields.
-		middleware.WithHeaders(headers.Writer{IETF: true}),
-	)...)
+	opts := policy.Options{
+		Keys:        map[string]keyfunc.KeyFunc{"ip": keyfunc.RemoteIP},
+		Classifiers: map[string]middleware.Classifier{"auth": middleware.AuthOptions{Subject: sub, Anonymous: keyfunc.RemoteIP}},
+		Logger:      logger,
+		Middleware:  []middleware.Option{middleware.WithObserver(obs.Observe)},
+	}
+	var set *policy.Set
+	if env.PolicyFile != "" {
+		set, err = policy.Load(env.PolicyFile, st, opts)
+	} else {
+		set, err = policy.New("policies.yaml (embedded)", DefaultPolicies, st, opts)
+	}
 	if err != nil {
 		return nil, err
 	}
-	search, err := api.WithCost(5)
-	if err != nil {
+	if err := metrics.RegisterPolicySet(reg, set, metrics.Options{}); err != nil {
 		return nil, err
 	}
-	login, err := middleware.New(st, keyfunc.RemoteIP, store.Limit{
-		Name: "minute", Algorithm: store.SlidingWindowLog, Rate: 5, Period: time.Minute, Block: 15 * time.Minute,
-	}, append(common,
-		middleware.WithName("login"),
-		middleware.WithLimits(store.Limit{Name: "day", Algorithm: store.SlidingWindowLog, Rate: 20, Period: 24 * time.Hour, Block: 24 * time.Hour}),
-		middleware.WithCountDenied(),
-		middleware.WithHeaders(headers.Writer{Omit: true}),
-		middleware.WithFailureMode(middleware.FailClosed),
-	)...)
-	if err != nil {
-		return nil, err
-	}
-	return &Policies{API: api, Search: search, Login: login, Metrics: promhttpHandler(reg)}, nil
+	return &Policies{Set: set, Metrics: promhttpHandler(reg)}, nil
 }
 
 // Token signs an HS256 token for subject, valid for ttl.

@@ -37,10 +37,15 @@ func Search(w http.ResponseWriter, r *http.Request) {
 func Login(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "welcome\n") }
 
 // Main runs an example service: "token <subject>" prints a demo JWT;
-// otherwise it serves routes(policies) on ADDR until SIGINT or SIGTERM.
+// otherwise it serves routes(policies) on ADDR until SIGINT or SIGTERM,
+// reloading POLICY_FILE on SIGHUP (and every POLICY_WATCH when set).
 func Main(name string, routes func(*Policies) http.Handler) {
-	env := ReadEnv()
+	env, err := ReadEnv()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: env.LogLevel}))
+	if err != nil {
+		logger.Error("exiting", slog.String("error", err.Error()))
+		os.Exit(2)
+	}
 	if len(os.Args) == 3 && os.Args[1] == "token" {
 		tok, err := Token(env.JWTSecret, os.Args[2], time.Hour)
 		if err != nil {
@@ -68,12 +73,19 @@ func serve(name string, env Env, logger *slog.Logger, routes func(*Policies) htt
 	if err != nil {
 		return err
 	}
+	if env.PolicyFile != "" {
+		go reloadOnHangup(ctx, p, logger)
+		if env.PolicyWatch > 0 {
+			go func() { _ = p.Set.Watch(ctx, env.PolicyWatch) }()
+		}
+	}
 	srv := &http.Server{Addr: env.Addr, Handler: routes(p), ReadHeaderTimeout: 5 * time.Second}
 	storeName := "memory"
 	if env.RedisURL != "" {
 		storeName = "redis"
 	}
-	logger.Info("listening", slog.String("example", name), slog.String("addr", env.Addr), slog.String("store", storeName))
+	logger.Info("listening", slog.String("example", name), slog.String("addr", env.Addr), slog.String("store", storeName),
+		slog.String("policies", p.Set.Status().Source))
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ListenAndServe() }()
 	select {
@@ -87,4 +99,22 @@ func serve(name string, env Env, logger *slog.Logger, routes func(*Policies) htt
 		return err
 	}
 	return nil
+}
+
+// reloadOnHangup reloads the policy file at every SIGHUP until ctx is
+// done. A reload that fails is logged by the Set, which keeps the running
+// policies.
+func reloadOnHangup(ctx context.Context, p *Policies, logger *slog.Logger) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+			logger.Info("SIGHUP: reloading the policy file")
+			_ = p.Set.Reload()
+		}
+	}
 }

@@ -1,11 +1,13 @@
 package demotest
 
 import (
+	"bytes"
 	"encoding/json"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -15,21 +17,26 @@ import (
 )
 
 // Run builds the example's router on the memory store and checks every
-// documented route.
+// documented route, and that editing and reloading the policy file
+// changes /api/ping's limit without resetting counters.
 func Run(t *testing.T, routes func(*demo.Policies) http.Handler) {
 	t.Helper()
-	newServer := func(t *testing.T) http.Handler {
+	newPolicies := func(t *testing.T, policyFile string) *demo.Policies {
 		t.Helper()
 		st, closeStore, err := demo.OpenStore(t.Context(), "")
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(closeStore)
-		p, err := demo.NewPolicies(st, demo.Env{JWTSecret: demo.DemoSecret}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		p, err := demo.NewPolicies(st, demo.Env{JWTSecret: demo.DemoSecret, PolicyFile: policyFile}, slog.New(slog.DiscardHandler))
 		if err != nil {
 			t.Fatal(err)
 		}
-		return routes(p)
+		return p
+	}
+	newServer := func(t *testing.T) http.Handler {
+		t.Helper()
+		return routes(newPolicies(t, ""))
 	}
 	send := func(h http.Handler, method, path, ip string, hdr ...string) *httptest.ResponseRecorder {
 		r := httptest.NewRequest(method, path, nil)
@@ -154,6 +161,52 @@ func Run(t *testing.T, routes func(*demo.Policies) http.Handler) {
 		}
 		if w := send(h, "POST", "/login", "192.0.2.201"); w.Code != 200 {
 			t.Errorf("another client: got %d, want 200", w.Code)
+		}
+	})
+
+	t.Run("editing the policy file changes the ping limit and keeps counters", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "policies.yaml")
+		write := func(text string) {
+			t.Helper()
+			if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		const before, after = "{rate: 10, period: 1m, burst: 10}", "{rate: 20, period: 1m, burst: 20}"
+		if !bytes.Contains(demo.DefaultPolicies, []byte(before)) {
+			t.Fatalf("policies.yaml no longer holds %q: update this test", before)
+		}
+		write(string(demo.DefaultPolicies))
+		p := newPolicies(t, path)
+		h := routes(p)
+		ip := "192.0.2.150"
+		for range 3 {
+			send(h, "GET", "/api/ping", ip)
+		}
+		write(strings.Replace(string(demo.DefaultPolicies), before, after, 1))
+		if err := p.Set.Reload(); err != nil {
+			t.Fatal(err)
+		}
+		w := send(h, "GET", "/api/ping", ip)
+		if w.Code != 200 || w.Header().Get("X-RateLimit-Limit") != "20" || w.Header().Get("X-RateLimit-Remaining") != "16" {
+			t.Fatalf("after raising to 20: got %d limit %s remaining %s, want 200, 20, 16 (3 used before the reload)", w.Code, w.Header().Get("X-RateLimit-Limit"), w.Header().Get("X-RateLimit-Remaining"))
+		}
+		if got, want := w.Header().Get("RateLimit-Policy"), `"api/anonymous";q=20;w=60`; got != want {
+			t.Errorf("RateLimit-Policy: got %q, want %q", got, want)
+		}
+
+		write(strings.Replace(string(demo.DefaultPolicies), before, "{rate: -20, period: 1m}", 1))
+		if err := p.Set.Reload(); err == nil || !strings.Contains(err.Error(), "policies.api.tiers.anonymous.limits[0].rate") {
+			t.Fatalf("broken file: got %v, want an error naming the rate", err)
+		}
+		if w := send(h, "GET", "/api/ping", ip); w.Header().Get("X-RateLimit-Limit") != "20" || w.Header().Get("X-RateLimit-Remaining") != "15" {
+			t.Fatalf("after the failed reload: got limit %s remaining %s, want 20 and 15", w.Header().Get("X-RateLimit-Limit"), w.Header().Get("X-RateLimit-Remaining"))
+		}
+		body := send(h, "GET", "/metrics", ip).Body.String()
+		for _, want := range []string{"ratekeeper_policy_last_reload_successful 0", `ratekeeper_policy_reloads_total{result="failure"} 1`, `ratekeeper_policy_mode{mode="enforce",policy="api"} 1`} {
+			if !strings.Contains(body, want) {
+				t.Errorf("metrics: missing %q", want)
+			}
 		}
 	})
 

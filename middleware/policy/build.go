@@ -1,0 +1,185 @@
+package policy
+
+import (
+	"fmt"
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/ratekeeper/ratekeeper/middleware"
+	"github.com/ratekeeper/ratekeeper/store"
+)
+
+// entry is one policy of a running configuration.
+type entry struct {
+	spec *policySpec
+	mode Mode // effective: the file's mode or an override
+	// lim serves the policy's requests: the limiter of its quota in the
+	// effective mode (the enforcing one when Off), at the policy's cost.
+	lim *middleware.Limiter
+}
+
+// baseKey names a built limiter of a quota: the policy that owns it and
+// whether it runs in dry-run mode. Policies that share a quota in the same
+// mode share one limiter, so a request passing several of them is charged
+// once and one circuit breaker guards them.
+type baseKey struct {
+	owner *policySpec
+	dry   bool
+}
+
+// builder turns specs into limiters for one store and set of options.
+type builder struct {
+	st    store.Store
+	opts  *Options
+	bases map[baseKey]*middleware.Limiter
+}
+
+// checkApp checks what the file names of the application: key functions,
+// classifiers and the fallback store.
+func checkApp(p *problems, sp *spec, opts *Options) {
+	for _, ps := range sp.policies {
+		switch {
+		case ps.key != "":
+			if kf, ok := opts.Keys[ps.key]; !ok || kf == nil {
+				p.add(ps.at["key"], join(ps.path, "key"), fmt.Sprintf("unknown key function %q (the application registers: %s)", ps.key, registered(opts.Keys)))
+			}
+		case ps.classifier != "":
+			c, ok := opts.Classifiers[ps.classifier]
+			if !ok || c == nil {
+				p.add(ps.at["classifier"], join(ps.path, "classifier"), fmt.Sprintf("unknown classifier %q (the application registers: %s)", ps.classifier, registered(opts.Classifiers)))
+				continue
+			}
+			for _, name := range authTiers(c) {
+				if !slices.ContainsFunc(ps.tiers, func(t tierSpec) bool { return t.name == name }) {
+					p.add(ps.at["tiers"], join(ps.path, "tiers"), fmt.Sprintf("no tier %q, which classifier %q can give a request", name, ps.classifier))
+				}
+			}
+		}
+		if ps.fallback && opts.Fallback == nil {
+			p.add(ps.at["local_fallback"], join(ps.path, "local_fallback"), "needs a fallback store, which the application did not supply (Options.Fallback)")
+		}
+	}
+}
+
+func registered[V any](m map[string]V) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	return strings.Join(slices.Sorted(maps.Keys(m)), ", ")
+}
+
+// authTiers lists the tiers an AuthOptions classifier can return, as
+// middleware.NewTiered checks them; nil for other classifiers.
+func authTiers(c middleware.Classifier) []string {
+	var a *middleware.AuthOptions
+	switch v := c.(type) {
+	case middleware.AuthOptions:
+		a = &v
+	case *middleware.AuthOptions:
+		a = v
+	}
+	if a == nil {
+		return nil
+	}
+	names := []string{middleware.TierAnonymous, middleware.TierAuthenticated}
+	if a.Trusted != nil {
+		names = append(names, middleware.TierTrusted)
+	}
+	if a.Suspended != nil {
+		names = append(names, middleware.TierSuspended)
+	}
+	return names
+}
+
+// entry builds the limiter that serves ps in mode m.
+func (b *builder) entry(ps *policySpec, m Mode) (*entry, error) {
+	owner := ps
+	if ps.owner != nil {
+		owner = ps.owner
+	}
+	k := baseKey{owner: owner, dry: m == DryRun}
+	base, ok := b.bases[k]
+	if !ok {
+		var err error
+		if base, err = b.base(owner, k.dry); err != nil {
+			return nil, err
+		}
+		b.bases[k] = base
+	}
+	lim := base
+	if ps.cost > 1 {
+		var err error
+		if lim, err = base.WithCost(ps.cost); err != nil {
+			return nil, err
+		}
+	}
+	return &entry{spec: ps, mode: m, lim: lim}, nil
+}
+
+// base builds the limiter of the quota ps owns. Settings the file leaves
+// out keep the middleware's defaults, or what Options.Middleware chose.
+func (b *builder) base(ps *policySpec, dry bool) (*middleware.Limiter, error) {
+	opts := []middleware.Option{middleware.WithLogger(b.opts.logger())}
+	opts = append(opts, b.opts.Middleware...)
+	opts = append(opts, middleware.WithName(ps.name))
+	if ps.headers != nil {
+		opts = append(opts, middleware.WithHeaders(ps.headers.w))
+	}
+	if ps.has("failure") {
+		opts = append(opts, middleware.WithFailureMode(ps.failure))
+	}
+	if ps.fallback {
+		opts = append(opts, middleware.WithLocalFallback(b.opts.Fallback))
+	}
+	if ps.breaker != nil {
+		opts = append(opts, middleware.WithBreaker(ps.breaker.threshold, ps.breaker.cooldown))
+	}
+	if ps.problem {
+		opts = append(opts, middleware.WithProblemDetails())
+	}
+	if ps.countDenied {
+		opts = append(opts, middleware.WithCountDenied())
+	}
+	if e := ps.exempt; e != nil {
+		if len(e.paths) > 0 {
+			opts = append(opts, middleware.WithExempt(middleware.ExemptPaths(e.paths...)))
+		}
+		if len(e.cidrs) > 0 {
+			f, err := middleware.ExemptCIDRs(b.opts.ClientIP, e.cidrs...)
+			if err != nil {
+				return nil, err
+			}
+			opts = append(opts, middleware.WithExempt(f))
+		}
+		if len(e.methods) > 0 {
+			methods := slices.Clone(e.methods)
+			opts = append(opts, middleware.WithExempt(func(r *http.Request) bool { return slices.Contains(methods, r.Method) }))
+		}
+	}
+	if dry {
+		opts = append(opts, middleware.WithDryRun())
+	}
+	if ps.key != "" {
+		limits := storeLimits(ps.limits)
+		opts = append(opts, middleware.WithLimits(limits[1:]...))
+		return middleware.New(b.st, b.opts.Keys[ps.key], limits[0], opts...)
+	}
+	tiers := make([]middleware.Tier, len(ps.tiers))
+	for i, t := range ps.tiers {
+		tiers[i] = middleware.Tier{Name: t.name, Unlimited: t.unlimited, Suspended: t.suspended}
+		if t.limits != nil {
+			tiers[i].Limits = storeLimits(t.limits)
+		}
+	}
+	return middleware.NewTiered(b.st, b.opts.Classifiers[ps.classifier], tiers, opts...)
+}
+
+func storeLimits(specs []limitSpec) []store.Limit {
+	out := make([]store.Limit, len(specs))
+	for i, s := range specs {
+		out[i] = s.limit
+	}
+	return out
+}
