@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"runtime"
 	"slices"
 	"strings"
@@ -91,6 +92,9 @@ func (c *call) release() {
 
 // pipes sends commands through per-node batchers.
 type pipes struct {
+	// dialErr is the last failure to open a connection, seen by the dial
+	// hook newPipes adds to the client.
+	dialErr      atomic.Pointer[dialFailure]
 	client       redis.UniversalClient
 	cluster      *redis.ClusterClient // set for cluster clients
 	maxBatch     int
@@ -101,8 +105,59 @@ type pipes struct {
 	nodes map[*redis.Client]*batcher
 }
 
+// dialFailure is a failed attempt to open a connection and when it failed.
+type dialFailure struct {
+	err error
+	at  time.Time
+}
+
+// dialWatch is a go-redis hook that records failed dials: go-redis retries
+// a refused dial for longer than a call's budget, so without it a refused
+// connection would read as a timeout. It changes nothing else.
+type dialWatch struct{ p *pipes }
+
+func (h dialWatch) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := next(ctx, network, addr)
+		if err != nil {
+			h.p.dialErr.Store(&dialFailure{err: err, at: time.Now()})
+		} else if h.p.dialErr.Load() != nil {
+			h.p.dialErr.Store(nil)
+		}
+		return conn, err
+	}
+}
+
+func (dialWatch) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (dialWatch) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// dialFailureFresh is how long a failed dial, not followed by a successful
+// one, explains a call that found no connection: go-redis waits 100 ms
+// between dial attempts by default.
+const dialFailureFresh = time.Second
+
+// budgetError is the error of a call, started at start, whose budget ran
+// out: a connection failure when the last dial failed recently and none
+// succeeded since (Redis refuses connections or cannot be reached), else a
+// timeout.
+func (p *pipes) budgetError(start time.Time) error {
+	if f := p.dialErr.Load(); f != nil && start.Sub(f.at) < dialFailureFresh {
+		return fmt.Errorf("redisstore: no reply within the budget; connecting failed: %w", f.err)
+	}
+	return errBudget
+}
+
 func newPipes(client redis.UniversalClient, maxBatch int) *pipes {
 	p := &pipes{client: client, maxBatch: maxBatch, ctxDeadlines: true}
+	switch c := client.(type) {
+	case *redis.Client:
+		c.AddHook(dialWatch{p})
+	case *redis.ClusterClient:
+		c.OnNewNode(func(n *redis.Client) { n.AddHook(dialWatch{p}) })
+	}
 	switch c := client.(type) {
 	case *redis.Client:
 		p.ctxDeadlines = c.Options().ContextTimeoutEnabled
@@ -156,7 +211,8 @@ func (p *pipes) forKey(ctx context.Context, key string) *batcher {
 // refusal cached while the call waits answers it: the result is then a
 // store.Decision instead of a script reply.
 func (p *pipes) do(ctx context.Context, key string, sc *script, args []any, deadline time.Time, dc *denyCache, li *limitInfo, cost int64) (any, error) {
-	wait := time.Until(deadline)
+	start := time.Now()
+	wait := deadline.Sub(start)
 	if wait <= 0 {
 		return nil, errBudget
 	}
@@ -176,7 +232,7 @@ func (p *pipes) do(ctx context.Context, key string, sc *script, args []any, dead
 	case <-c.done:
 		v, err = c.v, c.err
 	case <-c.timer.C:
-		err = errBudget
+		err = p.budgetError(start)
 		// A refusal of the same key that arrived meanwhile (a burst
 		// for one identity) still answers within the budget: Redis
 		// would refuse this call too, and a refused call writes

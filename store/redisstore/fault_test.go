@@ -271,3 +271,29 @@ func TestTimeoutBound(t *testing.T) {
 		expectTimeout(t, s)
 	})
 }
+
+// TestRefusedConnectionIsAConnectionError: against a port where nothing
+// listens, go-redis (default options) keeps retrying the dial for longer
+// than the budget; the call still reports a connection error, not a
+// timeout, so that logs and metrics say what happened.
+func TestRefusedConnectionIsAConnectionError(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() { c.Close() })
+	s, err := New(c, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := store.Request{Key: "k", Limits: []store.Limit{store.PerSecond(1)}}
+	for i := range 5 {
+		_, err := s.Take(context.Background(), req)
+		if kind := store.KindOf(err); kind != store.KindConnection {
+			t.Fatalf("take %d: got %v (kind %s), want a connection error", i, err, kind)
+		}
+	}
+}
