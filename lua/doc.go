@@ -42,6 +42,37 @@
 // The reply is {allowed (1 or 0), remaining, reset after µs, retry after
 // µs}: after the request when it is admitted, else as the limit stands.
 //
+// # User scripts
+//
+// An application may write its own limiter in Lua and run it through the
+// Redis store ([github.com/ratekeeper/ratekeeper/store/redisstore.Store.WithScript]).
+// The contract is the lean one above, so a user script gets the same
+// inputs as a built-in lean script and answers the same way:
+//
+//	KEYS[1]   the request's state key, built by the store:
+//	          "<prefix>:{<encoded client key>}:u:<script name>:<limit>", in
+//	          the slot of the client key's hash tag (Redis Cluster safe;
+//	          client input cannot steer it). Use only this key, or keys
+//	          that start with it and keep its hash tag.
+//	ARGV[1]   the mode: "take" (decide and record), "peek" (decide, write
+//	          nothing) or a mode of the script's own (such as "release")
+//	ARGV[2]   cost, an integer >= 1
+//	ARGV[3]   rate
+//	ARGV[4]   period in microseconds
+//	ARGV[5]   capacity
+//	ARGV[6..] the script's options, as configured
+//
+// The reply is an array of at least four integers, {allowed (1 or 0),
+// remaining (0 to capacity), reset after µs, retry after µs (0 when
+// allowed, above 0 when refused)}, followed by any extras the application
+// wants to read back. Every key the script writes must get a TTL. A Lua
+// error, a reply that breaks the contract or no reply within the store's
+// budget is a store error naming the script, handled by the failure mode:
+// never a panic, never an admission. examples/fixed_window.lua (a fixed
+// window that passes the conformance suite's plain subset) and
+// examples/concurrency.lua (a per-key concurrency cap released when a
+// request ends) are worked examples.
+//
 // # Calling convention: full scripts
 //
 //	KEYS[1]        the request key's block

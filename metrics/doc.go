@@ -21,6 +21,10 @@
 //	ratekeeper_decision_duration_seconds{policy,store}    histogram
 //	ratekeeper_degraded_requests_total{policy,mode}       counter
 //	ratekeeper_store_unavailable{policy}                  gauge
+//	ratekeeper_cached_refusals_total{policy}              counter
+//	ratekeeper_store_evictions_total                      counter (RegisterEvictions)
+//
+// [RegisterPolicySet] adds the reload and mode series of a policy set.
 //
 // # Cardinality
 //

@@ -40,6 +40,7 @@ type Collector struct {
 	latency     *prometheus.HistogramVec
 	degraded    *prometheus.CounterVec
 	unavailable *prometheus.GaugeVec
+	cached      *prometheus.CounterVec
 }
 
 // Metric names without the namespace (the package documentation lists
@@ -51,6 +52,8 @@ const (
 	nameLatency     = "decision_duration_seconds"
 	nameDegraded    = "degraded_requests_total"
 	nameUnavailable = "store_unavailable"
+	nameCached      = "cached_refusals_total"
+	nameEvictions   = "store_evictions_total"
 )
 
 // New creates the collectors and registers them on reg. It returns an error
@@ -94,7 +97,11 @@ func New(reg prometheus.Registerer, opts Options) (*Collector, error) {
 			Help: "1 while the limiter's circuit breaker considers the store unavailable, else 0.",
 		}, []string{"policy"}),
 	}
-	cols := []prometheus.Collector{c.decisions, c.blocks, c.storeErrors, c.latency, c.degraded, c.unavailable}
+	c.cached = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: ns, Name: nameCached, ConstLabels: opts.ConstLabels,
+		Help: "Refusals answered from the store's local deny cache without a round trip, by policy.",
+	}, []string{"policy"})
+	cols := []prometheus.Collector{c.decisions, c.blocks, c.storeErrors, c.latency, c.degraded, c.unavailable, c.cached}
 	for i, col := range cols {
 		if err := reg.Register(col); err != nil {
 			for _, done := range cols[:i] { // leave the registry as it was
@@ -115,6 +122,9 @@ func (c *Collector) Observe(e middleware.Event) {
 	}
 	if e.BlockStarted {
 		c.blocks.WithLabelValues(e.Policy, e.LimitID).Inc()
+	}
+	if e.Cached {
+		c.cached.WithLabelValues(e.Policy).Inc()
 	}
 	degraded := ""
 	switch {
@@ -156,4 +166,32 @@ func storeInvolved(o middleware.Outcome) bool {
 		return true
 	}
 	return false
+}
+
+// Evicter is implemented by stores that forget clients to stay within a
+// memory bound, such as the memory store (its Evictions method).
+type Evicter interface {
+	Evictions() uint64
+}
+
+// RegisterEvictions registers a counter of the keys s has evicted to stay
+// within its bound ("<namespace>_store_evictions_total"), read from s
+// whenever the registry is scraped. A store that evicts often is too
+// small for its clients: each evicted client starts afresh.
+func RegisterEvictions(reg prometheus.Registerer, s Evicter, opts Options) error {
+	if reg == nil || s == nil {
+		return errors.New("ratekeeper: metrics: nil registerer or store")
+	}
+	ns := opts.Namespace
+	if ns == "" {
+		ns = defaultNamespace
+	}
+	c := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Namespace: ns, Name: nameEvictions, ConstLabels: opts.ConstLabels,
+		Help: "Keys the store evicted to stay within its bound.",
+	}, func() float64 { return float64(s.Evictions()) })
+	if err := reg.Register(c); err != nil {
+		return fmt.Errorf("ratekeeper: metrics: register: %w", err)
+	}
+	return nil
 }

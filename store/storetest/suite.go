@@ -85,3 +85,32 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		})
 	}
 }
+
+// plainTests are the algorithm tests that send only plain requests: one
+// limit, no block, no counted refusals, no de-duplication id.
+var plainTests = map[string]bool{
+	"limit": true, "burst": true, "cost": true, "many-units-at-once": true,
+	"refill": true, "retry-after-cost-1": true, "retry-after-cost-3": true,
+	"exact": true, "peek": true,
+	"isolation": true, "hostile-keys": true,
+}
+
+// RunPlain runs the part of the suite that applies to a store deciding
+// only plain requests (one limit; no Block, CountDenied or DedupID) with
+// the given algorithms' semantics: a user script under the Redis store's
+// script contract, for example, which may implement one algorithm. The
+// subtests are those of [Run] for these algorithms whose requests are all
+// plain.
+func RunPlain(t *testing.T, algs []store.Algorithm, newHarness func(t *testing.T) Harness) {
+	t.Helper()
+	for _, alg := range algs {
+		for _, tc := range algorithmTests {
+			if !plainTests[tc.name] || tc.only != nil && !tc.only(alg) {
+				continue
+			}
+			t.Run(alg.String()+"/"+tc.name, func(t *testing.T) {
+				tc.fn(newEnv(t, newHarness), alg)
+			})
+		}
+	}
+}

@@ -1,0 +1,172 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratekeeper/ratekeeper/store"
+)
+
+// Script is a limiter written in Lua by the application, run by the store
+// under the contract of package [github.com/ratekeeper/ratekeeper/lua]
+// ("User scripts"): the store builds the key and passes the request's
+// limit, the script answers allow or refuse with the values the headers
+// and the 429 body need.
+type Script struct {
+	// Name identifies the script in its keys, its errors and
+	// [store.Decision.LimitID]: 1 to 64 bytes of [A-Za-z0-9_.-].
+	// Required.
+	Name string
+	// Source is the Lua script. Required.
+	Source string
+	// Options are passed to the script after the built-in arguments, as
+	// ARGV[6], ARGV[7], ...
+	Options []string
+}
+
+// ScriptStore is a [store.Store] that decides with a [Script] on a
+// [Store]'s Redis: the same client, prefix, batching and budget. Create
+// it with [Store.WithScript]. It decides requests with one limit and
+// without Block, CountDenied or DedupID; other requests are refused with
+// an error wrapping [store.ErrInvalidRequest]. Its refusals are not cached
+// (a script may free capacity on its own, as a concurrency cap does when
+// a request ends). It is safe for concurrent use.
+type ScriptStore struct {
+	s       *Store
+	name    string
+	sc      script
+	options []any
+}
+
+var _ store.Store = (*ScriptStore)(nil)
+
+// WithScript returns a store that decides with sc. It returns an error
+// for a missing or invalid name or an empty source; the script is sent to
+// Redis on first use, and a syntax error then fails every call with a
+// script error naming it.
+func (s *Store) WithScript(sc Script) (*ScriptStore, error) {
+	if err := validScriptName(sc.Name); err != nil {
+		return nil, err
+	}
+	if sc.Source == "" {
+		return nil, fmt.Errorf("redisstore: script %q: empty source", sc.Name)
+	}
+	u := &ScriptStore{s: s, name: sc.Name, sc: script{src: sc.Source, sha: redis.NewScript(sc.Source).Hash()}}
+	for _, o := range sc.Options {
+		u.options = append(u.options, o)
+	}
+	return u, nil
+}
+
+func validScriptName(n string) error {
+	if n == "" || len(n) > 64 {
+		return fmt.Errorf("redisstore: script name must be 1 to 64 bytes, got %q", n)
+	}
+	for i := 0; i < len(n); i++ {
+		b := n[i]
+		if !('a' <= b && b <= 'z' || 'A' <= b && b <= 'Z' || '0' <= b && b <= '9' || b == '_' || b == '-' || b == '.') {
+			return fmt.Errorf("redisstore: script name %q: only [A-Za-z0-9_.-] allowed", n)
+		}
+	}
+	return nil
+}
+
+// Take runs the script in mode "take".
+func (u *ScriptStore) Take(ctx context.Context, req store.Request) (store.Decision, error) {
+	d, _, err := u.Call(ctx, modeTake, req)
+	return d, err
+}
+
+// Peek runs the script in mode "peek"; the contract says a script writes
+// nothing then.
+func (u *ScriptStore) Peek(ctx context.Context, req store.Request) (store.Decision, error) {
+	d, _, err := u.Call(ctx, modePeek, req)
+	return d, err
+}
+
+// Reset deletes the request's state key. It returns an error wrapping
+// [store.ErrNotFound] when there was none.
+func (u *ScriptStore) Reset(ctx context.Context, req store.Request) error {
+	req.Cost = 0
+	if err := u.check(&req); err != nil {
+		return err
+	}
+	key := u.key(&req)
+	v, err := u.s.do(ctx, "reset", key, nil, []any{"del", key}, nil, nil, 0)
+	if err != nil {
+		return u.wrap(err)
+	}
+	if n, ok := v.(int64); ok && n == 0 {
+		return fmt.Errorf("redisstore: script %q: reset %q: %w", u.name, req.Key, store.ErrNotFound)
+	}
+	return nil
+}
+
+// Call runs the script in mode (ARGV[1]): "take" and "peek" as the store
+// interface uses them, or any other mode the script understands, such as
+// "release" for a concurrency cap. It returns the decision and the
+// reply's optional extras (elements after the fourth, as go-redis decodes
+// them). A Lua error, a malformed reply or no reply within the budget is a
+// *store.BackendError that names the script.
+func (u *ScriptStore) Call(ctx context.Context, mode string, req store.Request) (store.Decision, []any, error) {
+	if mode == "" {
+		return store.Decision{}, nil, fmt.Errorf("%w: script %q: empty mode", store.ErrInvalidRequest, u.name)
+	}
+	if err := u.check(&req); err != nil {
+		return store.Decision{}, nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return store.Decision{}, nil, backendError(mode, err)
+	}
+	li := u.s.limits.get(req.Limits[0])
+	key := u.key(&req)
+	args := make([]any, 0, 9+len(u.options))
+	args = append(args, "evalsha", u.sc.sha, 1, key, mode, req.EffectiveCost(), li.rate, li.period, li.capacity)
+	args = append(args, u.options...)
+	v, err := u.s.do(ctx, mode, key, &u.sc, args, nil, nil, 0)
+	if err != nil {
+		return store.Decision{}, nil, u.wrap(err)
+	}
+	arr, ok := v.([]any)
+	if !ok || len(arr) < 4 {
+		return store.Decision{}, nil, u.wrap(backendError(mode, fmt.Errorf("%w: got %T %v, want at least 4 elements", errBadReply, v, v)))
+	}
+	d, err := decodeLean(arr[:4], li)
+	if err != nil {
+		return store.Decision{}, nil, u.wrap(backendError(mode, err))
+	}
+	d.LimitID = u.name
+	return d, arr[4:], nil
+}
+
+// check validates req and refuses what the contract does not cover.
+func (u *ScriptStore) check(req *store.Request) error {
+	if err := req.Validate(); err != nil {
+		return err
+	}
+	if !lean(req) {
+		return fmt.Errorf("%w: script %q decides one limit without Block, CountDenied or DedupID", store.ErrInvalidRequest, u.name)
+	}
+	return nil
+}
+
+// key returns the request's state key: the store's prefix and hash tag,
+// "u", the script's name and the limit's part.
+func (u *ScriptStore) key(req *store.Request) string {
+	return u.s.prefix + ":{" + EncodeKey(req.Key) + "}:u:" + u.name + ":" + limitKey(req.Limits[0])
+}
+
+// wrap names the script in a backend error.
+func (u *ScriptStore) wrap(err error) error {
+	var be *store.BackendError
+	if errors.As(err, &be) {
+		return &store.BackendError{Op: be.Op, Kind: be.Kind, Err: fmt.Errorf("script %q: %w", u.name, be.Err)}
+	}
+	return err
+}
+
+// Name returns "redis", the backend name used in metrics labels.
+func (u *ScriptStore) Name() string { return "redis" }
