@@ -4,14 +4,14 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
 	"net"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/ratekeeper/ratekeeper/internal/redistest"
 )
 
 // randomPrefix returns a fresh key prefix so that tests sharing one Redis
@@ -89,29 +89,11 @@ func loopbackAddr(t testing.TB, srv *redisServer) string {
 	return addr
 }
 
-// scanTTLs returns the PTTL of every key under prefix; a key without a TTL
-// is reported as -1ms, and keys that expire during the scan are left out.
+// scanTTLs returns the PTTL of every key under prefix (package
+// redistest): a key without a TTL is reported as -1ms, and keys that
+// expire during the scan are left out.
 func scanTTLs(ctx context.Context, c redis.UniversalClient, prefix string) (map[string]time.Duration, error) {
-	if strings.ContainsAny(prefix, `*?[]\`) {
-		return nil, fmt.Errorf("prefix %q contains glob characters", prefix)
-	}
-	ttls := make(map[string]time.Duration)
-	iter := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-	for iter.Next(ctx) {
-		k := iter.Val()
-		d, err := c.PTTL(ctx, k).Result()
-		if err != nil {
-			return nil, fmt.Errorf("pttl %q: %w", k, err)
-		}
-		if d == -2 { // expired between SCAN and PTTL
-			continue
-		}
-		ttls[k] = d
-	}
-	if err := iter.Err(); err != nil {
-		return nil, fmt.Errorf("scan %s*: %w", prefix, err)
-	}
-	return ttls, nil
+	return redistest.KeyTTLs(ctx, c, prefix)
 }
 
 // keyTTLs is scanTTLs that fails the test on errors.

@@ -2,17 +2,15 @@ package lua
 
 import (
 	"bufio"
-	"crypto/rand"
 	"errors"
 	"fmt"
-	"math/big"
 	"net"
 	"os"
-	"os/exec"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ratekeeper/ratekeeper/internal/redistest"
 )
 
 func TestSource(t *testing.T) {
@@ -142,47 +140,9 @@ func command(conn net.Conn, rd *bufio.Reader, args ...string) (string, error) {
 	return rd.ReadString('\n')
 }
 
-// startRedis starts /usr/bin/redis-server on a free port for the test, or
-// skips the test when it cannot (fails instead under
-// RATEKEEPER_REQUIRE_REDIS=1, as in CI).
+// startRedis starts a private redis-server for the test (package
+// redistest) and returns its address.
 func startRedis(t *testing.T) string {
 	t.Helper()
-	skipf := t.Skipf
-	if os.Getenv("RATEKEEPER_REQUIRE_REDIS") == "1" {
-		skipf = t.Fatalf
-	}
-	const bin = "/usr/bin/redis-server"
-	if _, err := os.Stat(bin); err != nil {
-		skipf("skipping: no redis-server to compile the scripts: %v", err)
-	}
-	for attempt := 0; attempt < 5; attempt++ {
-		n, err := rand.Int(rand.Reader, big.NewInt(20000))
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := strconv.Itoa(20000 + int(n.Int64()))
-		l, err := net.Listen("tcp", "127.0.0.1:"+port)
-		if err != nil {
-			continue
-		}
-		l.Close()
-		cmd := exec.Command(bin, "--port", port, "--bind", "127.0.0.1", "--save", "",
-			"--appendonly", "no", "--daemonize", "no", "--loglevel", "warning")
-		if err := cmd.Start(); err != nil {
-			skipf("skipping: cannot start redis-server: %v", err)
-		}
-		t.Cleanup(func() {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		})
-		addr := "127.0.0.1:" + port
-		for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-			if c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond); err == nil {
-				c.Close()
-				return addr
-			}
-		}
-	}
-	skipf("skipping: redis-server did not start")
-	return ""
+	return redistest.Require(t).Addr
 }

@@ -7,6 +7,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ratekeeper/ratekeeper/internal/redistest"
+
 	"github.com/ratekeeper/ratekeeper/store/storetest"
 )
 
@@ -14,22 +16,7 @@ import (
 // expired keys are omitted, a key without TTL has a negative duration.
 func keyTTLs(c *redis.Client, prefix string) func(ctx context.Context) (map[string]time.Duration, error) {
 	return func(ctx context.Context) (map[string]time.Duration, error) {
-		out := make(map[string]time.Duration)
-		iter := c.Scan(ctx, 0, prefix+":*", 200).Iterator()
-		for iter.Next(ctx) {
-			ttl, err := c.PTTL(ctx, iter.Val()).Result()
-			if err != nil {
-				return nil, err
-			}
-			switch ttl {
-			case -2: // expired since SCAN
-				continue
-			case -1:
-				ttl = -time.Millisecond
-			}
-			out[iter.Val()] = ttl
-		}
-		return out, iter.Err()
+		return redistest.KeyTTLs(ctx, c, prefix+":")
 	}
 }
 

@@ -5,34 +5,22 @@ import (
 	"context"
 	"errors"
 	"net"
-	"os"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ratekeeper/ratekeeper/internal/redistest"
 	"github.com/ratekeeper/ratekeeper/store"
 )
 
 // privateServer starts a redis-server for one test, stopped at its end.
 func privateServer(t *testing.T) *server {
 	t.Helper()
-	requireServer(t)
-	srv, err := startServer()
-	if err != nil {
-		if os.Getenv("RATEKEEPER_REQUIRE_REDIS") == "1" {
-			t.Fatal("RATEKEEPER_REQUIRE_REDIS=1 but a private redis-server did not start: " + err.Error())
-		}
-		t.Skip("skipping: " + err.Error())
-	}
-	t.Cleanup(func() {
-		_ = srv.cmd.Process.Signal(syscall.SIGCONT)
-		srv.stop()
-	})
-	return srv
+	s := redistest.Require(t)
+	return &server{Server: s, addr: s.Addr}
 }
 
 // dropProxy forwards TCP to a Redis server and, while drops > 0, closes
@@ -264,10 +252,10 @@ func TestTimeoutBound(t *testing.T) {
 	t.Run("process stopped", func(t *testing.T) {
 		srv := privateServer(t)
 		s := newPaused(t, srv)
-		if err := srv.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		if err := srv.Pause(); err != nil {
 			t.Fatal(err)
 		}
-		defer srv.cmd.Process.Signal(syscall.SIGCONT)
+		defer srv.Resume()
 		expectTimeout(t, s)
 	})
 }

@@ -1,0 +1,185 @@
+// Package redistest is the project's one harness for tests that need a
+// real Redis without Docker: it starts a private redis-server on a free
+// loopback port, without persistence, waits until it answers, and stops it
+// by its pid. It also lists the keys under a prefix with their TTLs, which
+// the TTL assertions of several test packages share.
+//
+// A test that cannot start a server is skipped with the reason, unless
+// RATEKEEPER_REQUIRE_REDIS=1 (set by CI), which turns the skip into a
+// failure.
+package redistest
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Binary is the redis-server the tests run.
+const Binary = "/usr/bin/redis-server"
+
+// Server is a redis-server process started by a test.
+type Server struct {
+	// Addr is "127.0.0.1:<port>".
+	Addr string
+	cmd  *exec.Cmd
+}
+
+// Start starts redis-server on a free port between 20000 and 40000 with
+// args appended to the defaults (no persistence, loopback only, warnings
+// only) and waits until it answers PING. Should the test binary die, the
+// kernel kills the server with it.
+func Start(args ...string) (*Server, error) {
+	if _, err := os.Stat(Binary); err != nil {
+		return nil, fmt.Errorf("no redis-server to test against: %w", err)
+	}
+	var lastErr error
+	for attempt := 0; attempt < 5; attempt++ {
+		n, err := rand.Int(rand.Reader, big.NewInt(20000))
+		if err != nil {
+			return nil, err
+		}
+		port := strconv.Itoa(20000 + int(n.Int64()))
+		l, err := net.Listen("tcp", "127.0.0.1:"+port)
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		l.Close()
+		cmd := exec.Command(Binary, append([]string{"--port", port, "--bind", "127.0.0.1",
+			"--save", "", "--appendonly", "no", "--daemonize", "no", "--loglevel", "warning"}, args...)...)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		if err := cmd.Start(); err != nil {
+			return nil, fmt.Errorf("start %s: %w", Binary, err)
+		}
+		s := &Server{Addr: "127.0.0.1:" + port, cmd: cmd}
+		if err := s.waitReady(3 * time.Second); err != nil {
+			s.Stop()
+			lastErr = err
+			continue
+		}
+		return s, nil
+	}
+	return nil, fmt.Errorf("could not start redis-server: %w", lastErr)
+}
+
+// waitReady sends PING until the server answers +PONG or d passes.
+func (s *Server) waitReady(d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for {
+		err := s.ping()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("redis-server at %s not ready: %w", s.Addr, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (s *Server) ping() error {
+	c, err := net.DialTimeout("tcp", s.Addr, 200*time.Millisecond)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if err := c.SetDeadline(time.Now().Add(200 * time.Millisecond)); err != nil {
+		return err
+	}
+	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+		return err
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if !strings.HasPrefix(line, "+PONG") {
+		return fmt.Errorf("PING answered %q", strings.TrimSpace(line))
+	}
+	return nil
+}
+
+// Stop kills the process (by its pid) and reaps it. It resumes a paused
+// server first.
+func (s *Server) Stop() {
+	if s.cmd.Process != nil {
+		_ = s.cmd.Process.Signal(syscall.SIGCONT)
+		_ = s.cmd.Process.Kill()
+		_ = s.cmd.Wait()
+	}
+}
+
+// Pause stops the server process (SIGSTOP): connections stay open and
+// nothing is answered, as with a Redis that hangs.
+func (s *Server) Pause() error { return s.cmd.Process.Signal(syscall.SIGSTOP) }
+
+// Resume continues a paused server (SIGCONT).
+func (s *Server) Resume() error { return s.cmd.Process.Signal(syscall.SIGCONT) }
+
+// Required reports whether tests must fail rather than skip when no
+// server can run (RATEKEEPER_REQUIRE_REDIS=1).
+func Required() bool { return os.Getenv("RATEKEEPER_REQUIRE_REDIS") == "1" }
+
+// Require starts a server for t, stopped when t ends, or skips t with the
+// reason (fails it under RATEKEEPER_REQUIRE_REDIS=1).
+func Require(t testing.TB, args ...string) *Server {
+	t.Helper()
+	s, err := Start(args...)
+	if err != nil {
+		Unavailable(t, err)
+	}
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// Unavailable skips t because no server could run, or fails it under
+// RATEKEEPER_REQUIRE_REDIS=1.
+func Unavailable(t testing.TB, err error) {
+	t.Helper()
+	if Required() {
+		t.Fatalf("RATEKEEPER_REQUIRE_REDIS=1 but redis-server could not run: %v", err)
+	}
+	t.Skipf("skipping: redis-server could not run: %v", err)
+}
+
+// KeyTTLs returns the PTTL of every key whose name starts with prefix: a
+// key without a TTL is reported as -1ms, and keys that expire during the
+// scan are left out. The prefix may not contain glob characters.
+func KeyTTLs(ctx context.Context, c redis.UniversalClient, prefix string) (map[string]time.Duration, error) {
+	if strings.ContainsAny(prefix, `*?[]\`) {
+		return nil, fmt.Errorf("prefix %q contains glob characters", prefix)
+	}
+	ttls := make(map[string]time.Duration)
+	iter := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+	for iter.Next(ctx) {
+		k := iter.Val()
+		d, err := c.PTTL(ctx, k).Result()
+		if err != nil {
+			return nil, fmt.Errorf("pttl %q: %w", k, err)
+		}
+		switch d {
+		case -2: // expired between SCAN and PTTL
+			continue
+		case -1:
+			d = -time.Millisecond
+		}
+		ttls[k] = d
+	}
+	if err := iter.Err(); err != nil {
+		return nil, fmt.Errorf("scan %s*: %w", prefix, err)
+	}
+	return ttls, nil
+}
