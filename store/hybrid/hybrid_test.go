@@ -1,0 +1,486 @@
+package hybrid_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/store/hybrid"
+	"github.com/ratekeeper/ratekeeper/store/memstore"
+	"github.com/ratekeeper/ratekeeper/store/storetest"
+)
+
+// frozenMem returns a memory store whose clock never moves, so that no
+// capacity refills during a test and admitted counts are exact.
+func frozenMem(t testing.TB) (*memstore.Store, *storetest.FakeClock) {
+	t.Helper()
+	clock := storetest.NewFakeClock(time.Time{})
+	m, err := memstore.New(memstore.Options{Clock: clock.Now})
+	if err != nil {
+		t.Fatalf("memstore.New: %v", err)
+	}
+	return m, clock
+}
+
+// newHybrid returns a hybrid store over backend, closed when the test ends.
+func newHybrid(t testing.TB, backend store.Store, opts hybrid.Options) *hybrid.Store {
+	t.Helper()
+	s, err := hybrid.New(backend, opts)
+	if err != nil {
+		t.Fatalf("hybrid.New: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func req(key string, lim store.Limit) store.Request {
+	return store.Request{Key: key, Limits: []store.Limit{lim}}
+}
+
+// hammer sends requests for r from workers goroutines per store until
+// each worker has seen stop consecutive refusals, and returns the
+// admissions.
+func hammer(t testing.TB, stores []*hybrid.Store, r store.Request, workers, stop int) int64 {
+	t.Helper()
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	for _, s := range stores {
+		for range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				refused := 0
+				for refused < stop {
+					d, err := s.Take(context.Background(), r)
+					if err != nil {
+						t.Errorf("take: %v", err)
+						return
+					}
+					if d.Allowed {
+						admitted.Add(1)
+						refused = 0
+					} else {
+						refused++
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	return admitted.Load()
+}
+
+func TestNewValidates(t *testing.T) {
+	m, _ := frozenMem(t)
+	for _, tc := range []struct {
+		name    string
+		backend store.Store
+		opts    hybrid.Options
+	}{
+		{"nil backend", nil, hybrid.Options{}},
+		{"sync interval below 1ms", m, hybrid.Options{SyncInterval: time.Microsecond}},
+		{"negative timeout", m, hybrid.Options{Timeout: -1}},
+		{"negative close timeout", m, hybrid.Options{CloseTimeout: -1}},
+		{"negative idle timeout", m, hybrid.Options{IdleTimeout: -1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := hybrid.New(tc.backend, tc.opts)
+			if err == nil {
+				_ = s.Close()
+				t.Fatalf("got nil error, want one")
+			}
+		})
+	}
+}
+
+// One instance never admits more than the limit and refuses only what the
+// backend refuses: exactly the capacity is admitted, and after Close the
+// backend has recorded every admission.
+func TestOneInstanceExact(t *testing.T) {
+	for _, alg := range store.Algorithms {
+		t.Run(alg.String(), func(t *testing.T) {
+			m, _ := frozenMem(t)
+			s := newHybrid(t, m, hybrid.Options{SyncInterval: 2 * time.Millisecond})
+			lim := store.Limit{Algorithm: alg, Rate: 3000, Period: time.Second} // L = 6
+			r := req("k", lim)
+			got := hammer(t, []*hybrid.Store{s}, r, 8, 3)
+			if got != 3000 {
+				t.Errorf("admitted %d, want 3000", got)
+			}
+			if err := s.Close(); err != nil {
+				t.Fatalf("close: %v", err)
+			}
+			d, err := m.Peek(context.Background(), r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Remaining != 0 || d.Allowed {
+				t.Errorf("backend after close: allowed=%t remaining %d, want false 0", d.Allowed, d.Remaining)
+			}
+			if st := s.Stats(); st.Overadmitted != 0 || st.Unconfirmed != 0 {
+				t.Errorf("stats %+v, want no overadmitted or unconfirmed units", st)
+			}
+		})
+	}
+}
+
+// Several instances over one backend admit at most (N−1)·L beyond the
+// capacity, L = ⌈Rate·SyncInterval/Period⌉, and every unit beyond it is
+// counted in Stats.Overadmitted.
+func TestOvershootBound(t *testing.T) {
+	for _, tc := range []struct {
+		instances int
+		sync      time.Duration
+		rate      int64
+	}{
+		{2, 10 * time.Millisecond, 1000},
+		{4, 10 * time.Millisecond, 1000},
+		{4, 5 * time.Millisecond, 4000},
+		{8, 10 * time.Millisecond, 2000},
+	} {
+		lease := (tc.rate*int64(tc.sync) + int64(time.Second) - 1) / int64(time.Second)
+		bound := tc.rate + int64(tc.instances-1)*lease
+		t.Run(fmt.Sprintf("N=%d/sync=%s/rate=%d", tc.instances, tc.sync, tc.rate), func(t *testing.T) {
+			m, _ := frozenMem(t)
+			stores := make([]*hybrid.Store, tc.instances)
+			for i := range stores {
+				stores[i] = newHybrid(t, m, hybrid.Options{SyncInterval: tc.sync})
+			}
+			r := req("k", store.Limit{Rate: tc.rate, Period: time.Second})
+			got := hammer(t, stores, r, 4, 3)
+			var over uint64
+			for _, s := range stores {
+				_ = s.Close() // refused debt is an expected error here
+				st := s.Stats()
+				over += st.Overadmitted
+				if st.Unconfirmed != 0 {
+					t.Errorf("unconfirmed %d, want 0", st.Unconfirmed)
+				}
+			}
+			t.Logf("N=%d sync=%s rate=%d/s L=%d: admitted %d, capacity %d, bound %d, overshoot %d",
+				tc.instances, tc.sync, tc.rate, lease, got, tc.rate, bound, got-tc.rate)
+			if got < tc.rate || got > bound {
+				t.Errorf("admitted %d, want within [%d, %d]", got, tc.rate, bound)
+			}
+			if int64(over) != got-tc.rate {
+				t.Errorf("overadmitted %d, want %d (admitted minus capacity)", over, got-tc.rate)
+			}
+		})
+	}
+}
+
+// A refusal is cached until its RetryAfter: the backend is not asked again
+// before, and is after.
+func TestDenyCache(t *testing.T) {
+	m, clock := frozenMem(t)
+	cb := &countingStore{Store: m}
+	s := newHybrid(t, cb, hybrid.Options{SyncInterval: time.Hour, Clock: clock.Now})
+	r := req("k", store.Limit{Rate: 2, Period: time.Second})
+	ctx := context.Background()
+	for range 2 {
+		if d, err := s.Take(ctx, r); err != nil || !d.Allowed {
+			t.Fatalf("take: %+v, %v; want admitted", d, err)
+		}
+	}
+	d, err := s.Take(ctx, r)
+	if err != nil || d.Allowed || d.Cached || d.RetryAfter != 500*time.Millisecond {
+		t.Fatalf("third take: %+v, %v; want a backend refusal with RetryAfter 500ms", d, err)
+	}
+	calls := cb.takes.Load()
+	clock.Advance(200 * time.Millisecond)
+	d, err = s.Take(ctx, r)
+	if err != nil || d.Allowed || !d.Cached || d.RetryAfter != 300*time.Millisecond {
+		t.Fatalf("cached take: %+v, %v; want a cached refusal with RetryAfter 300ms", d, err)
+	}
+	if n := cb.takes.Load(); n != calls {
+		t.Errorf("backend takes %d, want %d (answered from the cache)", n, calls)
+	}
+	clock.Advance(300 * time.Millisecond)
+	d, err = s.Take(ctx, r)
+	if err != nil || !d.Allowed || d.Cached {
+		t.Fatalf("take after RetryAfter: %+v, %v; want admitted", d, err)
+	}
+}
+
+// Requests the fast path does not support go to the backend unchanged.
+func TestPassThrough(t *testing.T) {
+	lim := store.Limit{Rate: 100, Period: time.Minute}
+	for _, tc := range []struct {
+		name string
+		r    store.Request
+	}{
+		{"two limits", store.Request{Key: "k", Limits: []store.Limit{lim, {Name: "b", Rate: 5, Period: time.Second}}}},
+		{"dedup id", store.Request{Key: "k", Limits: []store.Limit{lim}, DedupID: "x"}},
+		{"count denied", store.Request{Key: "k", Limits: []store.Limit{{Algorithm: store.FixedWindow, Rate: 5, Period: time.Second}}, CountDenied: true}},
+		{"block", store.Request{Key: "k", Limits: []store.Limit{{Rate: 5, Period: time.Second, Block: time.Second}}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, _ := frozenMem(t)
+			cb := &countingStore{Store: m}
+			s := newHybrid(t, cb, hybrid.Options{SyncInterval: time.Hour})
+			for i := range 3 {
+				if _, err := s.Take(context.Background(), tc.r); err != nil {
+					t.Fatalf("take: %v", err)
+				}
+				if n := cb.takes.Load(); n != int64(i+1) {
+					t.Fatalf("backend takes %d, want %d", n, i+1)
+				}
+			}
+		})
+	}
+}
+
+// An invalid request gets the backend's validation error.
+func TestInvalidRequest(t *testing.T) {
+	m, _ := frozenMem(t)
+	s := newHybrid(t, m, hybrid.Options{})
+	_, err := s.Take(context.Background(), store.Request{Key: "k", Limits: []store.Limit{{Rate: 2, Period: time.Second}}, Cost: 3})
+	if !errors.Is(err, store.ErrCostExceedsCapacity) {
+		t.Errorf("got %v, want ErrCostExceedsCapacity", err)
+	}
+	_, err = s.Take(context.Background(), req("", store.PerSecond(1)))
+	if !errors.Is(err, store.ErrInvalidRequest) {
+		t.Errorf("got %v, want ErrInvalidRequest", err)
+	}
+}
+
+// Reset forgets the local lease and pending units as well as the backend.
+func TestReset(t *testing.T) {
+	m, _ := frozenMem(t)
+	s := newHybrid(t, m, hybrid.Options{SyncInterval: time.Hour})
+	r := req("k", store.Limit{Rate: 1_000_000, Period: time.Hour})
+	ctx := context.Background()
+	for range 3 {
+		if _, err := s.Take(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Reset(ctx, r); err != nil {
+		t.Fatalf("reset: %v", err)
+	}
+	if err := s.Reset(ctx, r); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("second reset: %v, want ErrNotFound", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	d, err := m.Peek(ctx, r)
+	if err != nil || d.Remaining != 1_000_000-1 {
+		t.Errorf("backend remaining %d (%v), want %d (none used; Peek counts the peeked request): nothing committed after the reset", d.Remaining, err, 1_000_000-1)
+	}
+}
+
+// A backend outage degrades to the known remaining, counts failures,
+// returns errors once that is spent, and commits the pending units once
+// the backend is back, each exactly once: whether the failed calls were
+// applied (outcome unknown, counted as applied) or not sent at all
+// (refused connection, sent again).
+func TestOutage(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		applied bool
+	}{
+		{"applied", true},
+		{"not sent", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, _ := frozenMem(t)
+			fb := &faultyStore{Store: m, applied: tc.applied}
+			s := newHybrid(t, fb, hybrid.Options{SyncInterval: time.Millisecond})
+			lim := store.Limit{Rate: 100, Period: time.Second} // L = 1
+			r := req("k", lim)
+			ctx := context.Background()
+			if d, err := s.Take(ctx, r); err != nil || !d.Allowed {
+				t.Fatalf("first take: %+v, %v", d, err)
+			}
+			fb.failing.Store(true)
+			var admitted int64 = 1
+			var failed int
+			for range 200 {
+				d, err := s.Take(ctx, r)
+				switch {
+				case err != nil:
+					if !errors.Is(err, store.ErrStoreUnavailable) {
+						t.Fatalf("take error %v, want ErrStoreUnavailable", err)
+					}
+					failed++
+				case d.Allowed:
+					admitted++
+				}
+			}
+			if admitted > 100 || failed == 0 {
+				t.Fatalf("during the outage: admitted %d (want at most 100), %d errors (want some)", admitted, failed)
+			}
+			if st := s.Stats(); st.Failures == 0 {
+				t.Errorf("failures %d, want > 0", st.Failures)
+			}
+			fb.failing.Store(false)
+			waitFor(t, func() bool {
+				d, err := m.Peek(ctx, r)
+				return err == nil && 100-d.Remaining == admitted
+			})
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			d, _ := m.Peek(ctx, r)
+			st := s.Stats()
+			t.Logf("admitted %d, backend recorded %d, failures %d, unconfirmed %d", admitted, 100-d.Remaining, st.Failures, st.Unconfirmed)
+			if !tc.applied && st.Unconfirmed != 0 {
+				t.Errorf("unconfirmed %d, want 0 when nothing was sent", st.Unconfirmed)
+			}
+			if tc.applied && uint64(fb.appliedUnits.Load()) != st.Unconfirmed {
+				t.Errorf("unconfirmed %d, want %d (units applied by failed calls)", st.Unconfirmed, fb.appliedUnits.Load())
+			}
+		})
+	}
+}
+
+// Close commits pending units, stops every goroutine, and is idempotent.
+func TestCloseFlushesAndStops(t *testing.T) {
+	before := runtime.NumGoroutine()
+	m, _ := frozenMem(t)
+	s, err := hybrid.New(m, hybrid.Options{SyncInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := req("k", store.Limit{Rate: 1_000_000, Period: time.Hour})
+	for range 50 {
+		if _, err := s.Take(context.Background(), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("second close: %v", err)
+	}
+	// Peek reports the remaining after the peeked request.
+	d, err := m.Peek(context.Background(), r)
+	if err != nil || d.Remaining != 1_000_000-51 {
+		t.Errorf("backend remaining %d (%v), want %d", d.Remaining, err, 1_000_000-51)
+	}
+	waitFor(t, func() bool { return runtime.NumGoroutine() <= before })
+	// After Close, requests go to the backend.
+	if d, err := s.Take(context.Background(), r); err != nil || d.Remaining != 1_000_000-51 {
+		t.Errorf("take after close: %+v, %v; want the backend's answer", d, err)
+	}
+}
+
+// Close gives up after CloseTimeout when the backend hangs, and still
+// stops its goroutines.
+func TestCloseTimeout(t *testing.T) {
+	before := runtime.NumGoroutine()
+	m, _ := frozenMem(t)
+	hb := &hangingStore{Store: m}
+	s, err := hybrid.New(hb, hybrid.Options{SyncInterval: time.Hour, CloseTimeout: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := req("k", store.Limit{Rate: 1_000_000, Period: time.Hour})
+	for range 5 {
+		if _, err := s.Take(context.Background(), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hb.hang.Store(true)
+	start := time.Now()
+	err = s.Close()
+	if err == nil || time.Since(start) > 5*time.Second {
+		t.Fatalf("close: %v after %s, want an error within about 50ms", err, time.Since(start))
+	}
+	waitFor(t, func() bool { return runtime.NumGoroutine() <= before })
+}
+
+// The fast path allocates nothing, admitted or refused from the cache.
+func TestFastPathAllocs(t *testing.T) {
+	m, _ := frozenMem(t)
+	s := newHybrid(t, m, hybrid.Options{SyncInterval: time.Hour})
+	ctx := context.Background()
+	hot := req("hot", store.Limit{Rate: 1 << 30, Period: time.Hour})
+	cold := req("cold", store.Limit{Rate: 1, Period: time.Hour})
+	for _, r := range []store.Request{hot, cold, cold} {
+		if _, err := s.Take(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, r := range map[string]store.Request{"admitted": hot, "refused": cold} {
+		if n := testing.AllocsPerRun(1000, func() { _, _ = s.Take(ctx, r) }); n != 0 {
+			t.Errorf("%s: %v allocations per Take, want 0", name, n)
+		}
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 10s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// countingStore counts the backend Takes.
+type countingStore struct {
+	store.Store
+	takes atomic.Int64
+}
+
+func (c *countingStore) Take(ctx context.Context, r store.Request) (store.Decision, error) {
+	c.takes.Add(1)
+	return c.Store.Take(ctx, r)
+}
+
+// faultyStore fails every call while failing is set. With applied, a
+// failing Take is applied before it fails (its outcome unknown to the
+// caller); without, it fails as a refused connection and applies nothing.
+type faultyStore struct {
+	store.Store
+	applied      bool
+	failing      atomic.Bool
+	appliedUnits atomic.Int64 // units applied by failed Takes
+}
+
+func (f *faultyStore) Take(ctx context.Context, r store.Request) (store.Decision, error) {
+	if !f.failing.Load() {
+		return f.Store.Take(ctx, r)
+	}
+	if f.applied {
+		d, err := f.Store.Take(ctx, r)
+		if err == nil && d.Allowed {
+			f.appliedUnits.Add(r.EffectiveCost())
+		}
+		return store.Decision{}, &store.BackendError{Op: "take", Kind: store.KindTimeout, Err: context.DeadlineExceeded}
+	}
+	return store.Decision{}, &store.BackendError{Op: "take", Kind: store.KindConnection, Err: syscall.ECONNREFUSED}
+}
+
+func (f *faultyStore) Peek(ctx context.Context, r store.Request) (store.Decision, error) {
+	if f.failing.Load() {
+		return store.Decision{}, &store.BackendError{Op: "peek", Kind: store.KindConnection, Err: syscall.ECONNREFUSED}
+	}
+	return f.Store.Peek(ctx, r)
+}
+
+// hangingStore blocks every call while hang is set, until its context ends.
+type hangingStore struct {
+	store.Store
+	hang atomic.Bool
+}
+
+func (h *hangingStore) Take(ctx context.Context, r store.Request) (store.Decision, error) {
+	if h.hang.Load() {
+		<-ctx.Done()
+		return store.Decision{}, &store.BackendError{Op: "take", Kind: store.KindTimeout, Err: ctx.Err()}
+	}
+	return h.Store.Take(ctx, r)
+}
