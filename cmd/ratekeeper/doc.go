@@ -1,0 +1,44 @@
+// Command ratekeeper operates the Redis state of ratekeeper's limiters
+// directly, with the Redis store's own key layout and scripts (package
+// redisstore): it shows what a client has left, resets a client, lists
+// blocked clients and validates policy files.
+//
+//	ratekeeper inspect --redis-url redis://redis:6379/0 --policy-file policies.yaml --policy login 203.0.113.7
+//	ratekeeper inspect --policy api --tier authenticated --rate 100 --period 1m alice
+//	ratekeeper reset --policy-file policies.yaml --policy login 203.0.113.7
+//	ratekeeper blocks --policy login --count 50 --output json
+//	ratekeeper check policies.yaml
+//
+// # Identities and limits
+//
+// A client is named as the application's key function names it (the
+// address "203.0.113.7", the subject "alice") under a policy, and a tier
+// for a policy with tiers: the command builds the store key the
+// middleware uses, "<policy>[/<tier>]:<identity>". A policy that shares
+// another's quota ("share") uses the shared policy's counters. The limits
+// come from the policy file (--policy-file, checked first as check does),
+// or from flags (--rate, --period, --algorithm, --burst, --name, --block,
+// --block-max) that must match the running configuration: the store keys
+// state by limit name, or by algorithm and period for an unnamed limit.
+//
+// inspect reads with the store's Peek and records nothing. reset deletes
+// the client's state under those limits and its block, strikes and
+// de-duplication ids, and fails when nothing was stored. A process that
+// cached a refusal of the client keeps refusing it until that refusal's
+// Retry-After has passed (see the Redis store's deny cache).
+//
+// blocks scans the block keys under --prefix with SCAN (never KEYS),
+// --count at a time, and decodes their identities; --cursor continues a
+// listing. With --cluster every master of the cluster is scanned.
+// Identities long enough to be stored hashed cannot be decoded and are
+// not listed.
+//
+// # Flags and output
+//
+// --redis-url (default $RATEKEEPER_REDIS_URL, else
+// redis://127.0.0.1:6379/0), --cluster, --prefix (default "rk"),
+// --timeout (default 5s) and --output table|json. Errors go to standard
+// error; the exit status is 0 on success, 1 when the command fails
+// (Redis unreachable, nothing to reset, an invalid file) and 2 for a
+// wrong command line.
+package main

@@ -1,0 +1,617 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/ratekeeper/ratekeeper/middleware/admin"
+	"github.com/ratekeeper/ratekeeper/middleware/policy"
+	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/store/redisstore"
+)
+
+const usage = `usage: ratekeeper <command> [flags] [arguments]
+
+Commands:
+  inspect IDENTITY   show a client's state under a policy (reads, records nothing)
+  reset IDENTITY     forget a client's counters, block and strikes
+  blocks             list blocked clients
+  check FILE...      validate policy files
+
+Connection flags (inspect, reset, blocks):
+  --redis-url URL    Redis to use (default $RATEKEEPER_REDIS_URL, else redis://127.0.0.1:6379/0)
+  --cluster          the URL names a Redis Cluster (redis://host:port?addr=host2:port2)
+  --prefix P         the store's key prefix (default "rk")
+  --timeout D        budget of each Redis call (default 5s)
+  --output F         table (default) or json
+
+Limits (inspect, reset): --policy NAME [--tier T] and either
+  --policy-file F    read the policy's limits from a policy file, or
+  --rate N --period D [--algorithm A] [--burst N] [--name N] [--block D] [--block-max D]
+
+Blocks: [--policy NAME [--tier T]] [--count N] [--cursor C]
+
+Exit status: 0 on success, 1 when the command fails, 2 for a wrong command line.
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// Exit statuses.
+const (
+	exitOK      = 0
+	exitFailure = 1 // the command ran and failed: Redis, nothing to reset, an invalid file
+	exitUsage   = 2 // the command line is wrong
+)
+
+// run runs the command line args and returns the exit status.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	inv, err := parse(args, os.Getenv)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "ratekeeper: %v\n", err)
+		if errors.Is(err, errUsage) {
+			fmt.Fprint(stderr, "\n"+usage)
+		}
+		return exitUsage
+	}
+	if err := inv.run(ctx, stdout); err != nil {
+		fmt.Fprintf(stderr, "ratekeeper %s: %v\n", inv.command, err)
+		return exitFailure
+	}
+	return exitOK
+}
+
+var errUsage = errors.New("usage")
+
+// invocation is a parsed command line.
+type invocation struct {
+	command string
+
+	redisURL string
+	cluster  bool
+	prefix   string
+	timeout  time.Duration
+	json     bool
+
+	policy, tier, policyFile string
+	limit                    store.Limit
+	algorithm                string
+	identity                 string
+
+	count  int
+	cursor string
+
+	files []string
+}
+
+// parse parses args (without the program name); getenv reads the
+// environment.
+func parse(args []string, getenv func(string) string) (*invocation, error) {
+	if len(args) == 0 {
+		return nil, fmt.Errorf("%w: no command", errUsage)
+	}
+	inv := &invocation{command: args[0]}
+	fs := flag.NewFlagSet("ratekeeper "+inv.command, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	output := "table"
+	connection := func() {
+		def := getenv("RATEKEEPER_REDIS_URL")
+		if def == "" {
+			def = "redis://127.0.0.1:6379/0"
+		}
+		fs.StringVar(&inv.redisURL, "redis-url", def, "Redis URL")
+		fs.BoolVar(&inv.cluster, "cluster", false, "the URL names a Redis Cluster")
+		fs.StringVar(&inv.prefix, "prefix", redisstore.DefaultPrefix, "the store's key prefix")
+		fs.DurationVar(&inv.timeout, "timeout", 5*time.Second, "budget of each Redis call")
+		fs.StringVar(&output, "output", output, "table or json")
+	}
+	switch inv.command {
+	case "inspect", "reset":
+		connection()
+		fs.StringVar(&inv.policy, "policy", "", "policy name (required)")
+		fs.StringVar(&inv.tier, "tier", "", "tier, for a policy with tiers")
+		fs.StringVar(&inv.policyFile, "policy-file", "", "policy file to read the limits from")
+		fs.Int64Var(&inv.limit.Rate, "rate", 0, "units per period")
+		fs.DurationVar(&inv.limit.Period, "period", 0, "period")
+		fs.StringVar(&inv.algorithm, "algorithm", "", "algorithm (default gcra)")
+		fs.Int64Var(&inv.limit.Burst, "burst", 0, "burst")
+		fs.StringVar(&inv.limit.Name, "name", "", "limit name")
+		fs.DurationVar(&inv.limit.Block, "block", 0, "block duration")
+		fs.DurationVar(&inv.limit.BlockMax, "block-max", 0, "longest escalated block")
+	case "blocks":
+		connection()
+		fs.StringVar(&inv.policy, "policy", "", "list only this policy's blocks")
+		fs.StringVar(&inv.tier, "tier", "", "with --policy, list only this tier's blocks")
+		fs.IntVar(&inv.count, "count", 100, "most blocks to list (1 to 10000)")
+		fs.StringVar(&inv.cursor, "cursor", "", "continue a listing where it stopped")
+	case "check":
+		fs.StringVar(&output, "output", output, "table or json")
+	case "help", "-h", "--help":
+		return nil, flag.ErrHelp
+	default:
+		return nil, fmt.Errorf("%w: unknown command %q", errUsage, inv.command)
+	}
+	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: %v", errUsage, err)
+	}
+	switch output {
+	case "table":
+	case "json":
+		inv.json = true
+	default:
+		return nil, fmt.Errorf("%w: --output must be table or json, got %q", errUsage, output)
+	}
+	rest := fs.Args()
+	switch inv.command {
+	case "inspect", "reset":
+		if len(rest) != 1 || rest[0] == "" {
+			return nil, fmt.Errorf("%w: %s takes one identity after the flags", errUsage, inv.command)
+		}
+		inv.identity = rest[0]
+		if inv.policy == "" {
+			return nil, fmt.Errorf("%w: --policy is required", errUsage)
+		}
+		limitFlags := inv.limit != (store.Limit{}) || inv.algorithm != ""
+		switch {
+		case inv.policyFile != "" && limitFlags:
+			return nil, fmt.Errorf("%w: give --policy-file or limit flags (--rate, --period, ...), not both", errUsage)
+		case inv.policyFile == "":
+			if inv.algorithm != "" {
+				a, err := store.ParseAlgorithm(inv.algorithm)
+				if err != nil {
+					return nil, fmt.Errorf("%w: --algorithm: %v", errUsage, err)
+				}
+				inv.limit.Algorithm = a
+			}
+			if err := inv.limit.Validate(); err != nil {
+				return nil, fmt.Errorf("%w: limit flags: %v (give --rate and --period, or --policy-file)", errUsage, err)
+			}
+		}
+	case "blocks":
+		if len(rest) != 0 {
+			return nil, fmt.Errorf("%w: blocks takes no arguments", errUsage)
+		}
+		if inv.tier != "" && inv.policy == "" {
+			return nil, fmt.Errorf("%w: --tier needs --policy", errUsage)
+		}
+		if inv.count < 1 || inv.count > 10000 {
+			return nil, fmt.Errorf("%w: --count must be from 1 to 10000, got %d", errUsage, inv.count)
+		}
+	case "check":
+		if len(rest) == 0 {
+			return nil, fmt.Errorf("%w: check takes one or more files", errUsage)
+		}
+		inv.files = rest
+	}
+	return inv, nil
+}
+
+// run carries out the parsed command.
+func (inv *invocation) run(ctx context.Context, out io.Writer) error {
+	if inv.command == "check" {
+		return inv.check(out)
+	}
+	c, err := inv.client()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if inv.command == "blocks" {
+		return inv.blocks(ctx, c, out)
+	}
+	req, err := inv.request()
+	if err != nil {
+		return err
+	}
+	st, err := redisstore.New(c, redisstore.Options{Prefix: inv.prefix, Timeout: inv.timeout})
+	if err != nil {
+		return err
+	}
+	if inv.command == "reset" {
+		return inv.reset(ctx, st, req, out)
+	}
+	return inv.inspect(ctx, st, req, out)
+}
+
+// client connects to --redis-url.
+func (inv *invocation) client() (redis.UniversalClient, error) {
+	if inv.cluster {
+		o, err := redis.ParseClusterURL(inv.redisURL)
+		if err != nil {
+			return nil, fmt.Errorf("--redis-url: %w", err)
+		}
+		return redis.NewClusterClient(o), nil
+	}
+	o, err := redis.ParseURL(inv.redisURL)
+	if err != nil {
+		return nil, fmt.Errorf("--redis-url: %w", err)
+	}
+	return redis.NewClient(o), nil
+}
+
+// storeKey returns the key the middleware gives identity in the store:
+// the policy, "/" and the tier when there is one, ":" and the identity.
+func (inv *invocation) storeKey() string {
+	ns := inv.policy
+	if inv.tier != "" {
+		ns += "/" + inv.tier
+	}
+	return ns + ":" + inv.identity
+}
+
+// request returns the store request for the identity under the limits
+// of the flags or of the policy file.
+func (inv *invocation) request() (store.Request, error) {
+	if inv.policyFile == "" {
+		return store.Request{Key: inv.storeKey(), Limits: []store.Limit{inv.limit}}, nil
+	}
+	limits, owner, err := fileLimits(inv.policyFile, inv.policy, inv.tier)
+	if err != nil {
+		return store.Request{}, err
+	}
+	if owner != inv.policy { // a policy that shares another's quota uses its counters
+		cp := *inv
+		cp.policy = owner
+		return store.Request{Key: cp.storeKey(), Limits: limits}, nil
+	}
+	return store.Request{Key: inv.storeKey(), Limits: limits}, nil
+}
+
+// clientState is what inspect prints.
+type clientState struct {
+	Key          string     `json:"key"`
+	Limit        string     `json:"limit"`
+	Capacity     int64      `json:"capacity"`
+	Remaining    int64      `json:"remaining"`
+	Reset        time.Time  `json:"reset"`
+	Blocked      bool       `json:"blocked"`
+	BlockedUntil *time.Time `json:"blocked_until,omitempty"`
+	RetryAfter   string     `json:"retry_after,omitempty"`
+}
+
+func (inv *invocation) inspect(ctx context.Context, st *redisstore.Store, req store.Request, out io.Writer) error {
+	now := time.Now()
+	d, err := st.Peek(ctx, req)
+	if err != nil {
+		return err
+	}
+	s := clientState{Key: req.Key, Limit: d.LimitID, Capacity: d.Limit, Remaining: d.Remaining, Reset: now.Add(d.ResetAfter).UTC().Truncate(time.Millisecond), Blocked: d.Blocked}
+	if d.Allowed {
+		s.Remaining++ // a peek at cost 1 reports what would be left after it
+	}
+	if !d.Allowed {
+		s.RetryAfter = d.RetryAfter.String()
+	}
+	if d.Blocked {
+		until := now.Add(d.RetryAfter).UTC().Truncate(time.Millisecond)
+		s.BlockedUntil = &until
+	}
+	if inv.json {
+		return writeJSON(out, s)
+	}
+	blockedUntil := "-"
+	if s.BlockedUntil != nil {
+		blockedUntil = s.BlockedUntil.Format(time.RFC3339)
+	}
+	return writeTable(out, []string{"KEY", "LIMIT", "CAPACITY", "REMAINING", "RESET", "BLOCKED", "BLOCKED UNTIL"},
+		[][]string{{s.Key, s.Limit, strconv.FormatInt(s.Capacity, 10), strconv.FormatInt(s.Remaining, 10),
+			s.Reset.Format(time.RFC3339), strconv.FormatBool(s.Blocked), blockedUntil}})
+}
+
+func (inv *invocation) reset(ctx context.Context, st *redisstore.Store, req store.Request, out io.Writer) error {
+	err := st.Reset(ctx, req)
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("nothing stored for %q under these limits (check the identity, --policy, --tier and --prefix)", req.Key)
+	}
+	if err != nil {
+		return err
+	}
+	if inv.json {
+		return writeJSON(out, map[string]any{"key": req.Key, "reset": true})
+	}
+	_, err = fmt.Fprintf(out, "reset %s\n", req.Key)
+	return err
+}
+
+// blockedClient is one line of blocks.
+type blockedClient struct {
+	Policy    string `json:"policy"`
+	Tier      string `json:"tier,omitempty"`
+	Identity  string `json:"identity"`
+	Scope     string `json:"scope"`
+	Remaining string `json:"remaining"`
+}
+
+func (inv *invocation) blocks(ctx context.Context, c redis.UniversalClient, out io.Writer) error {
+	// "api" matches "api:..." and every tier "api/<tier>:...", and also
+	// other policies whose names start with "api": those are dropped.
+	ns := inv.policy
+	if inv.tier != "" {
+		ns += "/" + inv.tier + ":"
+	}
+	lister := admin.RedisBlocks(c, inv.prefix)
+	found := []blockedClient{}
+	cursor := inv.cursor
+	for {
+		page, next, err := lister.Blocks(ctx, ns, cursor, inv.count-len(found))
+		if err != nil {
+			return err
+		}
+		for _, b := range page {
+			if bc := splitBlock(b); inv.policy == "" || bc.Policy == inv.policy {
+				found = append(found, bc)
+			}
+		}
+		cursor = next
+		if cursor == "" || len(found) >= inv.count {
+			break
+		}
+	}
+	sort.Slice(found, func(i, j int) bool {
+		a, b := found[i], found[j]
+		if a.Policy != b.Policy {
+			return a.Policy < b.Policy
+		}
+		if a.Tier != b.Tier {
+			return a.Tier < b.Tier
+		}
+		return a.Identity < b.Identity
+	})
+	if inv.json {
+		return writeJSON(out, struct {
+			Clients []blockedClient `json:"clients"`
+			Cursor  string          `json:"cursor"`
+		}{found, cursor})
+	}
+	rows := make([][]string, 0, len(found))
+	for _, b := range found {
+		tier := b.Tier
+		if tier == "" {
+			tier = "-"
+		}
+		rows = append(rows, []string{b.Policy, tier, b.Identity, b.Scope, b.Remaining})
+	}
+	if err := writeTable(out, []string{"POLICY", "TIER", "IDENTITY", "SCOPE", "REMAINING"}, rows); err != nil {
+		return err
+	}
+	if cursor != "" {
+		_, err := fmt.Fprintf(out, "more: --cursor %s\n", cursor)
+		return err
+	}
+	return nil
+}
+
+// splitBlock splits a block's store key "<policy>[/<tier>]:<identity>".
+func splitBlock(b admin.Block) blockedClient {
+	ns, identity, _ := strings.Cut(b.Key, ":")
+	pol, tier, _ := strings.Cut(ns, "/")
+	return blockedClient{Policy: pol, Tier: tier, Identity: identity, Scope: b.Scope, Remaining: b.Remaining.Round(time.Millisecond).String()}
+}
+
+// fileProblem is one problem of a checked file, for JSON output.
+type fileProblem struct {
+	Line    int    `json:"line,omitempty"`
+	Field   string `json:"field,omitempty"`
+	Message string `json:"message"`
+}
+
+type fileResult struct {
+	File     string        `json:"file"`
+	Valid    bool          `json:"valid"`
+	Problems []fileProblem `json:"problems,omitempty"`
+}
+
+// check validates each file with policy.Check and reports every problem;
+// it fails when a file is invalid or unreadable.
+func (inv *invocation) check(out io.Writer) error {
+	results := make([]fileResult, 0, len(inv.files))
+	bad := 0
+	for _, f := range inv.files {
+		r := fileResult{File: f, Valid: true}
+		data, err := os.ReadFile(f)
+		if err == nil {
+			err = policy.Check(f, data)
+		}
+		if err != nil {
+			r.Valid = false
+			bad++
+			r.Problems = problems(err)
+		}
+		results = append(results, r)
+	}
+	var err error
+	if inv.json {
+		err = writeJSON(out, results)
+	} else {
+		for _, r := range results {
+			if r.Valid {
+				if _, err = fmt.Fprintf(out, "%s: ok\n", r.File); err != nil {
+					return err
+				}
+				continue
+			}
+			for _, p := range r.Problems {
+				if _, err = fmt.Fprintln(out, formatProblem(r.File, p)); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if bad > 0 {
+		return fmt.Errorf("%d of %d files invalid", bad, len(inv.files))
+	}
+	return nil
+}
+
+// problems splits a load error into its problems.
+func problems(err error) []fileProblem {
+	errs := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	}
+	out := make([]fileProblem, 0, len(errs))
+	for _, e := range errs {
+		var pe *policy.Error
+		if errors.As(e, &pe) {
+			out = append(out, fileProblem{Line: pe.Line, Field: pe.Field, Message: pe.Msg})
+			continue
+		}
+		out = append(out, fileProblem{Message: e.Error()})
+	}
+	return out
+}
+
+// formatProblem writes a problem as policy.Error does: "file:line: field: message".
+func formatProblem(file string, p fileProblem) string {
+	if p.Line == 0 && p.Field == "" {
+		return p.Message // an unreadable file: the error names it
+	}
+	return (&policy.Error{File: file, Line: p.Line, Field: p.Field, Msg: p.Message}).Error()
+}
+
+func writeJSON(out io.Writer, v any) error {
+	enc := json.NewEncoder(out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func writeTable(out io.Writer, header []string, rows [][]string) error {
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, strings.Join(header, "\t"))
+	for _, r := range rows {
+		fmt.Fprintln(tw, strings.Join(r, "\t"))
+	}
+	return tw.Flush()
+}
+
+// fileLimits reads the limits of policy (in tier) from a policy file that
+// policy.Check accepts. It returns the name of the policy whose counters
+// serve it: the shared policy for one with "share".
+func fileLimits(path, name, tier string) ([]store.Limit, string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, "", err
+	}
+	if err := policy.Check(path, data); err != nil {
+		return nil, "", err
+	}
+	var f struct {
+		Policies map[string]fileSpec `yaml:"policies"`
+	}
+	if err := yaml.Unmarshal(data, &f); err != nil { // JSON is YAML
+		return nil, "", fmt.Errorf("%s: %w", path, err)
+	}
+	p, ok := f.Policies[name]
+	if !ok {
+		return nil, "", fmt.Errorf("%s: no policy %q", path, name)
+	}
+	owner := name
+	if p.Share != "" {
+		owner = p.Share
+		p = f.Policies[owner]
+	}
+	if len(p.Tiers) == 0 {
+		if tier != "" {
+			return nil, "", fmt.Errorf("%s: policy %q has no tiers; leave --tier out", path, owner)
+		}
+		l, err := toLimits(p.Limits)
+		return l, owner, err
+	}
+	t, ok := p.Tiers[tier]
+	if !ok {
+		names := make([]string, 0, len(p.Tiers))
+		for n := range p.Tiers {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		return nil, "", fmt.Errorf("%s: policy %q has tiers: --tier must be one of %s", path, owner, strings.Join(names, ", "))
+	}
+	if len(t.Limits) == 0 {
+		return nil, "", fmt.Errorf("%s: tier %q of policy %q stores nothing (unlimited or suspended)", path, tier, owner)
+	}
+	l, err := toLimits(t.Limits)
+	return l, owner, err
+}
+
+type fileSpec struct {
+	Share  string              `yaml:"share"`
+	Limits []fileLimit         `yaml:"limits"`
+	Tiers  map[string]fileTier `yaml:"tiers"`
+}
+
+type fileTier struct {
+	Limits []fileLimit `yaml:"limits"`
+}
+
+type fileLimit struct {
+	Name      string `yaml:"name"`
+	Algorithm string `yaml:"algorithm"`
+	Rate      int64  `yaml:"rate"`
+	Threshold int64  `yaml:"threshold"`
+	Period    string `yaml:"period"`
+	Burst     int64  `yaml:"burst"`
+	Block     string `yaml:"block"`
+	BlockMax  string `yaml:"block_max"`
+}
+
+// toLimits converts limits as the file writes them; a threshold N is
+// rate N-1 (package policy).
+func toLimits(ls []fileLimit) ([]store.Limit, error) {
+	out := make([]store.Limit, 0, len(ls))
+	for _, fl := range ls {
+		l := store.Limit{Name: fl.Name, Rate: fl.Rate, Burst: fl.Burst}
+		if fl.Threshold > 0 {
+			l.Rate = fl.Threshold - 1
+		}
+		if fl.Algorithm != "" {
+			a, err := store.ParseAlgorithm(fl.Algorithm)
+			if err != nil {
+				return nil, err
+			}
+			l.Algorithm = a
+		}
+		for _, d := range []struct {
+			s   string
+			dst *time.Duration
+		}{{fl.Period, &l.Period}, {fl.Block, &l.Block}, {fl.BlockMax, &l.BlockMax}} {
+			if d.s == "" {
+				continue
+			}
+			v, err := time.ParseDuration(d.s)
+			if err != nil {
+				return nil, err
+			}
+			*d.dst = v
+		}
+		out = append(out, l)
+	}
+	return out, nil
+}

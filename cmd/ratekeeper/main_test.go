@@ -1,0 +1,403 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/store/redisstore"
+)
+
+// policyFile is a login policy that blocks on the third attempt, a
+// policy with tiers and one sharing a quota.
+const policyFile = `
+policies:
+  login:
+    key: ip
+    limits:
+      - {name: minute, algorithm: sliding_window_log, threshold: 3, period: 1m, block: 15m}
+    count_denied: true
+  api:
+    classifier: plan
+    tiers:
+      free:
+        limits:
+          - {rate: 10, period: 1m}
+      gold: {unlimited: true}
+  search:
+    share: api
+    cost: 2
+`
+
+// loginLimit is the login policy's limit, as the file writes it.
+var loginLimit = store.Limit{Name: "minute", Algorithm: store.SlidingWindowLog, Rate: 2, Period: time.Minute, Block: 15 * time.Minute}
+
+func writeFile(t *testing.T, name, text string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// runCLI runs the command line and returns its exit status and outputs.
+func runCLI(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func noEnv(string) string { return "" }
+
+func TestParse(t *testing.T) {
+	tests := []struct {
+		name  string
+		args  []string
+		check func(t *testing.T, inv *invocation)
+	}{
+		{"inspect with limit flags", []string{"inspect", "--policy", "api", "--tier", "free", "--rate", "5", "--period", "1m", "--algorithm", "fixed_window", "alice"}, func(t *testing.T, inv *invocation) {
+			want := store.Limit{Algorithm: store.FixedWindow, Rate: 5, Period: time.Minute}
+			if inv.limit != want || inv.identity != "alice" || inv.storeKey() != "api/free:alice" {
+				t.Errorf("got %+v key %q, want %+v key api/free:alice", inv.limit, inv.storeKey(), want)
+			}
+			if inv.redisURL != "redis://127.0.0.1:6379/0" || inv.prefix != "rk" || inv.json || inv.timeout != 5*time.Second {
+				t.Errorf("got defaults %q %q %v %s", inv.redisURL, inv.prefix, inv.json, inv.timeout)
+			}
+		}},
+		{"reset with a policy file", []string{"reset", "--redis-url", "redis://h:1/2", "--prefix", "p", "--output", "json", "--policy-file", "f.yaml", "--policy", "login", "2001:db8::1"}, func(t *testing.T, inv *invocation) {
+			if inv.redisURL != "redis://h:1/2" || inv.prefix != "p" || !inv.json || inv.policyFile != "f.yaml" || inv.storeKey() != "login:2001:db8::1" {
+				t.Errorf("got %+v", inv)
+			}
+		}},
+		{"blocks", []string{"blocks", "--policy", "login", "--count", "7", "--cursor", "0-12"}, func(t *testing.T, inv *invocation) {
+			if inv.count != 7 || inv.cursor != "0-12" || inv.policy != "login" {
+				t.Errorf("got %+v", inv)
+			}
+		}},
+		{"check", []string{"check", "a.yaml", "b.json"}, func(t *testing.T, inv *invocation) {
+			if strings.Join(inv.files, ",") != "a.yaml,b.json" {
+				t.Errorf("got files %v", inv.files)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			inv, err := parse(tt.args, noEnv)
+			if err != nil {
+				t.Fatalf("got error %v, want none", err)
+			}
+			tt.check(t, inv)
+		})
+	}
+}
+
+func TestParseRedisURLFromEnvironment(t *testing.T) {
+	inv, err := parse([]string{"blocks"}, func(k string) string {
+		if k == "RATEKEEPER_REDIS_URL" {
+			return "redis://env:6379/3"
+		}
+		return ""
+	})
+	if err != nil || inv.redisURL != "redis://env:6379/3" {
+		t.Errorf("got %v, %v; want the URL of RATEKEEPER_REDIS_URL", inv, err)
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no command", nil, "no command"},
+		{"unknown command", []string{"flush"}, `unknown command "flush"`},
+		{"unknown flag", []string{"blocks", "--all"}, "flag provided but not defined: -all"},
+		{"bad output", []string{"check", "--output", "yaml", "f"}, "--output must be table or json"},
+		{"no identity", []string{"inspect", "--policy", "a", "--rate", "1", "--period", "1s"}, "one identity"},
+		{"two identities", []string{"reset", "--policy", "a", "--rate", "1", "--period", "1s", "x", "y"}, "one identity"},
+		{"no policy", []string{"inspect", "--rate", "1", "--period", "1s", "x"}, "--policy is required"},
+		{"no limits", []string{"inspect", "--policy", "a", "x"}, "give --rate and --period, or --policy-file"},
+		{"both", []string{"inspect", "--policy", "a", "--policy-file", "f", "--rate", "1", "x"}, "not both"},
+		{"bad algorithm", []string{"inspect", "--policy", "a", "--rate", "1", "--period", "1s", "--algorithm", "leaky", "x"}, "--algorithm"},
+		{"bad period", []string{"inspect", "--policy", "a", "--rate", "1", "--period", "soon", "x"}, "invalid value"},
+		{"count too high", []string{"blocks", "--count", "10001"}, "--count must be from 1 to 10000"},
+		{"tier without policy", []string{"blocks", "--tier", "free"}, "--tier needs --policy"},
+		{"check without files", []string{"check"}, "one or more files"},
+		{"blocks with arguments", []string{"blocks", "login"}, "no arguments"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := parse(tt.args, noEnv)
+			if err == nil || !errors.Is(err, errUsage) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("got %v, want a usage error containing %q", err, tt.want)
+			}
+			code, _, stderr := runCLI(t, tt.args...)
+			if code != exitUsage || !strings.Contains(stderr, tt.want) || !strings.Contains(stderr, "usage: ratekeeper") {
+				t.Errorf("got exit %d, stderr %q; want 2 with the error and the usage", code, stderr)
+			}
+		})
+	}
+}
+
+func TestHelp(t *testing.T) {
+	for _, args := range [][]string{{"help"}, {"--help"}, {"inspect", "-h"}} {
+		code, stdout, _ := runCLI(t, args...)
+		if code != exitOK || !strings.Contains(stdout, "usage: ratekeeper") {
+			t.Errorf("%v: got exit %d, stdout %q; want 0 and the usage", args, code, stdout)
+		}
+	}
+	if _, err := parse([]string{"help"}, noEnv); !errors.Is(err, flag.ErrHelp) {
+		t.Errorf("got %v, want flag.ErrHelp", err)
+	}
+}
+
+func TestCheck(t *testing.T) {
+	good := writeFile(t, "good.yaml", policyFile)
+	bad := writeFile(t, "bad.yaml", "policies:\n  api:\n    key: ip\n    limits:\n      - {rate: 5, period: -1m}\n    colour: red\n")
+	missing := filepath.Join(t.TempDir(), "missing.yaml")
+
+	code, stdout, stderr := runCLI(t, "check", good)
+	if code != exitOK || stdout != good+": ok\n" || stderr != "" {
+		t.Errorf("good: got exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+
+	code, stdout, stderr = runCLI(t, "check", good, bad, missing)
+	if code != exitFailure {
+		t.Errorf("got exit %d, want 1", code)
+	}
+	for _, want := range []string{good + ": ok", bad + ":5: policies.api.limits[0].period:", bad + ":6: policies.api.colour:", "missing.yaml"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, stdout)
+		}
+	}
+	if !strings.Contains(stderr, "2 of 3 files invalid") {
+		t.Errorf("got stderr %q, want the count of invalid files", stderr)
+	}
+
+	code, stdout, _ = runCLI(t, "check", "--output", "json", good, bad)
+	var results []fileResult
+	if err := json.Unmarshal([]byte(stdout), &results); err != nil {
+		t.Fatalf("decode %s: %v", stdout, err)
+	}
+	if code != exitFailure || len(results) != 2 || !results[0].Valid || results[1].Valid || len(results[1].Problems) != 2 {
+		t.Fatalf("got exit %d, %+v", code, results)
+	}
+	if p := results[1].Problems[0]; p.Line != 5 || p.Field != "policies.api.limits[0].period" || p.Message == "" {
+		t.Errorf("got %+v, want line 5, the period field and a message", p)
+	}
+}
+
+func TestFileLimits(t *testing.T) {
+	path := writeFile(t, "policies.yaml", policyFile)
+	tests := []struct {
+		policy, tier string
+		owner        string
+		want         []store.Limit
+		err          string
+	}{
+		{"login", "", "login", []store.Limit{loginLimit}, ""},
+		{"api", "free", "api", []store.Limit{{Rate: 10, Period: time.Minute}}, ""},
+		{"search", "free", "api", []store.Limit{{Rate: 10, Period: time.Minute}}, ""},
+		{"api", "", "", nil, "--tier must be one of free, gold"},
+		{"api", "gold", "", nil, "stores nothing"},
+		{"login", "free", "", nil, "has no tiers"},
+		{"nope", "", "", nil, `no policy "nope"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.policy+"/"+tt.tier, func(t *testing.T) {
+			got, owner, err := fileLimits(path, tt.policy, tt.tier)
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("got %v, want an error containing %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil || owner != tt.owner || len(got) != len(tt.want) || got[0] != tt.want[0] {
+				t.Errorf("got %+v owner %q err %v, want %+v owner %q", got, owner, err, tt.want, tt.owner)
+			}
+		})
+	}
+	if _, _, err := fileLimits(writeFile(t, "bad.yaml", "policies: 3\n"), "login", ""); err == nil {
+		t.Error("invalid file: got nil error")
+	}
+}
+
+func TestUnreachableRedis(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // nothing listens there now
+	for _, args := range [][]string{
+		{"inspect", "--policy", "login", "--rate", "2", "--period", "1m", "x"},
+		{"reset", "--policy", "login", "--rate", "2", "--period", "1m", "x"},
+		{"blocks"},
+	} {
+		args = append(args[:1], append([]string{"--redis-url", "redis://" + addr + "/0", "--timeout", "500ms"}, args[1:]...)...)
+		code, stdout, stderr := runCLI(t, args...)
+		if code != exitFailure || stdout != "" || !strings.HasPrefix(stderr, "ratekeeper "+args[0]+": ") {
+			t.Errorf("%s: got exit %d, stdout %q, stderr %q; want 1 and an error", args[0], code, stdout, stderr)
+		}
+	}
+	code, _, stderr := runCLI(t, "blocks", "--redis-url", "http://nowhere")
+	if code != exitFailure || !strings.Contains(stderr, "--redis-url") {
+		t.Errorf("bad URL: got exit %d, stderr %q", code, stderr)
+	}
+}
+
+// blockClient gets identity blocked under the login policy, as three
+// failed logins through the middleware would.
+func blockClient(t *testing.T, c *redis.Client, prefix, identity string) {
+	t.Helper()
+	st, err := redisstore.New(c, redisstore.Options{Prefix: prefix, Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := store.Request{Key: "login:" + identity, Limits: []store.Limit{loginLimit}, CountDenied: true}
+	for range 3 {
+		if _, err := st.Take(context.Background(), req); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestAgainstRedis(t *testing.T) {
+	srv := requireServer(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.addr})
+	t.Cleanup(func() { _ = c.Close() })
+	prefix := randomPrefix(t)
+	path := writeFile(t, "policies.yaml", policyFile)
+	conn := []string{"--redis-url", "redis://" + srv.addr + "/0", "--prefix", prefix}
+	cmd := func(name string, args ...string) []string {
+		return append(append([]string{name}, conn...), args...)
+	}
+
+	blockClient(t, c, prefix, "203.0.113.7")
+	blockClient(t, c, prefix, "2001:db8::1")
+	// A client of another policy whose name starts with "login".
+	st, _ := redisstore.New(c, redisstore.Options{Prefix: prefix})
+	other := store.Request{Key: "loginx:198.51.100.1", Limits: []store.Limit{loginLimit}, CountDenied: true}
+	for range 3 {
+		if _, err := st.Take(context.Background(), other); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	t.Run("blocks", func(t *testing.T) {
+		code, stdout, stderr := runCLI(t, cmd("blocks", "--policy", "login", "--output", "json")...)
+		if code != exitOK {
+			t.Fatalf("got exit %d, stderr %q", code, stderr)
+		}
+		var got struct {
+			Clients []blockedClient `json:"clients"`
+			Cursor  string          `json:"cursor"`
+		}
+		if err := json.Unmarshal([]byte(stdout), &got); err != nil {
+			t.Fatalf("decode %s: %v", stdout, err)
+		}
+		if len(got.Clients) != 2 || got.Cursor != "" {
+			t.Fatalf("got %+v, want the two login clients and no cursor", got)
+		}
+		if c := got.Clients[0]; c.Policy != "login" || c.Identity != "2001:db8::1" || c.Scope != "minute" || c.Tier != "" {
+			t.Errorf("got %+v, want login's 2001:db8::1 blocked by minute", c)
+		}
+		code, stdout, _ = runCLI(t, cmd("blocks")...)
+		if code != exitOK || strings.Count(stdout, "\n") != 4 || !strings.HasPrefix(stdout, "POLICY") || !strings.Contains(stdout, "loginx") {
+			t.Errorf("all policies: got exit %d, table\n%s", code, stdout)
+		}
+		// One at a time, following the cursor, until the listing ends.
+		seen := map[string]bool{}
+		cursor := ""
+		for pages := 0; ; pages++ {
+			if pages > 100 {
+				t.Fatal("the listing does not end")
+			}
+			args := cmd("blocks", "--count", "1", "--output", "json")
+			if cursor != "" {
+				args = append(args, "--cursor", cursor)
+			}
+			code, stdout, stderr := runCLI(t, args...)
+			if code != exitOK {
+				t.Fatalf("page %d: got exit %d, stderr %q", pages, code, stderr)
+			}
+			var page struct {
+				Clients []blockedClient `json:"clients"`
+				Cursor  string          `json:"cursor"`
+			}
+			if err := json.Unmarshal([]byte(stdout), &page); err != nil {
+				t.Fatalf("decode %s: %v", stdout, err)
+			}
+			for _, c := range page.Clients {
+				seen[c.Policy+":"+c.Identity] = true
+			}
+			if cursor = page.Cursor; cursor == "" {
+				break
+			}
+		}
+		if len(seen) != 3 {
+			t.Errorf("paging: got %v, want the three blocked clients", seen)
+		}
+	})
+
+	t.Run("inspect", func(t *testing.T) {
+		code, stdout, stderr := runCLI(t, cmd("inspect", "--output", "json", "--policy-file", path, "--policy", "login", "203.0.113.7")...)
+		if code != exitOK {
+			t.Fatalf("got exit %d, stderr %q", code, stderr)
+		}
+		var got clientState
+		if err := json.Unmarshal([]byte(stdout), &got); err != nil {
+			t.Fatalf("decode %s: %v", stdout, err)
+		}
+		if !got.Blocked || got.BlockedUntil == nil || got.Key != "login:203.0.113.7" || got.Remaining != 0 || got.Limit != "minute" {
+			t.Errorf("got %+v, want login:203.0.113.7 blocked", got)
+		}
+		if d := time.Until(*got.BlockedUntil); d < 14*time.Minute || d > 15*time.Minute {
+			t.Errorf("got blocked until %s (in %s), want within 15 minutes", got.BlockedUntil, d)
+		}
+		// The same with limit flags, as a table.
+		code, stdout, _ = runCLI(t, cmd("inspect", "--policy", "login", "--name", "minute", "--algorithm", "sliding_window_log", "--rate", "2", "--period", "1m", "--block", "15m", "203.0.113.7")...)
+		if code != exitOK || !strings.Contains(stdout, "login:203.0.113.7") || !strings.Contains(stdout, "true") {
+			t.Errorf("table: got exit %d\n%s", code, stdout)
+		}
+		// A fresh client has everything left.
+		code, stdout, _ = runCLI(t, cmd("inspect", "--output", "json", "--policy-file", path, "--policy", "login", "192.0.2.55")...)
+		got = clientState{}
+		_ = json.Unmarshal([]byte(stdout), &got)
+		if code != exitOK || got.Blocked || got.Remaining != 2 || got.Capacity != 2 {
+			t.Errorf("fresh client: got exit %d, %+v; want 2 of 2 left", code, got)
+		}
+	})
+
+	t.Run("reset", func(t *testing.T) {
+		code, stdout, stderr := runCLI(t, cmd("reset", "--policy-file", path, "--policy", "login", "203.0.113.7")...)
+		if code != exitOK || stdout != "reset login:203.0.113.7\n" {
+			t.Fatalf("got exit %d, stdout %q, stderr %q", code, stdout, stderr)
+		}
+		d, err := st.Take(context.Background(), store.Request{Key: "login:203.0.113.7", Limits: []store.Limit{loginLimit}, CountDenied: true})
+		if err != nil || !d.Allowed {
+			t.Errorf("after the reset: got %+v, %v; want admitted", d, err)
+		}
+		code, _, stderr = runCLI(t, cmd("reset", "--policy-file", path, "--policy", "login", "192.0.2.200")...)
+		if code != exitFailure || !strings.Contains(stderr, `nothing stored for "login:192.0.2.200"`) {
+			t.Errorf("unknown client: got exit %d, stderr %q; want 1 and nothing stored", code, stderr)
+		}
+		code, stdout, _ = runCLI(t, cmd("blocks", "--policy", "login")...)
+		if code != exitOK || strings.Contains(stdout, "203.0.113.7") || !strings.Contains(stdout, "2001:db8::1") {
+			t.Errorf("blocks after the reset: got exit %d\n%s", code, stdout)
+		}
+	})
+}

@@ -1,0 +1,433 @@
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ratekeeper/ratekeeper/middleware/policy"
+	"github.com/ratekeeper/ratekeeper/store"
+)
+
+// ErrUnauthenticated is what an [Options.Authorize] function returns
+// (wrapped or as is) for a request without valid credentials: the API
+// answers 401. Any other error answers 403.
+var ErrUnauthenticated = errors.New("ratekeeper: admin: unauthenticated")
+
+// Options configures the admin API. The zero value is valid and refuses
+// every request: an application grants access only by setting Authorize.
+type Options struct {
+	// Authorize authenticates and authorizes one request to the API and
+	// returns who made it, as the audit log shall name them ("alice",
+	// "deploy-bot"). It returns an error wrapping [ErrUnauthenticated]
+	// for a request without valid credentials (401), any other error for
+	// one that may not do what it asks (403); it may look at r.Method to
+	// allow reads (GET) and not changes (POST). A nil error with an empty
+	// who is refused with 403. Nil means every request is refused with 403:
+	// the API fails closed. Authorize must be safe for concurrent use; its
+	// error text is logged, never sent to the client.
+	Authorize func(r *http.Request) (who string, err error)
+	// Blocks lists the clients blocked under a policy, for the blocked
+	// clients endpoint; see [RedisBlocks]. Nil: that endpoint answers 501
+	// (the memory store cannot list its keys).
+	Blocks BlockLister
+	// Top is the summary of the most limited clients that the top
+	// endpoint shows; nil: that endpoint answers 501. The application
+	// feeds it (see [Top]).
+	Top *Top
+	// Logger receives the audit lines of mutating calls (at info level)
+	// and refused or failed calls (at warn level). Nil means
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// maxBody bounds the body of a POST.
+const maxBody = 4 << 10
+
+// Most blocked clients one call lists, and the default.
+const (
+	maxBlocks     = 1000
+	defaultBlocks = 100
+)
+
+// New returns the admin API for the policies of set, which answer the
+// state and reset endpoints from st, the store set runs on. Mount it
+// under a prefix of the application's choice, with http.StripPrefix:
+//
+//	h, err := admin.New(set, st, admin.Options{Authorize: auth})
+//	mux.Handle("/admin/ratelimit/", http.StripPrefix("/admin/ratelimit", h))
+//
+// New returns an error for a nil set or st. The handler is safe for
+// concurrent use; it holds no lock across store calls.
+func New(set *policy.Set, st store.Store, opts Options) (http.Handler, error) {
+	if set == nil {
+		return nil, errors.New("ratekeeper: admin: nil policy set")
+	}
+	if st == nil {
+		return nil, errors.New("ratekeeper: admin: nil store")
+	}
+	a := &api{set: set, store: st, authorize: opts.Authorize, blocks: opts.Blocks, top: opts.Top, logger: opts.Logger, now: time.Now}
+	if a.logger == nil {
+		a.logger = slog.Default()
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /policies", a.listPolicies)
+	mux.HandleFunc("GET /policies/{policy}", a.showPolicy)
+	mux.HandleFunc("GET /policies/{policy}/client", a.showClient)
+	mux.HandleFunc("POST /policies/{policy}/reset", a.resetClient)
+	mux.HandleFunc("POST /policies/{policy}/mode", a.switchMode)
+	mux.HandleFunc("GET /policies/{policy}/blocked", a.listBlocked)
+	mux.HandleFunc("GET /policies/{policy}/top", a.listTop)
+	a.mux = mux
+	return a, nil
+}
+
+// api is the handler New returns.
+type api struct {
+	set       *policy.Set
+	store     store.Store
+	authorize func(*http.Request) (string, error)
+	blocks    BlockLister
+	top       *Top
+	logger    *slog.Logger
+	now       func() time.Time
+	mux       *http.ServeMux
+}
+
+// whoKey carries the authorized caller in the request's context.
+type whoKey struct{}
+
+// ServeHTTP authorizes the request, then routes it.
+func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	if a.authorize == nil {
+		a.logger.LogAttrs(r.Context(), slog.LevelWarn, "ratekeeper: admin: refused: no authorization function configured",
+			slog.String("method", r.Method), slog.String("path", r.URL.Path))
+		writeError(w, http.StatusForbidden, "forbidden", "the admin API has no authorization function configured")
+		return
+	}
+	who, err := a.authorize(r)
+	if err == nil && who == "" {
+		err = errors.New("authorization returned an empty caller")
+	}
+	if err != nil {
+		status, code, msg := http.StatusForbidden, "forbidden", "not allowed"
+		if errors.Is(err, ErrUnauthenticated) {
+			status, code, msg = http.StatusUnauthorized, "unauthenticated", "credentials missing or invalid"
+		}
+		a.logger.LogAttrs(r.Context(), slog.LevelWarn, "ratekeeper: admin: refused",
+			slog.Int("status", status), slog.String("method", r.Method), slog.String("path", r.URL.Path),
+			slog.String("error", err.Error()))
+		writeError(w, status, code, msg)
+		return
+	}
+	a.mux.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), whoKey{}, who)))
+}
+
+func (a *api) listPolicies(w http.ResponseWriter, r *http.Request) {
+	st := a.set.Status()
+	out := statusJSON{
+		Source:   st.Source,
+		Checksum: st.Checksum,
+		LoadedAt: st.LoadedAt.UTC(),
+		Reloads:  st.Reloads,
+		Failures: st.Failures,
+		Policies: make([]policyJSON, 0, len(st.Policies)),
+	}
+	if st.LastError != nil {
+		out.LastError = st.LastError.Error() // the file's problems: file, line and field
+	}
+	for _, p := range st.Policies {
+		out.Policies = append(out.Policies, newPolicyJSON(p))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (a *api) showPolicy(w http.ResponseWriter, r *http.Request) {
+	p, ok := a.policy(w, r)
+	if !ok {
+		return
+	}
+	writeJSON(w, http.StatusOK, newPolicyJSON(p))
+}
+
+// policy finds the policy the path names, or answers 404.
+func (a *api) policy(w http.ResponseWriter, r *http.Request) (policy.PolicyStatus, bool) {
+	name := r.PathValue("policy")
+	for _, p := range a.set.Status().Policies {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	writeError(w, http.StatusNotFound, "unknown_policy", "no policy named "+strconv.Quote(name))
+	return policy.PolicyStatus{}, false
+}
+
+func (a *api) showClient(w http.ResponseWriter, r *http.Request) {
+	p, ok := a.policy(w, r)
+	if !ok {
+		return
+	}
+	q := r.URL.Query()
+	c := client{Tier: q.Get("tier"), Identity: q.Get("identity")}
+	if c.Identity == "" {
+		writeError(w, http.StatusBadRequest, "bad_request", "the identity query parameter is required")
+		return
+	}
+	target, err := a.resolve(p, c.Tier)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
+		return
+	}
+	out := clientJSON{Policy: p.Name, Tier: c.Tier, Identity: c.Identity, Mode: p.Mode.String()}
+	switch {
+	case target.unlimited:
+		out.Unlimited = true
+		writeJSON(w, http.StatusOK, out)
+		return
+	case target.suspended:
+		out.Suspended = true
+		writeJSON(w, http.StatusOK, out)
+		return
+	}
+	now := a.now()
+	d, err := a.store.Peek(r.Context(), store.Request{Key: target.key(c.Identity), Limits: target.limits})
+	if err != nil {
+		a.storeFailed(w, r, "peek", err)
+		return
+	}
+	remaining := d.Remaining
+	if d.Allowed {
+		remaining++ // a peek at cost 1 reports what would be left after it
+	}
+	out.State = &stateJSON{
+		Limit:      d.LimitID,
+		Capacity:   d.Limit,
+		Remaining:  remaining,
+		Reset:      now.Add(d.ResetAfter).UTC(),
+		Blocked:    d.Blocked,
+		RetryAfter: seconds(d.RetryAfter),
+	}
+	if d.Blocked {
+		until := now.Add(d.RetryAfter).UTC()
+		out.State.BlockedUntil = &until
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// client names one client of a policy, as the reset endpoint's body does.
+type client struct {
+	Tier     string `json:"tier"`
+	Identity string `json:"identity"`
+}
+
+func (a *api) resetClient(w http.ResponseWriter, r *http.Request) {
+	p, ok := a.policy(w, r)
+	if !ok {
+		return
+	}
+	var c client
+	if !readBody(w, r, &c) {
+		return
+	}
+	if c.Identity == "" {
+		writeError(w, http.StatusBadRequest, "bad_request", "identity is required")
+		return
+	}
+	target, err := a.resolve(p, c.Tier)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
+		return
+	}
+	lim, err := a.set.Limiter(target.owner)
+	if err != nil {
+		writeError(w, http.StatusNotFound, "unknown_policy", "no policy named "+strconv.Quote(p.Name))
+		return
+	}
+	err = lim.Reset(r.Context(), c.Tier, c.Identity)
+	found := err == nil
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		a.storeFailed(w, r, "reset", err)
+		return
+	}
+	a.audit(r, "reset", slog.String("policy", p.Name), slog.String("tier", c.Tier),
+		slog.String("identity", c.Identity), slog.Bool("found", found))
+	writeJSON(w, http.StatusOK, resetJSON{Policy: p.Name, Tier: c.Tier, Identity: c.Identity, Found: found})
+}
+
+// modeRequest is the body of the mode endpoint: a mode, or "clear".
+type modeRequest struct {
+	Mode string `json:"mode"`
+}
+
+func (a *api) switchMode(w http.ResponseWriter, r *http.Request) {
+	p, ok := a.policy(w, r)
+	if !ok {
+		return
+	}
+	var req modeRequest
+	if !readBody(w, r, &req) {
+		return
+	}
+	var err error
+	if req.Mode == "clear" {
+		err = a.set.ClearMode(p.Name)
+	} else {
+		var m policy.Mode
+		if uerr := m.UnmarshalText([]byte(req.Mode)); uerr != nil {
+			writeError(w, http.StatusBadRequest, "bad_request", `mode must be "enforce", "dry_run", "off" or "clear"`)
+			return
+		}
+		err = a.set.SetMode(p.Name, m)
+	}
+	if err != nil {
+		// The policy went away in a reload between the lookup and the switch.
+		writeError(w, http.StatusNotFound, "unknown_policy", "no policy named "+strconv.Quote(p.Name))
+		return
+	}
+	after, ok := a.policy(w, r)
+	if !ok {
+		return
+	}
+	a.audit(r, "mode", slog.String("policy", p.Name), slog.String("request", req.Mode),
+		slog.String("before", p.Mode.String()), slog.String("after", after.Mode.String()),
+		slog.Bool("overridden", after.Overridden))
+	writeJSON(w, http.StatusOK, newPolicyJSON(after))
+}
+
+func (a *api) listBlocked(w http.ResponseWriter, r *http.Request) {
+	p, ok := a.policy(w, r)
+	if !ok {
+		return
+	}
+	if a.blocks == nil {
+		writeError(w, http.StatusNotImplemented, "not_supported",
+			"listing blocked clients needs a block lister (Options.Blocks); the memory store cannot list its keys")
+		return
+	}
+	q := r.URL.Query()
+	count, ok := intParam(w, q.Get("count"), defaultBlocks, maxBlocks, "count")
+	if !ok {
+		return
+	}
+	target, err := a.resolve(p, "")
+	if err != nil && !target.tiered {
+		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
+		return
+	}
+	ns := target.owner + ":"
+	if target.tiered {
+		ns = target.owner + "/"
+	}
+	blocks, next, err := a.blocks.Blocks(r.Context(), ns, q.Get("cursor"), count)
+	if errors.Is(err, ErrBadCursor) {
+		writeError(w, http.StatusBadRequest, "bad_request", "invalid cursor")
+		return
+	}
+	if err != nil {
+		a.storeFailed(w, r, "blocks", err)
+		return
+	}
+	now := a.now()
+	out := blockedJSON{Policy: p.Name, Cursor: next, Clients: make([]blockedClientJSON, 0, len(blocks))}
+	for _, b := range blocks {
+		tier, identity, ok := strings.Cut(strings.TrimPrefix(b.Key, target.owner), ":")
+		if !ok {
+			continue // not a key of this policy's namespace
+		}
+		tier = strings.TrimPrefix(tier, "/")
+		out.Clients = append(out.Clients, blockedClientJSON{
+			Tier: tier, Identity: identity, Scope: b.Scope,
+			Until: now.Add(b.Remaining).UTC(), RetryAfter: seconds(b.Remaining),
+		})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (a *api) listTop(w http.ResponseWriter, r *http.Request) {
+	p, ok := a.policy(w, r)
+	if !ok {
+		return
+	}
+	if a.top == nil {
+		writeError(w, http.StatusNotImplemented, "not_supported", "no summary of limited clients is configured (Options.Top)")
+		return
+	}
+	q := r.URL.Query()
+	minutes, ok := intParam(w, q.Get("minutes"), a.top.minutes, a.top.minutes, "minutes")
+	if !ok {
+		return
+	}
+	n, ok := intParam(w, q.Get("n"), 10, a.top.k, "n")
+	if !ok {
+		return
+	}
+	// A policy that shares another's quota is refused under its name.
+	target, _ := a.resolve(p, "")
+	entries := a.top.Top(target.owner, time.Duration(minutes)*time.Minute, n)
+	out := topJSON{Policy: p.Name, Minutes: minutes, Clients: make([]topClientJSON, 0, len(entries))}
+	for _, e := range entries {
+		out.Clients = append(out.Clients, topClientJSON(e))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// storeFailed answers 503 for a store failure and logs it; the error's
+// text stays in the log.
+func (a *api) storeFailed(w http.ResponseWriter, r *http.Request, op string, err error) {
+	a.logger.LogAttrs(r.Context(), slog.LevelWarn, "ratekeeper: admin: store call failed",
+		slog.String("op", op), slog.String("path", r.URL.Path), slog.String("error", err.Error()))
+	writeError(w, http.StatusServiceUnavailable, "store_unavailable", "the store did not answer; see the server's log")
+}
+
+// audit logs a change at info level with who made it.
+func (a *api) audit(r *http.Request, action string, attrs ...slog.Attr) {
+	who, _ := r.Context().Value(whoKey{}).(string)
+	attrs = append([]slog.Attr{slog.String("who", who), slog.String("action", action)}, attrs...)
+	a.logger.LogAttrs(r.Context(), slog.LevelInfo, "ratekeeper: admin: change", attrs...)
+}
+
+// intParam parses an optional positive integer query parameter, capped
+// at max, or answers 400.
+func intParam(w http.ResponseWriter, s string, def, max int, name string) (int, bool) {
+	if s == "" {
+		return def, true
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > max {
+		writeError(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("%s must be an integer from 1 to %d", name, max))
+		return 0, false
+	}
+	return n, true
+}
+
+// readBody decodes a JSON body of at most maxBody bytes, with unknown
+// fields refused, or answers 400 or 415. Requiring application/json keeps
+// cross-site forms from reaching a mutating endpoint without a CORS
+// preflight.
+func readBody(w http.ResponseWriter, r *http.Request, v any) bool {
+	if ct, _, _ := strings.Cut(r.Header.Get("Content-Type"), ";"); !strings.EqualFold(strings.TrimSpace(ct), "application/json") {
+		writeError(w, http.StatusUnsupportedMediaType, "unsupported_media_type", "the body must be application/json")
+		return false
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		writeError(w, http.StatusBadRequest, "bad_request", "the body is not a valid JSON object for this endpoint")
+		return false
+	}
+	return true
+}
+
+// seconds rounds d up to whole seconds, as Retry-After does.
+func seconds(d time.Duration) int64 {
+	return int64((d + time.Second - 1) / time.Second)
+}

@@ -1,0 +1,78 @@
+// Package admin is an HTTP API for operating the rate-limiting policies of
+// a [policy.Set] while the service runs: list the policies and their
+// modes, show what a client has left, reset a client, switch a policy to
+// enforce, dry_run or off, list the clients blocked now and the clients
+// refused most over the last minutes.
+//
+//	h, err := admin.New(set, st, admin.Options{
+//		Authorize: func(r *http.Request) (string, error) { ... },
+//		Blocks:    admin.RedisBlocks(rdb, "rk"),
+//		Top:       top,
+//	})
+//	mux.Handle("/admin/ratelimit/", http.StripPrefix("/admin/ratelimit", h))
+//
+// # Security
+//
+// The API fails closed. Without [Options.Authorize] every request is
+// refused with 403; with it, every request is authorized before it is
+// routed, so that an unauthorized caller learns nothing, not even which
+// paths exist. Authorize returns who is calling, or an error wrapping
+// [ErrUnauthenticated] (401) or any other error (403); it sees the method,
+// so it can allow reads (GET) to more people than changes (POST). Serve
+// the API on an internal listener or behind the same authentication as
+// the rest of the application's administration; it can switch limits off.
+//
+// Mutating endpoints take an application/json body (anything else is
+// refused with 415), which a cross-site form cannot send without a CORS
+// preflight; bodies are limited to 4 KiB and unknown fields are refused.
+// Every change is logged at info level ("ratekeeper: admin: change") with
+// who made it, the policy, and what changed; the identity of a reset
+// client is logged as the operator typed it. Refused calls are logged at
+// warn level with the authorization error; clients only see a short JSON
+// error, never an error's text. Answers carry Cache-Control: no-store.
+//
+// # Endpoints
+//
+// Paths are relative to where the handler is mounted. Errors are
+// {"error": code, "message": text}.
+//
+//   - GET /policies: the running configuration: source, checksum,
+//     loaded_at, reloads, failures, last_error, and each policy's name,
+//     mode, configured_mode, overridden and config (the policy in the
+//     file's schema).
+//   - GET /policies/{policy}: one policy, as listed.
+//   - GET /policies/{policy}/client?identity=I&tier=T: a client's state,
+//     read without recording anything: the deciding limit, its capacity,
+//     remaining, reset, blocked, blocked_until and retry_after (seconds);
+//     or unlimited or suspended for such tiers. tier is required for a
+//     policy with tiers and refused for one without. A policy that shares
+//     another's quota shows the shared counters.
+//   - POST /policies/{policy}/reset {"identity": I, "tier": T}: forget the
+//     client's counters, block and strikes (middleware.Limiter.Reset);
+//     "found" says whether anything was stored.
+//   - POST /policies/{policy}/mode {"mode": M}: M is enforce, dry_run or
+//     off (policy.Set.SetMode, kept across reloads), or clear to return
+//     to the file's mode (policy.Set.ClearMode). Answers the policy.
+//   - GET /policies/{policy}/blocked?count=N&cursor=C: clients blocked now,
+//     with their tier, identity, scope (the limit that blocked them),
+//     until and retry_after, and the cursor of the next page ("" at the
+//     end). N is 1 to 1000 (default 100). Needs [Options.Blocks]; see
+//     [RedisBlocks] for how it scans, on a Redis Cluster too. Without it
+//     the endpoint answers 501: the memory store cannot list its keys.
+//   - GET /policies/{policy}/top?minutes=M&n=N: the clients the policy
+//     refused most over the last M minutes (default and most: the [Top]'s
+//     span), with their tier, identity, count and error; a policy that
+//     shares another's quota shows the shared policy's. Needs
+//     [Options.Top]; 501 otherwise.
+//
+// Other paths and methods get http.ServeMux's 404 and 405, once the
+// request is authorized.
+// A store that fails answers 503 and is logged.
+//
+// # The most limited clients
+//
+// A [Top] keeps a bounded summary per policy (Space-Saving over minute
+// buckets). The middleware's observers never see identities, so the
+// application records refusals itself with [Top.Record] where it knows
+// the identity.
+package admin
