@@ -277,11 +277,11 @@ func blockClient(t *testing.T, c *redis.Client, prefix, identity string) {
 
 func TestAgainstRedis(t *testing.T) {
 	srv := requireServer(t)
-	c := redis.NewClient(&redis.Options{Addr: srv.addr})
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	t.Cleanup(func() { _ = c.Close() })
 	prefix := randomPrefix(t)
 	path := writeFile(t, "policies.yaml", policyFile)
-	conn := []string{"--redis-url", "redis://" + srv.addr + "/0", "--prefix", prefix}
+	conn := []string{"--redis-url", "redis://" + srv.Addr + "/0", "--prefix", prefix}
 	cmd := func(name string, args ...string) []string {
 		return append(append([]string{name}, conn...), args...)
 	}
