@@ -25,7 +25,7 @@ var processSecret = func() []byte {
 // watching reports whether anyone wants events: an observer, or a logger
 // that logs at debug level. Events are not built otherwise.
 func (q *quota) watching(ctx context.Context) bool {
-	return q.observer != nil || q.logger.Enabled(ctx, slog.LevelDebug)
+	return q.observer != nil || q.refused != nil || q.logger.Enabled(ctx, slog.LevelDebug)
 }
 
 // report logs e at debug level and hands it to the observer. r, when not
@@ -48,6 +48,9 @@ func (q *quota) reportCtx(ctx context.Context, r *http.Request, e *Event, identi
 		e.Store = q.storeName
 		e.StoreDown = q.breaker.down()
 		q.observer(*e)
+	}
+	if q.refused != nil && (e.Outcome == OutcomeLimited || e.Outcome == OutcomeBlocked || e.Outcome == OutcomeDryRun) {
+		q.refused(ctx, e.Decision, identity)
 	}
 }
 

@@ -48,6 +48,7 @@ type quota struct {
 	now         func() time.Time
 	denied      func(http.ResponseWriter, *http.Request, Decision)
 	observer    func(Event)
+	refused     func(ctx context.Context, d Decision, identity string)
 	breaker     breaker
 	lastWarn    atomic.Int64 // unix nanos of the last store-failure warning
 	lastError   atomic.Int64 // unix nanos of the last misconfiguration error
@@ -155,6 +156,7 @@ func build(s store.Store, c config, classify func(*http.Request) (string, string
 		now:         c.now,
 		denied:      c.denied,
 		observer:    c.observer,
+		refused:     c.refused,
 		breaker:     breaker{threshold: int32(c.breakerThreshold), cooldown: c.breakerCooldown},
 	}
 	for i, t := range tiers {

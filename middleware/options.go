@@ -1,6 +1,7 @@
 package middleware
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -63,6 +64,7 @@ type config struct {
 	now              func() time.Time
 	denied           func(http.ResponseWriter, *http.Request, Decision)
 	observer         func(Event)
+	refused          func(ctx context.Context, d Decision, identity string)
 	exempt           []func(*http.Request) bool
 	extraLimits      []store.Limit
 	local            store.Store
@@ -170,6 +172,18 @@ func WithDeniedHandler(h func(w http.ResponseWriter, r *http.Request, d Decision
 // must be safe for concurrent use and fast; it is not called for
 // [Limiter.Peek].
 func WithObserver(observe func(Event)) Option { return func(c *config) { c.observer = observe } }
+
+// WithRefusalHook calls hook for every request the limiter refuses
+// (limited or blocked, and refusals dry-run lets through) with the
+// request's context, the decision and the identity as the key function or
+// classifier returned it, for example to feed an admin summary of the
+// most limited clients (package middleware/admin's Top). Unlike
+// [WithObserver], which metrics use, the hook sees identities: keep what
+// it stores bounded and private. It runs on the request's goroutine, so it
+// must be fast and safe for concurrent use.
+func WithRefusalHook(hook func(ctx context.Context, d Decision, identity string)) Option {
+	return func(c *config) { c.refused = hook }
+}
 
 // WithLocalFallback decides with s, typically a memory store private to
 // this process, whenever the main store fails or the breaker skips it:
