@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -65,6 +66,9 @@ type Options struct {
 	// [DefaultMaxBatch]; 1 sends every decision on its own; negative is an
 	// error.
 	MaxBatch int
+	// Logger receives the store's warnings (an unsafe eviction policy,
+	// see [Store.EvictionPolicy]). Nil means slog.Default().
+	Logger *slog.Logger
 	// DenyCacheSize bounds the local cache of refusals: a key refused with
 	// RetryAfter T is refused again without a round trip until T has
 	// passed (see [Store.Take]). Zero means [DefaultDenyCacheSize];
@@ -102,6 +106,8 @@ type Store struct {
 	limits  limitCache
 	deny    *denyCache // nil when disabled
 	pipes   *pipes
+
+	eviction evictionCheck
 
 	nonceBase string
 	seq       atomic.Uint64
@@ -163,6 +169,10 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 		}
 	}
 	s.pipes = newPipes(client, maxBatch)
+	s.eviction.logger = opts.Logger
+	if s.eviction.logger == nil {
+		s.eviction.logger = slog.Default()
+	}
 	var seed [8]byte
 	if _, err := rand.Read(seed[:]); err != nil {
 		return nil, fmt.Errorf("redisstore: random nonce seed: %w", err)
@@ -282,6 +292,7 @@ func (s *Store) decide(ctx context.Context, mode string, req store.Request) (sto
 	if err := ctx.Err(); err != nil {
 		return store.Decision{}, backendError(mode, err)
 	}
+	s.eviction.start(s.client)
 	cost := req.EffectiveCost()
 	start := time.Now()
 	cmd := s.command(mode, &req, cost)

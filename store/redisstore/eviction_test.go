@@ -1,0 +1,90 @@
+package redisstore
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ratekeeper/ratekeeper/internal/redistest"
+	"github.com/ratekeeper/ratekeeper/store"
+)
+
+// lockedBuffer is a log destination safe for the store's goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestEvictionPolicyChecked: on first use the store reads the server's
+// maxmemory-policy in the background, warns once under allkeys-* (Redis
+// may then drop limiter state, admitting clients afresh) and reports the
+// policy; noeviction passes silently.
+func TestEvictionPolicyChecked(t *testing.T) {
+	for _, tc := range []struct {
+		policy string
+		warn   bool
+	}{{"allkeys-lru", true}, {"noeviction", false}, {"volatile-ttl", false}} {
+		t.Run(tc.policy, func(t *testing.T) {
+			s := redistest.Require(t, "--maxmemory", "64mb", "--maxmemory-policy", tc.policy)
+			srv := &server{Server: s, addr: s.Addr}
+			var log lockedBuffer
+			st, err := New(newClient(t, srv, nil), Options{Prefix: randomPrefix(t), Logger: slog.New(slog.NewTextHandler(&log, nil))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := st.EvictionPolicy(); got != "" {
+				t.Fatalf("before first use: got %q, want \"\"", got)
+			}
+			if _, err := st.Take(context.Background(), store.Request{Key: "k", Limits: []store.Limit{store.PerSecond(5)}}); err != nil {
+				t.Fatal(err)
+			}
+			deadline := time.Now().Add(5 * time.Second)
+			for st.EvictionPolicy() == "" && time.Now().Before(deadline) {
+				time.Sleep(10 * time.Millisecond)
+			}
+			if got := st.EvictionPolicy(); got != tc.policy {
+				t.Fatalf("got policy %q, want %q", got, tc.policy)
+			}
+			if warned := strings.Contains(log.String(), "may evict rate-limit state"); warned != tc.warn {
+				t.Fatalf("warning logged %v, want %v: %q", warned, tc.warn, log.String())
+			}
+		})
+	}
+}
+
+// TestEvictionPolicyUnknown: a server that refuses CONFIG (renamed away,
+// as managed services do) gives "unknown" and no warning.
+func TestEvictionPolicyUnknown(t *testing.T) {
+	s := redistest.Require(t, "--rename-command", "CONFIG", "")
+	srv := &server{Server: s, addr: s.Addr}
+	st, err := New(newClient(t, srv, nil), Options{Prefix: randomPrefix(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Take(context.Background(), store.Request{Key: "k", Limits: []store.Limit{store.PerSecond(5)}}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for st.EvictionPolicy() == "" && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := st.EvictionPolicy(); got != "unknown" {
+		t.Fatalf("got %q, want unknown", got)
+	}
+}
