@@ -23,6 +23,7 @@
 //	ratekeeper_store_unavailable{policy}                  gauge
 //	ratekeeper_cached_refusals_total{policy}              counter
 //	ratekeeper_store_evictions_total                      counter (RegisterEvictions)
+//	ratekeeper_redis_maxmemory_policy{policy}             gauge (RegisterEvictionPolicy)
 //
 // [RegisterPolicySet] adds the reload and mode series of a policy set.
 //
