@@ -26,7 +26,7 @@ func RegisterEvictionPolicy(reg prometheus.Registerer, s PolicyReporter, opts Op
 	if ns == "" {
 		ns = defaultNamespace
 	}
-	c := &policyCollector{s: s, desc: prometheus.NewDesc(prometheus.BuildFQName(ns, "", "redis_maxmemory_policy"),
+	c := &policyCollector{s: s, desc: prometheus.NewDesc(prometheus.BuildFQName(ns, "", nameMaxmemoryPolicy),
 		"The maxmemory-policy of the store's Redis (1 for the policy found); allkeys-* policies may evict limiter state.",
 		[]string{"policy"}, opts.ConstLabels)}
 	if err := reg.Register(c); err != nil {
@@ -34,6 +34,9 @@ func RegisterEvictionPolicy(reg prometheus.Registerer, s PolicyReporter, opts Op
 	}
 	return nil
 }
+
+// nameMaxmemoryPolicy is the eviction-policy gauge's name.
+const nameMaxmemoryPolicy = "redis_maxmemory_policy"
 
 type policyCollector struct {
 	s    PolicyReporter
