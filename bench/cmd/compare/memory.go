@@ -88,8 +88,8 @@ func memCases() []memCase {
 	return cases
 }
 
-// isReplayKey reports a ratekeeper replay record ("<prefix>:{key}:op:<nonce>"),
-// which lives only for the store's ReplayTTL.
+// isReplayKey reports a replay record ("<prefix>:{key}:op:<nonce>"), the
+// short-lived per-take key that earlier ratekeeper versions wrote.
 func isReplayKey(k string) bool { return strings.Contains(k, "}:op:") }
 
 // measureMemory makes one decision for each of n identities and measures

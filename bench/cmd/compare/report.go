@@ -92,7 +92,7 @@ func writeReport(w io.Writer, f facts, plan []groupPlan, mem []memResult, memErr
 	}
 	fmt.Fprintln(w)
 	if slices.ContainsFunc(mem, func(m memResult) bool { return m.replayKeys > 0 }) {
-		fmt.Fprintf(w, "Replay records are ratekeeper's short-lived keys (\"...:op:<nonce>\") that make a re-sent take idempotent; they expire after the store's ReplayTTL and are included in used_memory Δ.\n\n")
+		fmt.Fprintf(w, "Replay records are the short-lived per-take keys (\"...:op:<nonce>\") that versions before the no-re-send path wrote; the column shows whether any are left.\n\n")
 	}
 }
 
