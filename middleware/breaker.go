@@ -1,8 +1,12 @@
 package middleware
 
 import (
+	"context"
+	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/ratekeeper/ratekeeper/store"
 )
 
 // breaker is a lock-free consecutive-failure circuit breaker. Closed: every
@@ -90,4 +94,86 @@ func (b *breaker) release() { b.probing.Store(false) }
 // the half-open time when requests are still skipped.
 func (b *breaker) down() bool {
 	return b.threshold != 0 && b.openUntil.Load() != 0
+}
+
+// nodeLocator is implemented by stores that can tell, before a call,
+// which of their nodes serves a request (the Redis store on a Redis
+// Cluster: the master of the key's slot). NodeFor returns "" when it does
+// not know; it must be cheap and never wait on the network for long.
+type nodeLocator interface {
+	NodeFor(ctx context.Context, req store.Request) string
+}
+
+// maxNodeBreakers bounds how many nodes get a breaker of their own; the
+// requests of further nodes share the limiter-wide breaker.
+const maxNodeBreakers = 64
+
+// breakers are a limiter's circuit breakers: the limiter-wide one (the
+// embedded breaker, for requests whose node is unknown) and one per node
+// for stores that implement nodeLocator, so that a failing shard opens
+// only its own breaker and the keys of healthy shards are still decided.
+// Lookups are lock-free (a copy-on-write map); the mutex only serialises
+// adding a node.
+type breakers struct {
+	breaker
+	mu    sync.Mutex
+	nodes atomic.Pointer[map[string]*breaker]
+}
+
+// of returns the breaker of node: the limiter-wide one for "", for a
+// disabled breaker, and when maxNodeBreakers nodes have breakers that are
+// all in use (a closed breaker with no failures is forgotten to make room).
+func (bs *breakers) of(node string) *breaker {
+	if node == "" || bs.threshold == 0 {
+		return &bs.breaker
+	}
+	if m := bs.nodes.Load(); m != nil {
+		if b := (*m)[node]; b != nil {
+			return b
+		}
+	}
+	bs.mu.Lock()
+	defer bs.mu.Unlock()
+	var old map[string]*breaker
+	if m := bs.nodes.Load(); m != nil {
+		old = *m
+	}
+	if b := old[node]; b != nil {
+		return b
+	}
+	next := make(map[string]*breaker, len(old)+1)
+	for n, b := range old {
+		if len(old) < maxNodeBreakers || !b.idle() {
+			next[n] = b
+		}
+	}
+	if len(next) >= maxNodeBreakers {
+		return &bs.breaker
+	}
+	b := &breaker{threshold: bs.threshold, cooldown: bs.cooldown}
+	next[node] = b
+	bs.nodes.Store(&next)
+	return b
+}
+
+// down reports whether the limiter-wide breaker or any node's breaker
+// currently considers the store (or that node) unavailable.
+func (bs *breakers) down() bool {
+	if bs.breaker.down() {
+		return true
+	}
+	if m := bs.nodes.Load(); m != nil {
+		for _, b := range *m {
+			if b.down() {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// idle reports a closed breaker with no failures counted and no probe out:
+// forgetting it loses nothing.
+func (b *breaker) idle() bool {
+	return b.openUntil.Load() == 0 && b.failures.Load() == 0 && !b.probing.Load()
 }

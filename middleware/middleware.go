@@ -49,7 +49,8 @@ type quota struct {
 	denied      func(http.ResponseWriter, *http.Request, Decision)
 	observer    func(Event)
 	refused     func(ctx context.Context, d Decision, identity string)
-	breaker     breaker
+	breaker     breakers
+	locate      nodeLocator  // the store's, when it has one
 	lastWarn    atomic.Int64 // unix nanos of the last store-failure warning
 	lastError   atomic.Int64 // unix nanos of the last misconfiguration error
 }
@@ -157,8 +158,9 @@ func build(s store.Store, c config, classify func(*http.Request) (string, string
 		denied:      c.denied,
 		observer:    c.observer,
 		refused:     c.refused,
-		breaker:     breaker{threshold: int32(c.breakerThreshold), cooldown: c.breakerCooldown},
+		breaker:     breakers{breaker: breaker{threshold: int32(c.breakerThreshold), cooldown: c.breakerCooldown}},
 	}
+	q.locate, _ = s.(nodeLocator)
 	for i, t := range tiers {
 		if _, dup := q.tierIndex[t.Name]; dup {
 			return nil, fmt.Errorf("ratekeeper: middleware: tier %q configured twice", t.Name)
@@ -455,9 +457,16 @@ func (q *quota) call(ctx context.Context, req store.Request, now time.Time, peek
 
 // callMain calls the main store through the breaker, with the caller's
 // context: the time budget of a decision is the store's (the Redis store's
-// Options.Timeout), not the middleware's.
+// Options.Timeout), not the middleware's. For a store that tells which node
+// serves the request (a Redis Cluster master) the breaker is that node's:
+// a failing shard is skipped, the others are still called.
 func (q *quota) callMain(ctx context.Context, req store.Request, now time.Time, peek bool) (d store.Decision, c storeCall, err error) {
-	ok, probe := q.breaker.allow(now)
+	var node string
+	if q.locate != nil && q.breaker.threshold != 0 {
+		node = q.locate.NodeFor(ctx, req)
+	}
+	b := q.breaker.of(node)
+	ok, probe := b.allow(now)
 	if !ok {
 		c.skipped = true
 		return d, c, &storeFailure{err: errBreakerOpen, skipped: true}
@@ -466,7 +475,7 @@ func (q *quota) callMain(ctx context.Context, req store.Request, now time.Time, 
 	if probe {
 		defer func() {
 			if !resolved { // an invalid request, a gone client, or a panic
-				q.breaker.release()
+				b.release()
 			}
 		}()
 	}
@@ -487,9 +496,9 @@ func (q *quota) callMain(ctx context.Context, req store.Request, now time.Time, 
 	}
 	switch {
 	case err == nil:
-		if q.breaker.success(probe) {
+		if b.success(probe) {
 			q.logger.LogAttrs(ctx, slog.LevelInfo, "ratekeeper: store answers again; circuit breaker closed",
-				slog.String("policy", q.name), slog.String("store", q.storeName))
+				slog.String("policy", q.name), slog.String("store", q.storeName), slog.String("node", node))
 		}
 		resolved = true
 		return d, c, nil
@@ -507,9 +516,9 @@ func (q *quota) callMain(ctx context.Context, req store.Request, now time.Time, 
 		// opening the breaker would stop limiting the keys it holds.
 		return d, c, &storeFailure{err: err}
 	}
-	if q.breaker.failure(q.now(), probe) {
+	if b.failure(q.now(), probe) {
 		q.logger.LogAttrs(ctx, slog.LevelInfo, "ratekeeper: store failing; circuit breaker opened",
-			slog.String("policy", q.name), slog.String("store", q.storeName),
+			slog.String("policy", q.name), slog.String("store", q.storeName), slog.String("node", node),
 			slog.String("kind", string(store.KindOf(err))), slog.Duration("cooldown", q.breaker.cooldown),
 			slog.String("failure_mode", q.failure.String()))
 	}

@@ -1,0 +1,138 @@
+package middleware
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ratekeeper/ratekeeper/store"
+)
+
+// shardedStore is a store spread over nodes "a" and "b": keys containing
+// "down" live on node a, which fails; the others on b, which admits.
+type shardedStore struct {
+	funcStore
+	callsA, callsB atomic.Int64
+}
+
+func newShardedStore() *shardedStore {
+	s := &shardedStore{}
+	s.take = func(_ context.Context, req store.Request) (store.Decision, error) {
+		if strings.Contains(req.Key, "down") {
+			s.callsA.Add(1)
+			return store.Decision{}, errDown
+		}
+		s.callsB.Add(1)
+		return store.Decision{Allowed: true, Limit: 100, Remaining: 99}, nil
+	}
+	return s
+}
+
+func (s *shardedStore) NodeFor(_ context.Context, req store.Request) string {
+	if strings.Contains(req.Key, "down") {
+		return "a"
+	}
+	return "b"
+}
+
+// unshardedStore is a shardedStore that cannot tell the node of a key.
+type unshardedStore struct{ s *shardedStore }
+
+func (u unshardedStore) Take(ctx context.Context, req store.Request) (store.Decision, error) {
+	return u.s.Take(ctx, req)
+}
+
+func (u unshardedStore) Peek(ctx context.Context, req store.Request) (store.Decision, error) {
+	return u.s.Peek(ctx, req)
+}
+
+func (u unshardedStore) Reset(ctx context.Context, req store.Request) error {
+	return u.s.Reset(ctx, req)
+}
+
+func pathKey(r *http.Request) (string, error) { return r.URL.Path, nil }
+
+// Regression: one shard's failover opened the breaker for all shards, and
+// the keys of the healthy shards failed open. With a store that tells the
+// node of a key, failures open only that node's breaker.
+func TestOneShardFailingOpensOnlyItsBreaker(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		sharded   bool
+		wantCodeB int   // for keys on the healthy node once a's breaker is open
+		wantB     int64 // store calls for them
+	}{
+		{"per-node", true, http.StatusOK, 5},
+		{"limiter-wide", false, http.StatusServiceUnavailable, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newShardedStore()
+			var st store.Store = s
+			if !tc.sharded {
+				st = unshardedStore{s}
+			}
+			obs := &recObserver{}
+			lim := mustNew(t, st, pathKey, store.PerMinute(100), WithBreaker(2, time.Hour), WithFailureMode(FailClosed), WithObserver(obs.Observe))
+			h := lim.Handler(okHandler)
+			for i := range 4 {
+				if got := serveReq(h, httptest.NewRequest("GET", "/down-"+strconv.Itoa(i), nil)).Code; got != http.StatusServiceUnavailable {
+					t.Fatalf("request %d for the failing node: got %d, want 503", i, got)
+				}
+			}
+			if got := s.callsA.Load(); got != 2 {
+				t.Errorf("store calls for the failing node: got %d, want 2 (the breaker opens at the second failure)", got)
+			}
+			for i := range 5 {
+				if got := serveReq(h, httptest.NewRequest("GET", "/up-"+strconv.Itoa(i), nil)).Code; got != tc.wantCodeB {
+					t.Errorf("request %d for the healthy node: got %d, want %d", i, got, tc.wantCodeB)
+				}
+			}
+			if got := s.callsB.Load(); got != tc.wantB {
+				t.Errorf("store calls for the healthy node: got %d, want %d", got, tc.wantB)
+			}
+			if last := obs.events[len(obs.events)-1]; !last.StoreDown {
+				t.Errorf("last event: StoreDown false, want true while a node's breaker is open")
+			}
+		})
+	}
+}
+
+// The per-node breakers are bounded: beyond maxNodeBreakers nodes in use,
+// requests share the limiter-wide breaker; an idle node's breaker is
+// forgotten to make room.
+func TestNodeBreakersBounded(t *testing.T) {
+	now := time.Unix(1000, 0)
+	bs := &breakers{breaker: breaker{threshold: 1, cooldown: time.Hour}}
+	if got := bs.of(""); got != &bs.breaker {
+		t.Fatalf("node \"\": got %p, want the limiter-wide breaker %p", got, &bs.breaker)
+	}
+	for i := range maxNodeBreakers {
+		b := bs.of("n" + strconv.Itoa(i))
+		if b == &bs.breaker {
+			t.Fatalf("node %d: got the limiter-wide breaker, want one of its own", i)
+		}
+		b.failure(now, false) // open: in use
+	}
+	if got := bs.of("extra"); got != &bs.breaker {
+		t.Fatalf("node beyond %d open ones: got its own breaker, want the limiter-wide one", maxNodeBreakers)
+	}
+	bs.of("n0").success(false) // closed and idle: may be forgotten
+	got := bs.of("extra")
+	if got == &bs.breaker {
+		t.Fatal("with an idle node's breaker to forget: got the limiter-wide breaker, want one of its own")
+	}
+	if again := bs.of("extra"); again != got {
+		t.Fatalf("second lookup: got %p, want the same breaker %p", again, got)
+	}
+	if m := bs.nodes.Load(); len(*m) != maxNodeBreakers {
+		t.Fatalf("node breakers: got %d, want %d", len(*m), maxNodeBreakers)
+	}
+	if !bs.down() {
+		t.Fatal("down: got false with open node breakers, want true")
+	}
+}
