@@ -28,12 +28,17 @@ local after = {}
 for i = 1, n do
   local r, p, b = rate[i], period[i], cap[i]
   local used, ts
-  local stored = redis.call('GET', state[i])
+  local stored = redis.pcall('GET', state[i])
   if stored then
-    if #stored ~= 16 then
-      error('ratekeeper: malformed bucket state')
+    -- Unreadable state (another type, or not two finite doubles in range)
+    -- is repaired: the limit is decided as fresh.
+    if type(stored) == 'string' and #stored == 16 then
+      ts, used = struct.unpack('<d<d', stored)
     end
-    ts, used = struct.unpack('<d<d', stored)
+    if not (used and used >= 0 and used <= 9007199254740992 and ts >= 0 and ts <= 9007199254740992) then
+      repair(state[i])
+      used, ts = nil, nil
+    end
   end
   local u = used_at(used, ts, now, r, p)
   rem0[i] = floor_units(b - u, b)
@@ -63,4 +68,12 @@ local function record()
   end
 end
 
-return finish(record)
+-- settle gives a state key left without TTL the one its units call for:
+-- it expires when they have drained.
+local function settle()
+  for i = 1, n do
+    expire(state[i], reset0[i])
+  end
+end
+
+return finish(record, settle)

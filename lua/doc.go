@@ -5,7 +5,7 @@
 //
 //   - lean.lua, for the common request: one limit, no block, no
 //     de-duplication id, no counted refusals. It parses five arguments and
-//     answers four integers; nothing else runs.
+//     answers five integers; nothing else runs.
 //   - prelude.lua, for everything else: argument parsing for several
 //     limits, the block and de-duplication checks, block starts with
 //     escalation, remembering de-duplication ids and the choice of the
@@ -40,7 +40,8 @@
 //	          free of ':', which makes the log's members unique
 //
 // The reply is {allowed (1 or 0), remaining, reset after µs, retry after
-// µs}: after the request when it is admitted, else as the limit stands.
+// µs, repaired (1 or 0; see "Unreadable state")}: after the request when it
+// is admitted, else as the limit stands.
 //
 // # User scripts
 //
@@ -99,8 +100,8 @@
 //	               limit's ID when block > 0, else ""
 //
 // All keys must share one hash tag so that the script runs on Redis Cluster.
-// A malformed header or malformed stored state makes the script fail with an
-// error reply; state of the wrong type fails with WRONGTYPE.
+// Malformed arguments make the script fail with an error reply; stored
+// state never does (see "Unreadable state").
 //
 // # Steps
 //
@@ -129,7 +130,7 @@
 //
 // # Reply of the full scripts
 //
-// An array of 8 + 2n integers followed by one string:
+// An array of 9 + 2n integers followed by one string:
 //
 //	1  allowed: 1 when the request is admitted, else 0
 //	2  index of the deciding limit, from 0; -1 when blocked
@@ -142,6 +143,8 @@
 //	6  blocked: 1 when refused because of a block (existing or started)
 //	7  block started: 1 when this run started the block
 //	8  duplicate: 1 when admitted as a repeat of the dedup id
+//	9  repaired: 1 when the run replaced state it could not read (see
+//	   "Unreadable state")
 //	then per limit i: the units it still admits and its reset after, after
 //	the request when it was admitted and recorded, else as it stands
 //	without the request
@@ -197,11 +200,35 @@
 //     the longest period of each admission that adds an id, so it lives as
 //     long as its longest-lived id.
 //
+// A take that writes nothing (a refusal that does not count, a blocked or
+// duplicate request) gives a state key it read that has no TTL (written by
+// hand, or by an older version) the TTL its state calls for, as a write
+// would have: one PTTL per state key on those takes only. An admission
+// writes with a TTL anyway.
+//
 // Storing w means callers need not know the current window. Windows are
 // aligned at multiples of the period since the Unix epoch. If the server
 // clock goes back (after a failover to a replica whose clock is behind), a
 // stored window later than the current one stays current, which can only
 // make the window algorithms stricter.
+//
+// # Unreadable state
+//
+// State is read with redis.pcall, which costs what redis.call does. A key
+// whose state the script cannot read, of another type (a WRONGTYPE error
+// reply) or malformed (a bucket that is not two finite doubles, window
+// fields that are not numbers, a log member scored beyond any time), is
+// deleted on a take and the limit decided as if it were absent: as for a
+// fresh key. The reply's repaired flag reports it. A peek deletes nothing
+// and decides as if the key were absent, with repaired 0. The keys all
+// limits share are repaired the same way: a block key that is not a
+// string, holds no scope or has no TTL blocks nothing and is deleted (a
+// new block replaces it); a strike counter that is not a whole number
+// counts no strikes; a de-duplication hash of another type is deleted,
+// and an id whose expiry is not a number is forgotten. So one key's bad
+// state costs that key its history, never an error for every request of
+// the key, and never a store failure that would count against the store
+// as a whole.
 //
 // Each script is O(1) per limit, apart from the sliding window log: O(log n)
 // per limit for the checks (ZCOUNT and rank access), plus O(cost · log n) to

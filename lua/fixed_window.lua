@@ -7,18 +7,20 @@ for i = 1, n do
   local p, r = period[i], cap[i]
   local ws = now - math.fmod(now, p)
   local c = 0
-  local st = redis.call('HMGET', state[i], 'w', 'cur')
+  local st = redis.pcall('HMGET', state[i], 'w', 'cur')
+  local w, sc
   if st[1] then
-    local w = tonumber(st[1])
-    if w and w >= ws then
-      -- w > ws only when the server clock went back (after a failover):
-      -- keep the newer window rather than forget its count.
-      ws = w
-      c = tonumber(st[2])
-      if not c then
-        error('ratekeeper: malformed fixed window state')
-      end
-    end
+    w, sc = tonumber(st[1]), tonumber(st[2])
+  end
+  if st.err or (st[1] and not (w and w >= 0 and w <= 9007199254740992
+      and sc and sc >= 0 and sc <= 9007199254740992)) then
+    -- Unreadable state (another type, or not a window and a count) is
+    -- repaired: the limit is decided as fresh.
+    repair(state[i])
+  elseif w and w >= ws then
+    -- w > ws only when the server clock went back (after a failover):
+    -- keep the newer window rather than forget its count.
+    ws, c = w, sc
   end
   local left = ws + p - now
   start[i], cur[i] = ws, c + cost
@@ -39,6 +41,13 @@ for i = 1, n do
   end
 end
 
+-- settle gives a state key left without TTL the one its window calls for.
+local function settle()
+  for i = 1, n do
+    expire(state[i], start[i] + period[i] - now)
+  end
+end
+
 -- record adds the request to every limit's window: an admitted request,
 -- or a refused one whose attempts count.
 local function record()
@@ -48,4 +57,4 @@ local function record()
   end
 end
 
-return finish(record)
+return finish(record, settle)

@@ -11,21 +11,33 @@ end
 local key = KEYS[1]
 
 -- used, ts: the stored state, nil when there is none; u: the units used now.
+-- State that cannot be read (another type, whose error pcall hands back,
+-- or not two finite doubles in range) is deleted and the key decided as
+-- fresh; repaired reports it (see "Unreadable state" in doc.go).
 local used, ts
 local u = 0
-local stored = redis.call('GET', key)
+local repaired = 0
+local stored = redis.pcall('GET', key)
 if stored then
-  if #stored ~= 16 then
-    error('ratekeeper: malformed bucket state')
+  if type(stored) == 'string' and #stored == 16 then
+    ts, used = struct.unpack('<d<d', stored)
   end
-  ts, used = struct.unpack('<d<d', stored)
-  local d = now - ts
-  if d < 0 then
-    d = 0
-  end
-  u = used - d * r / p
-  if u < 0 then
-    u = 0
+  if used and used >= 0 and used <= 9007199254740992 and ts >= 0 and ts <= 9007199254740992 then
+    local d = now - ts
+    if d < 0 then
+      d = 0
+    end
+    u = used - d * r / p
+    if u < 0 then
+      u = 0
+    end
+  else
+    -- A peek writes nothing: it only decides as if the key were fresh.
+    if take then
+      redis.call('DEL', key)
+      repaired = 1
+    end
+    used, ts = nil, nil
   end
 end
 
@@ -35,7 +47,7 @@ if u + cost <= b then
   if take then
     redis.call('SET', key, struct.pack('<d<d', now, v), 'PX', int(ttl_ms(reset)))
   end
-  return {1, floor_units(b - v, b), reset, 0}
+  return {1, floor_units(b - v, b), reset, 0, repaired}
 end
 
 -- used_at is bucket.lua's: the units used at time t.
@@ -56,4 +68,10 @@ end
 local retry = earliest(ceil_us((u + cost - b) * p / r), function(d)
   return used_at(now + d) + cost <= b
 end)
-return {0, floor_units(b - u, b), ceil_us(u * p / r), retry}
+-- A refusal writes nothing, but a key left without a TTL (by hand, or by
+-- an older version) gets the one its state calls for: it expires when the
+-- units have drained.
+if take and redis.call('PTTL', key) == -1 then
+  redis.call('PEXPIRE', key, int(ttl_ms(ceil_us(u * p / r))))
+end
+return {0, floor_units(b - u, b), ceil_us(u * p / r), retry, repaired}

@@ -49,9 +49,33 @@ for i = 4, #KEYS do
   state[i - 3] = KEYS[i]
 end
 
+-- repaired becomes 1 when a take deleted state it could not read.
+local repaired = 0
+
+-- repair deletes key, whose state cannot be read (of another type, whose
+-- error redis.pcall hands back, or malformed), so that the request is
+-- decided as if it were absent. A peek deletes nothing: it only decides
+-- as if the key were absent.
+local function repair(key)
+  if take then
+    redis.call('DEL', key)
+    repaired = 1
+  end
+end
+
+-- expire gives key, when it has no TTL (written by hand, or by an older
+-- version), the TTL its state calls for: us microseconds from now.
+local function expire(key, us)
+  if redis.call('PTTL', key) == -1 then
+    redis.call('PEXPIRE', key, int(ttl_ms(us)))
+  end
+end
+
 -- The block key holds the scope of the limit that tripped it; its TTL is
 -- the only record of when it ends. A key in its last millisecond (PTTL 0)
--- no longer blocks.
+-- no longer blocks, nor does one without TTL, which a take deletes. A key
+-- that is not a string, or holds no scope, is unreadable: it is repaired
+-- and blocks nothing.
 -- Only requests with a blocking limit are subject to the key's block.
 local blocks = false
 for i = 1, n do
@@ -66,20 +90,34 @@ end
 local blocked = block_ttl > 0
 local block_scope = ''
 if blocked then
-  block_scope = redis.call('GET', block_key)
+  block_scope = redis.pcall('GET', block_key)
+  if type(block_scope) ~= 'string' or block_scope == '' then
+    blocked, block_scope = false, ''
+    block_ttl = -1
+  end
+end
+if block_ttl == -1 and take then
+  repair(block_key)
+  block_ttl = -2
 end
 
 -- A de-duplication id admitted within its lifetime admits its repeats.
 -- The hash maps ids to the end of their lifetime in microseconds.
+-- A hash of another type is repaired; an id whose expiry is not a number
+-- is forgotten (HDEL on a take).
 local duplicate = false
 if dedup_id ~= '' and not blocked then
-  local v = redis.call('HGET', dedup_key, dedup_id)
-  if v then
+  local v = redis.pcall('HGET', dedup_key, dedup_id)
+  if type(v) == 'table' then
+    repair(dedup_key)
+  elseif v then
     local exp = tonumber(v)
-    if not exp then
-      error('ratekeeper: malformed de-duplication state')
+    if exp then
+      duplicate = exp > now
+    elseif take then
+      redis.call('HDEL', dedup_key, dedup_id)
+      repaired = 1
     end
-    duplicate = exp > now
   end
 end
 
@@ -106,9 +144,10 @@ local function remember()
   redis.call('HSET', dedup_key, dedup_id, int(now + longest))
   local size = redis.call('HLEN', dedup_key)
   if size > 16 then
+    -- An unreadable count forces a pruning, which rewrites it.
     local live = tonumber(redis.call('HGET', dedup_key, dedup_mark) or '0')
-    if not live then
-      error('ratekeeper: malformed de-duplication state')
+    if not (live and live >= 0 and live <= 9007199254740992) then
+      live = 0
     end
     if size > 2 * live + 16 then
       local all = redis.call('HGETALL', dedup_key)
@@ -148,9 +187,17 @@ local function start_block()
       local d = block[i]
       if block_max[i] > d then
         if not strikes then
-          strikes = tonumber(redis.call('GET', strikes_key) or '0')
-          if not strikes then
-            error('ratekeeper: malformed strike count')
+          -- An unreadable counter (another type, or not a whole number
+          -- from 0) is repaired and counts no strikes.
+          local v = redis.pcall('GET', strikes_key)
+          strikes = 0
+          if v then
+            local x = type(v) == 'string' and tonumber(v)
+            if x and x >= 0 and x <= 9007199254740992 and x == math.floor(x) then
+              strikes = x
+            else
+              repair(strikes_key)
+            end
           end
         end
         -- The (strikes + 1)-th block lasts block * 2^strikes, at most
@@ -192,18 +239,26 @@ end
 
 -- finish decides from the algorithm's verdicts, writes through record (the
 -- algorithm's function that adds the request to every limit) when the
--- request is admitted or its refusal counts, starts a block, and returns
--- the reply.
-local function finish(record)
+-- request is admitted or its refusal counts, else, on a take, calls settle
+-- (the algorithm's function that gives state keys left without TTL their
+-- TTL), starts a block, and returns the reply.
+local function finish(record, settle)
   local sc, ttl = '', 0
   local started, after = false, false
   if blocked then
     sc, ttl = block_scope, block_ttl
-    if take and count_denied then
-      record()
+    if take then
+      if count_denied then
+        record()
+      else
+        settle()
+      end
     end
   elseif duplicate then
     allowed = true
+    if take then
+      settle()
+    end
   elseif allowed then
     after = true
     if take then
@@ -213,6 +268,8 @@ local function finish(record)
   elseif take then
     if count_denied then
       record()
+    else
+      settle()
     end
     sc, ttl = start_block()
     if sc then
@@ -231,7 +288,7 @@ local function finish(record)
   local r
   if blocked or started then
     local us = ttl * 1000
-    r = {0, -1, 0, us, us, 1, 0, 0}
+    r = {0, -1, 0, us, us, 1, 0, 0, repaired}
     if started then
       r[7] = 1
     end
@@ -246,7 +303,7 @@ local function finish(record)
         d = i
       end
     end
-    r = {0, d - 1, rem[d], reset[d], retry[d], 0, 0, 0}
+    r = {0, d - 1, rem[d], reset[d], retry[d], 0, 0, 0, repaired}
     if allowed then
       r[1] = 1
       r[5] = 0
@@ -256,8 +313,8 @@ local function finish(record)
     end
   end
   for i = 1, n do
-    r[7 + 2 * i] = rem[i]
-    r[8 + 2 * i] = reset[i]
+    r[8 + 2 * i] = rem[i]
+    r[9 + 2 * i] = reset[i]
   end
   r[#r + 1] = sc
   return r

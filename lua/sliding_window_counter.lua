@@ -34,12 +34,17 @@ local start, cur, prev = {}, {}, {}
 for i = 1, n do
   local p, r = period[i], cap[i]
   local w, sc, spv
-  local st = redis.call('HMGET', state[i], 'w', 'cur', 'prev')
+  local st = redis.pcall('HMGET', state[i], 'w', 'cur', 'prev')
   if st[1] then
     w, sc, spv = tonumber(st[1]), tonumber(st[2]), tonumber(st[3])
-    if not w or not sc or not spv then
-      error('ratekeeper: malformed sliding window counter state')
-    end
+  end
+  if st.err or (st[1] and not (w and w >= 0 and w <= 9007199254740992
+      and sc and sc >= 0 and sc <= 9007199254740992
+      and spv and spv >= 0 and spv <= 9007199254740992)) then
+    -- Unreadable state (another type, or not a window and two counts) is
+    -- repaired: the limit is decided as fresh.
+    repair(state[i])
+    w, sc, spv = nil, nil, nil
   end
   local ws, c, pv = counter_at(now, p, w, sc, spv)
   local est = estimate(now, ws, p, c, pv)
@@ -79,6 +84,14 @@ for i = 1, n do
   end
 end
 
+-- settle gives a state key left without TTL the one its windows call
+-- for: the end of the window after the current one.
+local function settle()
+  for i = 1, n do
+    expire(state[i], start[i] + 2 * period[i] - now)
+  end
+end
+
 -- record adds the request to every limit's current window: an admitted
 -- request, or a refused one whose attempts count. The state matters until
 -- the end of the window after it.
@@ -90,4 +103,4 @@ local function record()
   end
 end
 
-return finish(record)
+return finish(record, settle)

@@ -6,36 +6,69 @@
 local key = state[1]
 local newest = nil
 local most = 0 -- the largest rate
-for i = 1, n do
-  local p, r = period[i], cap[i]
-  if rate[i] > most then
-    most = rate[i]
-  end
-  local count = redis.call('ZCOUNT', key, '(' .. int(now - p), '+inf')
-  rem0[i] = floor_units(r - count, r)
-  reset0[i] = 0
-  if count > 0 then
-    -- The newest unit overall is inside every window that holds any.
-    if not newest then
-      newest = tonumber(redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')[2])
+-- fresh: the log is decided as empty, after a repair.
+local fresh = false
+
+-- evaluate fills the verdicts of every limit. It returns false, having
+-- decided nothing, when the log cannot be read: another type, or a unit
+-- scored beyond any time (a member written by hand with score +inf).
+local function evaluate()
+  for i = 1, n do
+    local p, r = period[i], cap[i]
+    if rate[i] > most then
+      most = rate[i]
     end
-    reset0[i] = newest + p - now
+    local count = 0
+    if not fresh then
+      count = redis.pcall('ZCOUNT', key, '(' .. int(now - p), '+inf')
+      if type(count) ~= 'number' then
+        return false
+      end
+    end
+    rem0[i] = floor_units(r - count, r)
+    reset0[i] = 0
+    if count > 0 then
+      -- The newest unit overall is inside every window that holds any.
+      if not newest then
+        newest = tonumber(redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')[2])
+        if not (newest and newest <= 9007199254740992) then
+          return false
+        end
+      end
+      reset0[i] = newest + p - now
+    end
+    if count + cost <= r then
+      -- After this request the newest unit is at now.
+      ok[i] = true
+      rem1[i] = r - count - cost
+      reset1[i] = p
+      retry[i] = 0
+    else
+      ok[i] = false
+      allowed = false
+      -- The request fits once at most capacity - cost units are left in
+      -- the window: once the (capacity - cost + 1)-th newest unit has
+      -- left it. Rank access from the end is O(log n).
+      local rank = int(cost - r - 1)
+      local kth = redis.call('ZRANGE', key, rank, rank, 'WITHSCORES')
+      retry[i] = tonumber(kth[2]) + p - now
+    end
   end
-  if count + cost <= r then
-    -- After this request the newest unit is at now.
-    ok[i] = true
-    rem1[i] = r - count - cost
-    reset1[i] = p
-    retry[i] = 0
-  else
-    ok[i] = false
-    allowed = false
-    -- The request fits once at most capacity - cost units are left in the
-    -- window: once the (capacity - cost + 1)-th newest unit has left it.
-    -- Rank access from the end is O(log n).
-    local rank = int(cost - r - 1)
-    local kth = redis.call('ZRANGE', key, rank, rank, 'WITHSCORES')
-    retry[i] = tonumber(kth[2]) + p - now
+  return true
+end
+
+if not evaluate() then
+  -- Unreadable: repaired, and every limit sees an empty log.
+  repair(key)
+  fresh, newest, allowed = true, nil, true
+  evaluate()
+end
+
+-- settle gives the log, when it has no TTL, the one its newest unit calls
+-- for.
+local function settle()
+  if newest then
+    expire(key, newest + longest - now)
   end
 end
 
@@ -65,4 +98,4 @@ local function record()
   redis.call('PEXPIRE', key, int(ttl_ms(longest)))
 end
 
-return finish(record)
+return finish(record, settle)

@@ -22,6 +22,7 @@
 //	ratekeeper_degraded_requests_total{policy,mode}       counter
 //	ratekeeper_store_unavailable{policy}                  gauge
 //	ratekeeper_cached_refusals_total{policy}              counter
+//	ratekeeper_repaired_state_total{policy}               counter
 //	ratekeeper_store_evictions_total                      counter (RegisterEvictions)
 //	ratekeeper_redis_maxmemory_policy{policy}             gauge (RegisterEvictionPolicy)
 //

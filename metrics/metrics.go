@@ -41,6 +41,7 @@ type Collector struct {
 	degraded    *prometheus.CounterVec
 	unavailable *prometheus.GaugeVec
 	cached      *prometheus.CounterVec
+	repaired    *prometheus.CounterVec
 }
 
 // Metric names without the namespace (the package documentation lists
@@ -54,6 +55,7 @@ const (
 	nameUnavailable = "store_unavailable"
 	nameCached      = "cached_refusals_total"
 	nameEvictions   = "store_evictions_total"
+	nameRepaired    = "repaired_state_total"
 )
 
 // New creates the collectors and registers them on reg. It returns an error
@@ -101,7 +103,11 @@ func New(reg prometheus.Registerer, opts Options) (*Collector, error) {
 		Namespace: ns, Name: nameCached, ConstLabels: opts.ConstLabels,
 		Help: "Refusals answered from the store's local deny cache without a round trip, by policy.",
 	}, []string{"policy"})
-	cols := []prometheus.Collector{c.decisions, c.blocks, c.storeErrors, c.latency, c.degraded, c.unavailable, c.cached}
+	c.repaired = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: ns, Name: nameRepaired, ConstLabels: opts.ConstLabels,
+		Help: "Decisions for which the store replaced state it could not read (of the wrong type or malformed) and decided as for a fresh key, by policy.",
+	}, []string{"policy"})
+	cols := []prometheus.Collector{c.decisions, c.blocks, c.storeErrors, c.latency, c.degraded, c.unavailable, c.cached, c.repaired}
 	for i, col := range cols {
 		if err := reg.Register(col); err != nil {
 			for _, done := range cols[:i] { // leave the registry as it was
@@ -125,6 +131,9 @@ func (c *Collector) Observe(e middleware.Event) {
 	}
 	if e.Cached {
 		c.cached.WithLabelValues(e.Policy).Inc()
+	}
+	if e.Repaired {
+		c.repaired.WithLabelValues(e.Policy).Inc()
 	}
 	degraded := ""
 	switch {

@@ -259,3 +259,25 @@ func TestCachedRefusalsAndEvictions(t *testing.T) {
 type evicter uint64
 
 func (e *evicter) Evictions() uint64 { return uint64(*e) }
+
+// TestRepairedState: decisions on state the store repaired are counted
+// per policy.
+func TestRepairedState(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	c, err := New(reg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := middleware.Event{Outcome: middleware.OutcomeAllowed}
+	e.Policy = "api"
+	e.Repaired = true
+	c.Observe(e)
+	e.Repaired = false
+	c.Observe(e)
+	if got := testutil.ToFloat64(c.repaired.WithLabelValues("api")); got != 1 {
+		t.Fatalf("repaired state: got %v, want 1", got)
+	}
+	if n, err := testutil.GatherAndCount(reg, "ratekeeper_repaired_state_total"); err != nil || n != 1 {
+		t.Fatalf("repaired series: got %d, %v; want 1", n, err)
+	}
+}

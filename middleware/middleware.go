@@ -53,6 +53,7 @@ type quota struct {
 	locate      nodeLocator  // the store's, when it has one
 	lastWarn    atomic.Int64 // unix nanos of the last store-failure warning
 	lastError   atomic.Int64 // unix nanos of the last misconfiguration error
+	lastRepair  atomic.Int64 // unix nanos of the last repaired-state warning
 }
 
 // tierState is a tier compiled at construction.
@@ -439,6 +440,9 @@ func (q *quota) nestedRefusal(ctx context.Context, req store.Request, cost int64
 // or a *storeFailure.
 func (q *quota) call(ctx context.Context, req store.Request, now time.Time, peek bool) (store.Decision, storeCall, error) {
 	d, c, err := q.callMain(ctx, req, now, peek)
+	if err == nil && d.Repaired {
+		q.repaired(ctx, &d)
+	}
 	if err == nil || q.local == nil || !isStoreFailure(err) {
 		return d, c, err
 	}
@@ -510,6 +514,11 @@ func (q *quota) callMain(ctx context.Context, req store.Request, now time.Time, 
 	case ctx.Err() != nil:
 		// The request's own deadline ran out first: apply the failure
 		// mode, but do not blame the store for it.
+		return d, c, &storeFailure{err: err}
+	case keyScoped(err):
+		// The store answered about this key's data alone: the failure
+		// mode applies to this request, and the breaker, which stands
+		// for every key, is not told.
 		return d, c, &storeFailure{err: err}
 	case store.KindOf(err) == store.KindCapacity:
 		// A bounded store refused a new key: the store is healthy, and

@@ -126,6 +126,13 @@ func WithFailureMode(m FailureMode) Option { return func(c *config) { c.failure 
 // failure mode at once, then lets one probe request through; a successful
 // probe closes the breaker. Opening and closing are logged at info level.
 // threshold 0 disables the breaker. Defaults: 5 failures, 1 second.
+// Failures that belong to one key do not count: a bounded store refusing
+// a new key ([store.KindCapacity]) and a script error about the key's own
+// data (one whose chain holds an error with a KeyScoped method returning
+// true, as the Redis store reports WRONGTYPE); the failure mode still
+// applies to that request. A store that repaired a key's state reports
+// [store.Decision.Repaired], which the limiter logs at warn level (at
+// most once per second) and shows observers.
 func WithBreaker(threshold int, cooldown time.Duration) Option {
 	return func(c *config) { c.breakerThreshold, c.breakerCooldown = threshold, cooldown }
 }

@@ -313,6 +313,10 @@ type Decision struct {
 	// an earlier refusal, without asking the backend (see the Redis
 	// store's deny cache).
 	Cached bool
+	// Repaired reports that the store found state it could not read for
+	// this key (of the wrong type or malformed) and replaced it; the
+	// decision is as for a fresh key. The memory store never sets it.
+	Repaired bool
 	// PerLimit holds each limit's state, in request order, when the request
 	// has more than one limit; nil for single-limit requests.
 	PerLimit []LimitState

@@ -113,7 +113,7 @@ func BenchmarkArgs(b *testing.B) {
 
 func BenchmarkDecodeReply(b *testing.B) {
 	limits := []store.Limit{store.PerSecond(10), store.PerMinute(100)}
-	v := replyOf("", 1, 0, 9, 100000, 0, 0, 0, 0, 9, 100000, 99, 600000)
+	v := replyOf("", 1, 0, 9, 100000, 0, 0, 0, 0, 0, 9, 100000, 99, 600000)
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
 		r, err := decodeReply(v, limits)

@@ -29,7 +29,7 @@ type fakeClock struct {
 // clockShim is placed before a script to run it on a fake clock: a local
 // named redis shadows the global for the whole script, answers TIME from
 // the hash CLOCK (fields s and u) and, unless the TTLs stay real, emulates
-// key expiry on that clock. Every key the script gives a TTL (SET ... PX,
+// key expiry on that clock (for redis.pcall too). Every key the script gives a TTL (SET ... PX,
 // PEXPIRE) then keeps a real TTL of one hour while its fake expiry in ms
 // is kept in CLOCK under "x:<key>" (dropped when the key is found deleted);
 // a key is deleted when the script touches it after that expiry, and PTTL
@@ -89,7 +89,18 @@ const clockShim = `local redis = (function(real)
     end
     return real.call(cmd, ...)
   end
-  return setmetatable({call = call}, {__index = real})
+  -- pcall is call that hands an error back as Redis does: {err = ...}.
+  local function pcall_(...)
+    local ok, r = pcall(call, ...)
+    if ok then
+      return r
+    end
+    if type(r) == 'table' then
+      return r
+    end
+    return {err = tostring(r)}
+  end
+  return setmetatable({call = call, pcall = pcall_}, {__index = real})
 end)(redis)
 `
 

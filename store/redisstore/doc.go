@@ -121,6 +121,15 @@
 // [store.Request.Validate]. Backend failures are *[store.BackendError] values
 // matching [store.ErrStoreUnavailable], of kind timeout (deadline, network
 // or pool timeout), connection (refused, reset, closed), script (an error
-// reply, such as WRONGTYPE or malformed state, or a reply the store cannot
-// decode) or other (a cancelled context among them).
+// reply or a reply the store cannot decode) or other (a cancelled context
+// among them).
+//
+// State the scripts cannot read is not an error: a key of the wrong type
+// (written by another application, or by hand) or with malformed state is
+// replaced and the request decided as for a fresh key, reported as
+// [store.Decision.Repaired] (package lua, "Unreadable state"). A script
+// error that is still about one key's data (WRONGTYPE or a malformed-state
+// error from a user script) carries a KeyScoped method that returns true:
+// the middleware's circuit breaker, which stands for every key, does not
+// count it. A key without a TTL gets one on its next decision.
 package redisstore

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strings"
 	"syscall"
 
 	"github.com/redis/go-redis/v9"
@@ -12,10 +13,42 @@ import (
 	"github.com/ratekeeper/ratekeeper/store"
 )
 
-// backendError wraps err as the store's failure of op, classified.
+// backendError wraps err as the store's failure of op, classified. A
+// script error about the key's own data is wrapped in a keyError.
 func backendError(op string, err error) *store.BackendError {
-	return &store.BackendError{Op: op, Kind: classify(err), Err: err}
+	kind := classify(err)
+	if kind == store.KindScript && aboutKey(err) {
+		err = &keyError{err}
+	}
+	return &store.BackendError{Op: op, Kind: kind, Err: err}
 }
+
+// aboutKey reports whether err is Redis's answer about the data of the
+// request's own keys: WRONGTYPE, or a script's complaint about state it
+// cannot read ("malformed ... state"). The built-in scripts repair such
+// state instead of failing; a user script, or one of an older version,
+// may still fail so.
+func aboutKey(err error) bool {
+	var rerr redis.Error
+	if !errors.As(err, &rerr) {
+		return false
+	}
+	msg := rerr.Error()
+	if strings.HasPrefix(msg, "WRONGTYPE") {
+		return true
+	}
+	i := strings.Index(msg, "malformed ")
+	return i >= 0 && strings.Contains(msg[i:], " state")
+}
+
+// keyError marks a failure that belongs to one key. Its KeyScoped method
+// tells the middleware's circuit breaker, which stands for every key, not
+// to count it.
+type keyError struct{ err error }
+
+func (e *keyError) Error() string   { return e.err.Error() }
+func (e *keyError) Unwrap() error   { return e.err }
+func (e *keyError) KeyScoped() bool { return true }
 
 // classify maps a go-redis or context error to an ErrorKind: deadlines and
 // network timeouts are timeouts; error replies and undecodable replies are

@@ -10,7 +10,7 @@ import (
 
 // replyHead is the number of integers a full script reply starts with; two
 // per limit and the block scope follow (see package lua).
-const replyHead = 8
+const replyHead = 9
 
 // maxReplyMicros bounds the durations a script may report: 2^53µs (285
 // years), beyond which a float64 is no longer exact. Valid limits stay far
@@ -29,6 +29,7 @@ type reply struct {
 	blocked      bool
 	blockStarted bool
 	duplicate    bool
+	repaired     bool
 	// Per limit, in request order: remaining units and reset after (µs).
 	remaining [store.MaxLimits]int64
 	resetUS   [store.MaxLimits]int64
@@ -62,14 +63,14 @@ func decodeReply(v any, limits []store.Limit) (reply, error) {
 	if !ok {
 		return reply{}, fmt.Errorf("%w: scope is %T, want a string", errBadReply, arr[len(arr)-1])
 	}
-	for i, name := range [...]string{0: "allowed", 5: "blocked", 6: "block started", 7: "duplicate"} {
+	for i, name := range [...]string{0: "allowed", 5: "blocked", 6: "block started", 7: "duplicate", 8: "repaired"} {
 		if name != "" && x[i] != 0 && x[i] != 1 {
 			return reply{}, fmt.Errorf("%w: %s flag %d", errBadReply, name, x[i])
 		}
 	}
 	r := reply{
 		allowed: x[0] == 1, index: int(x[1]), retryUS: x[4],
-		blocked: x[5] == 1, blockStarted: x[6] == 1, duplicate: x[7] == 1, scope: scope,
+		blocked: x[5] == 1, blockStarted: x[6] == 1, duplicate: x[7] == 1, repaired: x[8] == 1, scope: scope,
 	}
 	switch {
 	case x[4] < 0 || x[4] > maxReplyMicros || (r.allowed && x[4] != 0):
@@ -139,6 +140,7 @@ func (r *reply) decision(limits []store.Limit) store.Decision {
 			Duplicate:  r.duplicate,
 		}
 	}
+	d.Repaired = r.repaired
 	if len(limits) > 1 {
 		d.PerLimit = make([]store.LimitState, len(limits))
 		for i := range limits {
@@ -149,14 +151,16 @@ func (r *reply) decision(limits []store.Limit) store.Decision {
 }
 
 // decodeLean checks and decodes the reply of a lean script, {allowed,
-// remaining, reset after µs, retry after µs}, into the decision for the
-// limit li. It never panics.
+// remaining, reset after µs, retry after µs} and, from the built-in
+// scripts, a fifth integer, repaired (0 or 1), into the decision for the
+// limit li. User scripts' replies reach it cut to their first four
+// elements. It never panics.
 func decodeLean(v any, li *limitInfo) (store.Decision, error) {
 	arr, ok := v.([]any)
-	if !ok || len(arr) != 4 {
-		return store.Decision{}, fmt.Errorf("%w: got %T %v, want 4 integers", errBadReply, v, v)
+	if !ok || len(arr) != 4 && len(arr) != 5 {
+		return store.Decision{}, fmt.Errorf("%w: got %T %v, want 4 or 5 integers", errBadReply, v, v)
 	}
-	var x [4]int64
+	var x [5]int64
 	for i, e := range arr {
 		iv, ok := e.(int64)
 		if !ok {
@@ -173,6 +177,8 @@ func decodeLean(v any, li *limitInfo) (store.Decision, error) {
 		return store.Decision{}, fmt.Errorf("%w: reset after %dµs", errBadReply, x[2])
 	case x[3] < 0 || x[3] > maxReplyMicros || (x[0] == 1) != (x[3] == 0):
 		return store.Decision{}, fmt.Errorf("%w: retry after %dµs (allowed %d)", errBadReply, x[3], x[0])
+	case x[4] != 0 && x[4] != 1:
+		return store.Decision{}, fmt.Errorf("%w: repaired flag %d", errBadReply, x[4])
 	}
 	return store.Decision{
 		Allowed:    x[0] == 1,
@@ -181,6 +187,7 @@ func decodeLean(v any, li *limitInfo) (store.Decision, error) {
 		ResetAfter: micros(x[2]),
 		RetryAfter: micros(x[3]),
 		LimitID:    li.id,
+		Repaired:   x[4] == 1,
 	}, nil
 }
 

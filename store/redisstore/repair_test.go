@@ -1,0 +1,268 @@
+package redisstore
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratekeeper/ratekeeper/store"
+)
+
+// stateType is the Redis type of an algorithm's state key.
+func stateType(alg store.Algorithm) string {
+	switch alg {
+	case store.SlidingWindowLog:
+		return "zset"
+	case store.SlidingWindowCounter, store.FixedWindow:
+		return "hash"
+	}
+	return "string"
+}
+
+// poison is a way to leave a state key the scripts cannot read.
+type poison struct {
+	name string
+	put  func(ctx context.Context, c *redis.Client, key string) error
+}
+
+// poisons returns, for alg, a value of the wrong type and malformed state
+// of the right type.
+func poisons(alg store.Algorithm) []poison {
+	list := poison{"wrong type list", func(ctx context.Context, c *redis.Client, key string) error {
+		return c.LPush(ctx, key, "x").Err()
+	}}
+	out := []poison{list}
+	switch stateType(alg) {
+	case "string":
+		out = append(out,
+			poison{"wrong type hash", func(ctx context.Context, c *redis.Client, key string) error {
+				return c.HSet(ctx, key, "w", "1").Err()
+			}},
+			poison{"malformed length", func(ctx context.Context, c *redis.Client, key string) error {
+				return c.Set(ctx, key, "garbage", 0).Err()
+			}},
+			poison{"malformed NaN", func(ctx context.Context, c *redis.Client, key string) error {
+				nan := "\x00\x00\x00\x00\x00\x00\xf8\x7f\x00\x00\x00\x00\x00\x00\xf8\x7f"
+				return c.Set(ctx, key, nan, 0).Err()
+			}})
+	case "hash":
+		out = append(out,
+			poison{"wrong type string", func(ctx context.Context, c *redis.Client, key string) error {
+				return c.Set(ctx, key, "not a hash", 0).Err()
+			}},
+			poison{"malformed fields", func(ctx context.Context, c *redis.Client, key string) error {
+				return c.HSet(ctx, key, "w", "0", "cur", "many", "prev", "x").Err()
+			}})
+	case "zset":
+		out = append(out,
+			poison{"wrong type string", func(ctx context.Context, c *redis.Client, key string) error {
+				return c.Set(ctx, key, "not a set", 0).Err()
+			}},
+			poison{"malformed score", func(ctx context.Context, c *redis.Client, key string) error {
+				return c.ZAdd(ctx, key, redis.Z{Score: 1e300, Member: "forever"}).Err()
+			}})
+	}
+	return out
+}
+
+// wantValidState fails unless key holds state of alg's type with a TTL.
+func wantValidState(t *testing.T, c *redis.Client, key string, alg store.Algorithm) {
+	t.Helper()
+	ctx := context.Background()
+	if typ := c.Type(ctx, key).Val(); typ != stateType(alg) {
+		t.Fatalf("key %s: got type %q, want %q", key, typ, stateType(alg))
+	}
+	if ttl := c.PTTL(ctx, key).Val(); ttl <= 0 {
+		t.Fatalf("key %s: got PTTL %s, want a TTL", key, ttl)
+	}
+}
+
+// TestPoisonedStateIsRepaired pins the bug where state of the wrong type,
+// or state a script could not read, failed every decision of its key as a
+// store error (which then opened the middleware's breaker for everyone).
+func TestPoisonedStateIsRepaired(t *testing.T) {
+	ctx := context.Background()
+	for _, alg := range store.Algorithms {
+		for _, p := range poisons(alg) {
+			for _, full := range []bool{false, true} {
+				name := alg.String() + "/" + p.name + "/lean"
+				if full {
+					name = alg.String() + "/" + p.name + "/full"
+				}
+				t.Run(name, func(t *testing.T) {
+					s, c := newStore(t, Options{})
+					limits := []store.Limit{{Algorithm: alg, Rate: 3, Period: time.Minute}}
+					if full {
+						limits = append(limits, store.Limit{Name: "hour", Algorithm: alg, Rate: 100, Period: time.Hour})
+					}
+					req := store.Request{Key: "poisoned", Limits: limits}
+					keys, err := s.StateKeys(req)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := p.put(ctx, c, keys[0]); err != nil {
+						t.Fatal(err)
+					}
+					// A peek decides as for a fresh key and writes nothing.
+					d, err := s.Peek(ctx, req)
+					if err != nil || !d.Allowed || d.Repaired {
+						t.Fatalf("peek: got %+v, %v; want admitted, not repaired, no error", d, err)
+					}
+					if n := c.Exists(ctx, keys[0]).Val(); n != 1 {
+						t.Fatal("peek deleted the poisoned key")
+					}
+					d, err = s.Take(ctx, req)
+					if err != nil {
+						t.Fatalf("take: got error %v, want a decision", err)
+					}
+					if !d.Repaired || !d.Allowed || d.Remaining != 2 {
+						t.Fatalf("take: got %+v, want admitted as a fresh key (remaining 2) and repaired", d)
+					}
+					for _, k := range keys {
+						wantValidState(t, c, k, alg)
+					}
+					d, err = s.Take(ctx, req)
+					if err != nil || d.Repaired || !d.Allowed || d.Remaining != 1 {
+						t.Fatalf("next take: got %+v, %v; want admitted with remaining 1, not repaired", d, err)
+					}
+				})
+			}
+		}
+	}
+}
+
+// TestPoisonedKeyKeysAreRepaired covers the keys every limit of a request
+// key shares: the block, the strike counter and the de-duplication hash.
+// A block key that cannot be read must not block (or fail) the key
+// forever.
+func TestPoisonedKeyKeysAreRepaired(t *testing.T) {
+	ctx := context.Background()
+	for _, alg := range store.Algorithms {
+		t.Run(alg.String(), func(t *testing.T) {
+			limit := store.Limit{Name: "login", Algorithm: alg, Rate: 2, Period: time.Minute, Block: time.Minute, BlockMax: time.Hour}
+			req := store.Request{Key: "poisoned", Limits: []store.Limit{limit}}
+			tests := []struct {
+				name string
+				tag  string
+				put  func(c *redis.Client, key string) error
+			}{
+				{"block of the wrong type", tagBlock, func(c *redis.Client, key string) error {
+					if err := c.LPush(ctx, key, "x").Err(); err != nil {
+						return err
+					}
+					return c.PExpire(ctx, key, time.Hour).Err()
+				}},
+				{"block without scope", tagBlock, func(c *redis.Client, key string) error {
+					return c.Set(ctx, key, "", time.Hour).Err()
+				}},
+				{"block without TTL", tagBlock, func(c *redis.Client, key string) error {
+					return c.Set(ctx, key, "login", 0).Err()
+				}},
+				{"strikes of the wrong type", tagStrikes, func(c *redis.Client, key string) error {
+					return c.HSet(ctx, key, "n", "1").Err()
+				}},
+				{"strikes not a number", tagStrikes, func(c *redis.Client, key string) error {
+					return c.Set(ctx, key, "1.5", time.Hour).Err()
+				}},
+				{"dedup of the wrong type", tagDedup, func(c *redis.Client, key string) error {
+					return c.Set(ctx, key, "x", time.Hour).Err()
+				}},
+			}
+			for _, tt := range tests {
+				t.Run(tt.name, func(t *testing.T) {
+					s, c := newStore(t, Options{DenyCacheSize: -1})
+					key := keyBase(s.prefix, EncodeKey(req.Key)) + tt.tag
+					if err := tt.put(c, key); err != nil {
+						t.Fatal(err)
+					}
+					r := req
+					if tt.tag == tagDedup {
+						r.DedupID = "order-1"
+					}
+					d, err := s.Take(ctx, r)
+					if err != nil {
+						t.Fatalf("take: got error %v, want a decision", err)
+					}
+					// The strike counter is read only when a block starts.
+					strikes := tt.tag == tagStrikes
+					if !d.Allowed || d.Blocked || d.Repaired == strikes {
+						t.Fatalf("take: got %s repaired %v, want admitted, repaired %v", fmtFull(d), d.Repaired, !strikes)
+					}
+					if tt.tag != tagStrikes && c.Exists(ctx, key).Val() == 1 {
+						wantTTL(t, c, key)
+					}
+					// The key blocks as a fresh one: after the limit's two
+					// units, the first block lasts Block.
+					r.DedupID = ""
+					d = exhaust(t, s, r)
+					if !d.Blocked || !d.BlockStarted || d.RetryAfter != time.Minute || d.Repaired != strikes {
+						t.Fatalf("got %s repaired %v; want a first block of 1m started, repaired %v", fmtFull(d), d.Repaired, strikes)
+					}
+					if typ := c.Type(ctx, key).Val(); tt.tag != tagDedup && typ != "string" {
+						t.Fatalf("got %s of type %q, want a string", tt.tag, typ)
+					}
+					wantTTL(t, c, key)
+					d, err = s.Take(ctx, r)
+					if err != nil || !d.Blocked || d.Repaired {
+						t.Fatalf("got %s, %v; want blocked, not repaired", fmtFull(d), err)
+					}
+				})
+			}
+		})
+	}
+}
+
+// wantTTL fails unless key exists with a TTL.
+func wantTTL(t *testing.T, c *redis.Client, key string) {
+	t.Helper()
+	if ttl := c.PTTL(context.Background(), key).Val(); ttl <= 0 {
+		t.Fatalf("key %s: got PTTL %s, want a TTL", key, ttl)
+	}
+}
+
+// TestRefusalGivesStateATTL pins the bug where an exhausted key left
+// without TTL (by hand, or by an older version) refused its client
+// forever: a refusal writes nothing, so nothing gave it a TTL again.
+func TestRefusalGivesStateATTL(t *testing.T) {
+	ctx := context.Background()
+	for _, alg := range store.Algorithms {
+		for _, full := range []bool{false, true} {
+			name := alg.String() + "/lean"
+			if full {
+				name = alg.String() + "/full"
+			}
+			t.Run(name, func(t *testing.T) {
+				s, c := newStore(t, Options{DenyCacheSize: -1})
+				limits := []store.Limit{{Algorithm: alg, Rate: 2, Period: time.Minute}}
+				if full {
+					limits = append(limits, store.Limit{Name: "hour", Algorithm: alg, Rate: 100, Period: time.Hour})
+				}
+				req := store.Request{Key: "persisted", Limits: limits}
+				exhaust(t, s, req)
+				keys, err := s.StateKeys(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, k := range keys {
+					if !c.Persist(ctx, k).Val() {
+						t.Fatalf("PERSIST %s did nothing", k)
+					}
+				}
+				d := mustTake(t, s, req)
+				if d.Allowed {
+					t.Fatalf("got %s, want refused", fmtFull(d))
+				}
+				for _, k := range keys {
+					ttl := c.PTTL(ctx, k).Val()
+					// The state matters for at most the longest period
+					// (two for the sliding window counter).
+					if ttl <= 0 || ttl > 2*time.Hour {
+						t.Fatalf("key %s: got PTTL %s after a refusal, want one within the state's lifetime", k, ttl)
+					}
+				}
+			})
+		}
+	}
+}
