@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -264,5 +265,43 @@ func TestRefusalGivesStateATTL(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestKeyScopedErrors: a script error about the key's own data (here from
+// a user script, which the store cannot repair) carries a KeyScoped
+// method that tells the middleware's breaker not to count it; other
+// script errors do not.
+func TestKeyScopedErrors(t *testing.T) {
+	ctx := context.Background()
+	tests := []struct {
+		name   string
+		src    string
+		scoped bool
+	}{
+		{"wrong type", "return redis.call('GET', KEYS[1])", true},
+		{"malformed state", "error('ratekeeper: malformed concurrency state')", true},
+		{"other error", "error('boom')", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, c := newStore(t, Options{})
+			u, err := s.WithScript(Script{Name: "probe", Source: tt.src})
+			if err != nil {
+				t.Fatal(err)
+			}
+			req := store.Request{Key: "k", Limits: []store.Limit{store.PerMinute(5)}}
+			if err := c.LPush(ctx, u.key(&req), "x").Err(); err != nil {
+				t.Fatal(err)
+			}
+			_, err = u.Take(ctx, req)
+			if store.KindOf(err) != store.KindScript {
+				t.Fatalf("got %v (kind %s), want a script error", err, store.KindOf(err))
+			}
+			var ks interface{ KeyScoped() bool }
+			if got := errors.As(err, &ks) && ks.KeyScoped(); got != tt.scoped {
+				t.Fatalf("got key scoped %v for %v, want %v", got, err, tt.scoped)
+			}
+		})
 	}
 }
