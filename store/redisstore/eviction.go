@@ -25,6 +25,14 @@ type evictionCheck struct {
 func (e *evictionCheck) start(client redis.UniversalClient) {
 	e.once.Do(func() {
 		go func() {
+			unknown := "unknown"
+			defer func() {
+				// A panicking client hook must not take the process down
+				// from a goroutine no request waits on.
+				if recover() != nil {
+					e.policy.Store(&unknown)
+				}
+			}()
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			p := maxmemoryPolicy(ctx, client)
