@@ -50,8 +50,9 @@ type Event struct {
 	// Skipped reports that the circuit breaker was open and the store was
 	// not called.
 	Skipped bool
-	// StoreDown reports whether, after this request, the circuit breaker
-	// considers the store unavailable.
+	// StoreDown reports whether, after this request, a circuit breaker of
+	// the limiter considers the store (or, on Redis Cluster, one of its
+	// masters) unavailable.
 	StoreDown bool
 	// Fallback reports that the main store failed and the decision came
 	// from the local fallback store ([WithLocalFallback]).

@@ -125,6 +125,10 @@ func WithFailureMode(m FailureMode) Option { return func(c *config) { c.failure 
 // failures the limiter stops calling the store for cooldown, applying the
 // failure mode at once, then lets one probe request through; a successful
 // probe closes the breaker. Opening and closing are logged at info level.
+// With a store that tells which node serves a request (the Redis store on
+// a Cluster client, through its NodeFor method) there is one breaker per
+// node, at most 64, so one failing master applies the failure mode only to
+// its own keys.
 // threshold 0 disables the breaker. Defaults: 5 failures, 1 second.
 // Failures that belong to one key do not count: a bounded store refusing
 // a new key ([store.KindCapacity]) and a script error about the key's own
