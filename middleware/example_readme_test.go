@@ -259,7 +259,7 @@ func ExampleLimiter_Reset() {
 	}
 	ctx := context.Background()
 	d, _ := lim.Peek(ctx, "198.51.100.23")
-	fmt.Println("before:", d.Blocked, d.RetryAfter)
+	fmt.Println("before:", d.Blocked, d.RetryAfter.Round(time.Minute))
 
 	err := lim.Reset(ctx, "", "198.51.100.23")
 	fmt.Println("reset:", err)
