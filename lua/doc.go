@@ -137,9 +137,10 @@
 //	3  units the deciding limit still admits (after this request if
 //	   admitted); 0 when blocked
 //	4  the deciding limit's reset after, microseconds; when blocked, the
-//	   block's remaining time
-//	5  retry after, microseconds; 0 when allowed; when blocked, the block's
-//	   remaining time (its PTTL, or its duration when this run started it)
+//	   retry after below
+//	5  retry after, microseconds; 0 when allowed; when blocked, the later
+//	   of the block's remaining time (its PTTL, or its duration when this
+//	   run started it) and the longest retry after of the refusing limits
 //	6  blocked: 1 when refused because of a block (existing or started)
 //	7  block started: 1 when this run started the block
 //	8  duplicate: 1 when admitted as a repeat of the dedup id

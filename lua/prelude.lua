@@ -287,7 +287,15 @@ local function finish(record, settle)
   end
   local r
   if blocked or started then
+    -- The block's remaining time, or later, when a limit that refuses the
+    -- request admits it only after the block has ended: a retry at the
+    -- reported time must be admitted.
     local us = ttl * 1000
+    for i = 1, n do
+      if not ok[i] and retry[i] > us then
+        us = retry[i]
+      end
+    end
     r = {0, -1, 0, us, us, 1, 0, 0, repaired}
     if started then
       r[7] = 1

@@ -93,9 +93,12 @@
 //  2. Block check, for a request with at least one blocking limit (Block >
 //     0; a request without one is not subject to blocks and pays nothing
 //     for them): while the key's block lasts, the request is refused with
-//     Blocked, RetryAfter = ResetAfter = the block's remaining time,
-//     Remaining 0, LimitID the ID of the limit that started the block and
-//     Index its position in this request (−1 when it is not there; Limit is
+//     Blocked, RetryAfter = ResetAfter = the later of the block's remaining
+//     time and the longest RetryAfter of the request's limits that refuse
+//     it (computed without it, as in step 4; a block shorter than a
+//     window's period can end while the window is still full), Remaining
+//     0, LimitID the ID of the limit that started the block and Index its
+//     position in this request (−1 when it is not there; Limit is
 //     then the first limit's capacity). A block belongs to the key, whatever
 //     limits later requests carry. With CountDenied the attempt is recorded
 //     in every limit; nothing else is written.
@@ -109,7 +112,8 @@
 //     CountDenied it is recorded anyway; then, if refusing limits have a
 //     Block, the one whose block is longest after escalation (ties: the
 //     earliest) blocks the key, and the request reports Blocked and
-//     BlockStarted with RetryAfter the block's duration. However many
+//     BlockStarted with RetryAfter = ResetAfter the later of the block's
+//     duration and the refusing limits' longest RetryAfter. However many
 //     refusals race, one starts the block; none extends it.
 //
 // With BlockMax > Block, the n-th block of a key lasts

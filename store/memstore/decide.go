@@ -386,12 +386,13 @@ func (o *op) startBlock(best int, ms, strikes int64) {
 
 // decision builds the answer, after the shard's lock is released: it
 // reads only the verdict, the outcomes and the request. A blocked request
-// reports the block: its remaining time in whole milliseconds as
-// RetryAfter and ResetAfter, the limit that started it as LimitID (Index
-// -1 when that limit is not in the request). Otherwise the deciding limit
-// is, for a refused request, the refusing limit with the longest retry
-// time, for an admitted one (a duplicate included) the limit with the
-// fewest units remaining; ties go to the earliest limit. Remaining,
+// reports the block: as RetryAfter and ResetAfter the later of its end
+// (its remaining time in whole milliseconds) and the longest retry time
+// of the limits that refuse the request, and the limit that started it as
+// LimitID (Index -1 when that limit is not in the request). Otherwise the
+// deciding limit is, for a refused request, the refusing limit with the
+// longest retry time, for an admitted one (a duplicate included) the limit
+// with the fewest units remaining; ties go to the earliest limit. Remaining,
 // ResetAfter and PerLimit describe the limits after the request when it
 // was admitted and recorded, and without it otherwise.
 func (o *op) decision(out []outcome) store.Decision {
@@ -401,11 +402,17 @@ func (o *op) decision(out []outcome) store.Decision {
 	after := allowed && !v.duplicate
 	var dec store.Decision
 	if v.blocked {
-		left := micros((v.blockEnd - floorMS(o.now)) * 1000)
+		// A retry at the block's end must also fit every limit.
+		left := (v.blockEnd - floorMS(o.now)) * 1000
+		for i := range out {
+			if !out[i].allowed && out[i].retry > left {
+				left = out[i].retry
+			}
+		}
 		dec = store.Decision{
 			Limit:        o.req.Limits[0].Capacity(),
-			ResetAfter:   left,
-			RetryAfter:   left,
+			ResetAfter:   micros(left),
+			RetryAfter:   micros(left),
 			LimitID:      v.scope,
 			Index:        -1,
 			Blocked:      true,

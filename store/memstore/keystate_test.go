@@ -59,7 +59,9 @@ func findRecord(s *Store, key string) *record {
 // up to the millisecond, so that waiting it always ends the block.
 func TestBlockWholeMilliseconds(t *testing.T) {
 	s, clk := newTestStore(t, Options{})
-	l := store.Limit{Name: "b", Rate: 1, Period: time.Hour, Block: 2 * time.Second}
+	// The limit's own wait (a second) ends before the block, which then
+	// alone decides RetryAfter.
+	l := store.Limit{Name: "b", Rate: 1, Period: time.Second, Block: 2 * time.Second}
 	r := store.Request{Key: "k", Limits: []store.Limit{l}}
 	mustTake(t, s, r)
 	start := s.now() // 897µs past a whole millisecond

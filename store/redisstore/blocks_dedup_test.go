@@ -64,6 +64,40 @@ func wantBlocked(t *testing.T, d store.Decision, scope string, index int, limit 
 	}
 }
 
+// blockLeft returns what remains of key's block (0 when it has none),
+// read apart from any limit's wait: a peek with a blocking limit of its
+// own that admits, so that the block alone decides RetryAfter.
+func blockLeft(t *testing.T, s *Store, key string) time.Duration {
+	t.Helper()
+	probe := store.Limit{Name: "probe", Algorithm: store.FixedWindow, Rate: 1000, Period: time.Hour, Block: time.Millisecond}
+	d, err := s.Peek(context.Background(), store.Request{Key: key, Limits: []store.Limit{probe}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !d.Blocked {
+		return 0
+	}
+	return d.RetryAfter
+}
+
+// limitsWait returns what req's limits alone make it wait: the RetryAfter
+// of a peek with the same limits (the same state) without their blocks,
+// and without a de-duplication id; 0 when they admit it.
+func limitsWait(t *testing.T, s *Store, req store.Request) time.Duration {
+	t.Helper()
+	ls := make([]store.Limit, len(req.Limits))
+	for i, l := range req.Limits {
+		l.Block, l.BlockMax = 0, 0
+		ls[i] = l
+	}
+	req.Limits, req.DedupID = ls, ""
+	d, err := s.Peek(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d.RetryAfter
+}
+
 // exhaust takes until a request is refused and returns that refusal.
 func exhaust(t *testing.T, s *Store, req store.Request) store.Decision {
 	t.Helper()
@@ -225,7 +259,8 @@ func TestBlockEscalation(t *testing.T) {
 			limit := store.Limit{Name: "esc", Algorithm: alg, Rate: 1, Period: sec, Block: sec, BlockMax: 8 * sec}
 			req := store.Request{Key: "offender", Limits: []store.Limit{limit}}
 			// offend fills the limit, starts a block and returns its
-			// duration; then waits it out and 2s more (every algorithm is
+			// duration; then waits RetryAfter, the later of the block's
+			// end and the limit's wait, and 2s more (every algorithm is
 			// clear again by then).
 			offend := func() time.Duration {
 				t.Helper()
@@ -233,8 +268,12 @@ func TestBlockEscalation(t *testing.T) {
 				if !d.BlockStarted {
 					t.Fatalf("got %s, want a block started", fmtFull(d))
 				}
+				block := blockLeft(t, s, req.Key)
+				if want := max(block, limitsWait(t, s, req)); d.RetryAfter != want {
+					t.Fatalf("got RetryAfter %s, want %s (the later of the block %s and the limit's wait)", d.RetryAfter, want, block)
+				}
 				clock.advance((d.RetryAfter + 2*sec).Microseconds())
-				return d.RetryAfter
+				return block
 			}
 			for i, want := range []time.Duration{sec, 2 * sec, 4 * sec, 8 * sec, 8 * sec} {
 				if got := offend(); got != want {
@@ -311,7 +350,12 @@ func TestBlockChoice(t *testing.T) {
 					}
 					return
 				}
-				wantBlocked(t, d, tt.wantScope, tt.wantIndex, 1, tt.wantRetry, true)
+				// The limits' wait (an hour) outlasts the block: RetryAfter
+				// is that wait, and the block is read apart.
+				wantBlocked(t, d, tt.wantScope, tt.wantIndex, 1, max(tt.wantRetry, limitsWait(t, s, req)), true)
+				if got := blockLeft(t, s, req.Key); got != tt.wantRetry {
+					t.Fatalf("block: got %s, want %s", got, tt.wantRetry)
+				}
 				if len(d.PerLimit) != len(tt.limits) {
 					t.Fatalf("got per-limit %v, want %d entries", d.PerLimit, len(tt.limits))
 				}
@@ -422,10 +466,19 @@ func TestCountDeniedWhileBlocked(t *testing.T) {
 				req := store.Request{Key: "k" + strconv.FormatBool(countDenied), Limits: limits, CountDenied: countDenied}
 				mustTake(t, s, req)
 				mustTake(t, s, req)
-				wantBlocked(t, mustTake(t, s, req), "pin", 0, 2, time.Second, true)
+				// RetryAfter is the later of the block's remaining time and
+				// pin's wait, computed without the request (a peek before
+				// it, since a counted refusal changes the wait).
+				wait := limitsWait(t, s, req)
+				wantBlocked(t, mustTake(t, s, req), "pin", 0, 2, max(time.Second, wait), true)
 				clock.advance(1000)
-				wantBlocked(t, mustTake(t, s, req), "pin", 0, 2, time.Second-time.Millisecond, false)
-				wantBlocked(t, mustTake(t, s, req), "pin", 0, 2, time.Second-time.Millisecond, false)
+				for i := 0; i < 2; i++ {
+					wait = limitsWait(t, s, req)
+					wantBlocked(t, mustTake(t, s, req), "pin", 0, 2, max(time.Second-time.Millisecond, wait), false)
+				}
+				if got := blockLeft(t, s, req.Key); got != time.Second-time.Millisecond {
+					t.Fatalf("CountDenied %v: block: got %s left, want 999ms (not extended)", countDenied, got)
+				}
 				keys, err := s.StateKeys(req)
 				if err != nil {
 					t.Fatal(err)
@@ -679,8 +732,11 @@ func TestResetDeletesKeyState(t *testing.T) {
 				t.Fatalf("after Reset: got %s, want admitted as new", fmtFull(d))
 			}
 			// Strikes were forgotten: the next block is the first one.
-			if d := mustTake(t, s, store.Request{Key: "r", Limits: limits}); !d.BlockStarted || d.RetryAfter != time.Hour {
-				t.Fatalf("after Reset: got %s, want a first (1h) block", fmtFull(d))
+			if d := mustTake(t, s, store.Request{Key: "r", Limits: limits}); !d.BlockStarted || d.RetryAfter < time.Hour {
+				t.Fatalf("after Reset: got %s, want a block started, RetryAfter >= 1h", fmtFull(d))
+			}
+			if left := blockLeft(t, s, "r"); left > time.Hour || left < time.Hour-time.Minute {
+				t.Fatalf("after Reset: got a block of %s left, want a first (1h) block", left)
 			}
 		})
 	}

@@ -19,29 +19,97 @@ func blocking(name string, alg store.Algorithm, rate int64, period, block, block
 func windowAlg(alg store.Algorithm) bool { return !bucketLike(alg) }
 
 // blockedBy asserts that d refuses the request because of a block started
-// by the limit of ID limitID (at index in the request, -1 when absent), that the request
-// started it or not, and that about left of it remains.
+// by the limit of ID limitID (at index in the request, -1 when absent),
+// that the request started it or not, and that its RetryAfter is at least
+// left, the block's remaining time: later when a limit refuses the
+// request for longer (see blockedAfter).
 func (e *env) blockedBy(what string, d store.Decision, limitID string, index int, started bool, left time.Duration) {
 	e.Helper()
 	if d.Allowed || !d.Blocked || d.BlockStarted != started || d.LimitID != limitID || d.Index != index {
 		e.Errorf("%s: got %s, want Blocked by %q (Index %d) with BlockStarted %t", what, show(d), limitID, index, started)
 		return
 	}
-	e.near(what+": RetryAfter (the block's remaining time)", d.RetryAfter, left)
+	if low := left - pick(e, 0, slack); d.RetryAfter < low {
+		e.Errorf("%s: RetryAfter: got %s, want >= %s (the block's remaining time)", what, d.RetryAfter, low)
+	}
 }
 
-// endBlock waits until a block that has left to run is over. With an
-// exact clock it first checks, a millisecond before the end, that r is
-// still blocked with RetryAfter 1ms (blocks keep whole milliseconds).
+// blockedAfter asserts what blockedBy does, and that RetryAfter is the
+// later of left, the block's remaining time, and wait, the limits' own
+// wait for the request (see limitsWait; 0 when they admit it).
+func (e *env) blockedAfter(what string, d store.Decision, limitID string, index int, started bool, left, wait time.Duration) {
+	e.Helper()
+	e.blockedWithin(what, d, limitID, index, started, left, wait, 0)
+}
+
+// blockedWithin is blockedAfter where, with real time, wait was measured
+// up to late after the decision (so the decision's wait may be longer by
+// as much).
+func (e *env) blockedWithin(what string, d store.Decision, limitID string, index int, started bool, left, wait, late time.Duration) {
+	e.Helper()
+	if d.Allowed || !d.Blocked || d.BlockStarted != started || d.LimitID != limitID || d.Index != index {
+		e.Errorf("%s: got %s, want Blocked by %q (Index %d) with BlockStarted %t", what, show(d), limitID, index, started)
+		return
+	}
+	what = fmt.Sprintf("%s: RetryAfter (the later of the block's remaining %s and the limits' wait %s)", what, left, wait)
+	want := max(left, wait)
+	if e.h.Exact || late == 0 || d.RetryAfter < want || left >= wait {
+		e.near(what, d.RetryAfter, want)
+		return
+	}
+	if d.RetryAfter > want+late+slack {
+		e.Errorf("%s: got %s, want %s to %s", what, d.RetryAfter, want, want+late+slack)
+	}
+}
+
+// blockedFor asserts what blockedAfter does, with the limits' own wait for
+// r as it stands now: right for a decision on r that recorded nothing
+// since it was made (a peek, or a take that does not count refusals).
+func (e *env) blockedFor(what string, r store.Request, d store.Decision, limitID string, index int, started bool, left time.Duration) {
+	e.Helper()
+	before := e.clock()
+	wait := e.limitsWait(r)
+	e.blockedWithin(what, d, limitID, index, started, left, wait, e.clock()-before)
+}
+
+// limitsWait returns what r's limits alone make it wait: the RetryAfter
+// of a peek of r with the same limits (the same IDs, so the same state)
+// without their blocks, which no block refuses, and without its
+// de-duplication id; 0 when they admit it.
+func (e *env) limitsWait(r store.Request) time.Duration {
+	e.Helper()
+	ls := make([]store.Limit, len(r.Limits))
+	for i, l := range r.Limits {
+		l.Block, l.BlockMax = 0, 0
+		ls[i] = l
+	}
+	r.Limits, r.DedupID = ls, ""
+	d := e.peek(r)
+	if d.Blocked {
+		e.Errorf("peek of %s: got %s, want a decision of the limits alone", describe(r), show(d))
+	}
+	return d.RetryAfter
+}
+
+// endBlock waits until a block with left to run is over, left being
+// tracked by the test, not read from RetryAfter (which names the first
+// time a retry is admitted, later than the block's end when a limit
+// still refuses). With an exact clock it first checks, a millisecond
+// before the end, that r is still blocked (blocks keep whole
+// milliseconds). Once the block is over, r is no longer Blocked, whatever
+// its limits say.
 func (e *env) endBlock(what string, r store.Request, limitID string, index int, left time.Duration) {
 	e.Helper()
 	if !e.h.Exact {
 		e.advance(left + slack)
-		return
+	} else {
+		e.advance(left - time.Millisecond)
+		e.blockedFor(what+", a millisecond before the block ends", r, e.peek(r), limitID, index, false, time.Millisecond)
+		e.advance(time.Millisecond)
 	}
-	e.advance(left - time.Millisecond)
-	e.blockedBy(what+", a millisecond before the block ends", e.peek(r), limitID, index, false, time.Millisecond)
-	e.advance(time.Millisecond)
+	if d := e.peek(r); d.Blocked {
+		e.Errorf("%s, once the block has ended: got %s, want not Blocked", what, show(d))
+	}
 }
 
 // storm sends n takes of r at once from n goroutines and returns their
@@ -89,9 +157,10 @@ func tally(ds []store.Decision) (admitted, blocked, started int) {
 
 // testBlock: a refusal by a limit with a Block starts a block: the
 // refused request reports Blocked and BlockStarted, LimitID and Index name
-// the limit, RetryAfter (and ResetAfter) is the block's duration. While
-// the block lasts every request of the key is refused with RetryAfter the
-// block's remaining time, Peek included, even after the counting window
+// the limit, RetryAfter (and ResetAfter) is the block's duration (the
+// window, shorter, has room by then). While the block lasts every request
+// of the key is refused with RetryAfter the later of the block's remaining
+// time and its limits' wait, Peek included, even after the counting window
 // has emptied, and so are requests with other blocking limits (Index -1
 // when the blocking limit is not among them); a request none of whose
 // limits blocks is not subject to blocks. Once it ends the key is as good
@@ -110,17 +179,16 @@ func testBlock(e *env, alg store.Algorithm) {
 		e.check(what+", request 1", e.take(r), expect{allowed: true, remaining: 1, resetAfter: -1})
 		e.check(what+", request 2", e.take(r), expect{allowed: true, remaining: 0, resetAfter: -1})
 		start := e.clock()
-		e.blockedBy(what+", request 3", e.take(r), "login", 0, true, blk)
-		e.blockedBy(what+", request 4", e.take(r), "login", 0, false, blk-(e.clock()-start))
-		e.blockedBy(what+", peek", e.peek(r), "login", 0, false, blk-(e.clock()-start))
+		e.blockedAfter(what+", request 3", e.take(r), "login", 0, true, blk, 0)
+		e.blockedAfter(what+", request 4", e.take(r), "login", 0, false, blk-(e.clock()-start), 0)
+		e.blockedFor(what+", peek", r, e.peek(r), "login", 0, false, blk-(e.clock()-start))
 
 		e.past(lifetime(r))
-		e.blockedBy(what+", after the counting window", e.take(r), "login", 0, false, blk-(e.clock()-start))
-		e.blockedBy(what+", another limit of the key", e.take(req(k, 1, other)), "login", -1, false, blk-(e.clock()-start))
-		e.blockedBy(what+", another limit first", e.take(req(k, 1, other, l)), "login", 1, false, blk-(e.clock()-start))
+		e.blockedAfter(what+", after the counting window", e.take(r), "login", 0, false, blk-(e.clock()-start), 0)
+		e.blockedAfter(what+", another limit of the key", e.take(req(k, 1, other)), "login", -1, false, blk-(e.clock()-start), 0)
+		e.blockedAfter(what+", another limit first", e.take(req(k, 1, other, l)), "login", 1, false, blk-(e.clock()-start), 0)
 		e.check(what+", a limit that does not block", e.take(req(k, 1, plain)), expect{allowed: true, remaining: int64(99 - round), resetAfter: -1})
-		left := e.peek(r).RetryAfter
-		e.endBlock(what, r, "login", 0, left)
+		e.endBlock(what, r, "login", 0, blk-(e.clock()-start))
 		e.check(what+", peek after the block", e.peek(r), expect{allowed: true, remaining: 1, resetAfter: -1})
 	}
 	e.check("another limit after the blocks", e.take(req(k, 1, other)), expect{allowed: true, remaining: 99, resetAfter: -1})
@@ -128,8 +196,10 @@ func testBlock(e *env, alg store.Algorithm) {
 
 // testBlockStartedOnce: 100 concurrent takes against a fresh key of rate
 // 5 with a Block admit exactly 5; every refusal is Blocked and exactly
-// one reports BlockStarted, whose RetryAfter is the whole block. The
-// window algorithms repeat it with 64 takes that CountDenied.
+// one reports BlockStarted, whose RetryAfter is the later of the whole
+// block and the limit's own wait (at least the whole block when refusals
+// count, since they change that wait). The window algorithms repeat it
+// with 64 takes that CountDenied.
 func testBlockStartedOnce(e *env, alg store.Algorithm) {
 	blk := pick(e, time.Hour, 2*time.Second)
 	l := blocking("once", alg, 5, time.Hour, blk, 0)
@@ -150,8 +220,13 @@ func testBlockStartedOnce(e *env, alg store.Algorithm) {
 			e.Errorf("%s: got %d admitted, %d blocked, %d BlockStarted, want 5, %d, 1", tc.name, admitted, blocked, started, tc.n-5)
 		}
 		for _, d := range ds {
-			if d.BlockStarted {
-				e.near(tc.name+": RetryAfter of the request that started the block", d.RetryAfter, blk)
+			if !d.BlockStarted {
+				continue
+			}
+			if tc.counted {
+				e.blockedBy(tc.name+": the request that started the block", d, "once", 0, true, blk)
+			} else {
+				e.blockedFor(tc.name+": the request that started the block", r, d, "once", 0, true, blk)
 			}
 		}
 		if d := e.take(r); !d.Blocked || d.BlockStarted {
@@ -184,7 +259,7 @@ func testThreshold(e *env, alg store.Algorithm) {
 				e.Errorf("%s: attempt %d: got %s, want allowed with Limit %d, Remaining %d", tc.name, i, show(d), tc.admit, tc.admit-i)
 			}
 		}
-		e.blockedBy(fmt.Sprintf("%s: attempt %d", tc.name, tc.admit+1), e.take(r), "login", 0, true, blk)
+		e.blockedFor(fmt.Sprintf("%s: attempt %d", tc.name, tc.admit+1), r, e.take(r), "login", 0, true, blk)
 	}
 }
 
@@ -207,8 +282,8 @@ func testBlockEscalation(e *env, alg store.Algorithm) {
 		if n != 1 {
 			e.Fatalf("%s: got %d admitted before the refusal, want 1 (the window is fresh after a block)", what, n)
 		}
-		e.blockedBy(what, d, "esc", 0, true, want)
-		e.endBlock(what, r, "esc", 0, d.RetryAfter)
+		e.blockedFor(what, r, d, "esc", 0, true, want)
+		e.endBlock(what, r, "esc", 0, want)
 	}
 	block("block 1", b)
 	block("block 2", 2*b)
@@ -248,7 +323,10 @@ func testBlockChoice(e *env, alg store.Algorithm) {
 	} {
 		r := req(e.key(), 1, tc.limits...)
 		e.allow(r)
-		e.blockedBy(tc.name, e.take(r), tc.limitID, tc.index, true, tc.left)
+		e.blockedFor(tc.name, r, e.take(r), tc.limitID, tc.index, true, tc.left)
+		// The limits' wait (an hour) hides the block's length in
+		// RetryAfter: the block must end when it should.
+		e.endBlock(tc.name, r, tc.limitID, tc.index, tc.left)
 	}
 
 	r := req(e.key(), 1, named("a", alg, 1, h), blocking("b", alg, 5, h, u, 0))
@@ -263,11 +341,12 @@ func testBlockChoice(e *env, alg store.Algorithm) {
 	first := req(k, 1, blocking("c", alg, 1, h, u, 8*u))
 	e.allow(first)
 	d := e.take(first)
-	e.blockedBy("escalating limit, first block", d, "c", 0, true, u)
-	e.endBlock("escalating limit, first block", first, "c", 0, d.RetryAfter)
+	e.blockedFor("escalating limit, first block", first, d, "c", 0, true, u)
+	e.endBlock("escalating limit, first block", first, "c", 0, u)
 	second := req(k, 1, blocking("c2", alg, 1, h, u, 8*u), blocking("d", alg, 1, h, 3*u/2, 0))
 	e.allow(second)
-	e.blockedBy("escalated (2×) against a longer base block (1.5×)", e.take(second), "c2", 0, true, 2*u)
+	e.blockedFor("escalated (2×) against a longer base block (1.5×)", second, e.take(second), "c2", 0, true, 2*u)
+	e.endBlock("escalated (2×) against a longer base block (1.5×)", second, "c2", 0, 2*u)
 }
 
 // testPeekBlocks: Peek writes nothing: where Take would start a block it
@@ -298,21 +377,24 @@ func testPeekBlocks(e *env, alg store.Algorithm) {
 		}
 	}
 	start := e.clock()
-	e.blockedBy("take after the peeks", e.take(r), "p", 0, true, blk)
+	e.blockedFor("take after the peeks", r, e.take(r), "p", 0, true, blk)
 
 	e.advance(pick(e, 500*time.Millisecond, 100*time.Millisecond))
 	for i := 0; i < 3; i++ {
-		e.blockedBy(fmt.Sprintf("peek %d on the blocked key", i), e.peek(r), "p", 0, false, blk-(e.clock()-start))
+		e.blockedFor(fmt.Sprintf("peek %d on the blocked key", i), r, e.peek(r), "p", 0, false, blk-(e.clock()-start))
 	}
-	e.blockedBy("peek with the remembered id", e.peek(once), "p", 0, false, blk-(e.clock()-start))
-	e.blockedBy("take with the remembered id", e.take(once), "p", 0, false, blk-(e.clock()-start))
+	e.blockedFor("peek with the remembered id", once, e.peek(once), "p", 0, false, blk-(e.clock()-start))
+	e.blockedFor("take with the remembered id", once, e.take(once), "p", 0, false, blk-(e.clock()-start))
+	// The peeks did not extend the block (the limit's wait hides its end
+	// in RetryAfter).
+	defer e.endBlock("the block the peeks saw", r, "p", 0, blk-(e.clock()-start))
 	if !windowAlg(alg) {
 		return
 	}
 	rc := counted(req(k, 1, l, wide))
 	for i := 0; i < 3; i++ {
 		d := e.peek(rc)
-		e.blockedBy(fmt.Sprintf("counted peek %d", i), d, "p", 0, false, blk-(e.clock()-start))
+		e.blockedFor(fmt.Sprintf("counted peek %d", i), rc, d, "p", 0, false, blk-(e.clock()-start))
 		if got := remainingOf(d, 1); got != 100 {
 			e.Errorf("counted peek %d: got PerLimit[1] Remaining %d, want 100 (peeks record nothing)", i, got)
 		}
@@ -342,22 +424,24 @@ func testBlockReset(e *env, alg store.Algorithm) {
 		e.Errorf("id once again: got %s, want a Duplicate with Remaining 1", show(d))
 	}
 	e.allow(r)
-	e.blockedBy("third request", e.take(r), "r", 0, true, blk)
+	e.blockedFor("third request", r, e.take(r), "r", 0, true, blk)
 	e.reset(req(k, 0, l))
 	d := e.take(once)
 	if !d.Allowed || d.Duplicate || d.Remaining != 1 {
 		e.Errorf("remembered id after Reset: got %s, want allowed, not Duplicate, Remaining 1", show(d))
 	}
 	e.allow(r)
-	e.blockedBy("block after Reset (strikes forgotten)", e.take(r), "r", 0, true, blk)
+	e.blockedFor("block after Reset (strikes forgotten)", r, e.take(r), "r", 0, true, blk)
+	e.endBlock("block after Reset (strikes forgotten)", r, "r", 0, blk)
 
 	twin := req(e.key(), 1, l)
 	e.allow(twin)
 	e.allow(twin)
 	d = e.take(twin)
-	e.blockedBy("twin without Reset, first block", d, "r", 0, true, blk)
-	e.endBlock("twin without Reset, first block", twin, "r", 0, d.RetryAfter)
-	e.blockedBy("twin without Reset, second block", e.take(twin), "r", 0, true, 2*blk)
+	e.blockedFor("twin without Reset, first block", twin, d, "r", 0, true, blk)
+	e.endBlock("twin without Reset, first block", twin, "r", 0, blk)
+	e.blockedFor("twin without Reset, second block", twin, e.take(twin), "r", 0, true, 2*blk)
+	e.endBlock("twin without Reset, second block", twin, "r", 0, 2*blk)
 
 	e.reset(req(k, 0, other))
 	e.check("another limit after a Reset under it", e.take(req(k, 1, other)), expect{allowed: true, remaining: 4, resetAfter: -1})
@@ -391,7 +475,8 @@ func testBlockTTL(e *env, alg store.Algorithm) {
 	start := e.clock()
 	e.allow(once)
 	e.allow(r)
-	e.blockedBy("third request", e.take(r), "t", 0, true, blk)
+	wait := e.limitsWait(r)
+	e.blockedAfter("third request", e.take(r), "t", 0, true, blk, wait)
 	e.take(r)
 	keys := e.keysByKind()
 	elapsed := e.clock() - start
@@ -424,5 +509,51 @@ func testBlockTTL(e *env, alg store.Algorithm) {
 	e.past(max(blk+mx, p, lifetime(r)) + 2*time.Millisecond)
 	if _, states := e.keys(); len(states) != 0 {
 		e.Errorf("after every lifetime: got keys %q, want none", sortedKeys(states))
+	}
+}
+
+// testRetryAfterBlockShorterThanWindow (sliding window log), the
+// regression test of "Retry-After that does not admit": with a Block
+// shorter than the Period, the block ends while the window is still full.
+// The refusal that starts the block reports as RetryAfter (and
+// ResetAfter) the window's wait, not the block's end; at the block's end
+// the request is refused by the window alone, without a block; a
+// microsecond before RetryAfter it is still refused (exact clock); at
+// RetryAfter it is admitted and starts no block.
+func testRetryAfterBlockShorterThanWindow(e *env, alg store.Algorithm) {
+	p := pick(e, 3*time.Second, 1500*time.Millisecond)
+	blk := pick(e, 2*time.Second, time.Second)
+	l := blocking("login", alg, 2, p, blk, 0)
+	r := req(e.key(), 1, l)
+	start := e.clock()
+	e.allow(r)
+	e.allow(r)
+	d := e.take(r)
+	e.blockedAfter("third request", d, "login", 0, true, blk, p-(e.clock()-start))
+	retry := d.RetryAfter
+	if retry <= blk {
+		e.Fatalf("third request: got RetryAfter %s, want later than the block's end %s (the window is full until %s)", retry, blk, p)
+	}
+
+	e.past(blk)
+	if d := e.peek(r); d.Allowed || d.Blocked {
+		e.Errorf("at the block's end, the window still full: got %s, want refused, not Blocked", show(d))
+	} else {
+		e.near("at the block's end: RetryAfter (the window's wait)", d.RetryAfter, retry-e.clock()+start)
+	}
+	if e.h.Exact {
+		e.advance(retry - blk - time.Microsecond)
+		if d := e.peek(r); d.Allowed || d.Blocked || d.RetryAfter != time.Microsecond {
+			e.Errorf("a microsecond before RetryAfter: got %s, want refused, not Blocked, with RetryAfter 1µs", show(d))
+		}
+		e.advance(time.Microsecond)
+	} else {
+		e.advance(retry - (e.clock() - start) + slack)
+	}
+	if d := e.take(r); !d.Allowed || d.Blocked || d.BlockStarted {
+		e.Errorf("retry at RetryAfter %s: got %s, want admitted, no block", retry, show(d))
+	}
+	if d := e.peek(r); !d.Allowed || d.Blocked {
+		e.Errorf("after the admitted retry: got %s, want admitted, not Blocked (no new block)", show(d))
 	}
 }

@@ -96,7 +96,11 @@
 //     block's duration); the block refuses every request of the key, with
 //     any limits, peeks included, and outlives the counting window with
 //     RetryAfter its remaining time; after it the key is fresh, and
-//     without BlockMax the next block lasts as long.
+//     without BlockMax the next block lasts as long. In every block test
+//     a blocked request's RetryAfter is the later of the block's
+//     remaining time and its limits' own wait (a peek of the same limits
+//     without their blocks), and a block's end is checked apart from
+//     RetryAfter, by time.
 //   - block-started-once: 100 concurrent takes (and 64 counted ones) of
 //     rate 5 admit 5; every refusal is Blocked, exactly one BlockStarted.
 //   - threshold (window algorithms): 100 concurrent attempts of rate 5
@@ -115,6 +119,11 @@
 //   - peek-blocks: a peek never starts a block, reports an existing one
 //     without extending it, records no counted refusal, and a remembered
 //     id does not pass a block.
+//   - retry-after-block-shorter-than-window (sliding window log): with a
+//     Block shorter than the Period, the refusal that starts the block
+//     reports the window's wait as RetryAfter, not the block's end; a
+//     retry at RetryAfter is admitted and starts no block, one a
+//     microsecond earlier is refused (exact clock).
 //   - count-denied (window algorithms): refused and blocked attempts are
 //     recorded in every limit and use up units; the window then empties
 //     as usual.

@@ -490,8 +490,9 @@ func (e *env) checkDecision(op string, r store.Request, d store.Decision) {
 // checkBlockedDecision asserts what holds for a refusal because of a
 // block: it names the limit that started the block (Index -1 when that
 // limit is not in the request, and then Limit is the first limit's
-// capacity), reports no unit remaining and the block's remaining time, in
-// whole milliseconds, as RetryAfter and ResetAfter.
+// capacity), reports no unit remaining and, as RetryAfter and ResetAfter,
+// the later of the block's remaining time and the refusing limits' own
+// wait: no longer than the longest block or the limits' lifetime.
 func (e *env) checkBlockedDecision(r store.Request, d store.Decision, fail func(string, ...any)) {
 	e.Helper()
 	switch {
@@ -499,10 +500,10 @@ func (e *env) checkBlockedDecision(r store.Request, d store.Decision, fail func(
 		fail("got Allowed %t, Duplicate %t, want false for a blocked request", d.Allowed, d.Duplicate)
 	case d.Remaining != 0:
 		fail("Remaining: got %d, want 0 for a blocked request", d.Remaining)
-	case d.RetryAfter <= 0 || d.RetryAfter%time.Millisecond != 0:
-		fail("RetryAfter: got %s, want > 0 and whole milliseconds (the block's remaining time)", d.RetryAfter)
-	case d.RetryAfter > time.Duration(e.longestBlock.Load()):
-		fail("RetryAfter: got %s, want <= %s (the longest block of this test)", d.RetryAfter, time.Duration(e.longestBlock.Load()))
+	case d.RetryAfter <= 0 || d.RetryAfter%time.Microsecond != 0:
+		fail("RetryAfter: got %s, want > 0 and whole microseconds", d.RetryAfter)
+	case d.RetryAfter > max(time.Duration(e.longestBlock.Load()), e.lifetime(r.Limits)+time.Microsecond):
+		fail("RetryAfter: got %s, want <= %s (the longest block of this test) or <= %s (the limits' lifetime)", d.RetryAfter, time.Duration(e.longestBlock.Load()), e.lifetime(r.Limits))
 	case d.ResetAfter != d.RetryAfter:
 		fail("ResetAfter: got %s, want RetryAfter %s for a blocked request", d.ResetAfter, d.RetryAfter)
 	case d.LimitID == "":

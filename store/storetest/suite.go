@@ -22,6 +22,8 @@ type generalTest struct {
 
 func onlyBuckets(a store.Algorithm) bool { return bucketLike(a) }
 
+func onlyLog(a store.Algorithm) bool { return a == store.SlidingWindowLog }
+
 var algorithmTests = []algorithmTest{
 	{"limit", nil, testLimit},
 	{"burst", onlyBuckets, testBurst},
@@ -51,6 +53,7 @@ var algorithmTests = []algorithmTest{
 	{"block-reset", nil, testBlockReset},
 	{"block-ttl", nil, testBlockTTL},
 	{"peek-blocks", nil, testPeekBlocks},
+	{"retry-after-block-shorter-than-window", onlyLog, testRetryAfterBlockShorterThanWindow},
 	{"threshold", windowAlg, testThreshold},
 	{"count-denied", windowAlg, testCountDenied},
 	{"dedup", nil, testDedup},
