@@ -172,13 +172,32 @@ func TestLoginAbuseBlockOnRedis(t *testing.T) {
 }
 
 // TestDedupOnRedis: 50 concurrent requests carrying 5 distinct idempotency
-// keys count 5 units, not 50.
+// keys, each replayed 9 times within a bound of 9 replays, count 5 units,
+// not 50. Then the bypass of one key: 500 concurrent requests with one
+// Idempotency-Key against a limit of 100 (all 500 reached the handler)
+// run it 100 + 3 times with the default bound, and the rest get 429.
 func TestDedupOnRedis(t *testing.T) {
 	t.Parallel()
 	srv := sharedRedis(t)
 	st := newStore(t, newClient(t, srv), randomPrefix(t))
+	t.Run("one key does not bypass the limit", func(t *testing.T) {
+		lim, err := middleware.New(st, keyfunc.RemoteIP, store.Limit{Algorithm: store.SlidingWindowLog, Rate: 100, Period: time.Hour},
+			middleware.WithDedup(func(r *http.Request) string { return r.Header.Get("Idempotency-Key") }),
+			middleware.WithName("bypass"), middleware.WithFailureMode(middleware.FailClosed))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var reqs []*http.Request
+		for range 500 {
+			reqs = append(reqs, fromIP("POST", "/orders", "192.0.2.61", "Idempotency-Key", "same"))
+		}
+		if got := codes(release(lim.Handler(okHandler), reqs)); got[200] != 103 || got[429] != 397 {
+			t.Fatalf("got %v, want 103 admitted (100 counted, 3 replays) and 397 refused", got)
+		}
+	})
 	lim, err := middleware.New(st, keyfunc.RemoteIP, store.Limit{Algorithm: store.SlidingWindowLog, Rate: 8, Period: time.Minute},
 		middleware.WithDedup(func(r *http.Request) string { return r.Header.Get("Idempotency-Key") }),
+		middleware.WithDedupBound(9, 0),
 		middleware.WithFailureMode(middleware.FailClosed))
 	if err != nil {
 		t.Fatal(err)

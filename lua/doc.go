@@ -93,8 +93,10 @@
 //	ARGV[4]        "1" to record refused requests too (window algorithms
 //	               only; the bucket script fails on it), else "0"
 //	ARGV[5]        de-duplication id as stored, "" for none
-//	ARGV[6]        n, the number of limits (at least 1)
-//	ARGV[7..]      per limit i, six values: rate, period in microseconds,
+//	ARGV[6]        the replays an admitted id allows (0 without an id)
+//	ARGV[7]        the id's window in microseconds (0 without an id)
+//	ARGV[8]        n, the number of limits (at least 1)
+//	ARGV[9..]      per limit i, six values: rate, period in microseconds,
 //	               capacity, block and block_max in milliseconds (0 for
 //	               none; block_max is 0 or at least block), and scope: the
 //	               limit's ID when block > 0, else ""
@@ -112,11 +114,13 @@
 //     a PTTL above 0 the
 //     request is refused as blocked, whatever the limits say. With counted
 //     refusals it is recorded in every limit; nothing else is written.
-//  2. De-duplication check (dedup id set): an id remembered and not expired
-//     admits the request as a duplicate, which writes nothing.
+//  2. De-duplication check (dedup id set): an id remembered, not expired
+//     and replayed fewer times than allowed admits the request as a
+//     duplicate; a take counts the replay and writes nothing else. An id
+//     with no replay left is decided as in step 3 and left as it is.
 //  3. Every limit evaluates the request.
 //  4. Admitted (take): the request is recorded in every limit and its dedup
-//     id remembered for the longest period. Refused (take): with counted
+//     id remembered for its window (unless it is live with no replay left). Refused (take): with counted
 //     refusals it is recorded anyway; then, if a refusing limit has a
 //     block, the one with the longest block (after escalation; ties: the
 //     earliest) blocks the key: SET block scope PX duration NX, and, when
@@ -192,14 +196,15 @@
 //     not lapsed; PX the latest block's duration plus its limit's
 //     block_max.
 //   - de-duplication: one hash per request key mapping each remembered id
-//     to the end of its lifetime in µs, plus the field "#" (the number of
+//     to "<end of its window in µs>:<replays used>" (a value without ":",
+//     written by an older version, has used none), plus the field "#" (the number of
 //     live ids at the last pruning). Redis 7.0 has no per-field expiry, and
 //     one hash lets a reset delete every id without knowing them. Ids are
 //     stored as given by the caller, which must make them distinct from
 //     "#". Expired ids are pruned once the hash has doubled (plus 16 fields)
 //     since the last pruning; the hash's TTL is raised, never lowered, to
-//     the longest period of each admission that adds an id, so it lives as
-//     long as its longest-lived id.
+//     window of each admission that adds an id, so it lives as long as
+//     its longest-lived id.
 //
 // A take that writes nothing (a refusal that does not count, a blocked or
 // duplicate request) gives a state key it read that has no TTL (written by
@@ -226,7 +231,7 @@
 // string, holds no scope or has no TTL blocks nothing and is deleted (a
 // new block replaces it); a strike counter that is not a whole number
 // counts no strikes; a de-duplication hash of another type is deleted,
-// and an id whose expiry is not a number is forgotten. So one key's bad
+// and an id whose value cannot be read is forgotten. So one key's bad
 // state costs that key its history, never an error for every request of
 // the key, and never a store failure that would count against the store
 // as a whole.

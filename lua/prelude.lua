@@ -9,10 +9,14 @@ local cost = tonumber(ARGV[2])
 local nonce = ARGV[3]
 local count_denied = ARGV[4] == '1'
 local dedup_id = ARGV[5]
-local n = tonumber(ARGV[6])
+local dedup_replays = tonumber(ARGV[6])
+local dedup_window = tonumber(ARGV[7])
+local n = tonumber(ARGV[8])
 if (not take and mode ~= 'peek') or not cost or cost < 1
     or (ARGV[4] ~= '0' and ARGV[4] ~= '1') or not n or n < 1
-    or #ARGV ~= 6 + 6 * n or #KEYS < 4 then
+    or not dedup_replays or dedup_replays < 0
+    or not dedup_window or dedup_window < 0
+    or #ARGV ~= 8 + 6 * n or #KEYS < 4 then
   error('ratekeeper: malformed arguments')
 end
 
@@ -22,7 +26,7 @@ end
 local rate, period, cap, block, block_max, scope = {}, {}, {}, {}, {}, {}
 local longest = 0
 for i = 1, n do
-  local b = 6 + 6 * (i - 1)
+  local b = 8 + 6 * (i - 1)
   rate[i] = tonumber(ARGV[b + 1])
   period[i] = tonumber(ARGV[b + 2])
   cap[i] = tonumber(ARGV[b + 3])
@@ -101,19 +105,42 @@ if block_ttl == -1 and take then
   block_ttl = -2
 end
 
--- A de-duplication id admitted within its lifetime admits its repeats.
--- The hash maps ids to the end of their lifetime in microseconds.
--- A hash of another type is repaired; an id whose expiry is not a number
--- is forgotten (HDEL on a take).
-local duplicate = false
+-- dedup_entry parses a de-duplication hash value, "<end µs>:<replays>"
+-- (or "<end µs>", written by an older version: no replay yet), into the
+-- id's end and replay count; nil when it is malformed.
+local function dedup_entry(v)
+  local exp, replays = v, '0'
+  local colon = string.find(v, ':', 1, true)
+  if colon then
+    exp, replays = string.sub(v, 1, colon - 1), string.sub(v, colon + 1)
+  end
+  exp, replays = tonumber(exp), tonumber(replays)
+  if not exp or not replays or replays < 0 then
+    return nil
+  end
+  return exp, replays
+end
+
+-- A de-duplication id admitted within its window admits up to
+-- dedup_replays repeats; the take of each counts it. A live id with no
+-- replay left is kept as it is (exhausted) and the request decided like
+-- any other. The hash maps ids to "<end µs>:<replays>". A hash of another
+-- type is repaired; an id whose value cannot be parsed is forgotten (HDEL
+-- on a take).
+local duplicate, exhausted = false, false
+local dedup_exp, dedup_count = 0, 0
 if dedup_id ~= '' and not blocked then
   local v = redis.pcall('HGET', dedup_key, dedup_id)
   if type(v) == 'table' then
     repair(dedup_key)
   elseif v then
-    local exp = tonumber(v)
+    local exp, count = dedup_entry(v)
     if exp then
-      duplicate = exp > now
+      if exp > now then
+        duplicate = count < dedup_replays
+        exhausted = not duplicate
+        dedup_exp, dedup_count = exp, count
+      end
     elseif take then
       redis.call('HDEL', dedup_key, dedup_id)
       repaired = 1
@@ -133,15 +160,16 @@ local allowed = true
 -- last pruning of the de-duplication hash; ids start with '=' or '~'.
 local dedup_mark = '#'
 
--- remember stores the request's de-duplication id for the longest period.
--- Expired ids are pruned once the hash has grown to twice its live size
--- (plus 16) since the last pruning: amortized O(1) per id. The hash lives
--- as long as its longest-lived id.
+-- remember stores the request's de-duplication id for its window, with no
+-- replay yet; an exhausted id is left as it is. Expired ids are pruned
+-- once the hash has grown to twice its live size (plus 16) since the last
+-- pruning: amortized O(1) per id. The hash lives as long as its
+-- longest-lived id.
 local function remember()
-  if dedup_id == '' then
+  if dedup_id == '' or exhausted then
     return
   end
-  redis.call('HSET', dedup_key, dedup_id, int(now + longest))
+  redis.call('HSET', dedup_key, dedup_id, int(now + dedup_window) .. ':0')
   local size = redis.call('HLEN', dedup_key)
   if size > 16 then
     -- An unreadable count forces a pruning, which rewrites it.
@@ -155,7 +183,7 @@ local function remember()
       live = 0
       for j = 1, #all, 2 do
         if all[j] ~= dedup_mark then
-          local exp = tonumber(all[j + 1])
+          local exp = dedup_entry(all[j + 1])
           if exp and exp > now then
             live = live + 1
           else
@@ -169,7 +197,7 @@ local function remember()
       redis.call('HSET', dedup_key, dedup_mark, int(live))
     end
   end
-  local want = ttl_ms(longest)
+  local want = ttl_ms(dedup_window)
   if redis.call('PTTL', dedup_key) < want then
     redis.call('PEXPIRE', dedup_key, int(want))
   end
@@ -257,6 +285,7 @@ local function finish(record, settle)
   elseif duplicate then
     allowed = true
     if take then
+      redis.call('HSET', dedup_key, dedup_id, int(dedup_exp) .. ':' .. int(dedup_count + 1))
       settle()
     end
   elseif allowed then

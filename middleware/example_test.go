@@ -214,7 +214,8 @@ func Example_loginAbuse() {
 func ExampleWithDedup() {
 	st, _ := memstore.New(memstore.Options{})
 	lim, _ := middleware.New(st, keyfunc.RemoteIP, store.Limit{Algorithm: store.SlidingWindowLog, Rate: 2, Period: time.Minute},
-		middleware.WithDedup(func(r *http.Request) string { return r.Header.Get("Idempotency-Key") }))
+		middleware.WithDedup(func(r *http.Request) string { return r.Header.Get("Idempotency-Key") }),
+		middleware.WithDedupBound(3, time.Minute))
 	h := lim.Handler(http.HandlerFunc(hello))
 	for _, id := range []string{"a", "a", "a", "b", "c"} {
 		res := get(h, "/orders", "192.0.2.8:1", "Idempotency-Key", id)

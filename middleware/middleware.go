@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"strconv"
 	"sync/atomic"
@@ -36,6 +37,8 @@ type quota struct {
 	tierIndex   map[string]int
 	limitsFunc  func(*http.Request, string) ([]store.Limit, error)
 	dedup       func(*http.Request) string
+	dedupMax    int
+	dedupTTL    time.Duration
 	exempt      []func(*http.Request) bool
 	countDenied bool
 	dryRun      bool
@@ -118,6 +121,8 @@ func build(s store.Store, c config, classify func(*http.Request) (string, string
 	switch {
 	case c.failure != FailOpen && c.failure != FailClosed:
 		return nil, fmt.Errorf("ratekeeper: middleware: unknown failure mode %d", int(c.failure))
+	case c.dedupReplays < 0 || int64(c.dedupReplays) > math.MaxInt32 || c.dedupWindow < 0:
+		return nil, fmt.Errorf("ratekeeper: middleware: dedup bound must be 0 to 2³¹−1 replays and a window >= 0, got %d and %s", c.dedupReplays, c.dedupWindow)
 	case c.breakerThreshold > maxBreakerThreshold:
 		return nil, fmt.Errorf("ratekeeper: middleware: breaker threshold must be <= %d, got %d", maxBreakerThreshold, c.breakerThreshold)
 	case c.breakerThreshold < 0:
@@ -146,6 +151,8 @@ func build(s store.Store, c config, classify func(*http.Request) (string, string
 		tierIndex:   make(map[string]int, len(tiers)),
 		limitsFunc:  c.limitsFunc,
 		dedup:       c.dedup,
+		dedupMax:    c.dedupReplays,
+		dedupTTL:    c.dedupWindow,
 		exempt:      c.exempt,
 		countDenied: c.countDenied,
 		dryRun:      c.dryRun,
@@ -405,6 +412,7 @@ func (q *quota) decide(r *http.Request, res *resolved, need int64) (store.Decisi
 	req := store.Request{Key: res.key, Limits: res.set.limits, Cost: need, CountDenied: q.countDenied}
 	if q.dedup != nil {
 		req.DedupID = q.dedup(r)
+		req.DedupReplays, req.DedupWindow = q.dedupMax, q.dedupTTL
 	}
 	ctx := r.Context()
 	res.now = q.now()

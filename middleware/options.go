@@ -52,6 +52,8 @@ type config struct {
 	name             string
 	limitsFunc       func(*http.Request, string) ([]store.Limit, error)
 	dedup            func(*http.Request) string
+	dedupReplays     int
+	dedupWindow      time.Duration
 	countDenied      bool
 	dryRun           bool
 	problem          bool
@@ -104,9 +106,23 @@ func WithLimitsFunc(f func(r *http.Request, tier string) ([]store.Limit, error))
 
 // WithDedup sets a function returning a de-duplication id for the request
 // (an idempotency key, a form fingerprint), or "" for none. A request whose
-// id was admitted for the same key within the longest period is admitted
-// again without being counted.
+// id was admitted and counted for the same identity is admitted again
+// without being counted, at most 3 times and within a minute of that
+// admission (the period when shorter; see [WithDedupBound]); later repeats
+// are counted like any request. Ids are kept per identity, so one client's
+// id never replays another's. Security: the id is chosen by the client, so
+// a client can run the handler at most 1 + 3 times per counted request
+// within the bound, never more; key the limiter by an identity the client
+// cannot choose.
 func WithDedup(f func(*http.Request) string) Option { return func(c *config) { c.dedup = f } }
+
+// WithDedupBound sets how many times an id of [WithDedup] may be replayed
+// (default 3) and for how long after its admission (default a minute; at
+// most the longest period of the request's limits). Zero keeps a default;
+// negative values make [New] fail.
+func WithDedupBound(replays int, window time.Duration) Option {
+	return func(c *config) { c.dedupReplays, c.dedupWindow = replays, window }
+}
 
 // WithCountDenied records refused attempts too, so that a client hammering
 // a login route stays over its threshold. Window algorithms only.

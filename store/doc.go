@@ -103,12 +103,18 @@
 //     limits later requests carry. With CountDenied the attempt is recorded
 //     in every limit; nothing else is written.
 //  3. De-duplication, when DedupID is set: an id admitted for this key
-//     within the longest period of the request's limits admits the request
-//     again, with Duplicate, and nothing is written.
+//     within its window (DedupWindow, a minute by default, at most the
+//     longest period of the request's limits) and replayed fewer than
+//     DedupReplays times (3 by default) admits the request again, with
+//     Duplicate; a take counts the replay against the id and writes
+//     nothing else. An id with no replay left is decided as in step 4 and
+//     stays as it is until its window ends, so one id gets at most
+//     DedupReplays admissions more than requests without an id would.
 //  4. Every limit evaluates the request.
 //  5. Admitted: it is recorded in every limit and its DedupID remembered for
-//     the longest period of its limits (only admitted ids are remembered;
-//     ids longer than 128 bytes are kept as their SHA-256). Refused: with
+//     its window with no replay yet, unless the id is live with no replay
+//     left (only admitted ids are remembered; ids longer than 128 bytes
+//     are kept as their SHA-256). Refused: with
 //     CountDenied it is recorded anyway; then, if refusing limits have a
 //     Block, the one whose block is longest after escalation (ties: the
 //     earliest) blocks the key, and the request reports Blocked and
@@ -133,7 +139,7 @@
 // no decision.
 //
 // Peek runs steps 1 to 4 and writes nothing: it reports an existing block
-// or a remembered id; where Take would start a block it reports the
+// or a remembered id with a replay left (without using it); where Take would start a block it reports the
 // refusal without Blocked. Reset forgets the key's block, strike count and
 // remembered ids along with the state of the given limits.
 //

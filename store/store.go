@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 )
@@ -213,10 +214,51 @@ type Request struct {
 	// counts. Only for window algorithms.
 	CountDenied bool
 	// DedupID, when set, de-duplicates: if a request with the same DedupID
-	// was admitted for this Key within the longest period of the limits,
-	// this one is admitted again without being recorded
-	// ([Decision.Duplicate]). Any bytes; long ids are hashed.
+	// was admitted and recorded for this Key within the id's window, this
+	// one is admitted again without being recorded ([Decision.Duplicate]),
+	// at most DedupReplays times; beyond that, or once the window has
+	// passed, it is decided and recorded like any request. Any bytes; long
+	// ids are hashed. Security: an id chosen by the client lets it run the
+	// handler up to 1 + DedupReplays times per recorded unit of its window,
+	// never more (package store, "Blocks, counted refusals and
+	// de-duplication").
 	DedupID string
+	// DedupReplays is how many times an admitted DedupID may be replayed
+	// as a duplicate. Zero means 3; negative or above 2³¹−1 is invalid.
+	DedupReplays int
+	// DedupWindow is how long an admitted DedupID is replayed, counted
+	// from its admission, in whole microseconds (rounded down). Zero means
+	// a minute; a window longer than the longest period of the limits is
+	// cut to that period; negative is invalid.
+	DedupWindow time.Duration
+}
+
+// Defaults of the de-duplication bound ([Request.DedupReplays],
+// [Request.DedupWindow]).
+const (
+	defaultDedupReplays = 3
+	defaultDedupWindow  = time.Minute
+)
+
+// DedupBound returns the bound of the request's DedupID as the stores
+// apply it: the replays allowed and the window in microseconds (the
+// defaults for zero fields, the window cut to the longest period). Call
+// it on a validated request.
+func (r Request) DedupBound() (replays, windowUS int64) {
+	replays = int64(r.DedupReplays)
+	if replays == 0 {
+		replays = defaultDedupReplays
+	}
+	w := r.DedupWindow
+	if w == 0 {
+		w = defaultDedupWindow
+	}
+	longest := time.Duration(0)
+	for _, l := range r.Limits {
+		longest = max(longest, l.Period)
+	}
+	w = min(w, longest)
+	return replays, w.Microseconds()
 }
 
 // cost returns the effective cost (zero means one).
@@ -246,6 +288,12 @@ func (r Request) Validate() error {
 	}
 	if r.Cost < 0 {
 		return fmt.Errorf("%w: negative cost %d", ErrInvalidRequest, r.Cost)
+	}
+	if r.DedupReplays < 0 || int64(r.DedupReplays) > math.MaxInt32 {
+		return fmt.Errorf("%w: DedupReplays %d, want 0 to 2³¹−1", ErrInvalidRequest, r.DedupReplays)
+	}
+	if r.DedupWindow < 0 {
+		return fmt.Errorf("%w: negative DedupWindow %s", ErrInvalidRequest, r.DedupWindow)
 	}
 	c := r.cost()
 	alg := r.Limits[0].Algorithm

@@ -38,7 +38,8 @@ type verdict struct {
 	started   bool   // the request started the block
 	blockEnd  int64  // the block's end, ms
 	scope     string // the ID of the limit that started the block
-	duplicate bool   // the request repeats a remembered id
+	duplicate bool   // the request replays a remembered id
+	exhausted bool   // the request repeats a remembered id with no replay left
 	dedup     dedupKey
 	created   bool // the write created a record or a state
 }
@@ -114,7 +115,11 @@ func (o *op) evaluate(out []outcome) {
 	}
 	if !v.blocked && o.req.DedupID != "" {
 		v.dedup = dedupKeyOf(o.req.DedupID)
-		v.duplicate = o.ks.remembers(v.dedup, now)
+		if e, ok := o.ks.remembered(v.dedup, now); ok {
+			replays, _ := o.req.DedupBound()
+			v.duplicate = e.replays < replays
+			v.exhausted = !v.duplicate
+		}
 	}
 	limits := o.req.Limits
 	if o.isLog() {
@@ -152,11 +157,16 @@ func (o *op) write(out []outcome) error {
 			o.record(out)
 		}
 	case v.duplicate:
+		// The replay is counted against the id's bound.
+		e := o.ks.ids[v.dedup]
+		e.replays++
+		o.ks.ids[v.dedup] = e
 	case v.allowed:
 		need := o.missing()
-		if o.req.DedupID != "" {
+		if o.req.DedupID != "" && !v.exhausted {
 			// The id, and the key state to hold it. An expired entry of
-			// the id (a live one makes a duplicate) is written over.
+			// the id is written over; a live one, with no replay left, is
+			// kept as it is until it expires.
 			if o.ks == nil {
 				need += 2
 			} else if _, ok := o.ks.ids[v.dedup]; !ok {
@@ -168,7 +178,7 @@ func (o *op) write(out []outcome) error {
 			break
 		}
 		o.record(out)
-		if o.req.DedupID != "" {
+		if o.req.DedupID != "" && !v.exhausted {
 			o.remember()
 		}
 	default:
@@ -344,19 +354,21 @@ func (o *op) keyState() *keyState {
 	return o.ks
 }
 
-// remember stores the admitted request's de-duplication id for the
-// longest period of its limits. Expired ids are pruned once the key holds
-// twice as many as at the last pruning (plus 16): amortized O(1) per id.
+// remember stores the admitted request's de-duplication id for its window
+// ([store.Request.DedupBound]), with no replay yet. Expired ids are pruned
+// once the key holds twice as many as at the last pruning (plus 16):
+// amortized O(1) per id.
 func (o *op) remember() {
 	ks := o.keyState()
 	if ks.ids == nil {
-		ks.ids = make(map[dedupKey]int64)
+		ks.ids = make(map[dedupKey]dedupEntry)
 	}
 	if _, ok := ks.ids[o.v.dedup]; !ok {
 		o.sh.size++
 	}
-	exp := o.now + longestPeriod(o.req.Limits)
-	ks.ids[cloneID(o.v.dedup)] = exp
+	_, window := o.req.DedupBound()
+	exp := o.now + window
+	ks.ids[cloneID(o.v.dedup)] = dedupEntry{exp: exp}
 	ks.idsEnd = max(ks.idsEnd, exp)
 	o.sh.expiresAt(exp)
 	if len(ks.ids) > 2*ks.idsLive+16 {

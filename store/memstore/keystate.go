@@ -28,9 +28,16 @@ type keyState struct {
 	scope      string // ID of the limit that started the block
 	strikes    int64  // escalating blocks remembered
 	strikesEnd int64  // ms since the Unix epoch
-	ids        map[dedupKey]int64
+	ids        map[dedupKey]dedupEntry
 	idsEnd     int64 // µs; no remembered id lives past it
 	idsLive    int   // len(ids) after the last pruning
+}
+
+// dedupEntry is a remembered id's end (µs) and how many times it was
+// replayed.
+type dedupEntry struct {
+	exp     int64
+	replays int64
 }
 
 // dedupKey is a remembered de-duplication id: the id itself, or the
@@ -70,13 +77,13 @@ func (ks *keyState) strikeCount(now int64) int64 {
 	return ks.strikes
 }
 
-// remembers reports whether ks holds id, unexpired at now.
-func (ks *keyState) remembers(id dedupKey, now int64) bool {
+// remembered returns ks's entry of id when it is unexpired at now.
+func (ks *keyState) remembered(id dedupKey, now int64) (dedupEntry, bool) {
 	if ks == nil {
-		return false
+		return dedupEntry{}, false
 	}
-	exp, ok := ks.ids[id]
-	return ok && exp > now
+	e, ok := ks.ids[id]
+	return e, ok && e.exp > now
 }
 
 // updateExp recomputes exp after a change: when nothing of ks matters
@@ -92,8 +99,8 @@ func (ks *keyState) updateExp() {
 // pruneIDs drops the ids expired at now and returns how many it dropped.
 func (ks *keyState) pruneIDs(now int64) int {
 	n := len(ks.ids)
-	for k, exp := range ks.ids {
-		if exp <= now {
+	for k, e := range ks.ids {
+		if e.exp <= now {
 			delete(ks.ids, k)
 		}
 	}
@@ -105,8 +112,8 @@ func (ks *keyState) pruneIDs(now int64) int {
 // when there is none.
 func (ks *keyState) firstIDExp() int64 {
 	first := int64(math.MaxInt64)
-	for _, exp := range ks.ids {
-		first = min(first, exp)
+	for _, e := range ks.ids {
+		first = min(first, e.exp)
 	}
 	return first
 }

@@ -308,15 +308,18 @@ func TestCommandLayout(t *testing.T) {
 			[]any{"take", int64(3), int64(5), int64(1000000), int64(5)}},
 		{"block without escalation", modeTake, store.Request{Key: "k", Limits: []store.Limit{plain, blocking}, Cost: 2}, false,
 			[]string{base + "block", base + "block", base + "block", base + "f:p", base + "f:b"},
-			[]any{"take", int64(2), "", "0", "", 2,
+			[]any{"take", int64(2), "", "0", "", int64(0), int64(0), 2,
 				int64(5), int64(1000000), int64(5), 0, 0, "",
 				int64(3), int64(60000000), int64(3), int64(3600000), int64(0), "b"}},
 		{"escalation, dedup, counted refusals", modeTake, store.Request{Key: "k", Limits: []store.Limit{escalating}, CountDenied: true, DedupID: "order-7"}, false,
 			[]string{base + "block", base + "strikes", base + "dedup", base + "f:b"},
-			[]any{"take", int64(1), "", "1", "=order-7", 1, int64(3), int64(60000000), int64(3), int64(3600000), int64(14400000), "b"}},
+			[]any{"take", int64(1), "", "1", "=order-7", int64(3), int64(60000000), 1, int64(3), int64(60000000), int64(3), int64(3600000), int64(14400000), "b"}},
 		{"long dedup id", modePeek, store.Request{Key: "k", Limits: []store.Limit{plain}, DedupID: long}, false,
 			[]string{base + "block", base + "block", base + "dedup", base + "f:p"},
-			[]any{"peek", int64(1), "", "0", hashKey(long), 1, int64(5), int64(1000000), int64(5), 0, 0, ""}},
+			[]any{"peek", int64(1), "", "0", hashKey(long), int64(3), int64(1000000), 1, int64(5), int64(1000000), int64(5), 0, 0, ""}},
+		{"dedup bound", modeTake, store.Request{Key: "k", Limits: []store.Limit{escalating}, DedupID: "a", DedupReplays: 1, DedupWindow: 2500 * time.Microsecond}, false,
+			[]string{base + "block", base + "strikes", base + "dedup", base + "f:b"},
+			[]any{"take", int64(1), "", "0", "=a", int64(1), int64(2500), 1, int64(3), int64(60000000), int64(3), int64(3600000), int64(14400000), "b"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -391,7 +391,7 @@ func escalates(limits []store.Limit) bool {
 // The block key comes first, so args[3] names the slot.
 func (s *Store) fullArgs(mode, base string, sc *script, req *store.Request, cost int64) []any {
 	n := len(req.Limits)
-	args := make([]any, 0, 3+3+n+6+6*n)
+	args := make([]any, 0, 3+3+n+8+6*n)
 	args = append(args, "evalsha", sc.sha, 0) // the key count is set below
 	blockKey := base + tagBlock
 	args = append(args, blockKey)
@@ -401,9 +401,11 @@ func (s *Store) fullArgs(mode, base string, sc *script, req *store.Request, cost
 		args = append(args, blockKey)
 	}
 	var dedup any = ""
+	var replays, window int64
 	if req.DedupID != "" {
 		args = append(args, base+tagDedup)
 		dedup = dedupField(req.DedupID)
+		replays, window = req.DedupBound()
 	} else {
 		args = append(args, blockKey)
 	}
@@ -420,7 +422,7 @@ func (s *Store) fullArgs(mode, base string, sc *script, req *store.Request, cost
 	if mode == modeTake && req.Limits[0].Algorithm == store.SlidingWindowLog {
 		nonce = s.nonce()
 	}
-	args = append(args, mode, cost, nonce, countDenied, dedup, n)
+	args = append(args, mode, cost, nonce, countDenied, dedup, replays, window, n)
 	for _, l := range req.Limits {
 		li := s.limits.get(l)
 		args = append(args, li.rate, li.period, li.capacity)

@@ -29,25 +29,30 @@ func counted(r store.Request) store.Request {
 	return r
 }
 
+// wantDedup asserts a decision's Allowed, Duplicate and Remaining.
+func (e *env) wantDedup(what string, d store.Decision, allowed, duplicate bool, remaining int64) {
+	e.Helper()
+	if d.Allowed != allowed || d.Duplicate != duplicate || d.Remaining != remaining {
+		e.Errorf("%s: got %s, want Allowed %t, Duplicate %t, Remaining %d", what, show(d), allowed, duplicate, remaining)
+	}
+}
+
 // testDedup: a de-duplication id admitted once admits its repeats without
 // recording them (Duplicate, Remaining unchanged, even once the limit is
 // exhausted); distinct ids count separately, a request without an id
 // always counts, a peek neither remembers an id nor records a duplicate,
 // ids are scoped to the key, a refused id is not remembered, ids that
 // look like storage syntax or differ only past 128 bytes stay distinct,
-// and an id is remembered for the longest period of the request's limits:
-// exactly that long with an exact clock.
+// and with the default window an id whose limits' longest period is below
+// a minute is remembered for that period: exactly that long with an exact
+// clock. The bound on replays is testDedupBound's.
 func testDedup(e *env, alg store.Algorithm) {
 	l := named("d", alg, 5, time.Hour)
 	e.windowRoom(alg, 5*time.Second, time.Hour)
 	k := e.key()
 	r := req(k, 1, l)
-	want := func(what string, d store.Decision, allowed, duplicate bool, remaining int64) {
-		e.Helper()
-		if d.Allowed != allowed || d.Duplicate != duplicate || d.Remaining != remaining {
-			e.Errorf("%s: got %s, want Allowed %t, Duplicate %t, Remaining %d", what, show(d), allowed, duplicate, remaining)
-		}
-	}
+	r.DedupReplays = 10
+	want := e.wantDedup
 	first := e.take(withID(r, "a"))
 	want("id a", first, true, false, 4)
 	for i := 0; i < 3; i++ {
@@ -101,6 +106,85 @@ func testDedup(e *env, alg store.Algorithm) {
 	}
 	if d := e.take(two); !d.Allowed || d.Duplicate {
 		e.Errorf("id e once the longest period has passed: got %s, want admitted, not a Duplicate", show(d))
+	}
+}
+
+// testDedupBound: an admitted id is replayed as a Duplicate at most
+// DedupReplays times, and a peek reports a replay without using one; the
+// repeats after the last replay are decided and recorded like requests
+// without an id, and do not renew the id. So a flood of one id against a
+// limit of capacity c (here 50 concurrent takes, c = 5, the default 3
+// replays) is admitted exactly c + 3 times, 3 of them as Duplicate. An id
+// is replayed only within DedupWindow of its admission (exactly that long
+// with an exact clock; a minute by default, checked with an exact clock),
+// and one admitted again after its window starts a new one with fresh
+// replays. Negative bounds are invalid requests.
+func testDedupBound(e *env, alg store.Algorithm) {
+	e.windowRoom(alg, 5*time.Second, time.Hour)
+	want := e.wantDedup
+
+	r := withID(req(e.key(), 1, named("n", alg, 10, time.Hour)), "k")
+	r.DedupReplays = 2
+	want("id k", e.take(r), true, false, 9)
+	want("id k, first replay", e.take(r), true, true, 9)
+	want("peek id k, a replay left", e.peek(r), true, true, 9)
+	want("id k, second replay", e.take(r), true, true, 9)
+	want("peek id k, no replay left: as a recorded take would be", e.peek(r), true, false, 8)
+	want("id k beyond its replays: recorded", e.take(r), true, false, 8)
+	want("id k beyond its replays, again: not renewed", e.take(r), true, false, 7)
+
+	flood := withID(req(e.key(), 1, named("f", alg, 5, time.Hour)), "flood")
+	var admitted, duplicates int
+	for _, d := range e.storm(flood, 50) {
+		if d.Allowed {
+			admitted++
+		}
+		if d.Duplicate {
+			duplicates++
+		}
+	}
+	if admitted != 5+3 || duplicates != 3 {
+		e.Errorf("50 concurrent takes of one id, capacity 5, default replays: got %d admitted, %d Duplicate, want 8 admitted, 3 Duplicate", admitted, duplicates)
+	}
+
+	w := pick(e, 10*time.Second, 400*time.Millisecond)
+	rw := withID(req(e.key(), 1, named("w", alg, 5, time.Hour)), "w")
+	rw.DedupReplays, rw.DedupWindow = 100, w
+	want("id w", e.take(rw), true, false, 4)
+	if e.h.Exact {
+		e.advance(w - time.Microsecond)
+		want("id w a microsecond before its window ends", e.take(rw), true, true, 4)
+		e.advance(time.Microsecond)
+	} else {
+		want("id w within its window", e.take(rw), true, true, 4)
+		e.past(w)
+	}
+	want("id w once its window has passed: recorded", e.take(rw), true, false, 3)
+	want("id w in its new window", e.take(rw), true, true, 3)
+
+	if e.h.Exact {
+		rd := withID(req(e.key(), 1, named("m", alg, 5, time.Hour)), "m")
+		e.take(rd)
+		e.advance(time.Minute - time.Microsecond)
+		if d := e.take(rd); !d.Duplicate {
+			e.Errorf("id m a microsecond before the default minute ends: got %s, want a Duplicate", show(d))
+		}
+		e.advance(time.Microsecond)
+		if d := e.take(rd); !d.Allowed || d.Duplicate {
+			e.Errorf("id m once the default minute has passed: got %s, want admitted, not a Duplicate", show(d))
+		}
+	}
+
+	for _, bad := range []store.Request{
+		{Key: e.key(), Limits: r.Limits, DedupID: "x", DedupReplays: -1},
+		{Key: e.key(), Limits: r.Limits, DedupID: "x", DedupWindow: -time.Second},
+	} {
+		if _, err := e.h.Store.Take(e.ctx, bad); !isErr(err, store.ErrInvalidRequest) {
+			e.Errorf("Take(%s, replays %d, window %s): got error %v, want ErrInvalidRequest", describe(bad), bad.DedupReplays, bad.DedupWindow, err)
+		}
+		if _, err := e.h.Store.Peek(e.ctx, bad); !isErr(err, store.ErrInvalidRequest) {
+			e.Errorf("Peek(%s, replays %d, window %s): got error %v, want ErrInvalidRequest", describe(bad), bad.DedupReplays, bad.DedupWindow, err)
+		}
 	}
 }
 

@@ -57,6 +57,7 @@ var algorithmTests = []algorithmTest{
 	{"threshold", windowAlg, testThreshold},
 	{"count-denied", windowAlg, testCountDenied},
 	{"dedup", nil, testDedup},
+	{"dedup-bound", nil, testDedupBound},
 }
 
 var generalTests = []generalTest{
