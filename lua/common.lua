@@ -69,3 +69,8 @@ end
 
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
+
+-- The mode is every script's first argument: 'take' decides and records,
+-- 'peek' decides and writes nothing (user scripts may know others).
+local mode = ARGV[1]
+local take = mode == 'take'

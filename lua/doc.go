@@ -1,6 +1,7 @@
 // Package lua holds the Redis Lua scripts behind
 // [github.com/ratekeeper/ratekeeper/store/redisstore]. Every script is
-// common.lua (rounding helpers and the clock), then a prelude, then one
+// common.lua (rounding helpers, the clock and the mode), unreadable.lua
+// (repairing state the script cannot read), then a prelude, then one
 // algorithm file:
 //
 //   - lean.lua, for the common request: one limit, no block, no

@@ -2,7 +2,6 @@
 -- de-duplication id, no counted refusals. It sets up the same names as
 -- prelude.lua for n = 1 and answers with five integers. See doc.go.
 
-local take = ARGV[1] == 'take'
 local cost = tonumber(ARGV[2])
 local n = 1
 local rate, period, cap = {tonumber(ARGV[3])}, {tonumber(ARGV[4])}, {tonumber(ARGV[5])}
@@ -17,28 +16,6 @@ local longest = period[1]
 local state = {KEYS[1]}
 local ok, rem0, reset0, rem1, reset1, retry = {}, {}, {}, {}, {}, {}
 local allowed = true
-
--- repaired becomes 1 when a take deleted state it could not read.
-local repaired = 0
-
--- repair deletes key, whose state cannot be read (of another type, whose
--- error redis.pcall hands back, or malformed), so that the request is
--- decided as for a fresh key. A peek deletes nothing: it only decides as
--- if the key were fresh.
-local function repair(key)
-  if take then
-    redis.call('DEL', key)
-    repaired = 1
-  end
-end
-
--- expire gives key, when it has no TTL (written by hand, or by an older
--- version), the TTL its state calls for: us microseconds from now.
-local function expire(key, us)
-  if redis.call('PTTL', key) == -1 then
-    redis.call('PEXPIRE', key, int(ttl_ms(us)))
-  end
-end
 
 -- finish records an admitted take through record, or on a refused take
 -- calls settle (which gives a state key left without TTL its TTL), and

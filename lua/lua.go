@@ -12,6 +12,9 @@ var common string
 //go:embed prelude.lua
 var prelude string
 
+//go:embed unreadable.lua
+var unreadable string
+
 //go:embed lean.lua
 var leanPrelude string
 
@@ -79,7 +82,7 @@ func Source(name string, lean bool) (string, error) {
 			// scalars: no per-limit tables, no closures on admission.
 			return common + "\n" + leanBucket, nil
 		}
-		return common + "\n" + p + "\n" + *bodies[i], nil
+		return common + "\n" + unreadable + "\n" + p + "\n" + *bodies[i], nil
 	}
 	return "", fmt.Errorf("%w %q", ErrUnknownScript, name)
 }

@@ -26,10 +26,11 @@ func TestSource(t *testing.T) {
 				if lean {
 					p = leanPrelude
 				}
+				prefix := common + "\n" + unreadable + "\n" + p
 				if lean && bucketAlg {
-					p = ""
+					prefix = common + "\n"
 				}
-				if !strings.HasPrefix(src, common+"\n"+p) {
+				if !strings.HasPrefix(src, prefix) {
 					t.Fatal("script does not start with common.lua and its prelude")
 				}
 				file := name + ".lua"
@@ -74,7 +75,7 @@ func TestEveryFileIsUsed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	known := map[string]bool{"common": true, "prelude": true, "lean": true, "bucket": true, "lean_bucket": true}
+	known := map[string]bool{"common": true, "prelude": true, "lean": true, "bucket": true, "lean_bucket": true, "unreadable": true}
 	for _, n := range Names() {
 		known[n] = true
 	}

@@ -3,8 +3,6 @@
 -- the block and the de-duplication id, and defines finish, which records,
 -- starts blocks and builds the reply. See doc.go.
 
-local mode = ARGV[1]
-local take = mode == 'take'
 local cost = tonumber(ARGV[2])
 local nonce = ARGV[3]
 local count_denied = ARGV[4] == '1'
@@ -51,28 +49,6 @@ local block_key, strikes_key, dedup_key = KEYS[1], KEYS[2], KEYS[3]
 local state = {}
 for i = 4, #KEYS do
   state[i - 3] = KEYS[i]
-end
-
--- repaired becomes 1 when a take deleted state it could not read.
-local repaired = 0
-
--- repair deletes key, whose state cannot be read (of another type, whose
--- error redis.pcall hands back, or malformed), so that the request is
--- decided as if it were absent. A peek deletes nothing: it only decides
--- as if the key were absent.
-local function repair(key)
-  if take then
-    redis.call('DEL', key)
-    repaired = 1
-  end
-end
-
--- expire gives key, when it has no TTL (written by hand, or by an older
--- version), the TTL its state calls for: us microseconds from now.
-local function expire(key, us)
-  if redis.call('PTTL', key) == -1 then
-    redis.call('PEXPIRE', key, int(ttl_ms(us)))
-  end
 end
 
 -- The block key holds the scope of the limit that tripped it; its TTL is
