@@ -84,8 +84,10 @@
 //	KEYS[3]        the request key's de-duplication hash; when the dedup id
 //	               is empty the script does not touch it, and any key of the
 //	               slot will do
-//	KEYS[4..n+3]   one state key per limit, in request order
-//	               (sliding_window_log: KEYS[4] only, one sorted set shared
+//	KEYS[4]        the request key's override; when ARGV[9] is "0" the
+//	               script does not touch it, and any key of the slot will do
+//	KEYS[5..n+4]   one state key per limit, in request order
+//	               (sliding_window_log: KEYS[5] only, one sorted set shared
 //	               by every limit of the request)
 //	ARGV[1]        "take" or "peek"
 //	ARGV[2]        cost, an integer >= 1
@@ -97,7 +99,8 @@
 //	ARGV[6]        the replays an admitted id allows (0 without an id)
 //	ARGV[7]        the id's window in microseconds (0 without an id)
 //	ARGV[8]        n, the number of limits (at least 1)
-//	ARGV[9..]      per limit i, six values: rate, period in microseconds,
+//	ARGV[9]        "1" to apply the key's override (KEYS[4]), else "0"
+//	ARGV[10..]     per limit i, six values: rate, period in microseconds,
 //	               capacity, block and block_max in milliseconds (0 for
 //	               none; block_max is 0 or at least block), and scope: the
 //	               limit's ID when block > 0, else ""
@@ -110,6 +113,14 @@
 //
 // One script run is one atomic decision:
 //
+//  0. Override, when ARGV[9] is "1": the override key holds "exempt",
+//     "suspend" or "scale:<factor>" and has a TTL. exempt answers an
+//     admission and suspend a refusal lasting the key's PTTL, before
+//     anything else and writing nothing; scale multiplies every limit's
+//     rate and capacity by the factor (floor, at least 1 and the cost, at
+//     most 2^30; store.ScaleLimit) for the rest of the run. A value that
+//     cannot be read, or a key without TTL, is repaired and applies
+//     nothing.
 //  1. Block check, when a limit of the request blocks (block > 0; other
 //     requests are not subject to blocks): when the block key exists with
 //     a PTTL above 0 the
@@ -135,7 +146,7 @@
 //
 // # Reply of the full scripts
 //
-// An array of 9 + 2n integers followed by one string:
+// An array of 10 + 2n integers followed by two strings:
 //
 //	1  allowed: 1 when the request is admitted, else 0
 //	2  index of the deciding limit, from 0; -1 when blocked
@@ -151,11 +162,16 @@
 //	8  duplicate: 1 when admitted as a repeat of the dedup id
 //	9  repaired: 1 when the run replaced state it could not read (see
 //	   "Unreadable state")
+//	10 override applied: 0 none, 1 scale, 2 exempt, 3 suspend. Under
+//	   exempt every limit reports its full capacity and reset after 0;
+//	   under suspend, 0 units and the override's remaining time, which is
+//	   also the retry after
 //	then per limit i: the units it still admits and its reset after, after
 //	the request when it was admitted and recorded, else as it stands
 //	without the request
-//	last: the block's scope (the ID of the limit that started it, which
+//	then: the block's scope (the ID of the limit that started it, which
 //	need not be one of this request's limits) when blocked, else ""
+//	last: the override as stored when one applied, else ""
 //
 // The deciding limit is, for a refused request, the refusing limit with the
 // longest retry after (ties: the earliest); for an admitted one (a duplicate
@@ -189,6 +205,9 @@
 //     of the window cur counts; expires at the end of the window after w.
 //   - fixed_window: one hash {w, cur} per limit; expires at the end of
 //     window w.
+//   - override: a string ("exempt", "suspend" or "scale:<factor>"), PX
+//     the override's duration; written by the store's SetOverride, never
+//     by a script.
 //   - block: a string, the scope; PX the block's duration. Its TTL is the
 //     only record of when the block ends, so block times have millisecond
 //     resolution: a block that still exists is reported with its PTTL,

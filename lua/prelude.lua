@@ -10,11 +10,13 @@ local dedup_id = ARGV[5]
 local dedup_replays = tonumber(ARGV[6])
 local dedup_window = tonumber(ARGV[7])
 local n = tonumber(ARGV[8])
+local overrides = ARGV[9] == '1'
 if (not take and mode ~= 'peek') or not cost or cost < 1
     or (ARGV[4] ~= '0' and ARGV[4] ~= '1') or not n or n < 1
     or not dedup_replays or dedup_replays < 0
     or not dedup_window or dedup_window < 0
-    or #ARGV ~= 8 + 6 * n or #KEYS < 4 then
+    or (ARGV[9] ~= '0' and ARGV[9] ~= '1')
+    or #ARGV ~= 9 + 6 * n or #KEYS < 5 then
   error('ratekeeper: malformed arguments')
 end
 
@@ -24,7 +26,7 @@ end
 local rate, period, cap, block, block_max, scope = {}, {}, {}, {}, {}, {}
 local longest = 0
 for i = 1, n do
-  local b = 8 + 6 * (i - 1)
+  local b = 9 + 6 * (i - 1)
   rate[i] = tonumber(ARGV[b + 1])
   period[i] = tonumber(ARGV[b + 2])
   cap[i] = tonumber(ARGV[b + 3])
@@ -43,12 +45,79 @@ for i = 1, n do
 end
 
 -- KEYS[1] is the block, KEYS[2] the strike counter, KEYS[3] the
--- de-duplication hash, KEYS[4..] the state keys: state[i] for limit i
--- (sliding_window_log: state[1] only).
-local block_key, strikes_key, dedup_key = KEYS[1], KEYS[2], KEYS[3]
+-- de-duplication hash, KEYS[4] the override, KEYS[5..] the state keys:
+-- state[i] for limit i (sliding_window_log: state[1] only).
+local block_key, strikes_key, dedup_key, override_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local state = {}
-for i = 4, #KEYS do
-  state[i - 3] = KEYS[i]
+for i = 5, #KEYS do
+  state[i - 4] = KEYS[i]
+end
+
+-- The key's override, when the request asks for it: a string "exempt",
+-- "suspend" or "scale:<factor>" with a TTL. One that cannot be read (of
+-- another type, malformed, or without a TTL, which no store writes) is
+-- repaired and applies nothing. override_kind is the reply's code: 0
+-- none, 1 scale, 2 exempt, 3 suspend.
+local override_kind, override_value, override_ttl = 0, '', 0
+if overrides then
+  local pttl = redis.call('PTTL', override_key)
+  if pttl == -1 then
+    repair(override_key)
+  elseif pttl > 0 then
+    local v = redis.pcall('GET', override_key)
+    local factor = type(v) == 'string' and string.sub(v, 1, 6) == 'scale:' and tonumber(string.sub(v, 7))
+    if v == 'exempt' then
+      override_kind = 2
+    elseif v == 'suspend' then
+      override_kind = 3
+    elseif factor and factor >= 1 / 1048576 and factor <= 1048576 then
+      override_kind = 1
+      -- The scaled rate and capacity: floor(x * factor), at least 1 and
+      -- the cost, at most 2^30 (store.ScaleLimit).
+      local function scaled(x)
+        local y = math.floor(x * factor)
+        if y > 1073741824 then
+          y = 1073741824
+        end
+        if y < cost then
+          y = cost
+        end
+        if y < 1 then
+          y = 1
+        end
+        return y
+      end
+      for i = 1, n do
+        rate[i], cap[i] = scaled(rate[i]), scaled(cap[i])
+      end
+    else
+      repair(override_key)
+    end
+    if override_kind > 0 then
+      override_value, override_ttl = v, pttl
+    end
+  end
+end
+-- exempt admits and suspend refuses without touching any other key, and
+-- before the key's block: an operator's override is the last word.
+if override_kind == 2 or override_kind == 3 then
+  local r
+  if override_kind == 2 then
+    r = {1, 0, cap[1], 0, 0, 0, 0, 0, repaired, 2}
+  else
+    local us = override_ttl * 1000
+    r = {0, 0, 0, us, us, 0, 0, 0, repaired, 3}
+  end
+  for i = 1, n do
+    if override_kind == 2 then
+      r[9 + 2 * i], r[10 + 2 * i] = cap[i], 0
+    else
+      r[9 + 2 * i], r[10 + 2 * i] = 0, r[4]
+    end
+  end
+  r[#r + 1] = ''
+  r[#r + 1] = override_value
+  do return r end
 end
 
 -- The block key holds the scope of the limit that tripped it; its TTL is
@@ -301,7 +370,7 @@ local function finish(record, settle)
         us = retry[i]
       end
     end
-    r = {0, -1, 0, us, us, 1, 0, 0, repaired}
+    r = {0, -1, 0, us, us, 1, 0, 0, repaired, override_kind}
     if started then
       r[7] = 1
     end
@@ -316,7 +385,7 @@ local function finish(record, settle)
         d = i
       end
     end
-    r = {0, d - 1, rem[d], reset[d], retry[d], 0, 0, 0, repaired}
+    r = {0, d - 1, rem[d], reset[d], retry[d], 0, 0, 0, repaired, override_kind}
     if allowed then
       r[1] = 1
       r[5] = 0
@@ -326,10 +395,11 @@ local function finish(record, settle)
     end
   end
   for i = 1, n do
-    r[8 + 2 * i] = rem[i]
-    r[9 + 2 * i] = reset[i]
+    r[9 + 2 * i] = rem[i]
+    r[10 + 2 * i] = reset[i]
   end
   r[#r + 1] = sc
+  r[#r + 1] = override_value
   return r
 end
 

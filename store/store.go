@@ -231,6 +231,12 @@ type Request struct {
 	// a minute; a window longer than the longest period of the limits is
 	// cut to that period; negative is invalid.
 	DedupWindow time.Duration
+	// Overrides applies the key's [Override], if it has one, in the same
+	// atomic step: a scale changes the limits' rate and capacity, exempt
+	// admits without counting, suspend refuses without counting. False
+	// means the override is not read at all (no cost). An override takes
+	// precedence over the key's block.
+	Overrides bool
 }
 
 // Defaults of the de-duplication bound ([Request.DedupReplays],
@@ -365,6 +371,13 @@ type Decision struct {
 	// this key (of the wrong type or malformed) and replaced it; the
 	// decision is as for a fresh key. The memory store never sets it.
 	Repaired bool
+	// Override is the kind of the key's override that decided the request
+	// ([Request.Overrides]); OverrideNone when none applied. Under
+	// [OverrideScale], Limit and Remaining are the scaled limit's; under
+	// [OverrideExempt] the request is admitted with the deciding limit's
+	// full capacity remaining; under [OverrideSuspend] it is refused with
+	// RetryAfter the override's remaining time.
+	Override OverrideKind
 	// PerLimit holds each limit's state, in request order, when the request
 	// has more than one limit; nil for single-limit requests.
 	PerLimit []LimitState

@@ -205,7 +205,7 @@ func (s *Store) now() int64 { return int64(s.clock().Sub(s.base)) }
 // lean reports whether req may be decided locally.
 func lean(req *store.Request) bool {
 	return len(req.Limits) == 1 && !req.CountDenied && req.DedupID == "" &&
-		req.Limits[0].Block == 0 && req.Cost >= 0
+		!req.Overrides && req.Limits[0].Block == 0 && req.Cost >= 0
 }
 
 // Take implements [store.Store]. A lean request (see the package

@@ -67,6 +67,15 @@ func (s *Store) decide(req store.Request, take bool) (store.Decision, error) {
 	o.sh = s.shardFor(req.Key)
 	o.sh.mu.Lock()
 	o.now = o.sh.clock(now)
+	var kind store.OverrideKind
+	if req.Overrides {
+		var scaled [store.MaxLimits]store.Limit
+		var d store.Decision
+		if kind, d = o.applyOverride(take, &scaled); kind == store.OverrideExempt || kind == store.OverrideSuspend {
+			o.sh.mu.Unlock()
+			return d, nil
+		}
+	}
 	o.evaluate(out)
 	var err error
 	if take {
@@ -76,7 +85,9 @@ func (s *Store) decide(req store.Request, take bool) (store.Decision, error) {
 	if err != nil {
 		return store.Decision{}, err
 	}
-	return o.decision(out), nil
+	d := o.decision(out)
+	d.Override = kind
+	return d, nil
 }
 
 func (o *op) isLog() bool { return o.req.Limits[0].Algorithm == store.SlidingWindowLog }

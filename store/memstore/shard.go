@@ -132,7 +132,8 @@ type shard struct {
 	peak  int    // largest len(index) since the map was last rebuilt
 	last  int64  // latest time seen, µs: time never runs backwards in a shard
 	spare *record
-	pos   int // index in the store's shards
+	pos   int       // index in the store's shards
+	ov    overrides // per-client overrides, by request key
 
 	// minExp is a lower bound of every expiry in the shard; a full sweep
 	// makes it exact. It and the LRU tail's touched time are published for

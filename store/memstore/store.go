@@ -67,6 +67,7 @@ type Store struct {
 
 	budget    budget
 	evictions atomic.Uint64
+	overrides atomic.Int64 // live overrides, expired ones not yet dropped included
 }
 
 // New returns a Store configured by opts. It returns an error when MaxKeys

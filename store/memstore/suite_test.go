@@ -13,7 +13,7 @@ import (
 // Redis store's keys and their PTTL, named as storetest.Harness.KeyTTLs
 // expects: a key state shows as up to three keys, "<key>:block",
 // "<key>:strikes" and "<key>:dedup", each with the lifetime of its part,
-// and a limit state as "<key>/<algorithm>/<id>". Request keys are shown in
+// a limit state as "<key>/<algorithm>/<id>" and an override as "<key>:o". Request keys are shown in
 // hex, so that no key can pass for another kind.
 func keyTTLs(s *Store) func(context.Context) (map[string]time.Duration, error) {
 	return func(context.Context) (map[string]time.Duration, error) {
@@ -39,6 +39,14 @@ func keyTTLs(s *Store) func(context.Context) (map[string]time.Duration, error) {
 				add(fmt.Sprintf("%s/%s/%q", base, st.alg, st.id), st.exp)
 			}
 		})
+		for i := range s.shards {
+			sh := &s.shards[i]
+			sh.mu.Lock()
+			for k, e := range sh.ov.m {
+				add(fmt.Sprintf("%x:o", k), e.exp)
+			}
+			sh.mu.Unlock()
+		}
 		return out, nil
 	}
 }

@@ -105,7 +105,7 @@ func BenchmarkArgs(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
 		args := s.fullArgs(modeTake, base, sc, &req, 1)
-		if len(args) != 3+5+6+12 {
+		if len(args) != 3+6+9+12 {
 			b.Fatalf("unexpected command shape: %d arguments", len(args))
 		}
 	}
@@ -116,7 +116,7 @@ func BenchmarkDecodeReply(b *testing.B) {
 	v := replyOf("", 1, 0, 9, 100000, 0, 0, 0, 0, 0, 9, 100000, 99, 600000)
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
-		r, err := decodeReply(v, limits)
+		r, err := decodeReply(v, limits, 1)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -198,9 +198,18 @@ func ints(v ...int64) []any {
 	return out
 }
 
-// replyOf builds a script reply: integers, then the scope.
+// replyOf builds a script reply without an override: the nine head
+// integers before the override code, the code 0, the per-limit integers,
+// the scope and an empty override.
 func replyOf(scope string, v ...int64) []any {
-	return append(ints(v...), scope)
+	x := append(append(append([]int64{}, v[:9]...), 0), v[9:]...)
+	return append(ints(x...), scope, "")
+}
+
+// replyOv builds a script reply: integers (the override code included),
+// the scope and the override as stored.
+func replyOv(scope, ov string, v ...int64) []any {
+	return append(ints(v...), scope, ov)
 }
 
 func TestDecodeReply(t *testing.T) {
@@ -232,9 +241,10 @@ func TestDecodeReply(t *testing.T) {
 		{name: "string", v: "OK", limits: one, wantErr: true},
 		{name: "short", v: replyOf("", 1, 0, 9, 1, 0, 0, 0, 0, 0, 9), limits: one, wantErr: true},
 		{name: "long", v: replyOf("", 1, 0, 9, 1, 0, 0, 0, 0, 0, 9, 1, 0), limits: one, wantErr: true},
-		{name: "no scope", v: ints(1, 0, 9, 1, 0, 0, 0, 0, 0, 9, 1, 0), limits: one, wantErr: true},
-		{name: "string element", v: []any{int64(1), "0", int64(9), int64(1), int64(0), int64(0), int64(0), int64(0), int64(0), int64(9), int64(1), ""}, limits: one, wantErr: true},
-		{name: "nil element", v: []any{int64(1), int64(0), nil, int64(1), int64(0), int64(0), int64(0), int64(0), int64(0), int64(9), int64(1), ""}, limits: one, wantErr: true},
+		{name: "no scope", v: append(ints(1, 0, 9, 1, 0, 0, 0, 0, 0, 0, 9, 1, 0), ""), limits: one, wantErr: true},
+		{name: "no override", v: append(ints(1, 0, 9, 1, 0, 0, 0, 0, 0, 0, 9, 1), ""), limits: one, wantErr: true},
+		{name: "string element", v: []any{int64(1), "0", int64(9), int64(1), int64(0), int64(0), int64(0), int64(0), int64(0), int64(0), int64(9), int64(1), "", ""}, limits: one, wantErr: true},
+		{name: "nil element", v: []any{int64(1), int64(0), nil, int64(1), int64(0), int64(0), int64(0), int64(0), int64(0), int64(0), int64(9), int64(1), "", ""}, limits: one, wantErr: true},
 		{name: "allowed flag 2", v: replyOf("", 2, 0, 9, 1, 0, 0, 0, 0, 0, 9, 1), limits: one, wantErr: true},
 		{name: "index out of range", v: replyOf("", 1, 1, 9, 1, 0, 0, 0, 0, 0, 9, 1), limits: one, wantErr: true},
 		{name: "negative index", v: replyOf("", 1, -1, 9, 1, 0, 0, 0, 0, 0, 9, 1), limits: one, wantErr: true},
@@ -255,12 +265,29 @@ func TestDecodeReply(t *testing.T) {
 		{name: "scope without block", v: replyOf("x", 0, 0, 0, 1, 5, 0, 0, 0, 0, 0, 1), limits: one, wantErr: true},
 		{name: "started without block", v: replyOf("", 0, 0, 0, 1, 5, 0, 1, 0, 0, 0, 1), limits: one, wantErr: true},
 		{name: "refused duplicate", v: replyOf("", 0, 0, 0, 1, 5, 0, 0, 1, 0, 0, 1), limits: one, wantErr: true},
-		{name: "scope not a string", v: append(ints(0, -1, 0, 5, 5, 1, 0, 0, 0, 9, 1), int64(3)), limits: one, wantErr: true},
+		{name: "scope not a string", v: append(ints(0, -1, 0, 5, 5, 1, 0, 0, 0, 0, 9, 1), int64(3), ""), limits: one, wantErr: true},
+		{name: "override not a string", v: append(ints(1, 0, 9, 1, 0, 0, 0, 0, 0, 0, 9, 1), "", int64(0)), limits: one, wantErr: true},
+		{name: "scaled", v: replyOv("", "scale:10", 1, 0, 99, 1000, 0, 0, 0, 0, 0, 1, 99, 1000), limits: one,
+			want: store.Decision{Allowed: true, Limit: 100, Remaining: 99, ResetAfter: time.Millisecond, LimitID: "gcra/1s", Override: store.OverrideScale}},
+		{name: "scaled down to the cost", v: replyOv("", "scale:0.01", 0, 0, 0, 1000, 1000, 0, 0, 0, 0, 1, 0, 1000), limits: one,
+			want: store.Decision{Limit: 1, ResetAfter: time.Millisecond, RetryAfter: time.Millisecond, LimitID: "gcra/1s", Override: store.OverrideScale}},
+		{name: "exempt", v: replyOv("", "exempt", 1, 0, 10, 0, 0, 0, 0, 0, 0, 2, 10, 0), limits: one,
+			want: store.Decision{Allowed: true, Limit: 10, Remaining: 10, LimitID: "gcra/1s", Override: store.OverrideExempt}},
+		{name: "suspended", v: replyOv("", "suspend", 0, 0, 0, 5000, 5000, 0, 0, 0, 0, 3, 0, 5000), limits: one,
+			want: store.Decision{Limit: 10, ResetAfter: 5 * time.Millisecond, RetryAfter: 5 * time.Millisecond, LimitID: "gcra/1s", Override: store.OverrideSuspend}},
+		{name: "remaining above the scaled capacity", v: replyOv("", "scale:2", 1, 0, 21, 1000, 0, 0, 0, 0, 0, 1, 21, 1000), limits: one, wantErr: true},
+		{name: "override code without value", v: replyOv("", "", 1, 0, 9, 1, 0, 0, 0, 0, 0, 1, 9, 1), limits: one, wantErr: true},
+		{name: "override value without code", v: replyOv("", "exempt", 1, 0, 9, 1, 0, 0, 0, 0, 0, 0, 9, 1), limits: one, wantErr: true},
+		{name: "override code disagrees", v: replyOv("", "exempt", 0, 0, 0, 5, 5, 0, 0, 0, 0, 3, 0, 5), limits: one, wantErr: true},
+		{name: "unknown override code", v: replyOv("", "exempt", 1, 0, 9, 1, 0, 0, 0, 0, 0, 7, 9, 1), limits: one, wantErr: true},
+		{name: "malformed scale", v: replyOv("", "scale:x", 1, 0, 9, 1, 0, 0, 0, 0, 0, 1, 9, 1), limits: one, wantErr: true},
+		{name: "exempt refused", v: replyOv("", "exempt", 0, 0, 0, 5, 5, 0, 0, 0, 0, 2, 0, 5), limits: one, wantErr: true},
+		{name: "suspend admitted", v: replyOv("", "suspend", 1, 0, 9, 1, 0, 0, 0, 0, 0, 3, 9, 1), limits: one, wantErr: true},
 		{name: "repaired flag 2", v: replyOf("", 1, 0, 9, 1, 0, 0, 0, 0, 2, 9, 1), limits: one, wantErr: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r, err := decodeReply(tt.v, tt.limits)
+			r, err := decodeReply(tt.v, tt.limits, 1)
 			if tt.wantErr {
 				if !errors.Is(err, errBadReply) {
 					t.Fatalf("got %v, want errBadReply", err)
@@ -307,19 +334,22 @@ func TestCommandLayout(t *testing.T) {
 			[]string{base + "f:p"},
 			[]any{"take", int64(3), int64(5), int64(1000000), int64(5)}},
 		{"block without escalation", modeTake, store.Request{Key: "k", Limits: []store.Limit{plain, blocking}, Cost: 2}, false,
-			[]string{base + "block", base + "block", base + "block", base + "f:p", base + "f:b"},
-			[]any{"take", int64(2), "", "0", "", int64(0), int64(0), 2,
+			[]string{base + "block", base + "block", base + "block", base + "block", base + "f:p", base + "f:b"},
+			[]any{"take", int64(2), "", "0", "", int64(0), int64(0), 2, "0",
 				int64(5), int64(1000000), int64(5), 0, 0, "",
 				int64(3), int64(60000000), int64(3), int64(3600000), int64(0), "b"}},
 		{"escalation, dedup, counted refusals", modeTake, store.Request{Key: "k", Limits: []store.Limit{escalating}, CountDenied: true, DedupID: "order-7"}, false,
-			[]string{base + "block", base + "strikes", base + "dedup", base + "f:b"},
-			[]any{"take", int64(1), "", "1", "=order-7", int64(3), int64(60000000), 1, int64(3), int64(60000000), int64(3), int64(3600000), int64(14400000), "b"}},
+			[]string{base + "block", base + "strikes", base + "dedup", base + "block", base + "f:b"},
+			[]any{"take", int64(1), "", "1", "=order-7", int64(3), int64(60000000), 1, "0", int64(3), int64(60000000), int64(3), int64(3600000), int64(14400000), "b"}},
 		{"long dedup id", modePeek, store.Request{Key: "k", Limits: []store.Limit{plain}, DedupID: long}, false,
-			[]string{base + "block", base + "block", base + "dedup", base + "f:p"},
-			[]any{"peek", int64(1), "", "0", hashKey(long), int64(3), int64(1000000), 1, int64(5), int64(1000000), int64(5), 0, 0, ""}},
+			[]string{base + "block", base + "block", base + "dedup", base + "block", base + "f:p"},
+			[]any{"peek", int64(1), "", "0", hashKey(long), int64(3), int64(1000000), 1, "0", int64(5), int64(1000000), int64(5), 0, 0, ""}},
 		{"dedup bound", modeTake, store.Request{Key: "k", Limits: []store.Limit{escalating}, DedupID: "a", DedupReplays: 1, DedupWindow: 2500 * time.Microsecond}, false,
-			[]string{base + "block", base + "strikes", base + "dedup", base + "f:b"},
-			[]any{"take", int64(1), "", "0", "=a", int64(1), int64(2500), 1, int64(3), int64(60000000), int64(3), int64(3600000), int64(14400000), "b"}},
+			[]string{base + "block", base + "strikes", base + "dedup", base + "block", base + "f:b"},
+			[]any{"take", int64(1), "", "0", "=a", int64(1), int64(2500), 1, "0", int64(3), int64(60000000), int64(3), int64(3600000), int64(14400000), "b"}},
+		{"overrides", modeTake, store.Request{Key: "k", Limits: []store.Limit{plain}, Overrides: true}, false,
+			[]string{base + "block", base + "block", base + "block", base + "o", base + "f:p"},
+			[]any{"take", int64(1), "", "0", "", int64(0), int64(0), 1, "1", int64(5), int64(1000000), int64(5), 0, 0, ""}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

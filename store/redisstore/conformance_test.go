@@ -46,6 +46,8 @@ func TestConformanceExact(t *testing.T) {
 			Store:   s,
 			Advance: func(d time.Duration) { clock.advance(d.Microseconds()) },
 			Exact:   true,
+			// Overrides are set with a plain SET PX, outside the shim.
+			RealTimeOverrides: true,
 		}
 	})
 }

@@ -92,6 +92,8 @@ const (
 	tagBlock   = "block"
 	tagStrikes = "strikes"
 	tagDedup   = "dedup"
+	// The key's override (store.Override).
+	tagOverride = "o"
 )
 
 var algorithmTags = [...]string{

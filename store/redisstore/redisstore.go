@@ -279,9 +279,9 @@ const (
 )
 
 // lean reports whether req can run the lean script: one limit, no block,
-// no counted refusals, no de-duplication id.
+// no counted refusals, no de-duplication id, no override.
 func lean(req *store.Request) bool {
-	return len(req.Limits) == 1 && req.Limits[0].Block == 0 && !req.CountDenied && req.DedupID == ""
+	return len(req.Limits) == 1 && req.Limits[0].Block == 0 && !req.CountDenied && req.DedupID == "" && !req.Overrides
 }
 
 // decide runs the algorithm's script in mode take or peek.
@@ -318,7 +318,7 @@ func (s *Store) decide(ctx context.Context, mode string, req store.Request) (sto
 		d, err = decodeLean(v, cmd.li)
 	} else {
 		var r reply
-		if r, err = decodeReply(v, req.Limits); err == nil {
+		if r, err = decodeReply(v, req.Limits, cost); err == nil {
 			d = r.decision(req.Limits)
 		}
 	}
@@ -369,7 +369,7 @@ func (s *Store) command(mode string, req *store.Request, cost int64) command {
 	base := keyBase(s.prefix, EncodeKey(req.Key))
 	sc := &s.scripts[alg][0]
 	c := command{sc: sc, args: s.fullArgs(mode, base, sc, req, cost), li: li}
-	c.key = c.args[3+3].(string) // the first state key
+	c.key = c.args[3+4].(string) // the first state key
 	return c
 }
 
@@ -387,11 +387,12 @@ func escalates(limits []store.Limit) bool {
 // fullArgs returns the EVALSHA arguments of a validated request for the
 // full script; see package lua for the layout. Keys the script will not
 // touch (the strike counter when no limit escalates, the de-duplication
-// hash without an id) are filled with the block key, which is in the slot.
-// The block key comes first, so args[3] names the slot.
+// hash without an id, the override when the request does not read it) are
+// filled with the block key, which is in the slot. The block key comes
+// first, so args[3] names the slot.
 func (s *Store) fullArgs(mode, base string, sc *script, req *store.Request, cost int64) []any {
 	n := len(req.Limits)
-	args := make([]any, 0, 3+3+n+8+6*n)
+	args := make([]any, 0, 3+4+n+9+6*n)
 	args = append(args, "evalsha", sc.sha, 0) // the key count is set below
 	blockKey := base + tagBlock
 	args = append(args, blockKey)
@@ -409,6 +410,13 @@ func (s *Store) fullArgs(mode, base string, sc *script, req *store.Request, cost
 	} else {
 		args = append(args, blockKey)
 	}
+	var overrides any = "0"
+	if req.Overrides {
+		args = append(args, base+tagOverride)
+		overrides = "1"
+	} else {
+		args = append(args, blockKey)
+	}
 	var keys [store.MaxLimits]string
 	for _, k := range appendStateKeys(keys[:0], base, req.Limits) {
 		args = append(args, k)
@@ -422,7 +430,7 @@ func (s *Store) fullArgs(mode, base string, sc *script, req *store.Request, cost
 	if mode == modeTake && req.Limits[0].Algorithm == store.SlidingWindowLog {
 		nonce = s.nonce()
 	}
-	args = append(args, mode, cost, nonce, countDenied, dedup, replays, window, n)
+	args = append(args, mode, cost, nonce, countDenied, dedup, replays, window, n, overrides)
 	for _, l := range req.Limits {
 		li := s.limits.get(l)
 		args = append(args, li.rate, li.period, li.capacity)

@@ -9,8 +9,9 @@ import (
 )
 
 // replyHead is the number of integers a full script reply starts with; two
-// per limit and the block scope follow (see package lua).
-const replyHead = 9
+// per limit, the block scope and the applied override follow (see package
+// lua).
+const replyHead = 10
 
 // maxReplyMicros bounds the durations a script may report: 2^53µs (285
 // years), beyond which a float64 is no longer exact. Valid limits stay far
@@ -30,6 +31,9 @@ type reply struct {
 	blockStarted bool
 	duplicate    bool
 	repaired     bool
+	override     store.OverrideKind
+	// The limits as the script applied them: scaled under an override.
+	limits [store.MaxLimits]store.Limit
 	// Per limit, in request order: remaining units and reset after (µs).
 	remaining [store.MaxLimits]int64
 	resetUS   [store.MaxLimits]int64
@@ -40,17 +44,22 @@ type reply struct {
 }
 
 // decodeReply checks and decodes a script reply for a request with the
-// given (validated) limits. It never panics: any surprise is an error
-// wrapping errBadReply.
-func decodeReply(v any, limits []store.Limit) (reply, error) {
+// given (validated) limits and cost. It never panics: any surprise is an
+// error wrapping errBadReply.
+func decodeReply(v any, limits []store.Limit, cost int64) (reply, error) {
 	n := len(limits)
 	arr, ok := v.([]any)
 	if !ok {
 		return reply{}, fmt.Errorf("%w: got %T, want an array", errBadReply, v)
 	}
-	if len(arr) != replyHead+2*n+1 {
-		return reply{}, fmt.Errorf("%w: got %d elements, want %d", errBadReply, len(arr), replyHead+2*n+1)
+	if len(arr) != replyHead+2*n+2 {
+		return reply{}, fmt.Errorf("%w: got %d elements, want %d", errBadReply, len(arr), replyHead+2*n+2)
 	}
+	ov, ok := arr[len(arr)-1].(string)
+	if !ok {
+		return reply{}, fmt.Errorf("%w: override is %T, want a string", errBadReply, arr[len(arr)-1])
+	}
+	arr = arr[:len(arr)-1]
 	var x [replyHead + 2*store.MaxLimits]int64
 	for i, e := range arr[:len(arr)-1] {
 		iv, ok := e.(int64)
@@ -71,8 +80,27 @@ func decodeReply(v any, limits []store.Limit) (reply, error) {
 	r := reply{
 		allowed: x[0] == 1, index: int(x[1]), retryUS: x[4],
 		blocked: x[5] == 1, blockStarted: x[6] == 1, duplicate: x[7] == 1, repaired: x[8] == 1, scope: scope,
+		override: store.OverrideKind(x[9]),
+	}
+	copy(r.limits[:], limits)
+	if x[9] != 0 {
+		o, err := store.DecodeOverride(ov)
+		if err != nil || int64(o.Kind) != x[9] {
+			return reply{}, fmt.Errorf("%w: override %d applied as %q", errBadReply, x[9], ov)
+		}
+		if o.Kind == store.OverrideScale {
+			for i, l := range limits {
+				r.limits[i] = store.ScaleLimit(l, o.Scale, cost)
+			}
+		}
+	} else if ov != "" {
+		return reply{}, fmt.Errorf("%w: override %q without its code", errBadReply, ov)
 	}
 	switch {
+	case (r.override == store.OverrideExempt && !r.allowed) || (r.override == store.OverrideSuspend && (r.allowed || x[4] == 0)):
+		return reply{}, fmt.Errorf("%w: %s override answered allowed %d, retry after %dµs", errBadReply, r.override, x[0], x[4])
+	case (r.override == store.OverrideExempt || r.override == store.OverrideSuspend) && (r.blocked || r.duplicate):
+		return reply{}, fmt.Errorf("%w: %s override answered as blocked or duplicate", errBadReply, r.override)
 	case x[4] < 0 || x[4] > maxReplyMicros || (r.allowed && x[4] != 0):
 		return reply{}, fmt.Errorf("%w: retry after %dµs", errBadReply, x[4])
 	case r.blockStarted && !r.blocked:
@@ -87,7 +115,7 @@ func decodeReply(v any, limits []store.Limit) (reply, error) {
 	case !r.blocked && scope != "":
 		return reply{}, fmt.Errorf("%w: scope %q without a block", errBadReply, scope)
 	}
-	for i, l := range limits {
+	for i, l := range r.limits[:n] {
 		rem, reset := x[replyHead+2*i], x[replyHead+2*i+1]
 		if rem < 0 || rem > l.Capacity() {
 			return reply{}, fmt.Errorf("%w: limit %d: remaining %d of %d", errBadReply, i, rem, l.Capacity())
@@ -110,6 +138,7 @@ func decodeReply(v any, limits []store.Limit) (reply, error) {
 // that ID in limits, or -1 and the first limit's capacity when the block
 // was started by a limit this request does not carry.
 func (r *reply) decision(limits []store.Limit) store.Decision {
+	limits = r.limits[:len(limits)]
 	var d store.Decision
 	if r.blocked {
 		d = store.Decision{
@@ -141,6 +170,7 @@ func (r *reply) decision(limits []store.Limit) store.Decision {
 		}
 	}
 	d.Repaired = r.repaired
+	d.Override = r.override
 	if len(limits) > 1 {
 		d.PerLimit = make([]store.LimitState, len(limits))
 		for i := range limits {

@@ -30,7 +30,7 @@ type Script struct {
 // ScriptStore is a [store.Store] that decides with a [Script] on a
 // [Store]'s Redis: the same client, prefix, batching and budget. Create
 // it with [Store.WithScript]. It decides requests with one limit and
-// without Block, CountDenied or DedupID; other requests are refused with
+// without Block, CountDenied, DedupID or Overrides; other requests are refused with
 // an error wrapping [store.ErrInvalidRequest]. Its refusals are not cached
 // (a script may free capacity on its own, as a concurrency cap does when
 // a request ends). It is safe for concurrent use.
@@ -148,7 +148,7 @@ func (u *ScriptStore) check(req *store.Request) error {
 		return err
 	}
 	if !lean(req) {
-		return fmt.Errorf("%w: script %q decides one limit without Block, CountDenied or DedupID", store.ErrInvalidRequest, u.name)
+		return fmt.Errorf("%w: script %q decides one limit without Block, CountDenied, DedupID or Overrides", store.ErrInvalidRequest, u.name)
 	}
 	return nil
 }

@@ -39,9 +39,15 @@ type Harness struct {
 	// suite tells keys apart by name: a key containing ":op:" is a replay
 	// record, one ending in ":block" a block, one ending in ":strikes" a
 	// strike counter, one containing ":dedup" holds de-duplication ids,
-	// and any other key holds limit state. Optional: the TTL and "peek
+	// one ending in ":o" an override, and any other key holds limit
+	// state. Optional: the TTL and "peek
 	// creates nothing" assertions need it.
 	KeyTTLs func(ctx context.Context) (map[string]time.Duration, error)
+	// RealTimeOverrides reports that overrides ([store.Overrides]) expire
+	// on real time although Advance drives a fake clock: a store whose
+	// scripts run on a fake clock while its overrides are plain keys. The
+	// override expiry test then also waits in real time.
+	RealTimeOverrides bool
 }
 
 // Timing constants for real-time harnesses.
@@ -306,7 +312,7 @@ func (e *env) keys() (ops, states map[string]time.Duration) {
 	all := e.keysByKind()
 	ops, states = all[kindOp], map[string]time.Duration{}
 	for kind, keys := range all {
-		if kind == kindOp {
+		if kind == kindOp || kind == kindOverride {
 			continue
 		}
 		for k, ttl := range keys {
@@ -318,11 +324,12 @@ func (e *env) keys() (ops, states map[string]time.Duration) {
 
 // Kinds of storage keys, told apart by name (see [Harness.KeyTTLs]).
 const (
-	kindOp      = "replay"
-	kindBlock   = "block"
-	kindStrikes = "strikes"
-	kindDedup   = "de-duplication"
-	kindState   = "limit state"
+	kindOp       = "replay"
+	kindBlock    = "block"
+	kindStrikes  = "strikes"
+	kindDedup    = "de-duplication"
+	kindOverride = "override"
+	kindState    = "limit state"
 )
 
 func keyKind(k string) string {
@@ -335,6 +342,8 @@ func keyKind(k string) string {
 		return kindStrikes
 	case strings.Contains(k, ":dedup"):
 		return kindDedup
+	case strings.HasSuffix(k, ":o"):
+		return kindOverride
 	}
 	return kindState
 }
@@ -348,7 +357,7 @@ func (e *env) keysByKind() map[string]map[string]time.Duration {
 		e.Fatalf("KeyTTLs: got error %v, want nil", err)
 	}
 	out := map[string]map[string]time.Duration{}
-	for _, kind := range []string{kindOp, kindBlock, kindStrikes, kindDedup, kindState} {
+	for _, kind := range []string{kindOp, kindBlock, kindStrikes, kindDedup, kindOverride, kindState} {
 		out[kind] = map[string]time.Duration{}
 	}
 	for k, ttl := range all {
@@ -424,6 +433,8 @@ func (e *env) checkDecision(op string, r store.Request, d store.Decision) {
 		fail("got BlockStarted, want it only from a Take that is Blocked and has a limit with a Block")
 	case d.Duplicate && (r.DedupID == "" || !d.Allowed):
 		fail("got Duplicate, want it only for an admitted request with a DedupID")
+	case d.Override != store.OverrideNone && !r.Overrides:
+		fail("got Override %s, want none for a request that does not read overrides", d.Override)
 	}
 	switch {
 	case len(r.Limits) == 1 && d.PerLimit != nil:

@@ -58,12 +58,18 @@ var algorithmTests = []algorithmTest{
 	{"count-denied", windowAlg, testCountDenied},
 	{"dedup", nil, testDedup},
 	{"dedup-bound", nil, testDedupBound},
+	{"override-scale", nil, testOverrideScale},
+	{"override-cut", nil, testOverrideCut},
+	{"override-exempt-suspend", nil, testOverrideExemptSuspend},
+	{"override-expiry", nil, testOverrideExpiry},
+	{"override-concurrent", nil, testOverrideConcurrent},
 }
 
 var generalTests = []generalTest{
 	{"invalid-requests", testInvalid},
 	{"invalid-requests-record-nothing", testInvalidRecordsNothing},
 	{"reset-ignores-cost", testResetIgnoresCost},
+	{"override-invalid", testOverrideInvalid},
 }
 
 // Run runs the conformance suite: one subtest per algorithm and property

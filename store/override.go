@@ -1,0 +1,167 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// OverrideKind says what an [Override] does to one client's requests. The
+// zero value, OverrideNone, is no override.
+type OverrideKind uint8
+
+const (
+	// OverrideNone: the request was decided under its own limits.
+	OverrideNone OverrideKind = iota
+	// OverrideScale multiplies the rate and capacity of every limit by
+	// [Override.Scale]: above 1 it raises the client's limits, below 1 it
+	// cuts them. Counters are kept: units already used count against the
+	// scaled limits.
+	OverrideScale
+	// OverrideExempt admits every request of the client without counting
+	// it.
+	OverrideExempt
+	// OverrideSuspend refuses every request of the client, without counting
+	// it, until the override expires; the middleware answers 403.
+	OverrideSuspend
+)
+
+var overrideNames = [...]string{
+	OverrideNone:    "none",
+	OverrideScale:   "scale",
+	OverrideExempt:  "exempt",
+	OverrideSuspend: "suspend",
+}
+
+// String returns the kind's name: "none", "scale", "exempt" or "suspend".
+func (k OverrideKind) String() string {
+	if int(k) < len(overrideNames) {
+		return overrideNames[k]
+	}
+	return "override(" + strconv.Itoa(int(k)) + ")"
+}
+
+// ParseOverrideKind returns the kind named by s ([OverrideKind.String]'s
+// form; "none" is not accepted). Errors wrap [ErrInvalidRequest].
+func ParseOverrideKind(s string) (OverrideKind, error) {
+	for k := OverrideScale; int(k) < len(overrideNames); k++ {
+		if overrideNames[k] == s {
+			return k, nil
+		}
+	}
+	return OverrideNone, fmt.Errorf("%w: unknown override kind %q (want scale, exempt or suspend)", ErrInvalidRequest, s)
+}
+
+// Override changes the limits of one client (one [Request.Key]) for a
+// while. A store keeps it beside the client's state (the Redis store under
+// the same hash tag, read by the same atomic script) and applies it to
+// requests that ask for it ([Request.Overrides]); requests that do not ask
+// never read it and pay nothing for it.
+type Override struct {
+	// Kind is what the override does. Required.
+	Kind OverrideKind
+	// Scale is the factor of an [OverrideScale] override, within
+	// [MinOverrideScale, MaxOverrideScale]: each limit's rate and capacity
+	// become floor(x·Scale), but never less than 1 nor than the request's
+	// cost, and never more than the largest valid rate (2³⁰). Zero for
+	// other kinds.
+	Scale float64
+	// TTL is how long the override lasts. Required when setting one: > 0,
+	// whole milliseconds, at most 366 days. A store reports the time left.
+	TTL time.Duration
+}
+
+// Bounds of [Override.Scale].
+const (
+	MinOverrideScale = 1.0 / (1 << 20)
+	MaxOverrideScale = 1 << 20
+)
+
+// Validate reports whether o can be stored. Errors wrap
+// [ErrInvalidRequest] and name the field.
+func (o Override) Validate() error {
+	switch o.Kind {
+	case OverrideScale:
+		if !(o.Scale >= MinOverrideScale && o.Scale <= MaxOverrideScale) {
+			return fmt.Errorf("%w: override Scale must be between 2⁻²⁰ and 2²⁰, got %v", ErrInvalidRequest, o.Scale)
+		}
+	case OverrideExempt, OverrideSuspend:
+		if o.Scale != 0 {
+			return fmt.Errorf("%w: override Scale is only for kind scale, got %v for %s", ErrInvalidRequest, o.Scale, o.Kind)
+		}
+	default:
+		return fmt.Errorf("%w: override Kind must be scale, exempt or suspend, got %s", ErrInvalidRequest, o.Kind)
+	}
+	if o.TTL < time.Millisecond || o.TTL > maxPeriod || o.TTL%time.Millisecond != 0 {
+		return fmt.Errorf("%w: override TTL must be whole milliseconds between 1ms and %s, got %s", ErrInvalidRequest, maxPeriod, o.TTL)
+	}
+	return nil
+}
+
+// Encode returns the override's stored form, which the Redis scripts read:
+// "exempt", "suspend" or "scale:<factor>" with the factor in Go's shortest
+// round-tripping decimal form. TTL is not part of it (it is the key's).
+func (o Override) Encode() string {
+	if o.Kind == OverrideScale {
+		return "scale:" + strconv.FormatFloat(o.Scale, 'g', -1, 64)
+	}
+	return o.Kind.String()
+}
+
+// DecodeOverride parses [Override.Encode]'s form. TTL is left zero. It
+// returns an error for anything else, including a factor out of bounds.
+func DecodeOverride(s string) (Override, error) {
+	switch s {
+	case "exempt":
+		return Override{Kind: OverrideExempt}, nil
+	case "suspend":
+		return Override{Kind: OverrideSuspend}, nil
+	}
+	f, ok := strings.CutPrefix(s, "scale:")
+	if !ok {
+		return Override{}, fmt.Errorf("%w: unreadable override %q", ErrInvalidRequest, s)
+	}
+	x, err := strconv.ParseFloat(f, 64)
+	if err != nil || !(x >= MinOverrideScale && x <= MaxOverrideScale) {
+		return Override{}, fmt.Errorf("%w: unreadable override %q", ErrInvalidRequest, s)
+	}
+	return Override{Kind: OverrideScale, Scale: x}, nil
+}
+
+// ScaleLimit returns l under an [OverrideScale] override of factor scale
+// for a request of the given cost: Rate and the capacity become
+// floor(x·scale), at least 1 and cost and at most 2³⁰ (Burst stays 0 when
+// it was). The Redis scripts compute the same numbers.
+func ScaleLimit(l Limit, scale float64, cost int64) Limit {
+	sc := func(x int64) int64 {
+		v := math.Floor(float64(x) * scale)
+		if v > maxRate {
+			v = maxRate
+		}
+		n := int64(v)
+		return max(n, 1, cost)
+	}
+	if l.Burst != 0 {
+		l.Burst = sc(l.Burst)
+	}
+	l.Rate = sc(l.Rate)
+	return l
+}
+
+// Overrides is implemented by stores that keep per-client overrides (both
+// stores of this module). The key is a [Request.Key]: one client under
+// one policy (and tier).
+type Overrides interface {
+	// SetOverride stores o for key, replacing any override it has, for
+	// o.TTL. It returns o.Validate's error for an invalid override.
+	SetOverride(ctx context.Context, key string, o Override) error
+	// GetOverride returns key's live override with the time it has left
+	// in TTL, or an error wrapping [ErrNotFound] when it has none.
+	GetOverride(ctx context.Context, key string) (Override, error)
+	// ClearOverride removes key's override, or returns an error wrapping
+	// [ErrNotFound] when it had none.
+	ClearOverride(ctx context.Context, key string) error
+}

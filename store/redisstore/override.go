@@ -1,0 +1,95 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/ratekeeper/ratekeeper/store"
+)
+
+// overrideKey returns the Redis key of key's override:
+// "<prefix>:{<encoded key>}:o", in the slot of the key's state.
+func (s *Store) overrideKey(key string) string {
+	return keyBase(s.prefix, EncodeKey(key)) + tagOverride
+}
+
+// readOverride answers the override's value and PTTL in one atomic step;
+// a key of another type answers false instead of its value.
+const readOverride = `local v = redis.pcall('GET', KEYS[1])
+if type(v) ~= 'string' then
+  v = false
+end
+return {v, redis.call('PTTL', KEYS[1])}`
+
+// SetOverride implements [store.Overrides]: it stores o for key (one
+// string "<prefix>:{<encoded key>}:o" with o.TTL as its PTTL), replacing
+// any override the key has. Scripts read it for requests with
+// [store.Request.Overrides]. It returns o.Validate's error for an invalid
+// override or an empty key, and a *store.BackendError when Redis fails.
+func (s *Store) SetOverride(ctx context.Context, key string, o store.Override) error {
+	if key == "" {
+		return fmt.Errorf("%w: empty key", store.ErrInvalidRequest)
+	}
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	k := s.overrideKey(key)
+	v, err := s.do(ctx, "override", k, nil, []any{"set", k, o.Encode(), "px", o.TTL.Milliseconds()}, nil, nil, 0)
+	if err != nil {
+		return err
+	}
+	if v != "OK" {
+		return backendError("override", fmt.Errorf("%w: SET answered %v", errBadReply, v))
+	}
+	return nil
+}
+
+// GetOverride implements [store.Overrides]. An override that cannot be
+// read (another type, a malformed value or no TTL; never written by this
+// package) is reported as none, as the scripts treat it.
+func (s *Store) GetOverride(ctx context.Context, key string) (store.Override, error) {
+	if key == "" {
+		return store.Override{}, fmt.Errorf("%w: empty key", store.ErrInvalidRequest)
+	}
+	k := s.overrideKey(key)
+	v, err := s.do(ctx, "override", k, nil, []any{"eval", readOverride, 1, k}, nil, nil, 0)
+	if err != nil {
+		return store.Override{}, err
+	}
+	arr, ok := v.([]any)
+	if !ok || len(arr) != 2 {
+		return store.Override{}, backendError("override", fmt.Errorf("%w: got %T %v", errBadReply, v, v))
+	}
+	pttl, ok := arr[1].(int64)
+	if !ok {
+		return store.Override{}, backendError("override", fmt.Errorf("%w: PTTL is %T", errBadReply, arr[1]))
+	}
+	str, _ := arr[0].(string)
+	o, derr := store.DecodeOverride(str)
+	if pttl <= 0 || derr != nil {
+		return store.Override{}, fmt.Errorf("redisstore: override of %q: %w", key, store.ErrNotFound)
+	}
+	o.TTL = time.Duration(pttl) * time.Millisecond
+	return o, nil
+}
+
+// ClearOverride implements [store.Overrides]: it deletes key's override.
+func (s *Store) ClearOverride(ctx context.Context, key string) error {
+	if key == "" {
+		return fmt.Errorf("%w: empty key", store.ErrInvalidRequest)
+	}
+	k := s.overrideKey(key)
+	v, err := s.do(ctx, "override", k, nil, []any{"del", k}, nil, nil, 0)
+	if err != nil {
+		return err
+	}
+	if n, ok := v.(int64); !ok {
+		return backendError("override", fmt.Errorf("%w: DEL answered %T", errBadReply, v))
+	} else if n == 0 {
+		return fmt.Errorf("redisstore: override of %q: %w", key, store.ErrNotFound)
+	}
+	return nil
+}
+
+var _ store.Overrides = (*Store)(nil)
