@@ -152,13 +152,16 @@ func (l *Limiter) decideFor(ctx context.Context, identity string, n int64, peek 
 	case t.unlimited:
 		return Decision{Decision: store.Decision{Allowed: true}, Policy: t.policy, Tier: t.name, t: t}, nil
 	}
-	req := store.Request{Key: t.prefix + identity, Limits: set.limits, Cost: n, CountDenied: q.countDenied}
+	req := store.Request{Key: t.prefix + identity, Limits: set.limits, Cost: n, CountDenied: q.countDenied, Overrides: q.overrides}
 	now := q.now()
 	sd, call, err := q.call(ctx, req, now, peek)
 	if err != nil {
 		return Decision{}, err
 	}
 	d := Decision{Decision: sd, Policy: t.policy, Tier: t.name, Reset: now.Add(resetAfter(&sd)), t: t, set: set}
+	if sd.Override == store.OverrideExempt {
+		d.set, d.Reset = nil, time.Time{}
+	}
 	if peek {
 		return d, nil
 	}
@@ -171,6 +174,10 @@ func (l *Limiter) decideFor(ctx context.Context, identity string, n int64, peek 
 	if q.watching(ctx) {
 		outcome := OutcomeAllowed
 		switch {
+		case sd.Override == store.OverrideExempt:
+			outcome = OutcomeExempt
+		case sd.Override == store.OverrideSuspend && !q.dryRun:
+			outcome = OutcomeSuspended
 		case sd.Blocked:
 			outcome = OutcomeBlocked
 		case !sd.Allowed && q.dryRun:
@@ -212,7 +219,7 @@ func (q *quota) tierFor(ctx context.Context) (*tierState, *limitSet, error) {
 func (l *Limiter) Enforce(w http.ResponseWriter, r *http.Request, d Decision) bool {
 	q := l.quota
 	switch {
-	case d.t != nil && d.t.suspended:
+	case d.t != nil && d.t.suspended, d.Override == store.OverrideSuspend && !q.dryRun:
 		writeJSON(w, http.StatusForbidden, contentTypeJSON, bodySuspended)
 		return false
 	case d.t == nil || d.set == nil:
@@ -290,4 +297,48 @@ func (l *Limiter) Reset(ctx context.Context, tier, identity string) error {
 		return notFound
 	}
 	return nil
+}
+
+// SetOverride gives identity, under this policy and tier ("" for a
+// limiter built with [New]), the override o until o.TTL has passed: a
+// scaled (raised or cut) limit, an exemption or a suspension; see
+// [store.Override]. It replaces any override the client has, and applies
+// to every replica sharing the store from the client's next request. It
+// returns an error when the limiter was built without [WithOverrides], for
+// an unknown tier, an empty identity, an invalid override or a store
+// failure.
+func (l *Limiter) SetOverride(ctx context.Context, tier, identity string, o store.Override) error {
+	key, ov, err := l.overrideKey(tier, identity)
+	if err != nil {
+		return err
+	}
+	return ov.SetOverride(ctx, key, o)
+}
+
+// ClearOverride removes identity's override under this policy and tier.
+// It returns an error wrapping [store.ErrNotFound] when the client had
+// none, and the errors of [Limiter.SetOverride] otherwise.
+func (l *Limiter) ClearOverride(ctx context.Context, tier, identity string) error {
+	key, ov, err := l.overrideKey(tier, identity)
+	if err != nil {
+		return err
+	}
+	return ov.ClearOverride(ctx, key)
+}
+
+// overrideKey returns the store key of identity under tier and the store's
+// overrides.
+func (l *Limiter) overrideKey(tier, identity string) (string, store.Overrides, error) {
+	q := l.quota
+	if !q.overrides {
+		return "", nil, fmt.Errorf("ratekeeper: middleware: policy %q does not apply overrides (build it WithOverrides)", q.name)
+	}
+	if identity == "" {
+		return "", nil, errEmptyKey
+	}
+	i, ok := q.tierIndex[tier]
+	if !ok {
+		return "", nil, fmt.Errorf("ratekeeper: middleware: unknown tier %q", tier)
+	}
+	return q.tiers[i].prefix + identity, q.store.(store.Overrides), nil
 }

@@ -41,6 +41,7 @@ type quota struct {
 	dedupTTL    time.Duration
 	exempt      []func(*http.Request) bool
 	countDenied bool
+	overrides   bool
 	dryRun      bool
 	problem     bool
 	name        string
@@ -132,6 +133,11 @@ func build(s store.Store, c config, classify func(*http.Request) (string, string
 	case c.now == nil:
 		return nil, errors.New("ratekeeper: middleware: nil clock")
 	}
+	if c.overrides {
+		if _, ok := s.(store.Overrides); !ok {
+			return nil, fmt.Errorf("ratekeeper: middleware: WithOverrides needs a store that keeps overrides (store.Overrides); %T does not", s)
+		}
+	}
 	for i, f := range c.exempt {
 		if f == nil {
 			return nil, fmt.Errorf("ratekeeper: middleware: exemption %d is nil", i)
@@ -155,6 +161,7 @@ func build(s store.Store, c config, classify func(*http.Request) (string, string
 		dedupTTL:    c.dedupWindow,
 		exempt:      c.exempt,
 		countDenied: c.countDenied,
+		overrides:   c.overrides,
 		dryRun:      c.dryRun,
 		problem:     c.problem,
 		name:        c.name,
@@ -409,7 +416,7 @@ type storeCall struct {
 // the same quota already charged part of the cost and the rest is refused,
 // the decision describes a retry of the whole request (see nestedRefusal).
 func (q *quota) decide(r *http.Request, res *resolved, need int64) (store.Decision, storeCall, error) {
-	req := store.Request{Key: res.key, Limits: res.set.limits, Cost: need, CountDenied: q.countDenied}
+	req := store.Request{Key: res.key, Limits: res.set.limits, Cost: need, CountDenied: q.countDenied, Overrides: q.overrides}
 	if q.dedup != nil {
 		req.DedupID = q.dedup(r)
 		req.DedupReplays, req.DedupWindow = q.dedupMax, q.dedupTTL
@@ -417,7 +424,7 @@ func (q *quota) decide(r *http.Request, res *resolved, need int64) (store.Decisi
 	ctx := r.Context()
 	res.now = q.now()
 	d, call, err := q.call(ctx, req, res.now, false)
-	if err == nil && !d.Allowed && res.charged > 0 && !d.Blocked {
+	if err == nil && !d.Allowed && res.charged > 0 && !d.Blocked && d.Override != store.OverrideSuspend {
 		d = q.nestedRefusal(ctx, req, res.cost, d, call)
 	}
 	return d, call, err
@@ -553,6 +560,26 @@ func (q *quota) finish(w http.ResponseWriter, r *http.Request, next http.Handler
 	if sd.BlockStarted {
 		q.blockStarted(r, res, &d)
 	}
+	switch sd.Override {
+	case store.OverrideExempt:
+		// An exempt client has no limit to describe: no headers, as for
+		// an unlimited tier.
+		d.set = nil
+		st := newState(r, q, res, d, res.cost)
+		if q.watching(r.Context()) {
+			q.report(r, &Event{Decision: d, Outcome: OutcomeExempt, Latency: call.latency, Fallback: call.fallback, Err: call.cause}, res.identity)
+		}
+		next.ServeHTTP(w, &st.req)
+		return
+	case store.OverrideSuspend:
+		if !q.dryRun {
+			if q.watching(r.Context()) {
+				q.report(r, &Event{Decision: d, Outcome: OutcomeSuspended, Latency: call.latency, Fallback: call.fallback, Err: call.cause}, res.identity)
+			}
+			writeJSON(w, http.StatusForbidden, contentTypeJSON, bodySuspended)
+			return
+		}
+	}
 	if sd.Allowed || q.dryRun {
 		charged := res.charged
 		outcome := OutcomeDryRun
@@ -645,7 +672,7 @@ func (q *quota) fail(w http.ResponseWriter, r *http.Request, next http.Handler, 
 // without Retry-After, since no wait can admit it.
 func (q *quota) costExceeded(w http.ResponseWriter, r *http.Request, res *resolved) {
 	now := q.now()
-	req := store.Request{Key: res.key, Limits: res.set.limits, Cost: 1}
+	req := store.Request{Key: res.key, Limits: res.set.limits, Cost: 1, Overrides: q.overrides}
 	if p, _, err := q.call(r.Context(), req, now, true); err == nil {
 		if p.Allowed {
 			p.Remaining++ // a peek reports what would be left after it

@@ -70,6 +70,7 @@ type config struct {
 	exempt           []func(*http.Request) bool
 	extraLimits      []store.Limit
 	local            store.Store
+	overrides        bool
 }
 
 // WithName names the policy (default "default"). The name appears in the
@@ -127,6 +128,19 @@ func WithDedupBound(replays int, window time.Duration) Option {
 // WithCountDenied records refused attempts too, so that a client hammering
 // a login route stays over its threshold. Window algorithms only.
 func WithCountDenied() Option { return func(c *config) { c.countDenied = true } }
+
+// WithOverrides applies per-client overrides ([store.Override]) set in
+// the store for this policy's clients, with [Limiter.SetOverride], the
+// admin API or the command-line tool: a raised or cut limit, an exempt
+// client admitted without counting (no rate-limit headers), a suspended
+// client answered 403 until the override ends. The store reads the
+// override in the same atomic step as the decision, so a policy with
+// overrides runs the full decision script on Redis (one more key read,
+// about as costly as a block); policies without them never read it. The
+// store must implement [store.Overrides] (both stores of this module do);
+// [New] returns an error otherwise. [Decision] reports the override that
+// applied in its Override field.
+func WithOverrides() Option { return func(c *config) { c.overrides = true } }
 
 // WithDryRun runs the policy in shadow mode: it decides, records, sets the
 // headers (never Retry-After) and reports [OutcomeDryRun] for requests it
