@@ -81,6 +81,8 @@ func New(set *policy.Set, st store.Store, opts Options) (http.Handler, error) {
 	mux.HandleFunc("GET /policies/{policy}", a.showPolicy)
 	mux.HandleFunc("GET /policies/{policy}/client", a.showClient)
 	mux.HandleFunc("POST /policies/{policy}/reset", a.resetClient)
+	mux.HandleFunc("POST /policies/{policy}/override", a.setOverride)
+	mux.HandleFunc("POST /policies/{policy}/override/clear", a.clearOverride)
 	mux.HandleFunc("POST /policies/{policy}/mode", a.switchMode)
 	mux.HandleFunc("GET /policies/{policy}/blocked", a.listBlocked)
 	mux.HandleFunc("GET /policies/{policy}/top", a.listTop)
@@ -199,10 +201,21 @@ func (a *api) showClient(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := a.now()
-	d, err := a.store.Peek(r.Context(), store.Request{Key: target.key(c.Identity), Limits: target.limits})
+	key := target.key(c.Identity)
+	d, err := a.store.Peek(r.Context(), store.Request{Key: key, Limits: target.limits, Overrides: target.overrides})
 	if err != nil {
 		a.storeFailed(w, r, "peek", err)
 		return
+	}
+	if ov, ok := a.store.(store.Overrides); ok && target.overrides {
+		o, err := ov.GetOverride(r.Context(), key)
+		switch {
+		case err == nil:
+			out.Override = newOverrideJSON(o, now)
+		case !errors.Is(err, store.ErrNotFound):
+			a.storeFailed(w, r, "override", err)
+			return
+		}
 	}
 	remaining := d.Remaining
 	if d.Allowed {

@@ -29,6 +29,7 @@ policies:
     key: ip
     limits:
       - {name: minute, rate: 3, period: 1m}
+    overrides: true
   search:
     share: api
     cost: 2
@@ -158,6 +159,8 @@ var endpoints = []struct{ method, path, body string }{
 	{"GET", "/policies/api/client?identity=192.0.2.1", ""},
 	{"POST", "/policies/api/reset", `{"identity":"192.0.2.1"}`},
 	{"POST", "/policies/api/mode", `{"mode":"off"}`},
+	{"POST", "/policies/api/override", `{"identity":"192.0.2.1","kind":"exempt","ttl":"1h"}`},
+	{"POST", "/policies/api/override/clear", `{"identity":"192.0.2.1"}`},
 	{"GET", "/policies/login/blocked", ""},
 	{"GET", "/policies/api/top", ""},
 	{"GET", "/nothing-here", ""},
@@ -524,6 +527,18 @@ func (failingStore) Reset(context.Context, store.Request) error {
 	return &store.BackendError{Op: "reset", Kind: store.KindConnection, Err: errors.New("secret-host:6379 refused")}
 }
 
+func (failingStore) SetOverride(context.Context, string, store.Override) error {
+	return &store.BackendError{Op: "override", Kind: store.KindConnection, Err: errors.New("secret-host:6379 refused")}
+}
+
+func (failingStore) GetOverride(context.Context, string) (store.Override, error) {
+	return store.Override{}, &store.BackendError{Op: "override", Kind: store.KindConnection, Err: errors.New("secret-host:6379 refused")}
+}
+
+func (failingStore) ClearOverride(context.Context, string) error {
+	return &store.BackendError{Op: "override", Kind: store.KindConnection, Err: errors.New("secret-host:6379 refused")}
+}
+
 func TestStoreFailureIs503(t *testing.T) {
 	set, err := policy.New("p.yaml", []byte(testPolicies), failingStore{}, policy.Options{
 		Keys:        map[string]keyfunc.KeyFunc{"ip": keyfunc.RemoteIP},
@@ -541,6 +556,8 @@ func TestStoreFailureIs503(t *testing.T) {
 	for _, c := range []struct{ method, path, body string }{
 		{"GET", "/policies/api/client?identity=x", ""},
 		{"POST", "/policies/api/reset", `{"identity":"x"}`},
+		{"POST", "/policies/api/override", `{"identity":"x","kind":"exempt","ttl":"1h"}`},
+		{"POST", "/policies/api/override/clear", `{"identity":"x"}`},
 	} {
 		w := f.call(c.method, c.path, c.body)
 		var e errorJSON

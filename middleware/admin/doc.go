@@ -1,8 +1,9 @@
 // Package admin is an HTTP API for operating the rate-limiting policies of
 // a [policy.Set] while the service runs: list the policies and their
-// modes, show what a client has left, reset a client, switch a policy to
-// enforce, dry_run or off, list the clients blocked now and the clients
-// refused most over the last minutes.
+// modes, show what a client has left, reset a client, raise, cut, exempt
+// or suspend one client for a while, switch a policy to enforce, dry_run
+// or off, list the clients blocked now and the clients refused most over
+// the last minutes.
 //
 //	h, err := admin.New(set, st, admin.Options{
 //		Authorize: func(r *http.Request) (string, error) { ... },
@@ -44,12 +45,24 @@
 //   - GET /policies/{policy}/client?identity=I&tier=T: a client's state,
 //     read without recording anything: the deciding limit, its capacity,
 //     remaining, reset, blocked, blocked_until and retry_after (seconds);
-//     or unlimited or suspended for such tiers. tier is required for a
+//     or unlimited or suspended for such tiers; and, for a policy with
+//     overrides, the client's active override (kind, scale, expires,
+//     ttl_seconds), under which the state is read. tier is required for a
 //     policy with tiers and refused for one without. A policy that shares
 //     another's quota shows the shared counters.
 //   - POST /policies/{policy}/reset {"identity": I, "tier": T}: forget the
 //     client's counters, block and strikes (middleware.Limiter.Reset);
 //     "found" says whether anything was stored.
+//   - POST /policies/{policy}/override {"identity": I, "tier": T, "kind":
+//     K, "scale": S, "ttl": D}: give the client an override for D (a Go
+//     duration, 1ms to 366 days; store.Override): K is raise (S > 1), cut
+//     (0 < S < 1) or scale (any S from 2⁻²⁰ to 2²⁰) to multiply every
+//     limit's rate and capacity by S, exempt (admitted, not counted), or
+//     suspend (403 until it ends). Replaces the client's override; answers
+//     it with its expiry. The policy must have overrides: true (409
+//     otherwise) and the store must keep overrides (501 otherwise).
+//   - POST /policies/{policy}/override/clear {"identity": I, "tier": T}:
+//     remove the client's override; "found" says whether it had one.
 //   - POST /policies/{policy}/mode {"mode": M}: M is enforce, dry_run or
 //     off (policy.Set.SetMode, kept across reloads), or clear to return
 //     to the file's mode (policy.Set.ClearMode). Answers the policy.

@@ -33,13 +33,14 @@ func newPolicyJSON(p policy.PolicyStatus) policyJSON {
 }
 
 type clientJSON struct {
-	Policy    string     `json:"policy"`
-	Tier      string     `json:"tier,omitempty"`
-	Identity  string     `json:"identity"`
-	Mode      string     `json:"mode"`
-	Unlimited bool       `json:"unlimited,omitempty"`
-	Suspended bool       `json:"suspended,omitempty"`
-	State     *stateJSON `json:"state,omitempty"`
+	Policy    string        `json:"policy"`
+	Tier      string        `json:"tier,omitempty"`
+	Identity  string        `json:"identity"`
+	Mode      string        `json:"mode"`
+	Unlimited bool          `json:"unlimited,omitempty"`
+	Suspended bool          `json:"suspended,omitempty"`
+	Override  *overrideJSON `json:"override,omitempty"`
+	State     *stateJSON    `json:"state,omitempty"`
 }
 
 type stateJSON struct {

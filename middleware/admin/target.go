@@ -23,6 +23,7 @@ type target struct {
 	limits    []store.Limit
 	unlimited bool
 	suspended bool
+	overrides bool // the policy applies per-client overrides
 }
 
 // key returns the store key of identity, as the middleware builds it:
@@ -39,9 +40,10 @@ func (t *target) key(identity string) string {
 // configJSON is the part of a policy's configuration (in the file's
 // schema, as policy.PolicyStatus.Config holds it) that locates its state.
 type configJSON struct {
-	Share  string              `json:"share"`
-	Limits []limitJSON         `json:"limits"`
-	Tiers  map[string]tierJSON `json:"tiers"`
+	Share     string              `json:"share"`
+	Limits    []limitJSON         `json:"limits"`
+	Tiers     map[string]tierJSON `json:"tiers"`
+	Overrides bool                `json:"overrides"`
 }
 
 type tierJSON struct {
@@ -81,6 +83,7 @@ func (a *api) resolve(p policy.PolicyStatus, tier string) (target, error) {
 		}
 	}
 	t.tiered = len(c.Tiers) > 0
+	t.overrides = c.Overrides
 	if !t.tiered {
 		if tier != "" {
 			return t, fmt.Errorf("policy %q has no tiers; leave tier out", p.Name)

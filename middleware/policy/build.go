@@ -142,6 +142,9 @@ func (b *builder) base(ps *policySpec, dry bool) (*middleware.Limiter, error) {
 	if ps.countDenied {
 		opts = append(opts, middleware.WithCountDenied())
 	}
+	if ps.overrides {
+		opts = append(opts, middleware.WithOverrides())
+	}
 	if e := ps.exempt; e != nil {
 		if len(e.paths) > 0 {
 			opts = append(opts, middleware.WithExempt(middleware.ExemptPaths(e.paths...)))

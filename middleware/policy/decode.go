@@ -250,7 +250,7 @@ func (d *decoder) policies(s *spec, n *yaml.Node) {
 	}
 }
 
-const policyFields = "key, classifier, share, cost, mode, limits, tiers, failure, local_fallback, breaker, headers, problem_details, count_denied, exempt"
+const policyFields = "key, classifier, share, cost, mode, limits, tiers, failure, local_fallback, breaker, headers, problem_details, count_denied, overrides, exempt"
 
 func (d *decoder) policy(name string, k, v *yaml.Node) *policySpec {
 	path := join("policies", name)
@@ -306,6 +306,8 @@ func (d *decoder) policy(name string, k, v *yaml.Node) *policySpec {
 			ps.problem, _ = d.boolean(vv, f)
 		case "count_denied":
 			ps.countDenied, _ = d.boolean(vv, f)
+		case "overrides":
+			ps.overrides, _ = d.boolean(vv, f)
 		case "exempt":
 			ps.exempt = d.exempt(vv, f)
 		default:

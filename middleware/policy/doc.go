@@ -97,6 +97,9 @@
 //     application/problem+json ([middleware.WithProblemDetails]).
 //   - count_denied: true records refused attempts too, for window
 //     algorithms ([middleware.WithCountDenied]).
+//   - overrides: true applies per-client overrides set through the admin
+//     API, the command-line tool or [middleware.Limiter.SetOverride]
+//     ([middleware.WithOverrides]); the store must keep overrides.
 //   - exempt: paths (exact, or a prefix ending in "/*"), cidrs (prefixes
 //     or addresses, matched against the address Options.ClientIP finds)
 //     and methods, whose requests pass without a decision

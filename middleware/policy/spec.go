@@ -35,6 +35,7 @@ type policySpec struct {
 	headers                *headersSpec
 	problem                bool
 	countDenied            bool
+	overrides              bool
 	exempt                 *exemptSpec
 }
 
@@ -137,6 +138,9 @@ func (ps *policySpec) marshal() json.RawMessage {
 	}
 	if ps.countDenied {
 		o.val("count_denied", true)
+	}
+	if ps.overrides {
+		o.val("overrides", true)
 	}
 	if e := ps.exempt; e != nil {
 		var eb bytes.Buffer
