@@ -1,11 +1,15 @@
 // Command ratekeeper operates the Redis state of ratekeeper's limiters
 // directly, with the Redis store's own key layout and scripts (package
-// redisstore): it shows what a client has left, resets a client, lists
-// blocked clients and validates policy files.
+// redisstore): it shows what a client has left, resets a client, gives a
+// client an override or removes it, lists blocked clients and validates
+// policy files.
 //
 //	ratekeeper inspect --redis-url redis://redis:6379/0 --policy-file policies.yaml --policy login 203.0.113.7
 //	ratekeeper inspect --policy api --tier authenticated --rate 100 --period 1m alice
 //	ratekeeper reset --policy-file policies.yaml --policy login 203.0.113.7
+//	ratekeeper override set --policy api --kind raise --scale 10 --ttl 24h 203.0.113.7
+//	ratekeeper override set --policy api --kind suspend --ttl 1h 198.51.100.9
+//	ratekeeper override clear --policy api 203.0.113.7
 //	ratekeeper blocks --policy login --count 50 --output json
 //	ratekeeper check policies.yaml
 //
@@ -26,6 +30,17 @@
 // de-duplication ids, and fails when nothing was stored. A process that
 // cached a refusal of the client keeps refusing it until that refusal's
 // Retry-After has passed (see the Redis store's deny cache).
+//
+// override set stores the client's override (store.Override) under the
+// same key and hash tag as its state, with --ttl as its TTL: --kind raise
+// (--scale above 1) or cut (--scale between 0 and 1) multiplies every
+// limit's rate and capacity, exempt admits without counting, suspend
+// refuses (the middleware answers 403) until it ends. It applies to
+// policies with overrides: true, from the client's next request. With
+// --policy-file, a policy that shares another's quota gives the override
+// to the shared policy's client. override clear removes it, and fails when
+// there was none. inspect shows an active override and reads the state
+// under it.
 //
 // blocks scans the block keys under --prefix with SCAN (never KEYS),
 // --count at a time, and decodes their identities; --cursor continues a

@@ -29,10 +29,12 @@ const usage = `usage: ratekeeper <command> [flags] [arguments]
 Commands:
   inspect IDENTITY   show a client's state under a policy (reads, records nothing)
   reset IDENTITY     forget a client's counters, block and strikes
+  override set IDENTITY    give a client an override for a while
+  override clear IDENTITY  remove a client's override
   blocks             list blocked clients
   check FILE...      validate policy files
 
-Connection flags (inspect, reset, blocks):
+Connection flags (inspect, reset, override, blocks):
   --redis-url URL    Redis to use (default $RATEKEEPER_REDIS_URL, else redis://127.0.0.1:6379/0)
   --cluster          the URL names a Redis Cluster (redis://host:port?addr=host2:port2)
   --prefix P         the store's key prefix (default "rk")
@@ -42,6 +44,9 @@ Connection flags (inspect, reset, blocks):
 Limits (inspect, reset): --policy NAME [--tier T] and either
   --policy-file F    read the policy's limits from a policy file, or
   --rate N --period D [--algorithm A] [--burst N] [--name N] [--block D] [--block-max D]
+
+Override: --policy NAME [--tier T] [--policy-file F] and, for set,
+  --kind raise|cut|scale --scale S, or --kind exempt|suspend, and --ttl D
 
 Blocks: [--policy NAME [--tier T]] [--count N] [--cursor C]
 
@@ -103,6 +108,11 @@ type invocation struct {
 	count  int
 	cursor string
 
+	// override set
+	kind  string
+	scale float64
+	ttl   time.Duration
+
 	files []string
 }
 
@@ -113,6 +123,13 @@ func parse(args []string, getenv func(string) string) (*invocation, error) {
 		return nil, fmt.Errorf("%w: no command", errUsage)
 	}
 	inv := &invocation{command: args[0]}
+	if inv.command == "override" {
+		if len(args) < 2 || (args[1] != "set" && args[1] != "clear") {
+			return nil, fmt.Errorf("%w: override takes set or clear", errUsage)
+		}
+		inv.command = "override " + args[1]
+		args = args[1:]
+	}
 	fs := flag.NewFlagSet("ratekeeper "+inv.command, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	output := "table"
@@ -140,6 +157,16 @@ func parse(args []string, getenv func(string) string) (*invocation, error) {
 		fs.StringVar(&inv.limit.Name, "name", "", "limit name")
 		fs.DurationVar(&inv.limit.Block, "block", 0, "block duration")
 		fs.DurationVar(&inv.limit.BlockMax, "block-max", 0, "longest escalated block")
+	case "override set", "override clear":
+		connection()
+		fs.StringVar(&inv.policy, "policy", "", "policy name (required)")
+		fs.StringVar(&inv.tier, "tier", "", "tier, for a policy with tiers")
+		fs.StringVar(&inv.policyFile, "policy-file", "", "policy file, to check the policy and follow share")
+		if inv.command == "override set" {
+			fs.StringVar(&inv.kind, "kind", "", "raise, cut, scale, exempt or suspend (required)")
+			fs.Float64Var(&inv.scale, "scale", 0, "factor of raise, cut and scale")
+			fs.DurationVar(&inv.ttl, "ttl", 0, "how long the override lasts (required)")
+		}
 	case "blocks":
 		connection()
 		fs.StringVar(&inv.policy, "policy", "", "list only this policy's blocks")
@@ -192,6 +219,19 @@ func parse(args []string, getenv func(string) string) (*invocation, error) {
 				return nil, fmt.Errorf("%w: limit flags: %v (give --rate and --period, or --policy-file)", errUsage, err)
 			}
 		}
+	case "override set", "override clear":
+		if len(rest) != 1 || rest[0] == "" {
+			return nil, fmt.Errorf("%w: %s takes one identity after the flags", errUsage, inv.command)
+		}
+		inv.identity = rest[0]
+		if inv.policy == "" {
+			return nil, fmt.Errorf("%w: --policy is required", errUsage)
+		}
+		if inv.command == "override set" {
+			if _, err := inv.override(); err != nil {
+				return nil, fmt.Errorf("%w: %v", errUsage, err)
+			}
+		}
 	case "blocks":
 		if len(rest) != 0 {
 			return nil, fmt.Errorf("%w: blocks takes no arguments", errUsage)
@@ -223,6 +263,13 @@ func (inv *invocation) run(ctx context.Context, out io.Writer) error {
 	defer c.Close()
 	if inv.command == "blocks" {
 		return inv.blocks(ctx, c, out)
+	}
+	if strings.HasPrefix(inv.command, "override ") {
+		st, err := redisstore.New(c, redisstore.Options{Prefix: inv.prefix, Timeout: inv.timeout})
+		if err != nil {
+			return err
+		}
+		return inv.setOrClear(ctx, st, out)
 	}
 	req, err := inv.request()
 	if err != nil {
@@ -292,16 +339,25 @@ type clientState struct {
 	Blocked      bool       `json:"blocked"`
 	BlockedUntil *time.Time `json:"blocked_until,omitempty"`
 	RetryAfter   string     `json:"retry_after,omitempty"`
+	Override     string     `json:"override,omitempty"`
+	OverrideEnds *time.Time `json:"override_expires,omitempty"`
 }
 
 func (inv *invocation) inspect(ctx context.Context, st *redisstore.Store, req store.Request, out io.Writer) error {
 	now := time.Now()
+	// A client's override, when it has one, is shown, and the state read
+	// under it (as a policy with overrides: true reads it).
+	o, err := st.GetOverride(ctx, req.Key)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	req.Overrides = err == nil
 	d, err := st.Peek(ctx, req)
 	if err != nil {
 		return err
 	}
 	s := clientState{Key: req.Key, Limit: d.LimitID, Capacity: d.Limit, Remaining: d.Remaining, Reset: now.Add(d.ResetAfter).UTC().Truncate(time.Millisecond), Blocked: d.Blocked}
-	if d.Allowed {
+	if d.Allowed && d.Override != store.OverrideExempt {
 		s.Remaining++ // a peek at cost 1 reports what would be left after it
 	}
 	if !d.Allowed {
@@ -311,6 +367,13 @@ func (inv *invocation) inspect(ctx context.Context, st *redisstore.Store, req st
 		until := now.Add(d.RetryAfter).UTC().Truncate(time.Millisecond)
 		s.BlockedUntil = &until
 	}
+	overrideCol := "-"
+	if req.Overrides {
+		s.Override = o.Encode()
+		ends := now.Add(o.TTL).UTC().Truncate(time.Millisecond)
+		s.OverrideEnds = &ends
+		overrideCol = s.Override + " until " + ends.Format(time.RFC3339)
+	}
 	if inv.json {
 		return writeJSON(out, s)
 	}
@@ -318,9 +381,9 @@ func (inv *invocation) inspect(ctx context.Context, st *redisstore.Store, req st
 	if s.BlockedUntil != nil {
 		blockedUntil = s.BlockedUntil.Format(time.RFC3339)
 	}
-	return writeTable(out, []string{"KEY", "LIMIT", "CAPACITY", "REMAINING", "RESET", "BLOCKED", "BLOCKED UNTIL"},
+	return writeTable(out, []string{"KEY", "LIMIT", "CAPACITY", "REMAINING", "RESET", "BLOCKED", "BLOCKED UNTIL", "OVERRIDE"},
 		[][]string{{s.Key, s.Limit, strconv.FormatInt(s.Capacity, 10), strconv.FormatInt(s.Remaining, 10),
-			s.Reset.Format(time.RFC3339), strconv.FormatBool(s.Blocked), blockedUntil}})
+			s.Reset.Format(time.RFC3339), strconv.FormatBool(s.Blocked), blockedUntil, overrideCol}})
 }
 
 func (inv *invocation) reset(ctx context.Context, st *redisstore.Store, req store.Request, out io.Writer) error {
@@ -614,4 +677,95 @@ func toLimits(ls []fileLimit) ([]store.Limit, error) {
 		out = append(out, l)
 	}
 	return out, nil
+}
+
+// override returns the override of the set command's flags.
+func (inv *invocation) override() (store.Override, error) {
+	o := store.Override{TTL: inv.ttl}
+	switch inv.kind {
+	case "raise", "cut", "scale":
+		o.Kind, o.Scale = store.OverrideScale, inv.scale
+		if inv.kind == "raise" && !(inv.scale > 1) || inv.kind == "cut" && !(inv.scale > 0 && inv.scale < 1) {
+			return o, fmt.Errorf("--scale must be above 1 to raise and between 0 and 1 to cut, got %v", inv.scale)
+		}
+	case "exempt", "suspend":
+		o.Kind, _ = store.ParseOverrideKind(inv.kind)
+		if inv.scale != 0 {
+			return o, fmt.Errorf("--scale is only for raise, cut and scale, not %s", inv.kind)
+		}
+	case "":
+		return o, errors.New("--kind is required")
+	default:
+		return o, fmt.Errorf("--kind must be raise, cut, scale, exempt or suspend, got %q", inv.kind)
+	}
+	if inv.ttl == 0 {
+		return o, errors.New("--ttl is required")
+	}
+	if err := o.Validate(); err != nil {
+		return o, err
+	}
+	return o, nil
+}
+
+// overrideKey returns the store key the override applies to: the
+// identity's under the policy, or under the policy it shares when
+// --policy-file says so (checked as check does).
+func (inv *invocation) overrideKey() (string, error) {
+	if inv.policyFile == "" {
+		return inv.storeKey(), nil
+	}
+	_, owner, err := fileLimits(inv.policyFile, inv.policy, inv.tier)
+	if err != nil {
+		return "", err
+	}
+	cp := *inv
+	cp.policy = owner
+	return cp.storeKey(), nil
+}
+
+// overrideLine is what override set and clear print.
+type overrideLine struct {
+	Key     string     `json:"key"`
+	Action  string     `json:"action"`
+	Kind    string     `json:"kind,omitempty"`
+	Scale   float64    `json:"scale,omitempty"`
+	Expires *time.Time `json:"expires,omitempty"`
+}
+
+func (inv *invocation) setOrClear(ctx context.Context, st *redisstore.Store, out io.Writer) error {
+	key, err := inv.overrideKey()
+	if err != nil {
+		return err
+	}
+	line := overrideLine{Key: key}
+	if inv.command == "override clear" {
+		err := st.ClearOverride(ctx, key)
+		if errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("no override stored for %q (check the identity, --policy, --tier and --prefix)", key)
+		}
+		if err != nil {
+			return err
+		}
+		line.Action = "cleared"
+	} else {
+		o, _ := inv.override() // validated by parse
+		if err := st.SetOverride(ctx, key, o); err != nil {
+			return err
+		}
+		exp := time.Now().Add(o.TTL).UTC().Truncate(time.Millisecond)
+		line.Action, line.Kind, line.Scale, line.Expires = "set", o.Kind.String(), o.Scale, &exp
+	}
+	if inv.json {
+		return writeJSON(out, line)
+	}
+	if line.Expires == nil {
+		_, err = fmt.Fprintf(out, "cleared the override of %s\n", key)
+		return err
+	}
+	what := line.Kind
+	if o := line.Scale; o != 0 {
+		what += " " + strconv.FormatFloat(o, 'g', -1, 64)
+	}
+	_, err = fmt.Fprintf(out, "override of %s: %s until %s\n", key, what, line.Expires.Format(time.RFC3339))
+	return err
 }

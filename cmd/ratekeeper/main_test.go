@@ -401,3 +401,104 @@ func TestAgainstRedis(t *testing.T) {
 		}
 	})
 }
+
+// TestOverrideAgainstRedis: override set raises one client's limit, as
+// the scripts apply it, while another stays limited; inspect shows the
+// override; override clear removes it; a suspension refuses; the errors.
+func TestOverrideAgainstRedis(t *testing.T) {
+	srv := requireServer(t)
+	ctx := context.Background()
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { _ = c.Close() })
+	prefix := randomPrefix(t)
+	path := writeFile(t, "policies.yaml", policyFile)
+	conn := []string{"--redis-url", "redis://" + srv.Addr + "/0", "--prefix", prefix}
+	cmd := func(name string, args ...string) []string {
+		return append(append(strings.Fields(name), conn...), args...)
+	}
+	st, err := redisstore.New(c, redisstore.Options{Prefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	free := store.Limit{Rate: 10, Period: time.Minute}
+	take := func(identity string) store.Decision {
+		t.Helper()
+		d, err := st.Take(ctx, store.Request{Key: "api/free:" + identity, Limits: []store.Limit{free}, Overrides: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+
+	// search shares api's quota: its override is api's.
+	code, stdout, stderr := runCLI(t, cmd("override set", "--policy-file", path, "--policy", "search", "--tier", "free", "--kind", "raise", "--scale", "3", "--ttl", "1h", "--output", "json", "alice")...)
+	if code != exitOK {
+		t.Fatalf("set: got exit %d, stderr %q", code, stderr)
+	}
+	var line overrideLine
+	if err := json.Unmarshal([]byte(stdout), &line); err != nil || line.Key != "api/free:alice" || line.Kind != "scale" || line.Scale != 3 || line.Expires == nil {
+		t.Fatalf("set: got %q (%v), want scale 3 on api/free:alice", stdout, err)
+	}
+	admitted := 0
+	for range 40 {
+		if take("alice").Allowed {
+			admitted++
+		}
+	}
+	if admitted != 30 {
+		t.Errorf("raised client: got %d admitted, want 30", admitted)
+	}
+	admitted = 0
+	for range 20 {
+		if take("bob").Allowed {
+			admitted++
+		}
+	}
+	if admitted != 10 {
+		t.Errorf("other client: got %d admitted, want 10", admitted)
+	}
+	code, stdout, _ = runCLI(t, cmd("inspect", "--policy-file", path, "--policy", "api", "--tier", "free", "--output", "json", "alice")...)
+	var got clientState
+	if err := json.Unmarshal([]byte(stdout), &got); code != exitOK || err != nil || got.Override != "scale:3" || got.Capacity != 30 || got.OverrideEnds == nil {
+		t.Errorf("inspect: got exit %d, %+v; want the override and capacity 30", code, got)
+	}
+
+	code, stdout, stderr = runCLI(t, cmd("override clear", "--policy", "api", "--tier", "free", "alice")...)
+	if code != exitOK || stdout != "cleared the override of api/free:alice\n" {
+		t.Fatalf("clear: got exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	if d := take("alice"); d.Allowed || d.Limit != 10 || d.Override != store.OverrideNone {
+		t.Errorf("after clear: got %+v, want refused under the limit of 10", d)
+	}
+	code, _, stderr = runCLI(t, cmd("override clear", "--policy", "api", "--tier", "free", "alice")...)
+	if code != exitFailure || !strings.Contains(stderr, "no override stored") {
+		t.Errorf("second clear: got exit %d, stderr %q; want 1 and no override stored", code, stderr)
+	}
+
+	code, stdout, _ = runCLI(t, cmd("override set", "--policy", "api", "--tier", "free", "--kind", "suspend", "--ttl", "10m", "carol")...)
+	if code != exitOK || !strings.HasPrefix(stdout, "override of api/free:carol: suspend until ") {
+		t.Fatalf("suspend: got exit %d, %q", code, stdout)
+	}
+	if d := take("carol"); d.Allowed || d.Override != store.OverrideSuspend || d.RetryAfter < 9*time.Minute {
+		t.Errorf("suspended client: got %+v, want refused for about 10 minutes", d)
+	}
+	if pttl := c.PTTL(ctx, prefix+":{"+redisstore.EncodeKey("api/free:carol")+"}:o").Val(); pttl <= 9*time.Minute || pttl > 10*time.Minute {
+		t.Errorf("override key: got PTTL %s, want about 10m", pttl)
+	}
+
+	for _, args := range [][]string{
+		{"override"},
+		{"override", "show", "alice"},
+		{"override", "set", "--policy", "api", "--kind", "raise", "--scale", "0.5", "--ttl", "1h", "alice"},
+		{"override", "set", "--policy", "api", "--kind", "cut", "--scale", "2", "--ttl", "1h", "alice"},
+		{"override", "set", "--policy", "api", "--kind", "exempt", "alice"},
+		{"override", "set", "--policy", "api", "--kind", "nap", "--ttl", "1h", "alice"},
+		{"override", "set", "--kind", "exempt", "--ttl", "1h", "alice"},
+		{"override", "set", "--policy", "api", "--kind", "exempt", "--ttl", "1h"},
+		{"override", "clear", "--policy", "api"},
+	} {
+		if code, _, _ := runCLI(t, args...); code != exitUsage {
+			t.Errorf("%q: got exit %d, want %d", args, code, exitUsage)
+		}
+	}
+}
