@@ -22,7 +22,8 @@ import (
 
 // adminPolicies is a login policy: a sliding window log that refuses the
 // third attempt in a minute and blocks the client for 15 minutes, with
-// refused attempts counted.
+// refused attempts counted; and an api policy of 3 a minute with
+// per-client overrides.
 const adminPolicies = `
 policies:
   login:
@@ -30,6 +31,11 @@ policies:
     limits:
       - {name: minute, algorithm: sliding_window_log, threshold: 3, period: 1m, block: 15m}
     count_denied: true
+  api:
+    key: ip
+    limits:
+      - {name: minute, rate: 3, period: 1m}
+    overrides: true
 `
 
 const adminToken = "test-operator-token"
@@ -56,6 +62,7 @@ func adminApp(t *testing.T, c redis.UniversalClient, prefix string, authorize fu
 	}
 	mux := http.NewServeMux()
 	mux.Handle("POST /login", set.Handler("login")(okHandler))
+	mux.Handle("GET /api", set.Handler("api")(okHandler))
 	mux.Handle("/admin/", http.StripPrefix("/admin", api))
 	return mux
 }
