@@ -5,6 +5,7 @@
 //	REDIS_URL=redis://127.0.0.1:6379/0 go run ./examples/chi
 //	go run ./examples/chi token alice       # print a demo JWT for "alice"
 //	POLICY_FILE=/tmp/policies.yaml go run ./examples/chi   # limits from a file, reloaded on SIGHUP
+//	ADMIN_TOKEN=<16 bytes or more> go run ./examples/chi    # the admin API under /admin/
 //
 // See examples/stdlib for the policy file and its reloads.
 package main

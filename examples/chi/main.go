@@ -20,6 +20,9 @@ func routes(p *demo.Policies) http.Handler {
 		r.Use(p.Set.Handler("login"))
 		r.Post("/login", demo.Login)
 	})
+	if p.Admin != nil {
+		r.Mount("/admin", p.Admin)
+	}
 	return r
 }
 

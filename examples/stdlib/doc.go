@@ -20,4 +20,11 @@
 //
 // A reload keeps clients' counters; a file that fails validation is logged
 // and the running policies stay.
+//
+// With ADMIN_TOKEN set (at least 16 bytes) the admin API (package
+// middleware/admin) is served under /admin/ to requests with
+// "Authorization: Bearer <token>": list the policies, show or reset a
+// client, switch a policy's mode, list blocked clients (with Redis), the
+// clients refused most, and per-client overrides (the login policy allows
+// them). Without it there is no /admin/.
 package main

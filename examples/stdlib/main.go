@@ -13,6 +13,9 @@ func routes(p *demo.Policies) http.Handler {
 	mux.Handle("GET /api/ping", p.Set.Handler("api")(http.HandlerFunc(demo.Ping)))
 	mux.Handle("GET /api/search", p.Set.Handler("search")(http.HandlerFunc(demo.Search)))
 	mux.Handle("POST /login", p.Set.Handler("login")(http.HandlerFunc(demo.Login)))
+	if p.Admin != nil {
+		mux.Handle("/admin/", p.Admin)
+	}
 	return mux
 }
 

@@ -2,6 +2,8 @@ package demo
 
 import (
 	"context"
+	"crypto/sha256"
+	"crypto/subtle"
 	_ "embed"
 	"errors"
 	"fmt"
@@ -18,6 +20,7 @@ import (
 	"github.com/ratekeeper/ratekeeper/keyfunc"
 	"github.com/ratekeeper/ratekeeper/metrics"
 	"github.com/ratekeeper/ratekeeper/middleware"
+	"github.com/ratekeeper/ratekeeper/middleware/admin"
 	"github.com/ratekeeper/ratekeeper/middleware/policy"
 	"github.com/ratekeeper/ratekeeper/store"
 	"github.com/ratekeeper/ratekeeper/store/memstore"
@@ -48,12 +51,23 @@ type Env struct {
 	// with POLICY_FILE, the file is also polled and reloaded when it
 	// changes.
 	PolicyWatch time.Duration
+	// AdminToken is ADMIN_TOKEN: when set (at least 16 bytes), the admin
+	// API is served under /admin/ to requests with "Authorization: Bearer
+	// <token>"; unset, there is no admin API.
+	AdminToken string
 }
 
+// minAdminToken is the shortest ADMIN_TOKEN accepted.
+const minAdminToken = 16
+
 // ReadEnv returns the settings from the process environment. It fails
-// only for a POLICY_WATCH that is not a duration.
+// for a POLICY_WATCH that is not a duration and an ADMIN_TOKEN shorter
+// than 16 bytes.
 func ReadEnv() (Env, error) {
-	e := Env{Addr: os.Getenv("ADDR"), RedisURL: os.Getenv("REDIS_URL"), JWTSecret: os.Getenv("JWT_SECRET"), LogLevel: slog.LevelInfo, PolicyFile: os.Getenv("POLICY_FILE")}
+	e := Env{Addr: os.Getenv("ADDR"), RedisURL: os.Getenv("REDIS_URL"), JWTSecret: os.Getenv("JWT_SECRET"), LogLevel: slog.LevelInfo, PolicyFile: os.Getenv("POLICY_FILE"), AdminToken: os.Getenv("ADMIN_TOKEN")}
+	if e.AdminToken != "" && len(e.AdminToken) < minAdminToken {
+		return e, fmt.Errorf("ADMIN_TOKEN: want at least %d bytes, got %d", minAdminToken, len(e.AdminToken))
+	}
 	if w := os.Getenv("POLICY_WATCH"); w != "" {
 		d, err := time.ParseDuration(w)
 		if err != nil || d <= 0 {
@@ -73,33 +87,42 @@ func ReadEnv() (Env, error) {
 	return e, nil
 }
 
+// Store is the example's store: the Redis store and its client when
+// REDIS_URL is set, else the in-memory store (Redis nil).
+type Store struct {
+	store.Store
+	Redis redis.UniversalClient
+	// Close releases the store.
+	Close func()
+}
+
 // OpenStore returns the Redis store when url is set (checking that Redis
-// answers), else the in-memory store. close releases it.
-func OpenStore(ctx context.Context, url string) (st store.Store, close func(), err error) {
+// answers), else the in-memory store.
+func OpenStore(ctx context.Context, url string) (*Store, error) {
 	if url == "" {
 		m, err := memstore.New(memstore.Options{})
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		return m, func() {}, nil
+		return &Store{Store: m, Close: func() {}}, nil
 	}
 	opt, err := redis.ParseURL(url)
 	if err != nil {
-		return nil, nil, fmt.Errorf("REDIS_URL: %w", err)
+		return nil, fmt.Errorf("REDIS_URL: %w", err)
 	}
 	client := redis.NewClient(opt)
 	pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	if err := client.Ping(pctx).Err(); err != nil {
 		_ = client.Close()
-		return nil, nil, fmt.Errorf("redis at %s: %w", opt.Addr, err)
+		return nil, fmt.Errorf("redis at %s: %w", opt.Addr, err)
 	}
 	rs, err := redisstore.New(client, redisstore.Options{})
 	if err != nil {
 		_ = client.Close()
-		return nil, nil, err
+		return nil, err
 	}
-	return rs, func() { _ = client.Close() }, nil
+	return &Store{Store: rs, Redis: client, Close: func() { _ = client.Close() }}, nil
 }
 
 // DefaultPolicies is policies.yaml, the policy file the examples run
@@ -116,14 +139,17 @@ type Policies struct {
 	Set *policy.Set
 	// Metrics serves /metrics.
 	Metrics http.Handler
+	// Admin is the admin API (package middleware/admin) for /admin/,
+	// authorized by the bearer token env.AdminToken; nil without one.
+	Admin http.Handler
 }
 
 // NewPolicies builds the policies of env.PolicyFile, or of the embedded
 // [DefaultPolicies] when it is empty, on st, registering metrics on a new
-// registry. The file names the key function "ip" (the peer address) and
-// the classifier "auth" (a verified HS256 JWT's subject, else the peer
-// address).
-func NewPolicies(st store.Store, env Env, logger *slog.Logger) (*Policies, error) {
+// registry, and the admin API when env.AdminToken is set. The file names
+// the key function "ip" (the peer address) and the classifier "auth" (a
+// verified HS256 JWT's subject, else the peer address).
+func NewPolicies(st *Store, env Env, logger *slog.Logger) (*Policies, error) {
 	reg := prometheus.NewRegistry()
 	obs, err := metrics.New(reg, metrics.Options{})
 	if err != nil {
@@ -133,17 +159,26 @@ func NewPolicies(st store.Store, env Env, logger *slog.Logger) (*Policies, error
 	if err != nil {
 		return nil, err
 	}
+	// The clients refused most over the last 15 minutes, for the admin
+	// API's top endpoint: at most 100 per policy and minute.
+	top, err := admin.NewTop(100, 15)
+	if err != nil {
+		return nil, err
+	}
 	opts := policy.Options{
 		Keys:        map[string]keyfunc.KeyFunc{"ip": keyfunc.RemoteIP},
 		Classifiers: map[string]middleware.Classifier{"auth": middleware.AuthOptions{Subject: sub, Anonymous: keyfunc.RemoteIP}},
 		Logger:      logger,
-		Middleware:  []middleware.Option{middleware.WithObserver(obs.Observe)},
+		Middleware: []middleware.Option{
+			middleware.WithObserver(obs.Observe),
+			middleware.WithRefusalHook(func(_ context.Context, d middleware.Decision, identity string) { top.Record(d, identity) }),
+		},
 	}
 	var set *policy.Set
 	if env.PolicyFile != "" {
-		set, err = policy.Load(env.PolicyFile, st, opts)
+		set, err = policy.Load(env.PolicyFile, st.Store, opts)
 	} else {
-		set, err = policy.New("policies.yaml (embedded)", DefaultPolicies, st, opts)
+		set, err = policy.New("policies.yaml (embedded)", DefaultPolicies, st.Store, opts)
 	}
 	if err != nil {
 		return nil, err
@@ -151,7 +186,36 @@ func NewPolicies(st store.Store, env Env, logger *slog.Logger) (*Policies, error
 	if err := metrics.RegisterPolicySet(reg, set, metrics.Options{}); err != nil {
 		return nil, err
 	}
-	return &Policies{Set: set, Metrics: promhttpHandler(reg)}, nil
+	p := &Policies{Set: set, Metrics: promhttpHandler(reg)}
+	if env.AdminToken != "" {
+		ao := admin.Options{Authorize: bearer(env.AdminToken), Top: top, Logger: logger}
+		if st.Redis != nil {
+			ao.Blocks = admin.RedisBlocks(st.Redis, redisstore.DefaultPrefix)
+		}
+		api, err := admin.New(set, st.Store, ao)
+		if err != nil {
+			return nil, err
+		}
+		p.Admin = http.StripPrefix("/admin", api)
+	}
+	return p, nil
+}
+
+// bearer authorizes requests carrying "Authorization: Bearer <token>",
+// compared in constant time, as the operator "admin-token".
+func bearer(token string) func(*http.Request) (string, error) {
+	want := sha256.Sum256([]byte(token))
+	return func(r *http.Request) (string, error) {
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok {
+			return "", admin.ErrUnauthenticated
+		}
+		sum := sha256.Sum256([]byte(got))
+		if subtle.ConstantTimeCompare(sum[:], want[:]) != 1 {
+			return "", admin.ErrUnauthenticated
+		}
+		return "admin-token", nil
+	}
 }
 
 // Token signs an HS256 token for subject, valid for ttl.

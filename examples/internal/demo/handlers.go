@@ -64,11 +64,11 @@ func Main(name string, routes func(*Policies) http.Handler) {
 func serve(name string, env Env, logger *slog.Logger, routes func(*Policies) http.Handler) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	st, closeStore, err := OpenStore(ctx, env.RedisURL)
+	st, err := OpenStore(ctx, env.RedisURL)
 	if err != nil {
 		return err
 	}
-	defer closeStore()
+	defer st.Close()
 	p, err := NewPolicies(st, env, logger)
 	if err != nil {
 		return err
@@ -85,7 +85,7 @@ func serve(name string, env Env, logger *slog.Logger, routes func(*Policies) htt
 		storeName = "redis"
 	}
 	logger.Info("listening", slog.String("example", name), slog.String("addr", env.Addr), slog.String("store", storeName),
-		slog.String("policies", p.Set.Status().Source))
+		slog.String("policies", p.Set.Status().Source), slog.Bool("admin", p.Admin != nil))
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ListenAndServe() }()
 	select {

@@ -23,11 +23,11 @@ func Run(t *testing.T, routes func(*demo.Policies) http.Handler) {
 	t.Helper()
 	newPolicies := func(t *testing.T, policyFile string) *demo.Policies {
 		t.Helper()
-		st, closeStore, err := demo.OpenStore(t.Context(), "")
+		st, err := demo.OpenStore(t.Context(), "")
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(closeStore)
+		t.Cleanup(st.Close)
 		p, err := demo.NewPolicies(st, demo.Env{JWTSecret: demo.DemoSecret, PolicyFile: policyFile}, slog.New(slog.DiscardHandler))
 		if err != nil {
 			t.Fatal(err)
@@ -221,6 +221,52 @@ func Run(t *testing.T, routes func(*demo.Policies) http.Handler) {
 		for _, want := range []string{`ratekeeper_decisions_total{outcome="allowed",policy="api/anonymous"} 1`, "ratekeeper_decision_duration_seconds_bucket"} {
 			if !strings.Contains(body, want) {
 				t.Errorf("metrics: missing %q", want)
+			}
+		}
+	})
+
+	t.Run("admin API only with ADMIN_TOKEN, and an exempt login client", func(t *testing.T) {
+		if w := send(newServer(t), "GET", "/admin/policies", "192.0.2.6"); w.Code != http.StatusNotFound {
+			t.Fatalf("without ADMIN_TOKEN: got %d, want 404 (no admin API)", w.Code)
+		}
+		const token = "an-operator-token-of-some-length"
+		st, err := demo.OpenStore(t.Context(), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(st.Close)
+		p, err := demo.NewPolicies(st, demo.Env{JWTSecret: demo.DemoSecret, AdminToken: token}, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := routes(p)
+		for _, auth := range []string{"", "Bearer wrong-token-of-some-length", token} {
+			if w := send(h, "GET", "/admin/policies", "192.0.2.6", "Authorization", auth); w.Code != http.StatusUnauthorized {
+				t.Errorf("Authorization %q: got %d, want 401", auth, w.Code)
+			}
+		}
+		bearer := "Bearer " + token
+		if w := send(h, "GET", "/admin/policies", "192.0.2.6", "Authorization", bearer); w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `"login"`) {
+			t.Fatalf("policies: got %d %s, want 200 listing login", w.Code, w.Body)
+		}
+		r := httptest.NewRequest("POST", "/admin/policies/login/override", strings.NewReader(`{"identity":"192.0.2.6","kind":"exempt","ttl":"10m"}`))
+		r.RemoteAddr = "192.0.2.6:40000"
+		r.Header.Set("Authorization", bearer)
+		r.Header.Set("Content-Type", "application/json")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != http.StatusOK {
+			t.Fatalf("override: got %d %s, want 200", w.Code, w.Body)
+		}
+		for i := 1; i <= 8; i++ {
+			if w := send(h, "POST", "/login", "192.0.2.6"); w.Code == http.StatusTooManyRequests {
+				t.Fatalf("exempt client, login %d: got 429, want admitted", i)
+			}
+		}
+		for i := 1; i <= 6; i++ {
+			w := send(h, "POST", "/login", "192.0.2.7")
+			if i == 6 && w.Code != http.StatusTooManyRequests {
+				t.Fatalf("other client, login 6: got %d, want 429", w.Code)
 			}
 		}
 	})
