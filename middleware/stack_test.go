@@ -132,7 +132,6 @@ func TestStackHeadersNameMostRestrictive(t *testing.T) {
 	}
 }
 
-
 func TestNewStackErrors(t *testing.T) {
 	a := mustMem(t)
 	b := mustMem(t)
