@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"reflect"
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/store"
@@ -98,9 +99,9 @@ func NewStack(limiters ...*Limiter) (*Stack, error) {
 			return nil, fmt.Errorf("ratekeeper: middleware: stack: limiter %d (%q) has no key function", i, q.name)
 		case q.dedup != nil:
 			return nil, fmt.Errorf("ratekeeper: middleware: stack: limiter %d (%q) de-duplicates (WithDedup), which a stack cannot: an id belongs to one identity", i, q.name)
-		case q.store != first.store:
+		case !sameStore(q.store, first.store):
 			return nil, fmt.Errorf("ratekeeper: middleware: stack: limiter %d (%q) uses another store than limiter 0 (%q)", i, q.name, first.name)
-		case q.local != first.local:
+		case !sameStore(q.local, first.local):
 			return nil, fmt.Errorf("ratekeeper: middleware: stack: limiter %d (%q) uses another fallback store than limiter 0 (%q)", i, q.name, first.name)
 		case q.failure != first.failure:
 			return nil, fmt.Errorf("ratekeeper: middleware: stack: limiter %d (%q) fails %s, limiter 0 (%q) %s", i, q.name, q.failure, first.name, first.failure)
@@ -117,6 +118,17 @@ func NewStack(limiters ...*Limiter) (*Stack, error) {
 		}
 	}
 	return st, nil
+}
+
+// sameStore reports whether a and b are the same store (both nil
+// included), without the panic of comparing values of a type that is not
+// comparable.
+func sameStore(a, b store.Store) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	ta := reflect.TypeOf(a)
+	return ta == reflect.TypeOf(b) && ta.Comparable() && a == b
 }
 
 // Handler wraps next so that every request is decided by the stack before
@@ -237,6 +249,9 @@ func (s *Stack) finish(w http.ResponseWriter, r *http.Request, next http.Handler
 	}
 	dk := &parts[k]
 	if md.Allowed || dk.l.dryRun {
+		// One state per policy, chained, the deciding one innermost so
+		// that DecisionFrom returns its decision.
+		var prev *reqState
 		for i := range parts {
 			p := &parts[i]
 			if i == k {
@@ -246,10 +261,15 @@ func (s *Stack) finish(w http.ResponseWriter, r *http.Request, next http.Handler
 			if md.Allowed {
 				charged = p.res.cost
 			}
+			if prev != nil {
+				p.res.outer = prev
+			}
 			d := Decision{Decision: md.Parts[i], Policy: p.res.t.policy, Tier: p.res.t.name, Reset: p.res.now.Add(resetAfter(&md.Parts[i])), t: p.res.t, set: p.res.set}
-			st := newState(r, p.l.quota, &p.res, d, charged)
-			r = &st.req
-			dk.res.outer = st
+			prev = newState(r, p.l.quota, &p.res, d, charged)
+			r = &prev.req
+		}
+		if prev != nil {
+			dk.res.outer = prev
 		}
 	}
 	dk.l.quota.finish(w, r, next, &dk.res, md.Decision, call)

@@ -232,3 +232,42 @@ func (m *multiFunc) TakeMulti(ctx context.Context, reqs []store.Request) (store.
 	m.multi.Add(1)
 	return store.MultiDecision{}, m.err
 }
+
+// TestStackNestedLimiterChargedOnce: a limiter of a stacked quota inside
+// the stack charges only what the stack did not, whichever policy decided.
+func TestStackNestedLimiterChargedOnce(t *testing.T) {
+	st := mustMem(t)
+	perIP, perRoute := ipAndRoute(t, st, 10, 100)
+	perHost := mustNew(t, st, keyfunc.Constant("host"), store.PerMinute(50), WithName("host"), WithLogger(quiet))
+	stack, err := NewStack(perIP, perRoute, perHost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	costly, err := perRoute.WithCost(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen Decision
+	inner := perIP.Handler(perHost.Handler(costly.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen, _ = DecisionFrom(r.Context())
+	}))))
+	h := stack.Handler(inner)
+	if rec := send(h, "192.0.2.1"); rec.Code != http.StatusOK {
+		t.Fatalf("status %d", rec.Code)
+	}
+	if got := ipLeft(t, perIP, "192.0.2.1"); got != 9 {
+		t.Fatalf("IP: %d left, want 9 (charged once)", got)
+	}
+	d, err := perHost.Peek(context.Background(), "host")
+	if err != nil || d.Remaining != 48 {
+		t.Fatalf("host: %+v, %v; want 48 left after a peek (charged once)", d, err)
+	}
+	// The costly route limiter charges the 2 units the stack did not.
+	d, err = perRoute.Peek(context.Background(), "/search")
+	if err != nil || d.Remaining != 96 {
+		t.Fatalf("route: %+v, %v; want 96 left after a peek (3 charged in all)", d, err)
+	}
+	if seen.Policy != "route" {
+		t.Fatalf("DecisionFrom: policy %q, want the innermost limiter's, route", seen.Policy)
+	}
+}
