@@ -310,6 +310,84 @@ func TestStackRedisCluster(t *testing.T) {
 		t.Fatalf("all keys in %d slot(s): the test does not exercise refunds", len(slots))
 	}
 	checkStackCounts(t, cc, s)
+
+	t.Run("concurrent", func(t *testing.T) {
+		testStackClusterConcurrent(t, cluster)
+	})
+}
+
+// testStackClusterConcurrent runs several instances, each with a cluster
+// client and store of its own, from many goroutines: the route admits
+// exactly its limit, and the IP policy ends charged for admissions only,
+// every refund applied once.
+func testStackClusterConcurrent(t *testing.T, cluster *testCluster) {
+	prefix := randomPrefix(t)
+	const instances, goroutines, perGoroutine, clients = 3, 24, 10, 6
+	const ipRate, routeRate = 40, 120
+	stores := make([]*redisstore.Store, instances)
+	handlers := make([]http.Handler, instances)
+	var perIP0 *middleware.Limiter
+	for i := range handlers {
+		stores[i] = newStore(t, cluster.client(t), prefix)
+		perIP, err := middleware.New(stores[i], keyfunc.RemoteIP, store.PerMinute(ipRate), middleware.WithName("ip"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		perRoute, err := middleware.New(stores[i], keyfunc.Constant("/search"), store.PerMinute(routeRate), middleware.WithName("route"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := middleware.NewStack(perIP, perRoute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		handlers[i] = st.Handler(okHandler)
+		if i == 0 {
+			perIP0 = perIP
+		}
+	}
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	for g := 0; g < goroutines; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := 0; n < perGoroutine; n++ {
+				rec := get(handlers[(g+n)%instances], clientIP(g%clients))
+				switch rec.Code {
+				case http.StatusOK:
+					admitted.Add(1)
+				case http.StatusTooManyRequests:
+				default:
+					t.Errorf("status %d: %s", rec.Code, rec.Body)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	var charged int64
+	for c := 0; c < clients; c++ {
+		d, err := perIP0.Peek(context.Background(), clientIP(c))
+		if err != nil {
+			t.Fatal(err)
+		}
+		used := int64(ipRate)
+		if d.Allowed {
+			used = ipRate - d.Remaining - 1
+		}
+		charged += used
+	}
+	var refunds, unrefunded uint64
+	for _, s := range stores {
+		refunds += s.Refunds()
+		unrefunded += s.Unrefunded()
+	}
+	t.Logf("cluster, concurrent: %d requests, %d admitted, IP charged %d, %d refunds", goroutines*perGoroutine, admitted.Load(), charged, refunds)
+	if admitted.Load() != routeRate || charged != routeRate || unrefunded != 0 || refunds == 0 {
+		t.Fatalf("admitted %d, IP charged %d, %d refunds, %d unrefunded; want %d, %d, some and 0",
+			admitted.Load(), charged, refunds, unrefunded, routeRate, routeRate)
+	}
 }
 
 // checkStackCounts checks, through the store, that a stack with its
