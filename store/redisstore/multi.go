@@ -136,6 +136,10 @@ func (s *Store) TakeMulti(ctx context.Context, reqs []store.Request) (store.Mult
 				for _, i := range later {
 					md.Parts[i] = store.Decision{Allowed: true, Limit: reqs[i].Limits[0].Capacity(), Remaining: reqs[i].Limits[0].Capacity(), LimitID: reqs[i].Limits[0].ID()}
 				}
+				continue
+			}
+			for _, i := range later {
+				withoutRequest(&md.Parts[i], &parts[i])
 			}
 		}
 		break
@@ -272,20 +276,26 @@ func (s *Store) refundSteps(ctx context.Context, parts []stackPart, groups [][]i
 			case refundApplied:
 				md.Refunded++
 				s.stack.refunds.Add(1)
-				d := &md.Parts[i]
-				if d.Allowed {
-					// Described without the request, as a part that
-					// admits a refused stack is.
-					d.Remaining = min(d.Remaining+p.cost, d.Limit)
-					for k := range d.PerLimit {
-						d.PerLimit[k].Remaining = min(d.PerLimit[k].Remaining+p.cost, p.req.Limits[k].Capacity())
-					}
-				}
+				withoutRequest(&md.Parts[i], p)
 			case refundUnknown:
 				md.Unrefunded++
 				s.stack.unrefunded.Add(1)
 			}
 		}
+	}
+}
+
+// withoutRequest turns the decision of a part that admitted the request
+// after it (a take since refunded, or a peek) into one without it, as a
+// part that admits a refused stack is described: its units remaining
+// include the request's cost again. ResetAfter is left as it was.
+func withoutRequest(d *store.Decision, p *stackPart) {
+	if !d.Allowed {
+		return
+	}
+	d.Remaining = min(d.Remaining+p.cost, d.Limit)
+	for k := range d.PerLimit {
+		d.PerLimit[k].Remaining = min(d.PerLimit[k].Remaining+p.cost, p.req.Limits[k].Capacity())
 	}
 }
 

@@ -224,3 +224,77 @@ func TestHashSlot(t *testing.T) {
 		}
 	}
 }
+
+// TestRefundFailureIsCounted: a refund Redis never answers is counted as
+// unrefunded, and the receipt stays as it was: the units stay charged
+// (until they expire), never given back twice.
+func TestRefundFailureIsCounted(t *testing.T) {
+	srv := requireServer(t)
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"one": srv.addr}})
+	prefix := randomPrefix(t)
+	s, err := New(ring, Options{Prefix: prefix, Timeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	reqs := stackOf(store.FixedWindow, store.GCRA, 5, 5)
+	parts := []stackPart{s.stackPart(&reqs[0])}
+	parts[0].receipt = keyBase(prefix, EncodeKey(reqs[0].Key)) + "receipt:test"
+	out := make([]store.Decision, 1)
+	if ok, err := s.runStep(ctx, modeTake, parts, []int{0}, true, out); err != nil || !ok {
+		t.Fatalf("take: %v, %v", ok, err)
+	}
+	_ = ring.Close()
+	md := store.MultiDecision{Parts: out}
+	s.refundSteps(ctx, parts, [][]int{{0}}, &md)
+	if md.Unrefunded != 1 || md.Refunded != 0 || s.Unrefunded() != 1 || s.Refunds() != 0 {
+		t.Fatalf("refund on a closed client: %d unrefunded, %d refunded (store: %d, %d); want 1, 0", md.Unrefunded, md.Refunded, s.Unrefunded(), s.Refunds())
+	}
+	c := newClient(t, srv, nil)
+	if v, err := c.Get(ctx, parts[0].receipt).Result(); err != nil || v == "refunded" {
+		t.Fatalf("receipt after a failed refund: %q, %v; want the take's time", v, err)
+	}
+	if got := remaining(t, newStoreOn(t, c, prefix), reqs, 0); got != 4 {
+		t.Fatalf("after a failed refund: %d left, want 4 (still charged)", got)
+	}
+}
+
+// newStoreOn returns a store on c with prefix.
+func newStoreOn(t *testing.T, c *redis.Client, prefix string) *Store {
+	t.Helper()
+	s, err := New(c, Options{Prefix: prefix, Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestTakeMultiLaterStepsPeeked: when an early step refuses, the later
+// ones are only peeked (nothing written) and described without the
+// request, as on a single node.
+func TestTakeMultiLaterStepsPeeked(t *testing.T) {
+	s, _ := ringStore(t)
+	ctx := context.Background()
+	reqs := stackOf(store.GCRA, store.FixedWindow, 1, 5)
+	if md, err := s.TakeMulti(ctx, reqs); err != nil || !md.Allowed {
+		t.Fatalf("first take: %+v, %v", md, err)
+	}
+	for n := 0; n < 3; n++ {
+		md, err := s.TakeMulti(ctx, reqs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if md.Allowed || md.Part != 0 || md.Refunded != 0 {
+			t.Fatalf("take %d: %+v, want refused by the IP step, nothing refunded", n, md)
+		}
+		if route := md.Parts[1]; !route.Allowed || route.Remaining != 4 {
+			t.Fatalf("take %d: route part %+v, want admitting with 4 left", n, route)
+		}
+	}
+	if got := remaining(t, s, reqs, 1); got != 4 {
+		t.Fatalf("route has %d left, want 4: peeks wrote", got)
+	}
+	if s.Refunds() != 0 {
+		t.Fatalf("Refunds() = %d, want 0", s.Refunds())
+	}
+}
