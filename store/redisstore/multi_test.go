@@ -10,6 +10,7 @@ import (
 
 	"github.com/ratekeeper/ratekeeper/internal/redistest"
 	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/store/storetest"
 )
 
 // stackOf returns an IP part of ipRate and a route part of routeRate per
@@ -297,4 +298,35 @@ func TestTakeMultiLaterStepsPeeked(t *testing.T) {
 	if s.Refunds() != 0 {
 		t.Fatalf("Refunds() = %d, want 0", s.Refunds())
 	}
+}
+
+// TestStackConformance runs the stack suite on one node: every stack is
+// one atomic script.
+func TestStackConformance(t *testing.T) {
+	srv := requireServer(t)
+	storetest.RunStack(t, func(t *testing.T) storetest.Harness {
+		c := newClient(t, srv, nil)
+		prefix := randomPrefix(t)
+		s, err := New(c, Options{Prefix: prefix, Timeout: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return storetest.Harness{Store: s, Advance: time.Sleep, KeyTTLs: keyTTLs(c, prefix)}
+	})
+}
+
+// TestStackConformanceSteps runs the stack suite through a Ring client:
+// every part is a step of its own, and refusals are refunded.
+func TestStackConformanceSteps(t *testing.T) {
+	srv := requireServer(t)
+	storetest.RunStack(t, func(t *testing.T) storetest.Harness {
+		ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"one": srv.addr}})
+		t.Cleanup(func() { _ = ring.Close() })
+		prefix := randomPrefix(t)
+		s, err := New(ring, Options{Prefix: prefix, Timeout: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return storetest.Harness{Store: s, Advance: time.Sleep, KeyTTLs: keyTTLs(newClient(t, srv, nil), prefix)}
+	})
 }
