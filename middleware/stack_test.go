@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/ratekeeper/ratekeeper/keyfunc"
 	"github.com/ratekeeper/ratekeeper/store"
@@ -269,5 +270,104 @@ func TestStackNestedLimiterChargedOnce(t *testing.T) {
 	}
 	if seen.Policy != "route" {
 		t.Fatalf("DecisionFrom: policy %q, want the innermost limiter's, route", seen.Policy)
+	}
+}
+
+// TestStackTiers: each limiter keeps its tiers; an unlimited tier takes no
+// part, a suspended one answers 403.
+func TestStackTiers(t *testing.T) {
+	st := mustMem(t)
+	tiered, err := NewTiered(st, AuthOptions{
+		Subject: fakeSubject, Anonymous: keyfunc.RemoteIP,
+		Trusted:   func(sub string, _ *http.Request) bool { return sub == "ops" },
+		Suspended: func(sub string, _ *http.Request) bool { return sub == "mallory" },
+	}, fourTiers, WithName("api"), WithLogger(quiet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	perRoute := mustNew(t, st, keyfunc.Constant("/search"), store.PerMinute(1000), WithName("route"), WithLogger(quiet))
+	stack, err := NewStack(tiered, perRoute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := stack.Handler(okHandler)
+	call := func(token string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodGet, "/search", nil)
+		req.RemoteAddr = "192.0.2.1:1"
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token+"-token")
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	if rec := call(""); rec.Code != http.StatusOK || rec.Header().Get("X-Ratelimit-Limit") != "10" {
+		t.Fatalf("anonymous: %d, Limit %s; want the anonymous tier's 10", rec.Code, rec.Header().Get("X-Ratelimit-Limit"))
+	}
+	if rec := call("alice"); rec.Code != http.StatusOK || rec.Header().Get("X-Ratelimit-Limit") != "100" {
+		t.Fatalf("authenticated: %d, Limit %s; want the authenticated tier's 100", rec.Code, rec.Header().Get("X-Ratelimit-Limit"))
+	}
+	// Trusted: only the route decides.
+	if rec := call("ops"); rec.Code != http.StatusOK || rec.Header().Get("X-Ratelimit-Limit") != "1000" {
+		t.Fatalf("trusted: %d, Limit %s; want the route's 1000", rec.Code, rec.Header().Get("X-Ratelimit-Limit"))
+	}
+	if rec := call("mallory"); rec.Code != http.StatusForbidden {
+		t.Fatalf("suspended: %d, want 403", rec.Code)
+	}
+	d, err := perRoute.Peek(context.Background(), "/search")
+	if err != nil || d.Remaining != 996 {
+		t.Fatalf("route: %+v, %v; want 3 admissions (996 left after a peek)", d, err)
+	}
+}
+
+// TestStackLocalFallback: when the main store fails, the shared fallback
+// store decides the stack.
+func TestStackLocalFallback(t *testing.T) {
+	down := &multiFunc{err: &store.BackendError{Op: "take", Kind: store.KindConnection, Err: context.DeadlineExceeded}}
+	local := mustMem(t)
+	perIP := mustNew(t, down, keyfunc.RemoteIP, store.PerMinute(2), WithName("ip"), WithLogger(quiet), WithLocalFallback(local))
+	perRoute := mustNew(t, down, keyfunc.Constant("/search"), store.PerMinute(100), WithName("route"), WithLogger(quiet), WithLocalFallback(local))
+	stack, err := NewStack(perIP, perRoute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := stack.Handler(okHandler)
+	for n, want := range []int{http.StatusOK, http.StatusOK, http.StatusTooManyRequests} {
+		if rec := send(h, "192.0.2.1"); rec.Code != want {
+			t.Fatalf("request %d: %d, want %d", n, rec.Code, want)
+		}
+	}
+	if _, err := NewStack(perIP, mustNew(t, down, keyfunc.Constant("x"), store.PerMinute(1), WithName("x"))); err == nil {
+		t.Fatal("limiters with and without a fallback store: got no error")
+	}
+}
+
+// TestStackBlock: a refusing policy that blocks starts its block; the
+// other policy is charged nothing while the block refuses.
+func TestStackBlock(t *testing.T) {
+	st := mustMem(t)
+	login := mustNew(t, st, keyfunc.RemoteIP, store.Limit{Algorithm: store.FixedWindow, Rate: 2, Period: time.Minute, Block: time.Hour},
+		WithName("login"), WithLogger(quiet), WithCountDenied())
+	perRoute := mustNew(t, st, keyfunc.Constant("/login"), store.PerMinute(100), WithName("route"), WithLogger(quiet))
+	stack, err := NewStack(perRoute, login)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := stack.Handler(okHandler)
+	for n := 0; n < 5; n++ {
+		rec := send(h, "192.0.2.1")
+		if want := n < 2; (rec.Code == http.StatusOK) != want {
+			t.Fatalf("request %d: %d", n, rec.Code)
+		}
+		if n >= 2 && !strings.Contains(rec.Body.String(), `"error":"blocked"`) {
+			t.Fatalf("request %d: %s, want blocked", n, rec.Body)
+		}
+		if n >= 2 && rec.Header().Get("Retry-After") != "3600" {
+			t.Fatalf("request %d: Retry-After %s, want 3600", n, rec.Header().Get("Retry-After"))
+		}
+	}
+	d, err := perRoute.Peek(context.Background(), "/login")
+	if err != nil || d.Remaining != 97 {
+		t.Fatalf("route: %+v, %v; want 2 admissions (97 left after a peek)", d, err)
 	}
 }
