@@ -64,7 +64,8 @@ type stackPart struct {
 // stack is one atomic script: the parts are evaluated, then written all
 // or nothing, whatever their keys. On a Redis Cluster the parts whose keys
 // hash to one slot form one step, run as one atomic script; the steps run
-// in the order of their first part. A step that admits writes, with its
+// in the order of their first part (on a Ring, whose sharding the store
+// does not know, every part is a step). A step that admits writes, with its
 // records, a receipt per part (a key in the part's slot, holding the
 // take's time, that expires with the part's longest period). When a later
 // step refuses, or fails, every earlier step, and the failing one, is
@@ -79,11 +80,13 @@ type stackPart struct {
 //     applied now, before, or had nothing to undo. A refund is sent up
 //     to three times, each within the store's Timeout and detached from
 //     ctx (a client that goes away does not leave units charged); only
-//     when all fail is the part counted in [MultiDecision.Unrefunded] and
-//     [Store.Unrefunded], its units charged until they expire (the error
-//     errs on the strict side, never on the lenient one).
+//     when all fail is the part counted in the decision's Unrefunded
+//     ([store.MultiDecision]) and [Store.Unrefunded], its units charged until they expire (the error
+//     errs on the strict side, never on the lenient one). Likewise, a
+//     step whose reply timed out may still run after its refund found no
+//     receipt; its units then stay charged until they expire.
 //
-// Refunded parts are counted in [MultiDecision.Refunded] and
+// Refunded parts are counted in the decision's Refunded and in
 // [Store.Refunds]. Parts with CountDenied are not refunded: their attempt
 // counts. Steps after a refusing one are not taken: they are peeked, to
 // describe the refusal with the longest retry time, and so start no block
@@ -92,9 +95,6 @@ type stackPart struct {
 // it finally charges, not atomic.
 //
 // Refusals of stacked decisions are not cached. Errors are as for Take.
-//
-// [MultiDecision.Unrefunded]: https://pkg.go.dev/github.com/ratekeeper/ratekeeper/store#MultiDecision
-// [MultiDecision.Refunded]: https://pkg.go.dev/github.com/ratekeeper/ratekeeper/store#MultiDecision
 func (s *Store) TakeMulti(ctx context.Context, reqs []store.Request) (store.MultiDecision, error) {
 	if err := store.ValidateMulti(reqs); err != nil {
 		return store.MultiDecision{}, err
