@@ -52,8 +52,13 @@ import (
 // refuses, whichever policy refused it. When one policy alone remains for
 // a request, the stack decides it exactly as that limiter would.
 //
+// Each policy keeps its own counters: those its limiter's Handler,
+// [Limiter.Allow] and [Limiter.Reset] use, so a stack and its limiters
+// used alone elsewhere count against the same quota.
+//
 // The limiters must share one store (which implements
-// [store.MultiStore]), one fallback store ([WithLocalFallback]) or none,
+// [store.MultiStore]: the memory store and the Redis store do, the hybrid
+// store does not), one fallback store ([WithLocalFallback]) or none,
 // one failure mode and one dry-run setting: those decide the stack as a
 // whole. The circuit breaker of the first limiter guards the stack's
 // store calls. [WithDedup] cannot be stacked: a de-duplication id belongs
