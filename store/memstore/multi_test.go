@@ -144,7 +144,10 @@ func TestTakeMultiFullStore(t *testing.T) {
 			t.Fatalf("take %d: %+v, %v", n, md, err)
 		}
 	}
-	// A third key evicts; a stack needing more than MaxKeys fails cleanly.
+	if s.Evictions() != 0 {
+		t.Fatalf("a full store evicted %d keys for stacks that create no state", s.Evictions())
+	}
+	// A stack needing more than MaxKeys fails cleanly.
 	three := append(stackOf(store.GCRA, store.GCRA, 5, 5), store.Request{Key: "c", Limits: reqs[0].Limits})
 	if _, err := s.TakeMulti(ctx, three); store.KindOf(err) != store.KindCapacity {
 		t.Fatalf("stack of 3 states in a store of 2: got %v, want a capacity error", err)
