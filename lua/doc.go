@@ -178,7 +178,7 @@
 //	KEYS           each part's full-script KEYS, in part order; with
 //	               receipts, then one receipt key per part
 //	ARGV[1]        "take" or "peek"
-//	ARGV[2]        "1" to write receipts (takes only), else ""
+//	ARGV[2]        the receipts' TTL in ms (takes only), "" for none
 //	ARGV[3]        p, the number of parts
 //	ARGV[4..3+3p]  per part: algorithm index (store's order), its number
 //	               of KEYS, its number of ARGV
@@ -187,7 +187,8 @@
 //
 // The reply is {allowed (1 when every part admits), the full-script reply
 // of each part...}. With receipts, an admission writes for each part that
-// does not count refusals SET receipt <now µs> PX <its longest period>.
+// does not count refusals SET receipt <now µs> PX <the receipts' TTL, or
+// its longest period when shorter>.
 //
 // [Refund] gives back what one part recorded, when the Redis store runs a
 // stack in several steps (Redis Cluster slots) and a later step refuses:

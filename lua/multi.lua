@@ -3,10 +3,11 @@
 -- the algorithm file). It evaluates every part, then writes: all of them
 -- when every part admits, else only what each part's refusal writes. See
 -- "Stacked decisions" in doc.go.
-local receipts = ARGV[2] == '1'
+local receipt_ms = tonumber(ARGV[2])
+local receipts = ARGV[2] ~= ''
 local np = tonumber(ARGV[3])
-if (not take and mode ~= 'peek') or (ARGV[2] ~= '' and ARGV[2] ~= '1')
-    or not np or np < 1 or (receipts and not take) then
+if (not take and mode ~= 'peek') or (receipts and not (take and receipt_ms and receipt_ms >= 1))
+    or not np or np < 1 then
   error('ratekeeper: malformed arguments')
 end
 
@@ -44,7 +45,8 @@ end
 
 -- A receipt, written with the admission of a part that does not count
 -- refusals, lets a later refund (refund.lua) undo exactly this take, once.
--- It holds the take's time and lives as long as the part's longest period.
+-- It holds the take's time and lives receipt_ms, while a refund may come,
+-- or less when the part's longest period is shorter.
 local reply = {0}
 if all then
   reply[1] = 1
@@ -57,7 +59,7 @@ for j = 1, np do
     reply[j + 1] = v.hold()
   end
   if all and receipts and not v.counts_denied then
-    redis.call('SET', KEYS[ki + j], int(now), 'PX', int(ttl_ms(v.longest)))
+    redis.call('SET', KEYS[ki + j], int(now), 'PX', int(math.min(receipt_ms, ttl_ms(v.longest))))
   end
 end
 return reply

@@ -39,7 +39,8 @@
 //
 // A stacked decision ([Store.TakeMulti]) adds one key per part while it
 // may be refunded: "<prefix>:{<enc k>}:receipt:<nonce>", the take's time,
-// then "refunded"; it expires with the part's longest period.
+// then "refunded"; it expires once no refund can come (a few store
+// Timeouts, at least a second, at most the part's longest period).
 //
 // # Blocks, counted refusals and de-duplication
 //

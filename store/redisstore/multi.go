@@ -67,7 +67,9 @@ type stackPart struct {
 // in the order of their first part (on a Ring, whose sharding the store
 // does not know, every part is a step). A step that admits writes, with its
 // records, a receipt per part (a key in the part's slot, holding the
-// take's time, that expires with the part's longest period). When a later
+// take's time, that expires once no refund can come: after the stack's
+// steps and refund attempts, (steps + 4) Timeouts and at least a second,
+// or the part's longest period when shorter). When a later
 // step refuses, or fails, every earlier step, and the failing one, is
 // refunded part by part: the refund script undoes the part's records and
 // marks its receipt as used, in one atomic step, so that
@@ -108,8 +110,9 @@ func (s *Store) TakeMulti(ctx context.Context, reqs []store.Request) (store.Mult
 		parts[i] = s.stackPart(&reqs[i])
 	}
 	groups := s.stackGroups(reqs)
-	receipts := len(groups) > 1
-	if receipts {
+	var receiptMS int64
+	if len(groups) > 1 {
+		receiptMS = max(1000, int64(len(groups)+refundAttempts+1)*s.timeout.Milliseconds())
 		nonce := s.nonce()
 		for i := range parts {
 			if !reqs[i].CountDenied {
@@ -119,7 +122,7 @@ func (s *Store) TakeMulti(ctx context.Context, reqs []store.Request) (store.Mult
 	}
 	md := store.MultiDecision{Parts: make([]store.Decision, len(parts))}
 	for gi, g := range groups {
-		allowed, err := s.runStep(ctx, modeTake, parts, g, receipts, md.Parts)
+		allowed, err := s.runStep(ctx, modeTake, parts, g, receiptMS, md.Parts)
 		if err != nil {
 			// Whether the failed step ran is unknown: its receipts tell.
 			s.refundSteps(ctx, parts, groups[:gi+1], &md)
@@ -130,7 +133,7 @@ func (s *Store) TakeMulti(ctx context.Context, reqs []store.Request) (store.Mult
 		}
 		s.refundSteps(ctx, parts, groups[:gi], &md)
 		for _, later := range groups[gi+1:] {
-			if _, err := s.runStep(ctx, modePeek, parts, later, false, md.Parts); err != nil {
+			if _, err := s.runStep(ctx, modePeek, parts, later, 0, md.Parts); err != nil {
 				// Unknown: described as admitting, so that the refusal
 				// of the steps that answered decides.
 				for _, i := range later {
@@ -196,8 +199,10 @@ func (s *Store) stackGroups(reqs []store.Request) [][]int {
 }
 
 // runStep runs the stacked script for the parts g in mode, writing their
-// decisions into out, and reports whether every part admitted.
-func (s *Store) runStep(ctx context.Context, mode string, parts []stackPart, g []int, receipts bool, out []store.Decision) (bool, error) {
+// decisions into out, and reports whether every part admitted. A take
+// with receiptMS > 0 writes receipts that live that long.
+func (s *Store) runStep(ctx context.Context, mode string, parts []stackPart, g []int, receiptMS int64, out []store.Decision) (bool, error) {
+	receipts := receiptMS > 0
 	sc := stackedScript()
 	nk, na := 0, 0
 	for _, i := range g {
@@ -223,9 +228,9 @@ func (s *Store) runStep(ctx context.Context, mode string, parts []stackPart, g [
 			args = append(args, r)
 		}
 	}
-	flag := ""
+	var flag any = ""
 	if receipts {
-		flag = "1"
+		flag = receiptMS
 	}
 	args = append(args, mode, flag, len(g))
 	for _, i := range g {

@@ -178,6 +178,10 @@ func TestTakeMultiRefund(t *testing.T) {
 				}
 				if v, _ := c.Get(ctx, k).Result(); v == "refunded" {
 					receipts++
+					// (2 steps + 3 refund attempts + 1) × the 2 s Timeout.
+					if ttl > 12*time.Second {
+						t.Errorf("receipt %s lives %s, want at most 12s", k, ttl)
+					}
 				}
 			}
 			if receipts != refused {
@@ -194,7 +198,7 @@ func TestRefundAtMostOnce(t *testing.T) {
 	parts := []stackPart{s.stackPart(&reqs[0]), s.stackPart(&reqs[1])}
 	parts[0].receipt = keyBase(s.prefix, EncodeKey(reqs[0].Key)) + "receipt:test"
 	out := make([]store.Decision, 2)
-	if ok, err := s.runStep(ctx, modeTake, parts, []int{0}, true, out); err != nil || !ok {
+	if ok, err := s.runStep(ctx, modeTake, parts, []int{0}, 2000, out); err != nil || !ok {
 		t.Fatalf("take: %v, %v", ok, err)
 	}
 	if got := remaining(t, s, reqs, 0); got != 4 {
@@ -242,7 +246,7 @@ func TestRefundFailureIsCounted(t *testing.T) {
 	parts := []stackPart{s.stackPart(&reqs[0])}
 	parts[0].receipt = keyBase(prefix, EncodeKey(reqs[0].Key)) + "receipt:test"
 	out := make([]store.Decision, 1)
-	if ok, err := s.runStep(ctx, modeTake, parts, []int{0}, true, out); err != nil || !ok {
+	if ok, err := s.runStep(ctx, modeTake, parts, []int{0}, 2000, out); err != nil || !ok {
 		t.Fatalf("take: %v, %v", ok, err)
 	}
 	_ = ring.Close()
