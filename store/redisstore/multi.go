@@ -96,7 +96,10 @@ type stackPart struct {
 // the refunded units as used: a stack split over slots is exact in what
 // it finally charges, not atomic.
 //
-// Refusals of stacked decisions are not cached. Errors are as for Take.
+// Refusals of stacked decisions are not cached. A refusal that Take
+// cached (see [Store.Take]) is not undone by a refund that frees units of
+// its key: it refuses until its retry time, as after a Reset made
+// elsewhere. Errors are as for Take.
 func (s *Store) TakeMulti(ctx context.Context, reqs []store.Request) (store.MultiDecision, error) {
 	if err := store.ValidateMulti(reqs); err != nil {
 		return store.MultiDecision{}, err
