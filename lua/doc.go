@@ -178,6 +178,46 @@
 // included), the limit with the fewest units remaining (ties: the
 // earliest).
 //
+// # Stacked decisions
+//
+// [Stacked] decides several requests, each with its own key, limits and
+// algorithm, as one (package store's MultiStore). It is common.lua, one
+// function per algorithm file, taking KEYS and ARGV as parameters, made of
+// unreadable.lua, prelude.lua, part.lua and the file, then multi.lua.
+// part.lua shadows the prelude's finish so that a part only reports its
+// verdict; multi.lua evaluates every part, then commits every part (each
+// writes and answers as the full script would) when all admit, and
+// otherwise commits the refusing parts (their counted refusals and blocks)
+// and holds the others: they record nothing unless they count refusals,
+// and answer as admitting, with their limits as they stand.
+//
+//	KEYS           each part's full-script KEYS, in part order; with
+//	               receipts, then one receipt key per part
+//	ARGV[1]        "take" or "peek"
+//	ARGV[2]        the receipts' TTL in ms (takes only), "" for none
+//	ARGV[3]        p, the number of parts
+//	ARGV[4..3+3p]  per part: algorithm index (store's order), its number
+//	               of KEYS, its number of ARGV
+//	then           each part's full-script ARGV, in part order, each
+//	               starting with the mode
+//
+// The reply is {allowed (1 when every part admits), the full-script reply
+// of each part...}. With receipts, an admission writes for each part that
+// does not count refusals SET receipt <now µs> PX <the receipts' TTL, or
+// its longest period when shorter>.
+//
+// [Refund] gives back what one part recorded, when the Redis store runs a
+// stack in several steps (Redis Cluster slots) and a later step refuses:
+// KEYS are the receipt and the part's state keys; ARGV "refund", the
+// algorithm index, the cost, the take's nonce, n and per limit rate,
+// period µs and capacity. The receipt makes it happen at most once: a
+// receipt holding a time is undone (GCRA and the bucket: the units taken
+// back from the drained level; the window counters: from the take's window
+// while it is counted; the log: the take's members removed) and replaced
+// by "refunded" with its TTL, in one atomic step. The reply is 1 (refunded
+// now), 2 (refunded before: a resent refund changes nothing) or 0 (no
+// receipt: the take did not record, or its units have expired).
+//
 // # Re-sent commands
 //
 // A client library may re-send a command after a broken connection although

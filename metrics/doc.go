@@ -24,6 +24,8 @@
 //	ratekeeper_cached_refusals_total{policy}              counter
 //	ratekeeper_repaired_state_total{policy}               counter
 //	ratekeeper_store_evictions_total                      counter (RegisterEvictions)
+//	ratekeeper_stack_refunds_total                        counter (RegisterRefunds)
+//	ratekeeper_stack_unrefunded_total                     counter (RegisterRefunds)
 //	ratekeeper_redis_maxmemory_policy{policy}             gauge (RegisterEvictionPolicy)
 //
 // [RegisterPolicySet] adds the reload and mode series of a policy set.

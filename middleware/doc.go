@@ -38,6 +38,16 @@
 // largest cost; if the extra units are refused, Retry-After names the time
 // when the whole request fits.
 //
+// # Several policies as one decision
+//
+// [NewStack] decides a request under several limiters at once, each with
+// its own identity (a per-client limit before a route-wide one): the
+// request passes only if every policy admits it, a refusal charges none of
+// them, and the headers and 429 describe the most restrictive policy.
+// Chaining the limiters' Handlers instead charges the first for requests
+// the second refuses. [Stack.Handler] has the same shape as
+// [Limiter.Handler].
+//
 // # From a handler
 //
 // [Limiter.Allow] and [Limiter.AllowN] decide for an identity known only

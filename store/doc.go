@@ -147,4 +147,11 @@
 //
 // A Store is safe for concurrent use. Each Take is atomic: concurrent Takes
 // for one key admit exactly as many requests as a serial run would.
+//
+// # Stacked decisions
+//
+// A [MultiStore] decides several requests with different keys as one
+// ([MultiStore.TakeMulti]): each is checked against its own limits, all
+// are recorded only if all admit, and the [MultiDecision] describes the
+// most restrictive part. [ValidateMulti] states what a stack may hold.
 package store

@@ -26,6 +26,7 @@ type op struct {
 	rec   *record                 // the key's record; nil when it has none
 	ks    *keyState               // the key's live key state, or nil
 	v     verdict
+	pool  *int // room reserved for a stacked decision (multi.go), or nil
 }
 
 // verdict is what the key's block and remembered ids and every limit make
@@ -276,6 +277,9 @@ func (o *op) missing() int {
 // room reports whether need new states fit, making room when the store is
 // full.
 func (o *op) room(need int) bool {
+	if o.pool != nil {
+		return o.draw(need)
+	}
 	return need == 0 || o.s.makeRoom(o.sh, o.now, need, o.rec)
 }
 
@@ -292,7 +296,7 @@ func (o *op) finish() {
 			o.sh.touch(o.rec, o.now)
 		}
 	}
-	if o.v.created {
+	if o.v.created && o.pool == nil {
 		o.s.budget.give(o.sh.sweepSome(o.now, sweepBatch, o.rec))
 	}
 }

@@ -37,6 +37,11 @@
 // block's duration plus BlockMax; remembered ids: the longest period);
 // nothing needs a sweeper, and no key is written per request.
 //
+// A stacked decision ([Store.TakeMulti]) adds one key per part while it
+// may be refunded: "<prefix>:{<enc k>}:receipt:<nonce>", the take's time,
+// then "refunded"; it expires once no refund can come (a few store
+// Timeouts, at least a second, at most the part's longest period).
+//
 // # Blocks, counted refusals and de-duplication
 //
 // The script checks the block first, then a remembered

@@ -112,6 +112,8 @@ type Store struct {
 	nonceBase string
 	seq       atomic.Uint64
 
+	stack stackCounts // refunds of stacked decisions (multi.go)
+
 	reloader     reloader      // the client, when it is a cluster client
 	reloadEvery  time.Duration // minimum interval between reloads
 	lastReloadNS atomic.Int64  // unix nanos of the last triggered reload

@@ -1,0 +1,158 @@
+package memstore
+
+import (
+	"context"
+	"slices"
+
+	"github.com/ratekeeper/ratekeeper/store"
+)
+
+var _ store.MultiStore = (*Store)(nil)
+
+// TakeMulti implements [store.MultiStore] in one atomic step: it locks the
+// shards of every part's key, in shard order (so that concurrent stacks
+// and Takes cannot deadlock), evaluates every part as Take would, and
+// records the request in every part only if all admit it. A refusing
+// part writes what its own refusal writes (a counted refusal, a block); a
+// part that admits while another refuses records nothing, unless it
+// counts refusals. No other decision can see a stack half written.
+//
+// Room for the states the stack creates is reserved before anything is
+// written, evicting as Take does when the store is full; when it cannot be
+// had, TakeMulti records nothing and returns a *[store.BackendError] of
+// Kind [store.KindCapacity], as Take does. Errors for invalid stacks are those
+// of [store.ValidateMulti]. ctx is not consulted.
+func (s *Store) TakeMulti(_ context.Context, reqs []store.Request) (store.MultiDecision, error) {
+	if err := store.ValidateMulti(reqs); err != nil {
+		return store.MultiDecision{}, err
+	}
+	ops := make([]op, len(reqs))
+	outs := make([][]outcome, len(reqs))
+	shards := make([]*shard, 0, len(reqs))
+	for i := range reqs {
+		outs[i] = make([]outcome, len(reqs[i].Limits))
+		sh := s.shardFor(reqs[i].Key)
+		if !slices.Contains(shards, sh) {
+			shards = append(shards, sh)
+		}
+	}
+	slices.SortFunc(shards, func(a, b *shard) int { return a.pos - b.pos })
+
+	// Evaluate under every shard's lock, then reserve the room the writes
+	// need. Making room locks other shards, which must not be held then:
+	// when the store is full, unlock, make room under the last shard's
+	// lock alone, and evaluate again.
+	reserved := 0
+	var all bool
+	for attempt := 0; ; attempt++ {
+		for _, sh := range shards {
+			sh.mu.Lock()
+		}
+		all = s.evaluateStack(reqs, ops, outs)
+		need := 0
+		for i := range ops {
+			need += ops[i].stackNeed(all)
+		}
+		if need <= reserved || s.budget.take(need-reserved) {
+			reserved = max(reserved, need)
+			break
+		}
+		for i := len(shards) - 1; i >= 0; i-- {
+			shards[i].mu.Unlock()
+		}
+		top := shards[len(shards)-1]
+		top.mu.Lock()
+		ok := attempt < 2 && s.makeRoom(top, top.clock(s.now()), need-reserved, nil)
+		top.mu.Unlock()
+		if !ok {
+			s.budget.give(reserved)
+			return store.MultiDecision{}, &store.BackendError{Op: "take", Kind: store.KindCapacity, Err: store.ErrTooManyKeys}
+		}
+		reserved = need
+	}
+	pool := reserved
+	held := make([]bool, len(ops))
+	for i := range ops {
+		o := &ops[i]
+		o.pool = &pool
+		if all || !o.admits() {
+			_ = o.write(outs[i]) // the reserved room covers every write
+			continue
+		}
+		// The part admits but the stack refuses: write as for a refusal
+		// by no limit (a counted refusal only, no block).
+		held[i] = true
+		o.v.allowed = false
+		_ = o.write(outs[i])
+		o.v.allowed = true
+	}
+	for i := len(shards) - 1; i >= 0; i-- {
+		shards[i].mu.Unlock()
+	}
+	s.budget.give(pool)
+
+	md := store.MultiDecision{Parts: make([]store.Decision, len(ops))}
+	for i := range ops {
+		o := &ops[i]
+		if held[i] {
+			// Decided as admitted but described without the request, as
+			// a duplicate is: nothing was recorded.
+			o.v.duplicate = true
+			md.Parts[i] = o.decision(outs[i])
+			md.Parts[i].Duplicate = false
+			continue
+		}
+		md.Parts[i] = o.decision(outs[i])
+	}
+	md.Part = store.MostRestrictive(md.Parts)
+	md.Decision = md.Parts[md.Part]
+	md.Allowed = all
+	return md, nil
+}
+
+// evaluateStack evaluates every part, whose shards the caller holds
+// locked, afresh, and reports whether all admit.
+func (s *Store) evaluateStack(reqs []store.Request, ops []op, outs [][]outcome) bool {
+	now := s.now()
+	all := true
+	for i := range ops {
+		o := &ops[i]
+		*o = op{s: s, req: reqs[i], cost: reqs[i].EffectiveCost()}
+		s.limitIDs(o.req.Limits, &o.ids)
+		if o.isLog() {
+			o.logID[0] = s.logID(o.req.Limits)
+		}
+		o.sh = s.shardFor(o.req.Key)
+		o.now = o.sh.clock(now)
+		o.evaluate(outs[i])
+		all = all && o.admits()
+	}
+	return all
+}
+
+// stackNeed returns how many new states the write of an evaluated part
+// may create: its missing limit states when it records (an admitted
+// stack, or a counted refusal), and the key state when a refusal may
+// start a block.
+func (o *op) stackNeed(all bool) int {
+	need := 0
+	if (all && o.admits()) || o.req.CountDenied {
+		need += o.missing()
+	}
+	if !o.admits() && !o.v.blocked && o.ks == nil && blocks(o.req.Limits) {
+		need++
+	}
+	return need
+}
+
+// admits reports whether the evaluated part admits the request.
+func (o *op) admits() bool { return !o.v.blocked && (o.v.duplicate || o.v.allowed) }
+
+// draw takes need states from the room reserved for a stacked decision.
+func (o *op) draw(need int) bool {
+	if *o.pool < need {
+		return false
+	}
+	*o.pool -= need
+	return true
+}

@@ -1,0 +1,362 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratekeeper/ratekeeper/lua"
+	"github.com/ratekeeper/ratekeeper/store"
+)
+
+var _ store.MultiStore = (*Store)(nil)
+
+// The stacked decision and refund scripts, the same for every Store.
+var (
+	stackedScript = sync.OnceValue(func() *script {
+		src := lua.Stacked()
+		return &script{src: src, sha: redis.NewScript(src).Hash()}
+	})
+	refundScript = sync.OnceValue(func() *script {
+		src := lua.Refund()
+		return &script{src: src, sha: redis.NewScript(src).Hash()}
+	})
+)
+
+// refundAttempts is how many times a refund is sent before its outcome is
+// given up as unknown. A receipt makes every attempt safe to repeat.
+const refundAttempts = 3
+
+// stackCounts counts the refunds of stacked decisions.
+type stackCounts struct {
+	refunds    atomic.Uint64
+	unrefunded atomic.Uint64
+}
+
+// Refunds returns how many parts of stacked decisions ([Store.TakeMulti])
+// recorded a request and were refunded because a later step refused it,
+// since the Store was created. Only stacks whose keys lie in several Redis
+// Cluster slots take several steps. Metrics collectors find it through
+// the method set, as an interface{ Refunds() uint64 }. Safe for
+// concurrent use.
+func (s *Store) Refunds() uint64 { return s.stack.refunds.Load() }
+
+// Unrefunded returns how many parts of stacked decisions should have been
+// refunded but could not be, because Redis failed for every attempt: their
+// units stay charged until they expire. Safe for concurrent use.
+func (s *Store) Unrefunded() uint64 { return s.stack.unrefunded.Load() }
+
+// stackPart is one request of a stack, with its full-script call.
+type stackPart struct {
+	req     *store.Request
+	cost    int64
+	keys    []any // the full script's KEYS
+	argv    []any // the full script's ARGV, mode first
+	receipt string
+}
+
+// TakeMulti implements [store.MultiStore].
+//
+// On a single Redis node (a *redis.Client, Sentinel included) the whole
+// stack is one atomic script: the parts are evaluated, then written all
+// or nothing, whatever their keys. On a Redis Cluster the parts whose keys
+// hash to one slot form one step, run as one atomic script; the steps run
+// in the order of their first part (on a Ring, whose sharding the store
+// does not know, every part is a step). A step that admits writes, with its
+// records, a receipt per part (a key in the part's slot, holding the
+// take's time, that expires once no refund can come: after the stack's
+// steps and refund attempts, (steps + 4) Timeouts and at least a second,
+// or the part's longest period when shorter). When a later
+// step refuses, or fails, every earlier step, and the failing one, is
+// refunded part by part: the refund script undoes the part's records and
+// marks its receipt as used, in one atomic step, so that
+//
+//   - a refund is applied at most once: a resent refund (after a lost
+//     reply) finds the receipt used and changes nothing;
+//   - a refund never gives back what was not recorded: a take whose reply
+//     was lost and that did not run left no receipt;
+//   - its outcome is known: every answer says whether the refund was
+//     applied now, before, or had nothing to undo. A refund is sent up
+//     to three times, each within the store's Timeout and detached from
+//     ctx (a client that goes away does not leave units charged); only
+//     when all fail is the part counted in the decision's Unrefunded
+//     ([store.MultiDecision]) and [Store.Unrefunded], its units charged until they expire (the error
+//     errs on the strict side, never on the lenient one). Likewise, a
+//     step whose reply timed out may still run after its refund found no
+//     receipt; its units then stay charged until they expire.
+//
+// Refunded parts are counted in the decision's Refunded and in
+// [Store.Refunds]. Parts with CountDenied are not refunded: their attempt
+// counts. Steps after a refusing one are not taken: they are peeked, to
+// describe the refusal with the longest retry time, and so start no block
+// and count no refusal. Between a step and its refund, other requests see
+// the refunded units as used: a stack split over slots is exact in what
+// it finally charges, not atomic.
+//
+// Refusals of stacked decisions are not cached. A refusal that Take
+// cached (see [Store.Take]) is not undone by a refund that frees units of
+// its key: it refuses until its retry time, as after a Reset made
+// elsewhere. Errors are as for Take.
+func (s *Store) TakeMulti(ctx context.Context, reqs []store.Request) (store.MultiDecision, error) {
+	if err := store.ValidateMulti(reqs); err != nil {
+		return store.MultiDecision{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return store.MultiDecision{}, backendError(modeTake, err)
+	}
+	s.eviction.start(s.client)
+	parts := make([]stackPart, len(reqs))
+	for i := range reqs {
+		parts[i] = s.stackPart(&reqs[i])
+	}
+	groups := s.stackGroups(reqs)
+	var receiptMS int64
+	if len(groups) > 1 {
+		receiptMS = max(1000, int64(len(groups)+refundAttempts+1)*s.timeout.Milliseconds())
+		nonce := s.nonce()
+		for i := range parts {
+			if !reqs[i].CountDenied {
+				parts[i].receipt = keyBase(s.prefix, EncodeKey(reqs[i].Key)) + "receipt:" + nonce
+			}
+		}
+	}
+	md := store.MultiDecision{Parts: make([]store.Decision, len(parts))}
+	for gi, g := range groups {
+		allowed, err := s.runStep(ctx, modeTake, parts, g, receiptMS, md.Parts)
+		if err != nil {
+			// Whether the failed step ran is unknown: its receipts tell.
+			s.refundSteps(ctx, parts, groups[:gi+1], &md)
+			return store.MultiDecision{}, err
+		}
+		if allowed {
+			continue
+		}
+		s.refundSteps(ctx, parts, groups[:gi], &md)
+		for _, later := range groups[gi+1:] {
+			if _, err := s.runStep(ctx, modePeek, parts, later, 0, md.Parts); err != nil {
+				// Unknown: described as admitting, so that the refusal
+				// of the steps that answered decides.
+				for _, i := range later {
+					md.Parts[i] = store.Decision{Allowed: true, Limit: reqs[i].Limits[0].Capacity(), Remaining: reqs[i].Limits[0].Capacity(), LimitID: reqs[i].Limits[0].ID()}
+				}
+				continue
+			}
+			for _, i := range later {
+				withoutRequest(&md.Parts[i], &parts[i])
+			}
+		}
+		break
+	}
+	md.Part = store.MostRestrictive(md.Parts)
+	md.Decision = md.Parts[md.Part]
+	md.Allowed = true
+	for i := range md.Parts {
+		md.Allowed = md.Allowed && md.Parts[i].Allowed
+	}
+	return md, nil
+}
+
+// stackPart builds the full-script call of a validated request in mode
+// take.
+func (s *Store) stackPart(req *store.Request) stackPart {
+	cost := req.EffectiveCost()
+	base := keyBase(s.prefix, EncodeKey(req.Key))
+	args := s.fullArgs(modeTake, base, &s.scripts[req.Limits[0].Algorithm][0], req, cost)
+	nk := args[2].(int)
+	return stackPart{req: req, cost: cost, keys: args[3 : 3+nk], argv: args[3+nk:]}
+}
+
+// stackGroups splits a stack into the steps it is decided in: one for a
+// single node, one per hash slot on a Redis Cluster (in the order of
+// their first part), one per part for other clients (a Ring), whose
+// sharding the store does not know.
+func (s *Store) stackGroups(reqs []store.Request) [][]int {
+	if _, single := s.client.(*redis.Client); single {
+		all := make([]int, len(reqs))
+		for i := range all {
+			all[i] = i
+		}
+		return [][]int{all}
+	}
+	var groups [][]int
+	var slots []int
+	for i := range reqs {
+		slot := -1 - i // a part of its own
+		if s.pipes.cluster != nil {
+			slot = hashSlot(EncodeKey(reqs[i].Key))
+		}
+		j := 0
+		for j < len(slots) && slots[j] != slot {
+			j++
+		}
+		if j == len(slots) {
+			slots = append(slots, slot)
+			groups = append(groups, nil)
+		}
+		groups[j] = append(groups[j], i)
+	}
+	return groups
+}
+
+// runStep runs the stacked script for the parts g in mode, writing their
+// decisions into out, and reports whether every part admitted. A take
+// with receiptMS > 0 writes receipts that live that long.
+func (s *Store) runStep(ctx context.Context, mode string, parts []stackPart, g []int, receiptMS int64, out []store.Decision) (bool, error) {
+	receipts := receiptMS > 0
+	sc := stackedScript()
+	nk, na := 0, 0
+	for _, i := range g {
+		nk += len(parts[i].keys)
+		na += len(parts[i].argv)
+		if receipts {
+			nk++
+		}
+	}
+	args := make([]any, 0, 3+nk+3+3*len(g)+na)
+	args = append(args, "evalsha", sc.sha, nk)
+	for _, i := range g {
+		args = append(args, parts[i].keys...)
+	}
+	if receipts {
+		for _, i := range g {
+			// A part that counts refusals gets no receipt; the script
+			// writes none for it, and any key of its slot will do.
+			r := parts[i].receipt
+			if r == "" {
+				r = parts[i].keys[0].(string)
+			}
+			args = append(args, r)
+		}
+	}
+	var flag any = ""
+	if receipts {
+		flag = receiptMS
+	}
+	args = append(args, mode, flag, len(g))
+	for _, i := range g {
+		args = append(args, int(parts[i].req.Limits[0].Algorithm), len(parts[i].keys), len(parts[i].argv))
+	}
+	for _, i := range g {
+		start := len(args)
+		args = append(args, parts[i].argv...)
+		args[start] = mode
+	}
+	v, err := s.do(ctx, mode, args[3].(string), sc, args, nil, nil, 0)
+	if err != nil {
+		return false, err
+	}
+	arr, ok := v.([]any)
+	if !ok || len(arr) != 1+len(g) {
+		return false, backendError(mode, fmt.Errorf("%w: stacked reply %T of %d parts", errBadReply, v, len(g)))
+	}
+	flagV, ok := arr[0].(int64)
+	if !ok || (flagV != 0 && flagV != 1) {
+		return false, backendError(mode, fmt.Errorf("%w: stacked allowed flag %v", errBadReply, arr[0]))
+	}
+	all := true
+	for j, i := range g {
+		r, err := decodeReply(arr[1+j], parts[i].req.Limits, parts[i].cost)
+		if err != nil {
+			return false, backendError(mode, fmt.Errorf("part %d: %w", i, err))
+		}
+		out[i] = r.decision(parts[i].req.Limits)
+		all = all && out[i].Allowed
+	}
+	if all != (flagV == 1) {
+		return false, backendError(mode, fmt.Errorf("%w: stacked allowed flag %d disagrees with its parts", errBadReply, flagV))
+	}
+	return all, nil
+}
+
+// refundSteps refunds every part of the steps groups that has a receipt,
+// and counts the outcomes in md and the store.
+func (s *Store) refundSteps(ctx context.Context, parts []stackPart, groups [][]int, md *store.MultiDecision) {
+	for _, g := range groups {
+		for _, i := range g {
+			p := &parts[i]
+			if p.receipt == "" {
+				continue
+			}
+			switch s.refund(ctx, p) {
+			case refundApplied:
+				md.Refunded++
+				s.stack.refunds.Add(1)
+				withoutRequest(&md.Parts[i], p)
+			case refundUnknown:
+				md.Unrefunded++
+				s.stack.unrefunded.Add(1)
+			}
+		}
+	}
+}
+
+// withoutRequest turns the decision of a part that admitted the request
+// after it (a take since refunded, or a peek) into one without it, as a
+// part that admits a refused stack is described: its units remaining
+// include the request's cost again. ResetAfter is left as it was.
+func withoutRequest(d *store.Decision, p *stackPart) {
+	if !d.Allowed {
+		return
+	}
+	d.Remaining = min(d.Remaining+p.cost, d.Limit)
+	for k := range d.PerLimit {
+		d.PerLimit[k].Remaining = min(d.PerLimit[k].Remaining+p.cost, p.req.Limits[k].Capacity())
+	}
+}
+
+// Refund outcomes.
+const (
+	refundNothing = iota // no receipt: nothing was recorded, or it expired
+	refundApplied        // applied, by this call or by an attempt whose reply was lost
+	refundUnknown        // every attempt failed
+)
+
+// refund gives back what part p recorded, at most once, trying up to
+// refundAttempts times.
+func (s *Store) refund(ctx context.Context, p *stackPart) int {
+	sc := refundScript()
+	state := p.keys[4:] // after the block, strike, de-duplication and override keys
+	n := len(p.req.Limits)
+	args := make([]any, 0, 3+1+len(state)+5+3*n)
+	args = append(args, "evalsha", sc.sha, 1+len(state), p.receipt)
+	args = append(args, state...)
+	args = append(args, "refund", int(p.req.Limits[0].Algorithm), p.cost, p.argv[2], n)
+	for _, l := range p.req.Limits {
+		li := s.limits.get(l)
+		args = append(args, li.rate, li.period, li.capacity)
+	}
+	ctx = context.WithoutCancel(ctx)
+	for attempt := 0; attempt < refundAttempts; attempt++ {
+		v, err := s.do(ctx, "refund", p.receipt, sc, args, nil, nil, 0)
+		if err != nil {
+			continue
+		}
+		switch v {
+		case int64(1), int64(2):
+			return refundApplied
+		case int64(0):
+			return refundNothing
+		}
+	}
+	return refundUnknown
+}
+
+// hashSlot returns the Redis Cluster slot of a key whose hash tag is tag:
+// CRC-16/XMODEM of the tag, modulo 16384.
+func hashSlot(tag string) int {
+	var crc uint16
+	for i := 0; i < len(tag); i++ {
+		crc ^= uint16(tag[i]) << 8
+		for b := 0; b < 8; b++ {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return int(crc) & 16383
+}

@@ -1,0 +1,336 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratekeeper/ratekeeper/internal/redistest"
+	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/store/storetest"
+)
+
+// stackOf returns an IP part of ipRate and a route part of routeRate per
+// minute, with algorithms a and b.
+func stackOf(a, b store.Algorithm, ipRate, routeRate int64) []store.Request {
+	return []store.Request{
+		{Key: "ip:203.0.113.7", Limits: []store.Limit{{Name: "ip", Algorithm: a, Rate: ipRate, Period: time.Minute}}},
+		{Key: "route:/search", Limits: []store.Limit{{Name: "route", Algorithm: b, Rate: routeRate, Period: time.Minute}}},
+	}
+}
+
+// remaining peeks how many units part i of reqs has left.
+func remaining(t *testing.T, s store.Store, reqs []store.Request, i int) int64 {
+	t.Helper()
+	d, err := s.Peek(context.Background(), reqs[i])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !d.Allowed {
+		return 0
+	}
+	return d.Remaining + 1 // a peek reports what would be left after it
+}
+
+// checkStack runs 3·total stacked takes of reqs (limits tight and loose)
+// and checks that the admissions are exactly the tighter capacity, that
+// refusals charged nothing, and that the deciding part is right.
+func checkStack(t *testing.T, s store.MultiStore, reqs []store.Request, tight int, loose int64) {
+	t.Helper()
+	ctx := context.Background()
+	admitted := 0
+	for n := 0; n < 3*int(reqs[tight].Limits[0].Rate); n++ {
+		md, err := s.TakeMulti(ctx, reqs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if md.Allowed {
+			admitted++
+		}
+		if md.Part != tight {
+			t.Fatalf("take %d: deciding part %d (%+v), want %d", n, md.Part, md.Parts, tight)
+		}
+		if !md.Allowed && md.RetryAfter <= 0 {
+			t.Fatalf("take %d: refused with RetryAfter %s", n, md.RetryAfter)
+		}
+	}
+	if want := int(reqs[tight].Limits[0].Rate); admitted != want {
+		t.Fatalf("admitted %d, want %d", admitted, want)
+	}
+	other := 1 - tight
+	if got, want := remaining(t, s, reqs, other), loose-int64(admitted); got != want {
+		t.Fatalf("part %d has %d left, want %d: refused requests were charged", other, got, want)
+	}
+}
+
+func TestTakeMultiAllOrNothing(t *testing.T) {
+	for _, a := range store.Algorithms {
+		for _, b := range []store.Algorithm{store.GCRA, store.FixedWindow} {
+			t.Run(fmt.Sprintf("%s+%s", a, b), func(t *testing.T) {
+				s, c := newStore(t, Options{})
+				checkStack(t, s, stackOf(a, b, 3, 20), 0, 20)
+				s2, _ := newStore(t, Options{})
+				checkStack(t, s2, stackOf(a, b, 20, 3), 1, 20)
+				ttls, err := redistest.KeyTTLs(context.Background(), c, s.prefix)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for k, ttl := range ttls {
+					if ttl <= 0 {
+						t.Errorf("key %s has TTL %s", k, ttl)
+					}
+				}
+			})
+		}
+	}
+}
+
+func TestTakeMultiHeldPartIsNotCharged(t *testing.T) {
+	s, _ := newStore(t, Options{})
+	ctx := context.Background()
+	reqs := stackOf(store.GCRA, store.GCRA, 10, 1)
+	if md, err := s.TakeMulti(ctx, reqs); err != nil || !md.Allowed || md.Part != 1 {
+		t.Fatalf("first take: got %+v, %v; want admitted, decided by the route", md, err)
+	}
+	md, err := s.TakeMulti(ctx, reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if md.Allowed || md.Part != 1 || md.LimitID != "route" {
+		t.Fatalf("second take: got %+v, want refused by the route", md)
+	}
+	if ip := md.Parts[0]; !ip.Allowed || ip.Remaining != 9 {
+		t.Fatalf("IP part of a refused stack: got %+v, want admitting with 9 left (the request not recorded)", ip)
+	}
+	if got := remaining(t, s, reqs, 0); got != 9 {
+		t.Fatalf("IP has %d left, want 9", got)
+	}
+}
+
+func TestTakeMultiInvalid(t *testing.T) {
+	s, _ := newStore(t, Options{})
+	reqs := stackOf(store.GCRA, store.GCRA, 1, 1)
+	dup := []store.Request{reqs[0], reqs[0]}
+	withID := []store.Request{reqs[0], reqs[1]}
+	withID[1].DedupID = "x"
+	for name, rs := range map[string][]store.Request{"empty": nil, "same key": dup, "dedup": withID} {
+		if _, err := s.TakeMulti(context.Background(), rs); err == nil {
+			t.Errorf("%s: got no error", name)
+		}
+	}
+}
+
+// ringStore returns a store on a one-shard Ring over the shared server:
+// a client whose sharding the store does not know, so that every part is
+// its own step and refusals are refunded.
+func ringStore(t *testing.T) (*Store, *redis.Client) {
+	t.Helper()
+	srv := requireServer(t)
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"one": srv.addr}})
+	t.Cleanup(func() { _ = ring.Close() })
+	s, err := New(ring, Options{Prefix: randomPrefix(t), Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, newClient(t, srv, nil)
+}
+
+func TestTakeMultiRefund(t *testing.T) {
+	for _, a := range store.Algorithms {
+		t.Run(a.String(), func(t *testing.T) {
+			s, c := ringStore(t)
+			ctx := context.Background()
+			// The IP part admits first; the route refuses after 2.
+			reqs := stackOf(a, store.GCRA, 5, 2)
+			refused := 0
+			for n := 0; n < 6; n++ {
+				md, err := s.TakeMulti(ctx, reqs)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !md.Allowed {
+					refused++
+					if md.Refunded != 1 || md.Part != 1 {
+						t.Fatalf("refusal %d: Refunded %d, part %d; want 1 and the route", n, md.Refunded, md.Part)
+					}
+					if ip := md.Parts[0]; ip.Remaining != 3 {
+						t.Fatalf("refusal %d: IP part reports %d left, want 3", n, ip.Remaining)
+					}
+				}
+			}
+			if got, want := s.Refunds(), uint64(refused); got != want || refused != 4 {
+				t.Fatalf("Refunds() = %d after %d refusals, want %d and 4", got, refused, want)
+			}
+			if got := remaining(t, s, reqs, 0); got != 3 {
+				t.Fatalf("IP has %d left after 2 admissions and %d refunded refusals, want 3", got, refused)
+			}
+			ttls, err := redistest.KeyTTLs(ctx, c, s.prefix)
+			if err != nil {
+				t.Fatal(err)
+			}
+			receipts := 0
+			for k, ttl := range ttls {
+				if ttl <= 0 {
+					t.Errorf("key %s has TTL %s", k, ttl)
+				}
+				if v, _ := c.Get(ctx, k).Result(); v == "refunded" {
+					receipts++
+					// (2 steps + 3 refund attempts + 1) × the 2 s Timeout.
+					if ttl > 12*time.Second {
+						t.Errorf("receipt %s lives %s, want at most 12s", k, ttl)
+					}
+				}
+			}
+			if receipts != refused {
+				t.Fatalf("%d used receipts, want %d", receipts, refused)
+			}
+		})
+	}
+}
+
+func TestRefundAtMostOnce(t *testing.T) {
+	s, _ := ringStore(t)
+	ctx := context.Background()
+	reqs := stackOf(store.GCRA, store.GCRA, 5, 5)
+	parts := []stackPart{s.stackPart(&reqs[0]), s.stackPart(&reqs[1])}
+	parts[0].receipt = keyBase(s.prefix, EncodeKey(reqs[0].Key)) + "receipt:test"
+	out := make([]store.Decision, 2)
+	if ok, err := s.runStep(ctx, modeTake, parts, []int{0}, 2000, out); err != nil || !ok {
+		t.Fatalf("take: %v, %v", ok, err)
+	}
+	if got := remaining(t, s, reqs, 0); got != 4 {
+		t.Fatalf("after the take: %d left, want 4", got)
+	}
+	// A second refund is what a resend after a lost reply does.
+	for i, want := range []int{refundApplied, refundApplied} {
+		if got := s.refund(ctx, &parts[0]); got != want {
+			t.Fatalf("refund %d: got %d, want %d", i, got, want)
+		}
+		if got := remaining(t, s, reqs, 0); got != 5 {
+			t.Fatalf("after refund %d: %d left, want 5", i, got)
+		}
+	}
+	// A part that never recorded has no receipt: nothing is given back.
+	parts[1].receipt = keyBase(s.prefix, EncodeKey(reqs[1].Key)) + "receipt:none"
+	if got := s.refund(ctx, &parts[1]); got != refundNothing {
+		t.Fatalf("refund without a take: got %d, want %d", got, refundNothing)
+	}
+}
+
+func TestHashSlot(t *testing.T) {
+	// Values from the Redis Cluster specification's CRC16 test vector and
+	// CLUSTER KEYSLOT.
+	for tag, want := range map[string]int{"123456789": 0x31C3 & 16383, "foo": 12182, "bar": 5061, "": 0} {
+		if got := hashSlot(tag); got != want {
+			t.Errorf("hashSlot(%q) = %d, want %d", tag, got, want)
+		}
+	}
+}
+
+// TestRefundFailureIsCounted: a refund Redis never answers is counted as
+// unrefunded, and the receipt stays as it was: the units stay charged
+// (until they expire), never given back twice.
+func TestRefundFailureIsCounted(t *testing.T) {
+	srv := requireServer(t)
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"one": srv.addr}})
+	prefix := randomPrefix(t)
+	s, err := New(ring, Options{Prefix: prefix, Timeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	reqs := stackOf(store.FixedWindow, store.GCRA, 5, 5)
+	parts := []stackPart{s.stackPart(&reqs[0])}
+	parts[0].receipt = keyBase(prefix, EncodeKey(reqs[0].Key)) + "receipt:test"
+	out := make([]store.Decision, 1)
+	if ok, err := s.runStep(ctx, modeTake, parts, []int{0}, 2000, out); err != nil || !ok {
+		t.Fatalf("take: %v, %v", ok, err)
+	}
+	_ = ring.Close()
+	md := store.MultiDecision{Parts: out}
+	s.refundSteps(ctx, parts, [][]int{{0}}, &md)
+	if md.Unrefunded != 1 || md.Refunded != 0 || s.Unrefunded() != 1 || s.Refunds() != 0 {
+		t.Fatalf("refund on a closed client: %d unrefunded, %d refunded (store: %d, %d); want 1, 0", md.Unrefunded, md.Refunded, s.Unrefunded(), s.Refunds())
+	}
+	c := newClient(t, srv, nil)
+	if v, err := c.Get(ctx, parts[0].receipt).Result(); err != nil || v == "refunded" {
+		t.Fatalf("receipt after a failed refund: %q, %v; want the take's time", v, err)
+	}
+	if got := remaining(t, newStoreOn(t, c, prefix), reqs, 0); got != 4 {
+		t.Fatalf("after a failed refund: %d left, want 4 (still charged)", got)
+	}
+}
+
+// newStoreOn returns a store on c with prefix.
+func newStoreOn(t *testing.T, c *redis.Client, prefix string) *Store {
+	t.Helper()
+	s, err := New(c, Options{Prefix: prefix, Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestTakeMultiLaterStepsPeeked: when an early step refuses, the later
+// ones are only peeked (nothing written) and described without the
+// request, as on a single node.
+func TestTakeMultiLaterStepsPeeked(t *testing.T) {
+	s, _ := ringStore(t)
+	ctx := context.Background()
+	reqs := stackOf(store.GCRA, store.FixedWindow, 1, 5)
+	if md, err := s.TakeMulti(ctx, reqs); err != nil || !md.Allowed {
+		t.Fatalf("first take: %+v, %v", md, err)
+	}
+	for n := 0; n < 3; n++ {
+		md, err := s.TakeMulti(ctx, reqs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if md.Allowed || md.Part != 0 || md.Refunded != 0 {
+			t.Fatalf("take %d: %+v, want refused by the IP step, nothing refunded", n, md)
+		}
+		if route := md.Parts[1]; !route.Allowed || route.Remaining != 4 {
+			t.Fatalf("take %d: route part %+v, want admitting with 4 left", n, route)
+		}
+	}
+	if got := remaining(t, s, reqs, 1); got != 4 {
+		t.Fatalf("route has %d left, want 4: peeks wrote", got)
+	}
+	if s.Refunds() != 0 {
+		t.Fatalf("Refunds() = %d, want 0", s.Refunds())
+	}
+}
+
+// TestStackConformance runs the stack suite on one node: every stack is
+// one atomic script.
+func TestStackConformance(t *testing.T) {
+	srv := requireServer(t)
+	storetest.RunStack(t, func(t *testing.T) storetest.Harness {
+		c := newClient(t, srv, nil)
+		prefix := randomPrefix(t)
+		s, err := New(c, Options{Prefix: prefix, Timeout: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return storetest.Harness{Store: s, Advance: time.Sleep, KeyTTLs: keyTTLs(c, prefix)}
+	})
+}
+
+// TestStackConformanceSteps runs the stack suite through a Ring client:
+// every part is a step of its own, and refusals are refunded.
+func TestStackConformanceSteps(t *testing.T) {
+	srv := requireServer(t)
+	storetest.RunStack(t, func(t *testing.T) storetest.Harness {
+		ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"one": srv.addr}})
+		t.Cleanup(func() { _ = ring.Close() })
+		prefix := randomPrefix(t)
+		s, err := New(ring, Options{Prefix: prefix, Timeout: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return storetest.Harness{Store: s, Advance: time.Sleep, KeyTTLs: keyTTLs(newClient(t, srv, nil), prefix)}
+	})
+}
