@@ -141,6 +141,7 @@ func TestNewStackErrors(t *testing.T) {
 	sameName := mustNew(t, a, keyfunc.RemoteIP, store.PerMinute(1), WithName("ip"))
 	dedup := mustNew(t, a, keyfunc.RemoteIP, store.PerMinute(1), WithName("d"), WithDedup(func(*http.Request) string { return "" }))
 	closed := mustNew(t, a, keyfunc.RemoteIP, store.PerMinute(1), WithName("c"), WithFailureMode(FailClosed))
+	overrides := mustNew(t, a, keyfunc.RemoteIP, store.PerMinute(1), WithName("o"), WithOverrides())
 	dry := mustNew(t, a, keyfunc.RemoteIP, store.PerMinute(1), WithName("dry"), WithDryRun())
 	costly, err := ip.WithCost(2)
 	if err != nil {
@@ -157,6 +158,7 @@ func TestNewStackErrors(t *testing.T) {
 		"other store":  {ip, other},
 		"same name":    {ip, sameName},
 		"dedup":        {ip, dedup},
+		"overrides":    {ip, overrides},
 		"failure mode": {ip, closed},
 		"dry run":      {ip, dry},
 		"same quota":   {ip, costly},
