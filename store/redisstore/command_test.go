@@ -342,14 +342,17 @@ func TestCommandLayout(t *testing.T) {
 			[]string{base + "block", base + "strikes", base + "dedup", base + "block", base + "f:b"},
 			[]any{"take", int64(1), "", "1", "=order-7", int64(3), int64(60000000), 1, "0", int64(3), int64(60000000), int64(3), int64(3600000), int64(14400000), "b"}},
 		{"long dedup id", modePeek, store.Request{Key: "k", Limits: []store.Limit{plain}, DedupID: long}, false,
-			[]string{base + "block", base + "block", base + "dedup", base + "block", base + "f:p"},
+			[]string{base + "f:p", base + "f:p", base + "dedup", base + "f:p", base + "f:p"},
 			[]any{"peek", int64(1), "", "0", hashKey(long), int64(3), int64(1000000), 1, "0", int64(5), int64(1000000), int64(5), 0, 0, ""}},
 		{"dedup bound", modeTake, store.Request{Key: "k", Limits: []store.Limit{escalating}, DedupID: "a", DedupReplays: 1, DedupWindow: 2500 * time.Microsecond}, false,
 			[]string{base + "block", base + "strikes", base + "dedup", base + "block", base + "f:b"},
 			[]any{"take", int64(1), "", "0", "=a", int64(1), int64(2500), 1, "0", int64(3), int64(60000000), int64(3), int64(3600000), int64(14400000), "b"}},
 		{"overrides", modeTake, store.Request{Key: "k", Limits: []store.Limit{plain}, Overrides: true}, false,
-			[]string{base + "block", base + "block", base + "block", base + "o", base + "f:p"},
+			[]string{base + "f:p", base + "f:p", base + "f:p", base + "o", base + "f:p"},
 			[]any{"take", int64(1), "", "0", "", int64(0), int64(0), 1, "1", int64(5), int64(1000000), int64(5), 0, 0, ""}},
+		{"two plain limits name only their state keys", modeTake, store.Request{Key: "k", Limits: []store.Limit{plain, {Name: "q", Algorithm: store.FixedWindow, Rate: 9, Period: time.Minute}}}, false,
+			[]string{base + "f:p", base + "f:p", base + "f:p", base + "f:p", base + "f:p", base + "f:q"},
+			[]any{"take", int64(1), "", "0", "", int64(0), int64(0), 2, "0", int64(5), int64(1000000), int64(5), 0, 0, "", int64(9), int64(60000000), int64(9), 0, 0, ""}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -375,6 +375,16 @@ func (s *Store) command(mode string, req *store.Request, cost int64) command {
 	return c
 }
 
+// blocks reports whether a limit blocks, which needs the block key.
+func blocks(limits []store.Limit) bool {
+	for _, l := range limits {
+		if l.Block > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // escalates reports whether a limit's blocks escalate, which needs the
 // strike counter.
 func escalates(limits []store.Limit) bool {
@@ -388,20 +398,29 @@ func escalates(limits []store.Limit) bool {
 
 // fullArgs returns the EVALSHA arguments of a validated request for the
 // full script; see package lua for the layout. Keys the script will not
-// touch (the strike counter when no limit escalates, the de-duplication
-// hash without an id, the override when the request does not read it) are
-// filled with the block key, which is in the slot. The block key comes
-// first, so args[3] names the slot.
+// touch (the block key when no limit blocks, the strike counter when no
+// limit escalates, the de-duplication hash without an id, the override
+// when the request does not read it) are filled with a key the script
+// uses: the block key when a limit blocks, else the first state key. The
+// call then names only keys it needs, which matters on a Redis Cluster
+// during the migration of the slot: Redis serves a multi-key command
+// there only when every key it names exists on one node, and a block key
+// that was never set never exists. The first key names the slot.
 func (s *Store) fullArgs(mode, base string, sc *script, req *store.Request, cost int64) []any {
 	n := len(req.Limits)
 	args := make([]any, 0, 3+4+n+9+6*n)
 	args = append(args, "evalsha", sc.sha, 0) // the key count is set below
-	blockKey := base + tagBlock
-	args = append(args, blockKey)
+	var stateKeys [store.MaxLimits]string
+	states := appendStateKeys(stateKeys[:0], base, req.Limits)
+	filler := states[0]
+	if blocks(req.Limits) {
+		filler = base + tagBlock
+	}
+	args = append(args, filler)
 	if escalates(req.Limits) {
 		args = append(args, base+tagStrikes)
 	} else {
-		args = append(args, blockKey)
+		args = append(args, filler)
 	}
 	var dedup any = ""
 	var replays, window int64
@@ -410,17 +429,16 @@ func (s *Store) fullArgs(mode, base string, sc *script, req *store.Request, cost
 		dedup = dedupField(req.DedupID)
 		replays, window = req.DedupBound()
 	} else {
-		args = append(args, blockKey)
+		args = append(args, filler)
 	}
 	var overrides any = "0"
 	if req.Overrides {
 		args = append(args, base+tagOverride)
 		overrides = "1"
 	} else {
-		args = append(args, blockKey)
+		args = append(args, filler)
 	}
-	var keys [store.MaxLimits]string
-	for _, k := range appendStateKeys(keys[:0], base, req.Limits) {
+	for _, k := range states {
 		args = append(args, k)
 	}
 	args[2] = len(args) - 3
