@@ -12,8 +12,10 @@
 //
 // # What is decided locally
 //
-// Only lean requests: one limit without [store.Limit.Block], without
-// [store.Request.CountDenied] and without [store.Request.DedupID]. Every
+// Only lean requests: one limit of a counting algorithm (not
+// [store.Suppressed], which needs every instance's offered load) without
+// [store.Limit.Block], without [store.Request.CountDenied] and without
+// [store.Request.DedupID]. Every
 // other request goes straight to the backend, unchanged, and is exactly as
 // precise as the backend is. Local state is kept per key and [store.Limit]
 // (the whole value, so a changed limit starts a new local state).
