@@ -69,8 +69,11 @@ for i = 1, n do
       cache = 100000
     end
     if not (ft <= now and now - ft < cache) then
+      -- Aim at admitting, over the next period, the soft limit less twice
+      -- what the window holds over it (plus twice what it is short of
+      -- it), out of the offered load.
       local off = estimate(now, ws, p, oc, opv)
-      f = math.floor((1 - soft / (off + cost)) * 1000000)
+      f = math.floor((1 - (3 * soft - 2 * acc) / (off + cost)) * 1000000)
       if f < 0 then
         f = 0
       elseif f > 1000000 then
