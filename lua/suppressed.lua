@@ -69,11 +69,12 @@ for i = 1, n do
       cache = 100000
     end
     if not (ft <= now and now - ft < cache) then
-      -- Aim at admitting, over the next period, the soft limit less twice
-      -- what the window holds over it (plus twice what it is short of
-      -- it), out of the offered load.
+      -- Aim at admitting, over the next period, soft * (hard - acc) /
+      -- (hard - soft) units out of the offered load: the rate at the soft
+      -- limit, down to none at the hard limit.
       local off = estimate(now, ws, p, oc, opv)
-      f = math.floor((1 - (3 * soft - 2 * acc) / (off + cost)) * 1000000)
+      local share = soft * (hard - acc) / ((hard - soft) * (off + cost))
+      f = math.floor((1 - share) * 1000000 + 0.5)
       if f < 0 then
         f = 0
       elseif f > 1000000 then

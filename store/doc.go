@@ -81,8 +81,9 @@
 //   - otherwise (between the limits, the hard limit included): the factor
 //     is the cached f when it was computed less than [SuppressionCache]
 //     ago (100ms, or P/10 when shorter), else
-//     f = ⌊(1 − (3·S − 2·acc)/(off + c))·10⁶⌋ parts per million, within
-//     0 to 10⁶, which a Take caches. The request is admitted iff
+//     f = 1 − S·(H − acc)/((H − S)·(off + c)) in parts per million
+//     (rounded to the nearest, within 0 to 10⁶), which a Take caches. The
+//     request is admitted iff
 //     u·10⁶ ≥ f, that is with probability 1 − f; refused, it reports
 //     [Decision.Suppressed] and a RetryAfter after which it would pass the
 //     soft limit whatever the draw (acc + c ≤ max(S, c); 1µs when that
@@ -98,16 +99,16 @@
 // request nor a factor it computed.
 //
 // Why it converges: the factor aims at admitting, over the next period,
-// S − 2·(acc − S) units out of the off + c offered. Under an offered load
-// of λ·S per period (λ > 1), off settles at λ·S and acc at S, where
-// f = 1 − 1/λ: the requests are admitted at λ·S·(1 − f) = S per period. A
-// window holding more than S raises the factor (to 1 at acc = 1.5·S,
-// whatever the load) and one holding less lowers it, so deviations are
-// corrected within about a period; dips below S are refilled at once,
-// which keeps the admitted rate slightly above S (1.5% at λ = 2, 2.4% at
-// λ = 5 in the memory store's test). While off is still rising (the first
-// period of a burst) the factor lags, and the hard limit bounds the
-// overshoot.
+// S·(H − acc)/(H − S) units out of the off + c offered: S when the window
+// holds S, falling linearly to none at H. Under an offered load of λ·S per
+// period (λ > 1), off settles at λ·S and acc near S, where f = 1 − 1/λ:
+// the requests are admitted at λ·S·(1 − f) = S per period. A window over S
+// raises the factor and one under S lowers it, so deviations are
+// corrected within about a period (the closer H is to S, the harder);
+// dips below S are refilled at once, which keeps the admitted rate a
+// little above S (with H = 2·S, 2% at λ = 2 and 3% at λ = 5 in the memory
+// store's test). While off is still rising (the first period of a burst)
+// the factor lags, and the hard limit bounds the overshoot.
 //
 // What is exact and what is not: the hard limit is exact in the sliding
 // window counter's sense (the weighted estimate of accepted units never

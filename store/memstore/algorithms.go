@@ -191,9 +191,9 @@ func suppressionCacheUS(p int64) int64 {
 // sliding window counter, a soft limit (the rate) up to which every
 // request is admitted, a hard limit (the capacity) past which every
 // request is refused, and in between an admission when u is at least the
-// suppression factor 1 − (3·rate − 2·accepted)/offered, offered being the
-// period's offered load with this request, computed at most once per
-// cache period. The
+// suppression factor 1 − rate·(hard − accepted)/((hard − rate)·offered),
+// offered being the period's offered load with this request, computed at
+// most once per cache period. The
 // next state, set whatever the verdict, counts the request as offered; a
 // take that admits it adds it to the accepted units too.
 func suppressed(l *store.Limit, st *counts, now, c int64, u float64, o *outcome) {
@@ -225,11 +225,14 @@ func suppressed(l *store.Limit, st *counts, now, c int64, u float64, o *outcome)
 		o.fppm = ppm
 	default:
 		if !(fts <= now && now-fts < suppressionCacheUS(p)) {
-			// Aim at admitting, over the next period, the soft limit less
-			// twice what the window holds over it (plus twice what it is
-			// short of it), out of the offered load.
+			// Aim at admitting, over the next period, rate·(hard − acc)/
+			// (hard − rate) units out of the offered load: the rate at the
+			// soft limit, down to none at the hard limit. Rounded to the
+			// nearest ppm; the conversion keeps the product and the
+			// addition apart (no fused multiply-add), as in Lua.
 			off := estimate(now, ws, p, ocur, oprev)
-			fppm = min(max(int64(math.Floor((1-(float64(3*soft)-2*acc)/(off+cf))*ppm)), 0), ppm)
+			share := float64(soft) * (hf - acc) / (float64(hard-soft) * (off + cf))
+			fppm = min(max(int64(math.Floor(float64((1-share)*ppm)+0.5)), 0), ppm)
 			o.next.fppm, o.next.fts = fppm, now
 		}
 		o.fppm, o.drawn = fppm, true

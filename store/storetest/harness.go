@@ -484,8 +484,8 @@ func (e *env) checkDecision(op string, r store.Request, d store.Decision) {
 		fail("Suppression: got %v, want 0..1", d.Suppression)
 	case !suppressed && (d.Suppression != 0 || d.Suppressed):
 		fail("Suppression, Suppressed: got %v, %t, want 0, false for %s", d.Suppression, d.Suppressed, r.Limits[0].Algorithm)
-	case d.Suppressed && (d.Allowed || d.Suppression == 0 || d.Suppression == 1):
-		fail("Suppressed: got true, want it only for a refusal by a draw against a factor between 0 and 1")
+	case d.Suppressed && (d.Allowed || d.Suppression == 0):
+		fail("Suppressed: got true, want it only for a refusal by a draw against a factor above 0")
 	}
 	if d.Allowed && !d.Duplicate && d.ResetAfter <= 0 {
 		fail("ResetAfter: got %s, want > 0 after an admitted request", d.ResetAfter)

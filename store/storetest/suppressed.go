@@ -39,11 +39,13 @@ func suppressedLimit(name string, soft, hard int64, period time.Duration) store.
 }
 
 // factor returns the suppression factor as the stores compute it for a
-// window holding acc accepted units (a whole number) when offered units
-// have been offered, this request included: 1 − (3·soft − 2·acc)/offered
-// in whole parts per million, within 0 to 1.
-func factor(soft, acc, offered int64) float64 {
-	f := math.Floor((1 - (float64(3*soft)-2*float64(acc))/float64(offered)) * 1e6)
+// limit of soft and hard limits whose window holds acc accepted units (a
+// whole number) when offered units have been offered, this request
+// included: 1 − soft·(hard − acc)/((hard − soft)·offered), rounded to
+// whole parts per million, within 0 to 1.
+func factor(soft, hard, acc, offered int64) float64 {
+	share := float64(soft) * float64(hard-acc) / (float64(hard-soft) * float64(offered))
+	f := math.Floor(float64((1-share)*1e6) + 0.5)
 	return min(max(f, 0), 1e6) / 1e6
 }
 
@@ -57,8 +59,8 @@ func (e *env) suppression(what string, d store.Decision, want float64, suppresse
 
 // testSuppressedRegimes: with soft limit 10 and hard limit 20 per minute,
 // the first 10 units are admitted whatever the draw (factor 0); the 11th
-// meets the factor 1 − (3·10 − 2·10)/11 (10 accepted, 10 offered before
-// it, plus itself) and is
+// meets the factor 1 − 10/11 (10 offered before it, plus itself; at the
+// soft limit the share admitted is the rate's) and is
 // refused by a draw below it (Suppressed, Remaining still 10, RetryAfter
 // the wait until it fits under the soft limit) and admitted by a draw at
 // or above it, reusing the factor cached by the refusal; units up to the
@@ -77,7 +79,7 @@ func testSuppressedRegimes(e *env) {
 		e.check("below the soft limit", d, expect{allowed: true, remaining: 20 - i, resetAfter: 2 * p})
 		e.suppression("below the soft limit", d, 0, false)
 	}
-	f := factor(10, 10, 11)
+	f := factor(10, 20, 10, 11)
 	d := e.take(req(k, 1, l))
 	// Under the soft limit once 1 of the 10 units has lost its weight:
 	// 6s into the next window.
@@ -107,8 +109,7 @@ func testSuppressedRegimes(e *env) {
 // testSuppressedFactor: the factor is computed from the offered load,
 // refused requests included, and kept for the cache period: 30 refusals
 // after the soft limit all meet 1 − 10/11, and once the cache period has
-// passed the next request meets 1 − 10/(40 + 1) (10 accepted: 3·10 − 2·10
-// = 10).
+// passed the next request meets 1 − 10/(40 + 1).
 func testSuppressedFactor(e *env) {
 	e.needRand()
 	const p = time.Minute
@@ -121,13 +122,13 @@ func testSuppressedFactor(e *env) {
 	for i := 0; i < 29; i++ {
 		d := e.take(req(k, 1, l))
 		if e.h.Exact || e.clock()-first < store.SuppressionCache/2 {
-			e.suppression("within the cache period", d, factor(10, 10, 11), true)
+			e.suppression("within the cache period", d, factor(10, 20, 10, 11), true)
 		}
 	}
 	e.past(store.SuppressionCache)
 	d := e.take(req(k, 1, l))
 	e.check("after the cache period", d, expect{remaining: 10, resetAfter: -1, retryAfter: -1})
-	e.suppression("after the cache period", d, factor(10, 10, 41), true)
+	e.suppression("after the cache period", d, factor(10, 20, 10, 41), true)
 }
 
 // testSuppressedCostAboveSoft: a request costing more than the soft limit
@@ -142,7 +143,7 @@ func testSuppressedCostAboveSoft(e *env) {
 	k := e.key()
 	e.h.Rand.Set(0)
 	e.allow(req(k, 1, l))
-	f := factor(2, 1, 5)
+	f := factor(2, 6, 1, 5)
 	e.h.Rand.Set(f / 2)
 	d := e.take(req(k, 4, l))
 	e.check("cost 4 of soft 2, a draw below the factor", d, expect{remaining: 5, resetAfter: 2 * p, retryAfter: 2 * p})
@@ -227,11 +228,11 @@ func testSuppressedPeek(e *env) {
 	}
 	e.exhaust(req(k, 1, l), 3)
 	// Three accepted and four offered: once the factor cached by the
-	// refusal has lapsed, a peek meets 1 − (9 − 6)/5, and so does the
-	// take after it, which would meet 1 − 3/6 had the peek been recorded.
+	// refusal has lapsed, a peek meets 1 − 3/5, and so does the take
+	// after it, which would meet 1 − 3/6 had the peek been recorded.
 	e.past(store.SuppressionCache)
 	peeked := e.peek(req(k, 1, l))
-	e.suppression("peek between the limits", peeked, factor(3, 3, 5), true)
+	e.suppression("peek between the limits", peeked, factor(3, 6, 3, 5), true)
 	e.sameDecision("take after a peek", e.take(req(k, 1, l)), peeked)
 }
 
@@ -263,8 +264,8 @@ func testSuppressedMulti(e *env) {
 		e.allow(req(k, 1, a, b))
 	}
 	d := e.take(req(k, 1, a, b))
-	if d.Allowed || !d.Suppressed || d.Index != 0 || d.Suppression != factor(5, 5, 6) {
-		e.Errorf("refused by a's draw: got %s, want refused, Suppressed, Index 0, Suppression %v", show(d), factor(5, 5, 6))
+	if d.Allowed || !d.Suppressed || d.Index != 0 || d.Suppression != factor(5, 10, 5, 6) {
+		e.Errorf("refused by a's draw: got %s, want refused, Suppressed, Index 0, Suppression %v", show(d), factor(5, 10, 5, 6))
 	}
 	d = e.peek(req(k, 1, b))
 	e.check("b alone after the refusal", d, expect{allowed: true, remaining: 194, resetAfter: -1})
