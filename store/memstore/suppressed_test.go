@@ -3,6 +3,7 @@ package memstore
 import (
 	"context"
 	"math/rand/v2"
+	"strconv"
 	"testing"
 	"time"
 
@@ -23,7 +24,7 @@ func TestSuppressedConverges(t *testing.T) {
 		periods = 120
 	)
 	for _, load := range []int64{2, 5} {
-		t.Run(time.Duration(load).String(), func(t *testing.T) {
+		t.Run(strconv.FormatInt(load, 10)+"x", func(t *testing.T) {
 			clk := storetest.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 			src := rand.New(rand.NewPCG(7, uint64(load)))
 			s, err := New(Options{Clock: clk.Now, Rand: src.Float64})
