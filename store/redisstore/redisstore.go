@@ -201,7 +201,9 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 // starts blocks, counts refusals ([store.Request.CountDenied]) and
 // de-duplicates ([store.Request.DedupID]) as package store specifies. A
 // request with one limit and none of those features runs a lean script
-// that does only its algorithm's arithmetic.
+// that does only its algorithm's arithmetic, except for the suppressed
+// strategy, which always runs its full script and is never answered from
+// the deny cache.
 //
 // Before any I/O it returns req.Validate's error for an invalid request. It
 // returns a *store.BackendError when Redis fails or does not answer within
