@@ -3,10 +3,13 @@ package integration
 import (
 	"context"
 	"math/rand/v2"
+	"net/http"
+	"sort"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/ratekeeper/ratekeeper/middleware"
 	"github.com/ratekeeper/ratekeeper/store"
 	"github.com/ratekeeper/ratekeeper/store/redisstore"
 )
@@ -78,5 +81,59 @@ func TestSuppressedConvergesRedis(t *testing.T) {
 				t.Errorf("%d suppressed and %d hard refusals, want mostly suppressed ones", suppressed, hard)
 			}
 		})
+	}
+}
+
+// TestSuppressedExactUnderConcurrency sends 200 simultaneous requests for
+// one client through 4 middleware instances, each with its own Redis
+// client and store (so each draws its own random values), against a
+// suppressed limit of soft 20 and hard 50 per hour: at least the soft
+// limit and never more than the hard limit pass, every admitted request
+// sees a different remaining count (no unit lost or counted twice), and
+// every 429 carries Retry-After and the suppression factor.
+func TestSuppressedExactUnderConcurrency(t *testing.T) {
+	const (
+		requests   = 200
+		soft, hard = 20, 50
+	)
+	srv := sharedRedis(t)
+	lim := store.Limit{Algorithm: store.Suppressed, Rate: soft, Burst: hard, Period: time.Hour}
+	for round := range 3 {
+		prefix := randomPrefix(t)
+		handlers := make([]http.Handler, 4)
+		for i := range handlers {
+			s := newStore(t, newClient(t, srv), prefix)
+			handlers[i] = newHandler(t, s, "client-1", lim, middleware.WithName("search"), middleware.WithFailureMode(middleware.FailClosed))
+		}
+		awayFromWindowEdge(t, newClient(t, srv), lim.Period, 10*time.Second)
+		var left []int64
+		refused := 0
+		for i, rec := range burst(handlers, requests) {
+			n, ok := remaining(t, rec)
+			if !ok {
+				t.Fatalf("round %d: response %d (status %d) has no X-RateLimit-Remaining", round, i, rec.Code)
+			}
+			switch rec.Code {
+			case http.StatusOK:
+				left = append(left, n)
+			case http.StatusTooManyRequests:
+				refused++
+				if rec.Header().Get("Retry-After") == "" || rec.Header().Get("X-RateLimit-Suppression") == "" {
+					t.Errorf("round %d: 429 with headers %v, want Retry-After and X-RateLimit-Suppression", round, rec.Header())
+				}
+			default:
+				t.Fatalf("round %d: got status %d, want 200 or 429", round, rec.Code)
+			}
+		}
+		if len(left) < soft || len(left) > hard || len(left)+refused != requests {
+			t.Fatalf("round %d: got %d admitted and %d refused, want %d to %d admitted of %d", round, len(left), refused, soft, hard, requests)
+		}
+		sort.Slice(left, func(i, j int) bool { return left[i] < left[j] })
+		for i, n := range left {
+			if n != int64(hard-len(left)+i) {
+				t.Fatalf("round %d: remaining values of the %d admitted requests %v, want each of %d..%d once", round, len(left), left, hard-len(left), hard-1)
+			}
+		}
+		t.Logf("round %d: %d of %d admitted (soft %d, hard %d)", round, len(left), requests, soft, hard)
 	}
 }
