@@ -206,8 +206,9 @@
 //     offered units of the same two windows, and the cached suppression
 //     factor (ppm) with the time it was computed (µs); written by every
 //     take but a duplicate, admitted or refused; expires at the end of the
-//     window after w. The factor is reused for 100ms, or a tenth of the
-//     period when shorter, and needs no key of its own.
+//     window after w. A cached factor holds for 100ms, or a tenth of the
+//     period when shorter, unless the one computed is higher; it needs
+//     no key of its own.
 //   - block: a string, the scope; PX the block's duration. Its TTL is the
 //     only record of when the block ends, so block times have millisecond
 //     resolution: a block that still exists is reported with its PTTL,

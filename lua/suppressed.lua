@@ -68,18 +68,22 @@ for i = 1, n do
     if cache > 100000 then
       cache = 100000
     end
-    if not (ft <= now and now - ft < cache) then
-      -- Aim at admitting, over the next period, soft * (hard - acc) /
-      -- (hard - soft) units out of the offered load: the rate at the soft
-      -- limit, down to none at the hard limit.
-      local off = estimate(now, ws, p, oc, opv)
-      local share = soft * (hard - acc) / ((hard - soft) * (off + cost))
-      f = math.floor((1 - share) * 1000000 + 0.5)
-      if f < 0 then
-        f = 0
-      elseif f > 1000000 then
-        f = 1000000
-      end
+    -- Aim at admitting, over the next period, soft * (hard - acc) /
+    -- (hard - soft) units out of the offered load: the rate at the soft
+    -- limit, down to none at the hard limit.
+    local off = estimate(now, ws, p, oc, opv)
+    local share = soft * (hard - acc) / ((hard - soft) * (off + cost))
+    local fnew = math.floor((1 - share) * 1000000 + 0.5)
+    if fnew < 0 then
+      fnew = 0
+    elseif fnew > 1000000 then
+      fnew = 1000000
+    end
+    -- The cached factor holds while it is fresh and not below the new
+    -- one: suppression rises at once, and eases off at most once per
+    -- cache period.
+    if not (ft <= now and now - ft < cache and f >= fnew) then
+      f = fnew
       f1[i], ft1[i] = f, now
     end
     factor[i], drawn[i] = f, true

@@ -79,12 +79,14 @@
 //     met is 1. RetryAfter is the earliest time at which acc + c ≤ H, as
 //     for the sliding window counter of capacity H.
 //   - otherwise (between the limits, the hard limit included): the factor
-//     is the cached f when it was computed less than [SuppressionCache]
-//     ago (100ms, or P/10 when shorter), else
-//     f = 1 − S·(H − acc)/((H − S)·(off + c)) in parts per million
-//     (rounded to the nearest, within 0 to 10⁶), which a Take caches. The
-//     request is admitted iff
-//     u·10⁶ ≥ f, that is with probability 1 − f; refused, it reports
+//     computed now is f' = 1 − S·(H − acc)/((H − S)·(off + c)) in parts
+//     per million (rounded to the nearest, within 0 to 10⁶). The factor
+//     met, f, is the cached one when it was computed less than
+//     [SuppressionCache] ago (100ms, or P/10 when shorter) and is not
+//     below f'; else f = f', which a Take caches with the time. So
+//     suppression rises at once and eases off at most once per cache
+//     period. The request is admitted iff u·10⁶ ≥ f, that is with
+//     probability 1 − f; refused, it reports
 //     [Decision.Suppressed] and a RetryAfter after which it would pass the
 //     soft limit whatever the draw (acc + c ≤ max(S, c); 1µs when that
 //     already holds, for a cost above S on an empty window).
@@ -106,8 +108,8 @@
 // raises the factor and one under S lowers it, so deviations are
 // corrected within about a period (the closer H is to S, the harder);
 // dips below S are refilled at once, which keeps the admitted rate a
-// little above S (with H = 2·S, 2% at λ = 2 and 3% at λ = 5 in the memory
-// store's test). While off is still rising (the first period of a burst)
+// little above S (with H = 2·S, 1.9% at λ = 2 and 2.9% at λ = 5 in the
+// memory store's test). While off is still rising (the first period of a burst)
 // the factor lags, and the hard limit bounds the overshoot.
 //
 // What is exact and what is not: the hard limit is exact in the sliding

@@ -157,11 +157,12 @@ func (l Limit) Capacity() int64 {
 // Period and all refused from twice that.
 const DefaultHardFactor = 2
 
-// SuppressionCache is how long a [Suppressed] limit keeps the
-// suppression factor it computed, per key, before computing it again
-// from the offered load: 100ms, or a tenth of the Period when that is
-// shorter. Decisions in between reuse it, as they would a factor cached
-// by another process sharing the key's state.
+// SuppressionCache is how long a [Suppressed] limit holds the
+// suppression factor it computed, per key: 100ms, or a tenth of the
+// Period when that is shorter. Until then a lower factor computed from
+// the load does not replace it (a higher one does, at once), so that the
+// admission probability eases off at most once per period of this length;
+// the factor is kept in the key's state, shared by every process.
 const SuppressionCache = 100 * time.Millisecond
 
 // ID returns the limit's identity within a request: Name when set, else

@@ -192,8 +192,8 @@ func suppressionCacheUS(p int64) int64 {
 // request is admitted, a hard limit (the capacity) past which every
 // request is refused, and in between an admission when u is at least the
 // suppression factor 1 − rate·(hard − accepted)/((hard − rate)·offered),
-// offered being the period's offered load with this request, computed at
-// most once per cache period. The
+// offered being the period's offered load with this request, or the
+// cached factor while it is fresh and higher. The
 // next state, set whatever the verdict, counts the request as offered; a
 // take that admits it adds it to the accepted units too.
 func suppressed(l *store.Limit, st *counts, now, c int64, u float64, o *outcome) {
@@ -224,17 +224,23 @@ func suppressed(l *store.Limit, st *counts, now, c int64, u float64, o *outcome)
 	case acc+cf > hf:
 		o.fppm = ppm
 	default:
-		if !(fts <= now && now-fts < suppressionCacheUS(p)) {
-			// Aim at admitting, over the next period, rate·(hard − acc)/
-			// (hard − rate) units out of the offered load: the rate at the
-			// soft limit, down to none at the hard limit. Rounded to the
-			// nearest ppm; the conversion keeps the product and the
-			// addition apart (no fused multiply-add), as in Lua.
-			off := estimate(now, ws, p, ocur, oprev)
-			share := float64(soft) * (hf - acc) / (float64(hard-soft) * (off + cf))
-			fppm = min(max(int64(math.Floor(float64((1-share)*ppm)+0.5)), 0), ppm)
-			o.next.fppm, o.next.fts = fppm, now
+		// Aim at admitting, over the next period, rate·(hard − acc)/
+		// (hard − rate) units out of the offered load: the rate at the
+		// soft limit, down to none at the hard limit. Rounded to the
+		// nearest ppm; the conversion keeps the product and the addition
+		// apart (no fused multiply-add), as in Lua.
+		off := estimate(now, ws, p, ocur, oprev)
+		share := float64(soft) * (hf - acc) / (float64(hard-soft) * (off + cf))
+		f := min(max(int64(math.Floor(float64((1-share)*ppm)+0.5)), 0), ppm)
+		// The cached factor holds while it is fresh and not below the
+		// new one: suppression rises at once, and eases off at most once
+		// per cache period.
+		if fts <= now && now-fts < suppressionCacheUS(p) && fppm >= f {
+			f = fppm
+		} else {
+			o.next.fppm, o.next.fts = f, now
 		}
+		fppm = f
 		o.fppm, o.drawn = fppm, true
 		o.allowed = u*ppm >= float64(fppm)
 		limit = float64(max(soft, c))

@@ -141,15 +141,16 @@
 // skip without it, but for invalid): regimes (below the soft limit
 // admitted whatever the draw; between the limits refused by a draw below
 // the factor, Suppressed, admitted by one at or above it, the factor
-// cached; at the hard limit still drawn; over it refused with factor 1
-// and not Suppressed; exact RetryAfter for both refusals),
-// factor-follows-offered-load (refusals count as offered; the factor is
-// recomputed after [store.SuppressionCache]), cost-above-soft-limit,
-// exact (concurrent takes with random draws accept at most the hard limit
-// and count every accepted unit once), peek (writes nothing, decides like
-// the take after it), reset, multi (all-or-nothing, one draw, Suppressed
-// when every refusing limit drew), ttl and invalid (a hard limit below
-// the rate, Block, CountDenied, a cost over the hard limit; Burst 0 is
+// rising with every unit; at the hard limit still drawn; over it refused
+// with factor 1 and not Suppressed; exact RetryAfter for both refusals),
+// factor-follows-offered-load (refusals count as offered),
+// factor-held-for-the-cache-period (a lower factor waits for
+// [store.SuppressionCache]; exact clock), cost-above-soft-limit, exact
+// (concurrent takes with random draws accept at most the hard limit and
+// count every accepted unit once), peek (writes nothing, decides like the
+// take after it), reset, multi (all-or-nothing, one draw, Suppressed when
+// every refusing limit drew), ttl and invalid (a hard limit below the
+// rate, Block, CountDenied, a cost over the hard limit; Burst 0 is
 // [store.DefaultHardFactor]·Rate).
 //
 // Across algorithms: invalid-requests (every malformed request is an error

@@ -15,6 +15,7 @@ import (
 var suppressedTests = []generalTest{
 	{"regimes", testSuppressedRegimes},
 	{"factor-follows-offered-load", testSuppressedFactor},
+	{"factor-held-for-the-cache-period", testSuppressedFactorHeld},
 	{"cost-above-soft-limit", testSuppressedCostAboveSoft},
 	{"exact", testSuppressedExact},
 	{"peek", testSuppressedPeek},
@@ -39,12 +40,12 @@ func suppressedLimit(name string, soft, hard int64, period time.Duration) store.
 }
 
 // factor returns the suppression factor as the stores compute it for a
-// limit of soft and hard limits whose window holds acc accepted units (a
-// whole number) when offered units have been offered, this request
-// included: 1 − soft·(hard − acc)/((hard − soft)·offered), rounded to
-// whole parts per million, within 0 to 1.
-func factor(soft, hard, acc, offered int64) float64 {
-	share := float64(soft) * float64(hard-acc) / (float64(hard-soft) * float64(offered))
+// limit of soft and hard limits whose window holds acc accepted units
+// when offered units have been offered, this request included (both as
+// the stores estimate them): 1 − soft·(hard − acc)/((hard − soft)·offered),
+// rounded to whole parts per million, within 0 to 1.
+func factor(soft, hard int64, acc, offered float64) float64 {
+	share := float64(soft) * (float64(hard) - acc) / (float64(hard-soft) * offered)
 	f := math.Floor(float64((1-share)*1e6) + 0.5)
 	return min(max(f, 0), 1e6) / 1e6
 }
@@ -60,10 +61,10 @@ func (e *env) suppression(what string, d store.Decision, want float64, suppresse
 // testSuppressedRegimes: with soft limit 10 and hard limit 20 per minute,
 // the first 10 units are admitted whatever the draw (factor 0); the 11th
 // meets the factor 1 − 10/11 (10 offered before it, plus itself; at the
-// soft limit the share admitted is the rate's) and is
-// refused by a draw below it (Suppressed, Remaining still 10, RetryAfter
-// the wait until it fits under the soft limit) and admitted by a draw at
-// or above it, reusing the factor cached by the refusal; units up to the
+// soft limit the share admitted is the rate's) and is refused by a draw
+// below it (Suppressed, Remaining still 10, RetryAfter the wait until it
+// fits under the soft limit); the factor then rises with every unit
+// accepted and offered, and a draw at or above it admits; units up to the
 // hard limit (the 20th, at the hard limit, included) are drawn for; the
 // 21st, over the hard limit, is refused whatever the draw with factor 1,
 // not Suppressed, and waits for room under the hard limit.
@@ -79,26 +80,23 @@ func testSuppressedRegimes(e *env) {
 		e.check("below the soft limit", d, expect{allowed: true, remaining: 20 - i, resetAfter: 2 * p})
 		e.suppression("below the soft limit", d, 0, false)
 	}
-	f := factor(10, 20, 10, 11)
 	d := e.take(req(k, 1, l))
 	// Under the soft limit once 1 of the 10 units has lost its weight:
 	// 6s into the next window.
 	e.check("between the limits, draw 0", d, expect{remaining: 10, resetAfter: 2 * p, retryAfter: p + 6*time.Second})
-	e.suppression("between the limits, draw 0", d, f, true)
+	e.suppression("between the limits, draw 0", d, factor(10, 20, 10, 11), true)
 
-	e.h.Rand.Set(0.95)
-	d = e.peek(req(k, 1, l))
-	e.check("between the limits, draw 0.95: peek", d, expect{allowed: true, remaining: 9, resetAfter: 2 * p})
-	e.suppression("between the limits, draw 0.95: peek", d, f, false)
-	for i := int64(1); i <= 10; i++ {
-		d = e.take(req(k, 1, l))
-		e.check("between the limits, draw 0.95", d, expect{allowed: true, remaining: 10 - i, resetAfter: 2 * p})
-		if e.h.Exact {
-			// With real time the cache period may pass meanwhile.
-			e.suppression("between the limits, draw 0.95 (cached factor)", d, f, false)
-		}
-	}
 	e.h.Rand.Set(0.999999)
+	d = e.peek(req(k, 1, l))
+	e.check("between the limits: peek", d, expect{allowed: true, remaining: 9, resetAfter: 2 * p})
+	e.suppression("between the limits: peek", d, factor(10, 20, 10, 12), false)
+	for i := int64(1); i <= 10; i++ {
+		// 10+i−1 accepted, 11+i−1 offered before this one.
+		acc, offered := float64(9+i), float64(11+i)
+		d = e.take(req(k, 1, l))
+		e.check("between the limits", d, expect{allowed: true, remaining: 10 - i, resetAfter: 2 * p})
+		e.suppression("between the limits", d, factor(10, 20, acc, offered), false)
+	}
 	d = e.take(req(k, 1, l))
 	e.check("over the hard limit", d, expect{remaining: 0, resetAfter: 2 * p, retryAfter: p + 3*time.Second})
 	e.suppression("over the hard limit", d, 1, false)
@@ -107,9 +105,9 @@ func testSuppressedRegimes(e *env) {
 }
 
 // testSuppressedFactor: the factor is computed from the offered load,
-// refused requests included, and kept for the cache period: 30 refusals
-// after the soft limit all meet 1 − 10/11, and once the cache period has
-// passed the next request meets 1 − 10/(40 + 1).
+// refused requests included, and rises with it at once: the refusals after
+// the soft limit meet 1 − 10/11, 1 − 10/12, ... 1 − 10/40, and the request
+// after them, a cache period later, 1 − 10/41.
 func testSuppressedFactor(e *env) {
 	e.needRand()
 	const p = time.Minute
@@ -118,17 +116,48 @@ func testSuppressedFactor(e *env) {
 	k := e.key()
 	e.h.Rand.Set(0)
 	e.exhaust(req(k, 1, l), 10)
-	first := e.clock()
 	for i := 0; i < 29; i++ {
 		d := e.take(req(k, 1, l))
-		if e.h.Exact || e.clock()-first < store.SuppressionCache/2 {
-			e.suppression("within the cache period", d, factor(10, 20, 10, 11), true)
-		}
+		e.suppression("between the limits", d, factor(10, 20, 10, float64(12+i)), true)
 	}
 	e.past(store.SuppressionCache)
 	d := e.take(req(k, 1, l))
 	e.check("after the cache period", d, expect{remaining: 10, resetAfter: -1, retryAfter: -1})
 	e.suppression("after the cache period", d, factor(10, 20, 10, 41), true)
+}
+
+// testSuppressedFactorHeld: a factor lower than the cached one does not
+// replace it before store.SuppressionCache has passed. With a period of
+// one second: 10 accepted and 30 offered in one window; at the start of
+// the next, a refusal meets 1 − 10/31 and caches it; 50ms later the
+// weights have fallen to 0.95 and the factor computed would be lower, but
+// the cached one holds; 110ms after it, with a cost of 2 to stay above the
+// soft limit, the lower factor applies.
+func testSuppressedFactorHeld(e *env) {
+	e.needRand()
+	e.needExact()
+	const p = time.Second
+	e.windowRoom(store.Suppressed, 0, p)
+	l := suppressedLimit("s", 10, 20, p)
+	k := e.key()
+	e.h.Rand.Set(0)
+	for i := 0; i < 30; i++ {
+		e.take(req(k, 1, l))
+	}
+	e.advance(p)
+	held := factor(10, 20, 10, 31)
+	e.suppression("next window", e.take(req(k, 1, l)), held, true)
+	e.advance(50 * time.Millisecond)
+	weighted := func(n, cur int64, e time.Duration) float64 {
+		return float64(n)*float64((p-e).Microseconds())/float64(p.Microseconds()) + float64(cur)
+	}
+	if lower := factor(10, 20, weighted(10, 0, 50*time.Millisecond), weighted(30, 1, 50*time.Millisecond)+1); lower >= held {
+		e.Fatalf("test setup: factor %v 50ms later, want below %v", lower, held)
+	}
+	e.suppression("50ms later", e.take(req(k, 1, l)), held, true)
+	e.advance(60 * time.Millisecond)
+	at := 110 * time.Millisecond
+	e.suppression("110ms later, cost 2", e.take(req(k, 2, l)), factor(10, 20, weighted(10, 0, at), weighted(30, 2, at)+2), true)
 }
 
 // testSuppressedCostAboveSoft: a request costing more than the soft limit
@@ -148,12 +177,10 @@ func testSuppressedCostAboveSoft(e *env) {
 	d := e.take(req(k, 4, l))
 	e.check("cost 4 of soft 2, a draw below the factor", d, expect{remaining: 5, resetAfter: 2 * p, retryAfter: 2 * p})
 	e.suppression("cost 4 of soft 2, a draw below the factor", d, f, true)
-	e.h.Rand.Set(0.5)
+	e.h.Rand.Set(0.9)
 	d = e.take(req(k, 4, l))
-	e.check("cost 4 of soft 2, draw 0.5", d, expect{allowed: true, remaining: 1, resetAfter: 2 * p})
-	if e.h.Exact {
-		e.suppression("cost 4 of soft 2, draw 0.5 (cached factor)", d, f, false)
-	}
+	e.check("cost 4 of soft 2, draw 0.9", d, expect{allowed: true, remaining: 1, resetAfter: 2 * p})
+	e.suppression("cost 4 of soft 2, draw 0.9", d, factor(2, 6, 1, 9), false)
 }
 
 // testSuppressedExact: concurrent takes on one key, with random draws,
