@@ -25,10 +25,12 @@ type outcome struct {
 	rem1, reset1 int64
 	retry        int64
 	next         counts
-	// Suppressed only: the factor the request met (ppm), and whether a
-	// refusal is a random draw rather than the hard limit's.
-	fppm  int64
-	drawn bool
+	// Suppressed only: the factor the request met (ppm), whether a
+	// refusal is a random draw rather than the hard limit's, and the
+	// suppressed part of the next state (op.record stores it in next.sup).
+	fppm    int64
+	drawn   bool
+	nextSup suppression
 }
 
 // evaluate sets o, which must be zero, to limit l's outcome for a request
@@ -194,15 +196,16 @@ func suppressionCacheUS(p int64) int64 {
 // suppression factor 1 − rate·(hard − accepted)/((hard − rate)·offered),
 // offered being the period's offered load with this request, or the
 // cached factor while it is fresh and higher. The
-// next state, set whatever the verdict, counts the request as offered; a
-// take that admits it adds it to the accepted units too.
+// next state (next and nextSup), set whatever the verdict, counts the
+// request as offered; a take that admits it adds it to the accepted units
+// too.
 func suppressed(l *store.Limit, st *counts, now, c int64, u float64, o *outcome) {
 	p, hard, soft := l.Period.Microseconds(), l.Capacity(), l.Rate
 	ws, cur, prev := counterAt(st, now, p)
 	var ocur, oprev, fppm, fts int64
-	if st != nil {
-		_, ocur, oprev = counterAt(&counts{ts: st.ts, cur: st.ocur, prev: st.oprev}, now, p)
-		fppm, fts = st.fppm, st.fts
+	if st != nil && st.sup != nil {
+		_, ocur, oprev = counterAt(&counts{ts: st.ts, cur: st.sup.ocur, prev: st.sup.oprev}, now, p)
+		fppm, fts = st.sup.fppm, st.sup.fts
 	}
 	acc := estimate(now, ws, p, cur, prev)
 	hf, cf := float64(hard), float64(c)
@@ -213,7 +216,8 @@ func suppressed(l *store.Limit, st *counts, now, c int64, u float64, o *outcome)
 	case prev > 0:
 		o.reset0 = ws + p - now
 	}
-	o.next = counts{exp: ws + 2*p, ts: ws, cur: cur, prev: prev, ocur: ocur + c, oprev: oprev, fppm: fppm, fts: fts}
+	o.next = counts{exp: ws + 2*p, ts: ws, cur: cur, prev: prev}
+	o.nextSup = suppression{ocur: ocur + c, oprev: oprev, fppm: fppm, fts: fts}
 	// What a refused request waits for: room under the hard limit, or,
 	// for a request refused by the draw, under the soft limit (its own
 	// cost when larger), where it is admitted whatever the draw.
@@ -238,7 +242,7 @@ func suppressed(l *store.Limit, st *counts, now, c int64, u float64, o *outcome)
 		if fts <= now && now-fts < suppressionCacheUS(p) && fppm >= f {
 			f = fppm
 		} else {
-			o.next.fppm, o.next.fts = f, now
+			o.nextSup.fppm, o.nextSup.fts = f, now
 		}
 		fppm = f
 		o.fppm, o.drawn = fppm, true

@@ -327,9 +327,17 @@ func (o *op) record(out []outcome) {
 	if !o.isLog() {
 		for i, id := range o.ids[:len(o.req.Limits)] {
 			st := o.state(id)
+			sup := st.sup
 			st.counts = out[i].next
-			if o.isSuppressed() && o.v.allowed {
-				st.counts.cur += o.cost // offered and accepted
+			if o.isSuppressed() {
+				if sup == nil {
+					sup = new(suppression)
+				}
+				*sup = out[i].nextSup
+				st.sup = sup
+				if o.v.allowed {
+					st.cur += o.cost // offered and accepted
+				}
 			}
 			o.sh.expiresAt(st.exp)
 		}

@@ -20,9 +20,15 @@ type counts struct {
 	used float64
 	cur  int64
 	prev int64
-	// Suppressed only: the offered units (admitted or not) of the
-	// windows cur and prev count, and the cached suppression factor in
-	// parts per million with the time it was computed (µs).
+	sup  *suppression // the suppressed strategy's own part; nil for others
+}
+
+// suppression is what a suppressed limit keeps beyond the sliding window
+// counter's {ts, cur, prev}: the offered units (admitted or not) of the
+// windows cur and prev count, and the cached suppression factor in parts
+// per million with the time it was computed (µs). It lives behind a
+// pointer so that the other algorithms' states do not carry it.
+type suppression struct {
 	ocur, oprev int64
 	fppm, fts   int64
 }
