@@ -15,6 +15,17 @@
 //     [Writer.ResetDelta], as seconds from now. On a refusal it is the
 //     moment the request may be retried, the instant Retry-After names.
 //
+// On every response of a route whose limits use the suppressed strategy
+// ([github.com/ratekeeper/ratekeeper/store.Suppressed]), unless
+// [Writer.Omit]:
+//
+//   - X-RateLimit-Suppression: the suppression factor the request met, a
+//     decimal from 0 to 1 (at most six decimals, such as 0.090909): the
+//     share of requests between the soft and the hard limit that are
+//     refused. 0 below the soft limit, 1 at or over the hard limit. A
+//     client that sees it above 0 is over the configured rate and should
+//     slow down; X-RateLimit-Limit is then the hard limit.
+//
 // On every refusal (429), whatever the Writer says:
 //
 //   - Retry-After: whole seconds, rounded up and at least 1, after which

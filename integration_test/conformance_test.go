@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratekeeper/ratekeeper/store/redisstore"
 	"github.com/ratekeeper/ratekeeper/store/storetest"
 )
 
@@ -16,8 +17,10 @@ func TestRedisConformance(t *testing.T) {
 	c := newClient(t, srv)
 	storetest.Run(t, func(t *testing.T) storetest.Harness {
 		prefix := randomPrefix(t)
+		rnd := &storetest.FakeRand{}
 		return storetest.Harness{
-			Store:   newStore(t, c, prefix),
+			Store:   newStoreWith(t, c, redisstore.Options{Prefix: prefix, Timeout: 10 * time.Second, Rand: rnd.Float64}),
+			Rand:    rnd,
 			Advance: time.Sleep,
 			Exact:   false,
 			KeyTTLs: func(ctx context.Context) (map[string]time.Duration, error) {

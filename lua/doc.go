@@ -15,7 +15,10 @@
 // The algorithm files (bucket.lua for GCRA and the token bucket, which are
 // one algorithm; sliding_window_log.lua, sliding_window_counter.lua,
 // fixed_window.lua) evaluate every limit and supply the function that
-// records a request; they run under either prelude. The default
+// records a request; they run under either prelude. suppressed.lua, the
+// suppressed strategy, runs under the full prelude only, whatever the
+// request. sliding_window_counter.lua and suppressed.lua follow
+// counter.lua, their windows. The default
 // algorithm's lean script is common.lua and lean_bucket.lua, bucket.lua's
 // arithmetic written with scalars (about a third less Redis CPU per call).
 // The scripts need Redis 5 or later (effects replication by default). The sources are
@@ -92,7 +95,10 @@
 //	ARGV[1]        "take" or "peek"
 //	ARGV[2]        cost, an integer >= 1
 //	ARGV[3]        nonce: unique per take, free of ':' (sliding window log
-//	               members); may be empty for other algorithms
+//	               members); may be empty for other algorithms; for
+//	               suppressed, the request's random value in [0, 1) as a
+//	               decimal (Go's shortest form, which Lua reads back to
+//	               the same double), take and peek alike
 //	ARGV[4]        "1" to record refused requests too (window algorithms
 //	               only; the bucket script fails on it), else "0"
 //	ARGV[5]        de-duplication id as stored, "" for none
@@ -178,6 +184,12 @@
 // included), the limit with the fewest units remaining (ties: the
 // earliest).
 //
+// The suppressed script appends two integers after the override: the largest
+// suppression factor its limits met, in parts per million (0 to
+// 1000000), and 1 when the request was refused and every limit that
+// refused it refused by the draw, else 0. Its refused takes also write
+// (the offered units), through the prelude's settle.
+//
 // # Stacked decisions
 //
 // [Stacked] decides several requests, each with its own key, limits and
@@ -248,6 +260,14 @@
 //   - override: a string ("exempt", "suspend" or "scale:<factor>"), PX
 //     the override's duration; written by the store's SetOverride, never
 //     by a script.
+//   - suppressed: one hash {w, cur, prev, ocur, oprev, f, ft} per limit:
+//     the sliding window counter's fields for the accepted units, the
+//     offered units of the same two windows, and the cached suppression
+//     factor (ppm) with the time it was computed (µs); written by every
+//     take but a duplicate, admitted or refused; expires at the end of the
+//     window after w. A cached factor holds for 100ms, or a tenth of the
+//     period when shorter, unless the one computed is higher; it needs
+//     no key of its own.
 //   - block: a string, the scope; PX the block's duration. Its TTL is the
 //     only record of when the block ends, so block times have millisecond
 //     resolution: a block that still exists is reported with its PTTL,
@@ -283,7 +303,8 @@
 // State is read with redis.pcall, which costs what redis.call does. A key
 // whose state the script cannot read, of another type (a WRONGTYPE error
 // reply) or malformed (a bucket that is not two finite doubles, window
-// fields that are not numbers, a log member scored beyond any time), is
+// fields that are not numbers, a log member scored beyond any time, a
+// suppressed hash missing a field or with a factor outside 0 to 10⁶), is
 // deleted on a take and the limit decided as if it were absent: as for a
 // fresh key. The reply's repaired flag reports it. A peek deletes nothing
 // and decides as if the key were absent, with repaired 0. The keys all

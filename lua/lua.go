@@ -33,6 +33,12 @@ var slidingWindowCounter string
 //go:embed fixed_window.lua
 var fixedWindow string
 
+//go:embed counter.lua
+var counter string
+
+//go:embed suppressed.lua
+var suppressed string
+
 // names lists the algorithms in the order of the store package's
 // Algorithm constants.
 var names = [...]string{
@@ -41,11 +47,12 @@ var names = [...]string{
 	"sliding_window_log",
 	"sliding_window_counter",
 	"fixed_window",
+	"suppressed",
 }
 
 // bodies holds each algorithm's file, indexed like names. GCRA and the
 // token bucket are one algorithm and share one file.
-var bodies = [...]*string{&bucket, &bucket, &slidingWindowLog, &slidingWindowCounter, &fixedWindow}
+var bodies = [...]*string{&bucket, &bucket, &slidingWindowLog, &slidingWindowCounter, &fixedWindow, &suppressed}
 
 // ErrUnknownScript is returned by [Source] for a name that is not in
 // [Names].
@@ -62,8 +69,11 @@ func Names() []string {
 // Source returns the complete script for the algorithm name (for example
 // "token_bucket"): common.lua, then the lean prelude (lean true: one limit,
 // no block, de-duplication or counted refusals) or the full one, then the
-// algorithm. The lean GCRA and token bucket script is common.lua and
-// lean_bucket.lua, the same arithmetic written with scalars. It returns an error wrapping [ErrUnknownScript] when name is
+// algorithm (after counter.lua for sliding_window_counter and
+// suppressed). The lean GCRA and token bucket script is common.lua and
+// lean_bucket.lua, the same arithmetic written with scalars. The
+// suppressed strategy has no lean script: both values of lean give its
+// full one. It returns an error wrapping [ErrUnknownScript] when name is
 // not one of [Names].
 //
 // The result is the exact text to pass to EVAL or SCRIPT LOAD; its SHA-1
@@ -82,7 +92,21 @@ func Source(name string, lean bool) (string, error) {
 			// scalars: no per-limit tables, no closures on admission.
 			return common + "\n" + leanBucket, nil
 		}
-		return common + "\n" + unreadable + "\n" + p + "\n" + *bodies[i], nil
+		if bodies[i] == &suppressed {
+			p = prelude
+		}
+		return common + "\n" + unreadable + "\n" + p + "\n" + algorithmBody(i), nil
 	}
 	return "", fmt.Errorf("%w %q", ErrUnknownScript, name)
+}
+
+// algorithmBody returns the algorithm file of names[i], after counter.lua
+// for the algorithms that count in windows with it (sliding_window_counter
+// and suppressed).
+func algorithmBody(i int) string {
+	switch bodies[i] {
+	case &suppressed, &slidingWindowCounter:
+		return counter + "\n" + *bodies[i]
+	}
+	return *bodies[i]
 }

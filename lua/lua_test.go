@@ -23,7 +23,7 @@ func TestSource(t *testing.T) {
 				}
 				bucketAlg := name == "gcra" || name == "token_bucket"
 				p := prelude
-				if lean {
+				if lean && name != "suppressed" {
 					p = leanPrelude
 				}
 				prefix := common + "\n" + unreadable + "\n" + p
@@ -47,7 +47,16 @@ func TestSource(t *testing.T) {
 				if !strings.HasSuffix(src, string(body)) {
 					t.Fatalf("script does not end with %s", file)
 				}
-				if file != "lean_bucket.lua" && !strings.Contains(string(body), "return finish(") {
+				if name == "sliding_window_counter" || name == "suppressed" {
+					counterFile, err := os.ReadFile("counter.lua")
+					if err != nil {
+						t.Fatal(err)
+					}
+					if !strings.HasSuffix(src, string(counterFile)+"\n"+string(body)) {
+						t.Fatalf("script does not have counter.lua before %s", file)
+					}
+				}
+				if file != "lean_bucket.lua" && !strings.Contains(string(body), "= finish(") && !strings.Contains(string(body), "return finish(") {
 					t.Fatalf("%s does not answer through finish", file)
 				}
 			})
@@ -59,7 +68,7 @@ func TestSource(t *testing.T) {
 }
 
 func TestNames(t *testing.T) {
-	want := []string{"gcra", "token_bucket", "sliding_window_log", "sliding_window_counter", "fixed_window"}
+	want := []string{"gcra", "token_bucket", "sliding_window_log", "sliding_window_counter", "fixed_window", "suppressed"}
 	got := Names()
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("got %v, want %v", got, want)
@@ -75,7 +84,7 @@ func TestEveryFileIsUsed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	known := map[string]bool{"common": true, "prelude": true, "lean": true, "bucket": true, "lean_bucket": true, "unreadable": true,
+	known := map[string]bool{"common": true, "prelude": true, "lean": true, "bucket": true, "lean_bucket": true, "unreadable": true, "counter": true,
 		"part": true, "multi": true, "refund": true} // the stacked scripts (multi.go)
 	for _, n := range Names() {
 		known[n] = true

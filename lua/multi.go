@@ -26,12 +26,15 @@ var stacked = sync.OnceValue(func() string {
 	b.WriteString("\nlocal parts = {}\n")
 	fn := make(map[*string]string, len(bodies))
 	for i, body := range bodies {
+		if body == &suppressed {
+			continue // not stacked: store.ValidateMulti refuses it
+		}
 		name, ok := fn[body]
 		if !ok {
 			name = "part_" + names[i]
 			fn[body] = name
 			b.WriteString("local function " + name + "(KEYS, ARGV)\n")
-			b.WriteString(unreadable + "\n" + prelude + "\n" + part + "\n" + *body)
+			b.WriteString(unreadable + "\n" + prelude + "\n" + part + "\n" + algorithmBody(i))
 			b.WriteString("\nend\n")
 		}
 		b.WriteString("parts[" + strconv.Itoa(i) + "] = " + name + "\n")

@@ -1,34 +1,7 @@
 -- sliding_window_counter.lua: state[i] is a hash {w, cur, prev} for limit
 -- i: the start w of the window that cur counts (microseconds, a multiple of
 -- the period) and the count prev of the window before it. Window algorithms
--- count up to the capacity, the rate.
-
--- counter_at returns the window containing t and the counts of that window
--- and the one before it, as stored state {w, c, pv} (w nil when absent)
--- shows them at t. A stored window later than t's (the server clock went
--- back, after a failover) stays current: the estimate grows, never shrinks.
-local function counter_at(t, p, w, c, pv)
-  local ws = t - math.fmod(t, p)
-  if not w then
-    return ws, 0, 0
-  end
-  if w == ws then
-    return ws, c, pv
-  end
-  if w == ws - p then
-    return ws, 0, c
-  end
-  if w > ws then
-    return w, c, pv
-  end
-  return ws, 0, 0
-end
-
--- estimate returns prev * (P - e) / P + cur, e = t - ws being the time
--- elapsed in the current window.
-local function estimate(t, ws, p, c, pv)
-  return pv * (ws + p - t) / p + c
-end
+-- count up to the capacity, the rate. counter.lua precedes this file.
 
 local start, cur, prev = {}, {}, {}
 for i = 1, n do

@@ -23,10 +23,16 @@
 //	ratekeeper_store_unavailable{policy}                  gauge
 //	ratekeeper_cached_refusals_total{policy}              counter
 //	ratekeeper_repaired_state_total{policy}               counter
+//	ratekeeper_suppressed_refusals_total{policy}          counter
 //	ratekeeper_store_evictions_total                      counter (RegisterEvictions)
 //	ratekeeper_stack_refunds_total                        counter (RegisterRefunds)
 //	ratekeeper_stack_unrefunded_total                     counter (RegisterRefunds)
 //	ratekeeper_redis_maxmemory_policy{policy}             gauge (RegisterEvictionPolicy)
+//
+// suppressed_refusals_total counts the refusals of [store.Suppressed]
+// limits that were random draws against the suppression factor; those
+// refusals are also in decisions_total as limited (or dry_run), like the
+// refusals by the hard limit, which it leaves out.
 //
 // [RegisterPolicySet] adds the reload and mode series of a policy set.
 //

@@ -42,6 +42,7 @@ type Collector struct {
 	unavailable *prometheus.GaugeVec
 	cached      *prometheus.CounterVec
 	repaired    *prometheus.CounterVec
+	suppressed  *prometheus.CounterVec
 }
 
 // Metric names without the namespace (the package documentation lists
@@ -56,6 +57,7 @@ const (
 	nameCached      = "cached_refusals_total"
 	nameEvictions   = "store_evictions_total"
 	nameRepaired    = "repaired_state_total"
+	nameSuppressed  = "suppressed_refusals_total"
 )
 
 // New creates the collectors and registers them on reg. It returns an error
@@ -107,7 +109,11 @@ func New(reg prometheus.Registerer, opts Options) (*Collector, error) {
 		Namespace: ns, Name: nameRepaired, ConstLabels: opts.ConstLabels,
 		Help: "Decisions for which the store replaced state it could not read (of the wrong type or malformed) and decided as for a fresh key, by policy.",
 	}, []string{"policy"})
-	cols := []prometheus.Collector{c.decisions, c.blocks, c.storeErrors, c.latency, c.degraded, c.unavailable, c.cached, c.repaired}
+	c.suppressed = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: ns, Name: nameSuppressed, ConstLabels: opts.ConstLabels,
+		Help: "Refusals of the suppressed strategy drawn against its suppression factor (between the soft and the hard limit), by policy; refusals by the hard limit are not counted here.",
+	}, []string{"policy"})
+	cols := []prometheus.Collector{c.decisions, c.blocks, c.storeErrors, c.latency, c.degraded, c.unavailable, c.cached, c.repaired, c.suppressed}
 	for i, col := range cols {
 		if err := reg.Register(col); err != nil {
 			for _, done := range cols[:i] { // leave the registry as it was
@@ -134,6 +140,9 @@ func (c *Collector) Observe(e middleware.Event) {
 	}
 	if e.Repaired {
 		c.repaired.WithLabelValues(e.Policy).Inc()
+	}
+	if e.Suppressed {
+		c.suppressed.WithLabelValues(e.Policy).Inc()
 	}
 	degraded := ""
 	switch {

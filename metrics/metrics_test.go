@@ -281,3 +281,27 @@ func TestRepairedState(t *testing.T) {
 		t.Fatalf("repaired series: got %d, %v; want 1", n, err)
 	}
 }
+
+// TestSuppressedRefusals: refusals drawn by the suppressed strategy are
+// counted per policy, apart from the other refusals.
+func TestSuppressedRefusals(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	c, err := New(reg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := middleware.Event{Outcome: middleware.OutcomeLimited}
+	e.Policy = "api"
+	e.Suppression = 0.4
+	e.Suppressed = true
+	c.Observe(e)
+	c.Observe(e)
+	e.Suppression, e.Suppressed = 1, false // refused by the hard limit
+	c.Observe(e)
+	if got := testutil.ToFloat64(c.suppressed.WithLabelValues("api")); got != 2 {
+		t.Fatalf("suppressed refusals: got %v, want 2", got)
+	}
+	if got := testutil.ToFloat64(c.decisions.WithLabelValues("api", string(middleware.OutcomeLimited))); got != 3 {
+		t.Fatalf("limited decisions: got %v, want 3", got)
+	}
+}

@@ -16,7 +16,7 @@ import (
 // default namespace, histogram suffixes included.
 func exported() map[string]bool {
 	names := map[string]bool{}
-	for _, n := range []string{nameDecisions, nameBlocks, nameStoreErrors, nameDegraded, nameUnavailable, nameCached, nameRepaired, nameEvictions, nameMaxmemoryPolicy} {
+	for _, n := range []string{nameDecisions, nameBlocks, nameStoreErrors, nameDegraded, nameUnavailable, nameCached, nameRepaired, nameSuppressed, nameEvictions, nameMaxmemoryPolicy} {
 		names[defaultNamespace+"_"+n] = true
 	}
 	for _, suffix := range []string{"_bucket", "_sum", "_count"} {

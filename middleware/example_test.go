@@ -274,3 +274,49 @@ func ExampleDecisionFrom() {
 	// Output:
 	// api: 4 of 5 left
 }
+
+// The suppressed strategy sheds load above a soft limit instead of
+// refusing everything at once: 4 requests per minute are admitted
+// outright; past that each request is refused with a probability, the
+// suppression factor, that grows with the excess (a request is admitted
+// when its random draw is at least the factor), and from the hard limit
+// of 8 every request is refused. Responses carry the factor. The store's
+// clock and random draws are fixed here so that the output is stable; by
+// default they are the system clock and math/rand/v2.
+func Example_suppressed() {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	draws := []float64{0.5, 0.5, 0.5, 0.5, 0.1, 0.6, 0.3, 0.9, 0.8, 0.95, 0.4, 0.99}
+	st, _ := memstore.New(memstore.Options{
+		Clock: func() time.Time { return now },
+		Rand: func() float64 {
+			u := draws[0]
+			draws = draws[1:]
+			return u
+		},
+	})
+	lim, err := middleware.New(st, keyfunc.RemoteIP,
+		store.Limit{Algorithm: store.Suppressed, Rate: 4, Burst: 8, Period: time.Minute},
+		middleware.WithName("search"))
+	if err != nil {
+		panic(err)
+	}
+	h := lim.Handler(http.HandlerFunc(hello))
+	for range 12 {
+		res := get(h, "/search", "203.0.113.9:4000")
+		line(res.StatusCode, res.Header.Get("X-RateLimit-Limit"), res.Header.Get("X-RateLimit-Remaining"), res.Header.Get("X-RateLimit-Suppression"))
+		now = now.Add(time.Second)
+	}
+	// Output:
+	// 200 8 7 0
+	// 200 8 6 0
+	// 200 8 5 0
+	// 200 8 4 0
+	// 429 8 4 0.2
+	// 200 8 3 0.333333
+	// 429 8 3 0.571429
+	// 200 8 2 0.625
+	// 200 8 1 0.777778
+	// 200 8 0 0.9
+	// 429 8 0 1
+	// 429 8 0 1
+}

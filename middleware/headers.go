@@ -21,6 +21,7 @@ const (
 	hdrTier       = "X-Ratelimit-Tier"
 	hdrRateLimit  = "Ratelimit"
 	hdrPolicy     = "Ratelimit-Policy"
+	hdrSuppress   = "X-Ratelimit-Suppression"
 )
 
 // hdrBuf holds the values of one response's headers. Numbers are formatted
@@ -84,6 +85,10 @@ func (q *quota) writeHeaders(h http.Header, d *Decision, b *hdrBuf, retry bool) 
 		var stack [192]byte
 		h[hdrPolicy] = set.policyHdr
 		h[hdrRateLimit] = b.value(set.appendRateLimit(stack[:0], d))
+	}
+	if set.suppressed {
+		var digits [24]byte
+		h[hdrSuppress] = b.value(strconv.AppendFloat(digits[:0], d.Suppression, 'f', -1, 64))
 	}
 	if w.Bucket {
 		h[hdrBucket] = d.t.bucketHdr

@@ -2,6 +2,7 @@ package middleware
 
 import (
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/ratekeeper/ratekeeper/headers"
 	"github.com/ratekeeper/ratekeeper/keyfunc"
 	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/store/memstore"
 )
 
 // writeFor writes the headers a limiter configured with w would write for
@@ -308,5 +310,71 @@ func TestQuoteSFString(t *testing.T) {
 	}
 	if v := l[0].(httpsfv.Item).Value; v != `a"b\c` {
 		t.Fatalf("round trip: got %v, want a\"b\\c", v)
+	}
+}
+
+// TestSuppressionHeader: X-RateLimit-Suppression carries the factor on
+// every response of a suppressed-strategy policy, refusals included, and
+// on no other policy's; Omit drops it with the other rate-limit fields.
+func TestSuppressionHeader(t *testing.T) {
+	now := time.Unix(1_767_225_600, 0)
+	supp := []store.Limit{{Algorithm: store.Suppressed, Rate: 10, Period: time.Minute}}
+	gcra := []store.Limit{{Rate: 10, Period: time.Minute}}
+	tests := []struct {
+		name   string
+		w      headers.Writer
+		limits []store.Limit
+		d      store.Decision
+		want   string // "" = absent
+	}{
+		{"below the soft limit", headers.Writer{}, supp, store.Decision{Allowed: true, Limit: 20, Remaining: 15, ResetAfter: time.Minute}, "0"},
+		{"between the limits", headers.Writer{}, supp, store.Decision{Allowed: true, Limit: 20, Remaining: 5, ResetAfter: time.Minute, Suppression: 0.090909}, "0.090909"},
+		{"suppressed", headers.Writer{}, supp, store.Decision{Limit: 20, Remaining: 5, ResetAfter: time.Minute, RetryAfter: time.Second, Suppression: 0.5, Suppressed: true}, "0.5"},
+		{"over the hard limit", headers.Writer{IETF: true, NoLegacy: true}, supp, store.Decision{Limit: 20, ResetAfter: time.Minute, RetryAfter: time.Second, Suppression: 1}, "1"},
+		{"omitted", headers.Writer{Omit: true}, supp, store.Decision{Allowed: true, Limit: 20, Remaining: 5, ResetAfter: time.Minute, Suppression: 0.25}, ""},
+		{"another algorithm", headers.Writer{}, gcra, store.Decision{Allowed: true, Limit: 10, Remaining: 5, ResetAfter: time.Minute}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := writeFor(t, tt.w, "api", tt.limits, tt.d, now)
+			got, ok := h[hdrSuppress]
+			switch {
+			case tt.want == "" && ok:
+				t.Fatalf("got %s: %q, want no such header", hdrSuppress, got)
+			case tt.want != "" && (len(got) != 1 || got[0] != tt.want):
+				t.Fatalf("got %s: %q, want %q", hdrSuppress, got, tt.want)
+			}
+		})
+	}
+}
+
+// TestSuppressedPolicyEndToEnd runs a suppressed-strategy limiter on the
+// memory store with every draw refusing: the soft limit's requests pass,
+// the next one is refused as suppressed (429, the factor in its header,
+// the refusal counted as such by the observer), and the hard limit holds.
+func TestSuppressedPolicyEndToEnd(t *testing.T) {
+	st, err := memstore.New(memstore.Options{Rand: func() float64 { return 0 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs := &recObserver{}
+	l := mustNew(t, st, constKey("k"), store.Limit{Algorithm: store.Suppressed, Rate: 2, Burst: 3, Period: time.Hour}, WithObserver(obs.Observe))
+	h := l.Handler(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
+	var codes, factors []string
+	for range 3 {
+		rec := do(h)
+		codes = append(codes, strconv.Itoa(rec.Code))
+		factors = append(factors, rec.Header().Get("X-RateLimit-Suppression"))
+	}
+	if got, want := strings.Join(codes, " "), "200 200 429"; got != want {
+		t.Fatalf("status codes: got %s, want %s", got, want)
+	}
+	if got, want := strings.Join(factors, " "), "0 0 0.333333"; got != want {
+		t.Fatalf("suppression factors: got %s, want %s", got, want)
+	}
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	if e := obs.events[2]; e.Outcome != OutcomeLimited || !e.Suppressed || e.Suppression != 0.333333 {
+		t.Fatalf("third event: got outcome %s, suppressed %t, suppression %v; want limited, true, 0.333333", e.Outcome, e.Suppressed, e.Suppression)
 	}
 }

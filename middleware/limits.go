@@ -23,6 +23,9 @@ type limitSet struct {
 	items     []string   // IETF item name of each limit
 	quoted    []string   // the same as RFC 9651 sf-strings; nil without IETF
 	policyHdr []string   // RateLimit-Policy value; nil without IETF
+	// suppressed marks limits of the suppressed strategy, whose
+	// responses carry X-RateLimit-Suppression.
+	suppressed bool
 }
 
 // compileLimits validates limits as every store would and prepares their
@@ -37,6 +40,8 @@ func compileLimits(w headers.Writer, policy string, limits []store.Limit, countD
 		capacity: limits[0].Capacity(),
 		limitHdr: make([][]string, len(limits)),
 		items:    make([]string, len(limits)),
+
+		suppressed: limits[0].Algorithm == store.Suppressed,
 	}
 	var pv strings.Builder
 	for i, l := range limits {

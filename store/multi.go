@@ -77,6 +77,9 @@ func ValidateMulti(reqs []Request) error {
 		if r.DedupID != "" {
 			return fmt.Errorf("%w: part %d: a stacked decision does not de-duplicate (DedupID set)", ErrInvalidRequest, i)
 		}
+		if r.Limits[0].Algorithm == Suppressed {
+			return fmt.Errorf("%w: part %d: a stacked decision does not take the suppressed strategy", ErrInvalidRequest, i)
+		}
 		if r.Overrides {
 			return fmt.Errorf("%w: part %d: a stacked decision does not apply overrides (Overrides set)", ErrInvalidRequest, i)
 		}

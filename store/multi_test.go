@@ -15,6 +15,7 @@ func TestValidateMulti(t *testing.T) {
 	costly.Cost = 6
 	overridden := b
 	overridden.Overrides = true
+	suppressed := Request{Key: "s", Limits: []Limit{{Algorithm: Suppressed, Rate: 5, Period: time.Minute}}}
 	nine := make([]Request, MaxParts+1)
 	for i := range nine {
 		nine[i] = Request{Key: string(rune('a' + i)), Limits: []Limit{PerMinute(5)}}
@@ -23,14 +24,15 @@ func TestValidateMulti(t *testing.T) {
 		reqs []Request
 		want error
 	}{
-		"valid":     {[]Request{a, b}, nil},
-		"one":       {[]Request{a}, nil},
-		"empty":     {nil, ErrInvalidRequest},
-		"too many":  {nine, ErrInvalidRequest},
-		"same key":  {[]Request{a, a}, ErrInvalidRequest},
-		"dedup":     {[]Request{a, withID}, ErrInvalidRequest},
-		"overrides": {[]Request{a, overridden}, ErrInvalidRequest},
-		"costly":    {[]Request{a, costly}, ErrCostExceedsCapacity},
+		"valid":      {[]Request{a, b}, nil},
+		"one":        {[]Request{a}, nil},
+		"empty":      {nil, ErrInvalidRequest},
+		"too many":   {nine, ErrInvalidRequest},
+		"same key":   {[]Request{a, a}, ErrInvalidRequest},
+		"dedup":      {[]Request{a, withID}, ErrInvalidRequest},
+		"overrides":  {[]Request{a, overridden}, ErrInvalidRequest},
+		"suppressed": {[]Request{a, suppressed}, ErrInvalidRequest},
+		"costly":     {[]Request{a, costly}, ErrCostExceedsCapacity},
 	} {
 		err := ValidateMulti(tc.reqs)
 		if tc.want == nil && err != nil || tc.want != nil && !errors.Is(err, tc.want) {

@@ -134,7 +134,8 @@ func DecodeOverride(s string) (Override, error) {
 // ScaleLimit returns l under an [OverrideScale] override of factor scale
 // for a request of the given cost: Rate and the capacity become
 // floor(x·scale), at least 1 and cost and at most 2³⁰ (Burst stays 0 when
-// it was). The Redis scripts compute the same numbers.
+// it was, except for [Suppressed], whose default hard limit is scaled as
+// an explicit Burst). The Redis scripts compute the same numbers.
 func ScaleLimit(l Limit, scale float64, cost int64) Limit {
 	sc := func(x int64) int64 {
 		v := math.Floor(float64(x) * scale)
@@ -143,6 +144,9 @@ func ScaleLimit(l Limit, scale float64, cost int64) Limit {
 		}
 		n := int64(v)
 		return max(n, 1, cost)
+	}
+	if l.Algorithm == Suppressed && l.Burst == 0 {
+		l.Burst = l.Capacity() // the default hard limit, scaled as given
 	}
 	if l.Burst != 0 {
 		l.Burst = sc(l.Burst)

@@ -69,6 +69,8 @@ func TestScaleLimit(t *testing.T) {
 		{Limit{Rate: 10, Period: time.Minute}, 0.05, 3, 3, 3},
 		{Limit{Algorithm: FixedWindow, Rate: 7, Period: time.Minute}, 1.0 / 3, 1, 2, 2},
 		{Limit{Rate: 1 << 29, Period: time.Minute}, 1 << 20, 1, 1 << 30, 1 << 30},
+		{Limit{Algorithm: Suppressed, Rate: 100, Period: time.Minute}, 0.005, 1, 1, 1},
+		{Limit{Algorithm: Suppressed, Rate: 100, Period: time.Minute}, 0.333, 1, 33, 66},
 	}
 	for _, tt := range tests {
 		got := ScaleLimit(tt.l, tt.scale, tt.cost)

@@ -4,8 +4,10 @@
 //
 //	go run ./cmd/plots -o docs/algorithms.svg
 //
-// Every algorithm of store.Algorithms runs on its own in-memory store with
-// a simulated clock, under one limit (10 per second, burst 10) and one
+// Every algorithm of store.Algorithms, and the suppressed strategy, runs
+// on its own in-memory store with a simulated clock, under one limit (10
+// per second, burst 10; for the suppressed strategy soft limit 10 and hard
+// limit 20, its default, with random draws from a fixed seed) and one
 // traffic pattern: a burst of 30 requests at 0.5 s, then a steady 20
 // requests per second (twice the rate) until 6 s. Each panel plots the
 // requests admitted so far against time, with a tick under the curve for
@@ -19,6 +21,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"strconv"
 	"sync/atomic"
@@ -79,7 +82,10 @@ type result struct {
 // is moved to each arrival.
 func simulate(alg store.Algorithm) ([]result, error) {
 	var now atomic.Int64 // nanoseconds since the epoch
-	st, err := memstore.New(memstore.Options{Clock: func() time.Time { return epoch.Add(time.Duration(now.Load())) }})
+	st, err := memstore.New(memstore.Options{
+		Clock: func() time.Time { return epoch.Add(time.Duration(now.Load())) },
+		Rand:  rand.New(rand.NewPCG(1, 2)).Float64, // a fixed seed: the same picture every run
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -117,6 +123,7 @@ var colors = map[store.Algorithm]string{
 	store.SlidingWindowLog:     "#e76f51",
 	store.SlidingWindowCounter: "#8e5ea2",
 	store.FixedWindow:          "#c0392b",
+	store.Suppressed:           "#b8860b",
 }
 
 var notes = map[store.Algorithm][2]string{
@@ -125,6 +132,7 @@ var notes = map[store.Algorithm][2]string{
 	store.SlidingWindowLog:     {"exact: at most 10 in any", "1 s; admits in clumps"},
 	store.SlidingWindowCounter: {"approximate: the previous", "window weighs in"},
 	store.FixedWindow:          {"10 at each window start:", "20 within 1 s at 0.5–1.5 s"},
+	store.Suppressed:           {"soft 10, hard 20: sheds a", "share; ~10 per s at 2×"},
 }
 
 func x(t time.Duration) float64 { return left + float64(t)/float64(horizon)*plotW }
@@ -135,14 +143,14 @@ func f(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
 
 // render simulates every algorithm and returns the SVG.
 func render() ([]byte, error) {
-	algs := store.Algorithms
+	algs := append(store.Algorithms[:len(store.Algorithms):len(store.Algorithms)], store.Suppressed)
 	height := top + len(algs)*panelH + bottom
 	var b bytes.Buffer
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="Helvetica, Arial, sans-serif" font-size="%d">`+"\n", width, height, width, height, fontSize)
 	b.WriteString("<title>Requests admitted over time by each algorithm: limit 10/s, burst 10; 30 requests at 0.5 s, then 20/s</title>\n")
 	b.WriteString(`<rect width="100%" height="100%" fill="#ffffff"/>` + "\n")
 	fmt.Fprintf(&b, `<text x="%d" y="22" font-size="15" font-weight="bold">Requests admitted over time, per algorithm</text>`+"\n", left)
-	fmt.Fprintf(&b, `<text x="%d" y="40" fill="#555555">Limit 10 per second (burst 10). Traffic: 30 requests at 0.5 s, then 20 per second (2× the rate).</text>`+"\n", left)
+	fmt.Fprintf(&b, `<text x="%d" y="40" fill="#555555">Limit 10 per second (burst 10; suppressed: hard limit 20). Traffic: 30 requests at 0.5 s, then 20 per second (2× the rate).</text>`+"\n", left)
 	for i, alg := range algs {
 		res, err := simulate(alg)
 		if err != nil {

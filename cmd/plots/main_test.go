@@ -87,6 +87,24 @@ func TestSimulation(t *testing.T) {
 			}
 		})
 	}
+	// The suppressed strategy: the soft limit's 10 pass at once, never
+	// more than the hard limit in a window, and about the rate in the
+	// steady seconds.
+	res, err := simulate(store.Suppressed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := count(res, burstAt, burstAt+burstSize*time.Millisecond); n < rate || n > 2*rate {
+		t.Errorf("suppressed: burst: got %d admitted, want %d to %d", n, rate, 2*rate)
+	}
+	for s := time.Duration(0); s < horizon; s += period {
+		if n := count(res, s, s+period); n > 2*rate {
+			t.Errorf("suppressed: %d admitted in [%s, %s), want at most the hard limit %d", n, s, s+period, 2*rate)
+		}
+	}
+	if n := count(res, 2*time.Second, horizon); n < 3*rate || n > 5*rate {
+		t.Errorf("suppressed: got %d admitted in [2s, 6s), want about %d", n, 4*rate)
+	}
 	gcra, _ := simulate(store.GCRA)
 	bucket, _ := simulate(store.TokenBucket)
 	for i := range gcra {

@@ -275,7 +275,27 @@ policies:
         rate: 10
         period: 1m
         burst: 20
-`, 9, "policies.api.limits[0].burst", "only gcra and token_bucket have a burst"},
+`, 9, "policies.api.limits[0].burst", "only gcra, token_bucket and suppressed have a burst"},
+		{"suppressed hard limit below its rate", "", `
+policies:
+  api:
+    key: ip
+    limits:
+      - algorithm: suppressed
+        rate: 10
+        period: 1m
+        burst: 5
+`, 6, "policies.api.limits[0]", "Burst (the hard limit of suppressed) must be 0 or >= Rate 10, got 5"},
+		{"suppressed with a block", "", `
+policies:
+  api:
+    key: ip
+    limits:
+      - algorithm: suppressed
+        rate: 10
+        period: 1m
+        block: 1m
+`, 6, "policies.api.limits[0]", "Block is not supported by suppressed"},
 		{"block_max without block", "", `
 policies:
   login:

@@ -560,7 +560,7 @@ func (d *decoder) limit(n *yaml.Node, path string) (limitSpec, bool) {
 	}
 	switch {
 	case l.Burst != 0 && l.Burst != l.Rate && window(l.Algorithm):
-		d.add(at["burst"], join(path, "burst"), fmt.Sprintf("only gcra and token_bucket have a burst; the capacity of %s is its rate", l.Algorithm))
+		d.add(at["burst"], join(path, "burst"), fmt.Sprintf("only gcra, token_bucket and suppressed have a burst; the capacity of %s is its rate", l.Algorithm))
 	case l.BlockMax != 0 && l.Block == 0:
 		d.add(at["block_max"], join(path, "block_max"), "needs block: it caps how far repeated blocks escalate")
 	case l.BlockMax != 0 && l.BlockMax < l.Block:
@@ -574,10 +574,11 @@ func (d *decoder) limit(n *yaml.Node, path string) (limitSpec, bool) {
 }
 
 func algorithmNames() string {
-	names := make([]string, len(store.Algorithms))
-	for i, a := range store.Algorithms {
-		names[i] = a.String()
+	names := make([]string, 0, len(store.Algorithms)+1)
+	for _, a := range store.Algorithms {
+		names = append(names, a.String())
 	}
+	names = append(names, store.Suppressed.String())
 	return strings.Join(names, ", ")
 }
 

@@ -116,8 +116,11 @@
 //   - period: required, a Go duration of whole milliseconds ("1m",
 //     "24h", "250ms").
 //   - algorithm: gcra (default), token_bucket, sliding_window_log,
-//     sliding_window_counter or fixed_window ([store.Algorithm]).
+//     sliding_window_counter, fixed_window ([store.Algorithm]) or
+//     suppressed, the strategy that sheds load between rate (the soft
+//     limit) and burst (the hard limit) ([store.Suppressed]).
 //   - burst: the capacity of gcra and token_bucket (default: rate); the
+//     hard limit of suppressed, at least rate (default: 2·rate); the
 //     window algorithms hold rate.
 //   - block, block_max: a refusal blocks the client for block; with
 //     block_max, repeat offences double it up to block_max

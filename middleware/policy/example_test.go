@@ -70,5 +70,5 @@ func ExampleCheck() {
 	fmt.Println(err)
 	// Output:
 	// policies.yaml:5: policies.api.limits[0].period: must be positive, got -1m
-	// policies.yaml:6: policies.api.limits[1].algorithm: unknown algorithm "leaky_bucket" (want gcra, token_bucket, sliding_window_log, sliding_window_counter, fixed_window)
+	// policies.yaml:6: policies.api.limits[1].algorithm: unknown algorithm "leaky_bucket" (want gcra, token_bucket, sliding_window_log, sliding_window_counter, fixed_window, suppressed)
 }

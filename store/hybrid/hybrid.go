@@ -202,10 +202,12 @@ func (s *Store) Name() string { return "hybrid" }
 // now returns the store clock in nanoseconds since New.
 func (s *Store) now() int64 { return int64(s.clock().Sub(s.base)) }
 
-// lean reports whether req may be decided locally.
+// lean reports whether req may be decided locally. The suppressed
+// strategy never is: its decisions need the offered load of every
+// instance.
 func lean(req *store.Request) bool {
 	return len(req.Limits) == 1 && !req.CountDenied && req.DedupID == "" &&
-		!req.Overrides && req.Limits[0].Block == 0 && req.Cost >= 0
+		!req.Overrides && req.Limits[0].Block == 0 && req.Cost >= 0 && req.Limits[0].Algorithm != store.Suppressed
 }
 
 // Take implements [store.Store]. A lean request (see the package

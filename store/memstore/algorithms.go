@@ -25,13 +25,22 @@ type outcome struct {
 	rem1, reset1 int64
 	retry        int64
 	next         counts
+	// Suppressed only: the factor the request met (ppm), whether a
+	// refusal is a random draw rather than the hard limit's, and the
+	// suppressed part of the next state (op.record stores it in next.sup).
+	fppm    int64
+	drawn   bool
+	nextSup suppression
 }
 
 // evaluate sets o, which must be zero, to limit l's outcome for a request
 // of cost c at now, st being the limit's live state (nil when it has
-// none).
-func evaluate(l *store.Limit, st *counts, now, c int64, o *outcome) {
+// none); u is the request's random value in [0, 1), which only the
+// suppressed strategy reads.
+func evaluate(l *store.Limit, st *counts, now, c int64, u float64, o *outcome) {
 	switch l.Algorithm {
+	case store.Suppressed:
+		suppressed(l, st, now, c, u, o)
 	case store.SlidingWindowCounter:
 		slidingCounter(l, st, now, c, o)
 	case store.FixedWindow:
@@ -166,6 +175,109 @@ func slidingCounter(l *store.Limit, st *counts, now, c int64, o *outcome) {
 		t := now + d
 		ws, cur, prev := counterAt(st, t, p)
 		return estimate(t, ws, p, cur, prev)+cf <= rf
+	})
+}
+
+// ppm is the scale of a suppression factor: parts per million.
+const ppm = 1_000_000
+
+// suppressionCacheUS returns how long a suppression factor computed for a
+// limit of period p (µs) is reused: store.SuppressionCache, or p/10 when
+// shorter.
+func suppressionCacheUS(p int64) int64 {
+	return min(store.SuppressionCache.Microseconds(), p/10)
+}
+
+// suppressed implements the suppressed strategy (package store,
+// "Suppression"): accepted and offered units counted in the windows of the
+// sliding window counter, a soft limit (the rate) up to which every
+// request is admitted, a hard limit (the capacity) past which every
+// request is refused, and in between an admission when u is at least the
+// suppression factor 1 − rate·(hard − accepted)/((hard − rate)·offered),
+// offered being the period's offered load with this request, or the
+// cached factor while it is fresh and higher. The
+// next state (next and nextSup), set whatever the verdict, counts the
+// request as offered; a take that admits it adds it to the accepted units
+// too.
+func suppressed(l *store.Limit, st *counts, now, c int64, u float64, o *outcome) {
+	p, hard, soft := l.Period.Microseconds(), l.Capacity(), l.Rate
+	ws, cur, prev := counterAt(st, now, p)
+	var ocur, oprev, fppm, fts int64
+	if st != nil && st.sup != nil {
+		_, ocur, oprev = counterAt(&counts{ts: st.ts, cur: st.sup.ocur, prev: st.sup.oprev}, now, p)
+		fppm, fts = st.sup.fppm, st.sup.fts
+	}
+	acc := estimate(now, ws, p, cur, prev)
+	hf, cf := float64(hard), float64(c)
+	o.rem0 = floorUnits(hf-acc, hard)
+	switch {
+	case cur > 0:
+		o.reset0 = ws + 2*p - now
+	case prev > 0:
+		o.reset0 = ws + p - now
+	}
+	o.next = counts{exp: ws + 2*p, ts: ws, cur: cur, prev: prev}
+	o.nextSup = suppression{ocur: ocur + c, oprev: oprev, fppm: fppm, fts: fts}
+	// What a refused request waits for: room under the hard limit, or,
+	// for a request refused by the draw, under the soft limit (its own
+	// cost when larger), where it is admitted whatever the draw.
+	limit := hf
+	switch {
+	case acc+cf <= float64(soft):
+		o.allowed = true
+	case acc+cf > hf:
+		o.fppm = ppm
+	default:
+		// Aim at admitting, over the next period, rate·(hard − acc)/
+		// (hard − rate) units out of the offered load: the rate at the
+		// soft limit, down to none at the hard limit. Rounded to the
+		// nearest ppm; the conversion keeps the product and the addition
+		// apart (no fused multiply-add), as in Lua.
+		off := estimate(now, ws, p, ocur, oprev)
+		share := float64(soft) * (hf - acc) / (float64(hard-soft) * (off + cf))
+		f := min(max(int64(math.Floor(float64((1-share)*ppm)+0.5)), 0), ppm)
+		// The cached factor holds while it is fresh and not below the
+		// new one: suppression rises at once, and eases off at most once
+		// per cache period.
+		if fts <= now && now-fts < suppressionCacheUS(p) && fppm >= f {
+			f = fppm
+		} else {
+			o.nextSup.fppm, o.nextSup.fts = f, now
+		}
+		fppm = f
+		o.fppm, o.drawn = fppm, true
+		o.allowed = u*ppm >= float64(fppm)
+		limit = float64(max(soft, c))
+	}
+	if o.allowed {
+		// next.cur stays as it is: the request is accepted only if every
+		// limit admits it (see op.record).
+		o.rem1 = floorUnits(hf-(acc+cf), hard)
+		o.reset1 = ws + 2*p - now
+		return
+	}
+	if acc+cf <= limit {
+		// A cost above the soft limit, with nothing accepted in the
+		// window: the draw alone decides, and a retry may be admitted
+		// at once.
+		o.retry = 1
+		return
+	}
+	// The first guess as for the sliding window counter, with limit for
+	// the capacity.
+	var at int64
+	switch avail := limit - cf - float64(cur); {
+	case avail >= 0 && prev > 0:
+		at = ws + ceilUS(float64(p)-avail*float64(p)/float64(prev))
+	case cur > 0:
+		at = ws + p + ceilUS(float64(p)-(limit-cf)*float64(p)/float64(cur))
+	default:
+		at = ws + p
+	}
+	o.retry = earliest(at-now, func(d int64) bool {
+		t := now + d
+		ws, cur, prev := counterAt(st, t, p)
+		return estimate(t, ws, p, cur, prev)+cf <= limit
 	})
 }
 

@@ -21,6 +21,7 @@ type op struct {
 	req   store.Request
 	cost  int64
 	now   int64
+	u     float64                 // the request's random value (Suppressed)
 	ids   [store.MaxLimits]string // the limits' IDs, in request order
 	logID [1]string               // a sliding window log's state ID
 	rec   *record                 // the key's record; nil when it has none
@@ -64,6 +65,9 @@ func (s *Store) decide(req store.Request, take bool) (store.Decision, error) {
 	if o.isLog() {
 		o.logID[0] = s.logID(req.Limits)
 	}
+	if o.isSuppressed() {
+		o.u = s.draw()
+	}
 	now := s.now()
 	o.sh = s.shardFor(req.Key)
 	o.sh.mu.Lock()
@@ -92,6 +96,10 @@ func (s *Store) decide(req store.Request, take bool) (store.Decision, error) {
 }
 
 func (o *op) isLog() bool { return o.req.Limits[0].Algorithm == store.SlidingWindowLog }
+
+// isSuppressed reports a request of the suppressed strategy, whose takes
+// record refused requests as offered load.
+func (o *op) isSuppressed() bool { return o.req.Limits[0].Algorithm == store.Suppressed }
 
 // stateIDs returns the IDs of the request's states: one per limit, or the
 // one sliding window log.
@@ -148,7 +156,7 @@ func (o *op) evaluate(out []outcome) {
 		if st := o.liveState(o.ids[i]); st != nil {
 			c = &st.counts
 		}
-		evaluate(&limits[i], c, now, o.cost, &out[i])
+		evaluate(&limits[i], c, now, o.cost, o.u, &out[i])
 		v.allowed = v.allowed && out[i].allowed
 	}
 }
@@ -196,8 +204,10 @@ func (o *op) write(out []outcome) error {
 	default:
 		strikes := o.ks.strikeCount(o.now)
 		best, ms := blockFor(o.req.Limits, out, strikes)
+		// A suppressed limit counts every refused request as offered.
+		counted := o.req.CountDenied || o.isSuppressed()
 		need := 0
-		if o.req.CountDenied {
+		if counted {
 			need += o.missing()
 		}
 		if best >= 0 && o.ks == nil {
@@ -206,7 +216,7 @@ func (o *op) write(out []outcome) error {
 		if !o.room(need) {
 			break
 		}
-		if o.req.CountDenied {
+		if counted {
 			o.record(out)
 		}
 		if best >= 0 {
@@ -332,7 +342,18 @@ func (o *op) record(out []outcome) {
 	if !o.isLog() {
 		for i, id := range o.ids[:len(o.req.Limits)] {
 			st := o.state(id)
+			sup := st.sup
 			st.counts = out[i].next
+			if o.isSuppressed() {
+				if sup == nil {
+					sup = new(suppression)
+				}
+				*sup = out[i].nextSup
+				st.sup = sup
+				if o.v.allowed {
+					st.cur += o.cost // offered and accepted
+				}
+			}
 			o.sh.expiresAt(st.exp)
 		}
 		return
@@ -477,6 +498,20 @@ func (o *op) decision(out []outcome) store.Decision {
 		if !allowed {
 			dec.RetryAfter = micros(out[d].retry)
 		}
+	}
+	if o.isSuppressed() {
+		// The largest factor met; a refusal is drawn when every refusing
+		// limit refused by the draw.
+		var f int64
+		drawn := !allowed
+		for i := range out {
+			f = max(f, out[i].fppm)
+			if !out[i].allowed && !out[i].drawn {
+				drawn = false
+			}
+		}
+		dec.Suppression = float64(f) / ppm
+		dec.Suppressed = drawn && !v.blocked
 	}
 	if n > 1 {
 		dec.PerLimit = make([]store.LimitState, n)

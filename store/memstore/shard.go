@@ -11,8 +11,8 @@ import (
 // counts is the part of a limit's state that its algorithm computes (see
 // algorithms.go): for GCRA and the token bucket the units used at ts; for
 // the window algorithms the start of the current window (ts) and the
-// counts of that window (cur) and, for the sliding counter, of the one
-// before it (prev). exp is when the state starts to decide exactly like
+// counts of that window (cur) and, for the sliding counter and the
+// suppressed strategy, of the one before it (prev). exp is when the state starts to decide exactly like
 // no state at all: it is dropped at and after exp.
 type counts struct {
 	exp  int64 // µs
@@ -20,6 +20,17 @@ type counts struct {
 	used float64
 	cur  int64
 	prev int64
+	sup  *suppression // the suppressed strategy's own part; nil for others
+}
+
+// suppression is what a suppressed limit keeps beyond the sliding window
+// counter's {ts, cur, prev}: the offered units (admitted or not) of the
+// windows cur and prev count, and the cached suppression factor in parts
+// per million with the time it was computed (µs). It lives behind a
+// pointer so that the other algorithms' states do not carry it.
+type suppression struct {
+	ocur, oprev int64
+	fppm, fts   int64
 }
 
 // limitState is the state of one limit of a request key, or of one

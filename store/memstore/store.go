@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"hash/maphash"
+	"math"
 	"math/bits"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -42,6 +44,12 @@ type Options struct {
 	// [DefaultShards]; negative is an error. It is lowered to MaxKeys when
 	// larger. Shards do not divide MaxKeys: any shard may hold any share.
 	Shards int
+	// Rand returns the uniform random value in [0, 1) that a request of
+	// the [store.Suppressed] strategy is drawn against (one per request,
+	// Take or Peek). Nil means math/rand/v2's Float64. Tests inject a
+	// fixed sequence. A value outside [0, 1) is clamped into it (NaN
+	// counts as 0). It must be safe for concurrent use.
+	Rand func() float64
 }
 
 // Store is an in-memory [store.Store]. Create it with [New]; the zero value
@@ -58,6 +66,7 @@ type Options struct {
 // evicts the least recently used keys (see [Store.Take]).
 type Store struct {
 	clock   func() time.Time // nil: time.Now, read as time.Since(start)
+	rand    func() float64   // never nil
 	start   time.Time        // first clock reading
 	startUS int64            // start in µs since the Unix epoch, truncated
 	startNS int64            // start's nanoseconds below the microsecond
@@ -99,6 +108,10 @@ func New(opts Options) (*Store, error) {
 		startNS: int64(start.Nanosecond() % 1000),
 		seed:    maphash.MakeSeed(),
 		shards:  make([]shard, n),
+		rand:    opts.Rand,
+	}
+	if s.rand == nil {
+		s.rand = rand.Float64
 	}
 	s.budget.max = int64(maxKeys)
 	for i := range s.shards {
@@ -123,6 +136,23 @@ func (s *Store) now() int64 {
 		us-- // floor, like UnixMicro
 	}
 	return s.startUS + us
+}
+
+// draw returns the store's random value, clamped into [0, 1).
+func (s *Store) draw() float64 {
+	return clampUnit(s.rand())
+}
+
+// clampUnit returns u within [0, 1): below 0 and NaN give 0, 1 and above
+// the largest float64 below 1.
+func clampUnit(u float64) float64 {
+	switch {
+	case !(u >= 0):
+		return 0
+	case u >= 1:
+		return math.Nextafter(1, 0)
+	}
+	return u
 }
 
 func (s *Store) shardFor(key string) *shard {

@@ -67,10 +67,11 @@ func forEachRecord(s *Store, f func(*shard, *record)) {
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) storetest.Harness {
 		clk := &storetest.FakeClock{}
-		s, err := New(Options{Clock: clk.Now})
+		rnd := &storetest.FakeRand{}
+		s, err := New(Options{Clock: clk.Now, Rand: rnd.Float64})
 		if err != nil {
 			t.Fatalf("New: got error %v, want nil", err)
 		}
-		return storetest.Harness{Store: s, Advance: clk.Advance, Exact: true, KeyTTLs: keyTTLs(s)}
+		return storetest.Harness{Store: s, Advance: clk.Advance, Exact: true, KeyTTLs: keyTTLs(s), Rand: rnd}
 	})
 }

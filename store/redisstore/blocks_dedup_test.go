@@ -49,8 +49,8 @@ func mustPeek(t *testing.T, s *Store, req store.Request) store.Decision {
 
 // fmtFull formats a decision with the block and de-duplication fields.
 func fmtFull(d store.Decision) string {
-	return fmt.Sprintf("%s blocked %v started %v duplicate %v per-limit %v",
-		fmtDecision(d), d.Blocked, d.BlockStarted, d.Duplicate, d.PerLimit)
+	return fmt.Sprintf("%s blocked %v started %v duplicate %v suppression %v suppressed %v per-limit %v",
+		fmtDecision(d), d.Blocked, d.BlockStarted, d.Duplicate, d.Suppression, d.Suppressed, d.PerLimit)
 }
 
 // wantBlocked fails unless d is a refusal by a block of scope at index

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"reflect"
 	"strings"
 	"syscall"
 	"testing"
@@ -56,7 +57,7 @@ func TestNewOptions(t *testing.T) {
 				t.Fatalf("got prefix %q timeout %s batch %d deny cache %v, want %q %s %d %v",
 					s.prefix, s.timeout, s.pipes.maxBatch, s.deny != nil, tt.wantPrefix, tt.wantTO, tt.wantBatch, tt.wantDeny)
 			}
-			if tt.opts != before {
+			if !reflect.DeepEqual(tt.opts, before) {
 				t.Fatalf("options changed to %+v, want %+v", tt.opts, before)
 			}
 		})

@@ -27,11 +27,12 @@ func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) storetest.Harness {
 		c := newClient(t, srv, nil)
 		prefix := randomPrefix(t)
-		s, err := New(c, Options{Prefix: prefix, Timeout: 5 * time.Second})
+		rnd := &storetest.FakeRand{}
+		s, err := New(c, Options{Prefix: prefix, Timeout: 5 * time.Second, Rand: rnd.Float64})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return storetest.Harness{Store: s, Advance: time.Sleep, KeyTTLs: keyTTLs(c, prefix)}
+		return storetest.Harness{Store: s, Advance: time.Sleep, KeyTTLs: keyTTLs(c, prefix), Rand: rnd}
 	})
 }
 
@@ -42,10 +43,13 @@ func TestConformanceExact(t *testing.T) {
 	requireServer(t)
 	storetest.Run(t, func(t *testing.T) storetest.Harness {
 		s, clock := newClockedStore(t, time.Date(2025, time.March, 14, 15, 9, 26, 535897000, time.UTC).UnixMicro(), false)
+		rnd := &storetest.FakeRand{}
+		s.rand = rnd.Float64
 		return storetest.Harness{
 			Store:   s,
 			Advance: func(d time.Duration) { clock.advance(d.Microseconds()) },
 			Exact:   true,
+			Rand:    rnd,
 			// Overrides are set with a plain SET PX, outside the shim.
 			RealTimeOverrides: true,
 		}

@@ -118,7 +118,7 @@ func newClockedStore(t testing.TB, start int64, realTTL bool) (*Store, *fakeCloc
 	fc := &fakeClock{t: t, c: c, key: s.prefix + ":clock"}
 	shim := strings.Replace(clockShim, "CLOCK", "'"+fc.key+"'", 1)
 	shim = strings.Replace(shim, "EMULATE", strconv.FormatBool(!realTTL), 1)
-	for _, alg := range store.Algorithms {
+	for _, alg := range append(store.Algorithms[:len(store.Algorithms):len(store.Algorithms)], store.Suppressed) {
 		for v, lean := range []bool{false, true} {
 			src, err := lua.Source(alg.String(), lean)
 			if err != nil {
@@ -152,6 +152,7 @@ func sameDecision(a, b store.Decision) bool {
 		a.ResetAfter != b.ResetAfter || a.RetryAfter != b.RetryAfter ||
 		a.LimitID != b.LimitID || a.Index != b.Index || a.Blocked != b.Blocked ||
 		a.BlockStarted != b.BlockStarted || a.Duplicate != b.Duplicate ||
+		a.Suppression != b.Suppression || a.Suppressed != b.Suppressed ||
 		(a.PerLimit == nil) != (b.PerLimit == nil) || len(a.PerLimit) != len(b.PerLimit) {
 		return false
 	}
@@ -329,5 +330,105 @@ func TestMatchesMemstore(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestMatchesMemstoreSuppressed runs random operation sequences of the
+// suppressed strategy against the Redis script and the in-memory store on
+// the same clock, both drawing the same random values, and requires the
+// same decision every time, suppression factor included.
+func TestMatchesMemstoreSuppressed(t *testing.T) {
+	requireServer(t)
+	configs := []struct {
+		name   string
+		limits []store.Limit
+		dedup  bool
+	}{
+		{"3 per second, hard 6", []store.Limit{{Rate: 3, Period: time.Second}}, false},
+		{"10 per second, hard 13", []store.Limit{{Rate: 10, Period: time.Second, Burst: 13}}, false},
+		{"7 per 1001ms, hard 7", []store.Limit{{Rate: 7, Period: 1001 * time.Millisecond, Burst: 7}}, false},
+		{"20 per 50ms", []store.Limit{{Rate: 20, Period: 50 * time.Millisecond}}, false},
+		{"two limits", []store.Limit{{Name: "short", Rate: 3, Period: 250 * time.Millisecond}, {Name: "long", Rate: 10, Period: 3 * time.Second, Burst: 12}}, false},
+		{"dedup", []store.Limit{{Rate: 4, Period: 700 * time.Millisecond}}, true},
+	}
+	const start = 1_767_225_600_000_000
+	for ci, cfg := range configs {
+		t.Run(cfg.name, func(t *testing.T) {
+			limits := make([]store.Limit, len(cfg.limits))
+			copy(limits, cfg.limits)
+			minCap, shortest := int64(1<<40), int64(1<<62)
+			for i := range limits {
+				limits[i].Algorithm = store.Suppressed
+				minCap = min(minCap, limits[i].Capacity())
+				shortest = min(shortest, limits[i].Period.Microseconds())
+			}
+			rng := rand.New(rand.NewPCG(99, uint64(ci)))
+			var u float64
+			draw := func() float64 { return u }
+			rs, clock := newClockedStore(t, start+rng.Int64N(5_000_000), false)
+			rs.rand = draw
+			ms, err := memstore.New(memstore.Options{Clock: func() time.Time { return time.UnixMicro(clock.now) }, Rand: draw})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			var admitted, hard, suppressed, between int
+			for step := 0; step < 600; step++ {
+				switch r := rng.IntN(10); {
+				case r < 4:
+				case r < 7:
+					clock.advance(1 + rng.Int64N(shortest/20))
+				case r < 8:
+					clock.advance(rng.Int64N(2 * shortest))
+				default:
+					clock.advance(1 + rng.Int64N(200))
+				}
+				u = rng.Float64()
+				req := store.Request{Key: "k", Limits: limits, Cost: 1}
+				if rng.IntN(5) == 0 {
+					req.Cost = 1 + rng.Int64N(minCap)
+				}
+				if cfg.dedup && rng.IntN(2) == 0 {
+					req.DedupID = string(rune('a' + rng.IntN(4)))
+				}
+				var got, want store.Decision
+				var gerr, werr error
+				op := "take"
+				if rng.IntN(5) == 0 {
+					op = "peek"
+					got, gerr = rs.Peek(ctx, req)
+					want, werr = ms.Peek(ctx, req)
+				} else {
+					got, gerr = rs.Take(ctx, req)
+					want, werr = ms.Take(ctx, req)
+				}
+				if gerr != nil || werr != nil {
+					t.Fatalf("step %d: errors: redis %v, memory %v", step, gerr, werr)
+				}
+				if !sameDecision(got, want) {
+					t.Fatalf("step %d (%s cost %d id %q draw %v at +%dµs): got %s, want %s (memstore)",
+						step, op, req.Cost, req.DedupID, u, clock.now-start, fmtFull(got), fmtFull(want))
+				}
+				switch {
+				case got.Allowed:
+					admitted++
+				case got.Suppressed:
+					suppressed++
+				default:
+					hard++
+				}
+				if got.Suppression > 0 && got.Suppression < 1 {
+					between++
+				}
+			}
+			if limits[0].Capacity() == limits[0].Rate {
+				// No room between the limits: a plain hard limit.
+				suppressed, between = -1, -1
+			}
+			if admitted == 0 || hard == 0 || suppressed == 0 || between == 0 {
+				t.Fatalf("%d admitted, %d refused by the hard limit, %d suppressed, %d between the limits: want every regime exercised",
+					admitted, hard, suppressed, between)
+			}
+		})
 	}
 }

@@ -86,6 +86,12 @@
 // [Store.Reset] made through another process, which this process sees once
 // the cached RetryAfter has passed. [Options.DenyCacheSize] bounds it.
 //
+// Requests of the suppressed strategy ([store.Suppressed]) are never lean:
+// they always run the full script, with the request's random value
+// ([Options.Rand]) as an argument, and their refusals are not cached,
+// since a refused request still counts as offered load and the next draw
+// may admit the next one.
+//
 // # Re-sent commands
 //
 // go-redis re-sends a command after a broken connection (and after a read

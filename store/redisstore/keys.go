@@ -87,6 +87,7 @@ const (
 	tagLog     = "l"
 	tagCounter = "c"
 	tagFixed   = "f"
+	tagSupp    = "s"
 	tagOp      = "op"
 	// Per request key, shared by all its limits.
 	tagBlock   = "block"
@@ -102,6 +103,7 @@ var algorithmTags = [...]string{
 	store.SlidingWindowLog:     tagLog,
 	store.SlidingWindowCounter: tagCounter,
 	store.FixedWindow:          tagFixed,
+	store.Suppressed:           tagSupp,
 }
 
 // keyBase returns "<prefix>:{<encoded key>}:", the start of every key of

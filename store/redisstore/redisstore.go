@@ -2,11 +2,13 @@ package redisstore
 
 import (
 	"context"
-	"crypto/rand"
+	crand "crypto/rand"
 	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -74,6 +76,14 @@ type Options struct {
 	// passed (see [Store.Take]). Zero means [DefaultDenyCacheSize];
 	// negative disables the cache.
 	DenyCacheSize int
+	// Rand returns the uniform random value in [0, 1) that a request of
+	// the [store.Suppressed] strategy is drawn against (one per request,
+	// Take or Peek). It is drawn here and passed to the script, which has
+	// no randomness of its own, so that replicas replay the same decision
+	// and tests can inject the sequence. Nil means math/rand/v2's
+	// Float64. A value outside [0, 1) is clamped into it (NaN counts as
+	// 0). It must be safe for concurrent use.
+	Rand func() float64
 }
 
 // reloader is implemented by cluster clients (*redis.ClusterClient).
@@ -102,7 +112,8 @@ type Store struct {
 	client  redis.UniversalClient
 	prefix  string
 	timeout time.Duration
-	scripts [store.FixedWindow + 1][2]script // [algorithm][lean]
+	scripts [store.Suppressed + 1][2]script // [algorithm][lean]
+	rand    func() float64                  // never nil
 	limits  limitCache
 	deny    *denyCache // nil when disabled
 	pipes   *pipes
@@ -154,7 +165,11 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 	case size > 0:
 		s.deny = newDenyCache(size)
 	}
-	for _, alg := range store.Algorithms {
+	s.rand = opts.Rand
+	if s.rand == nil {
+		s.rand = rand.Float64
+	}
+	for _, alg := range append(store.Algorithms[:len(store.Algorithms):len(store.Algorithms)], store.Suppressed) {
 		for v, lean := range []bool{false, true} {
 			src, err := lua.Source(alg.String(), lean)
 			if err != nil {
@@ -176,7 +191,7 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 		s.eviction.logger = slog.Default()
 	}
 	var seed [8]byte
-	if _, err := rand.Read(seed[:]); err != nil {
+	if _, err := crand.Read(seed[:]); err != nil {
 		return nil, fmt.Errorf("redisstore: random nonce seed: %w", err)
 	}
 	s.nonceBase = base64.RawURLEncoding.EncodeToString(seed[:])
@@ -188,7 +203,9 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 // starts blocks, counts refusals ([store.Request.CountDenied]) and
 // de-duplicates ([store.Request.DedupID]) as package store specifies. A
 // request with one limit and none of those features runs a lean script
-// that does only its algorithm's arithmetic.
+// that does only its algorithm's arithmetic, except for the suppressed
+// strategy, which always runs its full script and is never answered from
+// the deny cache.
 //
 // Before any I/O it returns req.Validate's error for an invalid request. It
 // returns a *store.BackendError when Redis fails or does not answer within
@@ -280,8 +297,9 @@ const (
 	modePeek = "peek"
 )
 
-// lean reports whether req can run the lean script: one limit, no block,
-// no counted refusals, no de-duplication id, no override.
+// lean reports whether req is of the lean kind: one limit, no block, no
+// counted refusals, no de-duplication id, no override. The suppressed
+// strategy has no lean script; see [Store.command].
 func lean(req *store.Request) bool {
 	return len(req.Limits) == 1 && req.Limits[0].Block == 0 && !req.CountDenied && req.DedupID == "" && !req.Overrides
 }
@@ -353,12 +371,12 @@ func (c *command) keys() []string {
 }
 
 // command builds the script call of a validated request: the lean script
-// for one plain limit, else the full one. key is the first limit's state
-// key, in the slot of every key of the call.
+// for one plain limit (of a counting algorithm), else the full one. key is
+// the first limit's state key, in the slot of every key of the call.
 func (s *Store) command(mode string, req *store.Request, cost int64) command {
 	li := s.limits.get(req.Limits[0])
 	alg := req.Limits[0].Algorithm
-	if lean(req) {
+	if alg != store.Suppressed && lean(req) {
 		key := s.prefix + ":{" + EncodeKey(req.Key) + "}:" + li.suffix
 		sc := &s.scripts[alg][1]
 		args := make([]any, 0, 10)
@@ -447,8 +465,12 @@ func (s *Store) fullArgs(mode, base string, sc *script, req *store.Request, cost
 		countDenied = "1"
 	}
 	nonce := ""
-	if mode == modeTake && req.Limits[0].Algorithm == store.SlidingWindowLog {
+	switch alg := req.Limits[0].Algorithm; {
+	case mode == modeTake && alg == store.SlidingWindowLog:
 		nonce = s.nonce()
+	case alg == store.Suppressed:
+		// The nonce's place carries the request's random value.
+		nonce = strconv.FormatFloat(s.draw(), 'g', -1, 64)
 	}
 	args = append(args, mode, cost, nonce, countDenied, dedup, replays, window, n, overrides)
 	for _, l := range req.Limits {
@@ -461,6 +483,18 @@ func (s *Store) fullArgs(mode, base string, sc *script, req *store.Request, cost
 		}
 	}
 	return args
+}
+
+// draw returns the store's random value, clamped into [0, 1).
+func (s *Store) draw() float64 {
+	switch u := s.rand(); {
+	case !(u >= 0):
+		return 0
+	case u >= 1:
+		return math.Nextafter(1, 0)
+	default:
+		return u
+	}
 }
 
 // nonce returns an identifier unique to one take: a random per-store part

@@ -16,7 +16,7 @@ func stateType(alg store.Algorithm) string {
 	switch alg {
 	case store.SlidingWindowLog:
 		return "zset"
-	case store.SlidingWindowCounter, store.FixedWindow:
+	case store.SlidingWindowCounter, store.FixedWindow, store.Suppressed:
 		return "hash"
 	}
 	return "string"
@@ -56,6 +56,17 @@ func poisons(alg store.Algorithm) []poison {
 			poison{"malformed fields", func(ctx context.Context, c *redis.Client, key string) error {
 				return c.HSet(ctx, key, "w", "0", "cur", "many", "prev", "x").Err()
 			}})
+	}
+	if alg == store.Suppressed {
+		out = append(out,
+			poison{"missing offered units", func(ctx context.Context, c *redis.Client, key string) error {
+				return c.HSet(ctx, key, "w", "0", "cur", "1", "prev", "0").Err()
+			}},
+			poison{"factor out of range", func(ctx context.Context, c *redis.Client, key string) error {
+				return c.HSet(ctx, key, "w", "0", "cur", "0", "prev", "0", "ocur", "0", "oprev", "0", "f", "2000000", "ft", "0").Err()
+			}})
+	}
+	switch stateType(alg) {
 	case "zset":
 		out = append(out,
 			poison{"wrong type string", func(ctx context.Context, c *redis.Client, key string) error {
@@ -85,7 +96,7 @@ func wantValidState(t *testing.T, c *redis.Client, key string, alg store.Algorit
 // store error (which then opened the middleware's breaker for everyone).
 func TestPoisonedStateIsRepaired(t *testing.T) {
 	ctx := context.Background()
-	for _, alg := range store.Algorithms {
+	for _, alg := range append(store.Algorithms[:len(store.Algorithms):len(store.Algorithms)], store.Suppressed) {
 		for _, p := range poisons(alg) {
 			for _, full := range []bool{false, true} {
 				name := alg.String() + "/" + p.name + "/lean"
@@ -118,15 +129,16 @@ func TestPoisonedStateIsRepaired(t *testing.T) {
 					if err != nil {
 						t.Fatalf("take: got error %v, want a decision", err)
 					}
-					if !d.Repaired || !d.Allowed || d.Remaining != 2 {
-						t.Fatalf("take: got %+v, want admitted as a fresh key (remaining 2) and repaired", d)
+					capacity := limits[0].Capacity()
+					if !d.Repaired || !d.Allowed || d.Remaining != capacity-1 {
+						t.Fatalf("take: got %+v, want admitted as a fresh key (remaining %d) and repaired", d, capacity-1)
 					}
 					for _, k := range keys {
 						wantValidState(t, c, k, alg)
 					}
 					d, err = s.Take(ctx, req)
-					if err != nil || d.Repaired || !d.Allowed || d.Remaining != 1 {
-						t.Fatalf("next take: got %+v, %v; want admitted with remaining 1, not repaired", d, err)
+					if err != nil || d.Repaired || !d.Allowed || d.Remaining != capacity-2 {
+						t.Fatalf("next take: got %+v, %v; want admitted with remaining %d, not repaired", d, err, capacity-2)
 					}
 				})
 			}

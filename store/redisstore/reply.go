@@ -41,6 +41,10 @@ type reply struct {
 	retryUS int64
 	// The block's scope when blocked.
 	scope string
+	// Suppressed strategy only: the largest factor met (ppm) and whether
+	// the refusal was by the draw.
+	suppression int64
+	suppressed  bool
 }
 
 // decodeReply checks and decodes a script reply for a request with the
@@ -51,6 +55,14 @@ func decodeReply(v any, limits []store.Limit, cost int64) (reply, error) {
 	arr, ok := v.([]any)
 	if !ok {
 		return reply{}, fmt.Errorf("%w: got %T, want an array", errBadReply, v)
+	}
+	// The suppressed strategy's script adds two integers after the
+	// override: the factor met, in parts per million, and the
+	// drawn-refusal flag (not when an exempt or suspend override answered
+	// before the strategy ran; checked below).
+	var tail []any
+	if limits[0].Algorithm == store.Suppressed && len(arr) == replyHead+2*n+4 {
+		arr, tail = arr[:len(arr)-2], arr[len(arr)-2:]
 	}
 	if len(arr) != replyHead+2*n+2 {
 		return reply{}, fmt.Errorf("%w: got %d elements, want %d", errBadReply, len(arr), replyHead+2*n+2)
@@ -129,8 +141,27 @@ func decodeReply(v any, limits []store.Limit, cost int64) (reply, error) {
 		return reply{}, fmt.Errorf("%w: deciding limit %d reported as %d/%dµs and %d/%dµs",
 			errBadReply, r.index, x[2], x[3], r.remaining[r.index], r.resetUS[r.index])
 	}
+	if limits[0].Algorithm == store.Suppressed && tail == nil && r.override != store.OverrideExempt && r.override != store.OverrideSuspend {
+		return reply{}, fmt.Errorf("%w: suppressed reply without its factor", errBadReply)
+	}
+	if tail != nil {
+		f, ok1 := tail[0].(int64)
+		drawn, ok2 := tail[1].(int64)
+		switch {
+		case !ok1 || !ok2:
+			return reply{}, fmt.Errorf("%w: suppression is %T and %T, want integers", errBadReply, tail[0], tail[1])
+		case f < 0 || f > ppm:
+			return reply{}, fmt.Errorf("%w: suppression factor %d ppm", errBadReply, f)
+		case drawn != 0 && drawn != 1 || drawn == 1 && r.allowed:
+			return reply{}, fmt.Errorf("%w: suppressed flag %d (allowed %v)", errBadReply, drawn, r.allowed)
+		}
+		r.suppression, r.suppressed = f, drawn == 1
+	}
 	return r, nil
 }
+
+// ppm is the scale of a suppression factor in a script reply.
+const ppm = 1_000_000
 
 // decision turns a decoded reply into the Decision for limits. PerLimit is
 // set only for requests with more than one limit. A blocked decision names
@@ -171,6 +202,8 @@ func (r *reply) decision(limits []store.Limit) store.Decision {
 	}
 	d.Repaired = r.repaired
 	d.Override = r.override
+	d.Suppression = float64(r.suppression) / ppm
+	d.Suppressed = r.suppressed
 	if len(limits) > 1 {
 		d.PerLimit = make([]store.LimitState, len(limits))
 		for i := range limits {

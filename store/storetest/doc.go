@@ -42,6 +42,10 @@
 // the next window when the current one is about to end; with an exact
 // clock it moves to a window start, which makes durations predictable.
 //
+// [Harness.Rand] is optional: a [FakeRand] whose Float64 method the store
+// draws from for [store.Suppressed] requests (the stores' Rand option),
+// so that the suite chooses every draw.
+//
 // [Harness.KeyTTLs] is optional. When set, it must list only this
 // harness's keys (the Redis store: a key prefix per harness), and the
 // suite checks that every key expires, no later than its state's lifetime
@@ -132,6 +136,23 @@
 //     ids are per key, distinct ids (storage syntax, long ones) count
 //     apart, and an id lasts the longest period of the request's limits.
 //
+// The suppressed strategy ([store.Suppressed], subtests
+// "suppressed/<property>"), with [Harness.Rand] choosing each draw (they
+// skip without it, but for invalid): regimes (below the soft limit
+// admitted whatever the draw; between the limits refused by a draw below
+// the factor, Suppressed, admitted by one at or above it, the factor
+// rising with every unit; at the hard limit still drawn; over it refused
+// with factor 1 and not Suppressed; exact RetryAfter for both refusals),
+// factor-follows-offered-load (refusals count as offered),
+// factor-held-for-the-cache-period (a lower factor waits for
+// [store.SuppressionCache]; exact clock), cost-above-soft-limit, exact
+// (concurrent takes with random draws accept at most the hard limit and
+// count every accepted unit once), peek (writes nothing, decides like the
+// take after it), reset, multi (all-or-nothing, one draw, Suppressed when
+// every refusing limit drew), ttl and invalid (a hard limit below the
+// rate, Block, CountDenied, a cost over the hard limit; Burst 0 is
+// [store.DefaultHardFactor]·Rate).
+//
 // Across algorithms: invalid-requests (every malformed request is an error
 // matching its sentinel, never ErrStoreUnavailable),
 // invalid-requests-record-nothing, reset-ignores-cost.
@@ -153,7 +174,9 @@
 // asked for, and Index -1 exactly when the blocking limit is not in the
 // request. Blocked is never reported before the subtest has sent a limit
 // with a Block, BlockStarted only by a Take, Duplicate only for an
-// admitted request with a DedupID.
+// admitted request with a DedupID. Suppression is within [0, 1] and 0 for
+// every algorithm but the suppressed strategy, Suppressed only for a
+// refusal against a factor above 0.
 //
 // Blocks are asserted in whole milliseconds, as Redis keeps TTLs: with an
 // exact clock a block is checked a millisecond before its end, not a

@@ -50,3 +50,43 @@ func (c *FakeClock) Advance(d time.Duration) {
 	}
 	c.now = c.now.Add(d)
 }
+
+// FakeRand is a source of the random values a store draws for
+// [store.Suppressed] requests, chosen by the test: give its Float64 method
+// as the store's Rand option. Its zero value returns 0.5. It is safe for
+// concurrent use.
+type FakeRand struct {
+	mu   sync.Mutex
+	next func() float64
+	u    float64
+	set  bool
+}
+
+// Float64 returns the next value: the one given to Set, or the next of the
+// function given to SetFunc.
+func (r *FakeRand) Float64() float64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case r.next != nil:
+		return r.next()
+	case r.set:
+		return r.u
+	}
+	return 0.5
+}
+
+// Set makes every following draw return u.
+func (r *FakeRand) Set(u float64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.u, r.set, r.next = u, true, nil
+}
+
+// SetFunc makes every following draw return f's next result; f is called
+// under r's lock, one call at a time.
+func (r *FakeRand) SetFunc(f func() float64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.next = f
+}

@@ -48,6 +48,11 @@ type Harness struct {
 	// scripts run on a fake clock while its overrides are plain keys. The
 	// override expiry test then also waits in real time.
 	RealTimeOverrides bool
+	// Rand, when set, is the source of the random values the store under
+	// test draws for [store.Suppressed] requests (its Float64 method
+	// given as the store's Rand option), so that the suite chooses each
+	// draw. Optional: the suppressed subtests need it.
+	Rand *FakeRand
 }
 
 // Timing constants for real-time harnesses.
@@ -285,7 +290,7 @@ func (e *env) exhaust(r store.Request, max int) (int, store.Decision) {
 // reveals.
 func (e *env) windowRoom(alg store.Algorithm, need time.Duration, periods ...time.Duration) {
 	e.Helper()
-	if alg != store.FixedWindow && alg != store.SlidingWindowCounter {
+	if alg != store.FixedWindow && alg != store.SlidingWindowCounter && alg != store.Suppressed {
 		return
 	}
 	ps := append([]time.Duration(nil), periods...)
@@ -396,7 +401,7 @@ func lifetime(r store.Request) time.Duration {
 		switch l.Algorithm {
 		case store.GCRA, store.TokenBucket:
 			d = ceilDiv(l.Period, l.Capacity(), l.Rate)
-		case store.SlidingWindowCounter:
+		case store.SlidingWindowCounter, store.Suppressed:
 			d = 2 * l.Period
 		}
 		m = max(m, d)
@@ -481,8 +486,17 @@ func (e *env) checkDecision(op string, r store.Request, d store.Decision) {
 	if !d.Allowed && d.RetryAfter <= 0 {
 		fail("RetryAfter: got %s, want > 0 when denied", d.RetryAfter)
 	}
-	if !d.Allowed && d.Remaining >= r.EffectiveCost() {
-		fail("Remaining: got %d, want < cost %d when denied", d.Remaining, r.EffectiveCost())
+	if !d.Allowed && !d.Suppressed && d.Remaining >= r.EffectiveCost() {
+		fail("Remaining: got %d, want < cost %d when denied (and not Suppressed)", d.Remaining, r.EffectiveCost())
+	}
+	suppressed := r.Limits[0].Algorithm == store.Suppressed
+	switch {
+	case !(d.Suppression >= 0 && d.Suppression <= 1):
+		fail("Suppression: got %v, want 0..1", d.Suppression)
+	case !suppressed && (d.Suppression != 0 || d.Suppressed):
+		fail("Suppression, Suppressed: got %v, %t, want 0, false for %s", d.Suppression, d.Suppressed, r.Limits[0].Algorithm)
+	case d.Suppressed && (d.Allowed || d.Suppression == 0):
+		fail("Suppressed: got true, want it only for a refusal by a draw against a factor above 0")
 	}
 	if d.Allowed && !d.Duplicate && d.ResetAfter <= 0 {
 		fail("ResetAfter: got %s, want > 0 after an admitted request", d.ResetAfter)
@@ -574,6 +588,9 @@ func show(d store.Decision) string {
 	if d.Blocked || d.BlockStarted || d.Duplicate {
 		s += fmt.Sprintf(" Blocked:%t BlockStarted:%t Duplicate:%t", d.Blocked, d.BlockStarted, d.Duplicate)
 	}
+	if d.Suppression != 0 || d.Suppressed {
+		s += fmt.Sprintf(" Suppression:%v Suppressed:%t", d.Suppression, d.Suppressed)
+	}
 	for i, l := range d.PerLimit {
 		s += fmt.Sprintf(" PerLimit[%d]:{%d %s}", i, l.Remaining, l.ResetAfter)
 	}
@@ -609,11 +626,14 @@ type decisionScalars struct {
 	resetAfter, retryAfter                    time.Duration
 	limitID                                   string
 	index                                     int
+	suppression                               float64
+	suppressed                                bool
 }
 
 func scalars(d store.Decision) decisionScalars {
 	return decisionScalars{d.Allowed, d.Blocked, d.BlockStarted, d.Duplicate,
-		d.Limit, d.Remaining, d.ResetAfter, d.RetryAfter, d.LimitID, d.Index}
+		d.Limit, d.Remaining, d.ResetAfter, d.RetryAfter, d.LimitID, d.Index,
+		d.Suppression, d.Suppressed}
 }
 
 // expect compares selected fields of a decision; durations are compared

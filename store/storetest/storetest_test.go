@@ -74,6 +74,35 @@ var mutants = map[string]struct {
 	store     broken
 	mustCatch []string
 }{
+	"suppressed: hard limit ignored": {
+		broken{take: func(s store.Store, ctx context.Context, r store.Request) (store.Decision, error) {
+			d, err := s.Take(ctx, r)
+			if suppressedReq(r) && !d.Allowed && !d.Suppressed {
+				d.Allowed, d.RetryAfter = true, 0
+			}
+			return d, err
+		}},
+		[]string{"suppressed/regimes"},
+	},
+	"suppressed: refusals not counted as offered": {
+		broken{take: func(s store.Store, ctx context.Context, r store.Request) (store.Decision, error) {
+			if suppressedReq(r) {
+				if d, err := s.Peek(ctx, r); err != nil || !d.Allowed {
+					return d, err
+				}
+			}
+			return s.Take(ctx, r)
+		}},
+		[]string{"suppressed/factor-follows-offered-load"},
+	},
+	"suppressed: factor not reported": {
+		broken{take: func(s store.Store, ctx context.Context, r store.Request) (store.Decision, error) {
+			d, err := s.Take(ctx, r)
+			d.Suppression = 0
+			return d, err
+		}},
+		[]string{"suppressed/regimes", "suppressed/cost-above-soft-limit"},
+	},
 	"peek records": {
 		broken{peek: func(s store.Store, ctx context.Context, r store.Request) (store.Decision, error) {
 			return s.Take(ctx, r)
@@ -256,14 +285,20 @@ func firstLimitSeen(op func(store.Store, context.Context, store.Request) (store.
 	}
 }
 
+// suppressedReq reports a request of the suppressed strategy.
+func suppressedReq(r store.Request) bool {
+	return len(r.Limits) > 0 && r.Limits[0].Algorithm == store.Suppressed
+}
+
 func newMemHarness(t *testing.T, wrap func(store.Store) store.Store) storetest.Harness {
 	t.Helper()
 	clk := &storetest.FakeClock{}
-	s, err := memstore.New(memstore.Options{Clock: clk.Now})
+	rnd := &storetest.FakeRand{}
+	s, err := memstore.New(memstore.Options{Clock: clk.Now, Rand: rnd.Float64})
 	if err != nil {
 		t.Fatalf("memstore.New: got error %v, want nil", err)
 	}
-	return storetest.Harness{Store: wrap(s), Advance: clk.Advance, Exact: true}
+	return storetest.Harness{Store: wrap(s), Advance: clk.Advance, Exact: true, Rand: rnd}
 }
 
 // TestMutant is the child-process entry point of
@@ -294,8 +329,9 @@ func TestMutant(t *testing.T) {
 // limit ignored, multi-limit requests recorded limit by limit, cost
 // errors turned into denials, check-then-act, blocks ignored, no
 // escalation, BlockStarted on every blocked refusal, peeks that start
-// blocks, CountDenied or DedupID ignored, ids remembered forever), it
-// fails, and in the subtests that test that promise.
+// blocks, CountDenied or DedupID ignored, ids remembered forever, a
+// suppressed strategy without its hard limit, its offered load or its
+// factor), it fails, and in the subtests that test that promise.
 func TestSuiteCatchesBrokenStores(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns one test process per broken store; skipped in -short mode")

@@ -73,8 +73,9 @@ var generalTests = []generalTest{
 }
 
 // Run runs the conformance suite: one subtest per algorithm and property
-// (named like "gcra/limit" or "sliding_window_log/retry-after-cost-3") and
-// the cross-cutting ones ("invalid-requests", ...). Every subtest calls
+// (named like "gcra/limit" or "sliding_window_log/retry-after-cost-3"),
+// the suppressed strategy's ("suppressed/regimes", ...; most need
+// [Harness.Rand]) and the cross-cutting ones ("invalid-requests", ...). Every subtest calls
 // t.Parallel, builds its own harness with newHarness and uses keys of its
 // own. See the package documentation for what each subtest asserts.
 func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
@@ -88,6 +89,11 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 				tc.fn(newEnv(t, newHarness), alg)
 			})
 		}
+	}
+	for _, tc := range suppressedTests {
+		t.Run(store.Suppressed.String()+"/"+tc.name, func(t *testing.T) {
+			tc.fn(newEnv(t, newHarness))
+		})
 	}
 	for _, tc := range generalTests {
 		t.Run(tc.name, func(t *testing.T) {
