@@ -138,6 +138,9 @@ func allCases() []*caseDef {
 		cases = append(cases, &caseDef{name: "ratekeeper/redis/" + alg.String(), redis: true, make: rkRedisCase(alg, true, true)})
 	}
 	cases = append(cases,
+		&caseDef{name: "ratekeeper/redis/suppressed", redis: true, make: rkRedisCase(store.Suppressed, true, true)},
+		&caseDef{name: "ratekeeper/redis/gcra overrides", redis: true, make: rkOverridesCase},
+		&caseDef{name: "ratekeeper/redis/gcra stacked", redis: true, make: rkStackCase},
 		&caseDef{name: "ratekeeper/redis/gcra no batching", redis: true, make: rkRedisCase(store.GCRA, false, true)},
 		&caseDef{name: "ratekeeper/redis/gcra no deny cache", redis: true, make: rkRedisCase(store.GCRA, true, false)},
 		&caseDef{name: "ratekeeper/memory/gcra", make: rkMemCase},
@@ -226,6 +229,9 @@ func closeIfCloser(v any) {
 func rkRequests(e *env, g group, alg store.Algorithm) []store.Request {
 	n, per := g.limit()
 	limits := []store.Limit{{Algorithm: alg, Rate: n, Period: per}}
+	if alg == store.Suppressed {
+		limits[0].Burst = n // hard limit = soft limit: the rate stays within the valid range
+	}
 	reqs := make([]store.Request, g.keys)
 	for i := range reqs {
 		reqs[i] = store.Request{Key: e.keys[i], Limits: limits}
@@ -248,6 +254,50 @@ func rkRedisCase(alg store.Algorithm, batch, deny bool) func(*env, group, string
 			close: func() { closeIfCloser(s) },
 		}, nil
 	}
+}
+
+// rkOverridesCase is GCRA for a policy that applies per-client
+// overrides (none is set): the full script, which also reads the
+// override key.
+func rkOverridesCase(e *env, g group, prefix string) (*instance, error) {
+	s, err := redisstore.New(e.rdb, rkOptions(prefix, true, true))
+	if err != nil {
+		return nil, err
+	}
+	reqs := rkRequests(e, g, store.GCRA)
+	for i := range reqs {
+		reqs[i].Overrides = true
+	}
+	return &instance{
+		do: func(w *worker, k int) (bool, error) {
+			d, err := s.Take(w.ctx, reqs[k])
+			return d.Allowed, err
+		},
+		close: func() { closeIfCloser(s) },
+	}, nil
+}
+
+// rkStackCase decides two GCRA policies as one (store.MultiStore): the
+// identity's own limit and a route-wide one that never refuses, one
+// script for both keys.
+func rkStackCase(e *env, g group, prefix string) (*instance, error) {
+	s, err := redisstore.New(e.rdb, rkOptions(prefix, true, true))
+	if err != nil {
+		return nil, err
+	}
+	reqs := rkRequests(e, g, store.GCRA)
+	route := store.Request{Key: "route:/api", Limits: []store.Limit{{Rate: 1 << 30, Period: time.Second}}}
+	stacks := make([][]store.Request, len(reqs))
+	for i := range reqs {
+		stacks[i] = []store.Request{reqs[i], route}
+	}
+	return &instance{
+		do: func(w *worker, k int) (bool, error) {
+			d, err := s.TakeMulti(w.ctx, stacks[k])
+			return d.Allowed, err
+		},
+		close: func() { closeIfCloser(s) },
+	}, nil
 }
 
 func rkMemCase(e *env, g group, _ string) (*instance, error) {
