@@ -27,3 +27,26 @@ end
 local function estimate(t, ws, p, c, pv)
   return pv * (ws + p - t) / p + c
 end
+
+-- counter_wait returns the time (µs, at least 1) until a request of cost
+-- fits under limit, for stored state {w, sc, spv} that shows the window ws
+-- with counts c and pv now, if nothing else is recorded: a first guess
+-- inside this window when the weight of the previous one can fall far
+-- enough, else inside the next one, where the current window has become
+-- the previous one; then made exact by earliest.
+local function counter_wait(ws, p, c, pv, w, sc, spv, limit)
+  local at
+  local avail = limit - cost - c
+  if avail >= 0 and pv > 0 then
+    at = ws + ceil_us(p - avail * p / pv)
+  elseif c > 0 then
+    at = ws + p + ceil_us(p - (limit - cost) * p / c)
+  else
+    at = ws + p
+  end
+  return earliest(at - now, function(d)
+    local t = now + d
+    local ws2, c2, pv2 = counter_at(t, p, w, sc, spv)
+    return estimate(t, ws2, p, c2, pv2) + cost <= limit
+  end)
+end

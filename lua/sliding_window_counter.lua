@@ -38,22 +38,7 @@ for i = 1, n do
   else
     ok[i] = false
     allowed = false
-    -- First guess: inside this window when the weight of prev can fall far
-    -- enough, else inside the next one, where cur has become prev.
-    local at
-    local avail = r - cost - c
-    if avail >= 0 and pv > 0 then
-      at = ws + ceil_us(p - avail * p / pv)
-    elseif c > 0 then
-      at = ws + p + ceil_us(p - (r - cost) * p / c)
-    else
-      at = ws + p
-    end
-    retry[i] = earliest(at - now, function(d)
-      local t = now + d
-      local ws2, c2, pv2 = counter_at(t, p, w, sc, spv)
-      return estimate(t, ws2, p, c2, pv2) + cost <= r
-    end)
+    retry[i] = counter_wait(ws, p, c, pv, w, sc, spv, r)
   end
 end
 

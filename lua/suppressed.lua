@@ -104,22 +104,8 @@ for i = 1, n do
       -- the draw alone decides, and a retry may be admitted at once.
       retry[i] = 1
     else
-      -- The first guess as for the sliding window counter, with limit for
-      -- the capacity.
-      local at
-      local avail = limit - cost - c
-      if avail >= 0 and pv > 0 then
-        at = ws + ceil_us(p - avail * p / pv)
-      elseif c > 0 then
-        at = ws + p + ceil_us(p - (limit - cost) * p / c)
-      else
-        at = ws + p
-      end
-      retry[i] = earliest(at - now, function(d)
-        local t = now + d
-        local ws2, c2, pv2 = counter_at(t, p, w, sc, spv)
-        return estimate(t, ws2, p, c2, pv2) + cost <= limit
-      end)
+      -- As for the sliding window counter, with limit for the capacity.
+      retry[i] = counter_wait(ws, p, c, pv, w, sc, spv, limit)
     end
   end
 end
