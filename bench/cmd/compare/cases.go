@@ -240,12 +240,27 @@ func rkRequests(e *env, g group, alg store.Algorithm) []store.Request {
 }
 
 func rkRedisCase(alg store.Algorithm, batch, deny bool) func(*env, group, string) (*instance, error) {
+	return rkRedisCaseOf(alg, batch, deny, false)
+}
+
+// rkOverridesCase is GCRA for a policy that applies per-client
+// overrides (none is set): the full script, which also reads the
+// override key.
+var rkOverridesCase = rkRedisCaseOf(store.GCRA, true, true, true)
+
+// rkRedisCaseOf returns the case of Take for alg on the Redis store, with
+// the store options of rkOptions and requests that read overrides when
+// overrides is set.
+func rkRedisCaseOf(alg store.Algorithm, batch, deny, overrides bool) func(*env, group, string) (*instance, error) {
 	return func(e *env, g group, prefix string) (*instance, error) {
 		s, err := redisstore.New(e.rdb, rkOptions(prefix, batch, deny))
 		if err != nil {
 			return nil, err
 		}
 		reqs := rkRequests(e, g, alg)
+		for i := range reqs {
+			reqs[i].Overrides = overrides
+		}
 		return &instance{
 			do: func(w *worker, k int) (bool, error) {
 				d, err := s.Take(w.ctx, reqs[k])
@@ -254,27 +269,6 @@ func rkRedisCase(alg store.Algorithm, batch, deny bool) func(*env, group, string
 			close: func() { closeIfCloser(s) },
 		}, nil
 	}
-}
-
-// rkOverridesCase is GCRA for a policy that applies per-client
-// overrides (none is set): the full script, which also reads the
-// override key.
-func rkOverridesCase(e *env, g group, prefix string) (*instance, error) {
-	s, err := redisstore.New(e.rdb, rkOptions(prefix, true, true))
-	if err != nil {
-		return nil, err
-	}
-	reqs := rkRequests(e, g, store.GCRA)
-	for i := range reqs {
-		reqs[i].Overrides = true
-	}
-	return &instance{
-		do: func(w *worker, k int) (bool, error) {
-			d, err := s.Take(w.ctx, reqs[k])
-			return d.Allowed, err
-		},
-		close: func() { closeIfCloser(s) },
-	}, nil
 }
 
 // rkStackCase decides two GCRA policies as one (store.MultiStore): the
