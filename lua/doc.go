@@ -80,7 +80,10 @@
 //
 // # Calling convention: full scripts
 //
-//	KEYS[1]        the request key's block
+//	KEYS[1]        the request key's block; when no limit blocks the
+//	               script does not touch it, and the store passes the first
+//	               state key (a command on a Redis Cluster slot being
+//	               migrated runs only when every key it names exists)
 //	KEYS[2]        the request key's strike counter (block escalation); when
 //	               no limit escalates (block_max <= block) the script does
 //	               not touch it, and any key of the slot will do

@@ -65,7 +65,12 @@ if overrides then
     repair(override_key)
   elseif pttl > 0 then
     local v = redis.pcall('GET', override_key)
-    local factor = type(v) == 'string' and string.sub(v, 1, 6) == 'scale:' and tonumber(string.sub(v, 7))
+    -- The factor as store.Override.Encode writes it: digits and a point,
+    -- and an exponent "e+NN" or "e-NN"; nothing else (no sign, space or
+    -- hexadecimal), so that the store reads back what the script applied.
+    local factor = type(v) == 'string' and (string.match(v, '^scale:(%d[%d%.]*)$')
+        or string.match(v, '^scale:(%d[%d%.]*e[%+%-]%d+)$'))
+    factor = factor and tonumber(factor)
     if v == 'exempt' then
       override_kind = 2
     elseif v == 'suspend' then

@@ -62,7 +62,8 @@ import (
 // one failure mode and one dry-run setting: those decide the stack as a
 // whole. The circuit breaker of the first limiter guards the stack's
 // store calls. [WithDedup] cannot be stacked: a de-duplication id belongs
-// to one identity; nor can [WithOverrides].
+// to one identity; nor can [WithOverrides] or the suppressed strategy
+// ([store.Suppressed]).
 type Stack struct {
 	ls    []*Limiter
 	ms    store.MultiStore
@@ -76,7 +77,8 @@ type Stack struct {
 // (their keys would collide) or a quota ([Limiter.WithCost] variants of
 // one limiter), their stores, fallback stores, failure modes or dry-run
 // settings differ, the store or fallback store does not implement
-// [store.MultiStore], or one uses [WithDedup] or [WithOverrides].
+// [store.MultiStore], or one uses [WithDedup], [WithOverrides] or the
+// suppressed strategy.
 func NewStack(limiters ...*Limiter) (*Stack, error) {
 	if len(limiters) == 0 || len(limiters) > store.MaxParts {
 		return nil, fmt.Errorf("ratekeeper: middleware: a stack takes 1 to %d limiters, got %d", store.MaxParts, len(limiters))
@@ -106,6 +108,8 @@ func NewStack(limiters ...*Limiter) (*Stack, error) {
 			return nil, fmt.Errorf("ratekeeper: middleware: stack: limiter %d (%q) de-duplicates (WithDedup), which a stack cannot: an id belongs to one identity", i, q.name)
 		case q.overrides:
 			return nil, fmt.Errorf("ratekeeper: middleware: stack: limiter %d (%q) applies per-client overrides (WithOverrides), which a stack does not", i, q.name)
+		case q.suppresses():
+			return nil, fmt.Errorf("ratekeeper: middleware: stack: limiter %d (%q) uses the suppressed strategy, which a stack does not take", i, q.name)
 		case !sameStore(q.store, first.store):
 			return nil, fmt.Errorf("ratekeeper: middleware: stack: limiter %d (%q) uses another store than limiter 0 (%q)", i, q.name, first.name)
 		case !sameStore(q.local, first.local):
@@ -125,6 +129,18 @@ func NewStack(limiters ...*Limiter) (*Stack, error) {
 		}
 	}
 	return st, nil
+}
+
+// suppresses reports whether a tier of q uses the suppressed strategy. A
+// limits function's choice is known only at request time: a stack
+// refuses it then (500, as for any misconfigured policy).
+func (q *quota) suppresses() bool {
+	for _, t := range q.tiers {
+		if t.limits != nil && t.limits.limits[0].Algorithm == store.Suppressed {
+			return true
+		}
+	}
+	return false
 }
 
 // sameStore reports whether a and b are the same store (both nil

@@ -142,6 +142,7 @@ func TestNewStackErrors(t *testing.T) {
 	dedup := mustNew(t, a, keyfunc.RemoteIP, store.PerMinute(1), WithName("d"), WithDedup(func(*http.Request) string { return "" }))
 	closed := mustNew(t, a, keyfunc.RemoteIP, store.PerMinute(1), WithName("c"), WithFailureMode(FailClosed))
 	overrides := mustNew(t, a, keyfunc.RemoteIP, store.PerMinute(1), WithName("o"), WithOverrides())
+	suppressed := mustNew(t, a, keyfunc.RemoteIP, store.Limit{Algorithm: store.Suppressed, Rate: 10, Period: time.Second}, WithName("s"))
 	dry := mustNew(t, a, keyfunc.RemoteIP, store.PerMinute(1), WithName("dry"), WithDryRun())
 	costly, err := ip.WithCost(2)
 	if err != nil {
@@ -159,6 +160,7 @@ func TestNewStackErrors(t *testing.T) {
 		"same name":    {ip, sameName},
 		"dedup":        {ip, dedup},
 		"overrides":    {ip, overrides},
+		"suppressed":   {ip, suppressed},
 		"failure mode": {ip, closed},
 		"dry run":      {ip, dry},
 		"same quota":   {ip, costly},

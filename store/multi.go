@@ -62,7 +62,9 @@ type MultiDecision struct {
 
 // ValidateMulti checks a stack as every [MultiStore] does before touching
 // state: 1 to [MaxParts] parts, each valid ([Request.Validate]), without a
-// DedupID (a stack has no single identity to de-duplicate for), and with
+// DedupID (a stack has no single identity to de-duplicate for), without
+// Overrides and without the [Suppressed] strategy (neither is decided in a
+// stack), and with
 // distinct keys (parts of one key would count against each other before
 // either is recorded; give one request all the limits of a key instead).
 // Errors wrap [ErrInvalidRequest] or the error of the invalid part.
