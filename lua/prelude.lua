@@ -103,6 +103,19 @@ if overrides then
     end
   end
 end
+-- A request that reads overrides reaches the script with a cost above a
+-- limit's capacity (the store cannot know the override before): without
+-- an override that admits it, it is answered with the error RKCOST, which
+-- the store reports as store.ErrCostExceedsCapacity. A scaled limit holds
+-- at least the cost.
+if overrides and override_kind == 0 then
+  for i = 1, n do
+    if cost > cap[i] then
+      return redis.error_reply('RKCOST limit ' .. i)
+    end
+  end
+end
+
 -- exempt admits and suspend refuses without touching any other key, and
 -- before the key's block: an operator's override is the last word.
 if override_kind == 2 or override_kind == 3 then

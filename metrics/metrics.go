@@ -141,7 +141,8 @@ func (c *Collector) Observe(e middleware.Event) {
 	if e.Repaired {
 		c.repaired.WithLabelValues(e.Policy).Inc()
 	}
-	if e.Suppressed {
+	if e.Suppressed && e.Outcome == middleware.OutcomeLimited {
+		// A drawn refusal that dry-run let through refused nothing.
 		c.suppressed.WithLabelValues(e.Policy).Inc()
 	}
 	degraded := ""

@@ -673,7 +673,10 @@ func (q *quota) fail(w http.ResponseWriter, r *http.Request, next http.Handler, 
 func (q *quota) costExceeded(w http.ResponseWriter, r *http.Request, res *resolved) {
 	now := q.now()
 	req := store.Request{Key: res.key, Limits: res.set.limits, Cost: 1, Overrides: q.overrides}
-	if p, _, err := q.call(r.Context(), req, now, true); err == nil {
+	// An override that changed since the store refused the cost
+	// (exempt, suspend) has no limit state to describe.
+	p, _, err := q.call(r.Context(), req, now, true)
+	if err == nil && (p.Override == store.OverrideNone || p.Override == store.OverrideScale) {
 		if p.Allowed {
 			p.Remaining++ // a peek reports what would be left after it
 		}

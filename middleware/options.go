@@ -139,7 +139,10 @@ func WithCountDenied() Option { return func(c *config) { c.countDenied = true } 
 // about as costly as a block); policies without them never read it. The
 // store must implement [store.Overrides] (both stores of this module do);
 // [New] returns an error otherwise. [Decision] reports the override that
-// applied in its Override field.
+// applied in its Override field. Overrides live in the store: while it
+// fails, a local fallback store ([WithLocalFallback]) decides without
+// them, under the configured limits (a suspended client is then limited
+// like any other).
 func WithOverrides() Option { return func(c *config) { c.overrides = true } }
 
 // WithDryRun runs the policy in shadow mode: it decides, records, sets the

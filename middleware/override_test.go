@@ -135,3 +135,32 @@ func TestOverridesNeedStore(t *testing.T) {
 		t.Fatalf("got %v, want an error naming store.Overrides", err)
 	}
 }
+
+// TestOverridesCostAboveCapacity: AllowN with a cost above the configured
+// capacity is refused as such without an override, and decided under the
+// client's override otherwise: a raise that holds it, an exemption, a
+// suspension.
+func TestOverridesCostAboveCapacity(t *testing.T) {
+	ctx := context.Background()
+	lim := mustNew(t, mustMem(t), keyfunc.RemoteIP, store.PerMinute(3), WithName("api"), WithOverrides())
+	if _, err := lim.AllowN(ctx, "plain", 5); !errors.Is(err, store.ErrCostExceedsCapacity) {
+		t.Fatalf("no override: got %v, want ErrCostExceedsCapacity", err)
+	}
+	for _, tc := range []struct {
+		id      string
+		o       store.Override
+		allowed bool
+	}{
+		{"raised", store.Override{Kind: store.OverrideScale, Scale: 2, TTL: time.Hour}, true},
+		{"exempt", store.Override{Kind: store.OverrideExempt, TTL: time.Hour}, true},
+		{"suspended", store.Override{Kind: store.OverrideSuspend, TTL: time.Hour}, false},
+	} {
+		if err := lim.SetOverride(ctx, "", tc.id, tc.o); err != nil {
+			t.Fatal(err)
+		}
+		d, err := lim.AllowN(ctx, tc.id, 5)
+		if err != nil || d.Allowed != tc.allowed || d.Override != tc.o.Kind {
+			t.Errorf("%s: got %+v, %v, want allowed %t under %s", tc.id, d, err, tc.allowed, tc.o.Kind)
+		}
+	}
+}

@@ -248,7 +248,10 @@ type Request struct {
 	Limits []Limit
 	// Cost is how many units the request takes. Zero means 1. Negative
 	// costs are invalid, and a cost above any limit's [Limit.Capacity] is
-	// rejected with [ErrCostExceedsCapacity] (it could never be admitted).
+	// rejected with [ErrCostExceedsCapacity] (it could never be admitted);
+	// for a request with Overrides, by the store once it has read the
+	// key's override, since a scaled limit holds at least the cost and an
+	// exempt or suspended client is not counted.
 	Cost int64
 	// CountDenied records refused requests too (refused by a limit or by an
 	// active block), as login brute-force protection wants: every attempt
@@ -359,8 +362,8 @@ func (r Request) Validate() error {
 				return fmt.Errorf("%w: limits %d and %d share the id %q", ErrInvalidRequest, j, i, l.ID())
 			}
 		}
-		if c > l.Capacity() {
-			return fmt.Errorf("%w: cost %d, limit %q holds %d", ErrCostExceedsCapacity, c, l.ID(), l.Capacity())
+		if c > l.Capacity() && !r.Overrides {
+			return costError(c, l)
 		}
 	}
 	return nil
@@ -531,4 +534,22 @@ func KindOf(err error) ErrorKind {
 		return KindTimeout
 	}
 	return KindOther
+}
+
+// costError is the error of a request whose cost c exceeds l's capacity.
+func costError(c int64, l Limit) error {
+	return fmt.Errorf("%w: cost %d, limit %q holds %d", ErrCostExceedsCapacity, c, l.ID(), l.Capacity())
+}
+
+// CheckCost returns an error wrapping [ErrCostExceedsCapacity] when cost
+// exceeds the capacity of one of limits: what [Request.Validate] checks,
+// and what a store checks for a request with Overrides once it knows the
+// limits the key's override leaves.
+func CheckCost(cost int64, limits []Limit) error {
+	for _, l := range limits {
+		if cost > l.Capacity() {
+			return costError(cost, l)
+		}
+	}
+	return nil
 }

@@ -38,7 +38,8 @@
 // refuses (the middleware answers 403) until it ends. It applies to
 // policies with overrides: true, from the client's next request. With
 // --policy-file, a policy that shares another's quota gives the override
-// to the shared policy's client. override clear removes it, and fails when
+// to the shared policy's client, and a policy without overrides: true is
+// refused (the override would change nothing). override clear removes it, and fails when
 // there was none. inspect shows an active override and reads the state
 // under it.
 //

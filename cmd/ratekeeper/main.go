@@ -346,12 +346,19 @@ type clientState struct {
 func (inv *invocation) inspect(ctx context.Context, st *redisstore.Store, req store.Request, out io.Writer) error {
 	now := time.Now()
 	// A client's override, when it has one, is shown, and the state read
-	// under it (as a policy with overrides: true reads it).
+	// under it, as a policy with overrides: true reads it (one without
+	// does not, when the policy file says so).
 	o, err := st.GetOverride(ctx, req.Key)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return err
 	}
 	req.Overrides = err == nil
+	if req.Overrides && inv.policyFile != "" {
+		owner := strings.TrimSuffix(strings.SplitN(req.Key, ":", 2)[0], "/"+inv.tier)
+		if req.Overrides, err = fileOverrides(inv.policyFile, owner); err != nil {
+			return err
+		}
+	}
 	d, err := st.Peek(ctx, req)
 	if err != nil {
 		return err
@@ -625,9 +632,26 @@ func fileLimits(path, name, tier string) ([]store.Limit, string, error) {
 }
 
 type fileSpec struct {
-	Share  string              `yaml:"share"`
-	Limits []fileLimit         `yaml:"limits"`
-	Tiers  map[string]fileTier `yaml:"tiers"`
+	Share     string              `yaml:"share"`
+	Limits    []fileLimit         `yaml:"limits"`
+	Tiers     map[string]fileTier `yaml:"tiers"`
+	Overrides bool                `yaml:"overrides"`
+}
+
+// fileOverrides reports whether the policy owner of a valid policy file
+// applies per-client overrides.
+func fileOverrides(path, owner string) (bool, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return false, err
+	}
+	var f struct {
+		Policies map[string]fileSpec `yaml:"policies"`
+	}
+	if err := yaml.Unmarshal(data, &f); err != nil {
+		return false, fmt.Errorf("%s: %w", path, err)
+	}
+	return f.Policies[owner].Overrides, nil
 }
 
 type fileTier struct {
@@ -717,6 +741,11 @@ func (inv *invocation) overrideKey() (string, error) {
 	_, owner, err := fileLimits(inv.policyFile, inv.policy, inv.tier)
 	if err != nil {
 		return "", err
+	}
+	if on, err := fileOverrides(inv.policyFile, owner); err != nil {
+		return "", err
+	} else if !on && inv.command == "override set" {
+		return "", fmt.Errorf("%s: policy %q does not apply overrides (set overrides: true), so this one would change nothing", inv.policyFile, owner)
 	}
 	cp := *inv
 	cp.policy = owner

@@ -35,6 +35,7 @@ policies:
         limits:
           - {rate: 10, period: 1m}
       gold: {unlimited: true}
+    overrides: true
   search:
     share: api
     cost: 2
@@ -461,6 +462,11 @@ func TestOverrideAgainstRedis(t *testing.T) {
 	var got clientState
 	if err := json.Unmarshal([]byte(stdout), &got); code != exitOK || err != nil || got.Override != "scale:3" || got.Capacity != 30 || got.OverrideEnds == nil {
 		t.Errorf("inspect: got exit %d, %+v; want the override and capacity 30", code, got)
+	}
+
+	code, _, stderr = runCLI(t, cmd("override set", "--policy-file", path, "--policy", "login", "--kind", "exempt", "--ttl", "1h", "203.0.113.7")...)
+	if code != exitFailure || !strings.Contains(stderr, "does not apply overrides") {
+		t.Errorf("a policy without overrides: got exit %d, stderr %q; want 1 and an explanation", code, stderr)
 	}
 
 	code, stdout, stderr = runCLI(t, cmd("override clear", "--policy", "api", "--tier", "free", "alice")...)

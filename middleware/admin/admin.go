@@ -218,7 +218,7 @@ func (a *api) showClient(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	remaining := d.Remaining
-	if d.Allowed {
+	if d.Allowed && d.Override != store.OverrideExempt {
 		remaining++ // a peek at cost 1 reports what would be left after it
 	}
 	out.State = &stateJSON{

@@ -80,6 +80,12 @@ func (s *Store) decide(req store.Request, take bool) (store.Decision, error) {
 			o.sh.mu.Unlock()
 			return d, nil
 		}
+		// Validate left the cost to be checked against the limits the
+		// override leaves (a scaled limit holds at least the cost).
+		if err := store.CheckCost(o.cost, o.req.Limits); err != nil {
+			o.sh.mu.Unlock()
+			return store.Decision{}, err
+		}
 	}
 	o.evaluate(out)
 	var err error

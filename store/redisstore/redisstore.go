@@ -291,6 +291,10 @@ func (s *Store) StateKeys(req store.Request) ([]string, error) {
 	return appendStateKeys(make([]string, 0, len(req.Limits)), base, req.Limits), nil
 }
 
+// costReply starts the error a full script answers, for a request that
+// reads overrides, when no override admits its cost.
+const costReply = "RKCOST "
+
 // Script modes (ARGV[1]).
 const (
 	modeTake = "take"
@@ -328,6 +332,11 @@ func (s *Store) decide(ctx context.Context, mode string, req store.Request) (sto
 	}
 	v, err := s.do(ctx, mode, cmd.key, cmd.sc, cmd.args, dc, cmd.li, cost)
 	if err != nil {
+		if req.Overrides && strings.Contains(err.Error(), costReply) {
+			// No override admits a cost above the configured capacity
+			// (see package lua, step 0).
+			return store.Decision{}, store.CheckCost(cost, req.Limits)
+		}
 		return store.Decision{}, err
 	}
 	if d, ok := v.(store.Decision); ok {

@@ -317,3 +317,32 @@ func (e *env) concurrentTakes(r store.Request, n int) int64 {
 	wg.Wait()
 	return admitted.Load()
 }
+
+// testOverrideCost: a request that reads overrides may carry a cost above
+// the configured capacity: without an override it is refused with
+// ErrCostExceedsCapacity (by the store, not by Validate), under a scale
+// the scaled limit holds it, an exempt client is admitted and a
+// suspended one refused as suspended.
+func testOverrideCost(e *env, alg store.Algorithm) {
+	l := limit(alg, 3, time.Hour)
+	e.windowRoom(alg, 10*time.Second, l.Period)
+	r := req(e.key(), 5, l)
+	r.Overrides = true
+	if err := r.Validate(); err != nil {
+		e.Fatalf("Validate of a request with Overrides and a cost above capacity: got %v, want nil (the store checks it)", err)
+	}
+	if _, err := e.h.Store.Take(e.ctx, r); !isErr(err, store.ErrCostExceedsCapacity) {
+		e.Errorf("cost 5 of 3 without an override: got error %v, want ErrCostExceedsCapacity", err)
+	}
+	if _, err := e.h.Store.Peek(e.ctx, r); !isErr(err, store.ErrCostExceedsCapacity) {
+		e.Errorf("peek, cost 5 of 3 without an override: got error %v, want ErrCostExceedsCapacity", err)
+	}
+	e.setOverride(r.Key, store.Override{Kind: store.OverrideScale, Scale: 2, TTL: time.Hour})
+	if d := e.overridden("cost 5 under a 2× raise", r, false, store.OverrideScale, 2, 0); !d.Allowed || d.Limit != 6 || d.Remaining != 1 {
+		e.Errorf("cost 5 under a 2× raise: got %s, want admitted with 1 of 6 left", show(d))
+	}
+	e.setOverride(r.Key, store.Override{Kind: store.OverrideExempt, TTL: time.Hour})
+	e.overridden("cost 5, exempt", r, false, store.OverrideExempt, 0, 0)
+	e.setOverride(r.Key, store.Override{Kind: store.OverrideSuspend, TTL: time.Hour})
+	e.overridden("cost 5, suspended", r, false, store.OverrideSuspend, 0, time.Hour)
+}

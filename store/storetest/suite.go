@@ -63,6 +63,7 @@ var algorithmTests = []algorithmTest{
 	{"override-exempt-suspend", nil, testOverrideExemptSuspend},
 	{"override-expiry", nil, testOverrideExpiry},
 	{"override-concurrent", nil, testOverrideConcurrent},
+	{"override-cost", nil, testOverrideCost},
 }
 
 var generalTests = []generalTest{

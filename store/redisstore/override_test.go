@@ -1,0 +1,74 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratekeeper/ratekeeper/store"
+)
+
+// TestUnreadableOverrideIsRepaired: an override key the store did not
+// write (another type, a value outside Override.Encode's grammar, or no
+// TTL) applies nothing: the take is decided under the configured limit,
+// reports the repair, and deletes the key; GetOverride reports none.
+func TestUnreadableOverrideIsRepaired(t *testing.T) {
+	ctx := context.Background()
+	limit := store.Limit{Rate: 2, Period: time.Minute}
+	for _, tc := range []struct {
+		name string
+		put  func(c *redis.Client, key string) error
+	}{
+		{"wrong type", func(c *redis.Client, key string) error {
+			if err := c.LPush(ctx, key, "x").Err(); err != nil {
+				return err
+			}
+			return c.PExpire(ctx, key, time.Hour).Err()
+		}},
+		{"space before the factor", func(c *redis.Client, key string) error { return c.Set(ctx, key, "scale: 2", time.Hour).Err() }},
+		{"hexadecimal factor", func(c *redis.Client, key string) error { return c.Set(ctx, key, "scale:0x2", time.Hour).Err() }},
+		{"trailing space", func(c *redis.Client, key string) error { return c.Set(ctx, key, "scale:2 ", time.Hour).Err() }},
+		{"negative factor", func(c *redis.Client, key string) error { return c.Set(ctx, key, "scale:-2", time.Hour).Err() }},
+		{"factor out of bounds", func(c *redis.Client, key string) error { return c.Set(ctx, key, "scale:1e+07", time.Hour).Err() }},
+		{"unknown kind", func(c *redis.Client, key string) error { return c.Set(ctx, key, "pause", time.Hour).Err() }},
+		{"no TTL", func(c *redis.Client, key string) error { return c.Set(ctx, key, "exempt", 0).Err() }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, c := newStore(t, Options{DenyCacheSize: -1})
+			req := store.Request{Key: "client", Limits: []store.Limit{limit}, Overrides: true}
+			key := s.overrideKey(req.Key)
+			if err := tc.put(c, key); err != nil {
+				t.Fatal(err)
+			}
+			d, err := s.Take(ctx, req)
+			if err != nil {
+				t.Fatalf("take: got error %v, want a decision", err)
+			}
+			if !d.Allowed || d.Override != store.OverrideNone || d.Limit != 2 || !d.Repaired {
+				t.Fatalf("take: got %+v, want admitted under the configured limit, repaired, no override", d)
+			}
+			if n := c.Exists(ctx, key).Val(); n != 0 {
+				t.Errorf("the unreadable override key is still there")
+			}
+			if _, err := s.GetOverride(ctx, req.Key); !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("GetOverride: got %v, want ErrNotFound", err)
+			}
+		})
+	}
+	// The forms Encode writes are applied.
+	for _, f := range []float64{2, 0.5, 1.0 / 3, store.MinOverrideScale, store.MaxOverrideScale, 1e-06} {
+		s, _ := newStore(t, Options{DenyCacheSize: -1})
+		req := store.Request{Key: "client", Limits: []store.Limit{limit}, Overrides: true}
+		o := store.Override{Kind: store.OverrideScale, Scale: f, TTL: time.Hour}
+		if err := s.SetOverride(ctx, req.Key, o); err != nil {
+			t.Fatal(err)
+		}
+		d, err := s.Take(ctx, req)
+		if want := store.ScaleLimit(limit, f, 1).Capacity(); err != nil || d.Override != store.OverrideScale || d.Limit != want {
+			t.Errorf("scale %q: got %+v, %v, want scale applied with Limit %d", o.Encode(), d, err, want)
+		}
+	}
+}
