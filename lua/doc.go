@@ -129,7 +129,9 @@
 //     rate and capacity by the factor (floor, at least 1 and the cost, at
 //     most 2^30; store.ScaleLimit) for the rest of the run. A value that
 //     cannot be read, or a key without TTL, is repaired and applies
-//     nothing.
+//     nothing. Without an override, a cost above a limit's capacity (which
+//     the store could not refuse before knowing the override) is answered
+//     with the error reply "RKCOST limit <i>".
 //  1. Block check, when a limit of the request blocks (block > 0; other
 //     requests are not subject to blocks): when the block key exists with
 //     a PTTL above 0 the
