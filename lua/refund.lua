@@ -12,8 +12,9 @@
 --   ARGV[5]    n, then per limit: rate, period µs, capacity
 --
 -- Reply: 1 refunded now, 2 refunded before (a retry after a lost reply),
--- 0 nothing to refund (the take recorded nothing, or its receipt expired
--- with the units it recorded).
+-- 0 nothing to refund (the take recorded nothing, or its receipt expired:
+-- it lives a few store timeouts, or the part's longest period when that
+-- is shorter, so units still counted then stay charged until they expire).
 local alg, cost, nonce, n = tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5])
 if mode ~= 'refund' or not alg or alg < 0 or alg > 4 or not cost or cost < 1
     or not n or n < 1 or #ARGV ~= 5 + 3 * n or #KEYS < 2 then
