@@ -313,13 +313,20 @@ func (o *op) finish() {
 		}
 	}
 	if o.v.created && o.pool == nil {
-		o.s.budget.give(o.sh.sweepSome(o.now, sweepBatch, o.rec))
+		o.s.budget.give(o.sh.sweepSome(o.now-sweepGrace, sweepBatch, o.rec))
 	}
 }
 
 // sweepBatch is how many records a write that created state examines for
 // expired state.
 const sweepBatch = 4
+
+// sweepGrace is how long (µs) expired state stays before the amortized
+// sweep drops it, so that a key back within that time finds its record
+// and renews it in place instead of the shard indexing a new one and
+// dropping an old one on every request. Expired state reads as absent
+// all the same, and a full store drops it at once (makeRoom).
+const sweepGrace = 1_000_000
 
 // ensureRecord returns the key's record, creating it.
 func (o *op) ensureRecord() *record {

@@ -139,23 +139,31 @@ func TestBucketExpiryNeverChangesADecision(t *testing.T) {
 }
 
 // TestIncrementalSweep: a write that creates state examines a few
-// records and drops their expired states; a full sweep drops every
-// expired state, leaves minExp exact and rebuilds the map after a large
-// shrink.
+// records and drops their states expired for longer than sweepGrace (and
+// not those expired more recently); a full sweep drops every expired
+// state, leaves minExp exact and rebuilds the map after a large shrink.
 func TestIncrementalSweep(t *testing.T) {
 	s, clk := newTestStore(t, Options{MaxKeys: 5000, Shards: 1})
 	l := perSecond(store.FixedWindow, 1)
 	for i := 0; i < 2000; i++ {
 		mustTake(t, s, store.Request{Key: fmt.Sprint("old", i), Limits: []store.Limit{l}})
 	}
+	// Expired, but within the grace: the incremental sweep keeps them.
 	clk.Advance(time.Second)
+	for i := 0; i < 20; i++ {
+		mustTake(t, s, store.Request{Key: fmt.Sprint("early", i), Limits: []store.Limit{l}})
+	}
+	if got := s.Len(); got != 2020 {
+		t.Fatalf("Len after 20 insertions among 2000 states expired within the grace: got %d, want 2020", got)
+	}
+	clk.Advance(sweepGrace * time.Microsecond)
 	for i := 0; i < 100; i++ {
 		mustTake(t, s, store.Request{Key: fmt.Sprint("new", i), Limits: []store.Limit{l}})
 	}
 	// Each of the 100 insertions examined up to sweepBatch records, most
 	// of them expired.
-	if got, max := s.Len(), 2100-100; got > max {
-		t.Fatalf("Len after 100 insertions among 2000 expired states: got %d, want <= %d", got, max)
+	if got, max := s.Len(), 2120-100; got > max {
+		t.Fatalf("Len after 100 insertions among 2020 expired states: got %d, want <= %d", got, max)
 	}
 	checkCounts(t, s)
 	sh := &s.shards[0]
