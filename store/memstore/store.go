@@ -62,8 +62,11 @@ type Options struct {
 // value.
 //
 // State never outlives its use: every state carries the expiry the Redis
-// store would give its keys and is dropped once expired, and a full store
-// evicts the least recently used keys (see [Store.Take]).
+// store would give its keys and reads as absent once expired. Writes drop
+// state expired for more than a second a few records at a time (a key
+// back sooner renews its record in place), a full store drops every
+// expired state at once, and then evicts the least recently used keys
+// (see [Store.Take]).
 type Store struct {
 	clock   func() time.Time // nil: time.Now, read as time.Since(start)
 	rand    func() float64   // never nil
