@@ -68,7 +68,7 @@ if overrides then
     -- The factor as store.Override.Encode writes it: digits and a point,
     -- and an exponent "e+NN" or "e-NN"; nothing else (no sign, space or
     -- hexadecimal), so that the store reads back what the script applied.
-    local factor = type(v) == 'string' and (string.match(v, '^scale:(%d[%d%.]*)$')
+    local factor = type(v) == 'string' and #v <= 40 and (string.match(v, '^scale:(%d[%d%.]*)$')
         or string.match(v, '^scale:(%d[%d%.]*e[%+%-]%d+)$'))
     factor = factor and tonumber(factor)
     if v == 'exempt' then
@@ -77,15 +77,15 @@ if overrides then
       override_kind = 3
     elseif factor and factor >= 1 / 1048576 and factor <= 1048576 then
       override_kind = 1
-      -- The scaled rate and capacity: floor(x * factor), at least 1 and
-      -- the cost, at most 2^30 (store.ScaleLimit).
+      -- The scaled rate and capacity: floor(x * factor), at most 2^30,
+      -- at least 1 and min(cost, x) (store.ScaleLimit).
       local function scaled(x)
         local y = math.floor(x * factor)
         if y > 1073741824 then
           y = 1073741824
         end
-        if y < cost then
-          y = cost
+        if y < cost and y < x then
+          y = math.min(cost, x)
         end
         if y < 1 then
           y = 1
@@ -103,12 +103,12 @@ if overrides then
     end
   end
 end
--- A request that reads overrides reaches the script with a cost above a
--- limit's capacity (the store cannot know the override before): without
--- an override that admits it, it is answered with the error RKCOST, which
--- the store reports as store.ErrCostExceedsCapacity. A scaled limit holds
--- at least the cost.
-if overrides and override_kind == 0 then
+-- A request that reads overrides may reach the script with a cost above a
+-- limit's capacity (the store cannot know the override before): unless
+-- the override exempts or suspends the client, or its scaled limits hold
+-- the cost, it is answered with the error RKCOST, which the store reports
+-- as store.ErrCostExceedsCapacity.
+if overrides and override_kind <= 1 then
   for i = 1, n do
     if cost > cap[i] then
       return redis.error_reply('RKCOST limit ' .. i)

@@ -468,6 +468,12 @@ func (q *quota) call(ctx context.Context, req store.Request, now time.Time, peek
 		d, lerr = q.local.Take(ctx, req)
 	}
 	if lerr != nil {
+		if errors.Is(lerr, store.ErrCostExceedsCapacity) || errors.Is(lerr, store.ErrInvalidRequest) {
+			// The fallback could decide, and found the request itself
+			// wrong (a cost the main store checks only once it has read
+			// the client's override): that answer stands.
+			return d, c, lerr
+		}
 		return d, c, err
 	}
 	c.fallback, c.cause = true, err

@@ -164,3 +164,30 @@ func TestOverridesCostAboveCapacity(t *testing.T) {
 		}
 	}
 }
+
+// downOverrides is a store that keeps overrides but fails every decision,
+// as an unreachable Redis does.
+type downOverrides struct{ funcStore }
+
+func (*downOverrides) SetOverride(context.Context, string, store.Override) error { return nil }
+func (*downOverrides) GetOverride(context.Context, string) (store.Override, error) {
+	return store.Override{}, store.ErrNotFound
+}
+func (*downOverrides) ClearOverride(context.Context, string) error { return nil }
+
+// TestOverridesFallbackKeepsCostError: while the main store fails, the
+// local fallback's verdict that a cost exceeds the limit stands (the main
+// store checks it only once it knows the override), instead of the main
+// store's failure.
+func TestOverridesFallbackKeepsCostError(t *testing.T) {
+	down := &downOverrides{funcStore{take: func(context.Context, store.Request) (store.Decision, error) {
+		return store.Decision{}, &store.BackendError{Op: "take", Kind: store.KindConnection, Err: errors.New("refused")}
+	}}}
+	lim := mustNew(t, down, keyfunc.RemoteIP, store.PerMinute(3), WithName("api"), WithOverrides(), WithLocalFallback(mustMem(t)))
+	if _, err := lim.AllowN(context.Background(), "192.0.2.1", 5); !errors.Is(err, store.ErrCostExceedsCapacity) {
+		t.Fatalf("cost 5 of 3 with the store down: got %v, want ErrCostExceedsCapacity", err)
+	}
+	if d, err := lim.AllowN(context.Background(), "192.0.2.1", 2); err != nil || !d.Allowed {
+		t.Fatalf("cost 2 of 3 with the store down: got %+v, %v, want admitted by the fallback", d, err)
+	}
+}

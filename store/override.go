@@ -65,9 +65,10 @@ type Override struct {
 	Kind OverrideKind
 	// Scale is the factor of an [OverrideScale] override, within
 	// [MinOverrideScale, MaxOverrideScale]: each limit's rate and capacity
-	// become floor(x·Scale), but never less than 1 nor than the request's
-	// cost, and never more than the largest valid rate (2³⁰). Zero for
-	// other kinds.
+	// become floor(x·Scale), never more than the largest valid rate (2³⁰)
+	// and never less than 1 nor than the request's cost when the
+	// configured limit holds that cost (see [ScaleLimit]). Zero for other
+	// kinds.
 	Scale float64
 	// TTL is how long the override lasts. Required when setting one: > 0,
 	// whole milliseconds, at most 366 days. A store reports the time left.
@@ -132,10 +133,13 @@ func DecodeOverride(s string) (Override, error) {
 }
 
 // ScaleLimit returns l under an [OverrideScale] override of factor scale
-// for a request of the given cost: Rate and the capacity become
-// floor(x·scale), at least 1 and cost and at most 2³⁰ (Burst stays 0 when
-// it was, except for [Suppressed], whose default hard limit is scaled as
-// an explicit Burst). The Redis scripts compute the same numbers.
+// for a request of the given cost: Rate and the capacity x each become
+// floor(x·scale), at most 2³⁰ and at least 1 and min(cost, x), so that a
+// cut never makes a cost the configured limit holds impossible, while a
+// cost above the configured limit fits only if the scaled one holds it
+// (Burst stays 0 when it was, except for [Suppressed], whose default hard
+// limit is scaled as an explicit Burst). The Redis scripts compute the
+// same numbers.
 func ScaleLimit(l Limit, scale float64, cost int64) Limit {
 	sc := func(x int64) int64 {
 		v := math.Floor(float64(x) * scale)
@@ -143,7 +147,7 @@ func ScaleLimit(l Limit, scale float64, cost int64) Limit {
 			v = maxRate
 		}
 		n := int64(v)
-		return max(n, 1, cost)
+		return max(n, 1, min(cost, x))
 	}
 	if l.Algorithm == Suppressed && l.Burst == 0 {
 		l.Burst = l.Capacity() // the default hard limit, scaled as given

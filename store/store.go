@@ -247,11 +247,13 @@ type Request struct {
 	// with the same Algorithm and distinct IDs.
 	Limits []Limit
 	// Cost is how many units the request takes. Zero means 1. Negative
-	// costs are invalid, and a cost above any limit's [Limit.Capacity] is
-	// rejected with [ErrCostExceedsCapacity] (it could never be admitted);
-	// for a request with Overrides, by the store once it has read the
-	// key's override, since a scaled limit holds at least the cost and an
-	// exempt or suspended client is not counted.
+	// costs are invalid, and a cost above any limit's [Limit.Capacity] (or
+	// above 2³⁰) is rejected with [ErrCostExceedsCapacity] (it could never
+	// be admitted). For a request with Overrides, Validate leaves the
+	// capacity check to the store, which makes it once it has read the
+	// key's override: against the scaled limits under a scale, not at all
+	// for an exempt or suspended client ([CheckCost]; a Store that
+	// implements [Overrides] must do the same).
 	Cost int64
 	// CountDenied records refused requests too (refused by a limit or by an
 	// active block), as login brute-force protection wants: every attempt
@@ -338,6 +340,10 @@ func (r Request) Validate() error {
 	}
 	if r.Cost < 0 {
 		return fmt.Errorf("%w: negative cost %d", ErrInvalidRequest, r.Cost)
+	}
+	if r.Cost > maxRate {
+		// No limit, scaled or not, holds more.
+		return fmt.Errorf("%w: cost %d, at most %d", ErrCostExceedsCapacity, r.Cost, maxRate)
 	}
 	if r.DedupReplays < 0 || int64(r.DedupReplays) > math.MaxInt32 {
 		return fmt.Errorf("%w: DedupReplays %d, want 0 to 2³¹−1", ErrInvalidRequest, r.DedupReplays)

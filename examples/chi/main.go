@@ -21,7 +21,7 @@ func routes(p *demo.Policies) http.Handler {
 		r.Post("/login", demo.Login)
 	})
 	if p.Admin != nil {
-		r.Mount("/admin", p.Admin)
+		r.Handle("/admin/*", p.Admin)
 	}
 	return r
 }

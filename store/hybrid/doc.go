@@ -15,11 +15,13 @@
 // Only lean requests: one limit of a counting algorithm (not
 // [store.Suppressed], which needs every instance's offered load) without
 // [store.Limit.Block], without [store.Request.CountDenied], without
-// [store.Request.DedupID] and without [store.Request.Overrides] (an
-// override lives in the backend). Every
+// [store.Request.DedupID] and without [store.Request.Overrides]. Every
 // other request goes straight to the backend, unchanged, and is exactly as
 // precise as the backend is. Local state is kept per key and [store.Limit]
 // (the whole value, so a changed limit starts a new local state).
+// The hybrid store does not keep per-client overrides (it does not
+// implement [store.Overrides]): a policy that applies them runs on the
+// Redis or memory store directly.
 //
 // # How a key is decided
 //

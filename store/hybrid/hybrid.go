@@ -587,37 +587,3 @@ func (s *Store) downError(op string) error {
 	s.downMu.Unlock()
 	return &store.BackendError{Op: op, Kind: kind, Err: errBackendDown}
 }
-
-// errNoOverrides is returned by the override methods when the backend
-// keeps no overrides.
-var errNoOverrides = fmt.Errorf("%w: the hybrid store's backend keeps no overrides (store.Overrides)", store.ErrInvalidRequest)
-
-// SetOverride implements [store.Overrides] by passing the call to the
-// backend, which keeps overrides and applies them: requests that read
-// overrides are never decided locally. It fails when the backend does not
-// implement store.Overrides.
-func (s *Store) SetOverride(ctx context.Context, key string, o store.Override) error {
-	ov, ok := s.backend.(store.Overrides)
-	if !ok {
-		return errNoOverrides
-	}
-	return ov.SetOverride(ctx, key, o)
-}
-
-// GetOverride implements [store.Overrides] through the backend.
-func (s *Store) GetOverride(ctx context.Context, key string) (store.Override, error) {
-	ov, ok := s.backend.(store.Overrides)
-	if !ok {
-		return store.Override{}, errNoOverrides
-	}
-	return ov.GetOverride(ctx, key)
-}
-
-// ClearOverride implements [store.Overrides] through the backend.
-func (s *Store) ClearOverride(ctx context.Context, key string) error {
-	ov, ok := s.backend.(store.Overrides)
-	if !ok {
-		return errNoOverrides
-	}
-	return ov.ClearOverride(ctx, key)
-}

@@ -330,7 +330,7 @@ func TestOutage(t *testing.T) {
 			// The fault applies a failed call only when the backend admits
 			// it, so a call can be unconfirmed and not applied.
 			applied := func() int64 { return fb.appliedUnits.Load() }
-			used := func() int64 { d, _ := m.Peek(ctx, r); return 100 - d.Remaining }
+			used := func() int64 { return fb.recorded.Load() }
 			waitFor(t, func() bool {
 				return used()+int64(s.Stats().Unconfirmed)-applied() >= admitted
 			})
@@ -457,16 +457,22 @@ type faultyStore struct {
 	applied      bool
 	failing      atomic.Bool
 	appliedUnits atomic.Int64 // units applied by failed Takes
+	recorded     atomic.Int64 // units the backend recorded, failed Takes included
 }
 
 func (f *faultyStore) Take(ctx context.Context, r store.Request) (store.Decision, error) {
 	if !f.failing.Load() {
-		return f.Store.Take(ctx, r)
+		d, err := f.Store.Take(ctx, r)
+		if err == nil && d.Allowed {
+			f.recorded.Add(r.EffectiveCost())
+		}
+		return d, err
 	}
 	if f.applied {
 		d, err := f.Store.Take(ctx, r)
 		if err == nil && d.Allowed {
 			f.appliedUnits.Add(r.EffectiveCost())
+			f.recorded.Add(r.EffectiveCost())
 		}
 		return store.Decision{}, &store.BackendError{Op: "take", Kind: store.KindTimeout, Err: context.DeadlineExceeded}
 	}
@@ -493,43 +499,3 @@ func (h *hangingStore) Take(ctx context.Context, r store.Request) (store.Decisio
 	}
 	return h.Store.Take(ctx, r)
 }
-
-// TestOverridesGoToTheBackend: overrides set through the hybrid store live
-// in the backend, and requests that read them are decided there, never
-// locally; a backend without overrides is an error.
-func TestOverridesGoToTheBackend(t *testing.T) {
-	ctx := context.Background()
-	m, _ := frozenMem(t)
-	h := newHybrid(t, m, hybrid.Options{})
-	lim := store.Limit{Rate: 2, Period: time.Minute}
-	if err := h.SetOverride(ctx, "vip", store.Override{Kind: store.OverrideScale, Scale: 3, TTL: time.Hour}); err != nil {
-		t.Fatal(err)
-	}
-	if o, err := m.GetOverride(ctx, "vip"); err != nil || o.Scale != 3 {
-		t.Fatalf("backend's override: got %+v, %v, want scale 3", o, err)
-	}
-	r := req("vip", lim)
-	r.Overrides = true
-	for i := 1; i <= 7; i++ {
-		d, err := h.Take(ctx, r)
-		if err != nil || d.Allowed != (i <= 6) || d.Override != store.OverrideScale {
-			t.Fatalf("take %d: got %+v, %v, want admitted %t under the raise", i, d, err, i <= 6)
-		}
-	}
-	if o, err := h.GetOverride(ctx, "vip"); err != nil || o.Kind != store.OverrideScale {
-		t.Fatalf("GetOverride: got %+v, %v", o, err)
-	}
-	if err := h.ClearOverride(ctx, "vip"); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.ClearOverride(ctx, "vip"); !errors.Is(err, store.ErrNotFound) {
-		t.Fatalf("second ClearOverride: got %v, want ErrNotFound", err)
-	}
-	plain := newHybrid(t, plainStore{m}, hybrid.Options{})
-	if err := plain.SetOverride(ctx, "vip", store.Override{Kind: store.OverrideExempt, TTL: time.Hour}); !errors.Is(err, store.ErrInvalidRequest) {
-		t.Fatalf("a backend without overrides: got %v, want ErrInvalidRequest", err)
-	}
-}
-
-// plainStore hides every method but those of store.Store.
-type plainStore struct{ store.Store }

@@ -333,9 +333,9 @@ func (s *Store) decide(ctx context.Context, mode string, req store.Request) (sto
 	v, err := s.do(ctx, mode, cmd.key, cmd.sc, cmd.args, dc, cmd.li, cost)
 	if err != nil {
 		if req.Overrides && strings.Contains(err.Error(), costReply) {
-			// No override admits a cost above the configured capacity
-			// (see package lua, step 0).
-			return store.Decision{}, store.CheckCost(cost, req.Limits)
+			// The override left a limit that does not hold the cost (see
+			// package lua, step 0).
+			return store.Decision{}, fmt.Errorf("%w: cost %d, under the key's override (%v)", store.ErrCostExceedsCapacity, cost, err)
 		}
 		return store.Decision{}, err
 	}

@@ -341,6 +341,27 @@ func testOverrideCost(e *env, alg store.Algorithm) {
 	if d := e.overridden("cost 5 under a 2× raise", r, false, store.OverrideScale, 2, 0); !d.Allowed || d.Limit != 6 || d.Remaining != 1 {
 		e.Errorf("cost 5 under a 2× raise: got %s, want admitted with 1 of 6 left", show(d))
 	}
+	// A cost the scaled limit does not hold is refused as such: a raise
+	// that is not enough, or a cut.
+	big := r
+	big.Cost = 7
+	if _, err := e.h.Store.Take(e.ctx, big); !isErr(err, store.ErrCostExceedsCapacity) {
+		e.Errorf("cost 7 under a 2× raise of 3: got error %v, want ErrCostExceedsCapacity", err)
+	}
+	e.setOverride(r.Key, store.Override{Kind: store.OverrideScale, Scale: 0.5, TTL: time.Hour})
+	if _, err := e.h.Store.Take(e.ctx, r); !isErr(err, store.ErrCostExceedsCapacity) {
+		e.Errorf("cost 5 under a cut of 3: got error %v, want ErrCostExceedsCapacity", err)
+	}
+	// A cost the configured limit holds stays possible under a cut.
+	k3 := e.key()
+	e.setOverride(k3, store.Override{Kind: store.OverrideScale, Scale: 0.1, TTL: time.Hour})
+	r3 := req(k3, 3, l)
+	if d := e.overridden("cost 3 of 3 under a 0.1× cut", r3, false, store.OverrideScale, 0.1, 0); !d.Allowed || d.Limit != 3 {
+		e.Errorf("cost 3 of 3 under a 0.1× cut: got %s, want admitted with Limit 3 (the cost)", show(d))
+	}
+	if _, err := e.h.Store.Take(e.ctx, store.Request{Key: k3, Limits: []store.Limit{l}, Cost: 1 << 31, Overrides: true}); !isErr(err, store.ErrCostExceedsCapacity) {
+		e.Errorf("cost 2³¹: got error %v, want ErrCostExceedsCapacity (no limit holds it)", err)
+	}
 	e.setOverride(r.Key, store.Override{Kind: store.OverrideExempt, TTL: time.Hour})
 	e.overridden("cost 5, exempt", r, false, store.OverrideExempt, 0, 0)
 	e.setOverride(r.Key, store.Override{Kind: store.OverrideSuspend, TTL: time.Hour})

@@ -188,6 +188,9 @@ func NewPolicies(st *Store, env Env, logger *slog.Logger) (*Policies, error) {
 	}
 	p := &Policies{Set: set, Metrics: promhttpHandler(reg)}
 	if env.AdminToken != "" {
+		if len(env.AdminToken) < minAdminToken {
+			return nil, fmt.Errorf("ADMIN_TOKEN: want at least %d bytes, got %d", minAdminToken, len(env.AdminToken))
+		}
 		ao := admin.Options{Authorize: bearer(env.AdminToken), Top: top, Logger: logger}
 		if st.Redis != nil {
 			ao.Blocks = admin.RedisBlocks(st.Redis, redisstore.DefaultPrefix)
@@ -206,8 +209,8 @@ func NewPolicies(st *Store, env Env, logger *slog.Logger) (*Policies, error) {
 func bearer(token string) func(*http.Request) (string, error) {
 	want := sha256.Sum256([]byte(token))
 	return func(r *http.Request) (string, error) {
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok {
+		scheme, got, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+		if !ok || !strings.EqualFold(scheme, "Bearer") {
 			return "", admin.ErrUnauthenticated
 		}
 		sum := sha256.Sum256([]byte(got))

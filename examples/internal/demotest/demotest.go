@@ -240,12 +240,12 @@ func Run(t *testing.T, routes func(*demo.Policies) http.Handler) {
 			t.Fatal(err)
 		}
 		h := routes(p)
-		for _, auth := range []string{"", "Bearer wrong-token-of-some-length", token} {
+		for _, auth := range []string{"", "Bearer wrong-token-of-some-length", token, "Basic " + token} {
 			if w := send(h, "GET", "/admin/policies", "192.0.2.6", "Authorization", auth); w.Code != http.StatusUnauthorized {
 				t.Errorf("Authorization %q: got %d, want 401", auth, w.Code)
 			}
 		}
-		bearer := "Bearer " + token
+		bearer := "bearer " + token // the scheme is case-insensitive
 		if w := send(h, "GET", "/admin/policies", "192.0.2.6", "Authorization", bearer); w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `"login"`) {
 			t.Fatalf("policies: got %d %s, want 200 listing login", w.Code, w.Body)
 		}
