@@ -33,6 +33,8 @@ const (
 	// reshardMaxDegraded is the largest share of decisions that may fail
 	// while the slot moves: 0.1 %.
 	reshardMaxDegraded = 0.001
+	// reshardBudget is each decision's time budget (redisstore Timeout).
+	reshardBudget = 250 * time.Millisecond
 	// reshardSmall is the capacity of the small limit, whose admissions
 	// are counted exactly.
 	reshardSmall = 50
@@ -51,30 +53,37 @@ const (
 // GETKEYSINSLOT lists (3,000 other keys share the slot, so that the move
 // takes most of a second), then CLUSTER SETSLOT NODE on every master.
 // Meanwhile Redis answers ASK and, after the move, MOVED: both mean the
-// script did not run, so the store follows them within the budget.
+// script did not run, so the store follows them within the budget. A
+// decision naming several keys also meets TRYAGAIN (its keys are not all
+// on one node, or some exist nowhere), which the store resolves on the
+// target with placeholders (package redisstore, "Slot migration").
 //
-// Two keys share the slot: a busy key whose limit (capacity 10⁶, refilling
-// a thousand units a day, under one during the test) admits every
-// decision, and a small key of capacity 50 whose decisions start with the
-// first migration. It checks that the limits stay exact across the
+// Two keys share the slot: a busy key whose limits (capacity 10⁶,
+// refilling a thousand units a day, under one during the test) admit every
+// decision, and a small key of capacity 50 whose decisions start once the
+// slot is first migrating, with no state on either node. It checks that the limits stay exact across the
 // migrations: no two admissions of the busy key report the same remaining
 // count (no decision lost or run twice), its state afterwards shows one
 // unit per admission, and the small key admits at most 50 (exactly 50
-// when nothing failed). It measures the share of decisions sent to Redis
-// (refusals answered by the deny cache left out) that failed:
+// when nothing failed). In every case at most 0.1 % of the decisions sent
+// to Redis (refusals answered by the deny cache left out) may fail:
 //
 //   - one-limit: the request the middleware sends for a plain policy, one
-//     key per decision. At most 0.1 % may fail.
-//   - two-limits: a decision over two limits names its two state keys
-//     (and no block key, which it does not need). Redis serves a multi-key
-//     command on a slot being migrated only when every key it names is on
-//     the node: the source answers TRYAGAIN while the keys are split
-//     between the nodes (a retry within the budget usually finds them
-//     together), and for a client that has no state yet ASK, after which
-//     the target answers TRYAGAIN until the whole slot has moved. The
-//     subtest checks exactness, that every failure is TRYAGAIN or the
-//     budget running out while retrying it, and logs the share (0 to 0.7
-//     %, against 3.6 % when the block key was named too).
+//     key per decision.
+//   - two-limits: two state keys per decision.
+//   - block: one blocking, escalating limit: the decision names the block
+//     key and the strike counter, which exist only once a block started
+//     (the small key's block starts during the first migration).
+//   - overrides: requests that read the key's override; the busy key has
+//     one (a scale of 2), the small key none, so its override key exists
+//     nowhere.
+//   - dedup: every take carries a new de-duplication id, and names the
+//     key's de-duplication hash.
+//   - fresh-clients: three decisions in four are for a client key seen
+//     for the first time (thousands of them in the slot), each with a
+//     blocking limit and a second one; the others repeat a client of the
+//     same goroutine. Every client's admissions must report distinct
+//     remaining counts and its state must show one unit per admission.
 func TestReshardUnderLoad(t *testing.T) {
 	cluster := startCluster(t, clusterSpec{masters: 3})
 	cc := cluster.client(t)
@@ -82,20 +91,53 @@ func TestReshardUnderLoad(t *testing.T) {
 	big := store.Limit{Name: "a", Algorithm: store.TokenBucket, Rate: 1000, Period: 24 * time.Hour, Burst: reshardBig}
 	small := store.Limit{Name: "a", Algorithm: store.TokenBucket, Rate: 1000, Period: 24 * time.Hour, Burst: reshardSmall}
 	second := store.Limit{Name: "b", Algorithm: store.TokenBucket, Rate: 1000, Period: 24 * time.Hour, Burst: reshardBig}
-	t.Run("one-limit", func(t *testing.T) {
-		r := reshard(t, cluster, cc, []store.Limit{big}, []store.Limit{small})
-		if r.share() > reshardMaxDegraded {
-			t.Errorf("got %d of %d decisions failed (%.3f %%) during the migrations, want at most %.1f %%", r.failed, r.sent, 100*r.share(), 100*reshardMaxDegraded)
-		}
-	})
-	t.Run("two-limits", func(t *testing.T) {
-		r := reshard(t, cluster, cc, []store.Limit{big, second}, []store.Limit{small, second})
-		for k := range r.failures {
-			if !strings.Contains(k, "TRYAGAIN") && !strings.HasPrefix(k, string(store.KindTimeout)+":") {
-				t.Errorf("got failure %q, want only TRYAGAIN (or the budget running out while retrying it): the other redirections are followed", k)
+	blocking := func(l store.Limit) store.Limit {
+		l.Block, l.BlockMax = time.Hour, 4*time.Hour
+		return l
+	}
+	one := func(limits ...store.Limit) store.Request { return store.Request{Limits: limits} }
+	withOverrides := func(r store.Request) store.Request {
+		r.Overrides = true
+		return r
+	}
+	cases := []reshardCase{
+		{name: "one-limit", busy: one(big), small: one(small)},
+		{name: "two-limits", busy: one(big, second), small: one(small, second)},
+		{name: "block", busy: one(blocking(big)), small: one(blocking(small))},
+		{
+			name: "overrides", busy: withOverrides(one(big)), small: withOverrides(one(small)),
+			override: &store.Override{Kind: store.OverrideScale, Scale: 2, TTL: 10 * time.Minute}, busyCap: 2 * reshardBig,
+		},
+		{name: "dedup", busy: one(big), small: one(small), dedup: true},
+		{name: "fresh-clients", busy: one(blocking(big), second), small: one(blocking(small), second), fresh: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := reshard(t, cluster, cc, tc)
+			if r.share() > reshardMaxDegraded {
+				t.Errorf("got %d of %d decisions failed (%.3f %%) during the migrations, want at most %.1f %%", r.failed, r.sent, 100*r.share(), 100*reshardMaxDegraded)
 			}
-		}
-	})
+		})
+	}
+}
+
+// reshardCase is one TestReshardUnderLoad case.
+type reshardCase struct {
+	name string
+	// busy and small are the requests of the busy and the small key,
+	// without their Key; the first limit of small holds reshardSmall
+	// units.
+	busy, small store.Request
+	// override, when set, is set on the busy key before the traffic.
+	override *store.Override
+	// busyCap is the capacity of the busy key's first limit as its
+	// decisions see it (under the override); 0 means reshardBig.
+	busyCap int64
+	// dedup gives every take a new de-duplication id.
+	dedup bool
+	// fresh makes three decisions in four, in place of the busy key's,
+	// for a client key never used before.
+	fresh bool
 }
 
 // reshardResult is what reshard measured.
@@ -106,21 +148,51 @@ type reshardResult struct {
 
 func (r reshardResult) share() float64 { return float64(r.failed) / float64(r.sent) }
 
-// reshard runs one TestReshardUnderLoad case: a busy client key with
-// limits busyLimits and a small one, in the same slot, with limits
-// smallLimits (the first of which holds reshardSmall units), while the
-// slot moves from its master to another and back.
-func reshard(t *testing.T, cluster *testCluster, cc *redis.ClusterClient, busyLimits, smallLimits []store.Limit) reshardResult {
+// reshardFresh is how many client keys the fresh-clients case prepares:
+// more than its goroutines make decisions during the migrations.
+const reshardFresh = 12000
+
+// clientTally is what one client key's decisions saw.
+type clientTally struct {
+	admitted, failed int
+	remaining        map[int64]int // per admission
+}
+
+// reshard runs one TestReshardUnderLoad case: a busy client key and a
+// small one in the same slot (with fresh, also many other client keys)
+// while the slot moves from its master to another and back.
+func reshard(t *testing.T, cluster *testCluster, cc *redis.ClusterClient, tc reshardCase) reshardResult {
 	t.Helper()
 	prefix := randomPrefix(t)
-	s := newStoreWith(t, cc, redisstore.Options{Prefix: prefix})
+	// A budget of reshardBudget rather than the default 50 ms: three
+	// masters, the resharding and the race detector share two cores here,
+	// and a decision that runs out of time while the machine stalls is not
+	// a decision the migration failed. What is counted is every failure,
+	// timeouts included.
+	s := newStoreWith(t, cc, redisstore.Options{Prefix: prefix, Timeout: reshardBudget})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
+	busyCap := tc.busyCap
+	if busyCap == 0 {
+		busyCap = reshardBig
+	}
 
-	busy := store.Request{Key: "reshard-busy-" + t.Name(), Limits: busyLimits}
+	busy := tc.busy
+	busy.Key = "reshard-busy-" + t.Name()
 	slot := int(keySlot(redisstore.EncodeKey(busy.Key)))
-	small := store.Request{Key: sameSlotKey(t, "reshard-small", slot), Limits: smallLimits}
-	for _, req := range []store.Request{busy, small} {
+	small := tc.small
+	small.Key = sameSlotKey(t, "reshard-small", slot)
+	var fresh []string
+	if tc.fresh {
+		fresh = slotKeys(t, "reshard-fresh", slot, reshardFresh)
+	}
+	reqs := []store.Request{busy, small}
+	for _, k := range fresh[:min(len(fresh), 3)] {
+		req := busy
+		req.Key = k
+		reqs = append(reqs, req)
+	}
+	for _, req := range reqs {
 		keys, err := s.StateKeys(req)
 		if err != nil {
 			t.Fatalf("StateKeys: %v", err)
@@ -129,6 +201,11 @@ func reshard(t *testing.T, cluster *testCluster, cc *redis.ClusterClient, busyLi
 			if got, err := cc.ClusterKeySlot(ctx, k).Result(); err != nil || int(got) != slot {
 				t.Fatalf("CLUSTER KEYSLOT %q: got %d, %v, want %d", k, got, err, slot)
 			}
+		}
+	}
+	if tc.override != nil {
+		if err := s.SetOverride(ctx, busy.Key, *tc.override); err != nil {
+			t.Fatalf("SetOverride: %v", err)
 		}
 	}
 
@@ -144,6 +221,7 @@ func reshard(t *testing.T, cluster *testCluster, cc *redis.ClusterClient, busyLi
 
 	var (
 		stop, smallOn atomic.Bool
+		nextFresh     atomic.Int64
 		wg            sync.WaitGroup
 		mu            sync.Mutex
 		r             = reshardResult{failures: map[string]int{}}
@@ -151,15 +229,26 @@ func reshard(t *testing.T, cluster *testCluster, cc *redis.ClusterClient, busyLi
 		remaining     = map[int64]int{} // of the busy key, per admission
 		busyAdmitted  int
 		smallAdmitted int
+		clients       = map[string]*clientTally{} // fresh client keys used
 	)
 	for w := range reshardWorkers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			last := ""
 			for i := 0; !stop.Load(); i++ {
 				req := busy
-				if (w+i)%2 == 1 && smallOn.Load() {
+				switch {
+				case (w+i)%2 == 1 && smallOn.Load():
 					req = small
+				case tc.fresh && (i%4 != 0 || last == ""):
+					last = fresh[int(nextFresh.Add(1)-1)%len(fresh)]
+					req.Key = last
+				case tc.fresh:
+					req.Key = last
+				}
+				if tc.dedup {
+					req.DedupID = "w" + strconv.Itoa(w) + "-" + strconv.Itoa(i)
 				}
 				d, err := s.Take(ctx, req)
 				mu.Lock()
@@ -169,20 +258,35 @@ func reshard(t *testing.T, cluster *testCluster, cc *redis.ClusterClient, busyLi
 				} else {
 					r.sent++
 				}
+				var ct *clientTally
+				if req.Key != busy.Key && req.Key != small.Key {
+					if ct = clients[req.Key]; ct == nil {
+						ct = &clientTally{remaining: map[int64]int{}}
+						clients[req.Key] = ct
+					}
+				}
 				switch {
 				case err != nil:
 					r.failed++
+					if ct != nil {
+						ct.failed++
+					}
 					msg := err.Error()
 					if len(msg) > 120 {
 						msg = msg[:120]
 					}
 					r.failures[string(store.KindOf(err))+": "+msg]++
+				case d.Duplicate:
+					t.Errorf("%s: a new de-duplication id admitted as a duplicate: %+v", req.Key, d)
 				case req.Key == small.Key:
 					if d.Allowed {
 						smallAdmitted++
 					}
 				case !d.Allowed:
-					t.Errorf("busy key refused: %+v", d)
+					t.Errorf("%s refused: %+v", req.Key, d)
+				case ct != nil:
+					ct.admitted++
+					ct.remaining[d.Remaining]++
 				default:
 					busyAdmitted++
 					remaining[d.Remaining]++
@@ -196,8 +300,9 @@ func reshard(t *testing.T, cluster *testCluster, cc *redis.ClusterClient, busyLi
 	from, to := m.owner, m.other()
 	for round := range 2 {
 		start := time.Now()
-		smallOn.Store(true)
-		n := m.move(t, from, to)
+		// The small key's first decision comes once the slot is
+		// migrating: it has no state on either node.
+		n := m.move(t, from, to, func() { smallOn.Store(true) })
 		t.Logf("migration %d: %d keys moved from %s to %s in %s", round+1, n, from.addr, to.addr, time.Since(start).Round(time.Millisecond))
 		from, to = to, from
 		time.Sleep(200 * time.Millisecond)
@@ -210,8 +315,8 @@ func reshard(t *testing.T, cluster *testCluster, cc *redis.ClusterClient, busyLi
 		kinds = append(kinds, fmt.Sprintf("%d × %s", n, k))
 	}
 	sort.Strings(kinds)
-	t.Logf("%d decisions, %d answered by the deny cache, %d sent to Redis of which %d failed (%.3f %%); busy key admitted %d, small key %d of %d; failures: %s",
-		total, cached, r.sent, r.failed, 100*r.share(), busyAdmitted, smallAdmitted, reshardSmall, strings.Join(kinds, "; "))
+	t.Logf("%d decisions, %d answered by the deny cache, %d sent to Redis of which %d failed (%.3f %%); busy key admitted %d, small key %d of %d, %d other client keys; failures: %s",
+		total, cached, r.sent, r.failed, 100*r.share(), busyAdmitted, smallAdmitted, reshardSmall, len(clients), strings.Join(kinds, "; "))
 
 	if smallAdmitted > reshardSmall || (r.failed == 0 && smallAdmitted != reshardSmall) {
 		t.Errorf("small key: got %d admitted with %d failed decisions, want %d (at most %d)", smallAdmitted, r.failed, reshardSmall, reshardSmall)
@@ -221,21 +326,40 @@ func reshard(t *testing.T, cluster *testCluster, cc *redis.ClusterClient, busyLi
 			t.Errorf("busy key: %d admissions reported remaining %d, want one each: a decision was lost or ran twice", n, rem)
 		}
 	}
-	d, err := s.Peek(ctx, busy)
-	if err != nil {
-		t.Fatalf("Peek after the migrations: %v", err)
-	}
 	// Peek reports what a take would leave, one unit less than the state
 	// holds. A failed decision may have run (a timeout after sending), so
 	// with failures the state may show up to that many more units.
-	used := reshardBig - d.Remaining - 1
-	if used < int64(busyAdmitted) || used > int64(busyAdmitted+r.failed) {
-		t.Errorf("busy key after the migrations: got %d units used, want %d admitted (+ at most %d failed)", used, busyAdmitted, r.failed)
+	wantUsed(ctx, t, s, busy, busyCap, busyAdmitted, r.failed)
+	for key, ct := range clients {
+		for rem, n := range ct.remaining {
+			if n > 1 {
+				t.Errorf("client %s: %d admissions reported remaining %d, want one each: a decision was lost or ran twice", key, n, rem)
+			}
+		}
+		req := busy
+		req.Key = key
+		wantUsed(ctx, t, s, req, reshardBig, ct.admitted, ct.failed)
 	}
 	if r.sent < 1000 {
 		t.Errorf("got %d decisions sent to Redis, want at least 1000 to measure 0.1 %%", r.sent)
 	}
 	return r
+}
+
+// wantUsed fails unless req's key shows admitted units used in its first
+// limit of capacity cp, or up to failed more (a failed decision may have
+// run: a timeout after sending).
+func wantUsed(ctx context.Context, t *testing.T, s *redisstore.Store, req store.Request, cp int64, admitted, failed int) {
+	t.Helper()
+	req.DedupID = ""
+	d, err := s.Peek(ctx, req)
+	if err != nil {
+		t.Fatalf("%s: Peek after the migrations: %v", req.Key, err)
+	}
+	used := cp - d.Remaining - 1
+	if used < int64(admitted) || used > int64(admitted+failed) {
+		t.Errorf("%s after the migrations: got %d units used, want %d admitted (+ at most %d failed)", req.Key, used, admitted, failed)
+	}
 }
 
 // migrator moves one slot between the masters of a testCluster.
@@ -307,8 +431,9 @@ func (m *migrator) other() *reshardNode {
 }
 
 // move migrates the slot with its keys from one master to another and
-// returns how many keys it moved.
-func (m *migrator) move(t *testing.T, from, to *reshardNode) int {
+// returns how many keys it moved. It calls migrating once both nodes are
+// in their migration states, before any key moves.
+func (m *migrator) move(t *testing.T, from, to *reshardNode, migrating func()) int {
 	t.Helper()
 	ctx := m.ctx
 	if err := to.c.Do(ctx, "CLUSTER", "SETSLOT", m.slot, "IMPORTING", from.id).Err(); err != nil {
@@ -317,6 +442,10 @@ func (m *migrator) move(t *testing.T, from, to *reshardNode) int {
 	if err := from.c.Do(ctx, "CLUSTER", "SETSLOT", m.slot, "MIGRATING", to.id).Err(); err != nil {
 		t.Fatalf("%s: CLUSTER SETSLOT %d MIGRATING: %v", from.addr, m.slot, err)
 	}
+	migrating()
+	// Let the decisions meet the slot in its migration states before
+	// keys move.
+	time.Sleep(20 * time.Millisecond)
 	moved := 0
 	for {
 		keys, err := from.c.ClusterGetKeysInSlot(ctx, m.slot, reshardBatch).Result()
@@ -373,9 +502,21 @@ func sameSlotKey(t *testing.T, base string, slot int) string {
 // keySlot returns the Redis Cluster hash slot of a key without hash tag:
 // CRC16 (XMODEM) modulo 16384.
 func keySlot(key string) uint16 {
-	var crc uint16
-	for i := 0; i < len(key); i++ {
-		crc ^= uint16(key[i]) << 8
+	return crc16(0, key) % clusterSlots
+}
+
+// crc16 continues the CRC16 (XMODEM) crc over s.
+func crc16(crc uint16, s string) uint16 {
+	for i := 0; i < len(s); i++ {
+		crc = crc<<8 ^ crc16Table[byte(crc>>8)^s[i]]
+	}
+	return crc
+}
+
+// crc16Table holds the CRC16 (XMODEM, polynomial 0x1021) of each byte.
+var crc16Table = func() (t [256]uint16) {
+	for i := range t {
+		crc := uint16(i) << 8
 		for range 8 {
 			if crc&0x8000 != 0 {
 				crc = crc<<1 ^ 0x1021
@@ -383,6 +524,34 @@ func keySlot(key string) uint16 {
 				crc <<= 1
 			}
 		}
+		t[i] = crc
 	}
-	return crc % clusterSlots
+	return t
+}()
+
+// slotKeys returns n client keys "<base>-<i>-<two letters>" whose encoded
+// form (the key itself: only safe characters) hashes to slot: for each i
+// the two letters are searched, from the CRC of the rest.
+func slotKeys(t *testing.T, base string, slot, n int) []string {
+	t.Helper()
+	const letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+	keys := make([]string, 0, n)
+	for i := 0; len(keys) < n; i++ {
+		head := base + "-" + strconv.Itoa(i) + "-"
+		crc := crc16(0, head)
+	search:
+		for a := 0; a < len(letters); a++ {
+			ca := crc16(crc, letters[a:a+1])
+			for b := 0; b < len(letters); b++ {
+				if int(crc16(ca, letters[b:b+1])%clusterSlots) == slot {
+					keys = append(keys, head+letters[a:a+1]+letters[b:b+1])
+					break search
+				}
+			}
+		}
+		if i > 100*n {
+			t.Fatalf("found %d of %d keys %s-N-xx in slot %d", len(keys), n, base, slot)
+		}
+	}
+	return keys
 }

@@ -65,6 +65,13 @@ local function int(x)
   return string.format('%d', x)
 end
 
+-- placeholder is the value of a key created only so that a command naming
+-- several keys runs on a Redis Cluster slot being migrated (see "Slot
+-- migration" in doc.go). No store writes it as state: every script reads
+-- it as an absent key, and a take deletes it when it does not write over
+-- it.
+local placeholder = '\0rk:absent'
+
 -- Writing after TIME needs effect replication, the default since Redis 5.
 
 local clock = redis.call('TIME')

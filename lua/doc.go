@@ -47,6 +47,25 @@
 // µs, repaired (1 or 0; see "Unreadable state")}: after the request when it
 // is admitted, else as the limit stands.
 //
+// # Calling convention: lean scripts with overrides
+//
+// A request that would be lean but applies its key's override
+// ([SourceWithOverrides]; every algorithm but the suppressed strategy)
+// takes the lean arguments (the sliding window log's nonce included) with
+// one more key:
+//
+//	KEYS[1]   the limit's state key
+//	KEYS[2]   the request key's override
+//
+// The override is read and applied as in step 0 of the full scripts
+// (override.lua holds the reading, shared by both): exempt and suspend
+// answer before anything else, a scale applies to the limit, and a cost the
+// limit left cannot hold is answered with "RKCOST limit 1". The reply is the
+// lean reply's five integers, then the override applied (0 none, 1 scale,
+// 2 exempt, 3 suspend) and its value as stored ("" for none). Without an
+// override it costs one PTTL more than the plain lean script, far less than
+// the full script.
+//
 // # User scripts
 //
 // An application may write its own limiter in Lua and run it through the
@@ -116,7 +135,8 @@
 //
 // All keys must share one hash tag so that the script runs on Redis Cluster.
 // Malformed arguments make the script fail with an error reply; stored
-// state never does (see "Unreadable state").
+// state never does (see "Unreadable state"), nor does a placeholder (see
+// "Slot migration").
 //
 // # Steps
 //
@@ -223,6 +243,18 @@
 // does not count refusals SET receipt <now µs> PX <the receipts' TTL, or
 // its longest period when shorter>.
 //
+// [StackedLean] decides a step whose every part is a plain GCRA or token
+// bucket request (one limit, no block, counted refusals, de-duplication id
+// or override) with scalar arithmetic, as the lean script does, and answers
+// exactly as [Stacked] would. Its arguments are lean:
+//
+//	KEYS           each part's state key, in part order; with receipts,
+//	               then one receipt key per part
+//	ARGV[1]        "take" or "peek"
+//	ARGV[2]        the receipts' TTL in ms (takes only), "" for none
+//	ARGV[3]        p, the number of parts
+//	then           per part: cost, rate, period µs, capacity
+//
 // [Refund] gives back what one part recorded, when the Redis store runs a
 // stack in several steps (Redis Cluster slots) and a later step refuses:
 // KEYS are the receipt and the part's state keys; ARGV "refund", the
@@ -290,6 +322,10 @@
 //     since the last pruning; the hash's TTL is raised, never lowered, to
 //     window of each admission that adds an id, so it lives as long as
 //     its longest-lived id.
+//   - placeholder: any of the keys above may briefly hold the string
+//     "\x00rk:absent" during a Redis Cluster slot migration, written by
+//     the Redis store with a TTL of a few seconds and read as an absent
+//     key (see "Slot migration").
 //
 // A take that writes nothing (a refusal that does not count, a blocked or
 // duplicate request) gives a state key it read that has no TTL (written by
@@ -321,6 +357,28 @@
 // state costs that key its history, never an error for every request of
 // the key, and never a store failure that would count against the store
 // as a whole.
+//
+// # Slot migration
+//
+// While a Redis Cluster slot is being migrated, Redis runs a command naming
+// several keys only on a node that holds all of them. So that a full
+// script can run on the migration's target, the Redis store creates each
+// of its keys that exists nowhere there as a placeholder: the string
+// "\x00rk:absent" (a NUL byte first, which no state the store writes
+// starts with) with a TTL of a few seconds, written with SET NX, so never
+// over real state. Every script reads a placeholder as an absent key,
+// wherever it reads a key: state of every algorithm (a string, hash or
+// sorted set read where a placeholder is a wrong type or malformed string),
+// the block key (which then blocks nothing), the strike counter (no
+// strikes), the de-duplication hash (no ids), the override (none); in the
+// lean scripts and the stacked parts too, since a lean request may share
+// a state key with a full one; refund.lua finds no receipt in it and
+// nothing to refund. A take deletes a placeholder it reads before it
+// writes the key, or when it does not write it; this is not a repair: the
+// repaired flag stays 0, at the cost of one GET on the repair path only.
+// A peek writes nothing. A placeholder a take does not read (the strike
+// counter when no block starts) is left to the store, which deletes the
+// placeholders it created right after the script, or to its TTL.
 //
 // Each script is O(1) per limit, apart from the sliding window log: O(log n)
 // per limit for the checks (ZCOUNT and rank access), plus O(cost · log n) to

@@ -31,10 +31,14 @@ if stored then
       u = 0
     end
   else
-    -- A peek writes nothing: it only decides as if the key were fresh.
+    -- A peek writes nothing: it only decides as if the key were fresh. A
+    -- placeholder (see common.lua) is an absent key: a take deletes it
+    -- without reporting a repair.
     if take then
       redis.call('DEL', key)
-      repaired = 1
+      if stored ~= placeholder then
+        repaired = 1
+      end
     end
     used, ts = nil, nil
   end

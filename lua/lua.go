@@ -15,8 +15,14 @@ var prelude string
 //go:embed unreadable.lua
 var unreadable string
 
+//go:embed override.lua
+var override string
+
 //go:embed lean.lua
 var leanPrelude string
+
+//go:embed lean_override.lua
+var leanOverride string
 
 //go:embed bucket.lua
 var bucket string
@@ -95,10 +101,53 @@ func Source(name string, lean bool) (string, error) {
 		if bodies[i] == &suppressed {
 			p = prelude
 		}
+		if p == prelude {
+			p = override + "\n" + prelude
+		}
 		return common + "\n" + unreadable + "\n" + p + "\n" + algorithmBody(i), nil
 	}
 	return "", fmt.Errorf("%w %q", ErrUnknownScript, name)
 }
+
+// SourceWithOverrides returns the lean script of a request that applies
+// its key's override (store.Request.Overrides) for the algorithm name:
+// common.lua, unreadable.lua, override.lua and lean_override.lua, then the
+// algorithm's lean script as the body of a function (for GCRA and the
+// token bucket lean_bucket.lua; for the others lean.lua and the algorithm
+// file), with the lean calling convention and the override key as
+// KEYS[2]. The suppressed strategy has none (its requests use the full
+// script): for it, and for names not in [Names], it returns an error
+// wrapping [ErrUnknownScript]. See "Calling convention: lean scripts with
+// overrides" in the package documentation. SourceWithOverrides is safe for
+// concurrent use.
+func SourceWithOverrides(name string) (string, error) {
+	for i, n := range names {
+		if n != name || bodies[i] == &suppressed {
+			continue
+		}
+		body := leanBucket
+		if bodies[i] != &bucket {
+			body = leanPrelude + "\n" + algorithmBody(i)
+		}
+		return common + "\n" + unreadable + "\n" + override + "\n" + leanOverride +
+			"\nlocal function decide()\n" + body + "\nend\n" + leanOverrideReply, nil
+	}
+	return "", fmt.Errorf("%w %q: no lean script with overrides", ErrUnknownScript, name)
+}
+
+// leanOverrideReply ends the lean script with overrides: lean_bucket.lua's
+// reply, marked repaired when the override was, and the override's code
+// and value.
+const leanOverrideReply = `local reply = decide()
+if type(reply) == 'table' and reply[1] then
+  if repaired == 1 then
+    reply[5] = 1
+  end
+  reply[6] = override_kind
+  reply[7] = override_value
+end
+return reply
+`
 
 // algorithmBody returns the algorithm file of names[i], after counter.lua
 // for the algorithms that count in windows with it (sliding_window_counter

@@ -26,6 +26,9 @@ func TestSource(t *testing.T) {
 				if lean && name != "suppressed" {
 					p = leanPrelude
 				}
+				if p == prelude {
+					p = override + "\n" + prelude
+				}
 				prefix := common + "\n" + unreadable + "\n" + p
 				if lean && bucketAlg {
 					prefix = common + "\n"
@@ -67,6 +70,32 @@ func TestSource(t *testing.T) {
 	}
 }
 
+func TestSourceWithOverrides(t *testing.T) {
+	for i, name := range Names() {
+		src, err := SourceWithOverrides(name)
+		if name == "suppressed" {
+			if !errors.Is(err, ErrUnknownScript) {
+				t.Errorf("%s: got %v, want ErrUnknownScript (no lean script with overrides)", name, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := leanBucket
+		if bodies[i] != &bucket {
+			body = leanPrelude + "\n" + algorithmBody(i)
+		}
+		want := common + "\n" + unreadable + "\n" + override + "\n" + leanOverride + "\nlocal function decide()\n" + body + "\nend\n"
+		if !strings.HasPrefix(src, want) || !strings.HasSuffix(src, "return reply\n") {
+			t.Errorf("%s: the script is not common, unreadable, override, lean_override and the lean script as decide, then the reply", name)
+		}
+	}
+	if _, err := SourceWithOverrides("leaky_bucket"); !errors.Is(err, ErrUnknownScript) {
+		t.Fatalf("unknown name: got %v, want ErrUnknownScript", err)
+	}
+}
+
 func TestNames(t *testing.T) {
 	want := []string{"gcra", "token_bucket", "sliding_window_log", "sliding_window_counter", "fixed_window", "suppressed"}
 	got := Names()
@@ -85,7 +114,7 @@ func TestEveryFileIsUsed(t *testing.T) {
 		t.Fatal(err)
 	}
 	known := map[string]bool{"common": true, "prelude": true, "lean": true, "bucket": true, "lean_bucket": true, "unreadable": true, "counter": true,
-		"part": true, "multi": true, "refund": true} // the stacked scripts (multi.go)
+		"part": true, "multi": true, "refund": true, "override": true, "lean_override": true, "lean_multi": true} // the stacked scripts (multi.go)
 	for _, n := range Names() {
 		known[n] = true
 	}
@@ -113,17 +142,18 @@ func TestScriptsCompile(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			line, err := command(conn, rd, "SCRIPT", "LOAD", src)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !strings.HasPrefix(line, "$40") {
-				t.Fatalf("%s (lean %v): SCRIPT LOAD answered %q, want a SHA-1", name, lean, line)
-			}
-			if _, err := rd.ReadString('\n'); err != nil {
-				t.Fatal(err)
-			}
+			scriptLoads(t, conn, rd, fmt.Sprintf("%s (lean %v)", name, lean), src)
 		}
+	}
+	for _, name := range Names() {
+		if name == "suppressed" {
+			continue
+		}
+		src, err := SourceWithOverrides(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		scriptLoads(t, conn, rd, name+" with overrides", src)
 	}
 	// The check works: a broken script is refused.
 	line, err := command(conn, rd, "SCRIPT", "LOAD", prelude+"\nlocal = 1")
@@ -132,6 +162,21 @@ func TestScriptsCompile(t *testing.T) {
 	}
 	if !strings.HasPrefix(line, "-") {
 		t.Fatalf("broken script: got %q, want an error", line)
+	}
+}
+
+// scriptLoads checks that SCRIPT LOAD accepts src, the script called name.
+func scriptLoads(t *testing.T, conn net.Conn, rd *bufio.Reader, name, src string) {
+	t.Helper()
+	line, err := command(conn, rd, "SCRIPT", "LOAD", src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(line, "$40") {
+		t.Fatalf("%s: SCRIPT LOAD answered %q, want a SHA-1", name, line)
+	}
+	if _, err := rd.ReadString('\n'); err != nil {
+		t.Fatal(err)
 	}
 }
 

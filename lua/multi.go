@@ -16,6 +16,9 @@ var multi string
 //go:embed refund.lua
 var refund string
 
+//go:embed lean_multi.lua
+var leanMulti string
+
 // stacked builds the stacked script once: common.lua, one function per
 // algorithm file (unreadable.lua, prelude.lua, part.lua and the file, with
 // KEYS and ARGV as parameters so that each part sees its own), the table
@@ -23,6 +26,7 @@ var refund string
 var stacked = sync.OnceValue(func() string {
 	var b strings.Builder
 	b.WriteString(common)
+	b.WriteString("\n" + override)
 	b.WriteString("\nlocal parts = {}\n")
 	fn := make(map[*string]string, len(bodies))
 	for i, body := range bodies {
@@ -48,6 +52,14 @@ var stacked = sync.OnceValue(func() string {
 // package documentation. The result is stable for a given build; Stacked
 // is safe for concurrent use.
 func Stacked() string { return stacked() }
+
+// StackedLean returns the stacked script for steps whose every part is a
+// plain GCRA or token bucket request (one limit, no block, counted
+// refusals, de-duplication id or override): the same decisions and reply as
+// [Stacked], with lean arguments (see "Stacked decisions" in the package
+// documentation) and a fraction of its Redis CPU. The result is stable for
+// a given build; StackedLean is safe for concurrent use.
+func StackedLean() string { return common + "\n" + unreadable + "\n" + leanMulti }
 
 // Refund returns the script that gives back the units one part of a
 // stacked take recorded, at most once: see "Stacked decisions".

@@ -42,16 +42,7 @@ func TestStackedScriptsCompile(t *testing.T) {
 	}
 	defer conn.Close()
 	rd := bufio.NewReader(conn)
-	for name, src := range map[string]string{"stacked": Stacked(), "refund": Refund()} {
-		line, err := command(conn, rd, "SCRIPT", "LOAD", src)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !strings.HasPrefix(line, "$40") {
-			t.Fatalf("%s: SCRIPT LOAD answered %q, want a SHA-1", name, line)
-		}
-		if _, err := rd.ReadString('\n'); err != nil {
-			t.Fatal(err)
-		}
+	for name, src := range map[string]string{"stacked": Stacked(), "stacked lean": StackedLean(), "refund": Refund()} {
+		scriptLoads(t, conn, rd, name, src)
 	}
 }

@@ -53,53 +53,15 @@ for i = 5, #KEYS do
   state[i - 4] = KEYS[i]
 end
 
--- The key's override, when the request asks for it: a string "exempt",
--- "suspend" or "scale:<factor>" with a TTL. One that cannot be read (of
--- another type, malformed, or without a TTL, which no store writes) is
--- repaired and applies nothing. override_kind is the reply's code: 0
--- none, 1 scale, 2 exempt, 3 suspend.
+-- The key's override, when the request asks for it (read_override in
+-- override.lua); override_kind is the reply's code.
 local override_kind, override_value, override_ttl = 0, '', 0
 if overrides then
-  local pttl = redis.call('PTTL', override_key)
-  if pttl == -1 then
-    repair(override_key)
-  elseif pttl > 0 then
-    local v = redis.pcall('GET', override_key)
-    -- The factor as store.Override.Encode writes it: digits and a point,
-    -- and an exponent "e+NN" or "e-NN"; nothing else (no sign, space or
-    -- hexadecimal), so that the store reads back what the script applied.
-    local factor = type(v) == 'string' and #v <= 40 and (string.match(v, '^scale:(%d[%d%.]*)$')
-        or string.match(v, '^scale:(%d[%d%.]*e[%+%-]%d+)$'))
-    factor = factor and tonumber(factor)
-    if v == 'exempt' then
-      override_kind = 2
-    elseif v == 'suspend' then
-      override_kind = 3
-    elseif factor and factor >= 1 / 1048576 and factor <= 1048576 then
-      override_kind = 1
-      -- The scaled rate and capacity: floor(x * factor), at most 2^30,
-      -- at least 1 and min(cost, x) (store.ScaleLimit).
-      local function scaled(x)
-        local y = math.floor(x * factor)
-        if y > 1073741824 then
-          y = 1073741824
-        end
-        if y < cost and y < x then
-          y = math.min(cost, x)
-        end
-        if y < 1 then
-          y = 1
-        end
-        return y
-      end
-      for i = 1, n do
-        rate[i], cap[i] = scaled(rate[i]), scaled(cap[i])
-      end
-    else
-      repair(override_key)
-    end
-    if override_kind > 0 then
-      override_value, override_ttl = v, pttl
+  local factor
+  override_kind, override_value, override_ttl, factor = read_override(override_key, repair)
+  if override_kind == 1 then
+    for i = 1, n do
+      rate[i], cap[i] = scale_units(rate[i], factor, cost), scale_units(cap[i], factor, cost)
     end
   end
 end
@@ -158,7 +120,14 @@ local blocked = block_ttl > 0
 local block_scope = ''
 if blocked then
   block_scope = redis.pcall('GET', block_key)
-  if type(block_scope) ~= 'string' or block_scope == '' then
+  if block_scope == placeholder then
+    -- An absent key: a take deletes it, so that a block can start.
+    blocked, block_scope = false, ''
+    block_ttl = -2
+    if take then
+      redis.call('DEL', block_key)
+    end
+  elseif type(block_scope) ~= 'string' or block_scope == '' then
     blocked, block_scope = false, ''
     block_ttl = -1
   end

@@ -8,11 +8,16 @@ local repaired = 0
 -- repair deletes key, whose state cannot be read (of another type, whose
 -- error redis.pcall hands back, or malformed), so that the request is
 -- decided as if it were absent. A peek deletes nothing: it only decides
--- as if the key were absent.
+-- as if the key were absent. A placeholder (see common.lua) reaches here
+-- too, as a string no algorithm can read: it is an absent key, not
+-- damage, so a take deletes it without reporting a repair. Telling the
+-- two apart costs one GET, on this path only.
 local function repair(key)
   if take then
+    if redis.pcall('GET', key) ~= placeholder then
+      repaired = 1
+    end
     redis.call('DEL', key)
-    repaired = 1
   end
 end
 

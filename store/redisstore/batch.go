@@ -101,8 +101,9 @@ type pipes struct {
 	ctxDeadlines bool // the client cuts socket I/O at context deadlines
 	one          *batcher
 
-	mu    sync.RWMutex
-	nodes map[*redis.Client]*batcher
+	mu     sync.RWMutex
+	nodes  map[*redis.Client]*batcher
+	byAddr map[string]*redis.Client // the cluster client's nodes (see migrating)
 }
 
 // dialFailure is a failed attempt to open a connection and when it failed.
@@ -156,7 +157,11 @@ func newPipes(client redis.UniversalClient, maxBatch int) *pipes {
 	case *redis.Client:
 		c.AddHook(dialWatch{p})
 	case *redis.ClusterClient:
-		c.OnNewNode(func(n *redis.Client) { n.AddHook(dialWatch{p}) })
+		p.byAddr = make(map[string]*redis.Client)
+		c.OnNewNode(func(n *redis.Client) {
+			n.AddHook(dialWatch{p})
+			p.addNode(n)
+		})
 	}
 	switch c := client.(type) {
 	case *redis.Client:
@@ -411,7 +416,7 @@ func (b *batcher) run(batch []*call) {
 	for i, c := range live {
 		v, err := cmds[i].Val(), cmds[i].Err()
 		if err != nil && notRun(err) {
-			v, err = b.p.reroute(ctx, c)
+			v, err = b.p.reroute(ctx, c, err)
 		}
 		delivered = i + 1
 		c.finish(v, err)
@@ -428,20 +433,26 @@ func (b *batcher) one(ctx context.Context, c *call) (any, error) {
 		err = b.client.Process(ctx, noRetry{cmd})
 	}
 	if err != nil && notRun(err) {
-		return b.p.reroute(ctx, c)
+		return b.p.reroute(ctx, c, err)
 	}
 	return cmd.Val(), err
 }
 
-// reroute runs a call that Redis answered without running it (the slot
-// moved or is being migrated, the cluster is down for a moment): through
-// the cluster client, which follows MOVED and ASK, and again after a short
-// pause while the call's deadline allows. Nothing ran, so nothing can
-// count twice.
-func (p *pipes) reroute(ctx context.Context, c *call) (any, error) {
+// reroute runs a call that Redis answered with err without running it (the
+// slot moved or is being migrated, the cluster is down for a moment):
+// through the cluster client, which follows MOVED and ASK, and again after
+// a short pause while the call's deadline allows. A script call naming
+// several keys that meets TRYAGAIN (a slot being migrated, its keys not
+// all on one node) is run on the migration's target where it can be (see
+// migrating). Nothing ran, so nothing can count twice.
+func (p *pipes) reroute(ctx context.Context, c *call, err error) (any, error) {
 	var client client = p.client
-	var err error
 	for pause := 2 * time.Millisecond; ; pause *= 2 {
+		if p.cluster != nil && c.sc != nil && isTryAgain(err) {
+			if v, done, err := p.migrating(ctx, c); done {
+				return v, err
+			}
+		}
 		cmd := redis.NewCmd(ctx, c.args...)
 		err = client.Process(ctx, noRetry{cmd})
 		if err != nil && c.sc != nil && isNoScript(err) {

@@ -348,9 +348,12 @@ func TestCommandLayout(t *testing.T) {
 		{"dedup bound", modeTake, store.Request{Key: "k", Limits: []store.Limit{escalating}, DedupID: "a", DedupReplays: 1, DedupWindow: 2500 * time.Microsecond}, false,
 			[]string{base + "block", base + "strikes", base + "dedup", base + "block", base + "f:b"},
 			[]any{"take", int64(1), "", "0", "=a", int64(1), int64(2500), 1, "0", int64(3), int64(60000000), int64(3), int64(3600000), int64(14400000), "b"}},
-		{"overrides", modeTake, store.Request{Key: "k", Limits: []store.Limit{plain}, Overrides: true}, false,
-			[]string{base + "f:p", base + "f:p", base + "f:p", base + "o", base + "f:p"},
-			[]any{"take", int64(1), "", "0", "", int64(0), int64(0), 1, "1", int64(5), int64(1000000), int64(5), 0, 0, ""}},
+		{"overrides", modeTake, store.Request{Key: "k", Limits: []store.Limit{plain}, Overrides: true}, true,
+			[]string{base + "f:p", base + "o"},
+			[]any{"take", int64(1), int64(5), int64(1000000), int64(5)}},
+		{"overrides with a block", modeTake, store.Request{Key: "k", Limits: []store.Limit{blocking}, Overrides: true}, false,
+			[]string{base + "block", base + "block", base + "block", base + "o", base + "f:b"},
+			[]any{"take", int64(1), "", "0", "", int64(0), int64(0), 1, "1", int64(3), int64(60000000), int64(3), int64(3600000), int64(0), "b"}},
 		{"two plain limits name only their state keys", modeTake, store.Request{Key: "k", Limits: []store.Limit{plain, {Name: "q", Algorithm: store.FixedWindow, Rate: 9, Period: time.Minute}}}, false,
 			[]string{base + "f:p", base + "f:p", base + "f:p", base + "f:p", base + "f:p", base + "f:q"},
 			[]any{"take", int64(1), "", "0", "", int64(0), int64(0), 2, "0", int64(5), int64(1000000), int64(5), 0, 0, "", int64(9), int64(60000000), int64(9), 0, 0, ""}},
@@ -368,8 +371,14 @@ func TestCommandLayout(t *testing.T) {
 			if fmt.Sprintf("%q", keys) != fmt.Sprintf("%q", tt.wantKeys) {
 				t.Fatalf("got keys %q, want %q", keys, tt.wantKeys)
 			}
-			if cmd.key != tt.wantKeys[len(tt.wantKeys)-len(tt.req.Limits)] {
-				t.Fatalf("got slot key %q, want the first state key", cmd.key)
+			// The state keys come last in the full layout, first (before
+			// the override key) in the lean one with overrides.
+			state := tt.wantKeys[len(tt.wantKeys)-len(tt.req.Limits)]
+			if cmd.ov {
+				state = tt.wantKeys[0]
+			}
+			if cmd.key != state {
+				t.Fatalf("got slot key %q, want the first state key %q", cmd.key, state)
 			}
 			args := cmd.args[3+len(keys):]
 			if fmt.Sprintf("%#v", args) != fmt.Sprintf("%#v", tt.wantArgs) {

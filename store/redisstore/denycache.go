@@ -35,6 +35,7 @@ type denyShard struct {
 type denyEntry struct {
 	li        *limitInfo // the limit refused; a changed limit never matches
 	cost      int64      // the smallest cost known to be refused
+	since     int64      // when the refused call was sent
 	until     int64      // refused until then
 	resetAt   int64
 	remaining int64
@@ -56,7 +57,10 @@ func (c *denyCache) shard(key string) *denyShard {
 }
 
 // lookup returns the cached refusal of key under li for a request of cost
-// made at now, if one applies.
+// made at now, if one applies. A refusal stored after now (by a call sent
+// while this caller was between reading the clock and looking) is read as
+// of its own sending time, so that its waits never exceed what Redis
+// answered.
 func (c *denyCache) lookup(key string, li *limitInfo, cost int64, now time.Time) (store.Decision, bool) {
 	t := int64(now.Sub(c.base))
 	sh := c.shard(key)
@@ -70,6 +74,7 @@ func (c *denyCache) lookup(key string, li *limitInfo, cost int64, now time.Time)
 	if !ok || e.li != li || cost < e.cost {
 		return store.Decision{}, false
 	}
+	t = max(t, e.since)
 	c.hits.Add(1)
 	d := store.Decision{
 		Limit:      li.limit,
@@ -100,6 +105,7 @@ func (c *denyCache) store(key string, li *limitInfo, cost int64, start time.Time
 	e := denyEntry{
 		li:        li,
 		cost:      cost,
+		since:     t,
 		until:     t + int64(d.RetryAfter),
 		resetAt:   t + int64(d.ResetAfter),
 		remaining: d.Remaining,

@@ -94,3 +94,29 @@ func TestDenyCacheResetAndChangedLimit(t *testing.T) {
 		t.Fatalf("after Reset: got %s, want admitted", fmtFull(d))
 	}
 }
+
+// TestDenyCacheLookupBeforeTheRefusal: a caller that read the clock before
+// another call's refusal was sent, and looks it up afterwards, gets the
+// refusal's waits as Redis answered them, never longer (it used to add
+// the difference, reporting a RetryAfter and ResetAfter beyond what the
+// limit can ever ask for).
+func TestDenyCacheLookupBeforeTheRefusal(t *testing.T) {
+	c := newDenyCache(16)
+	li := newLimitInfo(store.Limit{Rate: 20, Period: time.Hour})
+	sent := time.Now()
+	refusal := store.Decision{Limit: 20, RetryAfter: 3 * time.Minute, ResetAfter: time.Hour, LimitID: li.id}
+	c.store("k", li, 1, sent, refusal)
+	for _, at := range []time.Duration{-5 * time.Millisecond, -time.Microsecond, 0} {
+		d, ok := c.lookup("k", li, 1, sent.Add(at))
+		if !ok {
+			t.Fatalf("lookup %s from the sending: got no refusal, want the cached one", at)
+		}
+		if d.RetryAfter != refusal.RetryAfter || d.ResetAfter != refusal.ResetAfter {
+			t.Fatalf("lookup %s from the sending: got RetryAfter %s, ResetAfter %s, want %s, %s", at, d.RetryAfter, d.ResetAfter, refusal.RetryAfter, refusal.ResetAfter)
+		}
+	}
+	d, ok := c.lookup("k", li, 1, sent.Add(time.Minute))
+	if !ok || d.RetryAfter != 2*time.Minute || d.ResetAfter != 59*time.Minute {
+		t.Fatalf("lookup a minute later: got %v, %+v, want RetryAfter 2m0s, ResetAfter 59m0s", ok, d)
+	}
+}

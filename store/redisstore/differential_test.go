@@ -130,6 +130,18 @@ func newClockedStore(t testing.TB, start int64, realTTL bool) (*Store, *fakeCloc
 			src = shim + src
 			s.scripts[alg][v] = script{src: src, sha: redis.NewScript(src).Hash()}
 		}
+		if alg == store.Suppressed {
+			continue
+		}
+		src, err := lua.SourceWithOverrides(alg.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Count(src, "redis.call('TIME')") != 1 {
+			t.Fatalf("%s with overrides: want exactly one TIME call in the script", alg)
+		}
+		src = shim + src
+		s.leanOv[alg] = script{src: src, sha: redis.NewScript(src).Hash()}
 	}
 	fc.set(start)
 	return s, fc

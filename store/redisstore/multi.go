@@ -20,6 +20,10 @@ var (
 		src := lua.Stacked()
 		return &script{src: src, sha: redis.NewScript(src).Hash()}
 	})
+	stackedLeanScript = sync.OnceValue(func() *script {
+		src := lua.StackedLean()
+		return &script{src: src, sha: redis.NewScript(src).Hash()}
+	})
 	refundScript = sync.OnceValue(func() *script {
 		src := lua.Refund()
 		return &script{src: src, sha: redis.NewScript(src).Hash()}
@@ -205,44 +209,26 @@ func (s *Store) stackGroups(reqs []store.Request) [][]int {
 // decisions into out, and reports whether every part admitted. A take
 // with receiptMS > 0 writes receipts that live that long.
 func (s *Store) runStep(ctx context.Context, mode string, parts []stackPart, g []int, receiptMS int64, out []store.Decision) (bool, error) {
-	receipts := receiptMS > 0
+	leanStep := true
+	for _, i := range g {
+		leanStep = leanStep && leanPart(parts[i].req)
+	}
+	return s.runStepWith(ctx, mode, parts, g, receiptMS, out, leanStep)
+}
+
+// runStepWith is runStep with the lean stacked script when leanStep is
+// set (every part of g must then be one leanPart accepts), else the
+// general one.
+func (s *Store) runStepWith(ctx context.Context, mode string, parts []stackPart, g []int, receiptMS int64, out []store.Decision, leanStep bool) (bool, error) {
+	var args []any
+	if leanStep {
+		args = s.leanStepArgs(mode, parts, g, receiptMS)
+	} else {
+		args = s.stepArgs(mode, parts, g, receiptMS)
+	}
 	sc := stackedScript()
-	nk, na := 0, 0
-	for _, i := range g {
-		nk += len(parts[i].keys)
-		na += len(parts[i].argv)
-		if receipts {
-			nk++
-		}
-	}
-	args := make([]any, 0, 3+nk+3+3*len(g)+na)
-	args = append(args, "evalsha", sc.sha, nk)
-	for _, i := range g {
-		args = append(args, parts[i].keys...)
-	}
-	if receipts {
-		for _, i := range g {
-			// A part that counts refusals gets no receipt; the script
-			// writes none for it, and any key of its slot will do.
-			r := parts[i].receipt
-			if r == "" {
-				r = parts[i].keys[0].(string)
-			}
-			args = append(args, r)
-		}
-	}
-	var flag any = ""
-	if receipts {
-		flag = receiptMS
-	}
-	args = append(args, mode, flag, len(g))
-	for _, i := range g {
-		args = append(args, int(parts[i].req.Limits[0].Algorithm), len(parts[i].keys), len(parts[i].argv))
-	}
-	for _, i := range g {
-		start := len(args)
-		args = append(args, parts[i].argv...)
-		args[start] = mode
+	if leanStep {
+		sc = stackedLeanScript()
 	}
 	v, err := s.do(ctx, mode, args[3].(string), sc, args, nil, nil, 0)
 	if err != nil {
@@ -269,6 +255,87 @@ func (s *Store) runStep(ctx context.Context, mode string, parts []stackPart, g [
 		return false, backendError(mode, fmt.Errorf("%w: stacked allowed flag %d disagrees with its parts", errBadReply, flagV))
 	}
 	return all, nil
+}
+
+// leanPart reports a part that the lean stacked script decides: a plain
+// GCRA or token bucket request.
+func leanPart(req *store.Request) bool {
+	alg := req.Limits[0].Algorithm
+	return (alg == store.GCRA || alg == store.TokenBucket) && len(req.Limits) == 1 && req.Limits[0].Block == 0 &&
+		!req.CountDenied && req.DedupID == "" && !req.Overrides
+}
+
+// stepArgs returns the stacked script's EVALSHA arguments (its SHA left
+// for runStep) for the parts g in mode, with receipts when receiptMS > 0.
+func (s *Store) stepArgs(mode string, parts []stackPart, g []int, receiptMS int64) []any {
+	receipts := receiptMS > 0
+	sc := stackedScript()
+	nk, na := 0, 0
+	for _, i := range g {
+		nk += len(parts[i].keys)
+		na += len(parts[i].argv)
+		if receipts {
+			nk++
+		}
+	}
+	args := make([]any, 0, 3+nk+3+3*len(g)+na)
+	args = append(args, "evalsha", sc.sha, nk)
+	for _, i := range g {
+		args = append(args, parts[i].keys...)
+	}
+	args = appendReceipts(args, mode, parts, g, receiptMS)
+	for _, i := range g {
+		args = append(args, int(parts[i].req.Limits[0].Algorithm), len(parts[i].keys), len(parts[i].argv))
+	}
+	for _, i := range g {
+		start := len(args)
+		args = append(args, parts[i].argv...)
+		args[start] = mode
+	}
+	return args
+}
+
+// appendReceipts appends to a stacked script call's arguments, after the
+// parts' keys, their receipt keys (with receipts: receiptMS > 0), then
+// ARGV[1..3]: the mode, the receipts' TTL or "", and the number of parts.
+func appendReceipts(args []any, mode string, parts []stackPart, g []int, receiptMS int64) []any {
+	var flag any = ""
+	if receiptMS > 0 {
+		for _, i := range g {
+			// A part that counts refusals gets no receipt; the script
+			// writes none for it, and any key of its slot will do.
+			r := parts[i].receipt
+			if r == "" {
+				r = parts[i].keys[0].(string)
+			}
+			args = append(args, r)
+		}
+		flag = receiptMS
+	}
+	return append(args, mode, flag, len(g))
+}
+
+// leanStepArgs returns the lean stacked script's EVALSHA arguments for the
+// parts g, which leanPart accepts, in mode, with receipts when
+// receiptMS > 0.
+func (s *Store) leanStepArgs(mode string, parts []stackPart, g []int, receiptMS int64) []any {
+	receipts := receiptMS > 0
+	sc := stackedLeanScript()
+	nk := len(g)
+	if receipts {
+		nk *= 2
+	}
+	args := make([]any, 0, 3+nk+3+4*len(g))
+	args = append(args, "evalsha", sc.sha, nk)
+	for _, i := range g {
+		args = append(args, parts[i].keys[len(parts[i].keys)-1]) // the one state key, after the four fixed keys
+	}
+	args = appendReceipts(args, mode, parts, g, receiptMS)
+	for _, i := range g {
+		li := s.limits.get(parts[i].req.Limits[0])
+		args = append(args, parts[i].cost, li.rate, li.period, li.capacity)
+	}
+	return args
 }
 
 // refundSteps refunds every part of the steps groups that has a receipt,

@@ -3,7 +3,10 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/ratekeeper/ratekeeper/store"
 )
@@ -80,16 +83,30 @@ func (s *Store) ClearOverride(ctx context.Context, key string) error {
 		return fmt.Errorf("%w: empty key", store.ErrInvalidRequest)
 	}
 	k := s.overrideKey(key)
-	v, err := s.do(ctx, "override", k, nil, []any{"del", k}, nil, nil, 0)
+	sc := clearOverrideScript()
+	v, err := s.do(ctx, "override", k, sc, []any{"evalsha", sc.sha, 1, k, placeholder}, nil, nil, 0)
 	if err != nil {
 		return err
 	}
 	if n, ok := v.(int64); !ok {
-		return backendError("override", fmt.Errorf("%w: DEL answered %T", errBadReply, v))
+		return backendError("override", fmt.Errorf("%w: clearing answered %T", errBadReply, v))
 	} else if n == 0 {
 		return fmt.Errorf("redisstore: override of %q: %w", key, store.ErrNotFound)
 	}
 	return nil
 }
+
+// clearOverrideScript deletes an override key and answers how many
+// overrides it deleted: 0 for a migration placeholder (see package lua,
+// "Slot migration"), which is no override.
+var clearOverrideScript = sync.OnceValue(func() *script {
+	const src = `local v = redis.pcall('GET', KEYS[1])
+local n = redis.call('DEL', KEYS[1])
+if v == ARGV[1] then
+  return 0
+end
+return n`
+	return &script{src: src, sha: redis.NewScript(src).Hash()}
+})
 
 var _ store.Overrides = (*Store)(nil)

@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -16,8 +17,20 @@ import (
 // TTL) applies nothing: the take is decided under the configured limit,
 // reports the repair, and deletes the key; GetOverride reports none.
 func TestUnreadableOverrideIsRepaired(t *testing.T) {
+	// A plain limit runs the lean script with overrides; with a block it
+	// runs the full script: both read overrides alike.
+	for _, limit := range []store.Limit{
+		{Rate: 2, Period: time.Minute},
+		{Algorithm: store.SlidingWindowLog, Rate: 2, Period: time.Minute},
+		{Algorithm: store.FixedWindow, Rate: 2, Period: time.Minute},
+		{Rate: 2, Period: time.Minute, Block: time.Second},
+	} {
+		t.Run(fmt.Sprintf("%v/block=%v", limit.Algorithm, limit.Block), func(t *testing.T) { testUnreadableOverride(t, limit) })
+	}
+}
+
+func testUnreadableOverride(t *testing.T, limit store.Limit) {
 	ctx := context.Background()
-	limit := store.Limit{Rate: 2, Period: time.Minute}
 	for _, tc := range []struct {
 		name string
 		put  func(c *redis.Client, key string) error
@@ -69,6 +82,49 @@ func TestUnreadableOverrideIsRepaired(t *testing.T) {
 		d, err := s.Take(ctx, req)
 		if want := store.ScaleLimit(limit, f, 1).Capacity(); err != nil || d.Override != store.OverrideScale || d.Limit != want {
 			t.Errorf("scale %q: got %+v, %v, want scale applied with Limit %d", o.Encode(), d, err, want)
+		}
+	}
+}
+
+// TestLeanOverrideScript checks which script a request that applies
+// overrides runs: GCRA and the token bucket with one plain limit run the
+// lean script with overrides, naming the state and override keys; a
+// blocking limit, several limits or another algorithm run the full
+// script.
+func TestLeanOverrideScript(t *testing.T) {
+	s, err := New(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := store.Limit{Rate: 2, Period: time.Minute}
+	for _, tc := range []struct {
+		name   string
+		limits []store.Limit
+		lean   bool
+	}{
+		{"gcra", []store.Limit{plain}, true},
+		{"token bucket", []store.Limit{{Algorithm: store.TokenBucket, Rate: 2, Period: time.Minute}}, true},
+		{"blocking", []store.Limit{{Rate: 2, Period: time.Minute, Block: time.Second}}, false},
+		{"two limits", []store.Limit{plain, {Rate: 100, Period: time.Hour}}, false},
+		{"fixed window", []store.Limit{{Algorithm: store.FixedWindow, Rate: 2, Period: time.Minute}}, true},
+		{"sliding window log", []store.Limit{{Algorithm: store.SlidingWindowLog, Rate: 2, Period: time.Minute}}, true},
+		{"suppressed", []store.Limit{{Algorithm: store.Suppressed, Rate: 2, Period: time.Minute}}, false},
+	} {
+		req := store.Request{Key: "client", Limits: tc.limits, Cost: 1, Overrides: true}
+		cmd := s.command(modeTake, &req, 1)
+		if cmd.ov != tc.lean || cmd.lean != tc.lean {
+			t.Errorf("%s: lean script with overrides %v, want %v", tc.name, cmd.ov, tc.lean)
+			continue
+		}
+		if !tc.lean {
+			continue
+		}
+		keys := cmd.keys()
+		if len(keys) != 2 || keys[1] != s.overrideKey(req.Key) || keys[0] != cmd.key {
+			t.Errorf("%s: keys %q, want the state key and %q", tc.name, keys, s.overrideKey(req.Key))
+		}
+		if cmd.sc != &s.leanOv[tc.limits[0].Algorithm] {
+			t.Errorf("%s: not the lean script with overrides", tc.name)
 		}
 	}
 }

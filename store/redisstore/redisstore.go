@@ -113,10 +113,13 @@ type Store struct {
 	prefix  string
 	timeout time.Duration
 	scripts [store.Suppressed + 1][2]script // [algorithm][lean]
-	rand    func() float64                  // never nil
-	limits  limitCache
-	deny    *denyCache // nil when disabled
-	pipes   *pipes
+	// The lean scripts with overrides, by algorithm (none for the
+	// suppressed strategy).
+	leanOv [store.Suppressed + 1]script
+	rand   func() float64 // never nil
+	limits limitCache
+	deny   *denyCache // nil when disabled
+	pipes  *pipes
 
 	eviction evictionCheck
 
@@ -177,6 +180,13 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 			}
 			s.scripts[alg][v] = script{src: src, sha: redis.NewScript(src).Hash()}
 		}
+		if alg != store.Suppressed {
+			src, err := lua.SourceWithOverrides(alg.String())
+			if err != nil {
+				return nil, fmt.Errorf("redisstore: %w", err)
+			}
+			s.leanOv[alg] = script{src: src, sha: redis.NewScript(src).Hash()}
+		}
 	}
 	if r, ok := client.(reloader); ok && opts.ClusterReload >= 0 {
 		s.reloader = r
@@ -214,7 +224,7 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 //
 // Refusals are cached locally (unless [Options.DenyCacheSize] is
 // negative): a request of the lean kind (one limit, no block, no counted
-// refusals, no de-duplication id) refused with RetryAfter T is refused
+// refusals, no de-duplication id, no overrides) refused with RetryAfter T is refused
 // again without a round trip until T has passed, measured from before the
 // call was sent, for requests of the same key and limit with at least the
 // same cost; such decisions report [store.Decision.Cached]. A refusal
@@ -265,6 +275,12 @@ func (s *Store) Reset(ctx context.Context, req store.Request) error {
 		args = append(args, k)
 	}
 	v, err := s.do(ctx, "reset", keys[0], nil, args, nil, nil, 0)
+	if err != nil && isTryAgain(err) {
+		// The slot is being migrated and the keys are split between its
+		// nodes (or some exist nowhere): delete them one at a time, each
+		// where it is (a single-key command follows ASK).
+		v, err = s.delEach(ctx, keys)
+	}
 	if err != nil {
 		return err
 	}
@@ -274,6 +290,27 @@ func (s *Store) Reset(ctx context.Context, req store.Request) error {
 		return fmt.Errorf("redisstore: reset %q: %w", req.Key, store.ErrNotFound)
 	}
 	return nil
+}
+
+// delEach deletes keys one DEL at a time and answers how many existed, as
+// one DEL of them all would: the Reset of a client whose slot is being
+// migrated. It is not atomic: a decision made meanwhile may see some of
+// the keys deleted and others not, as it could see them all before or
+// after.
+func (s *Store) delEach(ctx context.Context, keys []string) (any, error) {
+	var n int64
+	for _, k := range keys {
+		v, err := s.do(ctx, "reset", k, nil, []any{"del", k}, nil, nil, 0)
+		if err != nil {
+			return nil, err
+		}
+		d, ok := v.(int64)
+		if !ok {
+			return v, nil
+		}
+		n += d
+	}
+	return n, nil
 }
 
 // StateKeys returns the Redis keys that hold req's per-limit state: one
@@ -308,6 +345,13 @@ func lean(req *store.Request) bool {
 	return len(req.Limits) == 1 && req.Limits[0].Block == 0 && !req.CountDenied && req.DedupID == "" && !req.Overrides
 }
 
+// leanWithOverrides reports a request that would be lean but applies its
+// key's override: it runs the lean script that reads the override first
+// (except under the suppressed strategy, which has no lean script).
+func leanWithOverrides(req *store.Request) bool {
+	return len(req.Limits) == 1 && req.Limits[0].Block == 0 && !req.CountDenied && req.DedupID == "" && req.Overrides
+}
+
 // decide runs the algorithm's script in mode take or peek.
 func (s *Store) decide(ctx context.Context, mode string, req store.Request) (store.Decision, error) {
 	if err := req.Validate(); err != nil {
@@ -320,7 +364,9 @@ func (s *Store) decide(ctx context.Context, mode string, req store.Request) (sto
 	cost := req.EffectiveCost()
 	start := time.Now()
 	cmd := s.command(mode, &req, cost)
-	cacheable := s.deny != nil && cmd.lean
+	// A refusal under an override is not cached: an operator's change
+	// of the override must apply to the next request.
+	cacheable := s.deny != nil && cmd.lean && !cmd.ov
 	if cacheable {
 		if d, ok := s.deny.lookup(cmd.key, cmd.li, cost, start); ok {
 			return d, nil
@@ -343,9 +389,12 @@ func (s *Store) decide(ctx context.Context, mode string, req store.Request) (sto
 		return d, nil // a refusal cached while the call was queued
 	}
 	var d store.Decision
-	if cmd.lean {
+	switch {
+	case cmd.ov:
+		d, err = decodeLeanOverride(v, req.Limits[0], cost, cmd.li)
+	case cmd.lean:
 		d, err = decodeLean(v, cmd.li)
-	} else {
+	default:
 		var r reply
 		if r, err = decodeReply(v, req.Limits, cost); err == nil {
 			d = r.decision(req.Limits)
@@ -366,6 +415,7 @@ type command struct {
 	args []any // "evalsha", sha, key count, keys..., arguments...
 	key  string
 	lean bool
+	ov   bool       // the lean script with overrides
 	li   *limitInfo // of the first limit
 }
 
@@ -396,6 +446,16 @@ func (s *Store) command(mode string, req *store.Request, cost int64) command {
 		return command{sc: sc, args: args, key: key, lean: true, li: li}
 	}
 	base := keyBase(s.prefix, EncodeKey(req.Key))
+	if alg != store.Suppressed && leanWithOverrides(req) {
+		key := base + li.suffix
+		sc := &s.leanOv[alg]
+		args := make([]any, 0, 11)
+		args = append(args, "evalsha", sc.sha, 2, key, base+tagOverride, mode, cost, li.rate, li.period, li.capacity)
+		if alg == store.SlidingWindowLog && mode == modeTake {
+			args = append(args, s.nonce())
+		}
+		return command{sc: sc, args: args, key: key, lean: true, ov: true, li: li}
+	}
 	sc := &s.scripts[alg][0]
 	c := command{sc: sc, args: s.fullArgs(mode, base, sc, req, cost), li: li}
 	c.key = c.args[3+4].(string) // the first state key

@@ -223,6 +223,12 @@ func decodeLean(v any, li *limitInfo) (store.Decision, error) {
 	if !ok || len(arr) != 4 && len(arr) != 5 {
 		return store.Decision{}, fmt.Errorf("%w: got %T %v, want 4 or 5 integers", errBadReply, v, v)
 	}
+	return decodeLeanInts(arr, li.limit, li.id)
+}
+
+// decodeLeanInts decodes a lean reply's integers, arr (4 or 5 elements),
+// for a limit of capacity limit and ID id.
+func decodeLeanInts(arr []any, limit int64, id string) (store.Decision, error) {
 	var x [5]int64
 	for i, e := range arr {
 		iv, ok := e.(int64)
@@ -234,8 +240,8 @@ func decodeLean(v any, li *limitInfo) (store.Decision, error) {
 	switch {
 	case x[0] != 0 && x[0] != 1:
 		return store.Decision{}, fmt.Errorf("%w: allowed flag %d", errBadReply, x[0])
-	case x[1] < 0 || x[1] > li.limit:
-		return store.Decision{}, fmt.Errorf("%w: remaining %d of %d", errBadReply, x[1], li.limit)
+	case x[1] < 0 || x[1] > limit:
+		return store.Decision{}, fmt.Errorf("%w: remaining %d of %d", errBadReply, x[1], limit)
 	case x[2] < 0 || x[2] > maxReplyMicros:
 		return store.Decision{}, fmt.Errorf("%w: reset after %dµs", errBadReply, x[2])
 	case x[3] < 0 || x[3] > maxReplyMicros || (x[0] == 1) != (x[3] == 0):
@@ -245,13 +251,57 @@ func decodeLean(v any, li *limitInfo) (store.Decision, error) {
 	}
 	return store.Decision{
 		Allowed:    x[0] == 1,
-		Limit:      li.limit,
+		Limit:      limit,
 		Remaining:  x[1],
 		ResetAfter: micros(x[2]),
 		RetryAfter: micros(x[3]),
-		LimitID:    li.id,
+		LimitID:    id,
 		Repaired:   x[4] == 1,
 	}, nil
+}
+
+// decodeLeanOverride decodes the reply of the lean script with overrides
+// (lua.SourceWithOverrides) for a request with limit l and cost: the lean
+// reply's five integers, then the applied override's code and value, as
+// in the full reply. Under a scale override the decision describes the
+// scaled limit. It never panics.
+func decodeLeanOverride(v any, l store.Limit, cost int64, li *limitInfo) (store.Decision, error) {
+	arr, ok := v.([]any)
+	if !ok || len(arr) != 7 {
+		return store.Decision{}, fmt.Errorf("%w: got %T %v, want 5 integers, the override's code and value", errBadReply, v, v)
+	}
+	kind, ok1 := arr[5].(int64)
+	ov, ok2 := arr[6].(string)
+	if !ok1 || !ok2 {
+		return store.Decision{}, fmt.Errorf("%w: override is %T and %T, want an integer and a string", errBadReply, arr[5], arr[6])
+	}
+	limit := li.limit
+	switch {
+	case kind == 0:
+		if ov != "" {
+			return store.Decision{}, fmt.Errorf("%w: override %q without its code", errBadReply, ov)
+		}
+	case kind >= int64(store.OverrideScale) && kind <= int64(store.OverrideSuspend):
+		o, err := store.DecodeOverride(ov)
+		if err != nil || int64(o.Kind) != kind {
+			return store.Decision{}, fmt.Errorf("%w: override %d applied as %q", errBadReply, kind, ov)
+		}
+		if o.Kind == store.OverrideScale {
+			limit = store.ScaleLimit(l, o.Scale, cost).Capacity()
+		}
+	default:
+		return store.Decision{}, fmt.Errorf("%w: override code %d", errBadReply, kind)
+	}
+	d, err := decodeLeanInts(arr[:5], limit, li.id)
+	if err != nil {
+		return store.Decision{}, err
+	}
+	d.Override = store.OverrideKind(kind)
+	switch {
+	case d.Override == store.OverrideExempt && !d.Allowed, d.Override == store.OverrideSuspend && d.Allowed:
+		return store.Decision{}, fmt.Errorf("%w: %s override answered allowed %v", errBadReply, d.Override, d.Allowed)
+	}
+	return d, nil
 }
 
 // micros converts a microsecond count to a Duration.
