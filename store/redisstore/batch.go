@@ -99,7 +99,11 @@ type pipes struct {
 	cluster      *redis.ClusterClient // set for cluster clients
 	maxBatch     int
 	ctxDeadlines bool // the client cuts socket I/O at context deadlines
-	one          *batcher
+	// direct: a go-redis client known to cut socket I/O at context
+	// deadlines, so that a lone call may be sent from its caller's
+	// goroutine (see batcher.direct).
+	direct bool
+	one    *batcher
 
 	mu     sync.RWMutex
 	nodes  map[*redis.Client]*batcher
@@ -166,12 +170,15 @@ func newPipes(client redis.UniversalClient, maxBatch int) *pipes {
 	switch c := client.(type) {
 	case *redis.Client:
 		p.ctxDeadlines = c.Options().ContextTimeoutEnabled
+		p.direct = p.ctxDeadlines
 	case *redis.ClusterClient:
 		p.cluster = c
 		p.ctxDeadlines = c.Options().ContextTimeoutEnabled
+		p.direct = p.ctxDeadlines
 		p.nodes = make(map[*redis.Client]*batcher)
 	case *redis.Ring:
 		p.ctxDeadlines = c.Options().ContextTimeoutEnabled
+		p.direct = p.ctxDeadlines
 	}
 	p.one = p.newBatcher(client)
 	return p
@@ -224,13 +231,24 @@ func (p *pipes) do(ctx context.Context, key string, sc *script, args []any, dead
 	c := callPool.Get().(*call)
 	c.ctx, c.sc, c.args, c.deadline = ctx, sc, args, deadline
 	c.dc, c.key, c.li, c.cost = dc, key, li, cost
+	b := p.forKey(ctx, key)
+	if p.direct && b.enter() {
+		v, err := b.direct(c)
+		b.leave()
+		if err != nil && errors.Is(err, context.DeadlineExceeded) {
+			err = p.budgetError(start) // as for a queued call
+		}
+		c.refs.Store(1)
+		c.release()
+		return v, err
+	}
 	c.refs.Store(2)
 	if c.timer == nil {
 		c.timer = time.NewTimer(wait)
 	} else {
 		c.timer.Reset(wait)
 	}
-	p.forKey(ctx, key).submit(c)
+	b.submit(c)
 	var v any
 	var err error
 	select {
@@ -291,6 +309,46 @@ func (b *batcher) submit(c *call) {
 			return
 		}
 	}
+}
+
+// enter takes a node with nothing queued or in flight for a lone call: it
+// holds the node's only sending slot, so calls that arrive meanwhile are
+// queued and start flushers of their own (see leave).
+func (b *batcher) enter() bool {
+	return b.head.Load() == nil && b.flushers.CompareAndSwap(0, 1)
+}
+
+// leave gives back the slot enter took. A call queued meanwhile by a
+// caller that saw every slot taken gets a flusher: the caller queues, then
+// counts flushers; leave gives back the slot, then looks at the queue, so
+// one of them sees the other (as when a flusher stops).
+func (b *batcher) leave() {
+	b.flushers.Add(-1)
+	if b.head.Load() == nil {
+		return
+	}
+	if n := b.flushers.Add(1); n > maxFlushers && b.p.maxBatch != 1 {
+		b.flushers.Add(-1) // the others will take it
+		return
+	}
+	go b.flush()
+}
+
+// direct sends the lone call c from its caller's goroutine, through a
+// client that cuts socket I/O and the wait for a pooled connection at
+// the context's deadline, so the call cannot outlast its budget: no
+// goroutine is started and none is woken to hand the reply back, which
+// is most of a lone call's cost beyond the round trip. A panic in the
+// client fails the call, as in run.
+func (b *batcher) direct(c *call) (v any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			v, err = nil, fmt.Errorf("%w: %v", errPanic, r)
+		}
+	}()
+	ctx, cancel := context.WithDeadline(c.ctx, c.deadline)
+	defer cancel()
+	return b.one(ctx, c)
 }
 
 // flush sends batches until the queue is empty.

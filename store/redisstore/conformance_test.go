@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -21,19 +22,28 @@ func keyTTLs(c *redis.Client, prefix string) func(ctx context.Context) (map[stri
 }
 
 // TestConformance runs the store conformance suite against the local
-// redis-server on real time.
+// redis-server on real time, through a client with go-redis's default
+// options and through one that cuts socket I/O at context deadlines (whose
+// lone calls the store sends from the caller's goroutine).
 func TestConformance(t *testing.T) {
 	srv := requireServer(t)
-	storetest.Run(t, func(t *testing.T) storetest.Harness {
-		c := newClient(t, srv, nil)
-		prefix := randomPrefix(t)
-		rnd := &storetest.FakeRand{}
-		s, err := New(c, Options{Prefix: prefix, Timeout: 5 * time.Second, Rand: rnd.Float64})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return storetest.Harness{Store: s, Advance: time.Sleep, KeyTTLs: keyTTLs(c, prefix), Rand: rnd}
-	})
+	for _, honoured := range []bool{false, true} {
+		t.Run(fmt.Sprintf("ContextTimeoutEnabled=%t", honoured), func(t *testing.T) {
+			storetest.Run(t, func(t *testing.T) storetest.Harness {
+				c := newClient(t, srv, &redis.Options{ContextTimeoutEnabled: honoured})
+				prefix := randomPrefix(t)
+				rnd := &storetest.FakeRand{}
+				s, err := New(c, Options{Prefix: prefix, Timeout: 5 * time.Second, Rand: rnd.Float64})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if s.pipes.direct != honoured {
+					t.Fatalf("direct sending: got %t, want %t", s.pipes.direct, honoured)
+				}
+				return storetest.Harness{Store: s, Advance: time.Sleep, KeyTTLs: keyTTLs(c, prefix), Rand: rnd}
+			})
+		})
+	}
 }
 
 // TestConformanceExact runs the suite with the scripts on a fake clock, so

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -174,15 +175,25 @@ func TestClientResendCountsOnce(t *testing.T) {
 
 // TestTimeoutBound pauses Redis under a client that ignores context
 // deadlines and reads for up to 3s: every call must still return a timeout
-// error within the store's Timeout.
+// error within the store's Timeout. So must it under a client that cuts
+// socket I/O at context deadlines, which sends a lone call from the
+// caller's goroutine.
 func TestTimeoutBound(t *testing.T) {
+	for _, honoured := range []bool{false, true} {
+		t.Run(fmt.Sprintf("ContextTimeoutEnabled=%t", honoured), func(t *testing.T) {
+			testTimeoutBound(t, honoured)
+		})
+	}
+}
+
+func testTimeoutBound(t *testing.T, ctxDeadlines bool) {
 	const timeout = 100 * time.Millisecond
 	const slack = 150 * time.Millisecond
 	ctx := context.Background()
 	req := store.Request{Key: "paused", Limits: []store.Limit{{Rate: 10, Period: time.Hour}}}
 	newPaused := func(t *testing.T, srv *server) *Store {
 		t.Helper()
-		c := newClient(t, srv, &redis.Options{ContextTimeoutEnabled: false, ReadTimeout: 3 * time.Second})
+		c := newClient(t, srv, &redis.Options{ContextTimeoutEnabled: ctxDeadlines, ReadTimeout: 3 * time.Second})
 		s, err := New(c, Options{Timeout: timeout, Prefix: randomPrefix(t)})
 		if err != nil {
 			t.Fatal(err)
@@ -263,7 +274,9 @@ func TestTimeoutBound(t *testing.T) {
 // TestRefusedConnectionIsAConnectionError: against a port where nothing
 // listens, go-redis (default options) keeps retrying the dial for longer
 // than the budget; the call still reports a connection error, not a
-// timeout, so that logs and metrics say what happened.
+// timeout, so that logs and metrics say what happened, and returns within
+// the budget. Likewise for a client that honours context deadlines, whose
+// lone calls are sent from the caller's goroutine.
 func TestRefusedConnectionIsAConnectionError(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -271,17 +284,25 @@ func TestRefusedConnectionIsAConnectionError(t *testing.T) {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	c := redis.NewClient(&redis.Options{Addr: addr})
-	t.Cleanup(func() { c.Close() })
-	s, err := New(c, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	req := store.Request{Key: "k", Limits: []store.Limit{store.PerSecond(1)}}
-	for i := range 5 {
-		_, err := s.Take(context.Background(), req)
-		if kind := store.KindOf(err); kind != store.KindConnection {
-			t.Fatalf("take %d: got %v (kind %s), want a connection error", i, err, kind)
-		}
+	for _, honoured := range []bool{false, true} {
+		t.Run(fmt.Sprintf("ContextTimeoutEnabled=%t", honoured), func(t *testing.T) {
+			c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: honoured})
+			t.Cleanup(func() { c.Close() })
+			s, err := New(c, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			req := store.Request{Key: "k", Limits: []store.Limit{store.PerSecond(1)}}
+			for i := range 5 {
+				start := time.Now()
+				_, err := s.Take(context.Background(), req)
+				if kind := store.KindOf(err); kind != store.KindConnection {
+					t.Fatalf("take %d: got %v (kind %s), want a connection error", i, err, kind)
+				}
+				if elapsed := time.Since(start); elapsed > DefaultTimeout+150*time.Millisecond {
+					t.Fatalf("take %d: returned after %s, want within the %s budget", i, elapsed, DefaultTimeout)
+				}
+			}
+		})
 	}
 }

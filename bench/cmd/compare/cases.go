@@ -71,12 +71,15 @@ func (g group) limit() (int64, time.Duration) {
 // env is what the cases share: the one go-redis client, the key spread
 // and a request per key.
 type env struct {
-	rdb     *redis.Client
-	keys    []string        // client identities (IPv4 addresses)
-	reqs    []*http.Request // one GET per identity, RemoteAddr set
-	evalSHA string          // SHA1 of the "return 1" floor script
-	runID   string
-	seq     int
+	rdb *redis.Client
+	// rdbDeadlines is a second client, the same but for go-redis's
+	// ContextTimeoutEnabled, for the case that shows what it changes.
+	rdbDeadlines *redis.Client
+	keys         []string        // client identities (IPv4 addresses)
+	reqs         []*http.Request // one GET per identity, RemoteAddr set
+	evalSHA      string          // SHA1 of the "return 1" floor script
+	runID        string
+	seq          int
 }
 
 // newEnv prepares n identities and loads the floor script.
@@ -143,6 +146,7 @@ func allCases() []*caseDef {
 		&caseDef{name: "ratekeeper/redis/gcra stacked", redis: true, make: rkStackCase},
 		&caseDef{name: "ratekeeper/redis/gcra no batching", redis: true, make: rkRedisCase(store.GCRA, false, true)},
 		&caseDef{name: "ratekeeper/redis/gcra no deny cache", redis: true, make: rkRedisCase(store.GCRA, true, false)},
+		&caseDef{name: "ratekeeper/redis/gcra ctx deadlines", redis: true, make: rkDeadlinesCase},
 		&caseDef{name: "ratekeeper/memory/gcra", make: rkMemCase},
 		&caseDef{name: "ratekeeper/middleware/redis", redis: true, make: rkMiddlewareCase(true)},
 		&caseDef{name: "ratekeeper/middleware/memory", make: rkMiddlewareCase(false)},
@@ -269,6 +273,23 @@ func rkRedisCaseOf(alg store.Algorithm, batch, deny, overrides bool) func(*env, 
 			close: func() { closeIfCloser(s) },
 		}, nil
 	}
+}
+
+// rkDeadlinesCase is GCRA through the client with ContextTimeoutEnabled:
+// the store then sends a lone call from its caller's goroutine.
+func rkDeadlinesCase(e *env, g group, prefix string) (*instance, error) {
+	s, err := redisstore.New(e.rdbDeadlines, rkOptions(prefix, true, true))
+	if err != nil {
+		return nil, err
+	}
+	reqs := rkRequests(e, g, store.GCRA)
+	return &instance{
+		do: func(w *worker, k int) (bool, error) {
+			d, err := s.Take(w.ctx, reqs[k])
+			return d.Allowed, err
+		},
+		close: func() { closeIfCloser(s) },
+	}, nil
 }
 
 // rkStackCase decides two GCRA policies as one (store.MultiStore): the

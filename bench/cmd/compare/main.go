@@ -263,6 +263,8 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) (err error) 
 	if err != nil {
 		return err
 	}
+	e.rdbDeadlines = redis.NewClient(&redis.Options{Addr: addr, PoolSize: poolSize, ContextTimeoutEnabled: true})
+	defer e.rdbDeadlines.Close()
 	if !own {
 		defer func() {
 			cctx, ccancel := context.WithTimeout(context.Background(), 30*time.Second)

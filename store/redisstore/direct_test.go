@@ -1,0 +1,105 @@
+package redisstore
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratekeeper/ratekeeper/store"
+)
+
+// callerHook records, for every script call the client processes (a
+// first EVALSHA met with NOSCRIPT and its EVAL count once), whether it
+// runs on the goroutine of the store call that asked for it.
+type callerHook struct {
+	direct, queued atomic.Int64
+}
+
+func (h *callerHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *callerHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() != "evalsha" {
+			return next(ctx, cmd)
+		}
+		buf := make([]byte, 16<<10)
+		buf = buf[:runtime.Stack(buf, false)]
+		if bytes.Contains(buf, []byte("redisstore.(*pipes).do(")) {
+			h.direct.Add(1)
+		} else {
+			h.queued.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *callerHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			if cmd.Name() == "evalsha" {
+				h.queued.Add(1)
+			}
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// TestLoneCallFromCaller: through a client that cuts socket I/O at context
+// deadlines, a call made while nothing else is in flight is sent from the
+// caller's goroutine; through a default client it never is (a stalled
+// socket must not hold the caller). Concurrent callers still get their
+// decisions, exactly counted, whichever way each call went.
+func TestLoneCallFromCaller(t *testing.T) {
+	srv := requireServer(t)
+	ctx := context.Background()
+	for _, honoured := range []bool{false, true} {
+		t.Run(fmt.Sprintf("ContextTimeoutEnabled=%t", honoured), func(t *testing.T) {
+			c := newClient(t, srv, &redis.Options{ContextTimeoutEnabled: honoured})
+			h := &callerHook{}
+			c.AddHook(h)
+			s, err := New(c, Options{Prefix: randomPrefix(t), Timeout: 2 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			req := store.Request{Key: "lone", Limits: []store.Limit{{Rate: 50, Period: time.Hour}}}
+			for range 5 {
+				if d, err := s.Take(ctx, req); err != nil || !d.Allowed {
+					t.Fatalf("lone take: got %+v, %v; want admitted", d, err)
+				}
+			}
+			if d, q := h.direct.Load(), h.queued.Load(); d+q != 5 || honoured != (d == 5) {
+				t.Fatalf("5 lone takes: %d sent by the caller, %d by a flusher; want all by the caller: %t", d, q, honoured)
+			}
+			var admitted atomic.Int64
+			var wg sync.WaitGroup
+			for range 40 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for range 3 {
+						d, err := s.Take(ctx, req)
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						if d.Allowed {
+							admitted.Add(1)
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			if got := admitted.Load(); got != 45 {
+				t.Fatalf("120 concurrent takes after 5: got %d admitted, want exactly 45", got)
+			}
+			t.Logf("%d commands sent by their caller, %d by flushers", h.direct.Load(), h.queued.Load())
+		})
+	}
+}
