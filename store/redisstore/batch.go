@@ -203,6 +203,16 @@ func (p *pipes) forKey(ctx context.Context, key string) *batcher {
 	if err != nil {
 		return p.one // the cluster client routes (and reports) it itself
 	}
+	return p.batcherOf(node)
+}
+
+// batcherOf returns node's batcher, made on first use. The batcher of a
+// client go-redis replaced by a new one for the same address (it closes
+// the clients of nodes that left the cluster, and makes new ones if they
+// come back) is dropped then, so the map holds one batcher per address
+// however often the topology changes; calls already queued on it finish
+// as they would have.
+func (p *pipes) batcherOf(node *redis.Client) *batcher {
 	p.mu.RLock()
 	b := p.nodes[node]
 	p.mu.RUnlock()
@@ -212,6 +222,12 @@ func (p *pipes) forKey(ctx context.Context, key string) *batcher {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if b = p.nodes[node]; b == nil {
+		addr := node.Options().Addr
+		for old := range p.nodes {
+			if old.Options().Addr == addr {
+				delete(p.nodes, old)
+			}
+		}
 		b = p.newBatcher(node)
 		p.nodes[node] = b
 	}

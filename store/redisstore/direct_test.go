@@ -103,3 +103,27 @@ func TestLoneCallFromCaller(t *testing.T) {
 		})
 	}
 }
+
+// TestBatcherPerAddress: a new go-redis client for a node address (after
+// go-redis closed the old one) gets a new batcher, and the old one is
+// dropped, so batchers do not pile up as the topology changes.
+func TestBatcherPerAddress(t *testing.T) {
+	p := &pipes{nodes: make(map[*redis.Client]*batcher), maxBatch: 8}
+	a1 := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	b1 := redis.NewClient(&redis.Options{Addr: "127.0.0.1:2"})
+	a2 := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	for _, c := range []*redis.Client{a1, b1, a2} {
+		t.Cleanup(func() { _ = c.Close() })
+	}
+	first := p.batcherOf(a1)
+	if p.batcherOf(a1) != first || p.batcherOf(b1) == first {
+		t.Fatal("got a shared or a new batcher, want one per client")
+	}
+	second := p.batcherOf(a2)
+	if second == first || second.client != a2 {
+		t.Fatal("the new client of an address got the old batcher, want its own")
+	}
+	if _, ok := p.nodes[a1]; ok || len(p.nodes) != 2 {
+		t.Fatalf("got %d batchers (the replaced client's kept: %t), want 2, one per address", len(p.nodes), ok)
+	}
+}
