@@ -334,20 +334,29 @@ func (b *batcher) enter() bool {
 	return b.head.Load() == nil && b.flushers.CompareAndSwap(0, 1)
 }
 
-// leave gives back the slot enter took. A call queued meanwhile by a
-// caller that saw every slot taken gets a flusher: the caller queues, then
-// counts flushers; leave gives back the slot, then looks at the queue, so
-// one of them sees the other (as when a flusher stops).
+// leave gives back the slot enter took, and starts a flusher if a call
+// was queued meanwhile (see giveBack).
 func (b *batcher) leave() {
+	if b.giveBack() {
+		go b.flush()
+	}
+}
+
+// giveBack gives back a sending slot and reports whether the caller took
+// one again because a call is queued that no other sender will take: a
+// caller that saw every slot busy queues, then counts senders; a sender
+// gives back its slot, then looks at the queue, so one of them sees the
+// other and no call is stranded.
+func (b *batcher) giveBack() bool {
 	b.flushers.Add(-1)
 	if b.head.Load() == nil {
-		return
+		return false
 	}
 	if n := b.flushers.Add(1); n > maxFlushers && b.p.maxBatch != 1 {
 		b.flushers.Add(-1) // the others will take it
-		return
+		return false
 	}
-	go b.flush()
+	return true
 }
 
 // direct sends the lone call c from its caller's goroutine, through a
@@ -379,17 +388,9 @@ func (b *batcher) flush() {
 		runtime.Gosched()
 		list := b.head.Swap(nil)
 		if list == nil {
-			b.flushers.Add(-1)
 			// A call queued after the swap whose caller saw every
-			// flusher busy would be stranded: look once more. The
-			// caller queues, then counts flushers; this flusher
-			// leaves, then looks at the queue: one of them sees the
-			// other.
-			if b.head.Load() == nil {
-				return
-			}
-			if n := b.flushers.Add(1); n > maxFlushers && b.p.maxBatch != 1 {
-				b.flushers.Add(-1) // the others will take it
+			// flusher busy would be stranded: giveBack looks once more.
+			if !b.giveBack() {
 				return
 			}
 			continue

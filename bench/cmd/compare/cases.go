@@ -257,32 +257,20 @@ var rkOverridesCase = rkRedisCaseOf(store.GCRA, true, true, true)
 // overrides is set.
 func rkRedisCaseOf(alg store.Algorithm, batch, deny, overrides bool) func(*env, group, string) (*instance, error) {
 	return func(e *env, g group, prefix string) (*instance, error) {
-		s, err := redisstore.New(e.rdb, rkOptions(prefix, batch, deny))
-		if err != nil {
-			return nil, err
-		}
 		reqs := rkRequests(e, g, alg)
 		for i := range reqs {
 			reqs[i].Overrides = overrides
 		}
-		return &instance{
-			do: func(w *worker, k int) (bool, error) {
-				d, err := s.Take(w.ctx, reqs[k])
-				return d.Allowed, err
-			},
-			close: func() { closeIfCloser(s) },
-		}, nil
+		return rkTakeCase(e.rdb, rkOptions(prefix, batch, deny), reqs)
 	}
 }
 
-// rkDeadlinesCase is GCRA through the client with ContextTimeoutEnabled:
-// the store then sends a lone call from its caller's goroutine.
-func rkDeadlinesCase(e *env, g group, prefix string) (*instance, error) {
-	s, err := redisstore.New(e.rdbDeadlines, rkOptions(prefix, true, true))
+// rkTakeCase returns the case of Take for reqs on a Redis store over c.
+func rkTakeCase(c *redis.Client, opts redisstore.Options, reqs []store.Request) (*instance, error) {
+	s, err := redisstore.New(c, opts)
 	if err != nil {
 		return nil, err
 	}
-	reqs := rkRequests(e, g, store.GCRA)
 	return &instance{
 		do: func(w *worker, k int) (bool, error) {
 			d, err := s.Take(w.ctx, reqs[k])
@@ -290,6 +278,12 @@ func rkDeadlinesCase(e *env, g group, prefix string) (*instance, error) {
 		},
 		close: func() { closeIfCloser(s) },
 	}, nil
+}
+
+// rkDeadlinesCase is GCRA through the client with ContextTimeoutEnabled:
+// the store then sends a lone call from its caller's goroutine.
+func rkDeadlinesCase(e *env, g group, prefix string) (*instance, error) {
+	return rkTakeCase(e.rdbDeadlines, rkOptions(prefix, true, true), rkRequests(e, g, store.GCRA))
 }
 
 // rkStackCase decides two GCRA policies as one (store.MultiStore): the

@@ -110,6 +110,10 @@ func OpenStore(ctx context.Context, url string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("REDIS_URL: %w", err)
 	}
+	// With deadlines honoured, the store sends a lone call from the
+	// caller's goroutine (see package redisstore, "Time budget and
+	// batching").
+	opt.ContextTimeoutEnabled = true
 	client := redis.NewClient(opt)
 	pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
