@@ -251,7 +251,7 @@ func (p *pipes) do(ctx context.Context, key string, sc *script, args []any, dead
 	if p.direct && b.enter() {
 		v, err := b.direct(c)
 		b.leave()
-		if err != nil && errors.Is(err, context.DeadlineExceeded) {
+		if errors.Is(err, context.DeadlineExceeded) {
 			err = p.budgetError(start) // as for a queued call
 		}
 		c.refs.Store(1)

@@ -37,46 +37,30 @@ func wantSnapshot(t *testing.T, c *redis.Client, prefix string, want map[string]
 // TTL over the placeholder, and reports no repair.
 func TestPlaceholderStateIsAbsent(t *testing.T) {
 	ctx := context.Background()
-	for _, alg := range append(store.Algorithms[:len(store.Algorithms):len(store.Algorithms)], store.Suppressed) {
-		for _, full := range []bool{false, true} {
-			name := alg.String() + "/lean"
-			if full {
-				name = alg.String() + "/full"
-			}
-			t.Run(name, func(t *testing.T) {
-				s, c := newStore(t, Options{DenyCacheSize: -1})
-				limits := []store.Limit{{Algorithm: alg, Rate: 3, Period: time.Minute}}
-				if full {
-					limits = append(limits, store.Limit{Name: "hour", Algorithm: alg, Rate: 100, Period: time.Hour})
-				}
-				req := store.Request{Key: "migrating", Limits: limits}
-				keys, err := s.StateKeys(req)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for _, k := range keys {
-					putPlaceholder(t, c, k)
-				}
-				before := snapshot(t, c, s.prefix)
-				d, err := s.Peek(ctx, req)
-				if err != nil || !d.Allowed || d.Repaired || d.Remaining != limits[0].Capacity()-1 {
-					t.Fatalf("peek: got %s repaired %v, %v; want admitted as fresh, not repaired", fmtFull(d), d.Repaired, err)
-				}
-				wantSnapshot(t, c, s.prefix, before, "a peek")
-				d, err = s.Take(ctx, req)
-				if err != nil || !d.Allowed || d.Repaired || d.Remaining != limits[0].Capacity()-1 {
-					t.Fatalf("take: got %s repaired %v, %v; want admitted as fresh, not repaired", fmtFull(d), d.Repaired, err)
-				}
-				for _, k := range keys {
-					wantValidState(t, c, k, alg)
-				}
-				d = mustTake(t, s, req)
-				if !d.Allowed || d.Repaired || d.Remaining != limits[0].Capacity()-2 {
-					t.Fatalf("next take: got %s repaired %v; want admitted with remaining %d", fmtFull(d), d.Repaired, limits[0].Capacity()-2)
-				}
-			})
+	algs := append(store.Algorithms[:len(store.Algorithms):len(store.Algorithms)], store.Suppressed)
+	leanAndFull(t, algs, "migrating", 3, func(t *testing.T, s *Store, c *redis.Client, req store.Request, keys []string) {
+		alg, capacity := req.Limits[0].Algorithm, req.Limits[0].Capacity()
+		for _, k := range keys {
+			putPlaceholder(t, c, k)
 		}
-	}
+		before := snapshot(t, c, s.prefix)
+		d, err := s.Peek(ctx, req)
+		if err != nil || !d.Allowed || d.Repaired || d.Remaining != capacity-1 {
+			t.Fatalf("peek: got %s repaired %v, %v; want admitted as fresh, not repaired", fmtFull(d), d.Repaired, err)
+		}
+		wantSnapshot(t, c, s.prefix, before, "a peek")
+		d, err = s.Take(ctx, req)
+		if err != nil || !d.Allowed || d.Repaired || d.Remaining != capacity-1 {
+			t.Fatalf("take: got %s repaired %v, %v; want admitted as fresh, not repaired", fmtFull(d), d.Repaired, err)
+		}
+		for _, k := range keys {
+			wantValidState(t, c, k, alg)
+		}
+		d = mustTake(t, s, req)
+		if !d.Allowed || d.Repaired || d.Remaining != capacity-2 {
+			t.Fatalf("next take: got %s repaired %v; want admitted with remaining %d", fmtFull(d), d.Repaired, capacity-2)
+		}
+	})
 }
 
 // TestPlaceholderStateBlockedTake: a blocked take writes no state, so it

@@ -244,7 +244,35 @@ func wantTTL(t *testing.T, c *redis.Client, key string) {
 // forever: a refusal writes nothing, so nothing gave it a TTL again.
 func TestRefusalGivesStateATTL(t *testing.T) {
 	ctx := context.Background()
-	for _, alg := range store.Algorithms {
+	leanAndFull(t, store.Algorithms, "persisted", 2, func(t *testing.T, s *Store, c *redis.Client, req store.Request, keys []string) {
+		exhaust(t, s, req)
+		for _, k := range keys {
+			if !c.Persist(ctx, k).Val() {
+				t.Fatalf("PERSIST %s did nothing", k)
+			}
+		}
+		d := mustTake(t, s, req)
+		if d.Allowed {
+			t.Fatalf("got %s, want refused", fmtFull(d))
+		}
+		for _, k := range keys {
+			ttl := c.PTTL(ctx, k).Val()
+			// The state matters for at most the longest period
+			// (two for the sliding window counter).
+			if ttl <= 0 || ttl > 2*time.Hour {
+				t.Fatalf("key %s: got PTTL %s after a refusal, want one within the state's lifetime", k, ttl)
+			}
+		}
+	})
+}
+
+// leanAndFull runs fn, for each algorithm of algs, on a fresh store
+// without the deny cache and a request for key under rate per minute:
+// alone (a lean script, but for the suppressed strategy) and with a
+// second, hourly limit (the full script). keys are the request's state
+// keys.
+func leanAndFull(t *testing.T, algs []store.Algorithm, key string, rate int64, fn func(t *testing.T, s *Store, c *redis.Client, req store.Request, keys []string)) {
+	for _, alg := range algs {
 		for _, full := range []bool{false, true} {
 			name := alg.String() + "/lean"
 			if full {
@@ -252,33 +280,16 @@ func TestRefusalGivesStateATTL(t *testing.T) {
 			}
 			t.Run(name, func(t *testing.T) {
 				s, c := newStore(t, Options{DenyCacheSize: -1})
-				limits := []store.Limit{{Algorithm: alg, Rate: 2, Period: time.Minute}}
+				limits := []store.Limit{{Algorithm: alg, Rate: rate, Period: time.Minute}}
 				if full {
 					limits = append(limits, store.Limit{Name: "hour", Algorithm: alg, Rate: 100, Period: time.Hour})
 				}
-				req := store.Request{Key: "persisted", Limits: limits}
-				exhaust(t, s, req)
+				req := store.Request{Key: key, Limits: limits}
 				keys, err := s.StateKeys(req)
 				if err != nil {
 					t.Fatal(err)
 				}
-				for _, k := range keys {
-					if !c.Persist(ctx, k).Val() {
-						t.Fatalf("PERSIST %s did nothing", k)
-					}
-				}
-				d := mustTake(t, s, req)
-				if d.Allowed {
-					t.Fatalf("got %s, want refused", fmtFull(d))
-				}
-				for _, k := range keys {
-					ttl := c.PTTL(ctx, k).Val()
-					// The state matters for at most the longest period
-					// (two for the sliding window counter).
-					if ttl <= 0 || ttl > 2*time.Hour {
-						t.Fatalf("key %s: got PTTL %s after a refusal, want one within the state's lifetime", k, ttl)
-					}
-				}
+				fn(t, s, c, req, keys)
 			})
 		}
 	}
