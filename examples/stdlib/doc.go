@@ -18,8 +18,22 @@
 //	# edit /tmp/policies.yaml, then
 //	kill -HUP <pid>                          # or set POLICY_WATCH=2s
 //
-// A reload keeps clients' counters; a file that fails validation is logged
-// and the running policies stay.
+// The pid is the one the service logs in its "listening" line: under
+// `go run` it differs from the go command's own pid, and a SIGHUP sent to
+// the go command ends it instead of reloading. A reload keeps clients'
+// counters; a file that fails validation is logged and the running
+// policies stay.
+//
+// Behind a reverse proxy (nginx, a load balancer) every client arrives
+// from the proxy's address: set TRUSTED_PROXIES to the proxies' addresses
+// or CIDR prefixes, comma-separated, and the service keys each client by
+// the address the proxies append to X-Forwarded-For (nginx:
+// proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for). A peer
+// that is not listed is keyed by its own address, whatever it sends.
+//
+// With REDIS_URL set and Redis down at start, the service starts anyway:
+// each policy applies its failure mode (api fails open, login fails
+// closed) until Redis answers, and the log says when it does.
 //
 // With ADMIN_TOKEN set (at least 16 bytes) the admin API (package
 // middleware/admin) is served under /admin/ to requests with

@@ -42,9 +42,6 @@ type Server struct {
 // only) and waits until it answers PING. Should the test binary die, the
 // kernel kills the server with it.
 func Start(args ...string) (*Server, error) {
-	if _, err := os.Stat(Binary); err != nil {
-		return nil, fmt.Errorf("no redis-server to test against: %w", err)
-	}
 	var lastErr error
 	for attempt := 0; attempt < 5; attempt++ {
 		n, err := rand.Int(rand.Reader, big.NewInt(20000))
@@ -58,21 +55,34 @@ func Start(args ...string) (*Server, error) {
 			continue
 		}
 		l.Close()
-		cmd := exec.Command(Binary, append([]string{"--port", port, "--bind", "127.0.0.1",
-			"--save", "", "--appendonly", "no", "--daemonize", "no", "--loglevel", "warning"}, args...)...)
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		if err := cmd.Start(); err != nil {
-			return nil, fmt.Errorf("start %s: %w", Binary, err)
+		s, err := StartAt(port, args...)
+		if err == nil {
+			return s, nil
 		}
-		s := &Server{Addr: "127.0.0.1:" + port, cmd: cmd}
-		if err := s.waitReady(3 * time.Second); err != nil {
-			s.Stop()
-			lastErr = err
-			continue
-		}
-		return s, nil
+		lastErr = err
 	}
 	return nil, fmt.Errorf("could not start redis-server: %w", lastErr)
+}
+
+// StartAt starts redis-server on 127.0.0.1:port, as [Start] does, for a
+// test that must know the address before the server runs (a client
+// started while Redis is down).
+func StartAt(port string, args ...string) (*Server, error) {
+	if _, err := os.Stat(Binary); err != nil {
+		return nil, fmt.Errorf("no redis-server to test against: %w", err)
+	}
+	cmd := exec.Command(Binary, append([]string{"--port", port, "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--daemonize", "no", "--loglevel", "warning"}, args...)...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", Binary, err)
+	}
+	s := &Server{Addr: "127.0.0.1:" + port, cmd: cmd}
+	if err := s.waitReady(3 * time.Second); err != nil {
+		s.Stop()
+		return nil, err
+	}
+	return s, nil
 }
 
 // waitReady sends PING until the server answers +PONG or d passes.

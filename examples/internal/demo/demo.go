@@ -55,6 +55,12 @@ type Env struct {
 	// API is served under /admin/ to requests with "Authorization: Bearer
 	// <token>"; unset, there is no admin API.
 	AdminToken string
+	// TrustedProxies is TRUSTED_PROXIES: comma-separated CIDR prefixes or
+	// addresses of the reverse proxies (nginx, a load balancer) whose
+	// X-Forwarded-For the service believes. Unset, clients are keyed by
+	// the peer address alone, so behind a proxy they all share the
+	// proxy's limit.
+	TrustedProxies []string
 }
 
 // minAdminToken is the shortest ADMIN_TOKEN accepted.
@@ -74,6 +80,16 @@ func ReadEnv() (Env, error) {
 			return e, fmt.Errorf("POLICY_WATCH: want a positive duration such as 2s, got %q", w)
 		}
 		e.PolicyWatch = d
+	}
+	if tp := os.Getenv("TRUSTED_PROXIES"); tp != "" {
+		for _, p := range strings.Split(tp, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				e.TrustedProxies = append(e.TrustedProxies, p)
+			}
+		}
+		if _, err := clientIP(e.TrustedProxies); err != nil {
+			return e, fmt.Errorf("TRUSTED_PROXIES: %w", err)
+		}
 	}
 	if strings.EqualFold(os.Getenv("LOG_LEVEL"), "debug") {
 		e.LogLevel = slog.LevelDebug
@@ -96,9 +112,25 @@ type Store struct {
 	Close func()
 }
 
-// OpenStore returns the Redis store when url is set (checking that Redis
-// answers), else the in-memory store.
-func OpenStore(ctx context.Context, url string) (*Store, error) {
+// clientIP returns the key function of the client address: the peer
+// address, or with trusted proxies the address they forward.
+func clientIP(trusted []string) (keyfunc.KeyFunc, error) {
+	if len(trusted) == 0 {
+		return keyfunc.RemoteIP, nil
+	}
+	c, err := keyfunc.NewClientIP(keyfunc.IPOptions{TrustedProxies: trusted})
+	if err != nil {
+		return nil, err
+	}
+	return c.Key, nil
+}
+
+// OpenStore returns the Redis store when url is set, else the in-memory
+// store. A Redis that does not answer at start is not an error: the
+// service starts, every policy applies its failure mode while Redis is
+// away, and a watcher logs when it answers (until ctx ends). Each
+// decision reaches Redis by itself once it is back.
+func OpenStore(ctx context.Context, url string, logger *slog.Logger) (*Store, error) {
 	if url == "" {
 		m, err := memstore.New(memstore.Options{})
 		if err != nil {
@@ -115,18 +147,46 @@ func OpenStore(ctx context.Context, url string) (*Store, error) {
 	// batching").
 	opt.ContextTimeoutEnabled = true
 	client := redis.NewClient(opt)
-	pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	defer cancel()
-	if err := client.Ping(pctx).Err(); err != nil {
-		_ = client.Close()
-		return nil, fmt.Errorf("redis at %s: %w", opt.Addr, err)
-	}
 	rs, err := redisstore.New(client, redisstore.Options{})
 	if err != nil {
 		_ = client.Close()
 		return nil, err
 	}
-	return &Store{Store: rs, Redis: client, Close: func() { _ = client.Close() }}, nil
+	wctx, stop := context.WithCancel(ctx)
+	if err := ping(wctx, client); err != nil {
+		logger.Warn("redis does not answer; serving under each policy's failure mode until it does",
+			slog.String("addr", opt.Addr), slog.String("error", err.Error()))
+		go awaitRedis(wctx, client, opt.Addr, logger)
+	}
+	return &Store{Store: rs, Redis: client, Close: func() { stop(); _ = client.Close() }}, nil
+}
+
+// ping asks Redis for PONG within three seconds.
+func ping(ctx context.Context, c redis.UniversalClient) error {
+	pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	return c.Ping(pctx).Err()
+}
+
+// redisRetry is how often awaitRedis asks a Redis that did not answer.
+const redisRetry = time.Second
+
+// awaitRedis pings Redis every redisRetry until it answers, then logs
+// that it does; it gives up silently when ctx ends.
+func awaitRedis(ctx context.Context, c redis.UniversalClient, addr string, logger *slog.Logger) {
+	t := time.NewTicker(redisRetry)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if ping(ctx, c) == nil {
+			logger.Info("redis answers; decisions use it again", slog.String("addr", addr))
+			return
+		}
+	}
 }
 
 // DefaultPolicies is policies.yaml, the policy file the examples run
@@ -151,8 +211,9 @@ type Policies struct {
 // NewPolicies builds the policies of env.PolicyFile, or of the embedded
 // [DefaultPolicies] when it is empty, on st, registering metrics on a new
 // registry, and the admin API when env.AdminToken is set. The file names
-// the key function "ip" (the peer address) and the classifier "auth" (a
-// verified HS256 JWT's subject, else the peer address).
+// the key function "ip" (the client address: the peer, or what trusted
+// proxies forward) and the classifier "auth" (a verified HS256 JWT's
+// subject, else the client address).
 func NewPolicies(st *Store, env Env, logger *slog.Logger) (*Policies, error) {
 	reg := prometheus.NewRegistry()
 	obs, err := metrics.New(reg, metrics.Options{})
@@ -169,9 +230,13 @@ func NewPolicies(st *Store, env Env, logger *slog.Logger) (*Policies, error) {
 	if err != nil {
 		return nil, err
 	}
+	ip, err := clientIP(env.TrustedProxies)
+	if err != nil {
+		return nil, fmt.Errorf("TRUSTED_PROXIES: %w", err)
+	}
 	opts := policy.Options{
-		Keys:        map[string]keyfunc.KeyFunc{"ip": keyfunc.RemoteIP},
-		Classifiers: map[string]middleware.Classifier{"auth": middleware.AuthOptions{Subject: sub, Anonymous: keyfunc.RemoteIP}},
+		Keys:        map[string]keyfunc.KeyFunc{"ip": ip},
+		Classifiers: map[string]middleware.Classifier{"auth": middleware.AuthOptions{Subject: sub, Anonymous: ip}},
 		Logger:      logger,
 		Middleware: []middleware.Option{
 			middleware.WithObserver(obs.Observe),

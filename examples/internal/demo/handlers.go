@@ -64,7 +64,7 @@ func Main(name string, routes func(*Policies) http.Handler) {
 func serve(name string, env Env, logger *slog.Logger, routes func(*Policies) http.Handler) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	st, err := OpenStore(ctx, env.RedisURL)
+	st, err := OpenStore(ctx, env.RedisURL, logger)
 	if err != nil {
 		return err
 	}
@@ -84,8 +84,11 @@ func serve(name string, env Env, logger *slog.Logger, routes func(*Policies) htt
 	if env.RedisURL != "" {
 		storeName = "redis"
 	}
+	// The pid is the server's own: under `go run` it is not the pid of
+	// the go command, so SIGHUP (reload) goes to this one.
 	logger.Info("listening", slog.String("example", name), slog.String("addr", env.Addr), slog.String("store", storeName),
-		slog.String("policies", p.Set.Status().Source), slog.Bool("admin", p.Admin != nil))
+		slog.String("policies", p.Set.Status().Source), slog.Bool("admin", p.Admin != nil),
+		slog.Int("pid", os.Getpid()), slog.Any("trusted_proxies", env.TrustedProxies))
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ListenAndServe() }()
 	select {

@@ -23,7 +23,7 @@ func Run(t *testing.T, routes func(*demo.Policies) http.Handler) {
 	t.Helper()
 	newPolicies := func(t *testing.T, policyFile string) *demo.Policies {
 		t.Helper()
-		st, err := demo.OpenStore(t.Context(), "")
+		st, err := demo.OpenStore(t.Context(), "", slog.New(slog.DiscardHandler))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -230,7 +230,7 @@ func Run(t *testing.T, routes func(*demo.Policies) http.Handler) {
 			t.Fatalf("without ADMIN_TOKEN: got %d, want 404 (no admin API)", w.Code)
 		}
 		const token = "an-operator-token-of-some-length"
-		st, err := demo.OpenStore(t.Context(), "")
+		st, err := demo.OpenStore(t.Context(), "", slog.New(slog.DiscardHandler))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,0 +1,184 @@
+package demo
+
+import (
+	"bytes"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ratekeeper/ratekeeper/internal/redistest"
+)
+
+// logBuffer is a log destination that tests read while the service
+// writes to it.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+var ok = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+
+// get sends GET / from peer with an X-Forwarded-For of xff (none when
+// empty) through h.
+func get(h http.Handler, peer, xff string) *httptest.ResponseRecorder {
+	r := httptest.NewRequest(http.MethodGet, "/", nil)
+	r.RemoteAddr = peer + ":40000"
+	if xff != "" {
+		r.Header.Set("X-Forwarded-For", xff)
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	return w
+}
+
+// newPolicies builds the example's policies on the memory store for env.
+func newPolicies(t *testing.T, env Env) *Policies {
+	t.Helper()
+	quiet := slog.New(slog.DiscardHandler)
+	st, err := OpenStore(t.Context(), "", quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	env.JWTSecret = DemoSecret
+	p, err := NewPolicies(st, env, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// Behind a proxy, without TRUSTED_PROXIES every client shares the proxy's
+// limit; with it, each forwarded client has its own, and a client that
+// is not a trusted proxy cannot pick its identity with the header.
+func TestTrustedProxiesKeyForwardedClients(t *testing.T) {
+	const proxy, anon = "192.0.2.10", 10 // api: 10 per minute for anonymous clients
+	t.Run("unset: clients behind the proxy share one limit", func(t *testing.T) {
+		h := newPolicies(t, Env{}).Set.Handler("api")(ok)
+		for i := range anon {
+			if w := get(h, proxy, "203.0.113.1"); w.Code != http.StatusOK {
+				t.Fatalf("request %d: got %d, want 200", i+1, w.Code)
+			}
+		}
+		if w := get(h, proxy, "203.0.113.2"); w.Code != http.StatusTooManyRequests {
+			t.Fatalf("another client behind the proxy: got %d, want 429 (the proxy's limit)", w.Code)
+		}
+	})
+	t.Setenv("TRUSTED_PROXIES", " 198.51.100.0/24, "+proxy+" ")
+	env, err := ReadEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(env.TrustedProxies, ","); got != "198.51.100.0/24,"+proxy {
+		t.Fatalf("TrustedProxies: got %q, want %q", got, "198.51.100.0/24,"+proxy)
+	}
+	t.Run("set: each forwarded client has its own limit", func(t *testing.T) {
+		h := newPolicies(t, env).Set.Handler("api")(ok)
+		for i := range anon {
+			if w := get(h, proxy, "203.0.113.1"); w.Code != http.StatusOK {
+				t.Fatalf("request %d: got %d, want 200", i+1, w.Code)
+			}
+		}
+		if w := get(h, proxy, "203.0.113.1"); w.Code != http.StatusTooManyRequests {
+			t.Fatalf("client over its limit: got %d, want 429", w.Code)
+		}
+		if w := get(h, "198.51.100.7", "203.0.113.2"); w.Code != http.StatusOK {
+			t.Fatalf("another client through a trusted proxy: got %d, want 200", w.Code)
+		}
+		// An untrusted peer is keyed by its own address, whatever it
+		// forwards: naming the exhausted client does not reach its limit,
+		// and naming fresh clients does not escape its own.
+		for i := range anon {
+			if w := get(h, "203.0.113.50", "203.0.113.1"); w.Code != http.StatusOK {
+				t.Fatalf("untrusted peer, request %d: got %d, want 200", i+1, w.Code)
+			}
+		}
+		if w := get(h, "203.0.113.50", "203.0.113.99"); w.Code != http.StatusTooManyRequests {
+			t.Fatalf("untrusted peer naming a fresh client: got %d, want 429", w.Code)
+		}
+	})
+}
+
+func TestTrustedProxiesRefusesBadValues(t *testing.T) {
+	for _, v := range []string{"0.0.0.0/0", "not-an-address", "10.0.0.0/33"} {
+		t.Setenv("TRUSTED_PROXIES", v)
+		if _, err := ReadEnv(); err == nil || !strings.Contains(err.Error(), "TRUSTED_PROXIES") {
+			t.Errorf("TRUSTED_PROXIES=%q: got error %v, want one naming TRUSTED_PROXIES", v, err)
+		}
+	}
+}
+
+// A Redis that is down when the service starts: the service starts,
+// policies apply their failure modes (api fails open, login closed), the
+// log says so, and once Redis answers decisions use it again.
+func TestStartsWhileRedisIsDown(t *testing.T) {
+	srv := redistest.Require(t)
+	_, port, err := net.SplitHostPort(srv.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Stop() // the address is known and nothing answers there
+	logs := &logBuffer{}
+	logger := slog.New(slog.NewTextHandler(logs, nil))
+	st, err := OpenStore(t.Context(), "redis://"+srv.Addr+"/0", logger)
+	if err != nil {
+		t.Fatalf("OpenStore with Redis down: got error %v, want a store", err)
+	}
+	t.Cleanup(st.Close)
+	p, err := NewPolicies(st, Env{JWTSecret: DemoSecret}, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	api, login := p.Set.Handler("api")(ok), p.Set.Handler("login")(ok)
+	if w := get(api, "192.0.2.1", ""); w.Code != http.StatusOK || w.Header().Get("X-RateLimit-Limit") != "" {
+		t.Fatalf("api with Redis down: got %d with headers %v, want 200 without rate-limit headers (fail open)", w.Code, w.Header())
+	}
+	if w := get(login, "192.0.2.1", ""); w.Code != http.StatusServiceUnavailable {
+		t.Fatalf("login with Redis down: got %d, want 503 (fail closed)", w.Code)
+	}
+	if !strings.Contains(logs.String(), "redis does not answer") {
+		t.Fatalf("log: got %q, want a warning that Redis does not answer", logs.String())
+	}
+
+	back, err := redistest.StartAt(port)
+	if err != nil {
+		redistest.Unavailable(t, err)
+	}
+	t.Cleanup(back.Stop)
+	deadline := time.Now().Add(15 * time.Second)
+	for !strings.Contains(logs.String(), "redis answers") {
+		if time.Now().After(deadline) {
+			t.Fatalf("log after Redis came back: got %q, want a line saying Redis answers", logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// The circuit breaker opened while Redis was away; it lets a probe
+	// through after its cooldown, and then every decision is Redis's.
+	for {
+		w := get(api, "192.0.2.1", "")
+		if w.Code == http.StatusOK && w.Header().Get("X-RateLimit-Limit") == "10" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("api after Redis came back: got %d with headers %v, want 200 with X-RateLimit-Limit 10", w.Code, w.Header())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
