@@ -450,3 +450,37 @@ func Example_loginBlock() {
 	// 429 900 blocked minute
 	// 429 900 blocked minute
 }
+
+// An operator raises one client's limit tenfold for a day, then suspends
+// it for an hour; a policy applies overrides only when built
+// WithOverrides.
+func ExampleLimiter_SetOverride() {
+	st, _ := memstore.New(memstore.Options{})
+	ctx := context.Background()
+	// snippet:overrides
+	api, err := middleware.New(st, keyfunc.RemoteIP, store.Limit{Rate: 10, Period: time.Minute},
+		middleware.WithName("api"), middleware.WithOverrides())
+	if err != nil {
+		log.Fatal(err)
+	}
+	raise := store.Override{Kind: store.OverrideScale, Scale: 10, TTL: 24 * time.Hour}
+	if err := api.SetOverride(ctx, "", "203.0.113.7", raise); err != nil { // tier "" for a limiter built with New
+		log.Fatal(err)
+	}
+	// end snippet
+	h := api.Handler(http.HandlerFunc(hello))
+	res := get(h, "/api/ping", "203.0.113.7:5000")
+	line(res.StatusCode, res.Header.Get("X-RateLimit-Limit"))
+
+	_ = api.SetOverride(ctx, "", "203.0.113.7", store.Override{Kind: store.OverrideSuspend, TTL: time.Hour})
+	res = get(h, "/api/ping", "203.0.113.7:5000")
+	line(res.StatusCode)
+
+	_ = api.ClearOverride(ctx, "", "203.0.113.7")
+	res = get(h, "/api/ping", "203.0.113.7:5000")
+	line(res.StatusCode, res.Header.Get("X-RateLimit-Limit"))
+	// Output:
+	// 200 100
+	// 403
+	// 200 10
+}
