@@ -414,15 +414,17 @@ func Example_behindProxy() {
 	// /healthz 203.0.113.7: 200
 }
 
-// The example service's login policy: 5 attempts per minute and 20 per
-// day per client address, every attempt counted; the 6th attempt in a
-// minute blocks the client for 15 minutes.
+// A login policy: 5 attempts per minute and 20 per day per client
+// address, every attempt counted; the 6th attempt in a minute blocks the
+// client for 15 minutes, and each repeat offence doubles the block.
 func Example_loginBlock() {
 	st, _ := memstore.New(memstore.Options{})
 	// snippet:login-block
-	login, err := middleware.New(st, keyfunc.RemoteIP,
-		store.Limit{Name: "minute", Algorithm: store.SlidingWindowLog, Rate: 5, Period: time.Minute, Block: 15 * time.Minute},
-		middleware.WithLimits(store.Limit{Name: "day", Algorithm: store.SlidingWindowLog, Rate: 20, Period: 24 * time.Hour, Block: 24 * time.Hour}),
+	minute := store.Limit{Name: "minute", Algorithm: store.SlidingWindowLog, Rate: 5, Period: time.Minute,
+		Block: 15 * time.Minute, BlockMax: 24 * time.Hour} // repeat offences: 30m, 1h, ... up to 24h
+	day := store.Limit{Name: "day", Algorithm: store.SlidingWindowLog, Rate: 20, Period: 24 * time.Hour, Block: 24 * time.Hour}
+	login, err := middleware.New(st, keyfunc.RemoteIP, minute,
+		middleware.WithLimits(day),
 		middleware.WithName("login"),
 		middleware.WithCountDenied(),                       // refused attempts count too
 		middleware.WithHeaders(headers.Writer{Omit: true}), // no X-RateLimit-* state; a 429 still has Retry-After
