@@ -34,7 +34,7 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 BENCH ?= .
 BENCHTIME ?= 1s
 
-.PHONY: help setup run run-chi test test-unit test-fuzz test-integration bench bench-compare redis-image lint fmt plots
+.PHONY: help setup run run-chi test test-unit test-fuzz test-integration bench bench-compare redis-image lint fmt plots docs
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -92,6 +92,9 @@ lint: ## gofmt must report nothing; go vet and staticcheck in both modules; inte
 
 plots: ## draw docs/algorithms.svg: every algorithm under the same traffic, on a simulated clock (cmd/plots)
 	$(GO) run ./cmd/plots -o docs/algorithms.svg
+
+docs: ## copy every snippet of README.md and docs/*.md from its source (internal/doccheck); review the diff
+	$(GO) test ./internal/doccheck -run 'TestSnippets' -count=1 -update
 
 fmt: ## gofmt every Go file
 	gofmt -w .

@@ -1,6 +1,7 @@
 package metrics_test
 
 import (
+	"bufio"
 	"fmt"
 	"log"
 	"net/http"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/ratekeeper/ratekeeper/keyfunc"
 	"github.com/ratekeeper/ratekeeper/metrics"
@@ -18,42 +20,40 @@ import (
 )
 
 // A limiter reports every decision to a Collector registered on a
-// registry of the caller's choosing.
+// registry of the caller's choosing, served on /metrics.
 func ExampleNew() {
-	reg := prometheus.NewRegistry()
+	st, _ := memstore.New(memstore.Options{})
+	ping := func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "pong") }
+	// snippet:metrics
+	reg := prometheus.NewRegistry() // or prometheus.DefaultRegisterer, if you mean it
 	m, err := metrics.New(reg, metrics.Options{})
 	if err != nil {
 		log.Fatal(err)
 	}
-	st, _ := memstore.New(memstore.Options{})
-	lim, err := middleware.New(st, keyfunc.RemoteIP, store.Limit{Rate: 2, Period: time.Minute},
+	api, err := middleware.New(st, keyfunc.RemoteIP, store.Limit{Rate: 2, Period: time.Minute},
 		middleware.WithName("api"), middleware.WithObserver(m.Observe))
 	if err != nil {
 		log.Fatal(err)
 	}
-	h := lim.Handler(http.NotFoundHandler())
+	mux := http.NewServeMux()
+	mux.Handle("GET /api/ping", api.Handler(http.HandlerFunc(ping)))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	// end snippet
+
 	for range 3 {
-		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		r := httptest.NewRequest(http.MethodGet, "/api/ping", nil)
 		r.RemoteAddr = "203.0.113.7:51000"
-		h.ServeHTTP(httptest.NewRecorder(), r)
+		mux.ServeHTTP(httptest.NewRecorder(), r)
 	}
-	families, err := reg.Gather()
-	if err != nil {
-		log.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() != "ratekeeper_decisions_total" {
-			continue
-		}
-		for _, s := range f.GetMetric() {
-			labels := make([]string, 0, 2)
-			for _, l := range s.GetLabel() {
-				labels = append(labels, l.GetName()+"="+l.GetValue())
-			}
-			fmt.Println(f.GetName(), strings.Join(labels, " "), s.GetCounter().GetValue())
+	w := httptest.NewRecorder()
+	mux.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	lines := bufio.NewScanner(w.Body)
+	for lines.Scan() {
+		if strings.HasPrefix(lines.Text(), "ratekeeper_decisions_total") {
+			fmt.Println(lines.Text())
 		}
 	}
 	// Output:
-	// ratekeeper_decisions_total outcome=allowed policy=api 2
-	// ratekeeper_decisions_total outcome=limited policy=api 1
+	// ratekeeper_decisions_total{outcome="allowed",policy="api"} 2
+	// ratekeeper_decisions_total{outcome="limited",policy="api"} 1
 }

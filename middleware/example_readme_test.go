@@ -35,6 +35,7 @@ import (
 // check outside it. It needs Redis and listens on :8080, so it is compiled
 // but not run.
 func Example_quickStart() {
+	// snippet:quickstart-stdlib
 	healthz := func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }
 	ping := func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "pong\n") }
 
@@ -54,6 +55,7 @@ func Example_quickStart() {
 	mux.HandleFunc("GET /healthz", healthz)                          // not wrapped: never limited
 	mux.Handle("GET /api/ping", api.Handler(http.HandlerFunc(ping))) // 10 per minute per client IP
 	log.Fatal(http.ListenAndServe(":8080", mux))
+	// end snippet
 }
 
 // The README's chi quick start: a group shares the "api" quota, and a
@@ -61,11 +63,13 @@ func Example_quickStart() {
 func Example_quickStartChi() {
 	healthz := func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }
 	ping := func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "pong\n") }
-	doSearch := func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "results\n") }
 	st, err := memstore.New(memstore.Options{})
 	if err != nil {
 		log.Fatal(err)
 	}
+
+	// snippet:quickstart-chi
+	doSearch := func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "results\n") }
 
 	api, err := middleware.New(st, keyfunc.RemoteIP,
 		store.Limit{Rate: 10, Period: time.Minute, Burst: 10}, middleware.WithName("api"))
@@ -84,6 +88,7 @@ func Example_quickStartChi() {
 		r.Get("/api/ping", ping)
 	})
 	r.With(search.Handler).Get("/api/search", doSearch)
+	// end snippet
 
 	for _, p := range []string{"/api/search", "/api/ping", "/api/search", "/healthz"} {
 		res := get(r, p, "203.0.113.7:51000")
@@ -106,6 +111,7 @@ func Example_tiersJWT() {
 	pub := &priv.PublicKey
 	st, _ := memstore.New(memstore.Options{})
 
+	// snippet:tiers-jwt
 	subject, err := keyfunc.JWTSubject(keyfunc.JWTOptions{Algorithms: []string{"RS256"}, Key: pub})
 	if err != nil {
 		log.Fatal(err)
@@ -123,6 +129,7 @@ func Example_tiersJWT() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	// end snippet
 
 	token := func(sub string) string {
 		t, err := jwt.NewWithClaims(jwt.SigningMethodRS256, jwt.RegisteredClaims{
@@ -363,4 +370,119 @@ func Example_logs() {
 	get(mux, "/api/ping", "203.0.113.7:51000")
 	// Output:
 	// level=DEBUG msg="ratekeeper: decision" policy=api outcome=allowed method=GET route="GET /api/ping" key_hash=ed3e0d59b03383cd remaining=9 retry_after=0s limit=gcra/1m0s
+}
+
+// Behind load balancers in 10.0.0.0/8: clients are keyed by the address
+// the nearest untrusted hop reported (an entry a client forged on the left
+// is never read), health checks and an allow-listed network are exempt
+// and get no rate-limit headers.
+func Example_behindProxy() {
+	st, _ := memstore.New(memstore.Options{})
+	// snippet:behind-proxy
+	clientIP, err := keyfunc.NewClientIP(keyfunc.IPOptions{TrustedProxies: []string{"10.0.0.0/8"}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	office, err := middleware.ExemptCIDRs(clientIP, "192.0.2.0/24")
+	if err != nil {
+		log.Fatal(err)
+	}
+	api, err := middleware.New(st, clientIP.Key, store.Limit{Rate: 10, Period: time.Minute},
+		middleware.WithName("api"),
+		middleware.WithExempt(middleware.ExemptPaths("/healthz")),
+		middleware.WithExempt(office))
+	if err != nil {
+		log.Fatal(err)
+	}
+	// end snippet
+	h := api.Handler(http.HandlerFunc(hello))
+	for _, c := range []struct{ path, xff string }{
+		{"/api/ping", "6.6.6.6, 203.0.113.7"},
+		{"/api/ping", "203.0.113.7"},
+		{"/api/ping", "198.51.100.2"},
+		{"/api/ping", "192.0.2.44"},
+		{"/healthz", "203.0.113.7"},
+	} {
+		res := get(h, c.path, "10.0.0.5:41000", "X-Forwarded-For", c.xff)
+		line(c.path, c.xff+":", res.StatusCode, res.Header.Get("X-RateLimit-Remaining"))
+	}
+	// Output:
+	// /api/ping 6.6.6.6, 203.0.113.7: 200 9
+	// /api/ping 203.0.113.7: 200 8
+	// /api/ping 198.51.100.2: 200 9
+	// /api/ping 192.0.2.44: 200
+	// /healthz 203.0.113.7: 200
+}
+
+// A login policy: 5 attempts per minute and 20 per day per client
+// address, every attempt counted; the 6th attempt in a minute blocks the
+// client for 15 minutes, and each repeat offence doubles the block.
+func Example_loginBlock() {
+	st, _ := memstore.New(memstore.Options{})
+	// snippet:login-block
+	minute := store.Limit{Name: "minute", Algorithm: store.SlidingWindowLog, Rate: 5, Period: time.Minute,
+		Block: 15 * time.Minute, BlockMax: 24 * time.Hour} // repeat offences: 30m, 1h, ... up to 24h
+	day := store.Limit{Name: "day", Algorithm: store.SlidingWindowLog, Rate: 20, Period: 24 * time.Hour, Block: 24 * time.Hour}
+	login, err := middleware.New(st, keyfunc.RemoteIP, minute,
+		middleware.WithLimits(day),
+		middleware.WithName("login"),
+		middleware.WithCountDenied(),                       // refused attempts count too
+		middleware.WithHeaders(headers.Writer{Omit: true}), // no X-RateLimit-* state; a 429 still has Retry-After
+		middleware.WithFailureMode(middleware.FailClosed))  // the store down: 503, not an open door
+	if err != nil {
+		log.Fatal(err)
+	}
+	// end snippet
+	h := login.Handler(http.HandlerFunc(hello))
+	for range 7 {
+		res := get(h, "/login", "198.51.100.23:7000")
+		var body struct {
+			Error string `json:"error"`
+			Scope string `json:"scope"`
+		}
+		_ = json.NewDecoder(res.Body).Decode(&body)
+		line(res.StatusCode, res.Header.Get("Retry-After"), body.Error, body.Scope)
+	}
+	// Output:
+	// 200
+	// 200
+	// 200
+	// 200
+	// 200
+	// 429 900 blocked minute
+	// 429 900 blocked minute
+}
+
+// An operator raises one client's limit tenfold for a day, then suspends
+// it for an hour; a policy applies overrides only when built
+// WithOverrides.
+func ExampleLimiter_SetOverride() {
+	st, _ := memstore.New(memstore.Options{})
+	ctx := context.Background()
+	// snippet:overrides
+	api, err := middleware.New(st, keyfunc.RemoteIP, store.Limit{Rate: 10, Period: time.Minute},
+		middleware.WithName("api"), middleware.WithOverrides())
+	if err != nil {
+		log.Fatal(err)
+	}
+	raise := store.Override{Kind: store.OverrideScale, Scale: 10, TTL: 24 * time.Hour}
+	if err := api.SetOverride(ctx, "", "203.0.113.7", raise); err != nil { // tier "" for a limiter built with New
+		log.Fatal(err)
+	}
+	// end snippet
+	h := api.Handler(http.HandlerFunc(hello))
+	res := get(h, "/api/ping", "203.0.113.7:5000")
+	line(res.StatusCode, res.Header.Get("X-RateLimit-Limit"))
+
+	_ = api.SetOverride(ctx, "", "203.0.113.7", store.Override{Kind: store.OverrideSuspend, TTL: time.Hour})
+	res = get(h, "/api/ping", "203.0.113.7:5000")
+	line(res.StatusCode)
+
+	_ = api.ClearOverride(ctx, "", "203.0.113.7")
+	res = get(h, "/api/ping", "203.0.113.7:5000")
+	line(res.StatusCode, res.Header.Get("X-RateLimit-Limit"))
+	// Output:
+	// 200 100
+	// 403
+	// 200 10
 }
