@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/ratekeeper/ratekeeper/headers"
 	"github.com/ratekeeper/ratekeeper/store"
 )
 
@@ -58,7 +59,7 @@ type reqState struct {
 	charged         int64 // units of q charged for key on this request
 	dec             Decision
 	req             http.Request
-	hb              hdrBuf
+	hb              headers.Buffer
 }
 
 // Value implements context.Context.
@@ -233,7 +234,7 @@ func (l *Limiter) Enforce(w http.ResponseWriter, r *http.Request, d Decision) bo
 		}
 	}
 	refuse := !d.Allowed && !q.dryRun
-	q.writeHeaders(w.Header(), &d, new(hdrBuf), refuse)
+	writeHeaders(w.Header(), &d, new(headers.Buffer), refuse)
 	if !refuse {
 		return true
 	}

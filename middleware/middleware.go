@@ -46,7 +46,7 @@ type quota struct {
 	problem     bool
 	name        string
 	failure     FailureMode
-	hdr         headers.Writer
+	hdr         headers.Options
 	logger      *slog.Logger
 	logSecret   []byte
 	now         func() time.Time
@@ -70,8 +70,6 @@ type tierState struct {
 	suspended  bool
 	limits     *limitSet  // the configured limits; nil when unlimited or suspended
 	dynamic    limitCache // compiled results of WithLimitsFunc
-	bucketHdr  []string   // X-RateLimit-Bucket value
-	tierHdr    []string   // X-RateLimit-Tier value; nil without a tier name
 }
 
 // New builds a Limiter that derives each request's identity with key and
@@ -187,13 +185,11 @@ func build(s store.Store, c config, classify func(*http.Request) (string, string
 			// "authenticated" never meets a policy named
 			// "api.authenticated".
 			ts.policy = c.name + "/" + t.Name
-			ts.tierHdr = []string{t.Name}
 		}
 		ts.prefix = ts.policy + ":"
 		ts.policyJSON = strconv.AppendQuote(nil, ts.policy) // names are plain ASCII: Go quoting is JSON quoting
-		ts.bucketHdr = []string{c.name}
 		if !t.Unlimited && !t.Suspended {
-			set, err := compileLimits(c.headers, ts.policy, t.Limits, c.countDenied)
+			set, err := compileLimits(c.headers, c.name, t.Name, t.Limits, c.countDenied)
 			if err != nil {
 				return nil, fmt.Errorf("ratekeeper: middleware: policy %q: %w", ts.policy, err)
 			}
@@ -593,14 +589,14 @@ func (q *quota) finish(w http.ResponseWriter, r *http.Request, next http.Handler
 			charged, outcome = res.cost, OutcomeAllowed
 		}
 		st := newState(r, q, res, d, charged)
-		q.writeHeaders(w.Header(), &st.dec, &st.hb, false)
+		writeHeaders(w.Header(), &st.dec, &st.hb, false)
 		if q.watching(r.Context()) {
 			q.report(r, &Event{Decision: d, Outcome: outcome, Latency: call.latency, Fallback: call.fallback, Err: call.cause}, res.identity)
 		}
 		next.ServeHTTP(w, &st.req)
 		return
 	}
-	q.writeHeaders(w.Header(), &d, new(hdrBuf), true)
+	writeHeaders(w.Header(), &d, new(headers.Buffer), true)
 	if q.watching(r.Context()) {
 		outcome := OutcomeLimited
 		if sd.Blocked {
@@ -609,15 +605,6 @@ func (q *quota) finish(w http.ResponseWriter, r *http.Request, next http.Handler
 		q.report(r, &Event{Decision: d, Outcome: outcome, Latency: call.latency, Fallback: call.fallback, Err: call.cause}, res.identity)
 	}
 	q.deny(w, r, &d)
-}
-
-// resetAfter is the wait X-RateLimit-Reset names: until the deciding limit
-// is full again, or for a refusal until the request may be retried.
-func resetAfter(d *store.Decision) time.Duration {
-	if d.Allowed {
-		return d.ResetAfter
-	}
-	return d.RetryAfter
 }
 
 // fail answers a request the limiter could not decide. It is the one place
@@ -663,7 +650,7 @@ func (q *quota) fail(w http.ResponseWriter, r *http.Request, next http.Handler, 
 		if q.failure == FailClosed {
 			e.Outcome = OutcomeFailedClosed
 			q.reportIfWatched(r, &e, res.identity)
-			w.Header()[hdrRetryAfter] = []string{strconv.FormatInt(retryAfterSeconds(q.breaker.cooldown), 10)}
+			headers.WriteRetryAfter(w.Header(), q.breaker.cooldown)
 			writeJSON(w, http.StatusServiceUnavailable, contentTypeJSON, bodyUnavailable)
 			return
 		}
@@ -688,7 +675,7 @@ func (q *quota) costExceeded(w http.ResponseWriter, r *http.Request, res *resolv
 		}
 		p.Allowed = true // describe the state, not a refusal
 		d := Decision{Decision: p, Policy: res.t.policy, Tier: res.t.name, Reset: now.Add(p.ResetAfter), t: res.t, set: res.set}
-		q.writeHeaders(w.Header(), &d, new(hdrBuf), false)
+		writeHeaders(w.Header(), &d, new(headers.Buffer), false)
 	}
 	writeJSON(w, http.StatusTooManyRequests, q.contentType(), costBody(res.cost, res.set.capacity, res.t.policyJSON, q.problem))
 }

@@ -60,7 +60,7 @@ type config struct {
 	failure          FailureMode
 	breakerThreshold int
 	breakerCooldown  time.Duration
-	headers          headers.Writer
+	headers          headers.Options
 	logger           *slog.Logger
 	logSecret        []byte
 	now              func() time.Time
@@ -176,8 +176,8 @@ func WithBreaker(threshold int, cooldown time.Duration) Option {
 
 // WithHeaders chooses the rate-limit headers (default: the X-RateLimit-*
 // set with epoch resets, and Retry-After on refusals; see
-// [headers.Writer]).
-func WithHeaders(w headers.Writer) Option { return func(c *config) { c.headers = w } }
+// [headers.Options]).
+func WithHeaders(o headers.Options) Option { return func(c *config) { c.headers = o } }
 
 // WithProblemDetails answers refusals with an RFC 9457
 // application/problem+json document (the quota-exceeded problem type of
