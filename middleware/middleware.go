@@ -197,6 +197,11 @@ func build(s store.Store, c config, classify func(*http.Request) (string, string
 		}
 		q.tiers = append(q.tiers, ts)
 	}
+	if !c.named {
+		if err := claimUnnamed(q, s, c.local); err != nil {
+			return nil, err
+		}
+	}
 	return &Limiter{quota: q, cost: 1}, nil
 }
 

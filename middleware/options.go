@@ -50,6 +50,7 @@ type Option func(*config)
 
 type config struct {
 	name             string
+	named            bool // WithName was given
 	limitsFunc       func(*http.Request, string) ([]store.Limit, error)
 	dedup            func(*http.Request) string
 	dedupReplays     int
@@ -77,7 +78,18 @@ type config struct {
 // 429 body, in metrics and logs, and namespaces the storage key, so two
 // limiters with different names never share counters. Names are 1 to 64
 // characters from [A-Za-z0-9_.-].
-func WithName(name string) Option { return func(c *config) { c.name = name } }
+//
+// Limiters given the same name on one store share one quota: that is how
+// replicas, or two routes that should count together, share a limit on
+// purpose. Without a name they would share it by accident, so [New] and
+// [NewTiered] refuse a limiter without a name on a store (or fallback
+// store) that another live limiter without a name already uses: name
+// every limiter but one. A limiter no longer referenced anywhere does not
+// count. [Limiter.WithCost] variants are not new limiters: they share
+// their limiter's quota by design.
+func WithName(name string) Option {
+	return func(c *config) { c.name, c.named = name, true }
+}
 
 // WithLimits adds limits to the one given to [New]. A request must pass all
 // of them and is recorded in all or none (for example 10 per minute and 100
