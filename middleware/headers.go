@@ -15,7 +15,7 @@ import (
 func writeHeaders(h http.Header, d *Decision, b *headers.Buffer, retry bool) {
 	var p *headers.Policy
 	if d.set != nil {
-		p = d.set.hdr
+		p = d.set.fields
 	}
 	p.Write(h, &d.Decision, d.Reset, b, retry)
 }

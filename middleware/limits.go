@@ -17,7 +17,7 @@ import (
 type limitSet struct {
 	limits   []store.Limit
 	capacity int64           // the smallest capacity, for the cost-exceeded body
-	hdr      *headers.Policy // the header values of the limits
+	fields   *headers.Policy // the values of the rate-limit header fields
 }
 
 // compileLimits validates limits as every store would and prepares their
@@ -27,11 +27,11 @@ func compileLimits(o headers.Options, name, tier string, limits []store.Limit, c
 	if err := probe.Validate(); err != nil {
 		return nil, err
 	}
-	hdr, err := headers.NewPolicy(o, name, tier, limits)
+	fields, err := headers.NewPolicy(o, name, tier, limits)
 	if err != nil {
 		return nil, err
 	}
-	set := &limitSet{limits: slices.Clone(limits), capacity: limits[0].Capacity(), hdr: hdr}
+	set := &limitSet{limits: slices.Clone(limits), capacity: limits[0].Capacity(), fields: fields}
 	for _, l := range limits[1:] {
 		set.capacity = min(set.capacity, l.Capacity())
 	}
@@ -102,7 +102,7 @@ func (q *quota) dynamicLimits(r *http.Request, t *tierState) (*limitSet, error) 
 	if set := t.dynamic.find(limits); set != nil {
 		return set, nil
 	}
-	set, err := compileLimits(q.hdr, q.name, t.name, limits, q.countDenied)
+	set, err := compileLimits(q.headerOpts, q.name, t.name, limits, q.countDenied)
 	if err != nil {
 		return nil, fmt.Errorf("%w: limits function: %w", errMisconfigured, err)
 	}

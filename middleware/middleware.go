@@ -46,7 +46,7 @@ type quota struct {
 	problem     bool
 	name        string
 	failure     FailureMode
-	hdr         headers.Options
+	headerOpts  headers.Options
 	logger      *slog.Logger
 	logSecret   []byte
 	now         func() time.Time
@@ -187,7 +187,7 @@ func newQuota(s store.Store, c *config, classify func(*http.Request) (string, st
 		problem:     c.problem,
 		name:        c.name,
 		failure:     c.failure,
-		hdr:         c.headers,
+		headerOpts:  c.headers,
 		logger:      c.logger,
 		logSecret:   c.logSecret,
 		now:         c.now,

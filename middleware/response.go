@@ -98,7 +98,7 @@ func (q *quota) limitedBody(d *Decision) []byte {
 	}
 	if q.problem {
 		// violated-policies names the RateLimit-Policy item that refused.
-		item := d.set.hdr.Item(d.Index)
+		item := d.set.fields.Item(d.Index)
 		if item == "" {
 			item = d.t.policy
 		}
