@@ -288,3 +288,53 @@ func TestSuppressionHeader(t *testing.T) {
 		})
 	}
 }
+
+// A nil Policy stands for a decision without limits: it writes
+// Retry-After on a refusal and nothing else.
+func TestNilPolicyWritesRetryAfterOnly(t *testing.T) {
+	var p *Policy
+	h := http.Header{}
+	p.Write(h, &store.Decision{Limit: 5, RetryAfter: 1500 * time.Millisecond}, time.Now(), new(Buffer), true)
+	if len(h) != 1 || h.Get("Retry-After") != "2" {
+		t.Fatalf("got %v, want Retry-After: 2 alone", h)
+	}
+	p.Write(h, &store.Decision{Allowed: true}, time.Now(), new(Buffer), false)
+	if len(h) != 1 {
+		t.Fatalf("admitted: got %v, want nothing more", h)
+	}
+}
+
+// Item names the RateLimit-Policy item of each limit, with or without the
+// IETF fields, and "" outside the policy's limits.
+func TestPolicyItem(t *testing.T) {
+	limits := []store.Limit{{Name: "burst", Rate: 10, Period: time.Minute}, {Rate: 100, Period: time.Hour}}
+	p, err := NewPolicy(Options{}, "api", "gold", limits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []string{"", "burst", "api/gold-1", ""} {
+		if got := p.Item(i - 1); got != want {
+			t.Errorf("Item(%d): got %q, want %q", i-1, got, want)
+		}
+	}
+	one, err := NewPolicy(Options{}, "api", "gold", limits[:1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := one.Item(0); got != "api/gold" {
+		t.Errorf("one limit: got %q, want the policy label api/gold", got)
+	}
+}
+
+// WriteRetryAfter rounds up to whole seconds, at least 1.
+func TestWriteRetryAfter(t *testing.T) {
+	h := http.Header{}
+	WriteRetryAfter(h, 0)
+	if got := h.Get("Retry-After"); got != "1" {
+		t.Fatalf("got %q, want 1", got)
+	}
+	WriteRetryAfter(h, 2*time.Second+1)
+	if got := h.Get("Retry-After"); got != "3" {
+		t.Fatalf("got %q, want 3", got)
+	}
+}
