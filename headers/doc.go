@@ -1,10 +1,13 @@
-// Package headers specifies the rate-limit response headers the middleware
-// writes and lets you choose them with a [Writer]: it is the one place
-// that says what each field means.
+// Package headers owns the rate-limit response header fields: it is the
+// one place that says what each field means and that formats them. Choose
+// the fields with [Options] (the middleware's WithHeaders option takes
+// one); an adapter that writes them itself (an HTTP middleware, an RPC
+// interceptor writing metadata) formats a policy's values once with
+// [NewPolicy] and writes a decision's with [Policy.Write].
 //
 // # Fields
 //
-// On every response of a limited route (unless [Writer.Omit]):
+// On every response of a limited route (unless [Options.Omit]):
 //
 //   - X-RateLimit-Limit: the capacity of the deciding limit (its burst, or
 //     its rate for window algorithms).
@@ -12,12 +15,12 @@
 //     admit now.
 //   - X-RateLimit-Reset: when the deciding limit is back to full capacity,
 //     as Unix epoch seconds rounded up (default) or, with
-//     [Writer.ResetDelta], as seconds from now. On a refusal it is the
+//     [Options.ResetDelta], as seconds from now. On a refusal it is the
 //     moment the request may be retried, the instant Retry-After names.
 //
 // On every response of a route whose limits use the suppressed strategy
 // ([github.com/ratekeeper/ratekeeper/store.Suppressed]), unless
-// [Writer.Omit]:
+// [Options.Omit]:
 //
 //   - X-RateLimit-Suppression: the suppression factor the request met, a
 //     decimal from 0 to 1 (at most six decimals, such as 0.090909): the
@@ -26,7 +29,7 @@
 //     client that sees it above 0 is over the configured rate and should
 //     slow down; X-RateLimit-Limit is then the hard limit.
 //
-// On every refusal (429), whatever the Writer says:
+// On every refusal (429), whatever the Options say:
 //
 //   - Retry-After: whole seconds, rounded up and at least 1, after which
 //     the same request would be admitted if nothing else is recorded
@@ -42,7 +45,7 @@
 //
 // # IETF fields
 //
-// With [Writer.IETF] the fields of draft-ietf-httpapi-ratelimit-headers-10
+// With [Options.IETF] the fields of draft-ietf-httpapi-ratelimit-headers-10
 // are added, one list item per limit of the policy:
 //
 //	RateLimit-Policy: "burst";q=10;w=60, "api-1";q=100;w=3600
@@ -53,11 +56,11 @@
 // limit's capacity, w its period in seconds, r the units remaining and t
 // the seconds until the limit is full again (on a refusal, for the
 // deciding limit, the wait before a retry, equal to Retry-After).
-// [Writer.NoLegacy] drops the X-RateLimit-* set.
+// [Options.NoLegacy] drops the X-RateLimit-* set.
 //
 // # Names
 //
-// With [Writer.Bucket], X-RateLimit-Bucket names the limiter (its
+// With [Options.Bucket], X-RateLimit-Bucket names the limiter (its
 // WithName) and X-RateLimit-Tier the request's tier, for limiters with
 // tiers.
 //

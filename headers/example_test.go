@@ -14,13 +14,13 @@ import (
 )
 
 // The IETF fields, one item per limit, next to the X-RateLimit-* set.
-func ExampleWriter() {
+func ExampleOptions() {
 	st, _ := memstore.New(memstore.Options{})
 	lim, err := middleware.New(st, keyfunc.RemoteIP,
 		store.Limit{Name: "minute", Algorithm: store.FixedWindow, Rate: 10, Period: time.Minute},
 		middleware.WithLimits(store.Limit{Name: "hour", Algorithm: store.FixedWindow, Rate: 100, Period: time.Hour}),
 		middleware.WithName("api"),
-		middleware.WithHeaders(headers.Writer{IETF: true, Bucket: true}))
+		middleware.WithHeaders(headers.Options{IETF: true, Bucket: true}))
 	if err != nil {
 		panic(err)
 	}

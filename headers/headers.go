@@ -1,11 +1,22 @@
 package headers
 
-// Writer chooses the rate-limit headers the middleware writes on every
-// response of a limited route (see the package documentation for each
-// field's meaning). The zero value writes the X-RateLimit-* set with
-// epoch-second resets, and Retry-After on refusals. A Writer is a plain
-// value: the middleware copies it at construction.
-type Writer struct {
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"unsafe"
+
+	"github.com/ratekeeper/ratekeeper/store"
+)
+
+// Options chooses the rate-limit header fields written on every response
+// of a limited route (see the package documentation for each field's
+// meaning). The zero value writes the X-RateLimit-* set with epoch-second
+// resets, and Retry-After on refusals. Options is a plain value: the
+// middleware copies it at construction.
+type Options struct {
 	// ResetDelta writes X-RateLimit-Reset as seconds from now instead of
 	// Unix epoch seconds.
 	ResetDelta bool
@@ -24,4 +35,256 @@ type Writer struct {
 	// Bucket adds X-RateLimit-Bucket, the limiter's name, and, for a
 	// limiter with tiers, X-RateLimit-Tier, the request's tier.
 	Bucket bool
+}
+
+// Canonical names of the fields (see the package documentation for their
+// meaning).
+const (
+	fieldLimit       = "X-Ratelimit-Limit"
+	fieldRemaining   = "X-Ratelimit-Remaining"
+	fieldReset       = "X-Ratelimit-Reset"
+	fieldRetryAfter  = "Retry-After"
+	fieldBucket      = "X-Ratelimit-Bucket"
+	fieldTier        = "X-Ratelimit-Tier"
+	fieldRateLimit   = "Ratelimit"
+	fieldPolicy      = "Ratelimit-Policy"
+	fieldSuppression = "X-Ratelimit-Suppression"
+)
+
+// Policy is the header values of one policy that depend only on its
+// options, names and limits, formatted once by [NewPolicy] so that
+// writing a response's fields formats only the numbers of its decision.
+// A Policy is immutable and safe for concurrent use.
+type Policy struct {
+	opts       Options
+	capacities []int64    // the capacity of each limit
+	limitVals  [][]string // X-RateLimit-Limit value of each limit
+	items      []string   // IETF item name of each limit
+	quoted     []string   // the same as RFC 9651 sf-strings; nil without IETF
+	policyVal  []string   // RateLimit-Policy value; nil without IETF
+	bucketVal  []string   // X-RateLimit-Bucket value
+	tierVal    []string   // X-RateLimit-Tier value; nil without a tier
+	suppressed bool       // the limits use the suppressed strategy
+}
+
+var errUnprintable = errors.New("ratekeeper: headers: IETF item names must be printable ASCII")
+
+// NewPolicy formats the header values of the policy named bucket (the
+// limiter's name) with the given tier ("" for none) and limits. The policy
+// label is bucket, or bucket "/" tier; an IETF item is named after it when
+// there is one limit, else after the limit's Name, or "<policy>-<index>"
+// when it has none. NewPolicy returns an error when o.IETF is set and an
+// item name is not printable ASCII. It does not validate the limits: the
+// store does.
+func NewPolicy(o Options, bucket, tier string, limits []store.Limit) (*Policy, error) {
+	policy := bucket
+	if tier != "" {
+		policy += "/" + tier
+	}
+	p := &Policy{
+		opts:       o,
+		capacities: make([]int64, len(limits)),
+		limitVals:  make([][]string, len(limits)),
+		items:      make([]string, len(limits)),
+		bucketVal:  []string{bucket},
+		suppressed: len(limits) > 0 && limits[0].Algorithm == store.Suppressed,
+	}
+	if tier != "" {
+		p.tierVal = []string{tier}
+	}
+	var pv strings.Builder
+	for i, l := range limits {
+		p.capacities[i] = l.Capacity()
+		p.limitVals[i] = []string{strconv.FormatInt(l.Capacity(), 10)}
+		p.items[i] = policy
+		if len(limits) > 1 {
+			p.items[i] = l.Name
+			if l.Name == "" {
+				p.items[i] = policy + "-" + strconv.Itoa(i)
+			}
+		}
+		if !o.IETF {
+			continue
+		}
+		q, err := quoteSFString(p.items[i])
+		if err != nil {
+			return nil, err
+		}
+		p.quoted = append(p.quoted, q)
+		if i > 0 {
+			pv.WriteString(", ")
+		}
+		pv.WriteString(q + ";q=" + strconv.FormatInt(l.Capacity(), 10) + ";w=" + strconv.FormatInt(max(ceilSeconds(l.Period), 1), 10))
+	}
+	if o.IETF {
+		p.policyVal = []string{pv.String()}
+	}
+	return p, nil
+}
+
+// Item returns the IETF item name of limit i of the policy (the name
+// RateLimit-Policy gives it, with or without IETF), or "" when there is
+// no such limit.
+func (p *Policy) Item(i int) string {
+	if p == nil || i < 0 || i >= len(p.items) {
+		return ""
+	}
+	return p.items[i]
+}
+
+// Buffer holds the values of one response's fields. Numbers are formatted
+// into it and the header map refers to them there, so that writing the
+// fields of a response allocates nothing when the Buffer lives in memory
+// the caller allocates anyway (a request's state). A Buffer is written
+// for one response and never reused: the values it hands out must not
+// change. The zero value is ready to use.
+type Buffer struct {
+	vals [3]string
+	nv   int
+	buf  [48]byte
+	nb   int
+}
+
+// num returns a one-element header value holding v in decimal.
+func (b *Buffer) num(v int64) []string {
+	var digits [20]byte
+	return b.value(strconv.AppendInt(digits[:0], v, 10))
+}
+
+// value returns a one-element header value holding a copy of p, kept in b
+// when there is room.
+func (b *Buffer) value(p []byte) []string {
+	if b.nv == len(b.vals) || len(b.buf)-b.nb < len(p) || len(p) == 0 {
+		return []string{string(p)}
+	}
+	n := copy(b.buf[b.nb:], p)
+	// The bytes live in the Buffer, which is never written there again:
+	// what a string needs.
+	b.vals[b.nv] = unsafe.String(&b.buf[b.nb], n)
+	b.nb += n
+	b.nv++
+	return b.vals[b.nv-1 : b.nv : b.nv]
+}
+
+// Write sets the fields the policy's options choose for d on h (an
+// http.Header, or any map keyed by canonical field names), with values
+// held in b. reset is the instant X-RateLimit-Reset names: when the
+// deciding limit is full again, or for a refusal when the request may be
+// retried. retry adds Retry-After, which every refusal carries whatever
+// the options say. A nil Policy (no limit applied) writes Retry-After
+// alone, when retry is set.
+func (p *Policy) Write(h map[string][]string, d *store.Decision, reset time.Time, b *Buffer, retry bool) {
+	if retry {
+		h[fieldRetryAfter] = b.num(RetryAfterSeconds(d.RetryAfter))
+	}
+	if p == nil || p.opts.Omit {
+		return
+	}
+	if !p.opts.NoLegacy {
+		p.writeLegacy(h, d, reset, b)
+	}
+	if p.opts.IETF {
+		var stack [192]byte
+		h[fieldPolicy] = p.policyVal
+		h[fieldRateLimit] = b.value(p.appendRateLimit(stack[:0], d))
+	}
+	if p.suppressed {
+		var digits [24]byte
+		h[fieldSuppression] = b.value(strconv.AppendFloat(digits[:0], d.Suppression, 'f', -1, 64))
+	}
+	if p.opts.Bucket {
+		h[fieldBucket] = p.bucketVal
+		if p.tierVal != nil {
+			h[fieldTier] = p.tierVal
+		}
+	}
+}
+
+// writeLegacy sets X-RateLimit-Limit, -Remaining and -Reset.
+func (p *Policy) writeLegacy(h map[string][]string, d *store.Decision, reset time.Time, b *Buffer) {
+	if i := d.Index; i >= 0 && i < len(p.limitVals) && p.capacities[i] == d.Limit {
+		h[fieldLimit] = p.limitVals[i]
+	} else {
+		h[fieldLimit] = b.num(d.Limit)
+	}
+	h[fieldRemaining] = b.num(max(d.Remaining, 0))
+	if p.opts.ResetDelta {
+		wait := d.ResetAfter
+		if !d.Allowed {
+			wait = d.RetryAfter
+		}
+		h[fieldReset] = b.num(ceilSeconds(wait))
+	} else {
+		h[fieldReset] = b.num(ceilSeconds(time.Duration(reset.UnixNano())))
+	}
+}
+
+// appendRateLimit appends the RateLimit field to b: one item per limit, r
+// the units remaining and t the seconds until the limit is full again; for
+// the deciding limit of a refusal t is the wait before a retry, equal to
+// Retry-After.
+func (p *Policy) appendRateLimit(b []byte, d *store.Decision) []byte {
+	for i, name := range p.quoted {
+		rem, reset := d.Remaining, d.ResetAfter
+		if d.PerLimit != nil && i < len(d.PerLimit) {
+			rem, reset = d.PerLimit[i].Remaining, d.PerLimit[i].ResetAfter
+		} else if len(p.quoted) > 1 && i != d.Index {
+			continue // no per-limit state: report the deciding limit only
+		}
+		if !d.Allowed && (i == d.Index || d.Blocked) {
+			reset = d.RetryAfter
+			if d.Blocked {
+				rem = 0
+			}
+		}
+		if len(b) > 0 {
+			b = append(b, ", "...)
+		}
+		b = append(b, name...)
+		b = append(b, ";r="...)
+		b = strconv.AppendInt(b, max(rem, 0), 10)
+		b = append(b, ";t="...)
+		b = strconv.AppendInt(b, ceilSeconds(reset), 10)
+	}
+	return b
+}
+
+// WriteRetryAfter sets Retry-After on h to wait in whole seconds (see
+// [RetryAfterSeconds]), for answers that carry no decision, such as a
+// 503 while the store is unavailable.
+func WriteRetryAfter(h map[string][]string, wait time.Duration) {
+	h[fieldRetryAfter] = []string{strconv.FormatInt(RetryAfterSeconds(wait), 10)}
+}
+
+// RetryAfterSeconds converts a wait to the whole seconds sent in
+// Retry-After: rounded up, and at least 1 so that clients never retry in
+// a tight loop.
+func RetryAfterSeconds(wait time.Duration) int64 {
+	return max(ceilSeconds(wait), 1)
+}
+
+// ceilSeconds rounds d up to whole seconds; negative durations give 0.
+func ceilSeconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Second - 1) / time.Second)
+}
+
+// quoteSFString renders s as an RFC 9651 sf-string.
+func quoteSFString(s string) (string, error) {
+	var b strings.Builder
+	b.WriteByte('"')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 0x20 || c > 0x7e {
+			return "", fmt.Errorf("%w: %q", errUnprintable, s)
+		}
+		if c == '"' || c == '\\' {
+			b.WriteByte('\\')
+		}
+		b.WriteByte(c)
+	}
+	b.WriteByte('"')
+	return b.String(), nil
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/ratekeeper/ratekeeper/headers"
 	"github.com/ratekeeper/ratekeeper/store"
 )
 
@@ -58,7 +59,7 @@ type reqState struct {
 	charged         int64 // units of q charged for key on this request
 	dec             Decision
 	req             http.Request
-	hb              hdrBuf
+	hb              headers.Buffer
 }
 
 // Value implements context.Context.
@@ -152,7 +153,7 @@ func (l *Limiter) decideFor(ctx context.Context, identity string, n int64, peek 
 	case t.unlimited:
 		return Decision{Decision: store.Decision{Allowed: true}, Policy: t.policy, Tier: t.name, t: t}, nil
 	}
-	req := store.Request{Key: t.prefix + identity, Limits: set.limits, Cost: n, CountDenied: q.countDenied, Overrides: q.overrides}
+	req := store.Request{Key: storeKey(q.name, t.name, identity), Limits: set.limits, Cost: n, CountDenied: q.countDenied, Overrides: q.overrides}
 	now := q.now()
 	sd, call, err := q.call(ctx, req, now, peek)
 	if err != nil {
@@ -233,7 +234,7 @@ func (l *Limiter) Enforce(w http.ResponseWriter, r *http.Request, d Decision) bo
 		}
 	}
 	refuse := !d.Allowed && !q.dryRun
-	q.writeHeaders(w.Header(), &d, new(hdrBuf), refuse)
+	writeHeaders(w.Header(), &d, new(headers.Buffer), refuse)
 	if !refuse {
 		return true
 	}
@@ -283,7 +284,7 @@ func (l *Limiter) Reset(ctx context.Context, tier, identity string) error {
 	var notFound error
 	found := false
 	for _, set := range t.sets() {
-		err := q.store.Reset(ctx, store.Request{Key: t.prefix + identity, Limits: set.limits})
+		err := q.store.Reset(ctx, store.Request{Key: storeKey(q.name, t.name, identity), Limits: set.limits})
 		switch {
 		case err == nil:
 			found = true
@@ -336,9 +337,9 @@ func (l *Limiter) overrideKey(tier, identity string) (string, store.Overrides, e
 	if identity == "" {
 		return "", nil, errEmptyKey
 	}
-	i, ok := q.tierIndex[tier]
+	_, ok := q.tierIndex[tier]
 	if !ok {
 		return "", nil, fmt.Errorf("ratekeeper: middleware: unknown tier %q", tier)
 	}
-	return q.tiers[i].prefix + identity, q.store.(store.Overrides), nil
+	return storeKey(q.name, tier, identity), q.store.(store.Overrides), nil
 }

@@ -18,6 +18,12 @@
 // one, the client address otherwise. [Limiter.WithCost] makes a costly
 // route take several units of the same quota.
 //
+// The name ([WithName]) namespaces a limiter's counters in its store:
+// limiters with the same name on one store share one quota, on purpose.
+// [New] and [NewTiered] refuse a second limiter without a name on a store
+// another limiter without a name uses, so that two policies never end up
+// on one quota by accident.
+//
 // # One request
 //
 // The key function (or classifier) derives the identity as the

@@ -125,7 +125,7 @@ func Example_tiersJWT() {
 		{Name: middleware.TierAnonymous, Limits: []store.Limit{{Rate: 10, Period: time.Minute}}},
 		{Name: middleware.TierAuthenticated, Limits: []store.Limit{{Rate: 100, Period: time.Minute}}},
 		{Name: middleware.TierTrusted, Unlimited: true},
-	}, middleware.WithName("api"), middleware.WithHeaders(headers.Writer{Bucket: true}))
+	}, middleware.WithName("api"), middleware.WithHeaders(headers.Options{Bucket: true}))
 	if err != nil {
 		log.Fatal(err)
 	}

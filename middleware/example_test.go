@@ -163,7 +163,7 @@ func ExampleWithHeaders() {
 	lim, _ := middleware.New(st, keyfunc.RemoteIP,
 		store.Limit{Name: "minute", Algorithm: store.FixedWindow, Rate: 10, Period: time.Minute},
 		middleware.WithLimits(store.Limit{Name: "hour", Algorithm: store.FixedWindow, Rate: 100, Period: time.Hour}),
-		middleware.WithHeaders(headers.Writer{IETF: true, NoLegacy: true}))
+		middleware.WithHeaders(headers.Options{IETF: true, NoLegacy: true}))
 	res := get(lim.Handler(http.HandlerFunc(hello)), "/", "192.0.2.1:1")
 	fmt.Println(res.Header.Get("RateLimit-Policy"))
 	// Output:
@@ -180,7 +180,7 @@ func Example_loginAbuse() {
 		middleware.WithLimits(store.Limit{Name: "day", Algorithm: store.SlidingWindowLog, Rate: 20, Period: 24 * time.Hour, Block: 24 * time.Hour}),
 		middleware.WithName("login"),
 		middleware.WithCountDenied(),
-		middleware.WithHeaders(headers.Writer{Omit: true}),
+		middleware.WithHeaders(headers.Options{Omit: true}),
 		middleware.WithFailureMode(middleware.FailClosed))
 	if err != nil {
 		panic(err)

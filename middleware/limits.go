@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -17,63 +15,25 @@ import (
 // values that depend only on the limits are formatted here, not per
 // request.
 type limitSet struct {
-	limits    []store.Limit
-	capacity  int64      // the smallest capacity, for the cost-exceeded body
-	limitHdr  [][]string // X-RateLimit-Limit value of each limit
-	items     []string   // IETF item name of each limit
-	quoted    []string   // the same as RFC 9651 sf-strings; nil without IETF
-	policyHdr []string   // RateLimit-Policy value; nil without IETF
-	// suppressed marks limits of the suppressed strategy, whose
-	// responses carry X-RateLimit-Suppression.
-	suppressed bool
+	limits   []store.Limit
+	capacity int64           // the smallest capacity, for the cost-exceeded body
+	fields   *headers.Policy // the values of the rate-limit header fields
 }
 
 // compileLimits validates limits as every store would and prepares their
-// header values for policy.
-func compileLimits(w headers.Writer, policy string, limits []store.Limit, countDenied bool) (*limitSet, error) {
+// header values for the limiter named name and its tier ("" for none).
+func compileLimits(o headers.Options, name, tier string, limits []store.Limit, countDenied bool) (*limitSet, error) {
 	probe := store.Request{Key: "probe", Limits: limits, CountDenied: countDenied}
 	if err := probe.Validate(); err != nil {
 		return nil, err
 	}
-	set := &limitSet{
-		limits:   slices.Clone(limits),
-		capacity: limits[0].Capacity(),
-		limitHdr: make([][]string, len(limits)),
-		items:    make([]string, len(limits)),
-
-		suppressed: limits[0].Algorithm == store.Suppressed,
+	fields, err := headers.NewPolicy(o, name, tier, limits)
+	if err != nil {
+		return nil, err
 	}
-	var pv strings.Builder
-	for i, l := range limits {
+	set := &limitSet{limits: slices.Clone(limits), capacity: limits[0].Capacity(), fields: fields}
+	for _, l := range limits[1:] {
 		set.capacity = min(set.capacity, l.Capacity())
-		set.limitHdr[i] = []string{strconv.FormatInt(l.Capacity(), 10)}
-		name := policy
-		if len(limits) > 1 {
-			name = l.Name
-			if name == "" {
-				name = policy + "-" + strconv.Itoa(i)
-			}
-		}
-		set.items[i] = name
-		if !w.IETF {
-			continue
-		}
-		q, err := quoteSFString(name)
-		if err != nil {
-			return nil, err
-		}
-		set.quoted = append(set.quoted, q)
-		if i > 0 {
-			pv.WriteString(", ")
-		}
-		pv.WriteString(q)
-		pv.WriteString(";q=")
-		pv.WriteString(strconv.FormatInt(l.Capacity(), 10))
-		pv.WriteString(";w=")
-		pv.WriteString(strconv.FormatInt(max(ceilSeconds(l.Period), 1), 10))
-	}
-	if w.IETF {
-		set.policyHdr = []string{pv.String()}
 	}
 	return set, nil
 }
@@ -142,7 +102,7 @@ func (q *quota) dynamicLimits(r *http.Request, t *tierState) (*limitSet, error) 
 	if set := t.dynamic.find(limits); set != nil {
 		return set, nil
 	}
-	set, err := compileLimits(q.hdr, t.policy, limits, q.countDenied)
+	set, err := compileLimits(q.headerOpts, q.name, t.name, limits, q.countDenied)
 	if err != nil {
 		return nil, fmt.Errorf("%w: limits function: %w", errMisconfigured, err)
 	}

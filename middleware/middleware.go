@@ -46,7 +46,7 @@ type quota struct {
 	problem     bool
 	name        string
 	failure     FailureMode
-	hdr         headers.Writer
+	headerOpts  headers.Options
 	logger      *slog.Logger
 	logSecret   []byte
 	now         func() time.Time
@@ -65,13 +65,10 @@ type tierState struct {
 	name       string // "" for a limiter built with New
 	policy     string // metrics and body label: the name, or name/tier
 	policyJSON []byte // policy as a JSON string
-	prefix     string // storage namespace: policy + ":"
 	unlimited  bool
 	suspended  bool
 	limits     *limitSet  // the configured limits; nil when unlimited or suspended
 	dynamic    limitCache // compiled results of WithLimitsFunc
-	bucketHdr  []string   // X-RateLimit-Bucket value
-	tierHdr    []string   // X-RateLimit-Tier value; nil without a tier name
 }
 
 // New builds a Limiter that derives each request's identity with key and
@@ -112,36 +109,10 @@ func collect(opts []Option) (config, error) {
 	return c, nil
 }
 
+// build validates c and builds the limiter of tiers in store s.
 func build(s store.Store, c config, classify func(*http.Request) (string, string, error), tiers []Tier) (*Limiter, error) {
-	if s == nil {
-		return nil, errors.New("ratekeeper: middleware: nil store")
-	}
-	if err := validName("name", c.name); err != nil {
+	if err := c.validate(s); err != nil {
 		return nil, err
-	}
-	switch {
-	case c.failure != FailOpen && c.failure != FailClosed:
-		return nil, fmt.Errorf("ratekeeper: middleware: unknown failure mode %d", int(c.failure))
-	case c.dedupReplays < 0 || int64(c.dedupReplays) > math.MaxInt32 || c.dedupWindow < 0:
-		return nil, fmt.Errorf("ratekeeper: middleware: dedup bound must be 0 to 2³¹−1 replays and a window >= 0, got %d and %s", c.dedupReplays, c.dedupWindow)
-	case c.breakerThreshold > maxBreakerThreshold:
-		return nil, fmt.Errorf("ratekeeper: middleware: breaker threshold must be <= %d, got %d", maxBreakerThreshold, c.breakerThreshold)
-	case c.breakerThreshold < 0:
-		return nil, fmt.Errorf("ratekeeper: middleware: breaker threshold must be >= 0, got %d", c.breakerThreshold)
-	case c.breakerThreshold > 0 && c.breakerCooldown <= 0:
-		return nil, fmt.Errorf("ratekeeper: middleware: breaker cooldown must be > 0, got %s", c.breakerCooldown)
-	case c.now == nil:
-		return nil, errors.New("ratekeeper: middleware: nil clock")
-	}
-	if c.overrides {
-		if _, ok := s.(store.Overrides); !ok {
-			return nil, fmt.Errorf("ratekeeper: middleware: WithOverrides needs a store that keeps overrides (store.Overrides); %T does not", s)
-		}
-	}
-	for i, f := range c.exempt {
-		if f == nil {
-			return nil, fmt.Errorf("ratekeeper: middleware: exemption %d is nil", i)
-		}
 	}
 	if c.logger == nil {
 		c.logger = slog.Default()
@@ -149,12 +120,62 @@ func build(s store.Store, c config, classify func(*http.Request) (string, string
 	if len(c.logSecret) == 0 {
 		c.logSecret = processSecret
 	}
+	q := newQuota(s, &c, classify)
+	if err := q.compileTiers(&c, tiers); err != nil {
+		return nil, err
+	}
+	if !c.named {
+		if err := claimUnnamed(q, s, c.local); err != nil {
+			return nil, err
+		}
+	}
+	return &Limiter{quota: q, cost: 1}, nil
+}
+
+// validate checks the options for a limiter on store s; the message of
+// its error names the field.
+func (c *config) validate(s store.Store) error {
+	if s == nil {
+		return errors.New("ratekeeper: middleware: nil store")
+	}
+	if err := validName("name", c.name); err != nil {
+		return err
+	}
+	switch {
+	case c.failure != FailOpen && c.failure != FailClosed:
+		return fmt.Errorf("ratekeeper: middleware: unknown failure mode %d", int(c.failure))
+	case c.dedupReplays < 0 || int64(c.dedupReplays) > math.MaxInt32 || c.dedupWindow < 0:
+		return fmt.Errorf("ratekeeper: middleware: dedup bound must be 0 to 2³¹−1 replays and a window >= 0, got %d and %s", c.dedupReplays, c.dedupWindow)
+	case c.breakerThreshold > maxBreakerThreshold:
+		return fmt.Errorf("ratekeeper: middleware: breaker threshold must be <= %d, got %d", maxBreakerThreshold, c.breakerThreshold)
+	case c.breakerThreshold < 0:
+		return fmt.Errorf("ratekeeper: middleware: breaker threshold must be >= 0, got %d", c.breakerThreshold)
+	case c.breakerThreshold > 0 && c.breakerCooldown <= 0:
+		return fmt.Errorf("ratekeeper: middleware: breaker cooldown must be > 0, got %s", c.breakerCooldown)
+	case c.now == nil:
+		return errors.New("ratekeeper: middleware: nil clock")
+	}
+	if c.overrides {
+		if _, ok := s.(store.Overrides); !ok {
+			return fmt.Errorf("ratekeeper: middleware: WithOverrides needs a store that keeps overrides (store.Overrides); %T does not", s)
+		}
+	}
+	for i, f := range c.exempt {
+		if f == nil {
+			return fmt.Errorf("ratekeeper: middleware: exemption %d is nil", i)
+		}
+	}
+	return nil
+}
+
+// newQuota returns the state of a limiter on store s with the validated
+// options c, without its tiers.
+func newQuota(s store.Store, c *config, classify func(*http.Request) (string, string, error)) *quota {
 	q := &quota{
 		store:       s,
 		local:       c.local,
 		storeName:   storeName(s),
 		classify:    classify,
-		tierIndex:   make(map[string]int, len(tiers)),
 		limitsFunc:  c.limitsFunc,
 		dedup:       c.dedup,
 		dedupMax:    c.dedupReplays,
@@ -166,7 +187,7 @@ func build(s store.Store, c config, classify func(*http.Request) (string, string
 		problem:     c.problem,
 		name:        c.name,
 		failure:     c.failure,
-		hdr:         c.headers,
+		headerOpts:  c.headers,
 		logger:      c.logger,
 		logSecret:   c.logSecret,
 		now:         c.now,
@@ -176,32 +197,30 @@ func build(s store.Store, c config, classify func(*http.Request) (string, string
 		breaker:     breakers{breaker: breaker{threshold: int32(c.breakerThreshold), cooldown: c.breakerCooldown}},
 	}
 	q.locate, _ = s.(nodeLocator)
+	return q
+}
+
+// compileTiers compiles tiers into q: their policy labels and, for tiers
+// with limits, the validated limits and their header values.
+func (q *quota) compileTiers(c *config, tiers []Tier) error {
+	q.tierIndex = make(map[string]int, len(tiers))
 	for i, t := range tiers {
 		if _, dup := q.tierIndex[t.Name]; dup {
-			return nil, fmt.Errorf("ratekeeper: middleware: tier %q configured twice", t.Name)
+			return fmt.Errorf("ratekeeper: middleware: tier %q configured twice", t.Name)
 		}
 		q.tierIndex[t.Name] = i
-		ts := &tierState{name: t.Name, policy: c.name, unlimited: t.Unlimited, suspended: t.Suspended}
-		if t.Name != "" {
-			// "/" is outside the name alphabet, so "api" with tier
-			// "authenticated" never meets a policy named
-			// "api.authenticated".
-			ts.policy = c.name + "/" + t.Name
-			ts.tierHdr = []string{t.Name}
-		}
-		ts.prefix = ts.policy + ":"
+		ts := &tierState{name: t.Name, policy: policyLabel(c.name, t.Name), unlimited: t.Unlimited, suspended: t.Suspended}
 		ts.policyJSON = strconv.AppendQuote(nil, ts.policy) // names are plain ASCII: Go quoting is JSON quoting
-		ts.bucketHdr = []string{c.name}
 		if !t.Unlimited && !t.Suspended {
-			set, err := compileLimits(c.headers, ts.policy, t.Limits, c.countDenied)
+			set, err := compileLimits(c.headers, c.name, t.Name, t.Limits, c.countDenied)
 			if err != nil {
-				return nil, fmt.Errorf("ratekeeper: middleware: policy %q: %w", ts.policy, err)
+				return fmt.Errorf("ratekeeper: middleware: policy %q: %w", ts.policy, err)
 			}
 			ts.limits = set
 		}
 		q.tiers = append(q.tiers, ts)
 	}
-	return &Limiter{quota: q, cost: 1}, nil
+	return nil
 }
 
 func validName(field, n string) error {
@@ -300,7 +319,7 @@ type resolved struct {
 	t        *tierState
 	set      *limitSet
 	identity string
-	key      string // storage key: the tier's prefix and the identity
+	key      string // storage key (see storeKey)
 	cost     int64
 	charged  int64     // units an enclosing limiter of this quota charged
 	outer    *reqState // the innermost enclosing limiter's state, or nil
@@ -319,14 +338,12 @@ func (res *resolved) policy(q *quota) string {
 // decide, finish.
 func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
 	q := l.quota
-	for _, ex := range q.exempt {
-		if ex(r) {
-			if q.watching(r.Context()) {
-				q.report(r, &Event{Decision: Decision{Policy: q.name}, Outcome: OutcomeExempt}, "")
-			}
-			next.ServeHTTP(w, r)
-			return
+	if q.exempted(r) {
+		if q.watching(r.Context()) {
+			q.report(r, &Event{Decision: Decision{Policy: q.name}, Outcome: OutcomeExempt}, "")
 		}
+		next.ServeHTTP(w, r)
+		return
 	}
 	var res resolved
 	if err := l.resolve(r, &res); err != nil {
@@ -395,7 +412,7 @@ func (l *Limiter) resolve(r *http.Request, res *resolved) error {
 		}
 		res.set = set
 	}
-	res.key = t.prefix + id
+	res.key = storeKey(q.name, t.name, id)
 	res.cost = l.cost
 	if outer := stateFrom(r.Context()); outer != nil {
 		res.outer = outer
@@ -486,20 +503,17 @@ func (q *quota) call(ctx context.Context, req store.Request, now time.Time, peek
 // serves the request (a Redis Cluster master) the breaker is that node's:
 // a failing shard is skipped, the others are still called.
 func (q *quota) callMain(ctx context.Context, req store.Request, now time.Time, peek bool) (d store.Decision, c storeCall, err error) {
-	var node string
-	if q.locate != nil && q.breaker.threshold != 0 {
-		node = q.locate.NodeFor(ctx, req)
-	}
+	node := q.nodeFor(ctx, req)
 	b := q.breaker.of(node)
 	ok, probe := b.allow(now)
 	if !ok {
 		c.skipped = true
 		return d, c, &storeFailure{err: errBreakerOpen, skipped: true}
 	}
-	resolved := false
+	settled := false
 	if probe {
 		defer func() {
-			if !resolved { // an invalid request, a gone client, or a panic
+			if !settled { // the store panicked
 				b.release()
 			}
 		}()
@@ -519,41 +533,62 @@ func (q *quota) callMain(ctx context.Context, req store.Request, now time.Time, 
 	if timed {
 		c.latency = time.Since(start)
 	}
+	settled = true
+	return d, c, q.settle(ctx, b, probe, node, err)
+}
+
+// nodeFor returns the node that serves req, for a store that tells (see
+// nodeLocator) and a limiter with a breaker; "" otherwise.
+func (q *quota) nodeFor(ctx context.Context, req store.Request) string {
+	if q.locate == nil || q.breaker.threshold == 0 {
+		return ""
+	}
+	return q.locate.NodeFor(ctx, req)
+}
+
+// settle tells breaker b how a store call ended and classifies its error:
+// the store's invalid-request errors as they are, a client that went away
+// as errClientGone, and the rest as a *storeFailure. Only failures that
+// say something about the store's health count towards the breaker; a
+// probe that says nothing is released.
+func (q *quota) settle(ctx context.Context, b *breaker, probe bool, node string, err error) error {
 	switch {
 	case err == nil:
 		if b.success(probe) {
 			q.logger.LogAttrs(ctx, slog.LevelInfo, "ratekeeper: store answers again; circuit breaker closed",
 				slog.String("policy", q.name), slog.String("store", q.storeName), slog.String("node", node))
 		}
-		resolved = true
-		return d, c, nil
+		return nil
 	case errors.Is(err, store.ErrCostExceedsCapacity) || errors.Is(err, store.ErrInvalidRequest) || errors.Is(err, store.ErrInvalidLimit):
-		return d, c, err
+		err = releasing(b, probe, err)
 	case errors.Is(ctx.Err(), context.Canceled):
 		// The client went away; that says nothing about the store.
-		return d, c, fmt.Errorf("%w: %w", errClientGone, err)
-	case ctx.Err() != nil:
-		// The request's own deadline ran out first: apply the failure
-		// mode, but do not blame the store for it.
-		return d, c, &storeFailure{err: err}
-	case keyScoped(err):
-		// The store answered about this key's data alone: the failure
-		// mode applies to this request, and the breaker, which stands
-		// for every key, is not told.
-		return d, c, &storeFailure{err: err}
-	case store.KindOf(err) == store.KindCapacity:
-		// A bounded store refused a new key: the store is healthy, and
-		// opening the breaker would stop limiting the keys it holds.
-		return d, c, &storeFailure{err: err}
+		err = releasing(b, probe, fmt.Errorf("%w: %w", errClientGone, err))
+	case ctx.Err() != nil || keyScoped(err) || store.KindOf(err) == store.KindCapacity:
+		// The request's own deadline ran out first, the store answered
+		// about this key's data alone, or a bounded store refused a new
+		// key: the failure mode applies to this request, but the breaker,
+		// which stands for every key, is not told.
+		err = releasing(b, probe, &storeFailure{err: err})
+	default:
+		if b.failure(q.now(), probe) {
+			q.logger.LogAttrs(ctx, slog.LevelInfo, "ratekeeper: store failing; circuit breaker opened",
+				slog.String("policy", q.name), slog.String("store", q.storeName), slog.String("node", node),
+				slog.String("kind", string(store.KindOf(err))), slog.Duration("cooldown", q.breaker.cooldown),
+				slog.String("failure_mode", q.failure.String()))
+		}
+		err = &storeFailure{err: err}
 	}
-	if b.failure(q.now(), probe) {
-		q.logger.LogAttrs(ctx, slog.LevelInfo, "ratekeeper: store failing; circuit breaker opened",
-			slog.String("policy", q.name), slog.String("store", q.storeName), slog.String("node", node),
-			slog.String("kind", string(store.KindOf(err))), slog.Duration("cooldown", q.breaker.cooldown),
-			slog.String("failure_mode", q.failure.String()))
+	return err
+}
+
+// releasing gives a probe's slot back when its call said nothing about
+// the store, and returns err.
+func releasing(b *breaker, probe bool, err error) error {
+	if probe {
+		b.release()
 	}
-	resolved = true
-	return d, c, &storeFailure{err: err}
+	return err
 }
 
 // finish writes the decision's headers and calls next or refuses.
@@ -593,14 +628,14 @@ func (q *quota) finish(w http.ResponseWriter, r *http.Request, next http.Handler
 			charged, outcome = res.cost, OutcomeAllowed
 		}
 		st := newState(r, q, res, d, charged)
-		q.writeHeaders(w.Header(), &st.dec, &st.hb, false)
+		writeHeaders(w.Header(), &st.dec, &st.hb, false)
 		if q.watching(r.Context()) {
 			q.report(r, &Event{Decision: d, Outcome: outcome, Latency: call.latency, Fallback: call.fallback, Err: call.cause}, res.identity)
 		}
 		next.ServeHTTP(w, &st.req)
 		return
 	}
-	q.writeHeaders(w.Header(), &d, new(hdrBuf), true)
+	writeHeaders(w.Header(), &d, new(headers.Buffer), true)
 	if q.watching(r.Context()) {
 		outcome := OutcomeLimited
 		if sd.Blocked {
@@ -609,15 +644,6 @@ func (q *quota) finish(w http.ResponseWriter, r *http.Request, next http.Handler
 		q.report(r, &Event{Decision: d, Outcome: outcome, Latency: call.latency, Fallback: call.fallback, Err: call.cause}, res.identity)
 	}
 	q.deny(w, r, &d)
-}
-
-// resetAfter is the wait X-RateLimit-Reset names: until the deciding limit
-// is full again, or for a refusal until the request may be retried.
-func resetAfter(d *store.Decision) time.Duration {
-	if d.Allowed {
-		return d.ResetAfter
-	}
-	return d.RetryAfter
 }
 
 // fail answers a request the limiter could not decide. It is the one place
@@ -663,7 +689,7 @@ func (q *quota) fail(w http.ResponseWriter, r *http.Request, next http.Handler, 
 		if q.failure == FailClosed {
 			e.Outcome = OutcomeFailedClosed
 			q.reportIfWatched(r, &e, res.identity)
-			w.Header()[hdrRetryAfter] = []string{strconv.FormatInt(retryAfterSeconds(q.breaker.cooldown), 10)}
+			headers.WriteRetryAfter(w.Header(), q.breaker.cooldown)
 			writeJSON(w, http.StatusServiceUnavailable, contentTypeJSON, bodyUnavailable)
 			return
 		}
@@ -688,7 +714,7 @@ func (q *quota) costExceeded(w http.ResponseWriter, r *http.Request, res *resolv
 		}
 		p.Allowed = true // describe the state, not a refusal
 		d := Decision{Decision: p, Policy: res.t.policy, Tier: res.t.name, Reset: now.Add(p.ResetAfter), t: res.t, set: res.set}
-		q.writeHeaders(w.Header(), &d, new(hdrBuf), false)
+		writeHeaders(w.Header(), &d, new(headers.Buffer), false)
 	}
 	writeJSON(w, http.StatusTooManyRequests, q.contentType(), costBody(res.cost, res.set.capacity, res.t.policyJSON, q.problem))
 }

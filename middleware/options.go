@@ -50,6 +50,7 @@ type Option func(*config)
 
 type config struct {
 	name             string
+	named            bool // WithName was given
 	limitsFunc       func(*http.Request, string) ([]store.Limit, error)
 	dedup            func(*http.Request) string
 	dedupReplays     int
@@ -60,7 +61,7 @@ type config struct {
 	failure          FailureMode
 	breakerThreshold int
 	breakerCooldown  time.Duration
-	headers          headers.Writer
+	headers          headers.Options
 	logger           *slog.Logger
 	logSecret        []byte
 	now              func() time.Time
@@ -77,7 +78,18 @@ type config struct {
 // 429 body, in metrics and logs, and namespaces the storage key, so two
 // limiters with different names never share counters. Names are 1 to 64
 // characters from [A-Za-z0-9_.-].
-func WithName(name string) Option { return func(c *config) { c.name = name } }
+//
+// Limiters given the same name on one store share one quota: that is how
+// replicas, or two routes that should count together, share a limit on
+// purpose. Without a name they would share it by accident, so [New] and
+// [NewTiered] refuse a limiter without a name on a store (or fallback
+// store) that another live limiter without a name already uses: name
+// every limiter but one. A limiter no longer referenced anywhere does not
+// count. [Limiter.WithCost] variants are not new limiters: they share
+// their limiter's quota by design.
+func WithName(name string) Option {
+	return func(c *config) { c.name, c.named = name, true }
+}
 
 // WithLimits adds limits to the one given to [New]. A request must pass all
 // of them and is recorded in all or none (for example 10 per minute and 100
@@ -176,8 +188,8 @@ func WithBreaker(threshold int, cooldown time.Duration) Option {
 
 // WithHeaders chooses the rate-limit headers (default: the X-RateLimit-*
 // set with epoch resets, and Retry-After on refusals; see
-// [headers.Writer]).
-func WithHeaders(w headers.Writer) Option { return func(c *config) { c.headers = w } }
+// [headers.Options]).
+func WithHeaders(o headers.Options) Option { return func(c *config) { c.headers = o } }
 
 // WithProblemDetails answers refusals with an RFC 9457
 // application/problem+json document (the quota-exceeded problem type of

@@ -172,7 +172,7 @@ func TestLimitsFuncToldTheTier(t *testing.T) {
 // compiled once.
 func TestLimitsFuncCompiledOncePerResult(t *testing.T) {
 	var calls atomic.Int64
-	lim := mustNew(t, mustMem(t), keyfunc.RemoteIP, store.PerMinute(1), WithHeaders(headers.Writer{IETF: true}),
+	lim := mustNew(t, mustMem(t), keyfunc.RemoteIP, store.PerMinute(1), WithHeaders(headers.Options{IETF: true}),
 		WithLimitsFunc(func(r *http.Request, _ string) ([]store.Limit, error) {
 			calls.Add(1)
 			n := int64(1000)
@@ -220,7 +220,7 @@ func TestBlockedAndProblemBodies(t *testing.T) {
 	st := &recordingStore{decide: func(store.Request) store.Decision { return blocked }}
 	obs := &recObserver{}
 	l := mustNew(t, st, constKey("k"), store.Limit{Name: "minute", Algorithm: store.SlidingWindowLog, Rate: 5, Period: time.Minute, Block: 15 * time.Minute},
-		WithName("login"), withClock(func() time.Time { return now }), WithObserver(obs.Observe), WithHeaders(headers.Writer{Omit: true}))
+		WithName("login"), withClock(func() time.Time { return now }), WithObserver(obs.Observe), WithHeaders(headers.Options{Omit: true}))
 	rec := do(l.Handler(okHandler))
 	if rec.Code != 429 {
 		t.Fatalf("status: got %d, want 429", rec.Code)
@@ -265,7 +265,7 @@ func TestBlockedAndProblemBodies(t *testing.T) {
 func TestProblemBodyNamesViolatedItem(t *testing.T) {
 	lim := mustNew(t, mustMem(t), constKey("k"), store.Limit{Name: "burst", Algorithm: store.FixedWindow, Rate: 5, Period: time.Minute},
 		WithLimits(store.Limit{Name: "hourly", Algorithm: store.FixedWindow, Rate: 1, Period: time.Hour}),
-		WithProblemDetails(), WithHeaders(headers.Writer{IETF: true}))
+		WithProblemDetails(), WithHeaders(headers.Options{IETF: true}))
 	h := lim.Handler(okHandler)
 	do(h)
 	rec := do(h)

@@ -4,7 +4,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
-	"time"
+
+	"github.com/ratekeeper/ratekeeper/headers"
 )
 
 const (
@@ -66,7 +67,7 @@ func appendJSONString(b []byte, s string) []byte {
 // naming the limit that tripped. With WithProblemDetails the same members
 // are carried in an RFC 9457 problem document.
 func (q *quota) limitedBody(d *Decision) []byte {
-	secs := retryAfterSeconds(d.RetryAfter)
+	secs := headers.RetryAfterSeconds(d.RetryAfter)
 	b := make([]byte, 0, 320)
 	code, msg := "rate_limit_exceeded", "Too many requests. Try again in "
 	if d.Blocked {
@@ -88,7 +89,7 @@ func (q *quota) limitedBody(d *Decision) []byte {
 	b = append(b, `,"remaining":`...)
 	b = strconv.AppendInt(b, max(d.Remaining, 0), 10)
 	b = append(b, `,"reset":`...)
-	b = strconv.AppendInt(b, ceilSeconds(time.Duration(d.Reset.UnixNano())), 10)
+	b = strconv.AppendInt(b, epochSeconds(d.Reset), 10)
 	b = append(b, `,"policy":`...)
 	b = append(b, d.t.policyJSON...)
 	if d.Blocked {
@@ -97,9 +98,9 @@ func (q *quota) limitedBody(d *Decision) []byte {
 	}
 	if q.problem {
 		// violated-policies names the RateLimit-Policy item that refused.
-		item := d.t.policy
-		if i := d.Index; i >= 0 && i < len(d.set.items) {
-			item = d.set.items[i]
+		item := d.set.fields.Item(d.Index)
+		if item == "" {
+			item = d.t.policy
 		}
 		b = append(b, `,"error":"`...)
 		b = append(b, code...)

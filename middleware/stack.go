@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"reflect"
 	"time"
@@ -178,33 +177,9 @@ type stackPart struct {
 // decide them together, finish with the deciding one.
 func (s *Stack) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
 	var buf [4]stackPart
-	parts := buf[:0]
-	for _, l := range s.ls {
-		q := l.quota
-		if q.exempted(r) {
-			if q.watching(r.Context()) {
-				q.report(r, &Event{Decision: Decision{Policy: q.name}, Outcome: OutcomeExempt}, "")
-			}
-			continue
-		}
-		p := stackPart{l: l}
-		if err := l.resolve(r, &p.res); err != nil {
-			q.fail(w, r, next, &p.res, err, storeCall{})
-			return
-		}
-		switch t := p.res.t; {
-		case t.suspended:
-			if q.watching(r.Context()) {
-				q.report(r, &Event{Decision: Decision{Policy: t.policy, Tier: t.name}, Outcome: OutcomeSuspended}, p.res.identity)
-			}
-			writeJSON(w, http.StatusForbidden, contentTypeJSON, bodySuspended)
-			return
-		case t.unlimited:
-			continue
-		}
-		if p.need = p.res.cost - p.res.charged; p.need > 0 {
-			parts = append(parts, p)
-		}
+	parts, answered := s.resolve(w, r, next, buf[:0])
+	if answered {
+		return
 	}
 	switch len(parts) {
 	case 0:
@@ -242,6 +217,42 @@ func (s *Stack) serve(w http.ResponseWriter, r *http.Request, next http.Handler)
 		return
 	}
 	s.finish(w, r, next, parts, &md, call)
+}
+
+// resolve appends to parts the share of r of every limiter that takes
+// part in its decision: not exempt, not unlimited, and not already charged
+// in full by an enclosing limiter of its quota. It reports whether a
+// limiter answered the request itself (a rejected identity, a suspended
+// tier): the request then ends there.
+func (s *Stack) resolve(w http.ResponseWriter, r *http.Request, next http.Handler, parts []stackPart) ([]stackPart, bool) {
+	for _, l := range s.ls {
+		q := l.quota
+		if q.exempted(r) {
+			if q.watching(r.Context()) {
+				q.report(r, &Event{Decision: Decision{Policy: q.name}, Outcome: OutcomeExempt}, "")
+			}
+			continue
+		}
+		p := stackPart{l: l}
+		if err := l.resolve(r, &p.res); err != nil {
+			q.fail(w, r, next, &p.res, err, storeCall{})
+			return parts, true
+		}
+		switch t := p.res.t; {
+		case t.suspended:
+			if q.watching(r.Context()) {
+				q.report(r, &Event{Decision: Decision{Policy: t.policy, Tier: t.name}, Outcome: OutcomeSuspended}, p.res.identity)
+			}
+			writeJSON(w, http.StatusForbidden, contentTypeJSON, bodySuspended)
+			return parts, true
+		case t.unlimited:
+			continue
+		}
+		if p.need = p.res.cost - p.res.charged; p.need > 0 {
+			parts = append(parts, p)
+		}
+	}
+	return parts, false
 }
 
 // exempted reports whether one of the limiter's exemptions matches r.
@@ -304,10 +315,7 @@ func (s *Stack) finish(w http.ResponseWriter, r *http.Request, next http.Handler
 func (s *Stack) call(ctx context.Context, reqs []store.Request, now time.Time) (store.MultiDecision, storeCall, error) {
 	q := s.ls[0].quota
 	var c storeCall
-	var node string
-	if q.locate != nil && q.breaker.threshold != 0 {
-		node = q.locate.NodeFor(ctx, reqs[0])
-	}
+	node := q.nodeFor(ctx, reqs[0])
 	b := q.breaker.of(node)
 	ok, probe := b.allow(now)
 	var md store.MultiDecision
@@ -351,39 +359,4 @@ func wellFormed(md *store.MultiDecision, n int) error {
 			Err: fmt.Errorf("stacked decision of %d parts names part %d of %d", n, md.Part, len(md.Parts))}}
 	}
 	return nil
-}
-
-// settle tells breaker b how a stacked store call ended and classifies
-// its error as callMain does.
-func (q *quota) settle(ctx context.Context, b *breaker, probe bool, node string, err error) error {
-	switch {
-	case err == nil:
-		if b.success(probe) {
-			q.logger.LogAttrs(ctx, slog.LevelInfo, "ratekeeper: store answers again; circuit breaker closed",
-				slog.String("policy", q.name), slog.String("store", q.storeName), slog.String("node", node))
-		}
-		return nil
-	case errors.Is(err, store.ErrCostExceedsCapacity) || errors.Is(err, store.ErrInvalidRequest) || errors.Is(err, store.ErrInvalidLimit):
-		if probe {
-			b.release()
-		}
-		return err
-	case errors.Is(ctx.Err(), context.Canceled):
-		if probe {
-			b.release()
-		}
-		return fmt.Errorf("%w: %w", errClientGone, err)
-	case ctx.Err() != nil || keyScoped(err) || store.KindOf(err) == store.KindCapacity:
-		if probe {
-			b.release()
-		}
-		return &storeFailure{err: err}
-	}
-	if b.failure(q.now(), probe) {
-		q.logger.LogAttrs(ctx, slog.LevelInfo, "ratekeeper: store failing; circuit breaker opened",
-			slog.String("policy", q.name), slog.String("store", q.storeName), slog.String("node", node),
-			slog.String("kind", string(store.KindOf(err))), slog.Duration("cooldown", q.breaker.cooldown),
-			slog.String("failure_mode", q.failure.String()))
-	}
-	return &storeFailure{err: err}
 }

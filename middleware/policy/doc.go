@@ -92,7 +92,7 @@
 //     IETF RateLimit and RateLimit-Policy fields only), both, or omit (only
 //     Retry-After, on refusals); reset epoch (default) or delta; bucket:
 //     true adds X-RateLimit-Bucket and X-RateLimit-Tier (see
-//     [headers.Writer]).
+//     [headers.Options]).
 //   - problem_details: true answers refusals with RFC 9457
 //     application/problem+json ([middleware.WithProblemDetails]).
 //   - count_denied: true records refused attempts too, for window

@@ -62,7 +62,7 @@ type breakerSpec struct {
 }
 
 type headersSpec struct {
-	w              headers.Writer
+	w              headers.Options
 	dialect, reset string
 }
 

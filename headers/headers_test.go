@@ -1,0 +1,340 @@
+package headers
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/dunglas/httpsfv"
+
+	"github.com/ratekeeper/ratekeeper/store"
+)
+
+// writeFor writes the headers a policy with options w would write for sd
+// under limits, decided at now.
+func writeFor(t *testing.T, w Options, policy string, limits []store.Limit, sd store.Decision, now time.Time) http.Header {
+	t.Helper()
+	p, err := NewPolicy(w, policy, "", limits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reset := now.Add(sd.ResetAfter)
+	if !sd.Allowed {
+		reset = now.Add(sd.RetryAfter)
+	}
+	h := http.Header{}
+	p.Write(h, &sd, reset, new(Buffer), !sd.Allowed)
+	return h
+}
+
+func TestRetryAfterSeconds(t *testing.T) {
+	tests := []struct {
+		in   time.Duration
+		want int64
+	}{
+		{0, 1},
+		{-time.Second, 1},
+		{time.Nanosecond, 1},
+		{time.Second, 1},
+		{time.Second + time.Nanosecond, 2},
+		{16*time.Second + 1, 17},
+		{17 * time.Second, 17},
+		{time.Hour, 3600},
+	}
+	for _, tt := range tests {
+		if got := RetryAfterSeconds(tt.in); got != tt.want {
+			t.Errorf("RetryAfterSeconds(%v) = %d, want %d", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestWriteHeaders(t *testing.T) {
+	now := time.Unix(1767225600, 250_000_000)
+	limits := []store.Limit{store.PerMinute(10)}
+	tests := []struct {
+		name string
+		w    Options
+		d    store.Decision
+		want map[string]string
+	}{
+		{
+			name: "allowed epoch",
+			d:    store.Decision{Allowed: true, Limit: 10, Remaining: 7, ResetAfter: 18 * time.Second},
+			want: map[string]string{fieldLimit: "10", fieldRemaining: "7", fieldReset: "1767225619", fieldRetryAfter: ""},
+		},
+		{
+			name: "allowed delta",
+			w:    Options{ResetDelta: true},
+			d:    store.Decision{Allowed: true, Limit: 10, Remaining: 7, ResetAfter: 18*time.Second + 1},
+			want: map[string]string{fieldLimit: "10", fieldRemaining: "7", fieldReset: "19", fieldRetryAfter: ""},
+		},
+		{
+			name: "denied uses retry for reset",
+			d:    store.Decision{Allowed: false, Limit: 10, Remaining: 0, ResetAfter: time.Minute, RetryAfter: 16*time.Second + 500*time.Millisecond},
+			want: map[string]string{fieldLimit: "10", fieldRemaining: "0", fieldReset: "1767225617", fieldRetryAfter: "17"},
+		},
+		{
+			name: "denied sub-second retry is one second",
+			w:    Options{ResetDelta: true},
+			d:    store.Decision{Allowed: false, Limit: 5, RetryAfter: time.Millisecond},
+			want: map[string]string{fieldLimit: "5", fieldRemaining: "0", fieldReset: "1", fieldRetryAfter: "1"},
+		},
+		{
+			name: "limit of a block by a limit outside the request",
+			d:    store.Decision{Allowed: false, Blocked: true, Limit: 3, Index: -1, RetryAfter: time.Minute},
+			want: map[string]string{fieldLimit: "3", fieldRetryAfter: "60"},
+		},
+		{
+			name: "omit keeps Retry-After on a refusal",
+			w:    Options{Omit: true},
+			d:    store.Decision{Allowed: false, Limit: 5, RetryAfter: 900 * time.Second},
+			want: map[string]string{fieldLimit: "", fieldRemaining: "", fieldReset: "", fieldRetryAfter: "900"},
+		},
+		{
+			name: "omit writes nothing on an admission",
+			w:    Options{Omit: true, IETF: true, Bucket: true},
+			d:    store.Decision{Allowed: true, Limit: 5, Remaining: 4},
+			want: map[string]string{fieldLimit: "", fieldRetryAfter: "", fieldPolicy: "", fieldBucket: ""},
+		},
+		{
+			name: "bucket",
+			w:    Options{Bucket: true, NoLegacy: true},
+			d:    store.Decision{Allowed: true, Limit: 10, Remaining: 9},
+			want: map[string]string{fieldLimit: "", fieldBucket: "api", fieldTier: ""},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := writeFor(t, tt.w, "api", limits, tt.d, now)
+			for k, want := range tt.want {
+				if got := h.Get(k); got != want {
+					t.Errorf("%s: got %q, want %q", k, got, want)
+				}
+			}
+		})
+	}
+}
+
+func TestCanonicalNames(t *testing.T) {
+	for _, n := range []string{fieldLimit, fieldRemaining, fieldReset, fieldRetryAfter, fieldBucket, fieldTier, fieldRateLimit, fieldPolicy} {
+		if c := http.CanonicalHeaderKey(n); c != n {
+			t.Errorf("got %q, want canonical %q", n, c)
+		}
+	}
+}
+
+type item struct {
+	name   string
+	params map[string]int64
+}
+
+// parseList parses a header as an RFC 9651 List of Items with sf-string
+// values and integer parameters.
+func parseList(t *testing.T, h http.Header, field string) []item {
+	t.Helper()
+	vals := h.Values(field)
+	if len(vals) == 0 {
+		t.Fatalf("%s: missing", field)
+	}
+	l, err := httpsfv.UnmarshalList(vals)
+	if err != nil {
+		t.Fatalf("%s: %q is not a structured-field list: %v", field, vals, err)
+	}
+	var out []item
+	for _, m := range l {
+		it, ok := m.(httpsfv.Item)
+		if !ok {
+			t.Fatalf("%s: member %v is not an item", field, m)
+		}
+		name, ok := it.Value.(string)
+		if !ok {
+			t.Fatalf("%s: item value %v is not a string", field, it.Value)
+		}
+		ps := map[string]int64{}
+		for _, k := range it.Params.Names() {
+			v, _ := it.Params.Get(k)
+			n, ok := v.(int64)
+			if !ok {
+				t.Fatalf("%s: parameter %s=%v is not an integer", field, k, v)
+			}
+			ps[k] = n
+		}
+		out = append(out, item{name, ps})
+	}
+	return out
+}
+
+func TestIETFFieldsParse(t *testing.T) {
+	now := time.Unix(1767225600, 0)
+	limits := []store.Limit{
+		{Name: "burst", Algorithm: store.SlidingWindowLog, Rate: 10, Period: time.Minute},
+		{Algorithm: store.SlidingWindowLog, Rate: 100, Period: time.Hour},
+	}
+	tests := []struct {
+		name      string
+		d         store.Decision
+		want      []item
+		retryWant string
+	}{
+		{
+			name: "allowed",
+			d: store.Decision{Allowed: true, Limit: 10, Remaining: 3, ResetAfter: 50 * time.Second, Index: 0,
+				PerLimit: []store.LimitState{{Remaining: 3, ResetAfter: 50 * time.Second}, {Remaining: 88, ResetAfter: 3500*time.Second + 1}}},
+			want: []item{{`burst`, map[string]int64{"r": 3, "t": 50}}, {`api-1`, map[string]int64{"r": 88, "t": 3501}}},
+		},
+		{
+			name: "refused by the hourly limit",
+			d: store.Decision{Allowed: false, Limit: 100, Remaining: 0, ResetAfter: 3000 * time.Second, RetryAfter: 1200*time.Second + 5, Index: 1,
+				PerLimit: []store.LimitState{{Remaining: 6, ResetAfter: 40 * time.Second}, {Remaining: 0, ResetAfter: 3000 * time.Second}}},
+			want:      []item{{`burst`, map[string]int64{"r": 6, "t": 40}}, {`api-1`, map[string]int64{"r": 0, "t": 1201}}},
+			retryWant: "1201",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := writeFor(t, Options{IETF: true}, "api", limits, tt.d, now)
+			pol := parseList(t, h, "RateLimit-Policy")
+			wantPol := []item{{"burst", map[string]int64{"q": 10, "w": 60}}, {"api-1", map[string]int64{"q": 100, "w": 3600}}}
+			if len(pol) != len(wantPol) {
+				t.Fatalf("RateLimit-Policy: got %d items, want %d", len(pol), len(wantPol))
+			}
+			for i := range pol {
+				if pol[i].name != wantPol[i].name || pol[i].params["q"] != wantPol[i].params["q"] || pol[i].params["w"] != wantPol[i].params["w"] {
+					t.Errorf("RateLimit-Policy item %d: got %+v, want %+v", i, pol[i], wantPol[i])
+				}
+			}
+			got := parseList(t, h, "RateLimit")
+			if len(got) != len(tt.want) {
+				t.Fatalf("RateLimit: got %d items, want %d", len(got), len(tt.want))
+			}
+			for i := range got {
+				if got[i].name != tt.want[i].name || got[i].params["r"] != tt.want[i].params["r"] || got[i].params["t"] != tt.want[i].params["t"] {
+					t.Errorf("RateLimit item %d: got %+v, want %+v", i, got[i], tt.want[i])
+				}
+			}
+			if ra := h.Get("Retry-After"); ra != tt.retryWant {
+				t.Errorf("Retry-After: got %q, want %q", ra, tt.retryWant)
+			}
+			if h.Get("X-RateLimit-Limit") == "" {
+				t.Error("X-RateLimit-Limit missing; legacy fields stay on unless NoLegacy")
+			}
+		})
+	}
+}
+
+func TestIETFSingleLimitAndNoLegacy(t *testing.T) {
+	limits := []store.Limit{{Rate: 20, Period: 1500 * time.Millisecond}}
+	h := writeFor(t, Options{IETF: true, NoLegacy: true}, "search", limits,
+		store.Decision{Allowed: false, Limit: 20, RetryAfter: 300 * time.Millisecond}, time.Now())
+	if got, want := h.Get("RateLimit-Policy"), `"search";q=20;w=2`; got != want {
+		t.Fatalf("policy: got %s, want %s", got, want)
+	}
+	if got, want := h.Get("RateLimit"), `"search";r=0;t=1`; got != want {
+		t.Errorf("RateLimit: got %s, want %s", got, want)
+	}
+	if h.Get("X-RateLimit-Limit") != "" {
+		t.Error("X-RateLimit-Limit written despite NoLegacy")
+	}
+	if h.Get("Retry-After") != "1" {
+		t.Errorf("Retry-After: got %q, want 1", h.Get("Retry-After"))
+	}
+}
+
+func TestQuoteSFString(t *testing.T) {
+	got, err := quoteSFString(`a"b\c`)
+	if err != nil || got != `"a\"b\\c"` {
+		t.Fatalf("got %s, %v; want \"a\\\"b\\\\c\"", got, err)
+	}
+	l, err := httpsfv.UnmarshalList([]string{got + ";r=1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := l[0].(httpsfv.Item).Value; v != `a"b\c` {
+		t.Fatalf("round trip: got %v, want a\"b\\c", v)
+	}
+}
+
+// TestSuppressionHeader: X-RateLimit-Suppression carries the factor on
+// every response of a suppressed-strategy policy, refusals included, and
+// on no other policy's; Omit drops it with the other rate-limit fields.
+func TestSuppressionHeader(t *testing.T) {
+	now := time.Unix(1_767_225_600, 0)
+	supp := []store.Limit{{Algorithm: store.Suppressed, Rate: 10, Period: time.Minute}}
+	gcra := []store.Limit{{Rate: 10, Period: time.Minute}}
+	tests := []struct {
+		name   string
+		w      Options
+		limits []store.Limit
+		d      store.Decision
+		want   string // "" = absent
+	}{
+		{"below the soft limit", Options{}, supp, store.Decision{Allowed: true, Limit: 20, Remaining: 15, ResetAfter: time.Minute}, "0"},
+		{"between the limits", Options{}, supp, store.Decision{Allowed: true, Limit: 20, Remaining: 5, ResetAfter: time.Minute, Suppression: 0.090909}, "0.090909"},
+		{"suppressed", Options{}, supp, store.Decision{Limit: 20, Remaining: 5, ResetAfter: time.Minute, RetryAfter: time.Second, Suppression: 0.5, Suppressed: true}, "0.5"},
+		{"over the hard limit", Options{IETF: true, NoLegacy: true}, supp, store.Decision{Limit: 20, ResetAfter: time.Minute, RetryAfter: time.Second, Suppression: 1}, "1"},
+		{"omitted", Options{Omit: true}, supp, store.Decision{Allowed: true, Limit: 20, Remaining: 5, ResetAfter: time.Minute, Suppression: 0.25}, ""},
+		{"another algorithm", Options{}, gcra, store.Decision{Allowed: true, Limit: 10, Remaining: 5, ResetAfter: time.Minute}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := writeFor(t, tt.w, "api", tt.limits, tt.d, now)
+			got, ok := h[fieldSuppression]
+			switch {
+			case tt.want == "" && ok:
+				t.Fatalf("got %s: %q, want no such header", fieldSuppression, got)
+			case tt.want != "" && (len(got) != 1 || got[0] != tt.want):
+				t.Fatalf("got %s: %q, want %q", fieldSuppression, got, tt.want)
+			}
+		})
+	}
+}
+
+// A nil Policy stands for a decision without limits: it writes
+// Retry-After on a refusal and nothing else.
+func TestNilPolicyWritesRetryAfterOnly(t *testing.T) {
+	var p *Policy
+	h := http.Header{}
+	p.Write(h, &store.Decision{Limit: 5, RetryAfter: 1500 * time.Millisecond}, time.Now(), new(Buffer), true)
+	if len(h) != 1 || h.Get("Retry-After") != "2" {
+		t.Fatalf("got %v, want Retry-After: 2 alone", h)
+	}
+	p.Write(h, &store.Decision{Allowed: true}, time.Now(), new(Buffer), false)
+	if len(h) != 1 {
+		t.Fatalf("admitted: got %v, want nothing more", h)
+	}
+}
+
+// Item names the RateLimit-Policy item of each limit, with or without the
+// IETF fields, and "" outside the policy's limits.
+func TestPolicyItem(t *testing.T) {
+	limits := []store.Limit{{Name: "burst", Rate: 10, Period: time.Minute}, {Rate: 100, Period: time.Hour}}
+	p, err := NewPolicy(Options{}, "api", "gold", limits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []string{"", "burst", "api/gold-1", ""} {
+		if got := p.Item(i - 1); got != want {
+			t.Errorf("Item(%d): got %q, want %q", i-1, got, want)
+		}
+	}
+	one, err := NewPolicy(Options{}, "api", "gold", limits[:1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := one.Item(0); got != "api/gold" {
+		t.Errorf("one limit: got %q, want the policy label api/gold", got)
+	}
+}
+
+// WriteRetryAfter rounds up to whole seconds, at least 1.
+func TestWriteRetryAfter(t *testing.T) {
+	h := http.Header{}
+	WriteRetryAfter(h, 0)
+	if got := h.Get("Retry-After"); got != "1" {
+		t.Fatalf("got %q, want 1", got)
+	}
+	WriteRetryAfter(h, 2*time.Second+1)
+	if got := h.Get("Retry-After"); got != "3" {
+		t.Fatalf("got %q, want 3", got)
+	}
+}

@@ -1,0 +1,57 @@
+package middleware
+
+import (
+	"errors"
+	"runtime"
+	"testing"
+
+	"github.com/ratekeeper/ratekeeper/keyfunc"
+	"github.com/ratekeeper/ratekeeper/store"
+)
+
+// Regression: two limiters built on one store without WithName were both
+// "default" and silently shared one quota.
+func TestSecondUnnamedLimiterOnOneStoreIsRefused(t *testing.T) {
+	st := mustMem(t)
+	first := mustNew(t, st, keyfunc.RemoteIP, store.PerMinute(5))
+	_, err := New(st, keyfunc.RemoteIP, store.PerMinute(100))
+	if !errors.Is(err, errUnnamedShared) {
+		t.Fatalf("New: got %v, want %v", err, errUnnamedShared)
+	}
+	_, err = NewTiered(st, AuthOptions{Subject: fakeSubject, Anonymous: keyfunc.RemoteIP}, fourTiers[:2])
+	if !errors.Is(err, errUnnamedShared) {
+		t.Fatalf("NewTiered: got %v, want %v", err, errUnnamedShared)
+	}
+	_, err = New(mustMem(t), keyfunc.RemoteIP, store.PerMinute(100), WithLocalFallback(st))
+	if !errors.Is(err, errUnnamedShared) {
+		t.Fatalf("on the first one's store as fallback: got %v, want %v", err, errUnnamedShared)
+	}
+	runtime.KeepAlive(first)
+}
+
+// Sharing a quota on purpose stays possible: the same explicit name, a
+// named limiter next to an unnamed one, WithCost variants, other stores.
+func TestDeliberateSharingIsAllowed(t *testing.T) {
+	st := mustMem(t)
+	unnamedLim := mustNew(t, st, keyfunc.RemoteIP, store.PerMinute(5))
+	if _, err := unnamedLim.WithCost(2); err != nil {
+		t.Fatalf("WithCost: %v", err)
+	}
+	mustNew(t, st, keyfunc.RemoteIP, store.PerMinute(5), WithName("default"))
+	mustNew(t, st, keyfunc.RemoteIP, store.PerMinute(5), WithName("default"))
+	mustNew(t, st, keyfunc.RemoteIP, store.PerMinute(5), WithName("api"))
+	mustNew(t, mustMem(t), keyfunc.RemoteIP, store.PerMinute(5))
+	runtime.KeepAlive(unnamedLim)
+}
+
+// A limiter nobody references any more does not hold its store's unnamed
+// slot, even before a collection has run.
+func TestUnnamedSlotIsFreedWithItsLimiter(t *testing.T) {
+	st := mustMem(t)
+	mustNew(t, st, keyfunc.RemoteIP, store.PerMinute(5)) // dropped at once
+	second := mustNew(t, st, keyfunc.RemoteIP, store.PerMinute(5))
+	if _, err := New(st, keyfunc.RemoteIP, store.PerMinute(5)); !errors.Is(err, errUnnamedShared) {
+		t.Fatalf("third: got %v, want %v while the second lives", err, errUnnamedShared)
+	}
+	runtime.KeepAlive(second)
+}
