@@ -427,7 +427,7 @@ func Example_loginBlock() {
 		middleware.WithLimits(day),
 		middleware.WithName("login"),
 		middleware.WithCountDenied(),                       // refused attempts count too
-		middleware.WithHeaders(headers.Writer{Omit: true}), // no X-RateLimit-* state; a 429 still has Retry-After
+		middleware.WithHeaders(headers.Options{Omit: true}), // no X-RateLimit-* state; a 429 still has Retry-After
 		middleware.WithFailureMode(middleware.FailClosed))  // the store down: 503, not an open door
 	if err != nil {
 		log.Fatal(err)
