@@ -426,9 +426,9 @@ func Example_loginBlock() {
 	login, err := middleware.New(st, keyfunc.RemoteIP, minute,
 		middleware.WithLimits(day),
 		middleware.WithName("login"),
-		middleware.WithCountDenied(),                       // refused attempts count too
+		middleware.WithCountDenied(),                        // refused attempts count too
 		middleware.WithHeaders(headers.Options{Omit: true}), // no X-RateLimit-* state; a 429 still has Retry-After
-		middleware.WithFailureMode(middleware.FailClosed))  // the store down: 503, not an open door
+		middleware.WithFailureMode(middleware.FailClosed))   // the store down: 503, not an open door
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -138,6 +138,9 @@ func (c *config) validate(s store.Store) error {
 	if s == nil {
 		return errors.New("ratekeeper: middleware: nil store")
 	}
+	if c.store != nil {
+		return errors.New("ratekeeper: middleware: WithStore is for LimitByIP; New and NewTiered take the store as their first argument")
+	}
 	if err := validName("name", c.name); err != nil {
 		return err
 	}

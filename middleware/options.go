@@ -71,6 +71,7 @@ type config struct {
 	exempt           []func(*http.Request) bool
 	extraLimits      []store.Limit
 	local            store.Store
+	store            store.Store // LimitByIP's store (WithStore)
 	overrides        bool
 }
 
@@ -240,6 +241,12 @@ func WithObserver(observe func(Event)) Option { return func(c *config) { c.obser
 func WithRefusalHook(hook func(ctx context.Context, d Decision, identity string)) Option {
 	return func(c *config) { c.refused = hook }
 }
+
+// WithStore makes [LimitByIP] count on s, a Redis store for example, so
+// that every replica shares the limit, instead of on a memory store of its
+// own. [New] and [NewTiered] take their store as their first argument and
+// refuse this option.
+func WithStore(s store.Store) Option { return func(c *config) { c.store = s } }
 
 // WithLocalFallback decides with s, typically a memory store private to
 // this process, whenever the main store fails or the breaker skips it:

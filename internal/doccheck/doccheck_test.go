@@ -20,11 +20,6 @@ var update = flag.Bool("update", false, "rewrite the docs' snippets from their s
 // root is the repository's root, seen from this package's directory.
 const root = "../.."
 
-// pendingSource is the one snippet source that may be missing for now:
-// the one-line start the README reserves its first quick start for. Its
-// snippet is skipped, saying so, until the file exists.
-const pendingSource = "middleware/example_limitbyip_test.go"
-
 var (
 	markerLine = regexp.MustCompile(`^<!--\s*snippet:\s*(\S+)\s*-->\s*$`)
 	fenceLine  = regexp.MustCompile("^```([A-Za-z0-9_-]*)\\s*$")
@@ -302,9 +297,6 @@ func checkDoc(t *testing.T, doc string) {
 func wantedBody(t *testing.T, doc string, lines []string, b block) (want string) {
 	t.Run(b.source, func(t *testing.T) {
 		text, err := snippet(root, b.source)
-		if errors.Is(err, errMissingSource) && strings.HasPrefix(b.source, pendingSource+"#") {
-			t.Skipf("%s:%d: %s does not exist yet: the one-line start is still to be added to package middleware; this marker alone may wait for it", doc, b.open+1, pendingSource)
-		}
 		if err != nil {
 			t.Errorf("%s:%d: %v", doc, b.open+1, err)
 			return
@@ -351,10 +343,6 @@ func firstDifference(got, want string) string {
 	return "(no difference)"
 }
 
-// pendingDoc is the one link target that may be missing for now: the
-// architecture guide, written beside this change.
-const pendingDoc = "docs/architecture.md"
-
 var (
 	linkTarget = regexp.MustCompile(`\]\(([^)\s]+)\)`)
 	headingRe  = regexp.MustCompile(`^#{1,6}\s+(.+?)\s*$`)
@@ -370,19 +358,11 @@ func TestLinks(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, target := range links(strings.Split(string(raw), "\n")) {
-			if err := checkLink(doc, target); errors.Is(err, errMissingSource) && strings.HasPrefix(target, pendingTarget(doc)) {
-				t.Logf("%s: %s does not exist yet; the link is kept for it", doc, pendingDoc)
-			} else if err != nil {
+			if err := checkLink(doc, target); err != nil {
 				t.Errorf("%s: link %s: %v", doc, target, err)
 			}
 		}
 	}
-}
-
-// pendingTarget returns how doc links to the pending guide.
-func pendingTarget(doc string) string {
-	rel, _ := filepath.Rel(filepath.Dir(doc), pendingDoc)
-	return filepath.ToSlash(rel)
 }
 
 // links returns the targets of the Markdown links outside fenced blocks.

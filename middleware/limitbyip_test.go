@@ -1,0 +1,96 @@
+package middleware
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/store/memstore"
+)
+
+// serveIP sends one GET from ip through h and returns the status.
+func serveIP(h http.Handler, ip string) *httptest.ResponseRecorder {
+	r := httptest.NewRequest(http.MethodGet, "/", nil)
+	r.RemoteAddr = ip + ":40000"
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	return w
+}
+
+func TestLimitByIPLimitsEachAddress(t *testing.T) {
+	h := LimitByIP(3, time.Hour)(okHandler)
+	for i := range 3 {
+		if w := serveIP(h, "192.0.2.1"); w.Code != http.StatusOK || w.Header().Get("X-RateLimit-Limit") != "3" {
+			t.Fatalf("request %d: got %d with X-RateLimit-Limit %q, want 200 with 3", i+1, w.Code, w.Header().Get("X-RateLimit-Limit"))
+		}
+	}
+	w := serveIP(h, "192.0.2.1")
+	if w.Code != http.StatusTooManyRequests {
+		t.Fatalf("request 4: got %d, want 429", w.Code)
+	}
+	// 3 per hour: one unit comes back every 20 minutes.
+	if got := w.Header().Get("Retry-After"); got != "1200" {
+		t.Fatalf("Retry-After: got %q, want 1200", got)
+	}
+	if w := serveIP(h, "192.0.2.2"); w.Code != http.StatusOK {
+		t.Fatalf("another address: got %d, want 200", w.Code)
+	}
+	// Each call counts on a store of its own.
+	if w := serveIP(LimitByIP(3, time.Hour)(okHandler), "192.0.2.1"); w.Code != http.StatusOK {
+		t.Fatalf("a second LimitByIP: got %d, want 200 (its own counters)", w.Code)
+	}
+}
+
+func TestLimitByIPWithStore(t *testing.T) {
+	st, err := memstore.New(memstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := LimitByIP(2, time.Minute, WithStore(st), WithName("per-ip"))(okHandler)
+	serveIP(h, "192.0.2.1")
+	req := store.Request{Key: storeKey("per-ip", "", "192.0.2.1"), Limits: []store.Limit{{Rate: 2, Period: time.Minute}}}
+	d, err := st.Peek(t.Context(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Remaining != 0 { // a peek reports what would be left after it
+		t.Fatalf("the given store after one request: got Remaining %d after a peek, want 0 (one unit used)", d.Remaining)
+	}
+	// The naming rule holds: a second unnamed limiter on one store would
+	// share the first's quota by accident.
+	first := LimitByIP(2, time.Minute, WithStore(st))
+	msg := panicked(func() { LimitByIP(2, time.Minute, WithStore(st)) })
+	runtime.KeepAlive(first) // a limiter nobody holds any more does not count
+	if !strings.Contains(msg, "LimitByIP") || !strings.Contains(msg, "name") {
+		t.Fatalf("a second unnamed LimitByIP on one store: got panic %q, want one naming LimitByIP and the naming rule", msg)
+	}
+	if _, err := New(st, nil, store.PerMinute(1), WithStore(st), WithName("x")); err == nil || !strings.Contains(err.Error(), "WithStore") {
+		t.Fatalf("New with WithStore: got error %v, want one naming WithStore", err)
+	}
+}
+
+func TestLimitByIPPanicsAtSetupOnBadLimits(t *testing.T) {
+	for _, tc := range []struct {
+		n   int64
+		per time.Duration
+	}{{0, time.Minute}, {10, 0}, {10, time.Microsecond}} {
+		if msg := panicked(func() { LimitByIP(tc.n, tc.per) }); !strings.Contains(msg, "LimitByIP") || !strings.Contains(msg, "invalid limit") {
+			t.Errorf("LimitByIP(%d, %s): got panic %q, want one naming LimitByIP and the invalid limit", tc.n, tc.per, msg)
+		}
+	}
+}
+
+// panicked runs f and returns the message it panicked with, "" if none.
+func panicked(f func()) (msg string) {
+	defer func() {
+		if r := recover(); r != nil {
+			msg, _ = r.(string)
+		}
+	}()
+	f()
+	return ""
+}
