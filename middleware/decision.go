@@ -28,8 +28,9 @@ type Decision struct {
 	// tier).
 	Reset time.Time
 
-	t   *tierState
-	set *limitSet
+	t        *tierState
+	set      *limitSet
+	exceeded int64 // a cost no limit of the policy can hold (AllowN), or 0
 }
 
 // DecisionFrom returns the decision of the innermost limiter that admitted
@@ -123,6 +124,11 @@ func (l *Limiter) Allow(ctx context.Context, identity string) (Decision, error) 
 
 // AllowN is [Limiter.Allow] for n units, for a cost known only inside the
 // handler (the number of items of a bulk request). n must be at least 1.
+// When n exceeds the capacity of a limit of the policy, no wait can admit
+// the request: AllowN returns an error wrapping
+// [store.ErrCostExceedsCapacity] together with a refusing Decision that
+// [Limiter.Enforce] answers as the middleware does, with a 429 that says
+// the cost can never fit and no Retry-After.
 func (l *Limiter) AllowN(ctx context.Context, identity string, n int64) (Decision, error) {
 	if n < 1 {
 		return Decision{}, fmt.Errorf("ratekeeper: middleware: AllowN: n must be >= 1, got %d", n)
@@ -156,6 +162,9 @@ func (l *Limiter) decideFor(ctx context.Context, identity string, n int64, peek 
 	req := store.Request{Key: storeKey(q.name, t.name, identity), Limits: set.limits, Cost: n, CountDenied: q.countDenied, Overrides: q.overrides}
 	now := q.now()
 	sd, call, err := q.call(ctx, req, now, peek)
+	if errors.Is(err, store.ErrCostExceedsCapacity) {
+		return Decision{Policy: t.policy, Tier: t.name, t: t, set: set, exceeded: n}, err
+	}
 	if err != nil {
 		return Decision{}, err
 	}
@@ -216,10 +225,14 @@ func (q *quota) tierFor(ctx context.Context) (*tierState, *limitSet, error) {
 // middleware writes, Retry-After included. It reports whether the handler
 // may go on: d.Allowed, or true for a refusal in dry-run mode, which gets
 // the headers without Retry-After. A decision for a suspended tier gets
-// the middleware's 403.
+// the middleware's 403, and one whose cost can never fit ([Limiter.AllowN])
+// a 429 that says so, without Retry-After.
 func (l *Limiter) Enforce(w http.ResponseWriter, r *http.Request, d Decision) bool {
 	q := l.quota
 	switch {
+	case d.exceeded > 0 && d.t != nil && d.set != nil:
+		writeJSON(w, http.StatusTooManyRequests, q.contentType(), costBody(d.exceeded, d.set.capacity, d.t.policyJSON, q.problem))
+		return false
 	case d.t != nil && d.t.suspended, d.Override == store.OverrideSuspend && !q.dryRun:
 		writeJSON(w, http.StatusForbidden, contentTypeJSON, bodySuspended)
 		return false
