@@ -134,8 +134,8 @@ func build(s store.Store, c config, classify func(*http.Request) (string, string
 		return nil, errors.New("ratekeeper: middleware: nil clock")
 	}
 	if c.overrides {
-		if _, ok := s.(store.Overrides); !ok {
-			return nil, fmt.Errorf("ratekeeper: middleware: WithOverrides needs a store that keeps overrides (store.Overrides); %T does not", s)
+		if _, ok := s.(store.OverrideStore); !ok {
+			return nil, fmt.Errorf("ratekeeper: middleware: WithOverrides needs a store that keeps overrides (store.OverrideStore); %T does not", s)
 		}
 	}
 	for i, f := range c.exempt {

@@ -1,38 +1,12 @@
 package store
 
 import (
-	"context"
 	"fmt"
 )
 
 // MaxParts is the most requests one stacked decision ([MultiStore]) may
 // carry.
 const MaxParts = 8
-
-// MultiStore is implemented by stores that decide several requests, each
-// with its own key and limits (a per-client policy and a route-wide one,
-// say), as one stacked decision: the request is admitted only if every
-// part admits it, and a refusal charges no part.
-//
-// The memory store and the Redis store on one node decide a stack in one
-// atomic step. The Redis store on a Redis Cluster decides the parts whose
-// keys share a slot in one atomic step and the others in turn, giving
-// back (refunding) what earlier steps recorded when a later one refuses;
-// see its TakeMulti for the guarantee.
-type MultiStore interface {
-	Store
-	// TakeMulti decides reqs as one request (see [MultiDecision]). Each
-	// part is checked against its own limits as [Store.Take] would, the
-	// parts that admit are recorded only if all admit, and a part that
-	// refuses writes what its refusal writes alone (a counted refusal, a
-	// block). A part with CountDenied records the attempt whenever the
-	// stack refuses, as it would for its own refusal.
-	//
-	// It returns an error wrapping [ErrInvalidRequest] for a stack that
-	// [ValidateMulti] rejects, the error of [Request.Validate] for an
-	// invalid part, and a *[BackendError] when the backend fails.
-	TakeMulti(ctx context.Context, reqs []Request) (MultiDecision, error)
-}
 
 // MultiDecision is the answer to a stacked decision ([MultiStore]).
 type MultiDecision struct {

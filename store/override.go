@@ -1,7 +1,6 @@
 package store
 
 import (
-	"context"
 	"fmt"
 	"math"
 	"strconv"
@@ -157,19 +156,4 @@ func ScaleLimit(l Limit, scale float64, cost int64) Limit {
 	}
 	l.Rate = sc(l.Rate)
 	return l
-}
-
-// Overrides is implemented by stores that keep per-client overrides (both
-// stores of this module). The key is a [Request.Key]: one client under
-// one policy (and tier).
-type Overrides interface {
-	// SetOverride stores o for key, replacing any override it has, for
-	// o.TTL. It returns o.Validate's error for an invalid override.
-	SetOverride(ctx context.Context, key string, o Override) error
-	// GetOverride returns key's live override with the time it has left
-	// in TTL, or an error wrapping [ErrNotFound] when it has none.
-	GetOverride(ctx context.Context, key string) (Override, error)
-	// ClearOverride removes key's override, or returns an error wrapping
-	// [ErrNotFound] when it had none.
-	ClearOverride(ctx context.Context, key string) error
 }

@@ -253,7 +253,7 @@ type Request struct {
 	// capacity check to the store, which makes it once it has read the
 	// key's override: against the scaled limits under a scale, not at all
 	// for an exempt or suspended client ([CheckCost]; a Store that
-	// implements [Overrides] must do the same).
+	// implements [OverrideStore] must do the same).
 	Cost int64
 	// CountDenied records refused requests too (refused by a limit or by an
 	// active block), as login brute-force protection wants: every attempt

@@ -207,7 +207,7 @@ func (a *api) showClient(w http.ResponseWriter, r *http.Request) {
 		a.storeFailed(w, r, "peek", err)
 		return
 	}
-	if ov, ok := a.store.(store.Overrides); ok && target.overrides {
+	if ov, ok := a.store.(store.OverrideStore); ok && target.overrides {
 		o, err := ov.GetOverride(r.Context(), key)
 		switch {
 		case err == nil:

@@ -20,7 +20,7 @@
 // precise as the backend is. Local state is kept per key and [store.Limit]
 // (the whole value, so a changed limit starts a new local state).
 // The hybrid store does not keep per-client overrides (it does not
-// implement [store.Overrides]): a policy that applies them runs on the
+// implement [store.OverrideStore]): a policy that applies them runs on the
 // Redis or memory store directly.
 //
 // # How a key is decided

@@ -54,7 +54,7 @@ func leftMS(exp, now int64) time.Duration {
 	return time.Duration((us+999)/1000) * time.Millisecond
 }
 
-// SetOverride implements [store.Overrides]: it stores o for key, replacing
+// SetOverride implements [store.OverrideStore]: it stores o for key, replacing
 // any override the key has, until o.TTL has passed on the store's clock.
 // Requests with [store.Request.Overrides] apply it. It returns o.Validate's
 // error for an invalid override or an empty key, and an error wrapping
@@ -97,7 +97,7 @@ func (sh *shard) pruneOverrides(now int64, count *atomic.Int64) {
 	sh.ov.live = len(sh.ov.m)
 }
 
-// GetOverride implements [store.Overrides]: key's live override with the
+// GetOverride implements [store.OverrideStore]: key's live override with the
 // time it has left (in whole milliseconds, rounded up), or an error
 // wrapping [store.ErrNotFound].
 func (s *Store) GetOverride(_ context.Context, key string) (store.Override, error) {
@@ -115,7 +115,7 @@ func (s *Store) GetOverride(_ context.Context, key string) (store.Override, erro
 	return store.Override{Kind: e.kind, Scale: e.scale, TTL: leftMS(e.exp, now)}, nil
 }
 
-// ClearOverride implements [store.Overrides]: it removes key's override.
+// ClearOverride implements [store.OverrideStore]: it removes key's override.
 func (s *Store) ClearOverride(_ context.Context, key string) error {
 	if key == "" {
 		return fmt.Errorf("%w: empty key", store.ErrInvalidRequest)
@@ -171,4 +171,4 @@ func (o *op) applyOverride(take bool, lim *[store.MaxLimits]store.Limit) (store.
 	}
 }
 
-var _ store.Overrides = (*Store)(nil)
+var _ store.OverrideStore = (*Store)(nil)

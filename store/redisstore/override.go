@@ -25,7 +25,7 @@ if type(v) ~= 'string' then
 end
 return {v, redis.call('PTTL', KEYS[1])}`
 
-// SetOverride implements [store.Overrides]: it stores o for key (one
+// SetOverride implements [store.OverrideStore]: it stores o for key (one
 // string "<prefix>:{<encoded key>}:o" with o.TTL as its PTTL), replacing
 // any override the key has. Scripts read it for requests with
 // [store.Request.Overrides]. It returns o.Validate's error for an invalid
@@ -48,7 +48,7 @@ func (s *Store) SetOverride(ctx context.Context, key string, o store.Override) e
 	return nil
 }
 
-// GetOverride implements [store.Overrides]. An override that cannot be
+// GetOverride implements [store.OverrideStore]. An override that cannot be
 // read (another type, a malformed value or no TTL; never written by this
 // package) is reported as none, as the scripts treat it.
 func (s *Store) GetOverride(ctx context.Context, key string) (store.Override, error) {
@@ -77,7 +77,7 @@ func (s *Store) GetOverride(ctx context.Context, key string) (store.Override, er
 	return o, nil
 }
 
-// ClearOverride implements [store.Overrides]: it deletes key's override.
+// ClearOverride implements [store.OverrideStore]: it deletes key's override.
 func (s *Store) ClearOverride(ctx context.Context, key string) error {
 	if key == "" {
 		return fmt.Errorf("%w: empty key", store.ErrInvalidRequest)
@@ -109,4 +109,4 @@ return n`
 	return &script{src: src, sha: redis.NewScript(src).Hash()}
 })
 
-var _ store.Overrides = (*Store)(nil)
+var _ store.OverrideStore = (*Store)(nil)

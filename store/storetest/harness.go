@@ -43,7 +43,7 @@ type Harness struct {
 	// state. Optional: the TTL and "peek
 	// creates nothing" assertions need it.
 	KeyTTLs func(ctx context.Context) (map[string]time.Duration, error)
-	// RealTimeOverrides reports that overrides ([store.Overrides]) expire
+	// RealTimeOverrides reports that overrides ([store.OverrideStore]) expire
 	// on real time although Advance drives a fake clock: a store whose
 	// scripts run on a fake clock while its overrides are plain keys. The
 	// override expiry test then also waits in real time.

@@ -9,13 +9,13 @@ import (
 	"github.com/ratekeeper/ratekeeper/store"
 )
 
-// overrides returns the harness's store as a [store.Overrides], or skips
+// overrides returns the harness's store as a [store.OverrideStore], or skips
 // the subtest when the store keeps no overrides.
-func (e *env) overrides() store.Overrides {
+func (e *env) overrides() store.OverrideStore {
 	e.Helper()
-	o, ok := e.h.Store.(store.Overrides)
+	o, ok := e.h.Store.(store.OverrideStore)
 	if !ok {
-		e.Skipf("%T does not implement store.Overrides", e.h.Store)
+		e.Skipf("%T does not implement store.OverrideStore", e.h.Store)
 	}
 	return o
 }
