@@ -54,10 +54,10 @@ type quota struct {
 	observer    func(Event)
 	refused     func(ctx context.Context, d Decision, identity string)
 	breaker     breakers
-	locate      nodeLocator  // the store's, when it has one
-	lastWarn    atomic.Int64 // unix nanos of the last store-failure warning
-	lastError   atomic.Int64 // unix nanos of the last misconfiguration error
-	lastRepair  atomic.Int64 // unix nanos of the last repaired-state warning
+	locate      store.NodeLocator // the store's, when it has one
+	lastWarn    atomic.Int64      // unix nanos of the last store-failure warning
+	lastError   atomic.Int64      // unix nanos of the last misconfiguration error
+	lastRepair  atomic.Int64      // unix nanos of the last repaired-state warning
 }
 
 // tierState is a tier compiled at construction.
@@ -175,7 +175,7 @@ func build(s store.Store, c config, classify func(*http.Request) (string, string
 		refused:     c.refused,
 		breaker:     breakers{breaker: breaker{threshold: int32(c.breakerThreshold), cooldown: c.breakerCooldown}},
 	}
-	q.locate, _ = s.(nodeLocator)
+	q.locate, _ = s.(store.NodeLocator)
 	for i, t := range tiers {
 		if _, dup := q.tierIndex[t.Name]; dup {
 			return nil, fmt.Errorf("ratekeeper: middleware: tier %q configured twice", t.Name)
