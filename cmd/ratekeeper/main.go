@@ -376,7 +376,7 @@ func (inv *invocation) inspect(ctx context.Context, st *redisstore.Store, req st
 	}
 	overrideCol := "-"
 	if req.Overrides {
-		s.Override = o.Encode()
+		s.Override = overrideText(o)
 		ends := now.Add(o.TTL).UTC().Truncate(time.Millisecond)
 		s.OverrideEnds = &ends
 		overrideCol = s.Override + " until " + ends.Format(time.RFC3339)
@@ -797,4 +797,13 @@ func (inv *invocation) setOrClear(ctx context.Context, st *redisstore.Store, out
 	}
 	_, err = fmt.Fprintf(out, "override of %s: %s until %s\n", key, what, line.Expires.Format(time.RFC3339))
 	return err
+}
+
+// overrideText returns an override as the client command prints it:
+// "exempt", "suspend" or "scale:<factor>".
+func overrideText(o store.Override) string {
+	if o.Kind == store.OverrideScale {
+		return "scale:" + strconv.FormatFloat(o.Scale, 'g', -1, 64)
+	}
+	return o.Kind.String()
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/store/internal/contract"
 )
 
 // Defaults applied by New to zero fields of Options.
@@ -225,7 +226,7 @@ func (s *Store) Take(ctx context.Context, req store.Request) (store.Decision, er
 		return s.backend.Take(ctx, req)
 	}
 	lim := &req.Limits[0]
-	cost := req.EffectiveCost()
+	cost := contract.Cost(&req)
 	if e := s.lookup(req.Key, lim); e != nil {
 		now := s.now()
 		e.mu.Lock()
@@ -249,7 +250,7 @@ func (s *Store) Peek(ctx context.Context, req store.Request) (store.Decision, er
 		return s.backend.Peek(ctx, req)
 	}
 	lim := &req.Limits[0]
-	cost := req.EffectiveCost()
+	cost := contract.Cost(&req)
 	e := s.lookup(req.Key, lim)
 	if e == nil {
 		return s.backend.Peek(ctx, req)

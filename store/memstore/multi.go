@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/store/internal/contract"
 )
 
 var _ store.MultiStore = (*Store)(nil)
@@ -21,9 +22,9 @@ var _ store.MultiStore = (*Store)(nil)
 // written, evicting as Take does when the store is full; when it cannot be
 // had, TakeMulti records nothing and returns a *[store.BackendError] of
 // Kind [store.KindCapacity], as Take does. Errors for invalid stacks are those
-// of [store.ValidateMulti]. ctx is not consulted.
+// of [contract.ValidateStack]. ctx is not consulted.
 func (s *Store) TakeMulti(_ context.Context, reqs []store.Request) (store.MultiDecision, error) {
-	if err := store.ValidateMulti(reqs); err != nil {
+	if err := contract.ValidateStack(reqs); err != nil {
 		return store.MultiDecision{}, err
 	}
 	ops := make([]op, len(reqs))
@@ -104,7 +105,7 @@ func (s *Store) TakeMulti(_ context.Context, reqs []store.Request) (store.MultiD
 		}
 		md.Parts[i] = o.decision(outs[i])
 	}
-	md.Part = store.MostRestrictive(md.Parts)
+	md.Part = contract.MostRestrictive(md.Parts)
 	md.Decision = md.Parts[md.Part]
 	md.Allowed = all
 	return md, nil
@@ -117,7 +118,7 @@ func (s *Store) evaluateStack(reqs []store.Request, ops []op, outs [][]outcome) 
 	all := true
 	for i := range ops {
 		o := &ops[i]
-		*o = op{s: s, req: reqs[i], cost: reqs[i].EffectiveCost()}
+		*o = op{s: s, req: reqs[i], cost: contract.Cost(&reqs[i])}
 		s.limitIDs(o.req.Limits, &o.ids)
 		if o.isLog() {
 			o.logID[0] = s.logID(o.req.Limits)

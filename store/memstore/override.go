@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/store/internal/contract"
 )
 
 // MaxOverrides is the most live overrides a [Store] holds. Overrides are
@@ -145,7 +146,7 @@ func (o *op) applyOverride(take bool, lim *[store.MaxLimits]store.Limit) (store.
 	switch e.kind {
 	case store.OverrideScale:
 		for i, l := range limits {
-			lim[i] = store.ScaleLimit(l, e.scale, o.cost)
+			lim[i] = contract.ScaleLimit(l, e.scale, o.cost)
 		}
 		o.req.Limits = lim[:len(limits)]
 		return e.kind, store.Decision{}

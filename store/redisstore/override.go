@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/store/internal/contract"
 )
 
 // overrideKey returns the Redis key of key's override:
@@ -38,7 +39,7 @@ func (s *Store) SetOverride(ctx context.Context, key string, o store.Override) e
 		return err
 	}
 	k := s.overrideKey(key)
-	v, err := s.do(ctx, "override", k, nil, []any{"set", k, o.Encode(), "px", o.TTL.Milliseconds()}, nil, nil, 0)
+	v, err := s.do(ctx, "override", k, nil, []any{"set", k, contract.EncodeOverride(o), "px", o.TTL.Milliseconds()}, nil, nil, 0)
 	if err != nil {
 		return err
 	}
@@ -69,7 +70,7 @@ func (s *Store) GetOverride(ctx context.Context, key string) (store.Override, er
 		return store.Override{}, backendError("override", fmt.Errorf("%w: PTTL is %T", errBadReply, arr[1]))
 	}
 	str, _ := arr[0].(string)
-	o, derr := store.DecodeOverride(str)
+	o, derr := contract.DecodeOverride(str)
 	if pttl <= 0 || derr != nil {
 		return store.Override{}, fmt.Errorf("redisstore: override of %q: %w", key, store.ErrNotFound)
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/store/internal/contract"
 )
 
 // Harness is one store under test and the means to drive its clock.
@@ -486,8 +487,8 @@ func (e *env) checkDecision(op string, r store.Request, d store.Decision) {
 	if !d.Allowed && d.RetryAfter <= 0 {
 		fail("RetryAfter: got %s, want > 0 when denied", d.RetryAfter)
 	}
-	if !d.Allowed && !d.Suppressed && d.Remaining >= r.EffectiveCost() {
-		fail("Remaining: got %d, want < cost %d when denied (and not Suppressed)", d.Remaining, r.EffectiveCost())
+	if !d.Allowed && !d.Suppressed && d.Remaining >= contract.Cost(&r) {
+		fail("Remaining: got %d, want < cost %d when denied (and not Suppressed)", d.Remaining, contract.Cost(&r))
 	}
 	suppressed := r.Limits[0].Algorithm == store.Suppressed
 	switch {
