@@ -10,11 +10,9 @@ import (
 	"github.com/ratekeeper/ratekeeper/store/internal/contract"
 )
 
-// MaxOverrides is the most live overrides a [Store] holds. Overrides are
-// set by operators, not by traffic, and are not evicted: a store that
-// holds this many refuses new ones with an error wrapping
-// [store.ErrTooManyKeys] until some expire or are cleared.
-const MaxOverrides = 1 << 16
+// maxOverrides is the most live overrides a [Store] holds (65,536; see
+// [Store.SetOverride]).
+const maxOverrides = 1 << 16
 
 // overrideEntry is a stored override: its kind and factor, and its expiry
 // in µs on the store's clock.
@@ -58,8 +56,10 @@ func leftMS(exp, now int64) time.Duration {
 // SetOverride implements [store.OverrideStore]: it stores o for key, replacing
 // any override the key has, until o.TTL has passed on the store's clock.
 // Requests with [store.Request.Overrides] apply it. It returns o.Validate's
-// error for an invalid override or an empty key, and an error wrapping
-// [store.ErrTooManyKeys] when [MaxOverrides] live overrides exist.
+// error for an invalid override or an empty key. Overrides are set by
+// operators, not by traffic, and are not evicted: a store holding 65,536
+// live overrides refuses new ones with an error wrapping
+// [store.ErrTooManyKeys] until some expire or are cleared.
 func (s *Store) SetOverride(_ context.Context, key string, o store.Override) error {
 	if key == "" {
 		return fmt.Errorf("%w: empty key", store.ErrInvalidRequest)
@@ -75,9 +75,9 @@ func (s *Store) SetOverride(_ context.Context, key string, o store.Override) err
 		if len(sh.ov.m) > 2*sh.ov.live+16 {
 			sh.pruneOverrides(now, &s.overrides)
 		}
-		if s.overrides.Add(1) > MaxOverrides {
+		if s.overrides.Add(1) > maxOverrides {
 			s.overrides.Add(-1)
-			return fmt.Errorf("memstore: override of %q: %w (%d live overrides)", key, store.ErrTooManyKeys, MaxOverrides)
+			return fmt.Errorf("memstore: override of %q: %w (%d live overrides)", key, store.ErrTooManyKeys, maxOverrides)
 		}
 		if sh.ov.m == nil {
 			sh.ov.m = make(map[string]overrideEntry)
