@@ -49,6 +49,11 @@ type Harness struct {
 	// scripts run on a fake clock while its overrides are plain keys. The
 	// override expiry test then also waits in real time.
 	RealTimeOverrides bool
+	// RealTimeListing reports that the blocks a [store.BlockLister] lists
+	// end on real time although Advance drives a fake clock: a store whose
+	// scripts run on a fake clock while its listing reads the keys' own
+	// TTLs. The block listing test then checks no remaining time.
+	RealTimeListing bool
 	// Rand, when set, is the source of the random values the store under
 	// test draws for [store.Suppressed] requests (its Float64 method
 	// given as the store's Rand option), so that the suite chooses each
