@@ -338,6 +338,10 @@ func (a *api) listBlocked(w http.ResponseWriter, r *http.Request) {
 		ns = target.owner + "/"
 	}
 	blocks, next, err := a.blocks.Blocks(r.Context(), ns, q.Get("cursor"), count)
+	if errors.Is(err, errors.ErrUnsupported) { // a decorator over a store that does not list
+		writeError(w, http.StatusNotImplemented, "not_supported", "the store does not list its blocks (store.BlockLister)")
+		return
+	}
 	if errors.Is(err, store.ErrInvalidRequest) { // count is checked above
 		writeError(w, http.StatusBadRequest, "bad_request", "invalid cursor")
 		return

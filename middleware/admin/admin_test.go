@@ -518,6 +518,8 @@ func TestBlocked(t *testing.T) {
 		decode(t, f.call("GET", "/policies/login/blocked?"+q, ""), http.StatusBadRequest, &e)
 	}
 
+	l.err = fmt.Errorf("hybrid: the backend does not list its blocks: %w", errors.ErrUnsupported)
+	decode(t, f.call("GET", "/policies/login/blocked", ""), http.StatusNotImplemented, &e)
 	l.err = errors.New("dial tcp 10.0.0.1:6379: connection refused")
 	w := f.call("GET", "/policies/login/blocked", "")
 	decode(t, w, http.StatusServiceUnavailable, &e)
