@@ -268,9 +268,8 @@ func (s *Store) Len() int { return int(s.budget.used.Load()) }
 // small for the number of active clients: each eviction forgets what a
 // client had used.
 //
-// Metrics collectors find it through the method set, as an
-// interface{ Evictions() uint64 } satisfied by the store they are given.
-// It is safe for concurrent use.
+// It implements [store.EvictionCounter], through which metrics
+// collectors find it. It is safe for concurrent use.
 func (s *Store) Evictions() uint64 { return s.evictions.Load() }
 
 // Name returns "memory", the backend name used in metrics labels.
