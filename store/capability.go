@@ -120,9 +120,9 @@ type EvictionPolicyReporter interface {
 
 // Refunder is implemented by stores that may decide a stacked decision
 // ([MultiStore]) in several steps and give back what earlier steps
-// recorded when a later one refuses: the Redis store (on a Redis Cluster),
-// and the hybrid store when its backend does. Both counts only grow and
-// are safe to read concurrently.
+// recorded when a later one refuses: the Redis store (whose stacks take
+// several steps on a Redis Cluster), and the hybrid store when its
+// backend does. Both counts only grow and are safe to read concurrently.
 type Refunder interface {
 	// Refunds returns how many parts of stacked decisions were refunded
 	// because a later step refused the request.
@@ -135,10 +135,10 @@ type Refunder interface {
 
 // NodeLocator is implemented by stores spread over several nodes that can
 // tell, before a call, which node serves a request: the Redis store (the
-// master of the key's slot on a Redis Cluster), and the hybrid store when
-// its backend can. The middleware keeps a circuit breaker per node with
-// it, so that a failing node does not switch limiting off for the keys of
-// the others.
+// master of the key's slot on a Redis Cluster). The hybrid store does not
+// forward it (see its package documentation). The middleware keeps a
+// circuit breaker per node with it, so that a failing node does not
+// switch limiting off for the keys of the others.
 type NodeLocator interface {
 	// NodeFor returns the address of the node that serves req's key, or ""
 	// when the store does not know (a single node, say). It is cheap, never
