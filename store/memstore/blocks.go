@@ -22,8 +22,11 @@ var _ store.BlockLister = (*Store)(nil)
 // It walks the shards in turn and each shard's blocked keys in byte
 // order; the cursor names the shard and the last key listed. A key
 // blocked while a listing runs is listed when it sorts after the cursor
-// and missed otherwise; no key is listed twice. Each shard's lock is held
-// while its records are read, without I/O. ctx is not consulted.
+// and missed otherwise; no key is listed twice. A page reads every record
+// of the shards it covers, each shard under its lock (held for that read
+// alone, as for a decision that makes room), so a listing costs time in
+// proportion to the keys stored: an operator's call, not a request's.
+// ctx is not consulted.
 //
 // It returns an error wrapping [store.ErrInvalidRequest] for a count
 // below 1 or a cursor it did not issue.
