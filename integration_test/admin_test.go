@@ -54,7 +54,6 @@ func adminApp(t *testing.T, c redis.UniversalClient, prefix string, authorize fu
 	}
 	api, err := admin.New(set, st, admin.Options{
 		Authorize: authorize,
-		Blocks:    admin.RedisBlocks(c, prefix),
 		Logger:    slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
@@ -200,7 +199,6 @@ func TestAdminBlocksOnRedisCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	lister := admin.RedisBlocks(cc, prefix)
 	got := map[string]bool{}
 	masters := map[string]bool{}
 	cursor := ""
@@ -208,7 +206,7 @@ func TestAdminBlocksOnRedisCluster(t *testing.T) {
 		if pages > 200 {
 			t.Fatal("the listing does not end")
 		}
-		blocks, next, err := lister.Blocks(ctx, "login:", cursor, 5)
+		blocks, next, err := st.Blocks(ctx, "login:", cursor, 5)
 		if err != nil {
 			t.Fatalf("page %d: %v", pages, err)
 		}
@@ -237,7 +235,7 @@ func TestAdminBlocksOnRedisCluster(t *testing.T) {
 	if len(masters) < 2 {
 		t.Errorf("cursors named masters %v, want the listing to move across masters", masters)
 	}
-	if _, _, err := lister.Blocks(ctx, "login:", "7-0", 5); err == nil {
+	if _, _, err := st.Blocks(ctx, "login:", "7-0", 5); err == nil {
 		t.Error("a cursor naming a fourth master: got nil error")
 	}
 }

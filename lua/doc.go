@@ -147,7 +147,7 @@
 //     admission and suspend a refusal lasting the key's PTTL, before
 //     anything else and writing nothing; scale multiplies every limit's
 //     rate and capacity by the factor (floor, at least 1 and the cost, at
-//     most 2^30; store.ScaleLimit) for the rest of the run. A value that
+//     most 2^30; contract.ScaleLimit) for the rest of the run. A value that
 //     cannot be read, or a key without TTL, is repaired and applies
 //     nothing. Without an override, a cost above a limit's capacity (which
 //     the store could not refuse before knowing the override) is answered

@@ -31,7 +31,7 @@ var stacked = sync.OnceValue(func() string {
 	fn := make(map[*string]string, len(bodies))
 	for i, body := range bodies {
 		if body == &suppressed {
-			continue // not stacked: store.ValidateMulti refuses it
+			continue // not stacked: store.MultiStore refuses it
 		}
 		name, ok := fn[body]
 		if !ok {

@@ -5,11 +5,14 @@
 // passes (never on the global registry unless that is what is passed) and
 // returns a [Collector], whose Observe method a limiter reports to:
 //
-//	m, err := metrics.New(reg, metrics.Options{})
+//	m, err := metrics.New(reg, metrics.Options{Store: st})
 //	lim, err := middleware.New(st, key, limit, middleware.WithObserver(m.Observe))
 //
 // One Collector serves any number of limiters; the policy name separates
-// them.
+// them. Given the store ([Options.Store]), it also exports what the
+// store's optional capabilities report (package store, "Capabilities"):
+// the store need not be registered capability by capability, and a
+// decorator such as the hybrid store reports its backend's.
 //
 // # Series
 //
@@ -24,10 +27,17 @@
 //	ratekeeper_cached_refusals_total{policy}              counter
 //	ratekeeper_repaired_state_total{policy}               counter
 //	ratekeeper_suppressed_refusals_total{policy}          counter
-//	ratekeeper_store_evictions_total                      counter (RegisterEvictions)
-//	ratekeeper_stack_refunds_total                        counter (RegisterRefunds)
-//	ratekeeper_stack_unrefunded_total                     counter (RegisterRefunds)
-//	ratekeeper_redis_maxmemory_policy{policy}             gauge (RegisterEvictionPolicy)
+//	ratekeeper_store_evictions_total                      counter (store.EvictionCounter)
+//	ratekeeper_stack_refunds_total                        counter (store.Refunder)
+//	ratekeeper_stack_unrefunded_total                     counter (store.Refunder)
+//	ratekeeper_redis_maxmemory_policy{policy}             gauge (store.EvictionPolicyReporter)
+//
+// The last four exist when [Options.Store] has the capability in
+// parentheses. The policy label of the eviction-policy gauge is the
+// backend's maxmemory-policy ("unknown" when the server refused CONFIG; no
+// series until the store knows it): alert on policy=~"allkeys-.*", Redis
+// may then evict limiter state under memory pressure, admitting clients
+// afresh.
 //
 // suppressed_refusals_total counts the refusals of [store.Suppressed]
 // limits that were random draws against the suppression factor; those

@@ -29,6 +29,17 @@ type Options struct {
 	Buckets []float64
 	// ConstLabels are added to every series (for example the service name).
 	ConstLabels prometheus.Labels
+	// Store, when set, is the store whose optional capabilities New
+	// exports too, read from it at every scrape: its evictions
+	// ([store.EvictionCounter]: "<namespace>_store_evictions_total"), its
+	// refunds of stacked decisions ([store.Refunder]:
+	// "<namespace>_stack_refunds_total" and
+	// "<namespace>_stack_unrefunded_total") and its backend's eviction
+	// policy ([store.EvictionPolicyReporter]:
+	// "<namespace>_redis_maxmemory_policy"). These series carry no policy
+	// label, so one Collector per registry (or per ConstLabels) exports
+	// one store's. Nil exports none of them.
+	Store store.Store
 }
 
 // Collector counts limiter decisions: give its [Collector.Observe] method to
@@ -55,14 +66,14 @@ const (
 	nameDegraded    = "degraded_requests_total"
 	nameUnavailable = "store_unavailable"
 	nameCached      = "cached_refusals_total"
-	nameEvictions   = "store_evictions_total"
 	nameRepaired    = "repaired_state_total"
 	nameSuppressed  = "suppressed_refusals_total"
 )
 
-// New creates the collectors and registers them on reg. It returns an error
-// when reg is nil or registration fails (for example a second Collector
-// with the same namespace on the same registry).
+// New creates the collectors, with those of [Options.Store]'s
+// capabilities, and registers them on reg. It returns an error when reg
+// is nil or registration fails (for example a second Collector with the
+// same namespace on the same registry), and then registers nothing.
 func New(reg prometheus.Registerer, opts Options) (*Collector, error) {
 	if reg == nil {
 		return nil, errors.New("ratekeeper: metrics: nil registerer")
@@ -114,15 +125,24 @@ func New(reg prometheus.Registerer, opts Options) (*Collector, error) {
 		Help: "Refusals of the suppressed strategy drawn against its suppression factor (between the soft and the hard limit), by policy; refusals by the hard limit are not counted here.",
 	}, []string{"policy"})
 	cols := []prometheus.Collector{c.decisions, c.blocks, c.storeErrors, c.latency, c.degraded, c.unavailable, c.cached, c.repaired, c.suppressed}
-	for i, col := range cols {
-		if err := reg.Register(col); err != nil {
-			for _, done := range cols[:i] { // leave the registry as it was
-				reg.Unregister(done)
-			}
-			return nil, fmt.Errorf("ratekeeper: metrics: register: %w", err)
-		}
+	if err := registerAll(reg, append(cols, storeCollectors(opts.Store, ns, opts.ConstLabels)...)); err != nil {
+		return nil, err
 	}
 	return c, nil
+}
+
+// registerAll registers cols on reg, or none of them: on a failure it
+// unregisters those it registered, leaving the registry as it was.
+func registerAll(reg prometheus.Registerer, cols []prometheus.Collector) error {
+	for i, col := range cols {
+		if err := reg.Register(col); err != nil {
+			for _, done := range cols[:i] {
+				reg.Unregister(done)
+			}
+			return fmt.Errorf("ratekeeper: metrics: register: %w", err)
+		}
+	}
+	return nil
 }
 
 // Observe records one decision; pass it to [middleware.WithObserver]. It is
@@ -185,32 +205,4 @@ func storeInvolved(o middleware.Outcome) bool {
 		return true
 	}
 	return false
-}
-
-// Evicter is implemented by stores that forget clients to stay within a
-// memory bound, such as the memory store (its Evictions method).
-type Evicter interface {
-	Evictions() uint64
-}
-
-// RegisterEvictions registers a counter of the keys s has evicted to stay
-// within its bound ("<namespace>_store_evictions_total"), read from s
-// whenever the registry is scraped. A store that evicts often is too
-// small for its clients: each evicted client starts afresh.
-func RegisterEvictions(reg prometheus.Registerer, s Evicter, opts Options) error {
-	if reg == nil || s == nil {
-		return errors.New("ratekeeper: metrics: nil registerer or store")
-	}
-	ns := opts.Namespace
-	if ns == "" {
-		ns = defaultNamespace
-	}
-	c := prometheus.NewCounterFunc(prometheus.CounterOpts{
-		Namespace: ns, Name: nameEvictions, ConstLabels: opts.ConstLabels,
-		Help: "Keys the store evicted to stay within its bound.",
-	}, func() float64 { return float64(s.Evictions()) })
-	if err := reg.Register(c); err != nil {
-		return fmt.Errorf("ratekeeper: metrics: register: %w", err)
-	}
-	return nil
 }

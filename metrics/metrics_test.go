@@ -212,10 +212,9 @@ func TestNewErrors(t *testing.T) {
 	}
 }
 
-// TestCachedRefusalsAndEvictions: refusals the store answered from its
-// deny cache are counted per policy, and a store's evictions are exported
-// as a counter read at scrape time.
-func TestCachedRefusalsAndEvictions(t *testing.T) {
+// TestCachedRefusals: refusals the store answered from its deny cache are
+// counted per policy.
+func TestCachedRefusals(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	c, err := New(reg, Options{})
 	if err != nil {
@@ -231,34 +230,7 @@ func TestCachedRefusalsAndEvictions(t *testing.T) {
 	if got := testutil.ToFloat64(c.cached.WithLabelValues("api")); got != 2 {
 		t.Fatalf("cached refusals: got %v, want 2", got)
 	}
-	ev := evicter(7)
-	if err := RegisterEvictions(reg, &ev, Options{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := RegisterEvictions(reg, &ev, Options{}); err == nil {
-		t.Fatal("a second registration: got nil error, want one")
-	}
-	ev = 9
-	n, err := testutil.GatherAndCount(reg, "ratekeeper_store_evictions_total")
-	if err != nil || n != 1 {
-		t.Fatalf("evictions series: %d, %v", n, err)
-	}
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == "ratekeeper_store_evictions_total" {
-			if v := mf.GetMetric()[0].GetCounter().GetValue(); v != 9 {
-				t.Fatalf("evictions: got %v, want 9 (read at scrape time)", v)
-			}
-		}
-	}
 }
-
-type evicter uint64
-
-func (e *evicter) Evictions() uint64 { return uint64(*e) }
 
 // TestRepairedState: decisions on state the store repaired are counted
 // per policy.

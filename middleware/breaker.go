@@ -1,12 +1,9 @@
 package middleware
 
 import (
-	"context"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/ratekeeper/ratekeeper/store"
 )
 
 // breaker is a lock-free consecutive-failure circuit breaker. Closed: every
@@ -96,21 +93,13 @@ func (b *breaker) down() bool {
 	return b.threshold != 0 && b.openUntil.Load() != 0
 }
 
-// nodeLocator is implemented by stores that can tell, before a call,
-// which of their nodes serves a request (the Redis store on a Redis
-// Cluster: the master of the key's slot). NodeFor returns "" when it does
-// not know; it must be cheap and never wait on the network for long.
-type nodeLocator interface {
-	NodeFor(ctx context.Context, req store.Request) string
-}
-
 // maxNodeBreakers bounds how many nodes get a breaker of their own; the
 // requests of further nodes share the limiter-wide breaker.
 const maxNodeBreakers = 64
 
 // breakers are a limiter's circuit breakers: the limiter-wide one (the
 // embedded breaker, for requests whose node is unknown) and one per node
-// for stores that implement nodeLocator, so that a failing shard opens
+// for stores that implement [store.NodeLocator], so that a failing shard opens
 // only its own breaker and the keys of healthy shards are still decided.
 // Lookups are lock-free (a copy-on-write map); the mutex only serialises
 // adding a node.

@@ -342,7 +342,7 @@ func (l *Limiter) ClearOverride(ctx context.Context, tier, identity string) erro
 
 // overrideKey returns the store key of identity under tier and the store's
 // overrides.
-func (l *Limiter) overrideKey(tier, identity string) (string, store.Overrides, error) {
+func (l *Limiter) overrideKey(tier, identity string) (string, store.OverrideStore, error) {
 	q := l.quota
 	if !q.overrides {
 		return "", nil, fmt.Errorf("ratekeeper: middleware: policy %q does not apply overrides (build it WithOverrides)", q.name)
@@ -354,5 +354,5 @@ func (l *Limiter) overrideKey(tier, identity string) (string, store.Overrides, e
 	if !ok {
 		return "", nil, fmt.Errorf("ratekeeper: middleware: unknown tier %q", tier)
 	}
-	return storeKey(q.name, tier, identity), q.store.(store.Overrides), nil
+	return storeKey(q.name, tier, identity), q.store.(store.OverrideStore), nil
 }

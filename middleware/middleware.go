@@ -54,10 +54,10 @@ type quota struct {
 	observer    func(Event)
 	refused     func(ctx context.Context, d Decision, identity string)
 	breaker     breakers
-	locate      nodeLocator  // the store's, when it has one
-	lastWarn    atomic.Int64 // unix nanos of the last store-failure warning
-	lastError   atomic.Int64 // unix nanos of the last misconfiguration error
-	lastRepair  atomic.Int64 // unix nanos of the last repaired-state warning
+	locate      store.NodeLocator // the store's, when it has one
+	lastWarn    atomic.Int64      // unix nanos of the last store-failure warning
+	lastError   atomic.Int64      // unix nanos of the last misconfiguration error
+	lastRepair  atomic.Int64      // unix nanos of the last repaired-state warning
 }
 
 // tierState is a tier compiled at construction.
@@ -159,8 +159,8 @@ func (c *config) validate(s store.Store) error {
 		return errors.New("ratekeeper: middleware: nil clock")
 	}
 	if c.overrides {
-		if _, ok := s.(store.Overrides); !ok {
-			return fmt.Errorf("ratekeeper: middleware: WithOverrides needs a store that keeps overrides (store.Overrides); %T does not", s)
+		if _, ok := s.(store.OverrideStore); !ok {
+			return fmt.Errorf("ratekeeper: middleware: WithOverrides needs a store that keeps overrides (store.OverrideStore); %T does not", s)
 		}
 	}
 	for i, f := range c.exempt {
@@ -199,7 +199,7 @@ func newQuota(s store.Store, c *config, classify func(*http.Request) (string, st
 		refused:     c.refused,
 		breaker:     breakers{breaker: breaker{threshold: int32(c.breakerThreshold), cooldown: c.breakerCooldown}},
 	}
-	q.locate, _ = s.(nodeLocator)
+	q.locate, _ = s.(store.NodeLocator)
 	return q
 }
 
@@ -541,7 +541,7 @@ func (q *quota) callMain(ctx context.Context, req store.Request, now time.Time, 
 }
 
 // nodeFor returns the node that serves req, for a store that tells (see
-// nodeLocator) and a limiter with a breaker; "" otherwise.
+// store.NodeLocator) and a limiter with a breaker; "" otherwise.
 func (q *quota) nodeFor(ctx context.Context, req store.Request) string {
 	if q.locate == nil || q.breaker.threshold == 0 {
 		return ""

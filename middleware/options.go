@@ -150,7 +150,7 @@ func WithCountDenied() Option { return func(c *config) { c.countDenied = true } 
 // override in the same atomic step as the decision, so a policy with
 // overrides runs the full decision script on Redis (one more key read,
 // about as costly as a block); policies without them never read it. The
-// store must implement [store.Overrides] (both stores of this module do);
+// store must implement [store.OverrideStore] (both stores of this module do);
 // [New] returns an error otherwise. [Decision] reports the override that
 // applied in its Override field. Overrides live in the store: while it
 // fails, a local fallback store ([WithLocalFallback]) decides without

@@ -131,8 +131,8 @@ func TestOverridesDryRun(t *testing.T) {
 // construction error.
 func TestOverridesNeedStore(t *testing.T) {
 	_, err := New(&funcStore{}, keyfunc.RemoteIP, store.PerMinute(1), WithOverrides())
-	if err == nil || !strings.Contains(err.Error(), "store.Overrides") {
-		t.Fatalf("got %v, want an error naming store.Overrides", err)
+	if err == nil || !strings.Contains(err.Error(), "store.OverrideStore") {
+		t.Fatalf("got %v, want an error naming store.OverrideStore", err)
 	}
 }
 

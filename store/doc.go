@@ -211,10 +211,22 @@
 // A Store is safe for concurrent use. Each Take is atomic: concurrent Takes
 // for one key admit exactly as many requests as a serial run would.
 //
+// # Capabilities
+//
+// Beyond [Store], a store may implement optional capabilities, each an
+// interface declared beside the others (capability.go) and found with a
+// type assertion: [MultiStore] (stacked decisions), [OverrideStore]
+// (per-client overrides), [BlockLister] (listing blocked keys),
+// [EvictionCounter] and [EvictionPolicyReporter] (evictions),
+// [Refunder] (refunds of stacked decisions) and [NodeLocator] (the node
+// that serves a key). Each says which stores implement it. Nothing above
+// a store reads or parses its keys: what a caller needs to know about
+// stored state, it asks the store through one of these.
+//
 // # Stacked decisions
 //
 // A [MultiStore] decides several requests with different keys as one
 // ([MultiStore.TakeMulti]): each is checked against its own limits, all
 // are recorded only if all admit, and the [MultiDecision] describes the
-// most restrictive part. [ValidateMulti] states what a stack may hold.
+// most restrictive part. [MultiStore] states what a stack may hold.
 package store

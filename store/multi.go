@@ -1,38 +1,8 @@
 package store
 
-import (
-	"context"
-	"fmt"
-)
-
 // MaxParts is the most requests one stacked decision ([MultiStore]) may
 // carry.
 const MaxParts = 8
-
-// MultiStore is implemented by stores that decide several requests, each
-// with its own key and limits (a per-client policy and a route-wide one,
-// say), as one stacked decision: the request is admitted only if every
-// part admits it, and a refusal charges no part.
-//
-// The memory store and the Redis store on one node decide a stack in one
-// atomic step. The Redis store on a Redis Cluster decides the parts whose
-// keys share a slot in one atomic step and the others in turn, giving
-// back (refunding) what earlier steps recorded when a later one refuses;
-// see its TakeMulti for the guarantee.
-type MultiStore interface {
-	Store
-	// TakeMulti decides reqs as one request (see [MultiDecision]). Each
-	// part is checked against its own limits as [Store.Take] would, the
-	// parts that admit are recorded only if all admit, and a part that
-	// refuses writes what its refusal writes alone (a counted refusal, a
-	// block). A part with CountDenied records the attempt whenever the
-	// stack refuses, as it would for its own refusal.
-	//
-	// It returns an error wrapping [ErrInvalidRequest] for a stack that
-	// [ValidateMulti] rejects, the error of [Request.Validate] for an
-	// invalid part, and a *[BackendError] when the backend fails.
-	TakeMulti(ctx context.Context, reqs []Request) (MultiDecision, error)
-}
 
 // MultiDecision is the answer to a stacked decision ([MultiStore]).
 type MultiDecision struct {
@@ -58,65 +28,4 @@ type MultiDecision struct {
 	// refunded because the backend failed: their units stay charged until
 	// they expire. Zero unless the backend failed during the refund.
 	Unrefunded int
-}
-
-// ValidateMulti checks a stack as every [MultiStore] does before touching
-// state: 1 to [MaxParts] parts, each valid ([Request.Validate]), without a
-// DedupID (a stack has no single identity to de-duplicate for), without
-// Overrides and without the [Suppressed] strategy (neither is decided in a
-// stack), and with
-// distinct keys (parts of one key would count against each other before
-// either is recorded; give one request all the limits of a key instead).
-// Errors wrap [ErrInvalidRequest] or the error of the invalid part.
-func ValidateMulti(reqs []Request) error {
-	if len(reqs) == 0 || len(reqs) > MaxParts {
-		return fmt.Errorf("%w: %d parts, want 1 to %d", ErrInvalidRequest, len(reqs), MaxParts)
-	}
-	for i, r := range reqs {
-		if err := r.Validate(); err != nil {
-			return fmt.Errorf("part %d: %w", i, err)
-		}
-		if r.DedupID != "" {
-			return fmt.Errorf("%w: part %d: a stacked decision does not de-duplicate (DedupID set)", ErrInvalidRequest, i)
-		}
-		if r.Limits[0].Algorithm == Suppressed {
-			return fmt.Errorf("%w: part %d: a stacked decision does not take the suppressed strategy", ErrInvalidRequest, i)
-		}
-		if r.Overrides {
-			return fmt.Errorf("%w: part %d: a stacked decision does not apply overrides (Overrides set)", ErrInvalidRequest, i)
-		}
-		for j := 0; j < i; j++ {
-			if reqs[j].Key == r.Key {
-				return fmt.Errorf("%w: parts %d and %d share the key %q", ErrInvalidRequest, j, i, r.Key)
-			}
-		}
-	}
-	return nil
-}
-
-// MostRestrictive returns the index of the part that decides a stack of
-// part decisions, as [MultiDecision] defines it: when every part admits,
-// the one with the fewest units remaining; otherwise the refusing part
-// with the longest RetryAfter. Ties go to the earliest part. It returns
-// -1 for an empty slice.
-func MostRestrictive(parts []Decision) int {
-	all := true
-	for i := range parts {
-		all = all && parts[i].Allowed
-	}
-	d := -1
-	for i := range parts {
-		p := &parts[i]
-		switch {
-		case all:
-			if d < 0 || p.Remaining < parts[d].Remaining {
-				d = i
-			}
-		case !p.Allowed:
-			if d < 0 || p.RetryAfter > parts[d].RetryAfter {
-				d = i
-			}
-		}
-	}
-	return d
 }

@@ -1,11 +1,8 @@
 package store
 
 import (
-	"context"
 	"fmt"
-	"math"
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -64,21 +61,20 @@ type Override struct {
 	// Kind is what the override does. Required.
 	Kind OverrideKind
 	// Scale is the factor of an [OverrideScale] override, within
-	// [MinOverrideScale, MaxOverrideScale]: each limit's rate and capacity
-	// become floor(x·Scale), never more than the largest valid rate (2³⁰)
-	// and never less than 1 nor than the request's cost when the
-	// configured limit holds that cost (see [ScaleLimit]). Zero for other
-	// kinds.
+	// [2⁻²⁰, 2²⁰]: each limit's rate and capacity x become
+	// floor(x·Scale), never more than the largest valid rate (2³⁰) and
+	// never less than 1 nor than min(cost, x), so that a cut never makes
+	// a cost the configured limit holds impossible. Zero for other kinds.
 	Scale float64
 	// TTL is how long the override lasts. Required when setting one: > 0,
 	// whole milliseconds, at most 366 days. A store reports the time left.
 	TTL time.Duration
 }
 
-// Bounds of [Override.Scale].
+// Bounds of [Override.Scale]: 2⁻²⁰ and 2²⁰.
 const (
-	MinOverrideScale = 1.0 / (1 << 20)
-	MaxOverrideScale = 1 << 20
+	minOverrideScale = 1.0 / (1 << 20)
+	maxOverrideScale = 1 << 20
 )
 
 // Validate reports whether o can be stored. Errors wrap
@@ -86,7 +82,7 @@ const (
 func (o Override) Validate() error {
 	switch o.Kind {
 	case OverrideScale:
-		if !(o.Scale >= MinOverrideScale && o.Scale <= MaxOverrideScale) {
+		if !(o.Scale >= minOverrideScale && o.Scale <= maxOverrideScale) {
 			return fmt.Errorf("%w: override Scale must be between 2⁻²⁰ and 2²⁰, got %v", ErrInvalidRequest, o.Scale)
 		}
 	case OverrideExempt, OverrideSuspend:
@@ -100,76 +96,4 @@ func (o Override) Validate() error {
 		return fmt.Errorf("%w: override TTL must be whole milliseconds between 1ms and %s, got %s", ErrInvalidRequest, maxPeriod, o.TTL)
 	}
 	return nil
-}
-
-// Encode returns the override's stored form, which the Redis scripts read:
-// "exempt", "suspend" or "scale:<factor>" with the factor in Go's shortest
-// round-tripping decimal form. TTL is not part of it (it is the key's).
-func (o Override) Encode() string {
-	if o.Kind == OverrideScale {
-		return "scale:" + strconv.FormatFloat(o.Scale, 'g', -1, 64)
-	}
-	return o.Kind.String()
-}
-
-// DecodeOverride parses [Override.Encode]'s form. TTL is left zero. It
-// returns an error for anything else, including a factor out of bounds.
-func DecodeOverride(s string) (Override, error) {
-	switch s {
-	case "exempt":
-		return Override{Kind: OverrideExempt}, nil
-	case "suspend":
-		return Override{Kind: OverrideSuspend}, nil
-	}
-	f, ok := strings.CutPrefix(s, "scale:")
-	if !ok {
-		return Override{}, fmt.Errorf("%w: unreadable override %q", ErrInvalidRequest, s)
-	}
-	x, err := strconv.ParseFloat(f, 64)
-	if err != nil || !(x >= MinOverrideScale && x <= MaxOverrideScale) {
-		return Override{}, fmt.Errorf("%w: unreadable override %q", ErrInvalidRequest, s)
-	}
-	return Override{Kind: OverrideScale, Scale: x}, nil
-}
-
-// ScaleLimit returns l under an [OverrideScale] override of factor scale
-// for a request of the given cost: Rate and the capacity x each become
-// floor(x·scale), at most 2³⁰ and at least 1 and min(cost, x), so that a
-// cut never makes a cost the configured limit holds impossible, while a
-// cost above the configured limit fits only if the scaled one holds it
-// (Burst stays 0 when it was, except for [Suppressed], whose default hard
-// limit is scaled as an explicit Burst). The Redis scripts compute the
-// same numbers.
-func ScaleLimit(l Limit, scale float64, cost int64) Limit {
-	sc := func(x int64) int64 {
-		v := math.Floor(float64(x) * scale)
-		if v > maxRate {
-			v = maxRate
-		}
-		n := int64(v)
-		return max(n, 1, min(cost, x))
-	}
-	if l.Algorithm == Suppressed && l.Burst == 0 {
-		l.Burst = l.Capacity() // the default hard limit, scaled as given
-	}
-	if l.Burst != 0 {
-		l.Burst = sc(l.Burst)
-	}
-	l.Rate = sc(l.Rate)
-	return l
-}
-
-// Overrides is implemented by stores that keep per-client overrides (both
-// stores of this module). The key is a [Request.Key]: one client under
-// one policy (and tier).
-type Overrides interface {
-	// SetOverride stores o for key, replacing any override it has, for
-	// o.TTL. It returns o.Validate's error for an invalid override.
-	SetOverride(ctx context.Context, key string, o Override) error
-	// GetOverride returns key's live override with the time it has left
-	// in TTL, or an error wrapping [ErrNotFound] when it has none.
-	GetOverride(ctx context.Context, key string) (Override, error)
-	// ClearOverride removes key's override, or returns an error wrapping
-	// [ErrNotFound] when it had none.
-	ClearOverride(ctx context.Context, key string) error
 }

@@ -62,7 +62,7 @@ var Algorithms = []Algorithm{GCRA, TokenBucket, SlidingWindowLog, SlidingWindowC
 
 // String returns the algorithm's snake_case name, e.g. "token_bucket".
 func (a Algorithm) String() string {
-	if a.Valid() {
+	if a.valid() {
 		return algorithmNames[a]
 	}
 	return "algorithm(" + strconv.Itoa(int(a)) + ")"
@@ -74,8 +74,8 @@ func (a Algorithm) window() bool {
 	return a == SlidingWindowLog || a == SlidingWindowCounter || a == FixedWindow
 }
 
-// Valid reports whether a is one of the declared algorithms.
-func (a Algorithm) Valid() bool { return a >= GCRA && a <= Suppressed }
+// valid reports whether a is one of the declared algorithms.
+func (a Algorithm) valid() bool { return a >= GCRA && a <= Suppressed }
 
 // ParseAlgorithm returns the algorithm named by s (the [Algorithm.String]
 // form). It returns an error wrapping [ErrInvalidLimit] for unknown names.
@@ -191,7 +191,7 @@ const maxDrain = 100 * maxPeriod
 // name the offending field.
 func (l Limit) Validate() error {
 	switch {
-	case !l.Algorithm.Valid():
+	case !l.Algorithm.valid():
 		return fmt.Errorf("%w: Algorithm: unknown value %d", ErrInvalidLimit, int(l.Algorithm))
 	case l.Rate <= 0:
 		return fmt.Errorf("%w: Rate must be > 0, got %d", ErrInvalidLimit, l.Rate)
@@ -252,8 +252,8 @@ type Request struct {
 	// be admitted). For a request with Overrides, Validate leaves the
 	// capacity check to the store, which makes it once it has read the
 	// key's override: against the scaled limits under a scale, not at all
-	// for an exempt or suspended client ([CheckCost]; a Store that
-	// implements [Overrides] must do the same).
+	// for an exempt or suspended client (a Store that implements
+	// [OverrideStore] must do the same).
 	Cost int64
 	// CountDenied records refused requests too (refused by a limit or by an
 	// active block), as login brute-force protection wants: every attempt
@@ -285,34 +285,6 @@ type Request struct {
 	Overrides bool
 }
 
-// Defaults of the de-duplication bound ([Request.DedupReplays],
-// [Request.DedupWindow]).
-const (
-	defaultDedupReplays = 3
-	defaultDedupWindow  = time.Minute
-)
-
-// DedupBound returns the bound of the request's DedupID as the stores
-// apply it: the replays allowed and the window in microseconds (the
-// defaults for zero fields, the window cut to the longest period). Call
-// it on a validated request.
-func (r Request) DedupBound() (replays, windowUS int64) {
-	replays = int64(r.DedupReplays)
-	if replays == 0 {
-		replays = defaultDedupReplays
-	}
-	w := r.DedupWindow
-	if w == 0 {
-		w = defaultDedupWindow
-	}
-	longest := time.Duration(0)
-	for _, l := range r.Limits {
-		longest = max(longest, l.Period)
-	}
-	w = min(w, longest)
-	return replays, w.Microseconds()
-}
-
 // cost returns the effective cost (zero means one).
 func (r Request) cost() int64 {
 	if r.Cost == 0 {
@@ -320,10 +292,6 @@ func (r Request) cost() int64 {
 	}
 	return r.Cost
 }
-
-// EffectiveCost returns the cost the request takes: Cost, or 1 when Cost is
-// zero.
-func (r Request) EffectiveCost() int64 { return r.cost() }
 
 // Validate checks the request as every store does before touching state.
 // Errors wrap [ErrInvalidRequest], [ErrInvalidLimit] or
@@ -545,17 +513,4 @@ func KindOf(err error) ErrorKind {
 // costError is the error of a request whose cost c exceeds l's capacity.
 func costError(c int64, l Limit) error {
 	return fmt.Errorf("%w: cost %d, limit %q holds %d", ErrCostExceedsCapacity, c, l.ID(), l.Capacity())
-}
-
-// CheckCost returns an error wrapping [ErrCostExceedsCapacity] when cost
-// exceeds the capacity of one of limits: what [Request.Validate] checks,
-// and what a store checks for a request with Overrides once it knows the
-// limits the key's override leaves.
-func CheckCost(cost int64, limits []Limit) error {
-	for _, l := range limits {
-		if cost > l.Capacity() {
-			return costError(cost, l)
-		}
-	}
-	return nil
 }

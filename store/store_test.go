@@ -69,7 +69,7 @@ func TestAlgorithmNames(t *testing.T) {
 			t.Fatalf("ParseAlgorithm(%q) = %v, %v; want %v", a.String(), got, err, a)
 		}
 	}
-	if got, err := ParseAlgorithm("suppressed"); err != nil || got != Suppressed || !got.Valid() {
+	if got, err := ParseAlgorithm("suppressed"); err != nil || got != Suppressed || !got.valid() {
 		t.Fatalf("ParseAlgorithm(%q) = %v, %v; want %v", "suppressed", got, err, Suppressed)
 	}
 	if _, err := ParseAlgorithm("leaky"); !errors.Is(err, ErrInvalidLimit) {

@@ -18,7 +18,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.yaml.in/yaml/v3"
 
-	"github.com/ratekeeper/ratekeeper/middleware/admin"
 	"github.com/ratekeeper/ratekeeper/middleware/policy"
 	"github.com/ratekeeper/ratekeeper/store"
 	"github.com/ratekeeper/ratekeeper/store/redisstore"
@@ -262,7 +261,11 @@ func (inv *invocation) run(ctx context.Context, out io.Writer) error {
 	}
 	defer c.Close()
 	if inv.command == "blocks" {
-		return inv.blocks(ctx, c, out)
+		st, err := redisstore.New(c, redisstore.Options{Prefix: inv.prefix, Timeout: inv.timeout})
+		if err != nil {
+			return err
+		}
+		return inv.blocks(ctx, st, out)
 	}
 	if strings.HasPrefix(inv.command, "override ") {
 		st, err := redisstore.New(c, redisstore.Options{Prefix: inv.prefix, Timeout: inv.timeout})
@@ -376,7 +379,7 @@ func (inv *invocation) inspect(ctx context.Context, st *redisstore.Store, req st
 	}
 	overrideCol := "-"
 	if req.Overrides {
-		s.Override = o.Encode()
+		s.Override = overrideText(o)
 		ends := now.Add(o.TTL).UTC().Truncate(time.Millisecond)
 		s.OverrideEnds = &ends
 		overrideCol = s.Override + " until " + ends.Format(time.RFC3339)
@@ -417,14 +420,13 @@ type blockedClient struct {
 	Remaining string `json:"remaining"`
 }
 
-func (inv *invocation) blocks(ctx context.Context, c redis.UniversalClient, out io.Writer) error {
+func (inv *invocation) blocks(ctx context.Context, lister store.BlockLister, out io.Writer) error {
 	// "api" matches "api:..." and every tier "api/<tier>:...", and also
 	// other policies whose names start with "api": those are dropped.
 	ns := inv.policy
 	if inv.tier != "" {
 		ns += "/" + inv.tier + ":"
 	}
-	lister := admin.RedisBlocks(c, inv.prefix)
 	found := []blockedClient{}
 	cursor := inv.cursor
 	for {
@@ -477,7 +479,7 @@ func (inv *invocation) blocks(ctx context.Context, c redis.UniversalClient, out 
 }
 
 // splitBlock splits a block's store key "<policy>[/<tier>]:<identity>".
-func splitBlock(b admin.Block) blockedClient {
+func splitBlock(b store.Block) blockedClient {
 	ns, identity, _ := strings.Cut(b.Key, ":")
 	pol, tier, _ := strings.Cut(ns, "/")
 	return blockedClient{Policy: pol, Tier: tier, Identity: identity, Scope: b.Scope, Remaining: b.Remaining.Round(time.Millisecond).String()}
@@ -797,4 +799,13 @@ func (inv *invocation) setOrClear(ctx context.Context, st *redisstore.Store, out
 	}
 	_, err = fmt.Fprintf(out, "override of %s: %s until %s\n", key, what, line.Expires.Format(time.RFC3339))
 	return err
+}
+
+// overrideText returns an override as the client command prints it:
+// "exempt", "suspend" or "scale:<factor>".
+func overrideText(o store.Override) string {
+	if o.Kind == store.OverrideScale {
+		return "scale:" + strconv.FormatFloat(o.Scale, 'g', -1, 64)
+	}
+	return o.Kind.String()
 }

@@ -33,10 +33,6 @@ type Options struct {
 	// the API fails closed. Authorize must be safe for concurrent use; its
 	// error text is logged, never sent to the client.
 	Authorize func(r *http.Request) (who string, err error)
-	// Blocks lists the clients blocked under a policy, for the blocked
-	// clients endpoint; see [RedisBlocks]. Nil: that endpoint answers 501
-	// (the memory store cannot list its keys).
-	Blocks BlockLister
 	// Top is the summary of the most limited clients that the top
 	// endpoint shows; nil: that endpoint answers 501. The application
 	// feeds it (see [Top]).
@@ -72,7 +68,8 @@ func New(set *policy.Set, st store.Store, opts Options) (http.Handler, error) {
 	if st == nil {
 		return nil, errors.New("ratekeeper: admin: nil store")
 	}
-	a := &api{set: set, store: st, authorize: opts.Authorize, blocks: opts.Blocks, top: opts.Top, logger: opts.Logger, now: time.Now}
+	a := &api{set: set, store: st, authorize: opts.Authorize, top: opts.Top, logger: opts.Logger, now: time.Now}
+	a.blocks, _ = st.(store.BlockLister)
 	if a.logger == nil {
 		a.logger = slog.Default()
 	}
@@ -95,7 +92,7 @@ type api struct {
 	set       *policy.Set
 	store     store.Store
 	authorize func(*http.Request) (string, error)
-	blocks    BlockLister
+	blocks    store.BlockLister // st's, when it lists its blocks
 	top       *Top
 	logger    *slog.Logger
 	now       func() time.Time
@@ -207,7 +204,7 @@ func (a *api) showClient(w http.ResponseWriter, r *http.Request) {
 		a.storeFailed(w, r, "peek", err)
 		return
 	}
-	if ov, ok := a.store.(store.Overrides); ok && target.overrides {
+	if ov, ok := a.store.(store.OverrideStore); ok && target.overrides {
 		o, err := ov.GetOverride(r.Context(), key)
 		switch {
 		case err == nil:
@@ -323,7 +320,7 @@ func (a *api) listBlocked(w http.ResponseWriter, r *http.Request) {
 	}
 	if a.blocks == nil {
 		writeError(w, http.StatusNotImplemented, "not_supported",
-			"listing blocked clients needs a block lister (Options.Blocks); the memory store cannot list its keys")
+			"the store does not list its blocks (store.BlockLister)")
 		return
 	}
 	q := r.URL.Query()
@@ -341,7 +338,11 @@ func (a *api) listBlocked(w http.ResponseWriter, r *http.Request) {
 		ns = target.owner + "/"
 	}
 	blocks, next, err := a.blocks.Blocks(r.Context(), ns, q.Get("cursor"), count)
-	if errors.Is(err, ErrBadCursor) {
+	if errors.Is(err, errors.ErrUnsupported) { // a decorator over a store that does not list
+		writeError(w, http.StatusNotImplemented, "not_supported", "the store does not list its blocks (store.BlockLister)")
+		return
+	}
+	if errors.Is(err, store.ErrInvalidRequest) { // count is checked above
 		writeError(w, http.StatusBadRequest, "bad_request", "invalid cursor")
 		return
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -80,6 +81,13 @@ func allowAll(*http.Request) (string, error) { return "alice", nil }
 
 func newFixture(t *testing.T, opts Options) *fixture {
 	t.Helper()
+	return newFixtureWith(t, opts, nil)
+}
+
+// newFixtureWith is newFixture with the admin API given wrap(st) as its
+// store, st being the memory store the policies run on (nil: st).
+func newFixtureWith(t *testing.T, opts Options, wrap func(store.Store) store.Store) *fixture {
+	t.Helper()
 	st, err := memstore.New(memstore.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -99,7 +107,11 @@ func newFixture(t *testing.T, opts Options) *fixture {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewJSONHandler(f.log, nil))
 	}
-	f.api, err = New(set, st, opts)
+	var apiStore store.Store = st
+	if wrap != nil {
+		apiStore = wrap(st)
+	}
+	f.api, err = New(set, apiStore, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -431,14 +443,19 @@ func TestSwitchMode(t *testing.T) {
 	decode(t, f.call("POST", "/policies/nope/mode", `{"mode":"off"}`), http.StatusNotFound, &e)
 }
 
-// fakeLister serves blocks from a list, two per page.
+// plainStore hides every capability of the store it wraps.
+type plainStore struct{ store.Store }
+
+// fakeLister serves blocks from a list, two per page, over a store whose
+// decisions it forwards.
 type fakeLister struct {
-	blocks []Block
+	store.Store
+	blocks []store.Block
 	err    error
 	gotNS  string
 }
 
-func (l *fakeLister) Blocks(_ context.Context, ns, cursor string, count int) ([]Block, string, error) {
+func (l *fakeLister) Blocks(_ context.Context, ns, cursor string, count int) ([]store.Block, string, error) {
 	l.gotNS = ns
 	if l.err != nil {
 		return nil, "", l.err
@@ -446,7 +463,7 @@ func (l *fakeLister) Blocks(_ context.Context, ns, cursor string, count int) ([]
 	start := 0
 	if cursor != "" {
 		if cursor != "page2" {
-			return nil, "", ErrBadCursor
+			return nil, "", fmt.Errorf("%w: invalid cursor", store.ErrInvalidRequest)
 		}
 		start = 2
 	}
@@ -460,18 +477,18 @@ func (l *fakeLister) Blocks(_ context.Context, ns, cursor string, count int) ([]
 
 func TestBlocked(t *testing.T) {
 	var e errorJSON
-	f := newFixture(t, Options{Authorize: allowAll})
+	f := newFixtureWith(t, Options{Authorize: allowAll}, func(st store.Store) store.Store { return plainStore{st} })
 	decode(t, f.call("GET", "/policies/login/blocked", ""), http.StatusNotImplemented, &e)
 	if e.Error != "not_supported" {
 		t.Errorf("got error %q, want not_supported", e.Error)
 	}
 
-	l := &fakeLister{blocks: []Block{
+	l := &fakeLister{blocks: []store.Block{
 		{Key: "plans/free:dora", Scope: "gcra/1m0s", Remaining: 90 * time.Second},
 		{Key: "plans/free:ed:1", Scope: "gcra/1m0s", Remaining: time.Second},
 		{Key: "plans/free:[::1]", Scope: "gcra/1m0s", Remaining: 1500 * time.Millisecond},
 	}}
-	f = newFixture(t, Options{Authorize: allowAll, Blocks: l})
+	f = newFixtureWith(t, Options{Authorize: allowAll}, func(st store.Store) store.Store { l.Store = st; return l })
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	f.api.(*api).now = func() time.Time { return now }
 	var got blockedJSON
@@ -501,6 +518,8 @@ func TestBlocked(t *testing.T) {
 		decode(t, f.call("GET", "/policies/login/blocked?"+q, ""), http.StatusBadRequest, &e)
 	}
 
+	l.err = fmt.Errorf("hybrid: the backend does not list its blocks: %w", errors.ErrUnsupported)
+	decode(t, f.call("GET", "/policies/login/blocked", ""), http.StatusNotImplemented, &e)
 	l.err = errors.New("dial tcp 10.0.0.1:6379: connection refused")
 	w := f.call("GET", "/policies/login/blocked", "")
 	decode(t, w, http.StatusServiceUnavailable, &e)
@@ -509,6 +528,29 @@ func TestBlocked(t *testing.T) {
 	}
 	if !strings.Contains(f.log.String(), "connection refused") {
 		t.Errorf("the store's error was not logged: %s", f.log)
+	}
+}
+
+// TestBlockedOnMemoryStore: the memory store lists the clients its
+// policies blocked, through the API, with their identity, scope and
+// remaining time.
+func TestBlockedOnMemoryStore(t *testing.T) {
+	f := newFixture(t, Options{Authorize: allowAll})
+	for range 3 {
+		f.hit("POST", "/login", "192.0.2.7")
+	}
+	f.hit("POST", "/login", "192.0.2.8")
+	var got blockedJSON
+	decode(t, f.call("GET", "/policies/login/blocked", ""), http.StatusOK, &got)
+	if len(got.Clients) != 1 || got.Cursor != "" {
+		t.Fatalf("got %+v, want one client and no cursor", got)
+	}
+	if c := got.Clients[0]; c.Identity != "192.0.2.7" || c.Tier != "" || c.Scope != "minute" || c.RetryAfter < 899 || c.RetryAfter > 900 {
+		t.Errorf("got %+v, want 192.0.2.7 blocked by minute for 900 s", c)
+	}
+	decode(t, f.call("GET", "/policies/api/blocked", ""), http.StatusOK, &got)
+	if len(got.Clients) != 0 {
+		t.Errorf("api: got %+v, want no client", got)
 	}
 }
 

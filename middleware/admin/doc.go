@@ -7,7 +7,6 @@
 //
 //	h, err := admin.New(set, st, admin.Options{
 //		Authorize: func(r *http.Request) (string, error) { ... },
-//		Blocks:    admin.RedisBlocks(rdb, "rk"),
 //		Top:       top,
 //	})
 //	mux.Handle("/admin/ratelimit/", http.StripPrefix("/admin/ratelimit", h))
@@ -69,9 +68,9 @@
 //   - GET /policies/{policy}/blocked?count=N&cursor=C: clients blocked now,
 //     with their tier, identity, scope (the limit that blocked them),
 //     until and retry_after, and the cursor of the next page ("" at the
-//     end). N is 1 to 1000 (default 100). Needs [Options.Blocks]; see
-//     [RedisBlocks] for how it scans, on a Redis Cluster too. Without it
-//     the endpoint answers 501: the memory store cannot list its keys.
+//     end). N is 1 to 1000 (default 100). The store lists its blocks
+//     ([store.BlockLister]: the memory and Redis stores do; see theirs for
+//     how they page); with a store that does not, the endpoint answers 501.
 //   - GET /policies/{policy}/top?minutes=M&n=N: the clients the policy
 //     refused most over the last M minutes (default and most: the [Top]'s
 //     span), with their tier, identity, count and error; a policy that

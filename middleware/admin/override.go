@@ -72,9 +72,9 @@ func (o overrideRequest) parse() (store.Override, error) {
 // overrideTarget resolves the policy, tier and identity of an override
 // call and checks that the store keeps overrides and the policy applies
 // them, or answers the error.
-func (a *api) overrideTarget(w http.ResponseWriter, r *http.Request, tier, identity string) (string, store.Overrides, bool) {
+func (a *api) overrideTarget(w http.ResponseWriter, r *http.Request, tier, identity string) (string, store.OverrideStore, bool) {
 	p, _ := a.policy(w, r) // the caller checked it
-	ov, ok := a.store.(store.Overrides)
+	ov, ok := a.store.(store.OverrideStore)
 	if !ok {
 		writeError(w, http.StatusNotImplemented, "not_supported", "the store keeps no overrides")
 		return "", nil, false

@@ -19,9 +19,30 @@
 // other request goes straight to the backend, unchanged, and is exactly as
 // precise as the backend is. Local state is kept per key and [store.Limit]
 // (the whole value, so a changed limit starts a new local state).
-// The hybrid store does not keep per-client overrides (it does not
-// implement [store.Overrides]): a policy that applies them runs on the
-// Redis or memory store directly.
+// # Capabilities
+//
+// Of the optional capabilities of package store, a Store forwards to its
+// backend those that describe state the backend keeps: [store.BlockLister]
+// (blocks are only started by backend calls), [store.EvictionCounter],
+// [store.EvictionPolicyReporter] and [store.Refunder], so that metrics
+// and the admin API work on a hybrid store as on its backend. A backend
+// without one of them answers as a store that has nothing to report: no
+// evictions, no policy, no refunds, and a block listing that fails with
+// [errors.ErrUnsupported].
+//
+// It does not forward the others:
+//
+//   - [store.MultiStore]: a stack would be decided by the backend beside
+//     the leases this store holds for the same keys, missing the units
+//     admitted locally and not yet committed, so the overshoot bound
+//     would not hold. Stack policies on the backend directly.
+//   - [store.OverrideStore]: a request that applies overrides is never
+//     lean, so a policy with overrides would gain nothing from this store;
+//     run it on the backend directly.
+//   - [store.NodeLocator]: a request decided from a lease makes no
+//     backend call, and locating its node on every request would cost
+//     about as much as the local decision; the middleware's limiter-wide
+//     circuit breaker serves a hybrid store.
 //
 // # How a key is decided
 //

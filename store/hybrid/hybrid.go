@@ -10,16 +10,14 @@ import (
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/store/internal/contract"
 )
 
 // Defaults applied by New to zero fields of Options.
 const (
-	// DefaultSyncInterval is how often pending units are committed.
-	DefaultSyncInterval = 10 * time.Millisecond
-	// DefaultTimeout bounds each background backend call.
-	DefaultTimeout = time.Second
-	// DefaultCloseTimeout bounds the final commit made by Close.
-	DefaultCloseTimeout = 5 * time.Second
+	defaultSyncInterval = 10 * time.Millisecond
+	defaultTimeout      = time.Second
+	defaultCloseTimeout = 5 * time.Second
 )
 
 // maxProbeInterval caps the time between probes of a backend marked down.
@@ -37,15 +35,14 @@ type Options struct {
 	// SyncInterval is how often the syncer commits each key's pending units
 	// and renews its lease. It sets the overshoot bound (see the package
 	// documentation): shorter is more precise and costs more backend calls.
-	// Zero means [DefaultSyncInterval]; it must otherwise be at least one
-	// millisecond.
+	// Zero means 10ms; it must otherwise be at least one millisecond.
 	SyncInterval time.Duration
 	// Timeout bounds each background call to the backend (commits and
 	// probes). Calls made for a request use the request's context. Zero
-	// means [DefaultTimeout]; negative is an error.
+	// means one second; negative is an error.
 	Timeout time.Duration
 	// CloseTimeout bounds the final commit made by [Store.Close]. Zero means
-	// [DefaultCloseTimeout]; negative is an error.
+	// five seconds; negative is an error.
 	CloseTimeout time.Duration
 	// IdleTimeout is how long a key may go without requests before its
 	// local state, when nothing is pending, is forgotten. Zero means the
@@ -132,15 +129,15 @@ func New(backend store.Store, opts Options) (*Store, error) {
 	interval := opts.SyncInterval
 	switch {
 	case interval == 0:
-		interval = DefaultSyncInterval
+		interval = defaultSyncInterval
 	case interval < time.Millisecond:
 		return nil, fmt.Errorf("hybrid: SyncInterval %s is below 1ms", interval)
 	}
-	timeout, err := orDefault("Timeout", opts.Timeout, DefaultTimeout)
+	timeout, err := orDefault("Timeout", opts.Timeout, defaultTimeout)
 	if err != nil {
 		return nil, err
 	}
-	closeTimeout, err := orDefault("CloseTimeout", opts.CloseTimeout, DefaultCloseTimeout)
+	closeTimeout, err := orDefault("CloseTimeout", opts.CloseTimeout, defaultCloseTimeout)
 	if err != nil {
 		return nil, err
 	}
@@ -225,7 +222,7 @@ func (s *Store) Take(ctx context.Context, req store.Request) (store.Decision, er
 		return s.backend.Take(ctx, req)
 	}
 	lim := &req.Limits[0]
-	cost := req.EffectiveCost()
+	cost := contract.Cost(&req)
 	if e := s.lookup(req.Key, lim); e != nil {
 		now := s.now()
 		e.mu.Lock()
@@ -249,7 +246,7 @@ func (s *Store) Peek(ctx context.Context, req store.Request) (store.Decision, er
 		return s.backend.Peek(ctx, req)
 	}
 	lim := &req.Limits[0]
-	cost := req.EffectiveCost()
+	cost := contract.Cost(&req)
 	e := s.lookup(req.Key, lim)
 	if e == nil {
 		return s.backend.Peek(ctx, req)

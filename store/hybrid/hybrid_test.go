@@ -13,6 +13,7 @@ import (
 
 	"github.com/ratekeeper/ratekeeper/store"
 	"github.com/ratekeeper/ratekeeper/store/hybrid"
+	"github.com/ratekeeper/ratekeeper/store/internal/contract"
 	"github.com/ratekeeper/ratekeeper/store/memstore"
 	"github.com/ratekeeper/ratekeeper/store/storetest"
 )
@@ -464,15 +465,15 @@ func (f *faultyStore) Take(ctx context.Context, r store.Request) (store.Decision
 	if !f.failing.Load() {
 		d, err := f.Store.Take(ctx, r)
 		if err == nil && d.Allowed {
-			f.recorded.Add(r.EffectiveCost())
+			f.recorded.Add(contract.Cost(&r))
 		}
 		return d, err
 	}
 	if f.applied {
 		d, err := f.Store.Take(ctx, r)
 		if err == nil && d.Allowed {
-			f.appliedUnits.Add(r.EffectiveCost())
-			f.recorded.Add(r.EffectiveCost())
+			f.appliedUnits.Add(contract.Cost(&r))
+			f.recorded.Add(contract.Cost(&r))
 		}
 		return store.Decision{}, &store.BackendError{Op: "take", Kind: store.KindTimeout, Err: context.DeadlineExceeded}
 	}

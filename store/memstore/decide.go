@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/store/internal/contract"
 )
 
 // A decision runs in three steps: resolve (validate the request, find its
@@ -50,7 +51,7 @@ func (s *Store) decide(req store.Request, take bool) (store.Decision, error) {
 	if err := req.Validate(); err != nil {
 		return store.Decision{}, err
 	}
-	o := op{s: s, req: req, cost: req.EffectiveCost()}
+	o := op{s: s, req: req, cost: contract.Cost(&req)}
 	// One outcome per limit: most requests have one limit, and zeroing
 	// room for eight costs more than deciding one.
 	var out []outcome
@@ -82,7 +83,7 @@ func (s *Store) decide(req store.Request, take bool) (store.Decision, error) {
 		}
 		// Validate left the cost to be checked against the limits the
 		// override leaves (a scaled limit holds at least the cost).
-		if err := store.CheckCost(o.cost, o.req.Limits); err != nil {
+		if err := contract.CheckCost(o.cost, o.req.Limits); err != nil {
 			o.sh.mu.Unlock()
 			return store.Decision{}, err
 		}
@@ -142,7 +143,7 @@ func (o *op) evaluate(out []outcome) {
 	if !v.blocked && o.req.DedupID != "" {
 		v.dedup = dedupKeyOf(o.req.DedupID)
 		if e, ok := o.ks.remembered(v.dedup, now); ok {
-			replays, _ := o.req.DedupBound()
+			replays, _ := contract.DedupBound(&o.req)
 			v.duplicate = e.replays < replays
 			v.exhausted = !v.duplicate
 		}
@@ -404,7 +405,7 @@ func (o *op) keyState() *keyState {
 }
 
 // remember stores the admitted request's de-duplication id for its window
-// ([store.Request.DedupBound]), with no replay yet. Expired ids are pruned
+// ([contract.DedupBound]), with no replay yet. Expired ids are pruned
 // once the key holds twice as many as at the last pruning (plus 16):
 // amortized O(1) per id.
 func (o *op) remember() {
@@ -415,7 +416,7 @@ func (o *op) remember() {
 	if _, ok := ks.ids[o.v.dedup]; !ok {
 		o.sh.size++
 	}
-	_, window := o.req.DedupBound()
+	_, window := contract.DedupBound(&o.req)
 	exp := o.now + window
 	ks.ids[cloneID(o.v.dedup)] = dedupEntry{exp: exp}
 	ks.idsEnd = max(ks.idsEnd, exp)

@@ -16,6 +16,10 @@
 //	if err != nil { ... }
 //	d, err := s.Take(ctx, store.Request{Key: ip, Limits: []store.Limit{store.PerMinute(60)}})
 //
+// Of the optional capabilities of package store it implements
+// [store.MultiStore], [store.OverrideStore], [store.BlockLister] and
+// [store.EvictionCounter].
+//
 // # Expiry
 //
 // A state expires at the first microsecond at which it decides exactly

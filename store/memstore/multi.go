@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/store/internal/contract"
 )
 
 var _ store.MultiStore = (*Store)(nil)
@@ -21,9 +22,9 @@ var _ store.MultiStore = (*Store)(nil)
 // written, evicting as Take does when the store is full; when it cannot be
 // had, TakeMulti records nothing and returns a *[store.BackendError] of
 // Kind [store.KindCapacity], as Take does. Errors for invalid stacks are those
-// of [store.ValidateMulti]. ctx is not consulted.
+// of [contract.ValidateStack]. ctx is not consulted.
 func (s *Store) TakeMulti(_ context.Context, reqs []store.Request) (store.MultiDecision, error) {
-	if err := store.ValidateMulti(reqs); err != nil {
+	if err := contract.ValidateStack(reqs); err != nil {
 		return store.MultiDecision{}, err
 	}
 	ops := make([]op, len(reqs))
@@ -38,37 +39,9 @@ func (s *Store) TakeMulti(_ context.Context, reqs []store.Request) (store.MultiD
 	}
 	slices.SortFunc(shards, func(a, b *shard) int { return a.pos - b.pos })
 
-	// Evaluate under every shard's lock, then reserve the room the writes
-	// need. Making room locks other shards, which must not be held then:
-	// when the store is full, unlock, make room under the last shard's
-	// lock alone, and evaluate again.
-	reserved := 0
-	var all bool
-	for attempt := 0; ; attempt++ {
-		for _, sh := range shards {
-			sh.mu.Lock()
-		}
-		all = s.evaluateStack(reqs, ops, outs)
-		need := 0
-		for i := range ops {
-			need += ops[i].stackNeed(all)
-		}
-		if need <= reserved || s.budget.take(need-reserved) {
-			reserved = max(reserved, need)
-			break
-		}
-		for i := len(shards) - 1; i >= 0; i-- {
-			shards[i].mu.Unlock()
-		}
-		top := shards[len(shards)-1]
-		top.mu.Lock()
-		ok := attempt < 2 && s.makeRoom(top, top.clock(s.now()), need-reserved, nil)
-		top.mu.Unlock()
-		if !ok {
-			s.budget.give(reserved)
-			return store.MultiDecision{}, &store.BackendError{Op: "take", Kind: store.KindCapacity, Err: store.ErrTooManyKeys}
-		}
-		reserved = need
+	all, reserved, err := s.lockAndReserve(reqs, ops, outs, shards)
+	if err != nil {
+		return store.MultiDecision{}, err
 	}
 	pool := reserved
 	held := make([]bool, len(ops))
@@ -91,6 +64,48 @@ func (s *Store) TakeMulti(_ context.Context, reqs []store.Request) (store.MultiD
 	}
 	s.budget.give(pool)
 
+	return stackDecision(ops, outs, held, all), nil
+}
+
+// lockAndReserve evaluates the stack under the lock of every shard of its
+// keys, sorted, and reserves the room its writes need. Making room locks
+// other shards, which must not be held then: when the store is full, it
+// unlocks, makes room under the last shard's lock alone, and evaluates
+// again. It returns with every shard locked, whether all parts admit and
+// the room reserved; or, when no room can be had, with none locked and
+// nothing reserved, and the error Take returns then.
+func (s *Store) lockAndReserve(reqs []store.Request, ops []op, outs [][]outcome, shards []*shard) (all bool, reserved int, err error) {
+	for attempt := 0; ; attempt++ {
+		for _, sh := range shards {
+			sh.mu.Lock()
+		}
+		all = s.evaluateStack(reqs, ops, outs)
+		need := 0
+		for i := range ops {
+			need += ops[i].stackNeed(all)
+		}
+		if need <= reserved || s.budget.take(need-reserved) {
+			return all, max(reserved, need), nil
+		}
+		for i := len(shards) - 1; i >= 0; i-- {
+			shards[i].mu.Unlock()
+		}
+		top := shards[len(shards)-1]
+		top.mu.Lock()
+		ok := attempt < 2 && s.makeRoom(top, top.clock(s.now()), need-reserved, nil)
+		top.mu.Unlock()
+		if !ok {
+			s.budget.give(reserved)
+			return false, 0, &store.BackendError{Op: "take", Kind: store.KindCapacity, Err: store.ErrTooManyKeys}
+		}
+		reserved = need
+	}
+}
+
+// stackDecision describes a written stack: each part's decision, a part
+// held back (admitting while the stack refuses) without the request, and
+// the most restrictive part.
+func stackDecision(ops []op, outs [][]outcome, held []bool, all bool) store.MultiDecision {
 	md := store.MultiDecision{Parts: make([]store.Decision, len(ops))}
 	for i := range ops {
 		o := &ops[i]
@@ -104,10 +119,10 @@ func (s *Store) TakeMulti(_ context.Context, reqs []store.Request) (store.MultiD
 		}
 		md.Parts[i] = o.decision(outs[i])
 	}
-	md.Part = store.MostRestrictive(md.Parts)
+	md.Part = contract.MostRestrictive(md.Parts)
 	md.Decision = md.Parts[md.Part]
 	md.Allowed = all
-	return md, nil
+	return md
 }
 
 // evaluateStack evaluates every part, whose shards the caller holds
@@ -117,7 +132,7 @@ func (s *Store) evaluateStack(reqs []store.Request, ops []op, outs [][]outcome) 
 	all := true
 	for i := range ops {
 		o := &ops[i]
-		*o = op{s: s, req: reqs[i], cost: reqs[i].EffectiveCost()}
+		*o = op{s: s, req: reqs[i], cost: contract.Cost(&reqs[i])}
 		s.limitIDs(o.req.Limits, &o.ids)
 		if o.isLog() {
 			o.logID[0] = s.logID(o.req.Limits)

@@ -7,13 +7,12 @@ import (
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/store/internal/contract"
 )
 
-// MaxOverrides is the most live overrides a [Store] holds. Overrides are
-// set by operators, not by traffic, and are not evicted: a store that
-// holds this many refuses new ones with an error wrapping
-// [store.ErrTooManyKeys] until some expire or are cleared.
-const MaxOverrides = 1 << 16
+// maxOverrides is the most live overrides a [Store] holds (65,536; see
+// [Store.SetOverride]).
+const maxOverrides = 1 << 16
 
 // overrideEntry is a stored override: its kind and factor, and its expiry
 // in µs on the store's clock.
@@ -54,11 +53,13 @@ func leftMS(exp, now int64) time.Duration {
 	return time.Duration((us+999)/1000) * time.Millisecond
 }
 
-// SetOverride implements [store.Overrides]: it stores o for key, replacing
+// SetOverride implements [store.OverrideStore]: it stores o for key, replacing
 // any override the key has, until o.TTL has passed on the store's clock.
 // Requests with [store.Request.Overrides] apply it. It returns o.Validate's
-// error for an invalid override or an empty key, and an error wrapping
-// [store.ErrTooManyKeys] when [MaxOverrides] live overrides exist.
+// error for an invalid override or an empty key. Overrides are set by
+// operators, not by traffic, and are not evicted: a store holding 65,536
+// live overrides refuses new ones with an error wrapping
+// [store.ErrTooManyKeys] until some expire or are cleared.
 func (s *Store) SetOverride(_ context.Context, key string, o store.Override) error {
 	if key == "" {
 		return fmt.Errorf("%w: empty key", store.ErrInvalidRequest)
@@ -74,9 +75,9 @@ func (s *Store) SetOverride(_ context.Context, key string, o store.Override) err
 		if len(sh.ov.m) > 2*sh.ov.live+16 {
 			sh.pruneOverrides(now, &s.overrides)
 		}
-		if s.overrides.Add(1) > MaxOverrides {
+		if s.overrides.Add(1) > maxOverrides {
 			s.overrides.Add(-1)
-			return fmt.Errorf("memstore: override of %q: %w (%d live overrides)", key, store.ErrTooManyKeys, MaxOverrides)
+			return fmt.Errorf("memstore: override of %q: %w (%d live overrides)", key, store.ErrTooManyKeys, maxOverrides)
 		}
 		if sh.ov.m == nil {
 			sh.ov.m = make(map[string]overrideEntry)
@@ -97,7 +98,7 @@ func (sh *shard) pruneOverrides(now int64, count *atomic.Int64) {
 	sh.ov.live = len(sh.ov.m)
 }
 
-// GetOverride implements [store.Overrides]: key's live override with the
+// GetOverride implements [store.OverrideStore]: key's live override with the
 // time it has left (in whole milliseconds, rounded up), or an error
 // wrapping [store.ErrNotFound].
 func (s *Store) GetOverride(_ context.Context, key string) (store.Override, error) {
@@ -115,7 +116,7 @@ func (s *Store) GetOverride(_ context.Context, key string) (store.Override, erro
 	return store.Override{Kind: e.kind, Scale: e.scale, TTL: leftMS(e.exp, now)}, nil
 }
 
-// ClearOverride implements [store.Overrides]: it removes key's override.
+// ClearOverride implements [store.OverrideStore]: it removes key's override.
 func (s *Store) ClearOverride(_ context.Context, key string) error {
 	if key == "" {
 		return fmt.Errorf("%w: empty key", store.ErrInvalidRequest)
@@ -145,7 +146,7 @@ func (o *op) applyOverride(take bool, lim *[store.MaxLimits]store.Limit) (store.
 	switch e.kind {
 	case store.OverrideScale:
 		for i, l := range limits {
-			lim[i] = store.ScaleLimit(l, e.scale, o.cost)
+			lim[i] = contract.ScaleLimit(l, e.scale, o.cost)
 		}
 		o.req.Limits = lim[:len(limits)]
 		return e.kind, store.Decision{}
@@ -171,4 +172,4 @@ func (o *op) applyOverride(take bool, lim *[store.MaxLimits]store.Limit) (store.
 	}
 }
 
-var _ store.Overrides = (*Store)(nil)
+var _ store.OverrideStore = (*Store)(nil)

@@ -17,10 +17,8 @@ import (
 
 // Defaults applied by [New] to zero fields of [Options].
 const (
-	// DefaultMaxKeys is the default cap on stored states.
-	DefaultMaxKeys = 1_000_000
-	// DefaultShards is the default number of shards.
-	DefaultShards = 64
+	defaultMaxKeys = 1_000_000
+	defaultShards  = 64
 )
 
 // Options configures a [Store]. The zero value selects every default; [New]
@@ -35,13 +33,13 @@ type Options struct {
 	// key and limit (for [store.SlidingWindowLog], per key and limit set),
 	// one per key that has a block, a strike count or remembered
 	// de-duplication ids, and one per remembered id. It bounds memory
-	// against floods of distinct keys and ids. Zero means
-	// [DefaultMaxKeys]; negative is an error. A full store makes room by
+	// against floods of distinct keys and ids. Zero means 1,000,000;
+	// negative is an error. A full store makes room by
 	// evicting (see [Store.Take]).
 	MaxKeys int
 	// Shards is the number of independently locked maps the states are
-	// spread over (by a seeded hash of the key). Zero means
-	// [DefaultShards]; negative is an error. It is lowered to MaxKeys when
+	// spread over (by a seeded hash of the key). Zero means 64;
+	// negative is an error. It is lowered to MaxKeys when
 	// larger. Shards do not divide MaxKeys: any shard may hold any share.
 	Shards int
 	// Rand returns the uniform random value in [0, 1) that a request of
@@ -97,11 +95,11 @@ func New(opts Options) (*Store, error) {
 	}
 	maxKeys := opts.MaxKeys
 	if maxKeys == 0 {
-		maxKeys = DefaultMaxKeys
+		maxKeys = defaultMaxKeys
 	}
 	n := opts.Shards
 	if n == 0 {
-		n = DefaultShards
+		n = defaultShards
 	}
 	n = min(n, maxKeys)
 	s := &Store{
@@ -270,9 +268,8 @@ func (s *Store) Len() int { return int(s.budget.used.Load()) }
 // small for the number of active clients: each eviction forgets what a
 // client had used.
 //
-// Metrics collectors find it through the method set, as an
-// interface{ Evictions() uint64 } satisfied by the store they are given.
-// It is safe for concurrent use.
+// It implements [store.EvictionCounter], through which metrics
+// collectors find it. It is safe for concurrent use.
 func (s *Store) Evictions() uint64 { return s.evictions.Load() }
 
 // Name returns "memory", the backend name used in metrics labels.

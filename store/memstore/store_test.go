@@ -47,7 +47,7 @@ func TestNewOptions(t *testing.T) {
 		wantShards int
 		wantMax    int64
 	}{
-		{"defaults", Options{}, DefaultShards, DefaultMaxKeys},
+		{"defaults", Options{}, defaultShards, defaultMaxKeys},
 		{"shards above the cap", Options{MaxKeys: 10, Shards: 64}, 10, 10},
 		{"uneven split", Options{MaxKeys: 10, Shards: 3}, 3, 10},
 		{"one shard", Options{MaxKeys: 7, Shards: 1}, 1, 7},

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/store/internal/contract"
 )
 
 // nilClient returns a client for a port nothing listens on; tests that use
@@ -363,7 +364,7 @@ func TestCommandLayout(t *testing.T) {
 			if err := tt.req.Validate(); err != nil {
 				t.Fatal(err)
 			}
-			cmd := s.command(tt.mode, &tt.req, tt.req.EffectiveCost())
+			cmd := s.command(tt.mode, &tt.req, contract.Cost(&tt.req))
 			if cmd.lean != tt.wantLean {
 				t.Fatalf("got lean %v, want %v", cmd.lean, tt.wantLean)
 			}

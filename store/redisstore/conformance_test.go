@@ -62,6 +62,7 @@ func TestConformanceExact(t *testing.T) {
 			Rand:    rnd,
 			// Overrides are set with a plain SET PX, outside the shim.
 			RealTimeOverrides: true,
+			RealTimeListing:   true,
 		}
 	})
 }

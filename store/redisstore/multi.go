@@ -10,6 +10,7 @@ import (
 
 	"github.com/ratekeeper/ratekeeper/lua"
 	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/store/internal/contract"
 )
 
 var _ store.MultiStore = (*Store)(nil)
@@ -105,7 +106,7 @@ type stackPart struct {
 // its key: it refuses until its retry time, as after a Reset made
 // elsewhere. Errors are as for Take.
 func (s *Store) TakeMulti(ctx context.Context, reqs []store.Request) (store.MultiDecision, error) {
-	if err := store.ValidateMulti(reqs); err != nil {
+	if err := contract.ValidateStack(reqs); err != nil {
 		return store.MultiDecision{}, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -154,7 +155,7 @@ func (s *Store) TakeMulti(ctx context.Context, reqs []store.Request) (store.Mult
 		}
 		break
 	}
-	md.Part = store.MostRestrictive(md.Parts)
+	md.Part = contract.MostRestrictive(md.Parts)
 	md.Decision = md.Parts[md.Part]
 	md.Allowed = true
 	for i := range md.Parts {
@@ -166,7 +167,7 @@ func (s *Store) TakeMulti(ctx context.Context, reqs []store.Request) (store.Mult
 // stackPart builds the full-script call of a validated request in mode
 // take.
 func (s *Store) stackPart(req *store.Request) stackPart {
-	cost := req.EffectiveCost()
+	cost := contract.Cost(req)
 	base := keyBase(s.prefix, EncodeKey(req.Key))
 	args := s.fullArgs(modeTake, base, &s.scripts[req.Limits[0].Algorithm][0], req, cost)
 	nk := args[2].(int)

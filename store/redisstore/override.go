@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/store/internal/contract"
 )
 
 // overrideKey returns the Redis key of key's override:
@@ -25,7 +26,7 @@ if type(v) ~= 'string' then
 end
 return {v, redis.call('PTTL', KEYS[1])}`
 
-// SetOverride implements [store.Overrides]: it stores o for key (one
+// SetOverride implements [store.OverrideStore]: it stores o for key (one
 // string "<prefix>:{<encoded key>}:o" with o.TTL as its PTTL), replacing
 // any override the key has. Scripts read it for requests with
 // [store.Request.Overrides]. It returns o.Validate's error for an invalid
@@ -38,7 +39,7 @@ func (s *Store) SetOverride(ctx context.Context, key string, o store.Override) e
 		return err
 	}
 	k := s.overrideKey(key)
-	v, err := s.do(ctx, "override", k, nil, []any{"set", k, o.Encode(), "px", o.TTL.Milliseconds()}, nil, nil, 0)
+	v, err := s.do(ctx, "override", k, nil, []any{"set", k, contract.EncodeOverride(o), "px", o.TTL.Milliseconds()}, nil, nil, 0)
 	if err != nil {
 		return err
 	}
@@ -48,7 +49,7 @@ func (s *Store) SetOverride(ctx context.Context, key string, o store.Override) e
 	return nil
 }
 
-// GetOverride implements [store.Overrides]. An override that cannot be
+// GetOverride implements [store.OverrideStore]. An override that cannot be
 // read (another type, a malformed value or no TTL; never written by this
 // package) is reported as none, as the scripts treat it.
 func (s *Store) GetOverride(ctx context.Context, key string) (store.Override, error) {
@@ -69,7 +70,7 @@ func (s *Store) GetOverride(ctx context.Context, key string) (store.Override, er
 		return store.Override{}, backendError("override", fmt.Errorf("%w: PTTL is %T", errBadReply, arr[1]))
 	}
 	str, _ := arr[0].(string)
-	o, derr := store.DecodeOverride(str)
+	o, derr := contract.DecodeOverride(str)
 	if pttl <= 0 || derr != nil {
 		return store.Override{}, fmt.Errorf("redisstore: override of %q: %w", key, store.ErrNotFound)
 	}
@@ -77,7 +78,7 @@ func (s *Store) GetOverride(ctx context.Context, key string) (store.Override, er
 	return o, nil
 }
 
-// ClearOverride implements [store.Overrides]: it deletes key's override.
+// ClearOverride implements [store.OverrideStore]: it deletes key's override.
 func (s *Store) ClearOverride(ctx context.Context, key string) error {
 	if key == "" {
 		return fmt.Errorf("%w: empty key", store.ErrInvalidRequest)
@@ -109,4 +110,4 @@ return n`
 	return &script{src: src, sha: redis.NewScript(src).Hash()}
 })
 
-var _ store.Overrides = (*Store)(nil)
+var _ store.OverrideStore = (*Store)(nil)

@@ -10,10 +10,11 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/store/internal/contract"
 )
 
 // TestUnreadableOverrideIsRepaired: an override key the store did not
-// write (another type, a value outside Override.Encode's grammar, or no
+// write (another type, a value outside contract.EncodeOverride's grammar, or no
 // TTL) applies nothing: the take is decided under the configured limit,
 // reports the repair, and deletes the key; GetOverride reports none.
 func TestUnreadableOverrideIsRepaired(t *testing.T) {
@@ -72,7 +73,7 @@ func testUnreadableOverride(t *testing.T, limit store.Limit) {
 		})
 	}
 	// The forms Encode writes are applied.
-	for _, f := range []float64{2, 0.5, 1.0 / 3, store.MinOverrideScale, store.MaxOverrideScale, 1e-06} {
+	for _, f := range []float64{2, 0.5, 1.0 / 3, 1.0 / (1 << 20), 1 << 20, 1e-06} {
 		s, _ := newStore(t, Options{DenyCacheSize: -1})
 		req := store.Request{Key: "client", Limits: []store.Limit{limit}, Overrides: true}
 		o := store.Override{Kind: store.OverrideScale, Scale: f, TTL: time.Hour}
@@ -80,8 +81,8 @@ func testUnreadableOverride(t *testing.T, limit store.Limit) {
 			t.Fatal(err)
 		}
 		d, err := s.Take(ctx, req)
-		if want := store.ScaleLimit(limit, f, 1).Capacity(); err != nil || d.Override != store.OverrideScale || d.Limit != want {
-			t.Errorf("scale %q: got %+v, %v, want scale applied with Limit %d", o.Encode(), d, err, want)
+		if want := contract.ScaleLimit(limit, f, 1).Capacity(); err != nil || d.Override != store.OverrideScale || d.Limit != want {
+			t.Errorf("scale %q: got %+v, %v, want scale applied with Limit %d", contract.EncodeOverride(o), d, err, want)
 		}
 	}
 }

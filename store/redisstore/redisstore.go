@@ -18,6 +18,7 @@ import (
 
 	"github.com/ratekeeper/ratekeeper/lua"
 	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/store/internal/contract"
 )
 
 // Defaults for the zero fields of [Options].
@@ -361,7 +362,7 @@ func (s *Store) decide(ctx context.Context, mode string, req store.Request) (sto
 		return store.Decision{}, backendError(mode, err)
 	}
 	s.eviction.start(s.client)
-	cost := req.EffectiveCost()
+	cost := contract.Cost(&req)
 	start := time.Now()
 	cmd := s.command(mode, &req, cost)
 	// A refusal under an override is not cached: an operator's change
@@ -514,7 +515,7 @@ func (s *Store) fullArgs(mode, base string, sc *script, req *store.Request, cost
 	if req.DedupID != "" {
 		args = append(args, base+tagDedup)
 		dedup = dedupField(req.DedupID)
-		replays, window = req.DedupBound()
+		replays, window = contract.DedupBound(req)
 	} else {
 		args = append(args, filler)
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/store/internal/contract"
 )
 
 // replyHead is the number of integers a full script reply starts with; two
@@ -96,13 +97,13 @@ func decodeReply(v any, limits []store.Limit, cost int64) (reply, error) {
 	}
 	copy(r.limits[:], limits)
 	if x[9] != 0 {
-		o, err := store.DecodeOverride(ov)
+		o, err := contract.DecodeOverride(ov)
 		if err != nil || int64(o.Kind) != x[9] {
 			return reply{}, fmt.Errorf("%w: override %d applied as %q", errBadReply, x[9], ov)
 		}
 		if o.Kind == store.OverrideScale {
 			for i, l := range limits {
-				r.limits[i] = store.ScaleLimit(l, o.Scale, cost)
+				r.limits[i] = contract.ScaleLimit(l, o.Scale, cost)
 			}
 		}
 	} else if ov != "" {
@@ -282,12 +283,12 @@ func decodeLeanOverride(v any, l store.Limit, cost int64, li *limitInfo) (store.
 			return store.Decision{}, fmt.Errorf("%w: override %q without its code", errBadReply, ov)
 		}
 	case kind >= int64(store.OverrideScale) && kind <= int64(store.OverrideSuspend):
-		o, err := store.DecodeOverride(ov)
+		o, err := contract.DecodeOverride(ov)
 		if err != nil || int64(o.Kind) != kind {
 			return store.Decision{}, fmt.Errorf("%w: override %d applied as %q", errBadReply, kind, ov)
 		}
 		if o.Kind == store.OverrideScale {
-			limit = store.ScaleLimit(l, o.Scale, cost).Capacity()
+			limit = contract.ScaleLimit(l, o.Scale, cost).Capacity()
 		}
 	default:
 		return store.Decision{}, fmt.Errorf("%w: override code %d", errBadReply, kind)

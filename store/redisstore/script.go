@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/store/internal/contract"
 )
 
 // Script is a limiter written in Lua by the application, run by the store
@@ -124,7 +125,7 @@ func (u *ScriptStore) Call(ctx context.Context, mode string, req store.Request) 
 	li := u.s.limits.get(req.Limits[0])
 	key := u.key(&req)
 	args := make([]any, 0, 9+len(u.options))
-	args = append(args, "evalsha", u.sc.sha, 1, key, mode, req.EffectiveCost(), li.rate, li.period, li.capacity)
+	args = append(args, "evalsha", u.sc.sha, 1, key, mode, contract.Cost(&req), li.rate, li.period, li.capacity)
 	args = append(args, u.options...)
 	v, err := u.s.do(ctx, mode, key, &u.sc, args, nil, nil, 0)
 	if err != nil {

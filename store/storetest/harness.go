@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/store/internal/contract"
 )
 
 // Harness is one store under test and the means to drive its clock.
@@ -43,11 +44,16 @@ type Harness struct {
 	// state. Optional: the TTL and "peek
 	// creates nothing" assertions need it.
 	KeyTTLs func(ctx context.Context) (map[string]time.Duration, error)
-	// RealTimeOverrides reports that overrides ([store.Overrides]) expire
+	// RealTimeOverrides reports that overrides ([store.OverrideStore]) expire
 	// on real time although Advance drives a fake clock: a store whose
 	// scripts run on a fake clock while its overrides are plain keys. The
 	// override expiry test then also waits in real time.
 	RealTimeOverrides bool
+	// RealTimeListing reports that the blocks a [store.BlockLister] lists
+	// end on real time although Advance drives a fake clock: a store whose
+	// scripts run on a fake clock while its listing reads the keys' own
+	// TTLs. The block listing test then checks no remaining time.
+	RealTimeListing bool
 	// Rand, when set, is the source of the random values the store under
 	// test draws for [store.Suppressed] requests (its Float64 method
 	// given as the store's Rand option), so that the suite chooses each
@@ -486,8 +492,8 @@ func (e *env) checkDecision(op string, r store.Request, d store.Decision) {
 	if !d.Allowed && d.RetryAfter <= 0 {
 		fail("RetryAfter: got %s, want > 0 when denied", d.RetryAfter)
 	}
-	if !d.Allowed && !d.Suppressed && d.Remaining >= r.EffectiveCost() {
-		fail("Remaining: got %d, want < cost %d when denied (and not Suppressed)", d.Remaining, r.EffectiveCost())
+	if !d.Allowed && !d.Suppressed && d.Remaining >= contract.Cost(&r) {
+		fail("Remaining: got %d, want < cost %d when denied (and not Suppressed)", d.Remaining, contract.Cost(&r))
 	}
 	suppressed := r.Limits[0].Algorithm == store.Suppressed
 	switch {

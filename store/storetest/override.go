@@ -7,15 +7,16 @@ import (
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/store/internal/contract"
 )
 
-// overrides returns the harness's store as a [store.Overrides], or skips
+// overrides returns the harness's store as a [store.OverrideStore], or skips
 // the subtest when the store keeps no overrides.
-func (e *env) overrides() store.Overrides {
+func (e *env) overrides() store.OverrideStore {
 	e.Helper()
-	o, ok := e.h.Store.(store.Overrides)
+	o, ok := e.h.Store.(store.OverrideStore)
 	if !ok {
-		e.Skipf("%T does not implement store.Overrides", e.h.Store)
+		e.Skipf("%T does not implement store.OverrideStore", e.h.Store)
 	}
 	return o
 }
@@ -41,7 +42,7 @@ func (e *env) overridden(what string, r store.Request, peek bool, kind store.Ove
 		sr := r
 		sr.Limits = make([]store.Limit, len(r.Limits))
 		for i, l := range r.Limits {
-			sr.Limits[i] = store.ScaleLimit(l, scale, r.EffectiveCost())
+			sr.Limits[i] = contract.ScaleLimit(l, scale, contract.Cost(&r))
 		}
 		e.note(sr)
 	}
@@ -68,7 +69,7 @@ func (e *env) overridden(what string, r store.Request, peek bool, kind store.Ove
 			fail("Limit: got %d, want the unscaled capacity %d", d.Limit, l.Capacity())
 		}
 	case store.OverrideScale:
-		want := store.ScaleLimit(l, scale, r.EffectiveCost()).Capacity()
+		want := contract.ScaleLimit(l, scale, contract.Cost(&r)).Capacity()
 		if d.Limit != want || d.Remaining > want {
 			fail("Limit: got %d (remaining %d), want the scaled capacity %d", d.Limit, d.Remaining, want)
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/store/internal/contract"
 )
 
 // stackTests are the subtests of [RunStack], run once per algorithm of the
@@ -79,7 +80,7 @@ func (e *env) takeMulti(reqs ...store.Request) store.MultiDecision {
 	if md.Allowed != all {
 		e.Fatalf("TakeMulti: Allowed %v, parts %v", md.Allowed, md.Parts)
 	}
-	if want := store.MostRestrictive(md.Parts); md.Part != want {
+	if want := contract.MostRestrictive(md.Parts); md.Part != want {
 		e.Errorf("TakeMulti: deciding part %d, want %d (parts %v)", md.Part, want, md.Parts)
 	}
 	if md.Decision.LimitID != md.Parts[md.Part].LimitID || md.Decision.Remaining != md.Parts[md.Part].Remaining ||
@@ -113,7 +114,7 @@ func (e *env) left(r store.Request) int64 {
 	if !d.Allowed {
 		return 0
 	}
-	return d.Remaining + r.EffectiveCost()
+	return d.Remaining + contract.Cost(&r)
 }
 
 // testStackAllOrNothing: a refusal by either part records nothing in the

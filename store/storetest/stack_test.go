@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/store/internal/contract"
 	"github.com/ratekeeper/ratekeeper/store/memstore"
 	"github.com/ratekeeper/ratekeeper/store/storetest"
 )
@@ -21,7 +22,7 @@ const stackMutantEnv = "STORETEST_STACK_MUTANT"
 type chainedStore struct{ *memstore.Store }
 
 func (c chainedStore) TakeMulti(ctx context.Context, reqs []store.Request) (store.MultiDecision, error) {
-	if err := store.ValidateMulti(reqs); err != nil {
+	if err := contract.ValidateStack(reqs); err != nil {
 		return store.MultiDecision{}, err
 	}
 	md := store.MultiDecision{Parts: make([]store.Decision, len(reqs))}
@@ -38,7 +39,7 @@ func (c chainedStore) TakeMulti(ctx context.Context, reqs []store.Request) (stor
 			return store.MultiDecision{}, err
 		}
 	}
-	md.Part = store.MostRestrictive(md.Parts)
+	md.Part = contract.MostRestrictive(md.Parts)
 	md.Decision = md.Parts[md.Part]
 	md.Allowed = !refused
 	return md, nil

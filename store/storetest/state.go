@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/store/internal/contract"
 )
 
 // testPeek: a peek answers what the take right after it answers, records
@@ -338,7 +339,7 @@ func minLifetime(r store.Request) time.Duration {
 		longest = max(longest, l.Period)
 		switch l.Algorithm {
 		case store.GCRA, store.TokenBucket:
-			m = min(m, ceilDiv(l.Period, r.EffectiveCost(), l.Rate))
+			m = min(m, ceilDiv(l.Period, contract.Cost(&r), l.Rate))
 		case store.SlidingWindowCounter:
 			m = min(m, l.Period)
 		case store.FixedWindow:

@@ -71,6 +71,7 @@ var generalTests = []generalTest{
 	{"invalid-requests-record-nothing", testInvalidRecordsNothing},
 	{"reset-ignores-cost", testResetIgnoresCost},
 	{"override-invalid", testOverrideInvalid},
+	{"block-listing", testBlockListing},
 }
 
 // Run runs the conformance suite: one subtest per algorithm and property

@@ -216,7 +216,7 @@ type Policies struct {
 // subject, else the client address).
 func NewPolicies(st *Store, env Env, logger *slog.Logger) (*Policies, error) {
 	reg := prometheus.NewRegistry()
-	obs, err := metrics.New(reg, metrics.Options{})
+	obs, err := metrics.New(reg, metrics.Options{Store: st.Store})
 	if err != nil {
 		return nil, err
 	}
@@ -261,9 +261,6 @@ func NewPolicies(st *Store, env Env, logger *slog.Logger) (*Policies, error) {
 			return nil, fmt.Errorf("ADMIN_TOKEN: want at least %d bytes, got %d", minAdminToken, len(env.AdminToken))
 		}
 		ao := admin.Options{Authorize: bearer(env.AdminToken), Top: top, Logger: logger}
-		if st.Redis != nil {
-			ao.Blocks = admin.RedisBlocks(st.Redis, redisstore.DefaultPrefix)
-		}
 		api, err := admin.New(set, st.Store, ao)
 		if err != nil {
 			return nil, err

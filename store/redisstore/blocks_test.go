@@ -1,10 +1,6 @@
-package admin
+package redisstore
 
-import (
-	"testing"
-
-	"github.com/ratekeeper/ratekeeper/store/redisstore"
-)
+import "testing"
 
 func TestDecodeKeyUndoesEncodeKey(t *testing.T) {
 	for _, k := range []string{
@@ -14,14 +10,14 @@ func TestDecodeKeyUndoesEncodeKey(t *testing.T) {
 		"x:{tag}%25~*?[]\\ \x00\xff é",
 		"",
 	} {
-		enc := redisstore.EncodeKey(k)
+		enc := EncodeKey(k)
 		got, ok := decodeKey(enc)
 		if !ok || got != k {
 			t.Errorf("decodeKey(%q) = %q, %v; want %q, true", enc, got, ok, k)
 		}
 	}
 	long := string(make([]byte, 200))
-	if got, ok := decodeKey(redisstore.EncodeKey(long)); ok {
+	if got, ok := decodeKey(EncodeKey(long)); ok {
 		t.Errorf("hashed key: got %q, true; want false", got)
 	}
 	for _, bad := range []string{"%", "%4", "%zz", "a%G0"} {

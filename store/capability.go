@@ -1,0 +1,147 @@
+package store
+
+import (
+	"context"
+	"time"
+)
+
+// This file declares the optional capabilities of a [Store]: each is an
+// interface that a store implements in addition to [Store] when it can,
+// and that a caller discovers with a type assertion. The memory store
+// ([github.com/ratekeeper/ratekeeper/store/memstore]), the Redis store
+// ([github.com/ratekeeper/ratekeeper/store/redisstore]) and the hybrid
+// store ([github.com/ratekeeper/ratekeeper/store/hybrid]) say in their
+// documentation which ones they implement; a decorator forwards those of
+// the store it wraps that it can honour.
+
+// MultiStore is implemented by stores that decide several requests, each
+// with its own key and limits (a per-client policy and a route-wide one,
+// say), as one stacked decision: the request is admitted only if every
+// part admits it, and a refusal charges no part. The memory store and the
+// Redis store implement it; the hybrid store does not.
+//
+// A stack holds 1 to [MaxParts] parts, each valid ([Request.Validate]),
+// without a DedupID (a stack has no single identity to de-duplicate for),
+// without Overrides and without the [Suppressed] strategy (neither is
+// decided in a stack), and with distinct keys (parts of one key would
+// count against each other before either is recorded; give one request
+// all the limits of a key instead).
+//
+// The memory store and the Redis store on one node decide a stack in one
+// atomic step. The Redis store on a Redis Cluster decides the parts whose
+// keys share a slot in one atomic step and the others in turn, giving
+// back (refunding) what earlier steps recorded when a later one refuses;
+// see its TakeMulti for the guarantee, and [Refunder] for the counts.
+type MultiStore interface {
+	Store
+	// TakeMulti decides reqs as one request (see [MultiDecision]). Each
+	// part is checked against its own limits as [Store.Take] would, the
+	// parts that admit are recorded only if all admit, and a part that
+	// refuses writes what its refusal writes alone (a counted refusal, a
+	// block). A part with CountDenied records the attempt whenever the
+	// stack refuses, as it would for its own refusal.
+	//
+	// It returns an error wrapping [ErrInvalidRequest] for a stack that
+	// breaks the rules above, the error of [Request.Validate] for an
+	// invalid part, and a *[BackendError] when the backend fails.
+	TakeMulti(ctx context.Context, reqs []Request) (MultiDecision, error)
+}
+
+// OverrideStore is implemented by stores that keep per-client overrides
+// ([Override]), which requests with [Request.Overrides] apply: the memory
+// store and the Redis store. The key is a [Request.Key]: one client under
+// one policy (and tier).
+type OverrideStore interface {
+	// SetOverride stores o for key, replacing any override it has, for
+	// o.TTL. It returns o.Validate's error for an invalid override.
+	SetOverride(ctx context.Context, key string, o Override) error
+	// GetOverride returns key's live override with the time it has left
+	// in TTL, or an error wrapping [ErrNotFound] when it has none.
+	GetOverride(ctx context.Context, key string) (Override, error)
+	// ClearOverride removes key's override, or returns an error wrapping
+	// [ErrNotFound] when it had none.
+	ClearOverride(ctx context.Context, key string) error
+}
+
+// Block is one blocked client, as a [BlockLister] lists it.
+type Block struct {
+	// Key is the client's [Request.Key], as the request that started the
+	// block gave it.
+	Key string
+	// Scope is the ID ([Limit.ID]) of the limit whose refusal started the
+	// block ([Decision.LimitID]).
+	Scope string
+	// Remaining is how long the block still lasts, in whole milliseconds.
+	Remaining time.Duration
+}
+
+// BlockLister is implemented by stores that can list the keys they hold
+// blocked (see [Limit.Block]): the memory store, the Redis store, and the
+// hybrid store when its backend can.
+type BlockLister interface {
+	// Blocks lists the blocked keys that start with keyPrefix (every key
+	// when it is empty), a page at a time: it returns about count blocks
+	// and the cursor of the next page, "" when the listing is complete.
+	// An empty cursor starts a listing; a cursor is only meaningful to the
+	// store that issued it. A page may hold fewer than count blocks, even
+	// none, before the listing is complete, and a key blocked or unblocked
+	// while a listing runs may be missed or listed twice; each store says
+	// what it guarantees beyond that.
+	//
+	// It returns an error wrapping [ErrInvalidRequest] for a count below
+	// 1 or a cursor the store did not issue, and a *[BackendError] when
+	// the backend fails.
+	Blocks(ctx context.Context, keyPrefix, cursor string, count int) (blocks []Block, next string, err error)
+}
+
+// EvictionCounter is implemented by stores that forget clients to stay
+// within a memory bound: the memory store (its MaxKeys), and the hybrid
+// store when its backend does. A growing count means the bound is too
+// small for the clients: each evicted client starts afresh.
+type EvictionCounter interface {
+	// Evictions returns how many keys the store has evicted to stay within
+	// its bound since it was created. It is safe for concurrent use and
+	// cheap enough for every metrics scrape.
+	Evictions() uint64
+}
+
+// EvictionPolicyReporter is implemented by stores whose backend has an
+// eviction policy of its own: the Redis store (the server's
+// maxmemory-policy), and the hybrid store when its backend does. A policy
+// that may evict any key (Redis's allkeys-*) lets the backend drop limiter
+// state under memory pressure, admitting clients afresh.
+type EvictionPolicyReporter interface {
+	// EvictionPolicy returns the backend's eviction policy ("noeviction",
+	// "allkeys-lru", ...), "unknown" when the backend refused to tell,
+	// or "" while it is not known yet. It sends nothing to the backend
+	// and is safe for concurrent use.
+	EvictionPolicy() string
+}
+
+// Refunder is implemented by stores that may decide a stacked decision
+// ([MultiStore]) in several steps and give back what earlier steps
+// recorded when a later one refuses: the Redis store (whose stacks take
+// several steps on a Redis Cluster), and the hybrid store when its
+// backend does. Both counts only grow and are safe to read concurrently.
+type Refunder interface {
+	// Refunds returns how many parts of stacked decisions were refunded
+	// because a later step refused the request.
+	Refunds() uint64
+	// Unrefunded returns how many parts could not be refunded because the
+	// backend failed: their units stay charged until they expire. A rising
+	// count means the backend fails between the steps of a stack.
+	Unrefunded() uint64
+}
+
+// NodeLocator is implemented by stores spread over several nodes that can
+// tell, before a call, which node serves a request: the Redis store (the
+// master of the key's slot on a Redis Cluster). The hybrid store does not
+// forward it (see its package documentation). The middleware keeps a
+// circuit breaker per node with it, so that a failing node does not
+// switch limiting off for the keys of the others.
+type NodeLocator interface {
+	// NodeFor returns the address of the node that serves req's key, or ""
+	// when the store does not know (a single node, say). It is cheap, never
+	// waits on the network for long, and is safe for concurrent use.
+	NodeFor(ctx context.Context, req Request) string
+}

@@ -1,0 +1,68 @@
+package hybrid
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/ratekeeper/ratekeeper/store"
+)
+
+// The capabilities of package store that a Store forwards to its backend
+// (see "Capabilities" in the package documentation).
+var (
+	_ store.BlockLister            = (*Store)(nil)
+	_ store.EvictionCounter        = (*Store)(nil)
+	_ store.EvictionPolicyReporter = (*Store)(nil)
+	_ store.Refunder               = (*Store)(nil)
+)
+
+// Blocks implements [store.BlockLister] with the backend's listing: blocks
+// are only ever started and kept by the backend, since a request with a
+// blocking limit is never decided locally. For a backend that does not
+// list its blocks it returns an error wrapping [errors.ErrUnsupported].
+func (s *Store) Blocks(ctx context.Context, keyPrefix, cursor string, count int) ([]store.Block, string, error) {
+	bl, ok := s.backend.(store.BlockLister)
+	if !ok {
+		return nil, "", fmt.Errorf("hybrid: the backend (%T) does not list its blocks: %w", s.backend, errors.ErrUnsupported)
+	}
+	return bl.Blocks(ctx, keyPrefix, cursor, count)
+}
+
+// Evictions implements [store.EvictionCounter] with the backend's count,
+// or 0 for a backend that does not evict. The local leases are not
+// bounded by a key count and are never evicted, only forgotten when idle.
+func (s *Store) Evictions() uint64 {
+	if ec, ok := s.backend.(store.EvictionCounter); ok {
+		return ec.Evictions()
+	}
+	return 0
+}
+
+// EvictionPolicy implements [store.EvictionPolicyReporter] with the
+// backend's policy, or "" for a backend that has none.
+func (s *Store) EvictionPolicy() string {
+	if ep, ok := s.backend.(store.EvictionPolicyReporter); ok {
+		return ep.EvictionPolicy()
+	}
+	return ""
+}
+
+// Refunds implements [store.Refunder] with the backend's count, or 0 for
+// a backend that never refunds. The stacked decisions it counts are the
+// ones made on the backend directly: a Store makes none.
+func (s *Store) Refunds() uint64 {
+	if r, ok := s.backend.(store.Refunder); ok {
+		return r.Refunds()
+	}
+	return 0
+}
+
+// Unrefunded implements [store.Refunder] with the backend's count, or 0
+// for a backend that never refunds.
+func (s *Store) Unrefunded() uint64 {
+	if r, ok := s.backend.(store.Refunder); ok {
+		return r.Unrefunded()
+	}
+	return 0
+}

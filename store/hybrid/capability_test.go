@@ -1,0 +1,72 @@
+package hybrid_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/store/hybrid"
+	"github.com/ratekeeper/ratekeeper/store/memstore"
+)
+
+// plainBackend hides every capability of the store it wraps.
+type plainBackend struct{ store.Store }
+
+// reportingBackend is a backend that reports an eviction policy and
+// refunds.
+type reportingBackend struct{ store.Store }
+
+func (reportingBackend) EvictionPolicy() string { return "noeviction" }
+func (reportingBackend) Refunds() uint64        { return 3 }
+func (reportingBackend) Unrefunded() uint64     { return 1 }
+
+// TestForwardsCapabilities: the blocks, evictions, eviction policy and
+// refunds a hybrid store reports are its backend's.
+func TestForwardsCapabilities(t *testing.T) {
+	ctx := context.Background()
+	m, err := memstore.New(memstore.Options{MaxKeys: 2, Shards: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newHybrid(t, m, hybrid.Options{SyncInterval: time.Hour})
+	lim := store.Limit{Name: "minute", Rate: 1, Period: time.Minute, Block: time.Minute}
+	for _, key := range []string{"login:a", "login:b", "login:c"} {
+		for range 2 {
+			if _, err := s.Take(ctx, store.Request{Key: key, Limits: []store.Limit{lim}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	blocks, next, err := s.Blocks(ctx, "login:", "", 10)
+	want, _, _ := m.Blocks(ctx, "login:", "", 10)
+	if err != nil || next != "" || len(blocks) == 0 || len(blocks) != len(want) {
+		t.Errorf("Blocks: got %v, %q, %v; want the backend's %v", blocks, next, err, want)
+	}
+	if got := s.Evictions(); got == 0 || got != m.Evictions() {
+		t.Errorf("Evictions: got %d, want the backend's %d (> 0)", got, m.Evictions())
+	}
+
+	r := newHybrid(t, reportingBackend{m}, hybrid.Options{})
+	if p, n, u := r.EvictionPolicy(), r.Refunds(), r.Unrefunded(); p != "noeviction" || n != 3 || u != 1 {
+		t.Errorf("got policy %q, refunds %d, unrefunded %d; want the backend's noeviction, 3, 1", p, n, u)
+	}
+}
+
+// TestCapabilitiesOfAPlainBackend: over a backend without them, a hybrid
+// store reports no evictions, no policy and no refunds, and its block
+// listing fails with errors.ErrUnsupported.
+func TestCapabilitiesOfAPlainBackend(t *testing.T) {
+	m, err := memstore.New(memstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newHybrid(t, plainBackend{m}, hybrid.Options{})
+	if _, _, err := s.Blocks(context.Background(), "", "", 10); !errors.Is(err, errors.ErrUnsupported) {
+		t.Errorf("Blocks: got %v, want errors.ErrUnsupported", err)
+	}
+	if e, p, n, u := s.Evictions(), s.EvictionPolicy(), s.Refunds(), s.Unrefunded(); e != 0 || p != "" || n != 0 || u != 0 {
+		t.Errorf("got evictions %d, policy %q, refunds %d, unrefunded %d; want 0, \"\", 0, 0", e, p, n, u)
+	}
+}
