@@ -505,7 +505,7 @@ func (inv *invocation) check(out io.Writer) error {
 		r := fileResult{File: f, Valid: true}
 		data, err := os.ReadFile(f)
 		if err == nil {
-			err = policy.Check(f, data)
+			_, err = policy.Parse(f, data)
 		}
 		if err != nil {
 			r.Valid = false
@@ -590,7 +590,7 @@ func fileLimits(path, name, tier string) ([]store.Limit, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	if err := policy.Check(path, data); err != nil {
+	if _, err := policy.Parse(path, data); err != nil {
 		return nil, "", err
 	}
 	var f struct {

@@ -162,7 +162,7 @@ func (a *api) showPolicy(w http.ResponseWriter, r *http.Request) {
 }
 
 // policy finds the policy the path names, or answers 404.
-func (a *api) policy(w http.ResponseWriter, r *http.Request) (policy.PolicyStatus, bool) {
+func (a *api) policy(w http.ResponseWriter, r *http.Request) (policy.Policy, bool) {
 	name := r.PathValue("policy")
 	for _, p := range a.set.Status().Policies {
 		if p.Name == name {
@@ -170,7 +170,7 @@ func (a *api) policy(w http.ResponseWriter, r *http.Request) (policy.PolicyStatu
 		}
 	}
 	writeError(w, http.StatusNotFound, "unknown_policy", "no policy named "+strconv.Quote(name))
-	return policy.PolicyStatus{}, false
+	return policy.Policy{}, false
 }
 
 func (a *api) showClient(w http.ResponseWriter, r *http.Request) {
@@ -189,32 +189,34 @@ func (a *api) showClient(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
 		return
 	}
-	out := clientJSON{Policy: p.Name, Tier: c.Tier, Identity: c.Identity, Mode: p.Mode.String()}
-	switch {
-	case target.unlimited:
-		out.Unlimited = true
-		writeJSON(w, http.StatusOK, out)
-		return
-	case target.suspended:
-		out.Suspended = true
-		writeJSON(w, http.StatusOK, out)
-		return
+	out := clientJSON{Policy: p.Name, Tier: c.Tier, Identity: c.Identity, Mode: string(p.Mode),
+		Unlimited: target.unlimited, Suspended: target.suspended}
+	if !target.unlimited && !target.suspended {
+		if op, err := a.readClient(r.Context(), &target, c.Identity, &out); err != nil {
+			a.storeFailed(w, r, op, err)
+			return
+		}
 	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// readClient fills out's state and override with what the store holds for
+// identity, recording nothing. On a store failure it returns the failed
+// operation and the error.
+func (a *api) readClient(ctx context.Context, target *target, identity string, out *clientJSON) (string, error) {
 	now := a.now()
-	key := target.key(c.Identity)
-	d, err := a.store.Peek(r.Context(), store.Request{Key: key, Limits: target.limits, Overrides: target.overrides})
+	key := target.key(identity)
+	d, err := a.store.Peek(ctx, store.Request{Key: key, Limits: target.limits, Overrides: target.overrides})
 	if err != nil {
-		a.storeFailed(w, r, "peek", err)
-		return
+		return "peek", err
 	}
 	if ov, ok := a.store.(store.Overrides); ok && target.overrides {
-		o, err := ov.GetOverride(r.Context(), key)
+		o, err := ov.GetOverride(ctx, key)
 		switch {
 		case err == nil:
 			out.Override = newOverrideJSON(o, now)
 		case !errors.Is(err, store.ErrNotFound):
-			a.storeFailed(w, r, "override", err)
-			return
+			return "override", err
 		}
 	}
 	remaining := d.Remaining
@@ -233,7 +235,7 @@ func (a *api) showClient(w http.ResponseWriter, r *http.Request) {
 		until := now.Add(d.RetryAfter).UTC()
 		out.State.BlockedUntil = &until
 	}
-	writeJSON(w, http.StatusOK, out)
+	return "", nil
 }
 
 // client names one client of a policy, as the reset endpoint's body does.
@@ -290,18 +292,16 @@ func (a *api) switchMode(w http.ResponseWriter, r *http.Request) {
 	if !readBody(w, r, &req) {
 		return
 	}
-	var err error
-	if req.Mode == "clear" {
-		err = a.set.ClearMode(p.Name)
-	} else {
-		var m policy.Mode
-		if uerr := m.UnmarshalText([]byte(req.Mode)); uerr != nil {
-			writeError(w, http.StatusBadRequest, "bad_request", `mode must be "enforce", "dry_run", "off" or "clear"`)
-			return
-		}
-		err = a.set.SetMode(p.Name, m)
+	m := policy.Mode(req.Mode)
+	switch req.Mode {
+	case "enforce", "dry_run", "off":
+	case "clear":
+		m = "" // back to the file's mode
+	default:
+		writeError(w, http.StatusBadRequest, "bad_request", `mode must be "enforce", "dry_run", "off" or "clear"`)
+		return
 	}
-	if err != nil {
+	if err := a.set.SetMode(p.Name, m); err != nil {
 		// The policy went away in a reload between the lookup and the switch.
 		writeError(w, http.StatusNotFound, "unknown_policy", "no policy named "+strconv.Quote(p.Name))
 		return
@@ -311,7 +311,7 @@ func (a *api) switchMode(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.audit(r, "mode", slog.String("policy", p.Name), slog.String("request", req.Mode),
-		slog.String("before", p.Mode.String()), slog.String("after", after.Mode.String()),
+		slog.String("before", string(p.Mode)), slog.String("after", string(after.Mode)),
 		slog.Bool("overridden", after.Overridden))
 	writeJSON(w, http.StatusOK, newPolicyJSON(after))
 }

@@ -177,7 +177,7 @@ func TestNoAuthorizeRefusesEverything(t *testing.T) {
 			}
 		})
 	}
-	if m := f.set.Status().Policies[0].Mode; m != policy.Enforce {
+	if m := f.set.Status().Policies[0].Mode; m != "enforce" {
 		t.Errorf("got mode %s after refused calls, want enforce", m)
 	}
 }
@@ -224,7 +224,7 @@ func TestAuthorizeFailures(t *testing.T) {
 			if !strings.Contains(f.log.String(), "ratekeeper: admin: refused") {
 				t.Errorf("refusals not logged: %s", f.log)
 			}
-			if m := f.set.Status().Policies[0].Mode; m != policy.Enforce {
+			if m := f.set.Status().Policies[0].Mode; m != "enforce" {
 				t.Errorf("got mode %s after refused calls, want enforce", m)
 			}
 		})
