@@ -63,7 +63,8 @@ const (
 //	h, err := admin.New(set, st, admin.Options{Authorize: auth})
 //	mux.Handle("/admin/ratelimit/", http.StripPrefix("/admin/ratelimit", h))
 //
-// New returns an error for a nil set or st. The handler is safe for
+// New returns an error for a nil set or st, or an Options.Top with fields
+// out of range. The handler is safe for
 // concurrent use; it holds no lock across store calls.
 func New(set *policy.Set, st store.Store, opts Options) (http.Handler, error) {
 	if set == nil {
@@ -71,6 +72,11 @@ func New(set *policy.Set, st store.Store, opts Options) (http.Handler, error) {
 	}
 	if st == nil {
 		return nil, errors.New("ratekeeper: admin: nil store")
+	}
+	if opts.Top != nil {
+		if err := opts.Top.check(); err != nil {
+			return nil, err
+		}
 	}
 	a := &api{set: set, store: st, authorize: opts.Authorize, blocks: opts.Blocks, top: opts.Top, logger: opts.Logger, now: time.Now}
 	if a.logger == nil {
@@ -375,17 +381,18 @@ func (a *api) listTop(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	minutes, ok := intParam(w, q.Get("minutes"), a.top.minutes, a.top.minutes, "minutes")
+	k, span := a.top.limits()
+	minutes, ok := intParam(w, q.Get("minutes"), span, span, "minutes")
 	if !ok {
 		return
 	}
-	n, ok := intParam(w, q.Get("n"), 10, a.top.k, "n")
+	n, ok := intParam(w, q.Get("n"), 10, k, "n")
 	if !ok {
 		return
 	}
 	// A policy that shares another's quota is refused under its name.
 	target, _ := a.resolve(p, "")
-	entries := a.top.Top(target.owner, time.Duration(minutes)*time.Minute, n)
+	entries := a.top.top(target.owner, time.Duration(minutes)*time.Minute, n)
 	out := topJSON{Policy: p.Name, Minutes: minutes, Clients: make([]topClientJSON, 0, len(entries))}
 	for _, e := range entries {
 		out.Clients = append(out.Clients, topClientJSON(e))

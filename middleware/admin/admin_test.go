@@ -573,10 +573,10 @@ func TestTopEndpoint(t *testing.T) {
 	f := newFixture(t, Options{Authorize: allowAll})
 	decode(t, f.call("GET", "/policies/api/top", ""), http.StatusNotImplemented, &e)
 
-	top, err := NewTop(10, 5)
-	if err != nil {
-		t.Fatal(err)
+	if _, err := New(f.set, f.store, Options{Top: &Top{Clients: 10, Minutes: 61}}); err == nil {
+		t.Fatal("New with Top.Minutes 61: got nil error, want one")
 	}
+	top := &Top{Clients: 10, Minutes: 5}
 	f = newFixture(t, Options{Authorize: allowAll, Top: top})
 	lim, err := f.set.Limiter("api")
 	if err != nil {
