@@ -272,13 +272,15 @@ func (d *decoder) policy(name string, k, v *yaml.Node) *policySpec {
 // policyField decodes the field key of a policy.
 func (d *decoder) policyField(ps *policySpec, key string, kk, vv *yaml.Node) {
 	f := join(ps.path, key)
+	if dst := ps.stringField(key); dst != nil {
+		*dst, _ = d.str(vv, f)
+		return
+	}
+	if dst := ps.boolField(key); dst != nil {
+		*dst, _ = d.boolean(vv, f)
+		return
+	}
 	switch key {
-	case "key":
-		ps.key, _ = d.str(vv, f)
-	case "classifier":
-		ps.classifier, _ = d.str(vv, f)
-	case "share":
-		ps.share, _ = d.str(vv, f)
 	case "cost":
 		ps.cost, _ = d.integer(vv, f, 1)
 	case "mode":
@@ -295,23 +297,43 @@ func (d *decoder) policyField(ps *policySpec, key string, kk, vv *yaml.Node) {
 		})
 	case "failure":
 		ps.failure = d.failure(kk, vv, f)
-	case "local_fallback":
-		ps.fallback, _ = d.boolean(vv, f)
 	case "breaker":
 		ps.breaker = d.breaker(vv, f)
 	case "headers":
 		ps.headers = d.headers(vv, f)
-	case "problem_details":
-		ps.problem, _ = d.boolean(vv, f)
-	case "count_denied":
-		ps.countDenied, _ = d.boolean(vv, f)
-	case "overrides":
-		ps.overrides, _ = d.boolean(vv, f)
 	case "exempt":
 		ps.exempt = d.exempt(vv, f)
 	default:
 		d.unknown(kk, f, policyFields)
 	}
+}
+
+// stringField returns the policy's string field named key, or nil.
+func (ps *policySpec) stringField(key string) *string {
+	switch key {
+	case "key":
+		return &ps.key
+	case "classifier":
+		return &ps.classifier
+	case "share":
+		return &ps.share
+	}
+	return nil
+}
+
+// boolField returns the policy's true-or-false field named key, or nil.
+func (ps *policySpec) boolField(key string) *bool {
+	switch key {
+	case "local_fallback":
+		return &ps.fallback
+	case "problem_details":
+		return &ps.problem
+	case "count_denied":
+		return &ps.countDenied
+	case "overrides":
+		return &ps.overrides
+	}
+	return nil
 }
 
 func (d *decoder) failure(k, v *yaml.Node, f string) middleware.FailureMode {
