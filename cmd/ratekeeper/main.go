@@ -523,7 +523,7 @@ type fileResult struct {
 	Problems []fileProblem `json:"problems,omitempty"`
 }
 
-// check validates each file with policy.Check and reports every problem;
+// check validates each file with policy.Parse and reports every problem;
 // it fails when a file is invalid or unreadable.
 func (inv *invocation) check(out io.Writer) error {
 	results := make([]fileResult, 0, len(inv.files))

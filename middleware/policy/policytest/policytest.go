@@ -233,7 +233,7 @@ func modes(t *testing.T, st store.Store) {
 	f.expect("dry run over the limit", ok(2, 0))
 
 	// The override outlives a reload of the file, which still says
-	// enforce, until ClearMode.
+	// enforce, until SetMode clears it.
 	f.write(f.file(3, "hourly", "enforce"))
 	if err := f.set.Reload(); err != nil {
 		t.Fatal(err)
