@@ -16,7 +16,7 @@ type entry struct {
 	spec *policySpec
 	mode Mode // effective: the file's mode or an override
 	// lim serves the policy's requests: the limiter of its quota in the
-	// effective mode (the enforcing one when Off), at the policy's cost.
+	// effective mode (the enforcing one when "off"), at the policy's cost.
 	lim *middleware.Limiter
 }
 
