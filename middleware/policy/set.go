@@ -453,13 +453,12 @@ func (s *Set) SetMode(name string, m Mode) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	slot, ok := s.slots[name]
-	e := s.cur.Load().at(slot)
-	if !ok || e == nil {
+	if !ok || s.cur.Load().at(slot) == nil {
 		return unknownPolicy(name)
 	}
 	if m == "" {
 		delete(s.overrides, name)
-		m = e.spec.mode
+		m = s.cur.Load().at(slot).spec.mode
 	} else {
 		s.overrides[name] = m
 	}
