@@ -65,7 +65,7 @@ func (c *setCollector) Describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
-var modes = []policy.Mode{policy.Enforce, policy.DryRun, policy.Off}
+var modes = []policy.Mode{"enforce", "dry_run", "off"}
 
 func (c *setCollector) Collect(ch chan<- prometheus.Metric) {
 	s := c.set.Status()
@@ -75,7 +75,7 @@ func (c *setCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.loadedAt, prometheus.GaugeValue, float64(s.LoadedAt.UnixNano())/1e9)
 	for _, p := range s.Policies {
 		for _, m := range modes {
-			ch <- prometheus.MustNewConstMetric(c.mode, prometheus.GaugeValue, boolValue(p.Mode == m), p.Name, m.String())
+			ch <- prometheus.MustNewConstMetric(c.mode, prometheus.GaugeValue, boolValue(p.Mode == m), p.Name, string(m))
 		}
 		ch <- prometheus.MustNewConstMetric(c.override, prometheus.GaugeValue, boolValue(p.Overridden), p.Name)
 	}

@@ -42,7 +42,7 @@ func TestRegisterPolicySet(t *testing.T) {
 	if err := set.Reload(); err == nil {
 		t.Fatal("got nil, want an error")
 	}
-	if err := set.SetMode("api", policy.Off); err != nil {
+	if err := set.SetMode("api", "off"); err != nil {
 		t.Fatal(err)
 	}
 	want := `

@@ -159,7 +159,7 @@ func (l *Limiter) decideFor(ctx context.Context, identity string, n int64, peek 
 	case t.unlimited:
 		return Decision{Decision: store.Decision{Allowed: true}, Policy: t.policy, Tier: t.name, t: t}, nil
 	}
-	req := store.Request{Key: storeKey(q.name, t.name, identity), Limits: set.limits, Cost: n, CountDenied: q.countDenied, Overrides: q.overrides}
+	req := store.Request{Key: StoreKey(q.name, t.name, identity), Limits: set.limits, Cost: n, CountDenied: q.countDenied, Overrides: q.overrides}
 	now := q.now()
 	sd, call, err := q.call(ctx, req, now, peek)
 	if errors.Is(err, store.ErrCostExceedsCapacity) {
@@ -297,7 +297,7 @@ func (l *Limiter) Reset(ctx context.Context, tier, identity string) error {
 	var notFound error
 	found := false
 	for _, set := range t.sets() {
-		err := q.store.Reset(ctx, store.Request{Key: storeKey(q.name, t.name, identity), Limits: set.limits})
+		err := q.store.Reset(ctx, store.Request{Key: StoreKey(q.name, t.name, identity), Limits: set.limits})
 		switch {
 		case err == nil:
 			found = true
@@ -354,5 +354,5 @@ func (l *Limiter) overrideKey(tier, identity string) (string, store.OverrideStor
 	if !ok {
 		return "", nil, fmt.Errorf("ratekeeper: middleware: unknown tier %q", tier)
 	}
-	return storeKey(q.name, tier, identity), q.store.(store.OverrideStore), nil
+	return StoreKey(q.name, tier, identity), q.store.(store.OverrideStore), nil
 }

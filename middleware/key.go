@@ -12,13 +12,21 @@ func policyLabel(name, tier string) string {
 	return name + "/" + tier
 }
 
-// storeKey is the one place that builds a client's store key: the policy
-// label, ":" and the identity as the key function or classifier returned
-// it ("api/authenticated:alice"). Limiters that share a name and tier
-// share the key, which is how a quota is shared on purpose.
-func storeKey(name, tier, identity string) string {
+// StoreKey returns the key under which a store keeps the state of identity
+// for a policy (the limiter's [WithName]) and tier (a [Tier]'s Name; ""
+// for a limiter built with [New]): "<policy>:<identity>", or
+// "<policy>/<tier>:<identity>" with a tier. It is the one place that
+// builds the key: the middleware gives it to every store call, and tools
+// that read or change a client's state directly ([store.Store.Peek], the
+// store's overrides) use it too. Limiters that share a name and tier share
+// the key, which is how a quota is shared on purpose.
+//
+// "/" and ":" are outside the alphabet of policy and tier names, so two
+// policies or tiers never share a key; identity is used as it is, and the
+// store encodes the whole key for its backend.
+func StoreKey(policy, tier, identity string) string {
 	if tier == "" {
-		return name + ":" + identity
+		return policy + ":" + identity
 	}
-	return name + "/" + tier + ":" + identity
+	return policy + "/" + tier + ":" + identity
 }

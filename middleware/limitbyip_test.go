@@ -52,7 +52,7 @@ func TestLimitByIPWithStore(t *testing.T) {
 	}
 	h := LimitByIP(2, time.Minute, WithStore(st), WithName("per-ip"))(okHandler)
 	serveIP(h, "192.0.2.1")
-	req := store.Request{Key: storeKey("per-ip", "", "192.0.2.1"), Limits: []store.Limit{{Rate: 2, Period: time.Minute}}}
+	req := store.Request{Key: StoreKey("per-ip", "", "192.0.2.1"), Limits: []store.Limit{{Rate: 2, Period: time.Minute}}}
 	d, err := st.Peek(t.Context(), req)
 	if err != nil {
 		t.Fatal(err)

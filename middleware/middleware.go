@@ -415,7 +415,7 @@ func (l *Limiter) resolve(r *http.Request, res *resolved) error {
 		}
 		res.set = set
 	}
-	res.key = storeKey(q.name, t.name, id)
+	res.key = StoreKey(q.name, t.name, id)
 	res.cost = l.cost
 	if outer := stateFrom(r.Context()); outer != nil {
 		res.outer = outer

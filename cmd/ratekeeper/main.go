@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -16,8 +18,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"go.yaml.in/yaml/v3"
 
+	"github.com/ratekeeper/ratekeeper/middleware"
 	"github.com/ratekeeper/ratekeeper/middleware/policy"
 	"github.com/ratekeeper/ratekeeper/store"
 	"github.com/ratekeeper/ratekeeper/store/redisstore"
@@ -129,55 +131,14 @@ func parse(args []string, getenv func(string) string) (*invocation, error) {
 		inv.command = "override " + args[1]
 		args = args[1:]
 	}
+	if inv.command == "help" || inv.command == "-h" || inv.command == "--help" {
+		return nil, flag.ErrHelp
+	}
 	fs := flag.NewFlagSet("ratekeeper "+inv.command, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	output := "table"
-	connection := func() {
-		def := getenv("RATEKEEPER_REDIS_URL")
-		if def == "" {
-			def = "redis://127.0.0.1:6379/0"
-		}
-		fs.StringVar(&inv.redisURL, "redis-url", def, "Redis URL")
-		fs.BoolVar(&inv.cluster, "cluster", false, "the URL names a Redis Cluster")
-		fs.StringVar(&inv.prefix, "prefix", redisstore.DefaultPrefix, "the store's key prefix")
-		fs.DurationVar(&inv.timeout, "timeout", 5*time.Second, "budget of each Redis call")
-		fs.StringVar(&output, "output", output, "table or json")
-	}
-	switch inv.command {
-	case "inspect", "reset":
-		connection()
-		fs.StringVar(&inv.policy, "policy", "", "policy name (required)")
-		fs.StringVar(&inv.tier, "tier", "", "tier, for a policy with tiers")
-		fs.StringVar(&inv.policyFile, "policy-file", "", "policy file to read the limits from")
-		fs.Int64Var(&inv.limit.Rate, "rate", 0, "units per period")
-		fs.DurationVar(&inv.limit.Period, "period", 0, "period")
-		fs.StringVar(&inv.algorithm, "algorithm", "", "algorithm (default gcra)")
-		fs.Int64Var(&inv.limit.Burst, "burst", 0, "burst")
-		fs.StringVar(&inv.limit.Name, "name", "", "limit name")
-		fs.DurationVar(&inv.limit.Block, "block", 0, "block duration")
-		fs.DurationVar(&inv.limit.BlockMax, "block-max", 0, "longest escalated block")
-	case "override set", "override clear":
-		connection()
-		fs.StringVar(&inv.policy, "policy", "", "policy name (required)")
-		fs.StringVar(&inv.tier, "tier", "", "tier, for a policy with tiers")
-		fs.StringVar(&inv.policyFile, "policy-file", "", "policy file, to check the policy and follow share")
-		if inv.command == "override set" {
-			fs.StringVar(&inv.kind, "kind", "", "raise, cut, scale, exempt or suspend (required)")
-			fs.Float64Var(&inv.scale, "scale", 0, "factor of raise, cut and scale")
-			fs.DurationVar(&inv.ttl, "ttl", 0, "how long the override lasts (required)")
-		}
-	case "blocks":
-		connection()
-		fs.StringVar(&inv.policy, "policy", "", "list only this policy's blocks")
-		fs.StringVar(&inv.tier, "tier", "", "with --policy, list only this tier's blocks")
-		fs.IntVar(&inv.count, "count", 100, "most blocks to list (1 to 10000)")
-		fs.StringVar(&inv.cursor, "cursor", "", "continue a listing where it stopped")
-	case "check":
-		fs.StringVar(&output, "output", output, "table or json")
-	case "help", "-h", "--help":
-		return nil, flag.ErrHelp
-	default:
-		return nil, fmt.Errorf("%w: unknown command %q", errUsage, inv.command)
+	if err := inv.defineFlags(fs, &output, getenv); err != nil {
+		return nil, err
 	}
 	if err := fs.Parse(args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -192,62 +153,126 @@ func parse(args []string, getenv func(string) string) (*invocation, error) {
 	default:
 		return nil, fmt.Errorf("%w: --output must be table or json, got %q", errUsage, output)
 	}
-	rest := fs.Args()
+	if err := inv.checkArgs(fs.Args()); err != nil {
+		return nil, err
+	}
+	return inv, nil
+}
+
+// defineFlags defines the flags of inv's command on fs.
+func (inv *invocation) defineFlags(fs *flag.FlagSet, output *string, getenv func(string) string) error {
 	switch inv.command {
 	case "inspect", "reset":
-		if len(rest) != 1 || rest[0] == "" {
-			return nil, fmt.Errorf("%w: %s takes one identity after the flags", errUsage, inv.command)
-		}
-		inv.identity = rest[0]
-		if inv.policy == "" {
-			return nil, fmt.Errorf("%w: --policy is required", errUsage)
-		}
-		limitFlags := inv.limit != (store.Limit{}) || inv.algorithm != ""
-		switch {
-		case inv.policyFile != "" && limitFlags:
-			return nil, fmt.Errorf("%w: give --policy-file or limit flags (--rate, --period, ...), not both", errUsage)
-		case inv.policyFile == "":
-			if inv.algorithm != "" {
-				a, err := store.ParseAlgorithm(inv.algorithm)
-				if err != nil {
-					return nil, fmt.Errorf("%w: --algorithm: %v", errUsage, err)
-				}
-				inv.limit.Algorithm = a
-			}
-			if err := inv.limit.Validate(); err != nil {
-				return nil, fmt.Errorf("%w: limit flags: %v (give --rate and --period, or --policy-file)", errUsage, err)
-			}
-		}
+		inv.connectionFlags(fs, output, getenv)
+		inv.clientFlags(fs, "policy file to read the limits from")
+		fs.Int64Var(&inv.limit.Rate, "rate", 0, "units per period")
+		fs.DurationVar(&inv.limit.Period, "period", 0, "period")
+		fs.StringVar(&inv.algorithm, "algorithm", "", "algorithm (default gcra)")
+		fs.Int64Var(&inv.limit.Burst, "burst", 0, "burst")
+		fs.StringVar(&inv.limit.Name, "name", "", "limit name")
+		fs.DurationVar(&inv.limit.Block, "block", 0, "block duration")
+		fs.DurationVar(&inv.limit.BlockMax, "block-max", 0, "longest escalated block")
 	case "override set", "override clear":
-		if len(rest) != 1 || rest[0] == "" {
-			return nil, fmt.Errorf("%w: %s takes one identity after the flags", errUsage, inv.command)
-		}
-		inv.identity = rest[0]
-		if inv.policy == "" {
-			return nil, fmt.Errorf("%w: --policy is required", errUsage)
-		}
+		inv.connectionFlags(fs, output, getenv)
+		inv.clientFlags(fs, "policy file, to check the policy and follow share")
 		if inv.command == "override set" {
-			if _, err := inv.override(); err != nil {
-				return nil, fmt.Errorf("%w: %v", errUsage, err)
-			}
+			fs.StringVar(&inv.kind, "kind", "", "raise, cut, scale, exempt or suspend (required)")
+			fs.Float64Var(&inv.scale, "scale", 0, "factor of raise, cut and scale")
+			fs.DurationVar(&inv.ttl, "ttl", 0, "how long the override lasts (required)")
 		}
 	case "blocks":
-		if len(rest) != 0 {
-			return nil, fmt.Errorf("%w: blocks takes no arguments", errUsage)
+		inv.connectionFlags(fs, output, getenv)
+		fs.StringVar(&inv.policy, "policy", "", "list only this policy's blocks")
+		fs.StringVar(&inv.tier, "tier", "", "with --policy, list only this tier's blocks")
+		fs.IntVar(&inv.count, "count", 100, "most blocks to list (1 to 10000)")
+		fs.StringVar(&inv.cursor, "cursor", "", "continue a listing where it stopped")
+	case "check":
+		fs.StringVar(output, "output", *output, "table or json")
+	default:
+		return fmt.Errorf("%w: unknown command %q", errUsage, inv.command)
+	}
+	return nil
+}
+
+// connectionFlags defines the flags of the commands that use Redis.
+func (inv *invocation) connectionFlags(fs *flag.FlagSet, output *string, getenv func(string) string) {
+	def := getenv("RATEKEEPER_REDIS_URL")
+	if def == "" {
+		def = "redis://127.0.0.1:6379/0"
+	}
+	fs.StringVar(&inv.redisURL, "redis-url", def, "Redis URL")
+	fs.BoolVar(&inv.cluster, "cluster", false, "the URL names a Redis Cluster")
+	fs.StringVar(&inv.prefix, "prefix", redisstore.DefaultPrefix, "the store's key prefix")
+	fs.DurationVar(&inv.timeout, "timeout", 5*time.Second, "budget of each Redis call")
+	fs.StringVar(output, "output", *output, "table or json")
+}
+
+// clientFlags defines the flags that name one client's policy and tier.
+func (inv *invocation) clientFlags(fs *flag.FlagSet, fileUsage string) {
+	fs.StringVar(&inv.policy, "policy", "", "policy name (required)")
+	fs.StringVar(&inv.tier, "tier", "", "tier, for a policy with tiers")
+	fs.StringVar(&inv.policyFile, "policy-file", "", fileUsage)
+}
+
+// checkArgs checks the arguments after the flags and the flags against
+// each other.
+func (inv *invocation) checkArgs(rest []string) error {
+	switch inv.command {
+	case "inspect", "reset", "override set", "override clear":
+		if len(rest) != 1 || rest[0] == "" {
+			return fmt.Errorf("%w: %s takes one identity after the flags", errUsage, inv.command)
 		}
-		if inv.tier != "" && inv.policy == "" {
-			return nil, fmt.Errorf("%w: --tier needs --policy", errUsage)
+		inv.identity = rest[0]
+		if inv.policy == "" {
+			return fmt.Errorf("%w: --policy is required", errUsage)
 		}
-		if inv.count < 1 || inv.count > 10000 {
-			return nil, fmt.Errorf("%w: --count must be from 1 to 10000, got %d", errUsage, inv.count)
+		return inv.checkClientFlags()
+	case "blocks":
+		switch {
+		case len(rest) != 0:
+			return fmt.Errorf("%w: blocks takes no arguments", errUsage)
+		case inv.tier != "" && inv.policy == "":
+			return fmt.Errorf("%w: --tier needs --policy", errUsage)
+		case inv.count < 1 || inv.count > 10000:
+			return fmt.Errorf("%w: --count must be from 1 to 10000, got %d", errUsage, inv.count)
 		}
 	case "check":
 		if len(rest) == 0 {
-			return nil, fmt.Errorf("%w: check takes one or more files", errUsage)
+			return fmt.Errorf("%w: check takes one or more files", errUsage)
 		}
 		inv.files = rest
 	}
-	return inv, nil
+	return nil
+}
+
+// checkClientFlags checks the limit flags of inspect and reset and the
+// override flags of override set.
+func (inv *invocation) checkClientFlags() error {
+	switch inv.command {
+	case "override set":
+		if _, err := inv.override(); err != nil {
+			return fmt.Errorf("%w: %v", errUsage, err)
+		}
+	case "inspect", "reset":
+		limitFlags := inv.limit != (store.Limit{}) || inv.algorithm != ""
+		switch {
+		case inv.policyFile != "" && limitFlags:
+			return fmt.Errorf("%w: give --policy-file or limit flags (--rate, --period, ...), not both", errUsage)
+		case inv.policyFile != "":
+			return nil
+		}
+		if inv.algorithm != "" {
+			a, err := store.ParseAlgorithm(inv.algorithm)
+			if err != nil {
+				return fmt.Errorf("%w: --algorithm: %v", errUsage, err)
+			}
+			inv.limit.Algorithm = a
+		}
+		if err := inv.limit.Validate(); err != nil {
+			return fmt.Errorf("%w: limit flags: %v (give --rate and --period, or --policy-file)", errUsage, err)
+		}
+	}
+	return nil
 }
 
 // run carries out the parsed command.
@@ -274,7 +299,7 @@ func (inv *invocation) run(ctx context.Context, out io.Writer) error {
 		}
 		return inv.setOrClear(ctx, st, out)
 	}
-	req, err := inv.request()
+	req, overrides, err := inv.request()
 	if err != nil {
 		return err
 	}
@@ -285,7 +310,7 @@ func (inv *invocation) run(ctx context.Context, out io.Writer) error {
 	if inv.command == "reset" {
 		return inv.reset(ctx, st, req, out)
 	}
-	return inv.inspect(ctx, st, req, out)
+	return inv.inspect(ctx, st, req, overrides, out)
 }
 
 // client connects to --redis-url.
@@ -304,32 +329,40 @@ func (inv *invocation) client() (redis.UniversalClient, error) {
 	return redis.NewClient(o), nil
 }
 
-// storeKey returns the key the middleware gives identity in the store:
-// the policy, "/" and the tier when there is one, ":" and the identity.
+// quota is where the client's state lives: the policy whose counters
+// serve it (the shared one, for a policy with share), the limits, and
+// whether the policy applies overrides (as far as the command knows).
+type quota struct {
+	owner     string
+	limits    []store.Limit
+	overrides bool
+}
+
+// storeKey returns the key the middleware gives identity in the store
+// under --policy and --tier.
 func (inv *invocation) storeKey() string {
-	ns := inv.policy
-	if inv.tier != "" {
-		ns += "/" + inv.tier
+	return middleware.StoreKey(inv.policy, inv.tier, inv.identity)
+}
+
+// quota returns the client's quota: from the policy file when there is
+// one, else under --policy with the limit of the flags, which may apply
+// overrides.
+func (inv *invocation) quota() (quota, error) {
+	if inv.policyFile == "" {
+		return quota{owner: inv.policy, limits: []store.Limit{inv.limit}, overrides: true}, nil
 	}
-	return ns + ":" + inv.identity
+	return fileQuota(inv.policyFile, inv.policy, inv.tier)
 }
 
 // request returns the store request for the identity under the limits
-// of the flags or of the policy file.
-func (inv *invocation) request() (store.Request, error) {
-	if inv.policyFile == "" {
-		return store.Request{Key: inv.storeKey(), Limits: []store.Limit{inv.limit}}, nil
-	}
-	limits, owner, err := fileLimits(inv.policyFile, inv.policy, inv.tier)
+// of the flags or of the policy file, and whether the policy applies
+// overrides.
+func (inv *invocation) request() (store.Request, bool, error) {
+	q, err := inv.quota()
 	if err != nil {
-		return store.Request{}, err
+		return store.Request{}, false, err
 	}
-	if owner != inv.policy { // a policy that shares another's quota uses its counters
-		cp := *inv
-		cp.policy = owner
-		return store.Request{Key: cp.storeKey(), Limits: limits}, nil
-	}
-	return store.Request{Key: inv.storeKey(), Limits: limits}, nil
+	return store.Request{Key: middleware.StoreKey(q.owner, inv.tier, inv.identity), Limits: q.limits}, q.overrides, nil
 }
 
 // clientState is what inspect prints.
@@ -346,7 +379,7 @@ type clientState struct {
 	OverrideEnds *time.Time `json:"override_expires,omitempty"`
 }
 
-func (inv *invocation) inspect(ctx context.Context, st *redisstore.Store, req store.Request, out io.Writer) error {
+func (inv *invocation) inspect(ctx context.Context, st *redisstore.Store, req store.Request, overrides bool, out io.Writer) error {
 	now := time.Now()
 	// A client's override, when it has one, is shown, and the state read
 	// under it, as a policy with overrides: true reads it (one without
@@ -355,13 +388,7 @@ func (inv *invocation) inspect(ctx context.Context, st *redisstore.Store, req st
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return err
 	}
-	req.Overrides = err == nil
-	if req.Overrides && inv.policyFile != "" {
-		owner := strings.TrimSuffix(strings.SplitN(req.Key, ":", 2)[0], "/"+inv.tier)
-		if req.Overrides, err = fileOverrides(inv.policyFile, owner); err != nil {
-			return err
-		}
-	}
+	req.Overrides = err == nil && overrides
 	d, err := st.Peek(ctx, req)
 	if err != nil {
 		return err
@@ -498,7 +525,7 @@ type fileResult struct {
 	Problems []fileProblem `json:"problems,omitempty"`
 }
 
-// check validates each file with policy.Check and reports every problem;
+// check validates each file with policy.Parse and reports every problem;
 // it fails when a file is invalid or unreadable.
 func (inv *invocation) check(out io.Writer) error {
 	results := make([]fileResult, 0, len(inv.files))
@@ -507,7 +534,7 @@ func (inv *invocation) check(out io.Writer) error {
 		r := fileResult{File: f, Valid: true}
 		data, err := os.ReadFile(f)
 		if err == nil {
-			err = policy.Check(f, data)
+			_, err = policy.Parse(f, data)
 		}
 		if err != nil {
 			r.Valid = false
@@ -584,125 +611,43 @@ func writeTable(out io.Writer, header []string, rows [][]string) error {
 	return tw.Flush()
 }
 
-// fileLimits reads the limits of policy (in tier) from a policy file that
-// policy.Check accepts. It returns the name of the policy whose counters
-// serve it: the shared policy for one with "share".
-func fileLimits(path, name, tier string) ([]store.Limit, string, error) {
+// fileQuota returns the quota of the policy name (in tier) of a policy
+// file, decoded and checked by policy.Parse: for a policy with share, the
+// shared policy's.
+func fileQuota(path, name, tier string) (quota, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, "", err
+		return quota{}, err
 	}
-	if err := policy.Check(path, data); err != nil {
-		return nil, "", err
+	policies, err := policy.Parse(path, data)
+	if err != nil {
+		return quota{}, err
 	}
-	var f struct {
-		Policies map[string]fileSpec `yaml:"policies"`
+	i := slices.IndexFunc(policies, func(p policy.Policy) bool { return p.Name == name })
+	if i < 0 {
+		return quota{}, fmt.Errorf("%s: no policy %q", path, name)
 	}
-	if err := yaml.Unmarshal(data, &f); err != nil { // JSON is YAML
-		return nil, "", fmt.Errorf("%s: %w", path, err)
-	}
-	p, ok := f.Policies[name]
-	if !ok {
-		return nil, "", fmt.Errorf("%s: no policy %q", path, name)
-	}
-	owner := name
-	if p.Share != "" {
-		owner = p.Share
-		p = f.Policies[owner]
-	}
-	if len(p.Tiers) == 0 {
+	p := policies[i]
+	q := quota{owner: cmp.Or(p.Share, p.Name), limits: p.Limits, overrides: p.Overrides}
+	if p.Tiers == nil {
 		if tier != "" {
-			return nil, "", fmt.Errorf("%s: policy %q has no tiers; leave --tier out", path, owner)
+			return quota{}, fmt.Errorf("%s: policy %q has no tiers; leave --tier out", path, q.owner)
 		}
-		l, err := toLimits(p.Limits)
-		return l, owner, err
+		return q, nil
 	}
-	t, ok := p.Tiers[tier]
-	if !ok {
-		names := make([]string, 0, len(p.Tiers))
-		for n := range p.Tiers {
-			names = append(names, n)
+	j := slices.IndexFunc(p.Tiers, func(t middleware.Tier) bool { return t.Name == tier })
+	if j < 0 {
+		names := make([]string, len(p.Tiers))
+		for k, t := range p.Tiers {
+			names[k] = t.Name
 		}
-		sort.Strings(names)
-		return nil, "", fmt.Errorf("%s: policy %q has tiers: --tier must be one of %s", path, owner, strings.Join(names, ", "))
+		slices.Sort(names)
+		return quota{}, fmt.Errorf("%s: policy %q has tiers: --tier must be one of %s", path, q.owner, strings.Join(names, ", "))
 	}
-	if len(t.Limits) == 0 {
-		return nil, "", fmt.Errorf("%s: tier %q of policy %q stores nothing (unlimited or suspended)", path, tier, owner)
+	if q.limits = p.Tiers[j].Limits; q.limits == nil {
+		return quota{}, fmt.Errorf("%s: tier %q of policy %q stores nothing (unlimited or suspended)", path, tier, q.owner)
 	}
-	l, err := toLimits(t.Limits)
-	return l, owner, err
-}
-
-type fileSpec struct {
-	Share     string              `yaml:"share"`
-	Limits    []fileLimit         `yaml:"limits"`
-	Tiers     map[string]fileTier `yaml:"tiers"`
-	Overrides bool                `yaml:"overrides"`
-}
-
-// fileOverrides reports whether the policy owner of a valid policy file
-// applies per-client overrides.
-func fileOverrides(path, owner string) (bool, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return false, err
-	}
-	var f struct {
-		Policies map[string]fileSpec `yaml:"policies"`
-	}
-	if err := yaml.Unmarshal(data, &f); err != nil {
-		return false, fmt.Errorf("%s: %w", path, err)
-	}
-	return f.Policies[owner].Overrides, nil
-}
-
-type fileTier struct {
-	Limits []fileLimit `yaml:"limits"`
-}
-
-type fileLimit struct {
-	Name      string `yaml:"name"`
-	Algorithm string `yaml:"algorithm"`
-	Rate      int64  `yaml:"rate"`
-	Threshold int64  `yaml:"threshold"`
-	Period    string `yaml:"period"`
-	Burst     int64  `yaml:"burst"`
-	Block     string `yaml:"block"`
-	BlockMax  string `yaml:"block_max"`
-}
-
-// toLimits converts limits as the file writes them; a threshold N is
-// rate N-1 (package policy).
-func toLimits(ls []fileLimit) ([]store.Limit, error) {
-	out := make([]store.Limit, 0, len(ls))
-	for _, fl := range ls {
-		l := store.Limit{Name: fl.Name, Rate: fl.Rate, Burst: fl.Burst}
-		if fl.Threshold > 0 {
-			l.Rate = fl.Threshold - 1
-		}
-		if fl.Algorithm != "" {
-			a, err := store.ParseAlgorithm(fl.Algorithm)
-			if err != nil {
-				return nil, err
-			}
-			l.Algorithm = a
-		}
-		for _, d := range []struct {
-			s   string
-			dst *time.Duration
-		}{{fl.Period, &l.Period}, {fl.Block, &l.Block}, {fl.BlockMax, &l.BlockMax}} {
-			if d.s == "" {
-				continue
-			}
-			v, err := time.ParseDuration(d.s)
-			if err != nil {
-				return nil, err
-			}
-			*d.dst = v
-		}
-		out = append(out, l)
-	}
-	return out, nil
+	return q, nil
 }
 
 // override returns the override of the set command's flags.
@@ -737,21 +682,14 @@ func (inv *invocation) override() (store.Override, error) {
 // identity's under the policy, or under the policy it shares when
 // --policy-file says so (checked as check does).
 func (inv *invocation) overrideKey() (string, error) {
-	if inv.policyFile == "" {
-		return inv.storeKey(), nil
-	}
-	_, owner, err := fileLimits(inv.policyFile, inv.policy, inv.tier)
+	q, err := inv.quota()
 	if err != nil {
 		return "", err
 	}
-	if on, err := fileOverrides(inv.policyFile, owner); err != nil {
-		return "", err
-	} else if !on && inv.command == "override set" {
-		return "", fmt.Errorf("%s: policy %q does not apply overrides (set overrides: true), so this one would change nothing", inv.policyFile, owner)
+	if !q.overrides && inv.command == "override set" {
+		return "", fmt.Errorf("%s: policy %q does not apply overrides (set overrides: true), so this one would change nothing", inv.policyFile, q.owner)
 	}
-	cp := *inv
-	cp.policy = owner
-	return cp.storeKey(), nil
+	return middleware.StoreKey(q.owner, inv.tier, inv.identity), nil
 }
 
 // overrideLine is what override set and clear print.

@@ -201,7 +201,7 @@ func TestCheck(t *testing.T) {
 	}
 }
 
-func TestFileLimits(t *testing.T) {
+func TestFileQuota(t *testing.T) {
 	path := writeFile(t, "policies.yaml", policyFile)
 	tests := []struct {
 		policy, tier string
@@ -219,7 +219,8 @@ func TestFileLimits(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.policy+"/"+tt.tier, func(t *testing.T) {
-			got, owner, err := fileLimits(path, tt.policy, tt.tier)
+			q, err := fileQuota(path, tt.policy, tt.tier)
+			got, owner := q.limits, q.owner
 			if tt.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.err) {
 					t.Fatalf("got %v, want an error containing %q", err, tt.err)
@@ -231,7 +232,7 @@ func TestFileLimits(t *testing.T) {
 			}
 		})
 	}
-	if _, _, err := fileLimits(writeFile(t, "bad.yaml", "policies: 3\n"), "login", ""); err == nil {
+	if _, err := fileQuota(writeFile(t, "bad.yaml", "policies: 3\n"), "login", ""); err == nil {
 		t.Error("invalid file: got nil error")
 	}
 }

@@ -59,7 +59,8 @@ const (
 //	h, err := admin.New(set, st, admin.Options{Authorize: auth})
 //	mux.Handle("/admin/ratelimit/", http.StripPrefix("/admin/ratelimit", h))
 //
-// New returns an error for a nil set or st. The handler is safe for
+// New returns an error for a nil set or st, or an Options.Top with fields
+// out of range. The handler is safe for
 // concurrent use; it holds no lock across store calls.
 func New(set *policy.Set, st store.Store, opts Options) (http.Handler, error) {
 	if set == nil {
@@ -67,6 +68,11 @@ func New(set *policy.Set, st store.Store, opts Options) (http.Handler, error) {
 	}
 	if st == nil {
 		return nil, errors.New("ratekeeper: admin: nil store")
+	}
+	if opts.Top != nil {
+		if err := opts.Top.check(); err != nil {
+			return nil, err
+		}
 	}
 	a := &api{set: set, store: st, authorize: opts.Authorize, top: opts.Top, logger: opts.Logger, now: time.Now}
 	a.blocks, _ = st.(store.BlockLister)
@@ -159,7 +165,7 @@ func (a *api) showPolicy(w http.ResponseWriter, r *http.Request) {
 }
 
 // policy finds the policy the path names, or answers 404.
-func (a *api) policy(w http.ResponseWriter, r *http.Request) (policy.PolicyStatus, bool) {
+func (a *api) policy(w http.ResponseWriter, r *http.Request) (policy.Policy, bool) {
 	name := r.PathValue("policy")
 	for _, p := range a.set.Status().Policies {
 		if p.Name == name {
@@ -167,7 +173,7 @@ func (a *api) policy(w http.ResponseWriter, r *http.Request) (policy.PolicyStatu
 		}
 	}
 	writeError(w, http.StatusNotFound, "unknown_policy", "no policy named "+strconv.Quote(name))
-	return policy.PolicyStatus{}, false
+	return policy.Policy{}, false
 }
 
 func (a *api) showClient(w http.ResponseWriter, r *http.Request) {
@@ -186,32 +192,34 @@ func (a *api) showClient(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
 		return
 	}
-	out := clientJSON{Policy: p.Name, Tier: c.Tier, Identity: c.Identity, Mode: p.Mode.String()}
-	switch {
-	case target.unlimited:
-		out.Unlimited = true
-		writeJSON(w, http.StatusOK, out)
-		return
-	case target.suspended:
-		out.Suspended = true
-		writeJSON(w, http.StatusOK, out)
-		return
+	out := clientJSON{Policy: p.Name, Tier: c.Tier, Identity: c.Identity, Mode: string(p.Mode),
+		Unlimited: target.unlimited, Suspended: target.suspended}
+	if !target.unlimited && !target.suspended {
+		if op, err := a.readClient(r.Context(), &target, c.Identity, &out); err != nil {
+			a.storeFailed(w, r, op, err)
+			return
+		}
 	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// readClient fills out's state and override with what the store holds for
+// identity, recording nothing. On a store failure it returns the failed
+// operation and the error.
+func (a *api) readClient(ctx context.Context, target *target, identity string, out *clientJSON) (string, error) {
 	now := a.now()
-	key := target.key(c.Identity)
-	d, err := a.store.Peek(r.Context(), store.Request{Key: key, Limits: target.limits, Overrides: target.overrides})
+	key := target.key(identity)
+	d, err := a.store.Peek(ctx, store.Request{Key: key, Limits: target.limits, Overrides: target.overrides})
 	if err != nil {
-		a.storeFailed(w, r, "peek", err)
-		return
+		return "peek", err
 	}
 	if ov, ok := a.store.(store.OverrideStore); ok && target.overrides {
-		o, err := ov.GetOverride(r.Context(), key)
+		o, err := ov.GetOverride(ctx, key)
 		switch {
 		case err == nil:
 			out.Override = newOverrideJSON(o, now)
 		case !errors.Is(err, store.ErrNotFound):
-			a.storeFailed(w, r, "override", err)
-			return
+			return "override", err
 		}
 	}
 	remaining := d.Remaining
@@ -230,7 +238,7 @@ func (a *api) showClient(w http.ResponseWriter, r *http.Request) {
 		until := now.Add(d.RetryAfter).UTC()
 		out.State.BlockedUntil = &until
 	}
-	writeJSON(w, http.StatusOK, out)
+	return "", nil
 }
 
 // client names one client of a policy, as the reset endpoint's body does.
@@ -287,18 +295,16 @@ func (a *api) switchMode(w http.ResponseWriter, r *http.Request) {
 	if !readBody(w, r, &req) {
 		return
 	}
-	var err error
-	if req.Mode == "clear" {
-		err = a.set.ClearMode(p.Name)
-	} else {
-		var m policy.Mode
-		if uerr := m.UnmarshalText([]byte(req.Mode)); uerr != nil {
-			writeError(w, http.StatusBadRequest, "bad_request", `mode must be "enforce", "dry_run", "off" or "clear"`)
-			return
-		}
-		err = a.set.SetMode(p.Name, m)
+	m := policy.Mode(req.Mode)
+	switch req.Mode {
+	case "enforce", "dry_run", "off":
+	case "clear":
+		m = "" // back to the file's mode
+	default:
+		writeError(w, http.StatusBadRequest, "bad_request", `mode must be "enforce", "dry_run", "off" or "clear"`)
+		return
 	}
-	if err != nil {
+	if err := a.set.SetMode(p.Name, m); err != nil {
 		// The policy went away in a reload between the lookup and the switch.
 		writeError(w, http.StatusNotFound, "unknown_policy", "no policy named "+strconv.Quote(p.Name))
 		return
@@ -308,7 +314,7 @@ func (a *api) switchMode(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.audit(r, "mode", slog.String("policy", p.Name), slog.String("request", req.Mode),
-		slog.String("before", p.Mode.String()), slog.String("after", after.Mode.String()),
+		slog.String("before", string(p.Mode)), slog.String("after", string(after.Mode)),
 		slog.Bool("overridden", after.Overridden))
 	writeJSON(w, http.StatusOK, newPolicyJSON(after))
 }
@@ -376,17 +382,18 @@ func (a *api) listTop(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	minutes, ok := intParam(w, q.Get("minutes"), a.top.minutes, a.top.minutes, "minutes")
+	k, span := a.top.limits()
+	minutes, ok := intParam(w, q.Get("minutes"), span, span, "minutes")
 	if !ok {
 		return
 	}
-	n, ok := intParam(w, q.Get("n"), 10, a.top.k, "n")
+	n, ok := intParam(w, q.Get("n"), 10, k, "n")
 	if !ok {
 		return
 	}
 	// A policy that shares another's quota is refused under its name.
 	target, _ := a.resolve(p, "")
-	entries := a.top.Top(target.owner, time.Duration(minutes)*time.Minute, n)
+	entries := a.top.top(target.owner, time.Duration(minutes)*time.Minute, n)
 	out := topJSON{Policy: p.Name, Minutes: minutes, Clients: make([]topClientJSON, 0, len(entries))}
 	for _, e := range entries {
 		out.Clients = append(out.Clients, topClientJSON(e))

@@ -189,7 +189,7 @@ func TestNoAuthorizeRefusesEverything(t *testing.T) {
 			}
 		})
 	}
-	if m := f.set.Status().Policies[0].Mode; m != policy.Enforce {
+	if m := f.set.Status().Policies[0].Mode; m != "enforce" {
 		t.Errorf("got mode %s after refused calls, want enforce", m)
 	}
 }
@@ -236,7 +236,7 @@ func TestAuthorizeFailures(t *testing.T) {
 			if !strings.Contains(f.log.String(), "ratekeeper: admin: refused") {
 				t.Errorf("refusals not logged: %s", f.log)
 			}
-			if m := f.set.Status().Policies[0].Mode; m != policy.Enforce {
+			if m := f.set.Status().Policies[0].Mode; m != "enforce" {
 				t.Errorf("got mode %s after refused calls, want enforce", m)
 			}
 		})
@@ -615,10 +615,10 @@ func TestTopEndpoint(t *testing.T) {
 	f := newFixture(t, Options{Authorize: allowAll})
 	decode(t, f.call("GET", "/policies/api/top", ""), http.StatusNotImplemented, &e)
 
-	top, err := NewTop(10, 5)
-	if err != nil {
-		t.Fatal(err)
+	if _, err := New(f.set, f.store, Options{Top: &Top{Clients: 10, Minutes: 61}}); err == nil {
+		t.Fatal("New with Top.Minutes 61: got nil error, want one")
 	}
+	top := &Top{Clients: 10, Minutes: 5}
 	f = newFixture(t, Options{Authorize: allowAll, Top: top})
 	lim, err := f.set.Limiter("api")
 	if err != nil {

@@ -64,7 +64,8 @@
 //     remove the client's override; "found" says whether it had one.
 //   - POST /policies/{policy}/mode {"mode": M}: M is enforce, dry_run or
 //     off (policy.Set.SetMode, kept across reloads), or clear to return
-//     to the file's mode (policy.Set.ClearMode). Answers the policy.
+//     to the file's mode (SetMode with the empty Mode). Answers the
+//     policy.
 //   - GET /policies/{policy}/blocked?count=N&cursor=C: clients blocked now,
 //     with their tier, identity, scope (the limit that blocked them),
 //     until and retry_after, and the cursor of the next page ("" at the

@@ -28,8 +28,8 @@ type policyJSON struct {
 	Config     json.RawMessage `json:"config"`
 }
 
-func newPolicyJSON(p policy.PolicyStatus) policyJSON {
-	return policyJSON{Name: p.Name, Mode: p.Mode.String(), Configured: p.Configured.String(), Overridden: p.Overridden, Config: p.Config}
+func newPolicyJSON(p policy.Policy) policyJSON {
+	return policyJSON{Name: p.Name, Mode: string(p.Mode), Configured: string(p.Configured), Overridden: p.Overridden, Config: p.Config}
 }
 
 type clientJSON struct {

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"time"
 
+	"github.com/ratekeeper/ratekeeper/middleware"
 	"github.com/ratekeeper/ratekeeper/store"
 )
 
@@ -69,34 +71,40 @@ func (o overrideRequest) parse() (store.Override, error) {
 	return ov, nil
 }
 
-// overrideTarget resolves the policy, tier and identity of an override
-// call and checks that the store keeps overrides and the policy applies
-// them, or answers the error.
-func (a *api) overrideTarget(w http.ResponseWriter, r *http.Request, tier, identity string) (string, store.OverrideStore, bool) {
+// overrideTarget resolves the policy and tier of an override call and
+// checks that the store keeps overrides and the policy applies them, or
+// answers the error. It returns the limiter of the client's quota, whose
+// SetOverride and ClearOverride find the client's store key.
+func (a *api) overrideTarget(w http.ResponseWriter, r *http.Request, tier, identity string) (*middleware.Limiter, bool) {
 	p, _ := a.policy(w, r) // the caller checked it
-	ov, ok := a.store.(store.OverrideStore)
-	if !ok {
+	if _, ok := a.store.(store.OverrideStore); !ok {
 		writeError(w, http.StatusNotImplemented, "not_supported", "the store keeps no overrides")
-		return "", nil, false
+		return nil, false
 	}
 	if identity == "" {
 		writeError(w, http.StatusBadRequest, "bad_request", "identity is required")
-		return "", nil, false
+		return nil, false
 	}
 	target, err := a.resolve(p, tier)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
-		return "", nil, false
+		return nil, false
 	}
 	if target.unlimited || target.suspended {
 		writeError(w, http.StatusBadRequest, "bad_request", "the tier is unlimited or suspended as a whole: its clients are not decided one by one")
-		return "", nil, false
+		return nil, false
 	}
 	if !target.overrides {
 		writeError(w, http.StatusConflict, "overrides_disabled", "the policy does not apply overrides: set overrides: true in its configuration")
-		return "", nil, false
+		return nil, false
 	}
-	return target.key(identity), ov, true
+	lim, err := a.set.Limiter(target.owner)
+	if err != nil {
+		// The policy went away in a reload since the lookup.
+		writeError(w, http.StatusNotFound, "unknown_policy", "no policy named "+strconv.Quote(p.Name))
+		return nil, false
+	}
+	return lim, true
 }
 
 func (a *api) setOverride(w http.ResponseWriter, r *http.Request) {
@@ -113,11 +121,11 @@ func (a *api) setOverride(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
 		return
 	}
-	key, ov, ok := a.overrideTarget(w, r, req.Tier, req.Identity)
+	lim, ok := a.overrideTarget(w, r, req.Tier, req.Identity)
 	if !ok {
 		return
 	}
-	if err := ov.SetOverride(r.Context(), key, o); err != nil {
+	if err := lim.SetOverride(r.Context(), req.Tier, req.Identity, o); err != nil {
 		if errors.Is(err, store.ErrTooManyKeys) && !errors.Is(err, store.ErrStoreUnavailable) {
 			writeError(w, http.StatusConflict, "too_many_overrides", err.Error())
 			return
@@ -140,11 +148,11 @@ func (a *api) clearOverride(w http.ResponseWriter, r *http.Request) {
 	if !readBody(w, r, &c) {
 		return
 	}
-	key, ov, ok := a.overrideTarget(w, r, c.Tier, c.Identity)
+	lim, ok := a.overrideTarget(w, r, c.Tier, c.Identity)
 	if !ok {
 		return
 	}
-	err := ov.ClearOverride(r.Context(), key)
+	err := lim.ClearOverride(r.Context(), c.Tier, c.Identity)
 	found := err == nil
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		a.storeFailed(w, r, "override", err)

@@ -21,19 +21,26 @@ func refusal(policy, tier string) middleware.Decision {
 // newTestTop returns a Top whose clock is *now.
 func newTestTop(t *testing.T, k, minutes int, now *time.Time) *Top {
 	t.Helper()
-	top, err := NewTop(k, minutes)
-	if err != nil {
+	top := &Top{Clients: k, Minutes: minutes}
+	if err := top.check(); err != nil {
 		t.Fatal(err)
 	}
 	top.now = func() time.Time { return *now }
 	return top
 }
 
-func TestNewTopValidates(t *testing.T) {
-	for _, c := range []struct{ k, minutes int }{{0, 5}, {10001, 5}, {10, 0}, {10, 61}} {
-		if _, err := NewTop(c.k, c.minutes); err == nil {
-			t.Errorf("NewTop(%d, %d): got nil error", c.k, c.minutes)
+func TestTopValidates(t *testing.T) {
+	for _, c := range []struct{ k, minutes int }{{-1, 5}, {10001, 5}, {10, -1}, {10, 61}} {
+		if err := (&Top{Clients: c.k, Minutes: c.minutes}).check(); err == nil {
+			t.Errorf("Top{Clients: %d, Minutes: %d}: got nil error", c.k, c.minutes)
 		}
+	}
+	var zero Top
+	if err := zero.check(); err != nil {
+		t.Fatalf("the zero Top: got %v, want nil", err)
+	}
+	if k, minutes := zero.limits(); k != 100 || minutes != 15 {
+		t.Errorf("the zero Top keeps %d clients over %d minutes, want 100 over 15", k, minutes)
 	}
 }
 
@@ -44,11 +51,11 @@ func TestTopRecordsRefusalsOnly(t *testing.T) {
 	top.Record(middleware.Decision{Policy: "api/suspended", Tier: "suspended"}, "suspended") // no limit applied
 	top.Record(refusal("api", ""), "")                                                       // no identity
 	top.Record(refusal("api", "free"), "dora")
-	got := top.Top("api", 5*time.Minute, 10)
-	if len(got) != 1 || got[0] != (TopEntry{Tier: "free", Identity: "dora", Count: 1}) {
+	got := top.top("api", 5*time.Minute, 10)
+	if len(got) != 1 || got[0] != (topEntry{Tier: "free", Identity: "dora", Count: 1}) {
 		t.Errorf("got %+v, want only dora of tier free", got)
 	}
-	if got := top.Top("other", 5*time.Minute, 10); len(got) != 0 {
+	if got := top.top("other", 5*time.Minute, 10); len(got) != 0 {
 		t.Errorf("other policy: got %+v, want nothing", got)
 	}
 }
@@ -69,7 +76,7 @@ func TestTopBoundedAndKeepsHeavyHitters(t *testing.T) {
 			t.Fatalf("got %d entries in a minute, want at most %d", len(m.entries), k)
 		}
 	}
-	got := top.Top("api", time.Minute, 1)
+	got := top.top("api", time.Minute, 1)
 	if len(got) != 1 || got[0].Identity != "heavy" {
 		t.Fatalf("got %+v, want heavy first", got)
 	}
@@ -88,15 +95,15 @@ func TestTopWindowSlides(t *testing.T) {
 	}
 	tests := []struct {
 		span time.Duration
-		want []TopEntry
+		want []topEntry
 	}{
-		{time.Minute, []TopEntry{{Identity: "m3", Count: 1}, {Identity: "steady", Count: 1}}},
-		{2 * time.Minute, []TopEntry{{Identity: "steady", Count: 2}, {Identity: "m2", Count: 1}, {Identity: "m3", Count: 1}}},
-		{time.Hour, []TopEntry{{Identity: "steady", Count: 3}, {Identity: "m1", Count: 1}, {Identity: "m2", Count: 1}, {Identity: "m3", Count: 1}}},
+		{time.Minute, []topEntry{{Identity: "m3", Count: 1}, {Identity: "steady", Count: 1}}},
+		{2 * time.Minute, []topEntry{{Identity: "steady", Count: 2}, {Identity: "m2", Count: 1}, {Identity: "m3", Count: 1}}},
+		{time.Hour, []topEntry{{Identity: "steady", Count: 3}, {Identity: "m1", Count: 1}, {Identity: "m2", Count: 1}, {Identity: "m3", Count: 1}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.span.String(), func(t *testing.T) {
-			got := top.Top("api", tt.span, 10)
+			got := top.top("api", tt.span, 10)
 			if len(got) != len(tt.want) {
 				t.Fatalf("got %+v, want %+v", got, tt.want)
 			}
@@ -110,7 +117,7 @@ func TestTopWindowSlides(t *testing.T) {
 	}
 	// Long after, nothing is left.
 	now = now.Add(10 * time.Minute)
-	if got := top.Top("api", time.Hour, 10); len(got) != 0 {
+	if got := top.top("api", time.Hour, 10); len(got) != 0 {
 		t.Errorf("10 minutes later: got %+v, want nothing", got)
 	}
 }

@@ -16,7 +16,7 @@ type entry struct {
 	spec *policySpec
 	mode Mode // effective: the file's mode or an override
 	// lim serves the policy's requests: the limiter of its quota in the
-	// effective mode (the enforcing one when Off), at the policy's cost.
+	// effective mode (the enforcing one when "off"), at the policy's cost.
 	lim *middleware.Limiter
 }
 
@@ -99,7 +99,7 @@ func (b *builder) entry(ps *policySpec, m Mode) (*entry, error) {
 	if ps.owner != nil {
 		owner = ps.owner
 	}
-	k := baseKey{owner: owner, dry: m == DryRun}
+	k := baseKey{owner: owner, dry: m == modeDryRun}
 	base, ok := b.bases[k]
 	if !ok {
 		var err error
@@ -170,11 +170,8 @@ func (b *builder) base(ps *policySpec, dry bool) (*middleware.Limiter, error) {
 		return middleware.New(b.st, b.opts.Keys[ps.key], limits[0], opts...)
 	}
 	tiers := make([]middleware.Tier, len(ps.tiers))
-	for i, t := range ps.tiers {
-		tiers[i] = middleware.Tier{Name: t.name, Unlimited: t.unlimited, Suspended: t.suspended}
-		if t.limits != nil {
-			tiers[i].Limits = storeLimits(t.limits)
-		}
+	for i := range ps.tiers {
+		tiers[i] = ps.tiers[i].middlewareTier()
 	}
 	return middleware.NewTiered(b.st, b.opts.Classifiers[ps.classifier], tiers, opts...)
 }

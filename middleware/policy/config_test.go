@@ -14,6 +14,7 @@ import (
 	"github.com/ratekeeper/ratekeeper/keyfunc"
 	"github.com/ratekeeper/ratekeeper/middleware"
 	"github.com/ratekeeper/ratekeeper/middleware/policy"
+	"github.com/ratekeeper/ratekeeper/store"
 	"github.com/ratekeeper/ratekeeper/store/memstore"
 )
 
@@ -551,7 +552,7 @@ func TestEveryProblemIsReported(t *testing.T) {
     colour: red
     limits: [{rate: 1, period: 1s}]
 `
-	err := policy.Check("x.yaml", []byte(text))
+	_, err := policy.Parse("x.yaml", []byte(text))
 	var lines []int
 	for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
 		var pe *policy.Error
@@ -577,7 +578,7 @@ func TestAliasBombIsBounded(t *testing.T) {
 	}
 	text += "policies:\n  api:\n    key: ip\n    limits: *" + prev + "\n"
 	start := time.Now()
-	err := policy.Check("bomb.yaml", []byte(text))
+	_, err := policy.Parse("bomb.yaml", []byte(text))
 	if err == nil {
 		t.Fatal("got no error, want one")
 	}
@@ -609,7 +610,7 @@ func TestValidFiles(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := policy.Check(f, data); err != nil {
+			if _, err := policy.Parse(f, data); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -642,7 +643,7 @@ func TestJSONAndYAMLAgree(t *testing.T) {
 	}
 }
 
-func FuzzCheck(f *testing.F) {
+func FuzzParse(f *testing.F) {
 	files, _ := filepath.Glob("testdata/*.*")
 	for _, name := range files {
 		data, err := os.ReadFile(name)
@@ -653,7 +654,7 @@ func FuzzCheck(f *testing.F) {
 	}
 	f.Add("x.json", []byte(`{"policies": {"a": {"key": "ip", "limits": [{"rate": 1, "period": "1s"}]}}}`))
 	f.Fuzz(func(t *testing.T, name string, data []byte) {
-		err := policy.Check(name, data)
+		_, err := policy.Parse(name, data)
 		if err == nil {
 			return
 		}
@@ -665,4 +666,45 @@ func FuzzCheck(f *testing.F) {
 			t.Fatalf("got %+v", pe)
 		}
 	})
+}
+
+// Parse returns the one decoded form: a threshold N is rate N-1, tiers
+// keep their order, and a policy with share carries the shared policy's
+// limits and overrides.
+func TestParseForm(t *testing.T) {
+	ps, err := policy.Parse("p.yaml", []byte(`policies:
+  api:
+    classifier: auth
+    overrides: true
+    tiers:
+      anonymous: {limits: [{rate: 10, period: 1m}]}
+      trusted: {unlimited: true}
+  search: {share: api, cost: 5}
+  login:
+    key: ip
+    mode: dry_run
+    limits:
+      - {name: minute, threshold: 6, period: 1m, algorithm: sliding_window_log}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ps) != 3 {
+		t.Fatalf("got %d policies, want 3", len(ps))
+	}
+	api, search, login := ps[0], ps[1], ps[2]
+	if api.Name != "api" || api.Classifier != "auth" || !api.Overrides || api.Cost != 1 || api.Mode != "enforce" || len(api.Tiers) != 2 ||
+		api.Tiers[0].Name != "anonymous" || api.Tiers[0].Limits[0].Rate != 10 || !api.Tiers[1].Unlimited || api.Limits != nil {
+		t.Errorf("api: got %+v", api)
+	}
+	if search.Share != "api" || search.Cost != 5 || search.Classifier != "auth" || !search.Overrides || len(search.Tiers) != 2 {
+		t.Errorf("search: got %+v, want api's tiers and overrides", search)
+	}
+	if string(search.Config) != `{"share":"api","cost":5,"mode":"enforce"}` {
+		t.Errorf("search config: got %s", search.Config)
+	}
+	want := store.Limit{Name: "minute", Algorithm: store.SlidingWindowLog, Rate: 5, Period: time.Minute}
+	if login.Key != "ip" || login.Mode != "dry_run" || login.Configured != "dry_run" || len(login.Limits) != 1 || login.Limits[0] != want || login.Tiers != nil {
+		t.Errorf("login: got %+v, want one limit %+v", login, want)
+	}
 }

@@ -254,70 +254,98 @@ const policyFields = "key, classifier, share, cost, mode, limits, tiers, failure
 
 func (d *decoder) policy(name string, k, v *yaml.Node) *policySpec {
 	path := join("policies", name)
-	ps := &policySpec{name: name, line: k.Line, path: path, at: map[string]int{}}
+	ps := &policySpec{name: name, line: k.Line, path: path, at: map[string]int{}, mode: modeEnforce}
 	before := d.count()
 	if err := validName(name); err != "" {
 		d.add(k.Line, path, "policy name "+err)
 	}
 	d.mapping(v, path, func(key string, kk, vv *yaml.Node) {
-		f := join(path, key)
 		ps.at[key] = kk.Line
-		switch key {
-		case "key":
-			ps.key, _ = d.str(vv, f)
-		case "classifier":
-			ps.classifier, _ = d.str(vv, f)
-		case "share":
-			ps.share, _ = d.str(vv, f)
-		case "cost":
-			ps.cost, _ = d.integer(vv, f, 1)
-		case "mode":
-			if s, ok := d.str(vv, f); ok {
-				m, ok := parseMode(s)
-				if !ok {
-					d.add(kk.Line, f, fmt.Sprintf("unknown mode %q (want enforce, dry_run or off)", s))
-				}
-				ps.mode = m
-			}
-		case "limits":
-			ps.limits = d.limits(vv, f)
-		case "tiers":
-			d.mapping(vv, f, func(tier string, tk, tv *yaml.Node) {
-				ps.tiers = append(ps.tiers, d.tier(tier, join(f, tier), tk, tv))
-			})
-		case "failure":
-			if s, ok := d.str(vv, f); ok {
-				switch s {
-				case "open":
-					ps.failure = middleware.FailOpen
-				case "closed":
-					ps.failure = middleware.FailClosed
-				default:
-					d.add(kk.Line, f, fmt.Sprintf("unknown failure mode %q (want open or closed)", s))
-				}
-			}
-		case "local_fallback":
-			ps.fallback, _ = d.boolean(vv, f)
-		case "breaker":
-			ps.breaker = d.breaker(vv, f)
-		case "headers":
-			ps.headers = d.headers(vv, f)
-		case "problem_details":
-			ps.problem, _ = d.boolean(vv, f)
-		case "count_denied":
-			ps.countDenied, _ = d.boolean(vv, f)
-		case "overrides":
-			ps.overrides, _ = d.boolean(vv, f)
-		case "exempt":
-			ps.exempt = d.exempt(vv, f)
-		default:
-			d.unknown(kk, f, policyFields)
-		}
+		d.policyField(ps, key, kk, vv)
 	})
 	if d.count() == before {
 		d.checkPolicy(ps)
 	}
 	return ps
+}
+
+// policyField decodes the field key of a policy.
+func (d *decoder) policyField(ps *policySpec, key string, kk, vv *yaml.Node) {
+	f := join(ps.path, key)
+	if dst := ps.stringField(key); dst != nil {
+		*dst, _ = d.str(vv, f)
+		return
+	}
+	if dst := ps.boolField(key); dst != nil {
+		*dst, _ = d.boolean(vv, f)
+		return
+	}
+	switch key {
+	case "cost":
+		ps.cost, _ = d.integer(vv, f, 1)
+	case "mode":
+		if s, ok := d.str(vv, f); ok {
+			if ps.mode = Mode(s); !ps.mode.valid() {
+				d.add(kk.Line, f, fmt.Sprintf("unknown mode %q (want enforce, dry_run or off)", s))
+			}
+		}
+	case "limits":
+		ps.limits = d.limits(vv, f)
+	case "tiers":
+		d.mapping(vv, f, func(tier string, tk, tv *yaml.Node) {
+			ps.tiers = append(ps.tiers, d.tier(tier, join(f, tier), tk, tv))
+		})
+	case "failure":
+		ps.failure = d.failure(kk, vv, f)
+	case "breaker":
+		ps.breaker = d.breaker(vv, f)
+	case "headers":
+		ps.headers = d.headers(vv, f)
+	case "exempt":
+		ps.exempt = d.exempt(vv, f)
+	default:
+		d.unknown(kk, f, policyFields)
+	}
+}
+
+// stringField returns the policy's string field named key, or nil.
+func (ps *policySpec) stringField(key string) *string {
+	switch key {
+	case "key":
+		return &ps.key
+	case "classifier":
+		return &ps.classifier
+	case "share":
+		return &ps.share
+	}
+	return nil
+}
+
+// boolField returns the policy's true-or-false field named key, or nil.
+func (ps *policySpec) boolField(key string) *bool {
+	switch key {
+	case "local_fallback":
+		return &ps.fallback
+	case "problem_details":
+		return &ps.problem
+	case "count_denied":
+		return &ps.countDenied
+	case "overrides":
+		return &ps.overrides
+	}
+	return nil
+}
+
+func (d *decoder) failure(k, v *yaml.Node, f string) middleware.FailureMode {
+	s, ok := d.str(v, f)
+	switch {
+	case !ok, s == "open":
+		return middleware.FailOpen
+	case s == "closed":
+		return middleware.FailClosed
+	}
+	d.add(k.Line, f, fmt.Sprintf("unknown failure mode %q (want open or closed)", s))
+	return middleware.FailOpen
 }
 
 // checkPolicy checks the fields of a policy without problems of its own
@@ -497,46 +525,11 @@ const limitFields = "name, algorithm, rate, threshold, period, burst, block, blo
 
 func (d *decoder) limit(n *yaml.Node, path string) (limitSpec, bool) {
 	ls := limitSpec{line: n.Line}
-	l := &ls.limit
 	at := map[string]int{}
 	before := d.count()
 	ok := d.mapping(n, path, func(key string, k, v *yaml.Node) {
-		f := join(path, key)
 		at[key] = k.Line
-		switch key {
-		case "name":
-			if s, ok := d.str(v, f); ok {
-				if strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f }) || len(s) > 64 {
-					d.add(k.Line, f, fmt.Sprintf("must be 1 to 64 characters without control characters, got %q", s))
-				}
-				l.Name = s
-			}
-		case "algorithm":
-			if s, ok := d.str(v, f); ok {
-				a, err := store.ParseAlgorithm(s)
-				if err != nil {
-					d.add(k.Line, f, fmt.Sprintf("unknown algorithm %q (want %s)", s, algorithmNames()))
-				}
-				l.Algorithm = a
-			}
-		case "rate":
-			l.Rate, _ = d.integer(v, f, 1)
-		case "threshold":
-			if t, ok := d.integer(v, f, 2); ok {
-				ls.threshold = t
-				l.Rate = t - 1
-			}
-		case "period":
-			l.Period, _ = d.duration(v, f, false)
-		case "burst":
-			l.Burst, _ = d.integer(v, f, 0)
-		case "block":
-			l.Block, _ = d.duration(v, f, true)
-		case "block_max":
-			l.BlockMax, _ = d.duration(v, f, true)
-		default:
-			d.unknown(k, f, limitFields)
-		}
+		d.limitField(&ls, join(path, key), key, k, v)
 	})
 	if !ok {
 		return ls, false
@@ -558,6 +551,55 @@ func (d *decoder) limit(n *yaml.Node, path string) (limitSpec, bool) {
 	if d.count() > before {
 		return ls, false
 	}
+	d.checkLimit(&ls, path, at)
+	return ls, d.count() == before
+}
+
+// limitField decodes the field key of a limit, at f.
+func (d *decoder) limitField(ls *limitSpec, f, key string, k, v *yaml.Node) {
+	l := &ls.limit
+	switch key {
+	case "name":
+		if s, ok := d.str(v, f); ok {
+			if strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f }) || len(s) > 64 {
+				d.add(k.Line, f, fmt.Sprintf("must be 1 to 64 characters without control characters, got %q", s))
+			}
+			l.Name = s
+		}
+	case "algorithm":
+		if s, ok := d.str(v, f); ok {
+			a, err := store.ParseAlgorithm(s)
+			if err != nil {
+				d.add(k.Line, f, fmt.Sprintf("unknown algorithm %q (want %s)", s, algorithmNames()))
+			}
+			l.Algorithm = a
+		}
+	case "rate":
+		l.Rate, _ = d.integer(v, f, 1)
+	case "threshold":
+		// The one place where a threshold becomes a rate: threshold N
+		// refuses the request that would bring the count to N.
+		if t, ok := d.integer(v, f, 2); ok {
+			ls.threshold = t
+			l.Rate = t - 1
+		}
+	case "period":
+		l.Period, _ = d.duration(v, f, false)
+	case "burst":
+		l.Burst, _ = d.integer(v, f, 0)
+	case "block":
+		l.Block, _ = d.duration(v, f, true)
+	case "block_max":
+		l.BlockMax, _ = d.duration(v, f, true)
+	default:
+		d.unknown(k, f, limitFields)
+	}
+}
+
+// checkLimit checks a limit whose fields decoded without problems against
+// each other; at holds the line of each field present.
+func (d *decoder) checkLimit(ls *limitSpec, path string, at map[string]int) {
+	l := &ls.limit
 	switch {
 	case l.Burst != 0 && l.Burst != l.Rate && window(l.Algorithm):
 		d.add(at["burst"], join(path, "burst"), fmt.Sprintf("only gcra, token_bucket and suppressed have a burst; the capacity of %s is its rate", l.Algorithm))
@@ -570,7 +612,6 @@ func (d *decoder) limit(n *yaml.Node, path string) (limitSpec, bool) {
 			d.add(ls.line, path, strings.TrimPrefix(err.Error(), store.ErrInvalidLimit.Error()+": "))
 		}
 	}
-	return ls, d.count() == before
 }
 
 func algorithmNames() string {

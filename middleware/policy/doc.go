@@ -130,8 +130,10 @@
 //     "gcra/1m0s". Name limits whose period may change: see Reloads.
 //
 // YAML anchors and aliases may repeat a value (a list of limits shared by
-// two tiers, say); merge keys ("<<") are not supported. [Check] validates a
-// file without the application, for a CI step or a command-line tool.
+// two tiers, say); merge keys ("<<") are not supported. [Parse] validates a
+// file without the application, for a CI step or a command-line tool, and
+// returns its policies as [Policy] values: the one decoded form of the
+// file, which the admin API and the command-line tool read too.
 //
 // # Reloads
 //
@@ -153,11 +155,12 @@
 //
 // # Switches
 //
-// Every policy runs in a [Mode]: [Enforce], [DryRun] (decide and count,
-// set headers, never refuse) or [Off] (bypass: no decision, no headers,
+// Every policy runs in a [Mode]: "enforce", "dry_run" (decide and count,
+// set headers, never refuse) or "off" (bypass: no decision, no headers,
 // nothing counted). The file sets it with "mode"; [Set.SetMode] switches
-// it at once and overrides the file until [Set.ClearMode], across reloads,
-// so an emergency bypass is not undone by an unrelated edit. Every switch,
+// it at once and overrides the file, across reloads, until SetMode(name,
+// "") clears the override, so an emergency bypass is not undone by an
+// unrelated edit. Every switch,
 // from the file or from code, is logged at warn level with the policy and
 // the modes before and after, and [Set.Status] reports each policy's mode
 // and whether it is overridden.

@@ -12,7 +12,7 @@ import (
 // one as an *Error.
 type Error struct {
 	// File is the file's path (for [Load]) or the name given to [New] or
-	// [Check].
+	// [Parse].
 	File string
 	// Line is the 1-based line of the offending field or value; 0 when
 	// the problem concerns the whole file.

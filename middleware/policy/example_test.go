@@ -44,9 +44,9 @@ func Example() {
 	for range 4 {
 		fmt.Println(get(mux, "/api/ping", "203.0.113.7:5000"))
 	}
-	_ = set.SetMode("api", policy.Off) // an emergency bypass
+	_ = set.SetMode("api", "off") // an emergency bypass
 	fmt.Println(get(mux, "/api/ping", "203.0.113.7:5000"))
-	_ = set.ClearMode("api") // back to the file's mode, enforce
+	_ = set.SetMode("api", "") // back to the file's mode, enforce
 	fmt.Println(get(mux, "/api/ping", "203.0.113.7:5000"))
 	// Output:
 	// 200 2
@@ -57,10 +57,10 @@ func Example() {
 	// 429 0
 }
 
-// Check validates a file without the application, for CI; each problem
+// Parse validates a file without the application, for CI; each problem
 // names the line and the field.
-func ExampleCheck() {
-	err := policy.Check("policies.yaml", []byte(`policies:
+func ExampleParse() {
+	_, err := policy.Parse("policies.yaml", []byte(`policies:
   api:
     key: ip
     limits:

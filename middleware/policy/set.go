@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,9 +21,16 @@ import (
 	"github.com/ratekeeper/ratekeeper/store"
 )
 
-// ErrUnknownPolicy is returned (wrapped, with the name) by the methods of a
-// [Set] asked about a policy its running configuration does not define.
-var ErrUnknownPolicy = errors.New("ratekeeper: policy: unknown policy")
+// unknownPolicy is the error of a [Set] method asked about a policy its
+// running configuration does not define: it matches store.ErrNotFound, as
+// every operation that finds nothing does.
+type unknownPolicy string
+
+func (e unknownPolicy) Error() string {
+	return "ratekeeper: policy: unknown policy " + strconv.Quote(string(e))
+}
+
+func (e unknownPolicy) Is(target error) bool { return target == store.ErrNotFound }
 
 // errNoFile is returned by Reload and Watch on a Set built with New.
 var errNoFile = errors.New("ratekeeper: policy: the set was built from bytes (New), not loaded from a file (Load): there is nothing to reload")
@@ -162,16 +169,6 @@ func New(name string, data []byte, st store.Store, opts Options) (*Set, error) {
 		return nil, err
 	}
 	return s, nil
-}
-
-// Check validates the policy file data, named name in messages, as far as
-// it can without the application: key function and classifier names, the
-// tiers a classifier needs and the fallback store are not checked. It
-// returns nil or the problems found, as [Load] does.
-func Check(name string, data []byte) error {
-	p := &problems{file: name}
-	parse(p, name, data)
-	return p.err()
 }
 
 func newSet(name string, st store.Store, opts Options) (*Set, error) {
@@ -326,7 +323,7 @@ func (s *Set) logChanges(how string, prev, g *generation) {
 }
 
 func (s *Set) logSwitch(name string, from, to Mode, by string) {
-	s.log.Warn("ratekeeper: policy mode switched", slog.String("policy", name), slog.String("from", from.String()), slog.String("to", to.String()), slog.String("by", by))
+	s.log.Warn("ratekeeper: policy mode switched", slog.String("policy", name), slog.String("from", string(from)), slog.String("to", string(to)), slog.String("by", by))
 }
 
 // Handler returns the middleware that serves requests under the policy
@@ -377,7 +374,7 @@ type wrapped struct {
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	e := h.set.cur.Load().entries[h.slot]
-	if e.mode == Off {
+	if e.mode == modeOff {
 		h.next.ServeHTTP(w, r)
 		return
 	}
@@ -390,12 +387,13 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // Limiter returns the limiter that serves the policy name now, for
-// [middleware.Limiter.Allow], Peek and Reset (a policy that shares
-// another's quota shares its counters, and charges its own cost). It does
-// not follow reloads: call Limiter for each use rather than keeping the
-// result. In Off mode it returns the enforcing limiter, so that Peek and
-// Reset still work. The error wraps [ErrUnknownPolicy] for a name the
-// running configuration does not define.
+// [middleware.Limiter.Allow], Peek, Reset, SetOverride and ClearOverride
+// (a policy that shares another's quota shares its counters, and charges
+// its own cost). It does not follow reloads: call Limiter for each use
+// rather than keeping the result. In "off" mode it returns the enforcing
+// limiter, so that Peek and Reset still work. The error matches
+// [store.ErrNotFound] for a name the running configuration does not
+// define.
 func (s *Set) Limiter(name string) (*middleware.Limiter, error) {
 	e, err := s.entry(name)
 	if err != nil {
@@ -413,7 +411,7 @@ func (s *Set) entry(name string) (*entry, error) {
 			return e, nil
 		}
 	}
-	return nil, fmt.Errorf("%w %q", ErrUnknownPolicy, name)
+	return nil, unknownPolicy(name)
 }
 
 // Reload reads the file again and, if it is valid, switches to it (see
@@ -438,47 +436,33 @@ func (s *Set) Reload() error {
 
 // SetMode switches the policy name to mode m at once (the next request
 // runs under it) and logs the switch at warn level. The mode overrides the
-// file's: it is kept across reloads until [Set.ClearMode]. A policy that
-// shares another's quota has a mode of its own. The error wraps
-// [ErrUnknownPolicy] for an unknown name.
+// file's: it is kept across reloads until SetMode is called with the
+// empty Mode, which returns the policy to the mode its file gives it (and
+// does nothing for a policy without an override). A policy that shares
+// another's quota has a mode of its own. The error matches
+// [store.ErrNotFound] for an unknown name; an unknown mode is an error.
 func (s *Set) SetMode(name string, m Mode) error {
-	if !m.valid() {
-		return fmt.Errorf("ratekeeper: policy: invalid mode %d", int(m))
+	by := "SetMode"
+	if m != "" {
+		if err := checkMode(m); err != nil {
+			return err
+		}
+	} else {
+		by = "SetMode(clear)"
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.overridden(name, &m)
-	return s.switchMode(name, m, "SetMode")
-}
-
-// ClearMode drops the mode set with [Set.SetMode] for the policy name,
-// returning it to the mode its file gives it; it logs a switch if that
-// changes the mode. Clearing a policy without an override does nothing.
-// The error wraps [ErrUnknownPolicy] for an unknown name.
-func (s *Set) ClearMode(name string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.overridden(name, nil)
-	g := s.cur.Load()
-	e := g.at(s.slots[name])
-	if _, ok := s.slots[name]; !ok || e == nil {
-		return fmt.Errorf("%w %q", ErrUnknownPolicy, name)
-	}
-	return s.switchMode(name, e.spec.mode, "ClearMode")
-}
-
-// overridden sets (m non-nil) or clears the override of a known policy;
-// s.mu is held.
-func (s *Set) overridden(name string, m *Mode) {
 	slot, ok := s.slots[name]
 	if !ok || s.cur.Load().at(slot) == nil {
-		return
+		return unknownPolicy(name)
 	}
-	if m == nil {
+	if m == "" {
 		delete(s.overrides, name)
+		m = s.cur.Load().at(slot).spec.mode
 	} else {
-		s.overrides[name] = *m
+		s.overrides[name] = m
 	}
+	return s.switchMode(name, m, by)
 }
 
 // switchMode stores a generation in which name runs in mode m; s.mu is
@@ -488,7 +472,7 @@ func (s *Set) switchMode(name string, m Mode, by string) error {
 	slot, ok := s.slots[name]
 	old := g.at(slot)
 	if !ok || old == nil {
-		return fmt.Errorf("%w %q", ErrUnknownPolicy, name)
+		return unknownPolicy(name)
 	}
 	if old.mode == m {
 		return nil
@@ -524,23 +508,7 @@ type Status struct {
 	// reload succeeded or none failed.
 	LastError error
 	// Policies lists the running policies in file order.
-	Policies []PolicyStatus
-}
-
-// PolicyStatus describes one running policy.
-type PolicyStatus struct {
-	// Name is the policy's name.
-	Name string
-	// Mode is the mode requests run under now.
-	Mode Mode
-	// Configured is the mode the file gives the policy.
-	Configured Mode
-	// Overridden reports that Mode was set with [Set.SetMode] and is kept
-	// across reloads until [Set.ClearMode].
-	Overridden bool
-	// Config is the policy as JSON in the file's schema, with the fields
-	// the file set (durations as "1m", limits with their algorithm).
-	Config json.RawMessage
+	Policies []Policy
 }
 
 // Status returns a snapshot of the Set's state. It is safe for concurrent
@@ -556,7 +524,7 @@ func (s *Set) Status() Status {
 	for _, ps := range g.spec.policies {
 		e := g.at(s.slots[ps.name])
 		_, over := s.overrides[ps.name]
-		st.Policies = append(st.Policies, PolicyStatus{Name: ps.name, Mode: e.mode, Configured: ps.mode, Overridden: over, Config: ps.marshal()})
+		st.Policies = append(st.Policies, ps.public(e.mode, over))
 	}
 	return st
 }

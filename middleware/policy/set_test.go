@@ -138,8 +138,8 @@ func TestReloadCannotRemoveAUsedPolicy(t *testing.T) {
 	if err := set.Reload(); err != nil {
 		t.Fatalf("removing an unused policy: %v", err)
 	}
-	if _, err := set.Limiter("other"); !errors.Is(err, policy.ErrUnknownPolicy) {
-		t.Fatalf("Limiter of a removed policy: got %v, want ErrUnknownPolicy", err)
+	if _, err := set.Limiter("other"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("Limiter of a removed policy: got %v, want an error matching store.ErrNotFound", err)
 	}
 	// It may come back, in its old slot.
 	rewrite(t, path, twoPolicies)
@@ -200,8 +200,8 @@ func TestLimiter(t *testing.T) {
 	if w := serve(h, "192.0.2.3:1"); w.Header().Get("X-RateLimit-Remaining") != "9" {
 		t.Fatalf("after Reset: got remaining %s, want 9", w.Header().Get("X-RateLimit-Remaining"))
 	}
-	if _, err := set.Limiter("nope"); !errors.Is(err, policy.ErrUnknownPolicy) {
-		t.Fatalf("got %v, want ErrUnknownPolicy", err)
+	if _, err := set.Limiter("nope"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("got %v, want an error matching store.ErrNotFound", err)
 	}
 }
 
@@ -271,7 +271,7 @@ func TestSwitchesAreLoggedAndReported(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := set.SetMode("api", policy.Off); err != nil {
+	if err := set.SetMode("api", "off"); err != nil {
 		t.Fatal(err)
 	}
 	rewrite(t, path, strings.Replace(twoPolicies, "  other:\n    key: ip\n", "  other:\n    key: ip\n    mode: dry_run\n", 1))
@@ -299,10 +299,10 @@ func TestSwitchesAreLoggedAndReported(t *testing.T) {
 	if s.Reloads != 1 || s.Failures != 1 || s.LastError == nil || len(s.Policies) != 2 {
 		t.Fatalf("status: got %+v", s)
 	}
-	if p := s.Policies[0]; p.Name != "api" || p.Mode != policy.Off || p.Configured != policy.Enforce || !p.Overridden {
+	if p := s.Policies[0]; p.Name != "api" || p.Mode != "off" || p.Configured != "enforce" || !p.Overridden {
 		t.Errorf("api: got %+v", p)
 	}
-	if p := s.Policies[1]; p.Name != "other" || p.Mode != policy.DryRun || p.Configured != policy.DryRun || p.Overridden {
+	if p := s.Policies[1]; p.Name != "other" || p.Mode != "dry_run" || p.Configured != "dry_run" || p.Overridden {
 		t.Errorf("other: got %+v", p)
 	}
 }
@@ -365,7 +365,7 @@ func TestFileSettingsApply(t *testing.T) {
 	if w := serve(login, "10.1.2.3:1"); w.Code != http.StatusOK {
 		t.Fatalf("exempt CIDR: got %d", w.Code)
 	}
-	if err := set.SetMode("login", policy.Enforce); err != nil {
+	if err := set.SetMode("login", "enforce"); err != nil {
 		t.Fatal(err)
 	}
 	w = serve(login, "192.0.2.11:1")
@@ -447,7 +447,7 @@ func TestConcurrentReloadsAndSwitches(t *testing.T) {
 		if err := set.Reload(); err != nil {
 			t.Fatal(err)
 		}
-		if err := set.SetMode("api", policy.Mode(i%3)); err != nil {
+		if err := set.SetMode("api", []policy.Mode{"enforce", "dry_run", "off"}[i%3]); err != nil {
 			t.Fatal(err)
 		}
 		_ = set.Status()
@@ -456,25 +456,33 @@ func TestConcurrentReloadsAndSwitches(t *testing.T) {
 	wg.Wait()
 }
 
+// Modes are written as in the file and JSON; SetMode refuses any other.
 func TestModeText(t *testing.T) {
-	for _, m := range []policy.Mode{policy.Enforce, policy.DryRun, policy.Off} {
-		b, err := m.MarshalText()
-		if err != nil {
-			t.Fatal(err)
+	set, err := policy.New("p.yaml", []byte("policies:\n  api: {key: ip, limits: [{rate: 5, period: 1m}]}\n"), newStore(t), policy.Options{
+		Keys:   map[string]keyfunc.KeyFunc{"ip": keyfunc.RemoteIP},
+		Logger: slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []policy.Mode{"enforce", "dry_run", "off"} {
+		if err := set.SetMode("api", m); err != nil {
+			t.Fatalf("%s: %v", m, err)
 		}
-		var back policy.Mode
-		if err := back.UnmarshalText(b); err != nil || back != m {
-			t.Fatalf("%s: got %v, %v", b, back, err)
+		if got := set.Status().Policies[0].Mode; got != m {
+			t.Fatalf("got %s, want %s", got, m)
+		}
+		b, err := json.Marshal(m)
+		if err != nil || string(b) != `"`+string(m)+`"` {
+			t.Fatalf("%s: got %s, %v", m, b, err)
 		}
 	}
-	var m policy.Mode
-	if err := m.UnmarshalText([]byte("shadow")); err == nil {
-		t.Fatal("got nil, want an error")
+	for _, m := range []policy.Mode{"shadow", "Off", "7"} {
+		if err := set.SetMode("api", m); err == nil {
+			t.Fatalf("SetMode(%q): got nil, want an error", m)
+		}
 	}
-	if _, err := policy.Mode(7).MarshalText(); err == nil {
-		t.Fatal("got nil, want an error")
-	}
-	if err := (&policy.Set{}).SetMode("x", policy.Mode(-1)); err == nil {
+	if err := (&policy.Set{}).SetMode("x", "dry-run"); err == nil {
 		t.Fatal("SetMode of an invalid mode: got nil, want an error")
 	}
 }

@@ -71,8 +71,8 @@ type exemptSpec struct {
 }
 
 // marshal returns the policy as JSON in the file's schema, fields in a
-// fixed order, durations as the file writes them ("1m"): what Status
-// reports and what a change is detected by.
+// fixed order, durations as the file writes them ("1m"): what
+// [Policy].Config holds and what a change is detected by.
 func (ps *policySpec) marshal() json.RawMessage {
 	var b bytes.Buffer
 	o := object{b: &b}
@@ -82,27 +82,12 @@ func (ps *policySpec) marshal() json.RawMessage {
 	if ps.cost > 0 {
 		o.val("cost", ps.cost)
 	}
-	o.str("mode", ps.mode.String())
+	o.str("mode", string(ps.mode))
 	if ps.has("limits") {
 		o.raw("limits", marshalLimits(ps.limits))
 	}
 	if len(ps.tiers) > 0 {
-		var tb bytes.Buffer
-		to := object{b: &tb}
-		for _, t := range ps.tiers {
-			var one bytes.Buffer
-			oo := object{b: &one}
-			switch {
-			case t.unlimited:
-				oo.val("unlimited", true)
-			case t.suspended:
-				oo.val("suspended", true)
-			default:
-				oo.raw("limits", marshalLimits(t.limits))
-			}
-			to.raw(t.name, oo.close())
-		}
-		o.raw("tiers", to.close())
+		o.raw("tiers", marshalTiers(ps.tiers))
 	}
 	if ps.has("failure") {
 		f := "open"
@@ -111,50 +96,70 @@ func (ps *policySpec) marshal() json.RawMessage {
 		}
 		o.str("failure", f)
 	}
-	if ps.fallback {
-		o.val("local_fallback", true)
-	}
+	o.flag("local_fallback", ps.fallback)
 	if ps.breaker != nil {
-		var bb bytes.Buffer
-		bo := object{b: &bb}
-		bo.val("threshold", ps.breaker.threshold)
-		if ps.breaker.cooldown > 0 {
-			bo.str("cooldown", fmtDuration(ps.breaker.cooldown))
-		}
-		o.raw("breaker", bo.close())
+		o.raw("breaker", ps.breaker.marshal())
 	}
-	if h := ps.headers; h != nil {
-		var hb bytes.Buffer
-		ho := object{b: &hb}
-		ho.str("dialect", h.dialect)
-		ho.str("reset", h.reset)
-		if h.w.Bucket {
-			ho.val("bucket", true)
-		}
-		o.raw("headers", ho.close())
+	if ps.headers != nil {
+		o.raw("headers", ps.headers.marshal())
 	}
-	if ps.problem {
-		o.val("problem_details", true)
+	o.flag("problem_details", ps.problem)
+	o.flag("count_denied", ps.countDenied)
+	o.flag("overrides", ps.overrides)
+	if ps.exempt != nil {
+		o.raw("exempt", ps.exempt.marshal())
 	}
-	if ps.countDenied {
-		o.val("count_denied", true)
+	return o.close()
+}
+
+func marshalTiers(tiers []tierSpec) json.RawMessage {
+	var b bytes.Buffer
+	o := object{b: &b}
+	for _, t := range tiers {
+		var one bytes.Buffer
+		to := object{b: &one}
+		switch {
+		case t.unlimited:
+			to.val("unlimited", true)
+		case t.suspended:
+			to.val("suspended", true)
+		default:
+			to.raw("limits", marshalLimits(t.limits))
+		}
+		o.raw(t.name, to.close())
 	}
-	if ps.overrides {
-		o.val("overrides", true)
+	return o.close()
+}
+
+func (bs *breakerSpec) marshal() json.RawMessage {
+	var b bytes.Buffer
+	o := object{b: &b}
+	o.val("threshold", bs.threshold)
+	if bs.cooldown > 0 {
+		o.str("cooldown", fmtDuration(bs.cooldown))
 	}
-	if e := ps.exempt; e != nil {
-		var eb bytes.Buffer
-		eo := object{b: &eb}
-		if len(e.paths) > 0 {
-			eo.val("paths", e.paths)
+	return o.close()
+}
+
+func (h *headersSpec) marshal() json.RawMessage {
+	var b bytes.Buffer
+	o := object{b: &b}
+	o.str("dialect", h.dialect)
+	o.str("reset", h.reset)
+	o.flag("bucket", h.w.Bucket)
+	return o.close()
+}
+
+func (e *exemptSpec) marshal() json.RawMessage {
+	var b bytes.Buffer
+	o := object{b: &b}
+	for _, f := range []struct {
+		name string
+		list []string
+	}{{"paths", e.paths}, {"cidrs", e.cidrs}, {"methods", e.methods}} {
+		if len(f.list) > 0 {
+			o.val(f.name, f.list)
 		}
-		if len(e.cidrs) > 0 {
-			eo.val("cidrs", e.cidrs)
-		}
-		if len(e.methods) > 0 {
-			eo.val("methods", e.methods)
-		}
-		o.raw("exempt", eo.close())
 	}
 	return o.close()
 }
@@ -207,6 +212,13 @@ func (o *object) key(k string) {
 	kb, _ := json.Marshal(k)
 	o.b.Write(kb)
 	o.b.WriteByte(':')
+}
+
+// flag writes the member k: true when v is set.
+func (o *object) flag(k string, v bool) {
+	if v {
+		o.val(k, true)
+	}
 }
 
 // str writes a string member unless v is empty.

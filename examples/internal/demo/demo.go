@@ -226,10 +226,7 @@ func NewPolicies(st *Store, env Env, logger *slog.Logger) (*Policies, error) {
 	}
 	// The clients refused most over the last 15 minutes, for the admin
 	// API's top endpoint: at most 100 per policy and minute.
-	top, err := admin.NewTop(100, 15)
-	if err != nil {
-		return nil, err
-	}
+	top := &admin.Top{Clients: 100, Minutes: 15}
 	ip, err := clientIP(env.TrustedProxies)
 	if err != nil {
 		return nil, fmt.Errorf("TRUSTED_PROXIES: %w", err)

@@ -221,31 +221,31 @@ func modes(t *testing.T, st store.Store) {
 	f.expect("2nd request", ok(2, 0))
 	f.expect("3rd request", response{http.StatusTooManyRequests, "2", "0"})
 
-	if err := f.set.SetMode(f.policy, policy.Off); err != nil {
+	if err := f.set.SetMode(f.policy, "off"); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 3 {
 		f.expect(fmt.Sprintf("request %d with the policy off", i+1), response{code: http.StatusOK})
 	}
-	if err := f.set.SetMode(f.policy, policy.DryRun); err != nil {
+	if err := f.set.SetMode(f.policy, "dry_run"); err != nil {
 		t.Fatal(err)
 	}
 	f.expect("dry run over the limit", ok(2, 0))
 
 	// The override outlives a reload of the file, which still says
-	// enforce, until ClearMode.
+	// enforce, until SetMode clears it.
 	f.write(f.file(3, "hourly", "enforce"))
 	if err := f.set.Reload(); err != nil {
 		t.Fatal(err)
 	}
 	ps := f.set.Status().Policies[0]
-	if ps.Mode != policy.DryRun || ps.Configured != policy.Enforce || !ps.Overridden {
+	if ps.Mode != "dry_run" || ps.Configured != "enforce" || !ps.Overridden {
 		t.Fatalf("status after reload: got mode %s, configured %s, overridden %t; want dry_run, enforce, true", ps.Mode, ps.Configured, ps.Overridden)
 	}
 	// 2 units used: the refused dry run recorded nothing, this one is
 	// admitted and recorded.
 	f.expect("dry run after raising to 3", ok(3, 0))
-	if err := f.set.ClearMode(f.policy); err != nil {
+	if err := f.set.SetMode(f.policy, ""); err != nil {
 		t.Fatal(err)
 	}
 	f.expect("enforced again", response{http.StatusTooManyRequests, "3", "0"})
@@ -256,7 +256,7 @@ func modes(t *testing.T, st store.Store) {
 		t.Fatal(err)
 	}
 	f.expect("off by the file", response{code: http.StatusOK})
-	if err := f.set.SetMode("no-such-policy", policy.Off); !errors.Is(err, policy.ErrUnknownPolicy) {
-		t.Fatalf("SetMode of an unknown policy: got %v, want ErrUnknownPolicy", err)
+	if err := f.set.SetMode("no-such-policy", "off"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("SetMode of an unknown policy: got %v, want an error matching store.ErrNotFound", err)
 	}
 }
