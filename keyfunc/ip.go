@@ -137,25 +137,9 @@ var defaultClientIP = &ClientIP{v4bits: 32, v6bits: 64}
 // offending field, for example an entry of TrustedProxies that is not a
 // CIDR prefix or an address; opts is not modified.
 func NewClientIP(opts IPOptions) (*ClientIP, error) {
-	c := &ClientIP{v4bits: 32, v6bits: 64}
-
-	if opts.TrustedHops < 0 {
-		return nil, fmt.Errorf("keyfunc: IPOptions.TrustedHops is %d, want >= 0", opts.TrustedHops)
-	}
-	if opts.TrustedHops > 0 && len(opts.TrustedProxies) > 0 {
-		return nil, errors.New("keyfunc: IPOptions: set TrustedProxies or TrustedHops, not both")
-	}
-	c.hops = opts.TrustedHops
-	switch {
-	case opts.MaxHops < 0:
-		return nil, fmt.Errorf("keyfunc: IPOptions.MaxHops is %d, want >= 0", opts.MaxHops)
-	case opts.MaxHops == 0:
-		c.maxHops = defaultMaxHops
-	default:
-		c.maxHops = opts.MaxHops
-	}
-	if c.hops > c.maxHops {
-		return nil, fmt.Errorf("keyfunc: IPOptions.TrustedHops is %d, above MaxHops (%d)", c.hops, c.maxHops)
+	c := &ClientIP{v4bits: 32, v6bits: 64, usePeerOnly: opts.UsePeerOnMalformed}
+	if err := c.setHops(opts); err != nil {
+		return nil, err
 	}
 	for i, s := range opts.TrustedProxies {
 		p, err := parseTrustedProxy(s)
@@ -164,50 +148,87 @@ func NewClientIP(opts IPOptions) (*ClientIP, error) {
 		}
 		c.trusted = append(c.trusted, p)
 	}
-	trust := c.hops > 0 || len(c.trusted) > 0
+	if err := c.setHeader(opts.Header); err != nil {
+		return nil, err
+	}
+	if err := c.setPrefixes(opts); err != nil {
+		return nil, err
+	}
+	c.errMaxHops = fmt.Errorf("keyfunc: %s has more than %d entries to read (MaxHops): %w", c.header, c.maxHops, ErrMalformedForwarding)
+	return c, nil
+}
 
+// setHops checks and sets TrustedHops and MaxHops.
+func (c *ClientIP) setHops(opts IPOptions) error {
+	if opts.TrustedHops < 0 {
+		return fmt.Errorf("keyfunc: IPOptions.TrustedHops is %d, want >= 0", opts.TrustedHops)
+	}
+	if opts.TrustedHops > 0 && len(opts.TrustedProxies) > 0 {
+		return errors.New("keyfunc: IPOptions: set TrustedProxies or TrustedHops, not both")
+	}
+	c.hops = opts.TrustedHops
 	switch {
-	case opts.Header == "" && trust:
-		c.header, c.kind = headerXFF, kindXFF
-	case opts.Header == "":
-		c.kind = kindNone
-	case !trust:
-		return nil, fmt.Errorf("keyfunc: IPOptions.Header %q needs TrustedProxies or TrustedHops: headers of untrusted peers are never read", opts.Header)
-	case !isToken(opts.Header):
-		return nil, fmt.Errorf("keyfunc: IPOptions.Header %q is not a valid header name", opts.Header)
+	case opts.MaxHops < 0:
+		return fmt.Errorf("keyfunc: IPOptions.MaxHops is %d, want >= 0", opts.MaxHops)
+	case opts.MaxHops == 0:
+		c.maxHops = defaultMaxHops
 	default:
-		c.header = http.CanonicalHeaderKey(opts.Header)
-		switch c.header {
-		case headerXFF:
-			c.kind = kindXFF
-		case headerForwarded:
-			c.kind = kindForwarded
-		default:
-			c.kind = kindSingle
-			if c.hops > 1 {
-				return nil, fmt.Errorf("keyfunc: IPOptions.TrustedHops is %d, but the single-address header %s is set by the nearest proxy: want 1", c.hops, c.header)
-			}
+		c.maxHops = opts.MaxHops
+	}
+	if c.hops > c.maxHops {
+		return fmt.Errorf("keyfunc: IPOptions.TrustedHops is %d, above MaxHops (%d)", c.hops, c.maxHops)
+	}
+	return nil
+}
+
+// setHeader checks and sets the forwarding header and its kind; the
+// trusted proxies and hops must be set.
+func (c *ClientIP) setHeader(name string) error {
+	trust := c.hops > 0 || len(c.trusted) > 0
+	switch {
+	case name == "" && trust:
+		c.header, c.kind = headerXFF, kindXFF
+		return nil
+	case name == "":
+		c.kind = kindNone
+		return nil
+	case !trust:
+		return fmt.Errorf("keyfunc: IPOptions.Header %q needs TrustedProxies or TrustedHops: headers of untrusted peers are never read", name)
+	case !isToken(name):
+		return fmt.Errorf("keyfunc: IPOptions.Header %q is not a valid header name", name)
+	}
+	c.header = http.CanonicalHeaderKey(name)
+	switch c.header {
+	case headerXFF:
+		c.kind = kindXFF
+	case headerForwarded:
+		c.kind = kindForwarded
+	default:
+		c.kind = kindSingle
+		if c.hops > 1 {
+			return fmt.Errorf("keyfunc: IPOptions.TrustedHops is %d, but the single-address header %s is set by the nearest proxy: want 1", c.hops, c.header)
 		}
 	}
+	return nil
+}
 
+// setPrefixes checks and sets IPv4Prefix and IPv6Prefix.
+func (c *ClientIP) setPrefixes(opts IPOptions) error {
 	switch {
 	case opts.IPv4Prefix == 0:
 	case opts.IPv4Prefix < 1 || opts.IPv4Prefix > 32:
-		return nil, fmt.Errorf("keyfunc: IPOptions.IPv4Prefix is %d, want 1 to 32", opts.IPv4Prefix)
+		return fmt.Errorf("keyfunc: IPOptions.IPv4Prefix is %d, want 1 to 32", opts.IPv4Prefix)
 	default:
 		c.v4bits = opts.IPv4Prefix
 	}
 	switch {
 	case opts.IPv6Prefix == 0:
 	case opts.IPv6Prefix < 1 || opts.IPv6Prefix > 128:
-		return nil, fmt.Errorf("keyfunc: IPOptions.IPv6Prefix is %d, want 1 to 128", opts.IPv6Prefix)
+		return fmt.Errorf("keyfunc: IPOptions.IPv6Prefix is %d, want 1 to 128", opts.IPv6Prefix)
 	default:
 		c.v6bits = opts.IPv6Prefix
 	}
-
-	c.usePeerOnly = opts.UsePeerOnMalformed
-	c.errMaxHops = fmt.Errorf("keyfunc: %s has more than %d entries to read (MaxHops): %w", c.header, c.maxHops, ErrMalformedForwarding)
-	return c, nil
+	return nil
 }
 
 // parseTrustedProxy parses a CIDR prefix or a single address into a masked,
