@@ -108,11 +108,13 @@ type jwtKeyFunc struct {
 // allowed algorithm and a key of that algorithm's family, whose exp (unless
 // optional) and nbf hold with the configured leeway, and whose issuer and
 // audience match when configured. It fails with an error wrapping
-// [ErrNoToken] when the request carries no token and with one wrapping
-// [ErrInvalidToken] (and the library's error, if any) when the token is too
-// long, malformed, unverifiable, out of its validity period, or has no
-// subject; both wrap [ErrNoIdentity], so the middleware can fall back to
-// another key. It never returns a key for an unverified token.
+// [ErrNoIdentity] when the request carries no token (no Authorization
+// header, a scheme other than Bearer, an empty header or cookie) and with
+// one wrapping [ErrInvalidToken] (and the library's error, if any) when the
+// token is too long, malformed, unverifiable, out of its validity period,
+// or has no subject; ErrInvalidToken wraps ErrNoIdentity too, so the
+// middleware can fall back to another key either way. It never returns a
+// key for an unverified token.
 //
 // JWTSubject returns an error for invalid options: no algorithms, an unknown
 // algorithm or "none", neither or both of Key and Keyfunc, a static key that
@@ -260,14 +262,14 @@ func (j *jwtKeyFunc) token(r *http.Request) (string, error) {
 	if j.cookie != "" {
 		c, err := r.Cookie(j.cookie)
 		if err != nil || c.Value == "" {
-			return "", fmt.Errorf("keyfunc: no cookie %s: %w", j.cookie, ErrNoToken)
+			return "", fmt.Errorf("keyfunc: no cookie %s: %w", j.cookie, errNoToken)
 		}
 		return c.Value, nil
 	}
 	values := r.Header.Values(j.header)
 	switch len(values) {
 	case 0:
-		return "", fmt.Errorf("keyfunc: no %s header: %w", j.header, ErrNoToken)
+		return "", fmt.Errorf("keyfunc: no %s header: %w", j.header, errNoToken)
 	case 1:
 	default:
 		return "", fmt.Errorf("keyfunc: %s header appears %d times: %w", j.header, len(values), ErrInvalidToken)
@@ -276,12 +278,12 @@ func (j *jwtKeyFunc) token(r *http.Request) (string, error) {
 	if j.bearer {
 		scheme, rest, _ := strings.Cut(v, " ")
 		if !strings.EqualFold(scheme, "Bearer") {
-			return "", fmt.Errorf("keyfunc: %s header has no Bearer token: %w", j.header, ErrNoToken)
+			return "", fmt.Errorf("keyfunc: %s header has no Bearer token: %w", j.header, errNoToken)
 		}
 		v = strings.TrimLeft(rest, " ")
 	}
 	if v == "" {
-		return "", fmt.Errorf("keyfunc: empty token in %s header: %w", j.header, ErrNoToken)
+		return "", fmt.Errorf("keyfunc: empty token in %s header: %w", j.header, errNoToken)
 	}
 	return v, nil
 }
