@@ -28,22 +28,51 @@ func (s *Store) TakeMulti(_ context.Context, reqs []store.Request) (store.MultiD
 	}
 	ops := make([]op, len(reqs))
 	outs := make([][]outcome, len(reqs))
-	shards := make([]*shard, 0, len(reqs))
 	for i := range reqs {
 		outs[i] = make([]outcome, len(reqs[i].Limits))
+	}
+	shards := s.stackShards(reqs)
+	all, reserved, ok := s.evaluateAndReserve(shards, reqs, ops, outs)
+	if !ok {
+		return store.MultiDecision{}, &store.BackendError{Op: "take", Kind: store.KindCapacity, Err: store.ErrTooManyKeys}
+	}
+	pool := reserved
+	held := writeStack(ops, outs, all, &pool)
+	for i := len(shards) - 1; i >= 0; i-- {
+		shards[i].mu.Unlock()
+	}
+	s.budget.give(pool)
+
+	md := store.MultiDecision{Parts: describeStack(ops, outs, held)}
+	md.Part = store.MostRestrictive(md.Parts)
+	md.Decision = md.Parts[md.Part]
+	md.Allowed = all
+	return md, nil
+}
+
+// stackShards returns the shards of the parts' keys, each once, in shard
+// order: the order in which a stack locks them, so that concurrent stacks
+// and Takes cannot deadlock.
+func (s *Store) stackShards(reqs []store.Request) []*shard {
+	shards := make([]*shard, 0, len(reqs))
+	for i := range reqs {
 		sh := s.shardFor(reqs[i].Key)
 		if !slices.Contains(shards, sh) {
 			shards = append(shards, sh)
 		}
 	}
 	slices.SortFunc(shards, func(a, b *shard) int { return a.pos - b.pos })
+	return shards
+}
 
-	// Evaluate under every shard's lock, then reserve the room the writes
-	// need. Making room locks other shards, which must not be held then:
-	// when the store is full, unlock, make room under the last shard's
-	// lock alone, and evaluate again.
-	reserved := 0
-	var all bool
+// evaluateAndReserve locks shards, evaluates every part and reserves the
+// room the writes need; it reports whether all parts admit and how many
+// states it reserved, and returns with the shards locked. Making room
+// locks other shards, which must not be held then: when the store is
+// full, it unlocks, makes room under the last shard's lock alone, and
+// evaluates again. When the room cannot be had, it returns ok false with
+// nothing reserved and no shard locked.
+func (s *Store) evaluateAndReserve(shards []*shard, reqs []store.Request, ops []op, outs [][]outcome) (all bool, reserved int, ok bool) {
 	for attempt := 0; ; attempt++ {
 		for _, sh := range shards {
 			sh.mu.Lock()
@@ -54,60 +83,60 @@ func (s *Store) TakeMulti(_ context.Context, reqs []store.Request) (store.MultiD
 			need += ops[i].stackNeed(all)
 		}
 		if need <= reserved || s.budget.take(need-reserved) {
-			reserved = max(reserved, need)
-			break
+			return all, max(reserved, need), true
 		}
 		for i := len(shards) - 1; i >= 0; i-- {
 			shards[i].mu.Unlock()
 		}
 		top := shards[len(shards)-1]
 		top.mu.Lock()
-		ok := attempt < 2 && s.makeRoom(top, top.clock(s.now()), need-reserved, nil)
+		made := attempt < 2 && s.makeRoom(top, top.clock(s.now()), need-reserved, nil)
 		top.mu.Unlock()
-		if !ok {
+		if !made {
 			s.budget.give(reserved)
-			return store.MultiDecision{}, &store.BackendError{Op: "take", Kind: store.KindCapacity, Err: store.ErrTooManyKeys}
+			return false, 0, false
 		}
 		reserved = need
 	}
-	pool := reserved
+}
+
+// writeStack writes every evaluated part, drawing its new states from
+// pool, and reports which parts were held: parts that admit the request
+// while the stack refuses it, written as for a refusal by no limit (a
+// counted refusal only, no block).
+func writeStack(ops []op, outs [][]outcome, all bool, pool *int) []bool {
 	held := make([]bool, len(ops))
 	for i := range ops {
 		o := &ops[i]
-		o.pool = &pool
+		o.pool = pool
 		if all || !o.admits() {
 			_ = o.write(outs[i]) // the reserved room covers every write
 			continue
 		}
-		// The part admits but the stack refuses: write as for a refusal
-		// by no limit (a counted refusal only, no block).
 		held[i] = true
 		o.v.allowed = false
 		_ = o.write(outs[i])
 		o.v.allowed = true
 	}
-	for i := len(shards) - 1; i >= 0; i-- {
-		shards[i].mu.Unlock()
-	}
-	s.budget.give(pool)
+	return held
+}
 
-	md := store.MultiDecision{Parts: make([]store.Decision, len(ops))}
+// describeStack returns every part's decision. A held part is decided as
+// admitted but described without the request, as a duplicate is: nothing
+// was recorded.
+func describeStack(ops []op, outs [][]outcome, held []bool) []store.Decision {
+	parts := make([]store.Decision, len(ops))
 	for i := range ops {
 		o := &ops[i]
 		if held[i] {
-			// Decided as admitted but described without the request, as
-			// a duplicate is: nothing was recorded.
 			o.v.duplicate = true
-			md.Parts[i] = o.decision(outs[i])
-			md.Parts[i].Duplicate = false
+			parts[i] = o.decision(outs[i])
+			parts[i].Duplicate = false
 			continue
 		}
-		md.Parts[i] = o.decision(outs[i])
+		parts[i] = o.decision(outs[i])
 	}
-	md.Part = store.MostRestrictive(md.Parts)
-	md.Decision = md.Parts[md.Part]
-	md.Allowed = all
-	return md, nil
+	return parts
 }
 
 // evaluateStack evaluates every part, whose shards the caller holds
