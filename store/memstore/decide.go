@@ -50,7 +50,8 @@ func (s *Store) decide(req store.Request, take bool) (store.Decision, error) {
 	if err := req.Validate(); err != nil {
 		return store.Decision{}, err
 	}
-	o := op{s: s, req: req, cost: req.EffectiveCost()}
+	var o op
+	o.s, o.req, o.cost = s, req, req.EffectiveCost()
 	// One outcome per limit: most requests have one limit, and zeroing
 	// room for eight costs more than deciding one.
 	var out []outcome
