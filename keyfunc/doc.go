@@ -45,14 +45,14 @@
 // "198.51.100.0/24", "2001:db8:1:2::/64".
 //
 // A RemoteAddr that is not "IP:port" (empty, garbage, "[::1]", a Unix
-// socket's "@") fails with [ErrMalformedRemoteAddr]. A trusted proxy's
-// header that cannot name the client (garbage, an "unknown" or obfuscated
-// node such as "_hidden" where the walk needs an address, a Forwarded
-// element without "for", a chain shorter than TrustedHops, a client beyond
-// MaxHops entries) fails with [ErrMalformedForwarding], or keys the request
-// by the peer if [IPOptions.UsePeerOnMalformed] is set. Neither wraps
+// socket's "@") fails with [ErrMalformedAddress]. So does a trusted
+// proxy's header that cannot name the client (garbage, an "unknown" or
+// obfuscated node such as "_hidden" where the walk needs an address, a
+// Forwarded element without "for", a chain shorter than TrustedHops, a
+// client beyond MaxHops entries), unless [IPOptions.UsePeerOnMalformed]
+// keys such a request by the peer. ErrMalformedAddress does not wrap
 // ErrNoIdentity. Untrusted peers' headers are never parsed, so they cannot
-// cause these errors.
+// cause it.
 //
 // # JWT subject
 //
@@ -66,8 +66,8 @@
 // public key can never be used as an HMAC secret. exp (required unless
 // [JWTOptions.ExpirationOptional]) and nbf are checked with a leeway of 30
 // seconds by default; issuer and audience when configured. A missing token
-// fails with [ErrNoToken], any other problem with [ErrInvalidToken]; both
-// wrap ErrNoIdentity.
+// fails with an error wrapping ErrNoIdentity, any other problem with
+// [ErrInvalidToken], which wraps ErrNoIdentity too.
 //
 // [FromContextFunc] instead reads an identity that the application's own
 // authentication middleware stored in the request context, and trusts that

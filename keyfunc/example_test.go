@@ -69,9 +69,10 @@ func ExampleJWTSubject() {
 	r.Header.Set("Authorization", "Bearer "+token)
 	fmt.Println(kf(r))
 
-	// No token: no identity, so the middleware can key by the IP instead.
+	// No token: no identity (and not an invalid token), so the middleware
+	// can key by the IP instead.
 	_, err = kf(httptest.NewRequest(http.MethodGet, "/", nil))
-	fmt.Println(errors.Is(err, keyfunc.ErrNoToken), errors.Is(err, keyfunc.ErrNoIdentity))
+	fmt.Println(errors.Is(err, keyfunc.ErrInvalidToken), errors.Is(err, keyfunc.ErrNoIdentity))
 
 	// A forged token is no identity either.
 	r.Header.Set("Authorization", "Bearer "+token[:len(token)-2]+"xx")
@@ -79,7 +80,7 @@ func ExampleJWTSubject() {
 	fmt.Println(errors.Is(err, keyfunc.ErrInvalidToken), errors.Is(err, keyfunc.ErrNoIdentity))
 	// Output:
 	// user-42 <nil>
-	// true true
+	// false true
 	// true true
 }
 

@@ -48,62 +48,17 @@ func prevForwarded(s string, lo, end int) (forVal string, empty bool, sep int, m
 			continue
 		}
 		empty = false
-
-		// One pair, read from its value back to its name.
-		var name, val string
-		if s[i-1] == '"' {
-			v, open, m := unquoteBackward(s, lo, i)
-			if m != "" {
-				return "", false, 0, m, open
-			}
-			i = open
-			if i == lo && lo > 0 {
-				return "", false, 0, errTooLong, i
-			}
-			if i == lo || s[i-1] != '=' {
-				return "", false, 0, "expected '=' before a quoted value", i
-			}
-			j := i - 1
-			for j > lo && isTchar(s[j-1]) {
-				j--
-			}
-			if j == lo && lo > 0 {
-				return "", false, 0, errTooLong, j
-			}
-			if j == i-1 {
-				return "", false, 0, "expected a parameter name", j
-			}
-			name, val, i = s[j:i-1], v, j
-		} else {
-			j := i
-			for j > lo && isValueChar(s[j-1]) {
-				j--
-			}
-			if j == lo && lo > 0 {
-				return "", false, 0, errTooLong, j
-			}
-			if j == i {
-				return "", false, 0, "unexpected character", i - 1
-			}
-			pair := s[j:i]
-			eq := strings.IndexByte(pair, '=')
-			switch {
-			case eq < 0:
-				return "", false, 0, "expected '='", i
-			case eq == 0 || !isToken(pair[:eq]):
-				return "", false, 0, "expected a parameter name", j
-			case eq == len(pair)-1:
-				return "", false, 0, "empty value", i
-			}
-			name, val, i = pair[:eq], pair[eq+1:], j
+		name, val, at, msg := prevPair(s, lo, i)
+		if msg != "" {
+			return "", false, 0, msg, at
 		}
+		i = at
 		if strings.EqualFold(name, "for") {
 			if hasFor {
 				return "", false, 0, `repeated "for" parameter`, i
 			}
 			hasFor, forVal = true, val
 		}
-
 		// Left of a pair: whitespace, then ';', ',' or the start.
 		k := i
 		for k > lo && isOWS(s[k-1]) {
@@ -113,6 +68,67 @@ func prevForwarded(s string, lo, end int) (forVal string, empty bool, sep int, m
 			return "", false, 0, "unexpected character", k - 1
 		}
 	}
+}
+
+// prevPair reads the forwarded-pair of s whose value ends at byte end,
+// from its value back to its name, reading no byte left of lo. It returns
+// the pair's name, its unquoted value and at, the index of the pair's
+// first byte; when the pair does not parse, msg says why and at is the
+// byte where.
+func prevPair(s string, lo, end int) (name, val string, at int, msg string) {
+	if s[end-1] == '"' {
+		return prevQuotedPair(s, lo, end)
+	}
+	return prevTokenPair(s, lo, end)
+}
+
+// prevQuotedPair is [prevPair] for a pair whose value is a quoted string.
+func prevQuotedPair(s string, lo, end int) (name, val string, at int, msg string) {
+	v, i, m := unquoteBackward(s, lo, end)
+	switch {
+	case m != "":
+		return "", "", i, m
+	case i == lo && lo > 0:
+		return "", "", i, errTooLong
+	case i == lo || s[i-1] != '=':
+		return "", "", i, "expected '=' before a quoted value"
+	}
+	j := i - 1
+	for j > lo && isTchar(s[j-1]) {
+		j--
+	}
+	switch {
+	case j == lo && lo > 0:
+		return "", "", j, errTooLong
+	case j == i-1:
+		return "", "", j, "expected a parameter name"
+	}
+	return s[j : i-1], v, j, ""
+}
+
+// prevTokenPair is [prevPair] for a pair whose value is unquoted.
+func prevTokenPair(s string, lo, end int) (name, val string, at int, msg string) {
+	j := end
+	for j > lo && isValueChar(s[j-1]) {
+		j--
+	}
+	switch {
+	case j == lo && lo > 0:
+		return "", "", j, errTooLong
+	case j == end:
+		return "", "", end - 1, "unexpected character"
+	}
+	pair := s[j:end]
+	eq := strings.IndexByte(pair, '=')
+	switch {
+	case eq < 0:
+		return "", "", end, "expected '='"
+	case eq == 0 || !isToken(pair[:eq]):
+		return "", "", j, "expected a parameter name"
+	case eq == len(pair)-1:
+		return "", "", end, "empty value"
+	}
+	return pair[:eq], pair[eq+1:], j, ""
 }
 
 // errTooLong is the message of an element longer than maxElementBytes.

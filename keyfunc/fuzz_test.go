@@ -29,8 +29,8 @@ func checkIPKey(t *testing.T, key string) {
 // does not claim a missing identity.
 func checkMalformed(t *testing.T, key string, err error) {
 	t.Helper()
-	if !errors.Is(err, ErrMalformedForwarding) || errors.Is(err, ErrNoIdentity) || key != "" {
-		t.Fatalf("got %q, %v; want an error wrapping only ErrMalformedForwarding", key, err)
+	if !errors.Is(err, errMalformedForwarding) || errors.Is(err, ErrNoIdentity) || key != "" {
+		t.Fatalf("got %q, %v; want an error wrapping only errMalformedForwarding", key, err)
 	}
 }
 

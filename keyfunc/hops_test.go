@@ -27,7 +27,7 @@ var (
 )
 
 // headerCase is a request behind a trusted proxy and what its key must be:
-// want, or an error wrapping ErrMalformedForwarding when want is "".
+// want, or an error wrapping errMalformedForwarding when want is "".
 type headerCase struct {
 	name    string
 	opts    IPOptions
@@ -109,8 +109,8 @@ func TestMaxHops(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := mustIP(t, tt.opts)(newRequest(t, "10.0.0.1:443", tt.headers...))
 			if tt.want == "" {
-				if !errors.Is(err, ErrMalformedForwarding) || errors.Is(err, ErrNoIdentity) || got != "" {
-					t.Fatalf("got %q, %v; want an error wrapping only ErrMalformedForwarding", got, err)
+				if !errors.Is(err, errMalformedForwarding) || errors.Is(err, ErrNoIdentity) || got != "" {
+					t.Fatalf("got %q, %v; want an error wrapping only errMalformedForwarding", got, err)
 				}
 				return
 			}

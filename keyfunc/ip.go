@@ -9,23 +9,30 @@ import (
 	"strings"
 )
 
-// ErrMalformedRemoteAddr reports a request whose RemoteAddr is not an
-// "IP:port" pair as net/http sets it for TCP connections: empty, garbage,
-// an address without a port ("192.0.2.1", "[::1]") or a Unix socket peer
-// ("@", a path). It does not wrap [ErrNoIdentity]: such a request cannot be
-// keyed by address, and the middleware answers 400.
-var ErrMalformedRemoteAddr = errors.New("ratekeeper: malformed remote address")
+// ErrMalformedAddress reports a request whose client address cannot be
+// determined. Either its RemoteAddr is not an "IP:port" pair as net/http
+// sets it for TCP connections (empty, garbage, an address without a port
+// such as "192.0.2.1" or "[::1]", a Unix socket peer such as "@" or a
+// path), or a forwarding header sent by a trusted proxy cannot name the
+// client: an entry that is not an address, an "unknown" or obfuscated
+// ("_hidden") node where an address is needed, a Forwarded element without
+// "for", a Forwarded element that does not parse, a repeated
+// single-address header, a chain whose client lies beyond
+// [IPOptions.MaxHops] entries, an entry longer than 512 bytes, or, with
+// [IPOptions.TrustedHops], a chain shorter than the hop count or a missing
+// header. It does not wrap [ErrNoIdentity]: such a request cannot be keyed
+// by address, and the middleware answers 400. See
+// [IPOptions.UsePeerOnMalformed] for keying a broken chain by its proxy
+// instead.
+var ErrMalformedAddress = errors.New("ratekeeper: malformed client address")
 
-// ErrMalformedForwarding reports that a forwarding header sent by a trusted
-// proxy cannot name the client: an entry that is not an address, an
-// "unknown" or obfuscated ("_hidden") node where an address is needed, a
-// Forwarded element without "for", a Forwarded element that does not
-// parse, a repeated single-address header, a chain whose client lies
-// beyond [IPOptions.MaxHops] entries, an entry longer than 512 bytes, or,
-// with [IPOptions.TrustedHops], a chain shorter than the hop count or a
-// missing header. It does not wrap [ErrNoIdentity]; see
-// [IPOptions.UsePeerOnMalformed].
-var ErrMalformedForwarding = errors.New("ratekeeper: malformed forwarding header")
+// errMalformedRemoteAddr and errMalformedForwarding are the two cases of
+// [ErrMalformedAddress]: a RemoteAddr that is not "IP:port", and a trusted
+// forwarding header that cannot name the client.
+var (
+	errMalformedRemoteAddr error = &kindError{msg: "ratekeeper: malformed remote address", kind: ErrMalformedAddress}
+	errMalformedForwarding error = &kindError{msg: "ratekeeper: malformed forwarding header", kind: ErrMalformedAddress}
+)
 
 // Canonical names of the forwarding headers with their own syntax.
 const (
@@ -88,7 +95,7 @@ type IPOptions struct {
 	// lines of the header, empty elements and empty lines included, and
 	// each element may be at most 512 bytes long. A request whose client
 	// lies further left (a chain of more than MaxHops trusted entries) or
-	// whose element is longer fails with [ErrMalformedForwarding], which
+	// whose element is longer fails with [ErrMalformedAddress], which
 	// the middleware answers with 400. Entries left of the client are never
 	// read, so a client that writes many entries of its own costs nothing
 	// and is not refused. Zero (the default) means 16; negative is an
@@ -99,7 +106,7 @@ type IPOptions struct {
 	// cannot name the client by the peer address (the trusted proxy)
 	// instead of failing: every client whose chain is broken then shares
 	// that proxy's bucket, and no request is refused for its header. By
-	// default such a request fails with [ErrMalformedForwarding], which
+	// default such a request fails with [ErrMalformedAddress], which
 	// the middleware answers with 400: a broken chain comes from a
 	// misconfigured proxy and should be loud.
 	UsePeerOnMalformed bool
@@ -137,25 +144,9 @@ var defaultClientIP = &ClientIP{v4bits: 32, v6bits: 64}
 // offending field, for example an entry of TrustedProxies that is not a
 // CIDR prefix or an address; opts is not modified.
 func NewClientIP(opts IPOptions) (*ClientIP, error) {
-	c := &ClientIP{v4bits: 32, v6bits: 64}
-
-	if opts.TrustedHops < 0 {
-		return nil, fmt.Errorf("keyfunc: IPOptions.TrustedHops is %d, want >= 0", opts.TrustedHops)
-	}
-	if opts.TrustedHops > 0 && len(opts.TrustedProxies) > 0 {
-		return nil, errors.New("keyfunc: IPOptions: set TrustedProxies or TrustedHops, not both")
-	}
-	c.hops = opts.TrustedHops
-	switch {
-	case opts.MaxHops < 0:
-		return nil, fmt.Errorf("keyfunc: IPOptions.MaxHops is %d, want >= 0", opts.MaxHops)
-	case opts.MaxHops == 0:
-		c.maxHops = defaultMaxHops
-	default:
-		c.maxHops = opts.MaxHops
-	}
-	if c.hops > c.maxHops {
-		return nil, fmt.Errorf("keyfunc: IPOptions.TrustedHops is %d, above MaxHops (%d)", c.hops, c.maxHops)
+	c := &ClientIP{v4bits: 32, v6bits: 64, usePeerOnly: opts.UsePeerOnMalformed}
+	if err := c.setHops(opts); err != nil {
+		return nil, err
 	}
 	for i, s := range opts.TrustedProxies {
 		p, err := parseTrustedProxy(s)
@@ -164,50 +155,87 @@ func NewClientIP(opts IPOptions) (*ClientIP, error) {
 		}
 		c.trusted = append(c.trusted, p)
 	}
-	trust := c.hops > 0 || len(c.trusted) > 0
+	if err := c.setHeader(opts.Header); err != nil {
+		return nil, err
+	}
+	if err := c.setPrefixes(opts); err != nil {
+		return nil, err
+	}
+	c.errMaxHops = fmt.Errorf("keyfunc: %s has more than %d entries to read (MaxHops): %w", c.header, c.maxHops, errMalformedForwarding)
+	return c, nil
+}
 
+// setHops checks and sets TrustedHops and MaxHops.
+func (c *ClientIP) setHops(opts IPOptions) error {
+	if opts.TrustedHops < 0 {
+		return fmt.Errorf("keyfunc: IPOptions.TrustedHops is %d, want >= 0", opts.TrustedHops)
+	}
+	if opts.TrustedHops > 0 && len(opts.TrustedProxies) > 0 {
+		return errors.New("keyfunc: IPOptions: set TrustedProxies or TrustedHops, not both")
+	}
+	c.hops = opts.TrustedHops
 	switch {
-	case opts.Header == "" && trust:
-		c.header, c.kind = headerXFF, kindXFF
-	case opts.Header == "":
-		c.kind = kindNone
-	case !trust:
-		return nil, fmt.Errorf("keyfunc: IPOptions.Header %q needs TrustedProxies or TrustedHops: headers of untrusted peers are never read", opts.Header)
-	case !isToken(opts.Header):
-		return nil, fmt.Errorf("keyfunc: IPOptions.Header %q is not a valid header name", opts.Header)
+	case opts.MaxHops < 0:
+		return fmt.Errorf("keyfunc: IPOptions.MaxHops is %d, want >= 0", opts.MaxHops)
+	case opts.MaxHops == 0:
+		c.maxHops = defaultMaxHops
 	default:
-		c.header = http.CanonicalHeaderKey(opts.Header)
-		switch c.header {
-		case headerXFF:
-			c.kind = kindXFF
-		case headerForwarded:
-			c.kind = kindForwarded
-		default:
-			c.kind = kindSingle
-			if c.hops > 1 {
-				return nil, fmt.Errorf("keyfunc: IPOptions.TrustedHops is %d, but the single-address header %s is set by the nearest proxy: want 1", c.hops, c.header)
-			}
+		c.maxHops = opts.MaxHops
+	}
+	if c.hops > c.maxHops {
+		return fmt.Errorf("keyfunc: IPOptions.TrustedHops is %d, above MaxHops (%d)", c.hops, c.maxHops)
+	}
+	return nil
+}
+
+// setHeader checks and sets the forwarding header and its kind; the
+// trusted proxies and hops must be set.
+func (c *ClientIP) setHeader(name string) error {
+	trust := c.hops > 0 || len(c.trusted) > 0
+	switch {
+	case name == "" && trust:
+		c.header, c.kind = headerXFF, kindXFF
+		return nil
+	case name == "":
+		c.kind = kindNone
+		return nil
+	case !trust:
+		return fmt.Errorf("keyfunc: IPOptions.Header %q needs TrustedProxies or TrustedHops: headers of untrusted peers are never read", name)
+	case !isToken(name):
+		return fmt.Errorf("keyfunc: IPOptions.Header %q is not a valid header name", name)
+	}
+	c.header = http.CanonicalHeaderKey(name)
+	switch c.header {
+	case headerXFF:
+		c.kind = kindXFF
+	case headerForwarded:
+		c.kind = kindForwarded
+	default:
+		c.kind = kindSingle
+		if c.hops > 1 {
+			return fmt.Errorf("keyfunc: IPOptions.TrustedHops is %d, but the single-address header %s is set by the nearest proxy: want 1", c.hops, c.header)
 		}
 	}
+	return nil
+}
 
+// setPrefixes checks and sets IPv4Prefix and IPv6Prefix.
+func (c *ClientIP) setPrefixes(opts IPOptions) error {
 	switch {
 	case opts.IPv4Prefix == 0:
 	case opts.IPv4Prefix < 1 || opts.IPv4Prefix > 32:
-		return nil, fmt.Errorf("keyfunc: IPOptions.IPv4Prefix is %d, want 1 to 32", opts.IPv4Prefix)
+		return fmt.Errorf("keyfunc: IPOptions.IPv4Prefix is %d, want 1 to 32", opts.IPv4Prefix)
 	default:
 		c.v4bits = opts.IPv4Prefix
 	}
 	switch {
 	case opts.IPv6Prefix == 0:
 	case opts.IPv6Prefix < 1 || opts.IPv6Prefix > 128:
-		return nil, fmt.Errorf("keyfunc: IPOptions.IPv6Prefix is %d, want 1 to 128", opts.IPv6Prefix)
+		return fmt.Errorf("keyfunc: IPOptions.IPv6Prefix is %d, want 1 to 128", opts.IPv6Prefix)
 	default:
 		c.v6bits = opts.IPv6Prefix
 	}
-
-	c.usePeerOnly = opts.UsePeerOnMalformed
-	c.errMaxHops = fmt.Errorf("keyfunc: %s has more than %d entries to read (MaxHops): %w", c.header, c.maxHops, ErrMalformedForwarding)
-	return c, nil
+	return nil
 }
 
 // parseTrustedProxy parses a CIDR prefix or a single address into a masked,
@@ -244,7 +272,7 @@ func parseTrustedProxy(s string) (netip.Prefix, error) {
 // by sending X-Forwarded-For, Forwarded or X-Real-IP. Behind a reverse
 // proxy every client then shares the proxy's key: use [NewClientIP] with
 // TrustedProxies there. It fails with an error wrapping
-// [ErrMalformedRemoteAddr] when RemoteAddr is not "IP:port". Safe for
+// [ErrMalformedAddress] when RemoteAddr is not "IP:port". Safe for
 // concurrent use.
 func RemoteIP(r *http.Request) (string, error) {
 	return defaultClientIP.Key(r)
@@ -257,9 +285,9 @@ func RemoteIP(r *http.Request) (string, error) {
 //
 // It trusts the peer address (RemoteAddr) and, only when the options name
 // trusted proxies or a hop count, the forwarding header of those proxies.
-// It fails with an error wrapping [ErrMalformedRemoteAddr] or
-// [ErrMalformedForwarding], never with [ErrNoIdentity]: every TCP request
-// has an address. Safe for concurrent use.
+// It fails with an error wrapping [ErrMalformedAddress], never with
+// [ErrNoIdentity]: every TCP request has an address. Safe for concurrent
+// use.
 //
 // [Addr]: https://pkg.go.dev/github.com/ratekeeper/ratekeeper/keyfunc#ClientIP.Addr
 func (c *ClientIP) Key(r *http.Request) (string, error) {
@@ -324,9 +352,8 @@ func (c *ClientIP) keyOf(a netip.Addr) string {
 // header is malformed, since every request should come through the
 // proxies.
 //
-// Addr fails with an error wrapping [ErrMalformedRemoteAddr] when
-// RemoteAddr is not "IP:port", and with one wrapping
-// [ErrMalformedForwarding] when a trusted header cannot name the client
+// Addr fails with an error wrapping [ErrMalformedAddress] when RemoteAddr
+// is not "IP:port", and when a trusted header cannot name the client
 // within those bounds, unless [IPOptions.UsePeerOnMalformed] is set.
 func (c *ClientIP) Addr(r *http.Request) (netip.Addr, error) {
 	peer, err := peerAddr(r.RemoteAddr)
@@ -373,7 +400,7 @@ func (c *ClientIP) fromChain(w *chain, peer netip.Addr) (netip.Addr, error) {
 				return netip.Addr{}, err
 			}
 			if !ok {
-				return netip.Addr{}, fmt.Errorf("keyfunc: %s has %d entries, TrustedHops is %d: %w", c.header, n-1, c.hops, ErrMalformedForwarding)
+				return netip.Addr{}, fmt.Errorf("keyfunc: %s has %d entries, TrustedHops is %d: %w", c.header, n-1, c.hops, errMalformedForwarding)
 			}
 			if n == c.hops {
 				return c.parseHop(node)
@@ -469,30 +496,30 @@ func (w *chain) syntaxError(msg string, pos int) error {
 	if msg == errTooLong {
 		msg = fmt.Sprintf("element longer than %d bytes", maxElementBytes)
 	}
-	return fmt.Errorf("keyfunc: %s line %d: %s at byte %d: %w", w.header, w.line+1, msg, pos, ErrMalformedForwarding)
+	return fmt.Errorf("keyfunc: %s line %d: %s at byte %d: %w", w.header, w.line+1, msg, pos, errMalformedForwarding)
 }
 
 func (c *ClientIP) fromSingle(values []string, peer netip.Addr) (netip.Addr, error) {
 	switch len(values) {
 	case 0:
 		if c.hops > 0 {
-			return netip.Addr{}, fmt.Errorf("keyfunc: no %s header from the proxy: %w", c.header, ErrMalformedForwarding)
+			return netip.Addr{}, fmt.Errorf("keyfunc: no %s header from the proxy: %w", c.header, errMalformedForwarding)
 		}
 		return peer, nil
 	case 1:
 		if len(values[0]) > maxElementBytes {
-			return netip.Addr{}, fmt.Errorf("keyfunc: %s is longer than %d bytes: %w", c.header, maxElementBytes, ErrMalformedForwarding)
+			return netip.Addr{}, fmt.Errorf("keyfunc: %s is longer than %d bytes: %w", c.header, maxElementBytes, errMalformedForwarding)
 		}
 		return c.parseHop(strings.Trim(values[0], " \t"))
 	default:
-		return netip.Addr{}, fmt.Errorf("keyfunc: %s appears %d times: %w", c.header, len(values), ErrMalformedForwarding)
+		return netip.Addr{}, fmt.Errorf("keyfunc: %s appears %d times: %w", c.header, len(values), errMalformedForwarding)
 	}
 }
 
 func (c *ClientIP) parseHop(node string) (netip.Addr, error) {
 	a, reason := parseNode(node)
 	if reason != "" {
-		return netip.Addr{}, fmt.Errorf("keyfunc: %s entry %s: %s: %w", c.header, quoteShort(node), reason, ErrMalformedForwarding)
+		return netip.Addr{}, fmt.Errorf("keyfunc: %s entry %s: %s: %w", c.header, quoteShort(node), reason, errMalformedForwarding)
 	}
 	return a, nil
 }
@@ -501,7 +528,7 @@ func (c *ClientIP) parseHop(node string) (netip.Addr, error) {
 func peerAddr(remote string) (netip.Addr, error) {
 	ap, err := netip.ParseAddrPort(remote)
 	if err != nil {
-		return netip.Addr{}, fmt.Errorf("keyfunc: RemoteAddr %s is not IP:port: %w", quoteShort(remote), ErrMalformedRemoteAddr)
+		return netip.Addr{}, fmt.Errorf("keyfunc: RemoteAddr %s is not IP:port: %w", quoteShort(remote), errMalformedRemoteAddr)
 	}
 	return canonicalAddr(ap.Addr()), nil
 }

@@ -92,12 +92,12 @@ func TestIPKey(t *testing.T) {
 		{"IPv4-mapped becomes IPv4", trustTen, proxy, []hdr{xff("::ffff:" + client)}, client, nil},
 		{"zone dropped", trustTen, proxy, []hdr{xff("fe80::1%eth0")}, "fe80::/64", nil},
 		{"IPv4-mapped peer is trusted", trustTen, "[::ffff:10.0.0.1]:443", []hdr{xff(client)}, client, nil},
-		{"garbage at client position", trustTen, proxy, []hdr{xff("garbage, 10.0.0.2")}, "", ErrMalformedForwarding},
-		{"unknown at client position", trustTen, proxy, []hdr{xff("unknown")}, "", ErrMalformedForwarding},
-		{"obfuscated at client position", trustTen, proxy, []hdr{xff("_hidden")}, "", ErrMalformedForwarding},
-		{"bad port", trustTen, proxy, []hdr{xff(client + ":99999")}, "", ErrMalformedForwarding},
-		{"IPv6 with port needs brackets", trustTen, proxy, []hdr{xff("[2001:db8::1")}, "", ErrMalformedForwarding},
-		{"leading zeros refused", trustTen, proxy, []hdr{xff("010.0.0.1")}, "", ErrMalformedForwarding},
+		{"garbage at client position", trustTen, proxy, []hdr{xff("garbage, 10.0.0.2")}, "", errMalformedForwarding},
+		{"unknown at client position", trustTen, proxy, []hdr{xff("unknown")}, "", errMalformedForwarding},
+		{"obfuscated at client position", trustTen, proxy, []hdr{xff("_hidden")}, "", errMalformedForwarding},
+		{"bad port", trustTen, proxy, []hdr{xff(client + ":99999")}, "", errMalformedForwarding},
+		{"IPv6 with port needs brackets", trustTen, proxy, []hdr{xff("[2001:db8::1")}, "", errMalformedForwarding},
+		{"leading zeros refused", trustTen, proxy, []hdr{xff("010.0.0.1")}, "", errMalformedForwarding},
 		{"malformed falls back to peer", usePeer, proxy, []hdr{xff("unknown")}, proxyKey, nil},
 
 		// Forwarded (RFC 7239) behind trusted proxies.
@@ -111,36 +111,36 @@ func TestIPKey(t *testing.T) {
 		{"Forwarded several lines", trustTenFwd, proxy, []hdr{fwd("for=" + spoofed), fwd("for=" + client + ", for=10.0.0.2")}, client, nil},
 		{"Forwarded broken line left of client", trustTenFwd, proxy, []hdr{fwd(`for="unterminated`), fwd("for=" + client)}, client, nil},
 		{"Forwarded all trusted", trustTenFwd, proxy, []hdr{fwd("for=10.0.0.7;proto=http")}, "10.0.0.7", nil},
-		{"Forwarded hidden hop", trustTenFwd, proxy, []hdr{fwd("for=_hidden, for=10.0.0.2")}, "", ErrMalformedForwarding},
-		{"Forwarded unknown hop", trustTenFwd, proxy, []hdr{fwd("for=unknown")}, "", ErrMalformedForwarding},
-		{"Forwarded element without for", trustTenFwd, proxy, []hdr{fwd("for=" + client + ", proto=https")}, "", ErrMalformedForwarding},
-		{"Forwarded repeated for", trustTenFwd, proxy, []hdr{fwd("for=" + client + ";for=10.0.0.2")}, "", ErrMalformedForwarding},
-		{"Forwarded broken line", trustTenFwd, proxy, []hdr{fwd(`for="` + client)}, "", ErrMalformedForwarding},
+		{"Forwarded hidden hop", trustTenFwd, proxy, []hdr{fwd("for=_hidden, for=10.0.0.2")}, "", errMalformedForwarding},
+		{"Forwarded unknown hop", trustTenFwd, proxy, []hdr{fwd("for=unknown")}, "", errMalformedForwarding},
+		{"Forwarded element without for", trustTenFwd, proxy, []hdr{fwd("for=" + client + ", proto=https")}, "", errMalformedForwarding},
+		{"Forwarded repeated for", trustTenFwd, proxy, []hdr{fwd("for=" + client + ";for=10.0.0.2")}, "", errMalformedForwarding},
+		{"Forwarded broken line", trustTenFwd, proxy, []hdr{fwd(`for="` + client)}, "", errMalformedForwarding},
 		// Read from the right, the proxy's element ends the line and is read
 		// whole; the client's unterminated quote on its left is never reached.
 		{"Forwarded open quote left of the appended element", trustTenFwd, proxy, []hdr{fwd(`for=6.6.6.6;x=", for=` + client)}, client, nil},
 		{"Forwarded quoted comma in the proxy's element", trustTenFwd, proxy, []hdr{fwd(`for=6.6.6.6, for=` + client + `;host="a, for=6.6.6.6"`)}, client, nil},
 		{"Forwarded escaped quote in the proxy's element", trustTenFwd, proxy, []hdr{fwd(`for=6.6.6.6, for=` + client + `;host="a\", for=6.6.6.6"`)}, client, nil},
-		{"Forwarded escaped closing quote", trustTenFwd, proxy, []hdr{fwd(`for="` + client + `\"`)}, "", ErrMalformedForwarding},
-		{"Forwarded pairs without separator", trustTenFwd, proxy, []hdr{fwd(`for=6.6.6.6 proto=http`)}, "", ErrMalformedForwarding},
-		{"Forwarded text after quoted value", trustTenFwd, proxy, []hdr{fwd(`for="198.51.100.9"x`)}, "", ErrMalformedForwarding},
-		{"Forwarded IPv4 in brackets", trustTenFwd, proxy, []hdr{fwd(`for="[198.51.100.9]"`)}, "", ErrMalformedForwarding},
+		{"Forwarded escaped closing quote", trustTenFwd, proxy, []hdr{fwd(`for="` + client + `\"`)}, "", errMalformedForwarding},
+		{"Forwarded pairs without separator", trustTenFwd, proxy, []hdr{fwd(`for=6.6.6.6 proto=http`)}, "", errMalformedForwarding},
+		{"Forwarded text after quoted value", trustTenFwd, proxy, []hdr{fwd(`for="198.51.100.9"x`)}, "", errMalformedForwarding},
+		{"Forwarded IPv4 in brackets", trustTenFwd, proxy, []hdr{fwd(`for="[198.51.100.9]"`)}, "", errMalformedForwarding},
 
 		// Single-address headers.
 		{"X-Real-IP from trusted peer", trustTenXRI, proxy, []hdr{{"X-Real-IP", client}}, client, nil},
 		{"CF-Connecting-IP from trusted peer", trustTenCF, proxy, []hdr{{"Cf-Connecting-Ip", " " + client + " "}}, client, nil},
 		{"X-Real-IP absent", trustTenXRI, proxy, nil, proxyKey, nil},
-		{"X-Real-IP repeated", trustTenXRI, proxy, []hdr{{"X-Real-IP", client}, {"X-Real-IP", spoofed}}, "", ErrMalformedForwarding},
-		{"X-Real-IP list", trustTenXRI, proxy, []hdr{{"X-Real-IP", client + ", " + spoofed}}, "", ErrMalformedForwarding},
+		{"X-Real-IP repeated", trustTenXRI, proxy, []hdr{{"X-Real-IP", client}, {"X-Real-IP", spoofed}}, "", errMalformedForwarding},
+		{"X-Real-IP list", trustTenXRI, proxy, []hdr{{"X-Real-IP", client + ", " + spoofed}}, "", errMalformedForwarding},
 
 		// Trusted hop counts.
 		{"one hop", oneHop, peer, []hdr{xff(spoofed + ", " + client)}, client, nil},
 		{"two hops", twoHops, peer, []hdr{xff(spoofed + ", " + client + ", 192.0.2.1")}, client, nil},
 		{"two hops across lines", twoHops, peer, []hdr{xff(spoofed + ", " + client), xff("192.0.2.1")}, client, nil},
 		{"two hops Forwarded", twoHopsFwd, peer, []hdr{fwd("for=" + spoofed + ", for=" + client + ", for=_proxy1")}, client, nil},
-		{"chain shorter than hops", twoHops, peer, []hdr{xff(client)}, "", ErrMalformedForwarding},
-		{"no header with hops", oneHop, peer, nil, "", ErrMalformedForwarding},
-		{"no single-address header with hops", IPOptions{TrustedHops: 1, Header: "True-Client-IP"}, peer, nil, "", ErrMalformedForwarding},
+		{"chain shorter than hops", twoHops, peer, []hdr{xff(client)}, "", errMalformedForwarding},
+		{"no header with hops", oneHop, peer, nil, "", errMalformedForwarding},
+		{"no single-address header with hops", IPOptions{TrustedHops: 1, Header: "True-Client-IP"}, peer, nil, "", errMalformedForwarding},
 		{"single-address header with hops", IPOptions{TrustedHops: 1, Header: "True-Client-IP"}, peer, []hdr{{"True-Client-IP", client}}, client, nil},
 
 		// Grouping.
@@ -162,6 +162,9 @@ func TestIPKey(t *testing.T) {
 				}
 				if errors.Is(err, ErrNoIdentity) {
 					t.Errorf("error %v wraps ErrNoIdentity; want a malformed-request error", err)
+				}
+				if !errors.Is(err, ErrMalformedAddress) {
+					t.Errorf("error %v does not wrap ErrMalformedAddress", err)
 				}
 				if got != "" {
 					t.Errorf("got key %q with an error, want empty", got)
@@ -187,11 +190,14 @@ func TestRemoteIPMalformed(t *testing.T) {
 		t.Run(remote, func(t *testing.T) {
 			for _, k := range []KeyFunc{RemoteIP, mustIP(t, trustTen), mustIP(t, oneHop), mustIP(t, usePeer)} {
 				got, err := k(newRequest(t, remote, hdr{"X-Forwarded-For", "198.51.100.9"}))
-				if !errors.Is(err, ErrMalformedRemoteAddr) {
-					t.Fatalf("got key %q, error %v; want ErrMalformedRemoteAddr", got, err)
+				if !errors.Is(err, errMalformedRemoteAddr) {
+					t.Fatalf("got key %q, error %v; want errMalformedRemoteAddr", got, err)
 				}
 				if errors.Is(err, ErrNoIdentity) {
 					t.Errorf("error %v wraps ErrNoIdentity", err)
+				}
+				if !errors.Is(err, ErrMalformedAddress) || errors.Is(err, errMalformedForwarding) {
+					t.Errorf("error %v: want ErrMalformedAddress by its RemoteAddr case only", err)
 				}
 			}
 		})

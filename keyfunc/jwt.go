@@ -108,11 +108,13 @@ type jwtKeyFunc struct {
 // allowed algorithm and a key of that algorithm's family, whose exp (unless
 // optional) and nbf hold with the configured leeway, and whose issuer and
 // audience match when configured. It fails with an error wrapping
-// [ErrNoToken] when the request carries no token and with one wrapping
-// [ErrInvalidToken] (and the library's error, if any) when the token is too
-// long, malformed, unverifiable, out of its validity period, or has no
-// subject; both wrap [ErrNoIdentity], so the middleware can fall back to
-// another key. It never returns a key for an unverified token.
+// [ErrNoIdentity] when the request carries no token (no Authorization
+// header, a scheme other than Bearer, an empty header or cookie) and with
+// one wrapping [ErrInvalidToken] (and the library's error, if any) when the
+// token is too long, malformed, unverifiable, out of its validity period,
+// or has no subject; ErrInvalidToken wraps ErrNoIdentity too, so the
+// middleware can fall back to another key either way. It never returns a
+// key for an unverified token.
 //
 // JWTSubject returns an error for invalid options: no algorithms, an unknown
 // algorithm or "none", neither or both of Key and Keyfunc, a static key that
@@ -121,52 +123,15 @@ type jwtKeyFunc struct {
 // concurrent use if Keyfunc and Now are.
 func JWTSubject(opts JWTOptions) (KeyFunc, error) {
 	j := &jwtKeyFunc{}
-	if len(opts.Algorithms) == 0 {
-		return nil, errors.New("keyfunc: JWTOptions.Algorithms is empty: list the accepted signing algorithms")
+	if err := j.setAlgorithms(opts.Algorithms); err != nil {
+		return nil, err
 	}
-	for i, alg := range opts.Algorithms {
-		if algFamily(alg) == "" {
-			return nil, fmt.Errorf("keyfunc: JWTOptions.Algorithms[%d]: %q is not an accepted algorithm", i, alg)
-		}
+	if err := j.setKey(opts); err != nil {
+		return nil, err
 	}
-	j.algs = slices.Clone(opts.Algorithms)
-	j.algDesc = strings.Join(j.algs, ", ")
-
-	switch {
-	case opts.Key == nil && opts.Keyfunc == nil:
-		return nil, errors.New("keyfunc: JWTOptions: set Key or Keyfunc")
-	case opts.Key != nil && opts.Keyfunc != nil:
-		return nil, errors.New("keyfunc: JWTOptions: set Key or Keyfunc, not both")
-	case opts.Key != nil:
-		k := publicHalf(opts.Key)
-		for _, alg := range j.algs {
-			if err := checkKey(alg, k); err != nil {
-				return nil, fmt.Errorf("keyfunc: JWTOptions.Key: %w", err)
-			}
-		}
-		j.key = k
-	default:
-		j.lookup = opts.Keyfunc
+	if err := j.setSource(opts); err != nil {
+		return nil, err
 	}
-
-	switch {
-	case opts.Header != "" && opts.Cookie != "":
-		return nil, errors.New("keyfunc: JWTOptions: set Header or Cookie, not both")
-	case opts.Cookie != "":
-		if !isToken(opts.Cookie) {
-			return nil, fmt.Errorf("keyfunc: JWTOptions.Cookie %q is not a valid cookie name", opts.Cookie)
-		}
-		j.cookie = opts.Cookie
-	case opts.Header != "":
-		if !isToken(opts.Header) {
-			return nil, fmt.Errorf("keyfunc: JWTOptions.Header %q is not a valid header name", opts.Header)
-		}
-		j.header = http.CanonicalHeaderKey(opts.Header)
-		j.bearer = j.header == "Authorization"
-	default:
-		j.header, j.bearer = "Authorization", true
-	}
-
 	switch {
 	case opts.MaxTokenLength < 0:
 		return nil, fmt.Errorf("keyfunc: JWTOptions.MaxTokenLength is %d, want >= 0", opts.MaxTokenLength)
@@ -180,7 +145,74 @@ func JWTSubject(opts JWTOptions) (KeyFunc, error) {
 			return nil, fmt.Errorf("keyfunc: JWTOptions.Audience[%d] is empty", i)
 		}
 	}
+	j.parser = jwt.NewParser(parserOptions(opts, j.algs)...)
+	return j.keyFunc, nil
+}
 
+// setAlgorithms checks and sets the allow-list of algorithms.
+func (j *jwtKeyFunc) setAlgorithms(algs []string) error {
+	if len(algs) == 0 {
+		return errors.New("keyfunc: JWTOptions.Algorithms is empty: list the accepted signing algorithms")
+	}
+	for i, alg := range algs {
+		if algFamily(alg) == "" {
+			return fmt.Errorf("keyfunc: JWTOptions.Algorithms[%d]: %q is not an accepted algorithm", i, alg)
+		}
+	}
+	j.algs = slices.Clone(algs)
+	j.algDesc = strings.Join(j.algs, ", ")
+	return nil
+}
+
+// setKey checks and sets the static key or the key lookup; the algorithms
+// must be set.
+func (j *jwtKeyFunc) setKey(opts JWTOptions) error {
+	switch {
+	case opts.Key == nil && opts.Keyfunc == nil:
+		return errors.New("keyfunc: JWTOptions: set Key or Keyfunc")
+	case opts.Key != nil && opts.Keyfunc != nil:
+		return errors.New("keyfunc: JWTOptions: set Key or Keyfunc, not both")
+	case opts.Keyfunc != nil:
+		j.lookup = opts.Keyfunc
+		return nil
+	}
+	k := publicHalf(opts.Key)
+	for _, alg := range j.algs {
+		if err := checkKey(alg, k); err != nil {
+			return fmt.Errorf("keyfunc: JWTOptions.Key: %w", err)
+		}
+	}
+	j.key = k
+	return nil
+}
+
+// setSource checks and sets where the token is read: a cookie, a header,
+// or by default the Authorization header's Bearer scheme.
+func (j *jwtKeyFunc) setSource(opts JWTOptions) error {
+	switch {
+	case opts.Header != "" && opts.Cookie != "":
+		return errors.New("keyfunc: JWTOptions: set Header or Cookie, not both")
+	case opts.Cookie != "":
+		if !isToken(opts.Cookie) {
+			return fmt.Errorf("keyfunc: JWTOptions.Cookie %q is not a valid cookie name", opts.Cookie)
+		}
+		j.cookie = opts.Cookie
+	case opts.Header != "":
+		if !isToken(opts.Header) {
+			return fmt.Errorf("keyfunc: JWTOptions.Header %q is not a valid header name", opts.Header)
+		}
+		j.header = http.CanonicalHeaderKey(opts.Header)
+		j.bearer = j.header == "Authorization"
+	default:
+		j.header, j.bearer = "Authorization", true
+	}
+	return nil
+}
+
+// parserOptions returns the options of the token parser: the allowed
+// algorithms, the leeway, exp required unless optional, the clock, the
+// issuer and the audience.
+func parserOptions(opts JWTOptions, algs []string) []jwt.ParserOption {
 	leeway := opts.Leeway
 	switch {
 	case leeway == 0:
@@ -189,7 +221,7 @@ func JWTSubject(opts JWTOptions) (KeyFunc, error) {
 		leeway = 0
 	}
 	popts := []jwt.ParserOption{
-		jwt.WithValidMethods(j.algs),
+		jwt.WithValidMethods(algs),
 		jwt.WithLeeway(leeway),
 	}
 	if !opts.ExpirationOptional {
@@ -204,8 +236,7 @@ func JWTSubject(opts JWTOptions) (KeyFunc, error) {
 	if len(opts.Audience) > 0 {
 		popts = append(popts, jwt.WithAudience(slices.Clone(opts.Audience)...))
 	}
-	j.parser = jwt.NewParser(popts...)
-	return j.keyFunc, nil
+	return popts
 }
 
 func (j *jwtKeyFunc) keyFunc(r *http.Request) (string, error) {
@@ -231,14 +262,14 @@ func (j *jwtKeyFunc) token(r *http.Request) (string, error) {
 	if j.cookie != "" {
 		c, err := r.Cookie(j.cookie)
 		if err != nil || c.Value == "" {
-			return "", fmt.Errorf("keyfunc: no cookie %s: %w", j.cookie, ErrNoToken)
+			return "", fmt.Errorf("keyfunc: no cookie %s: %w", j.cookie, errNoToken)
 		}
 		return c.Value, nil
 	}
 	values := r.Header.Values(j.header)
 	switch len(values) {
 	case 0:
-		return "", fmt.Errorf("keyfunc: no %s header: %w", j.header, ErrNoToken)
+		return "", fmt.Errorf("keyfunc: no %s header: %w", j.header, errNoToken)
 	case 1:
 	default:
 		return "", fmt.Errorf("keyfunc: %s header appears %d times: %w", j.header, len(values), ErrInvalidToken)
@@ -247,12 +278,12 @@ func (j *jwtKeyFunc) token(r *http.Request) (string, error) {
 	if j.bearer {
 		scheme, rest, _ := strings.Cut(v, " ")
 		if !strings.EqualFold(scheme, "Bearer") {
-			return "", fmt.Errorf("keyfunc: %s header has no Bearer token: %w", j.header, ErrNoToken)
+			return "", fmt.Errorf("keyfunc: %s header has no Bearer token: %w", j.header, errNoToken)
 		}
 		v = strings.TrimLeft(rest, " ")
 	}
 	if v == "" {
-		return "", fmt.Errorf("keyfunc: empty token in %s header: %w", j.header, ErrNoToken)
+		return "", fmt.Errorf("keyfunc: empty token in %s header: %w", j.header, errNoToken)
 	}
 	return v, nil
 }

@@ -234,12 +234,12 @@ func TestJWTSubjectRejects(t *testing.T) {
 		want    error // besides ErrNoIdentity
 		wantLib error // optional error of the jwt library
 	}{
-		{"no header", hs, nil, ErrNoToken, nil},
-		{"basic scheme", hs, []hdr{{"Authorization", "Basic YWxpY2U6cHc="}}, ErrNoToken, nil},
-		{"scheme only", hs, []hdr{{"Authorization", "Bearer"}}, ErrNoToken, nil},
-		{"empty token", hs, []hdr{{"Authorization", "Bearer    "}}, ErrNoToken, nil},
-		{"empty header", hs, []hdr{{"Authorization", ""}}, ErrNoToken, nil},
-		{"bearer glued to token", hs, []hdr{{"Authorization", "Bearer" + valid}}, ErrNoToken, nil},
+		{"no header", hs, nil, errNoToken, nil},
+		{"basic scheme", hs, []hdr{{"Authorization", "Basic YWxpY2U6cHc="}}, errNoToken, nil},
+		{"scheme only", hs, []hdr{{"Authorization", "Bearer"}}, errNoToken, nil},
+		{"empty token", hs, []hdr{{"Authorization", "Bearer    "}}, errNoToken, nil},
+		{"empty header", hs, []hdr{{"Authorization", ""}}, errNoToken, nil},
+		{"bearer glued to token", hs, []hdr{{"Authorization", "Bearer" + valid}}, errNoToken, nil},
 		{"two authorization headers", hs, []hdr{{"Authorization", "Bearer " + valid}, {"Authorization", "Bearer " + valid}}, ErrInvalidToken, nil},
 		{"garbage", hs, bearer("not.a.jwt"), ErrInvalidToken, jwt.ErrTokenMalformed},
 		{"alg none", hs, bearer(noneToken(`{"sub":"alice","exp":4102444800}`)), ErrInvalidToken, nil},
@@ -273,7 +273,7 @@ func TestJWTSubjectRejects(t *testing.T) {
 		{"missing audience", JWTOptions{Algorithms: []string{"HS256"}, Key: hmacSecret, Audience: []string{"api"}}, hsSigned(with(c, "aud", nil)), ErrInvalidToken, jwt.ErrTokenRequiredClaimMissing},
 		{"too long", JWTOptions{Algorithms: []string{"HS256"}, Key: hmacSecret, MaxTokenLength: 64}, bearer(valid), ErrInvalidToken, nil},
 		{"too long by default", hs, bearer(strings.Repeat("a", defaultMaxTokenLength+1)), ErrInvalidToken, nil},
-		{"no cookie", JWTOptions{Algorithms: []string{"HS256"}, Key: hmacSecret, Cookie: "session"}, bearer(valid), ErrNoToken, nil},
+		{"no cookie", JWTOptions{Algorithms: []string{"HS256"}, Key: hmacSecret, Cookie: "session"}, bearer(valid), errNoToken, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -287,6 +287,9 @@ func TestJWTSubjectRejects(t *testing.T) {
 			}
 			if !errors.Is(err, tt.want) {
 				t.Errorf("got error %v, want one wrapping %v", err, tt.want)
+			}
+			if tt.want == errNoToken && errors.Is(err, ErrInvalidToken) {
+				t.Errorf("got error %v, a missing token must not wrap ErrInvalidToken", err)
 			}
 			if tt.wantLib != nil && !errors.Is(err, tt.wantLib) {
 				t.Errorf("got error %v, want one wrapping %v", err, tt.wantLib)

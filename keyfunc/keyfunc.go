@@ -34,10 +34,10 @@ type KeyFunc func(r *http.Request) (string, error)
 // [KeyFunc] looks for.
 var ErrNoIdentity = errors.New("ratekeeper: no identity")
 
-// ErrNoToken reports that a request carries no bearer token where
+// errNoToken reports that a request carries no bearer token where
 // [JWTSubject] looks for one: no Authorization header, a scheme other than
 // Bearer, or an empty header or cookie. It wraps [ErrNoIdentity].
-var ErrNoToken error = &identityError{msg: "ratekeeper: no token"}
+var errNoToken error = &kindError{msg: "ratekeeper: no token", kind: ErrNoIdentity}
 
 // ErrInvalidToken reports that a token was present but cannot identify the
 // request: too long, malformed, signed with an algorithm or key that is not
@@ -45,13 +45,17 @@ var ErrNoToken error = &identityError{msg: "ratekeeper: no token"}
 // audience, or no subject. Errors returned by [JWTSubject] wrap it together
 // with the error of github.com/golang-jwt/jwt/v5 where there is one (for
 // example jwt.ErrTokenExpired). It wraps [ErrNoIdentity].
-var ErrInvalidToken error = &identityError{msg: "ratekeeper: invalid token"}
+var ErrInvalidToken error = &kindError{msg: "ratekeeper: invalid token", kind: ErrNoIdentity}
 
-// identityError is a sentinel that is also an [ErrNoIdentity].
-type identityError struct{ msg string }
+// kindError is a sentinel error that is also an error of a broader kind
+// (errors.Is reports both).
+type kindError struct {
+	msg  string
+	kind error
+}
 
-func (e *identityError) Error() string { return e.msg }
-func (e *identityError) Unwrap() error { return ErrNoIdentity }
+func (e *kindError) Error() string { return e.msg }
+func (e *kindError) Unwrap() error { return e.kind }
 
 // errEmptyKey reports a KeyFunc that broke its contract by returning an
 // empty identity without an error.

@@ -25,7 +25,7 @@ func TestJoin(t *testing.T) {
 	}
 
 	noID := func(*http.Request) (string, error) { return "", fmt.Errorf("none: %w", ErrNoIdentity) }
-	bad := func(*http.Request) (string, error) { return "", ErrMalformedForwarding }
+	bad := func(*http.Request) (string, error) { return "", errMalformedForwarding }
 	empty := func(*http.Request) (string, error) { return "", nil }
 	tests := []struct {
 		name   string
@@ -34,7 +34,7 @@ func TestJoin(t *testing.T) {
 		wantNo bool // want ErrNoIdentity
 	}{
 		{"no identity", Join(constFn("a"), noID), ErrNoIdentity, true},
-		{"malformed", Join(bad, constFn("a")), ErrMalformedForwarding, false},
+		{"malformed", Join(bad, constFn("a")), errMalformedForwarding, false},
 		{"empty part", Join(constFn("a"), empty), errEmptyKey, false},
 	}
 	for _, tt := range tests {

@@ -156,7 +156,7 @@ func Example_tiersJWT() {
 func Example_refusalBody() {
 	st, _ := memstore.New(memstore.Options{})
 	anonymous := middleware.AuthOptions{
-		Subject:   func(*http.Request) (string, error) { return "", keyfunc.ErrNoToken },
+		Subject:   func(*http.Request) (string, error) { return "", keyfunc.ErrNoIdentity },
 		Anonymous: keyfunc.RemoteIP,
 	}
 	lim, err := middleware.NewTiered(st, anonymous, []middleware.Tier{

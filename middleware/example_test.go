@@ -85,7 +85,7 @@ func Example_tiers() {
 		if r.Header.Get("Authorization") == "Bearer alice-token" {
 			return "alice", nil
 		}
-		return "", keyfunc.ErrNoToken
+		return "", keyfunc.ErrNoIdentity
 	}
 	classify := middleware.AuthOptions{Subject: subject, Anonymous: keyfunc.RemoteIP}
 	lim, err := middleware.NewTiered(st, classify, []middleware.Tier{

@@ -20,7 +20,7 @@ import (
 func fakeSubject(r *http.Request) (string, error) {
 	auth := r.Header.Get("Authorization")
 	if auth == "" {
-		return "", keyfunc.ErrNoToken
+		return "", keyfunc.ErrNoIdentity
 	}
 	if sub, ok := strings.CutSuffix(strings.TrimPrefix(auth, "Bearer "), "-token"); ok && sub != "" {
 		return sub, nil

@@ -26,7 +26,7 @@ func appOptions() policy.Options {
 		if sub, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok && sub != "" {
 			return sub, nil
 		}
-		return "", keyfunc.ErrNoToken
+		return "", keyfunc.ErrNoIdentity
 	}
 	return policy.Options{
 		Keys:        map[string]keyfunc.KeyFunc{"ip": keyfunc.RemoteIP},

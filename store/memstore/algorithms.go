@@ -202,11 +202,7 @@ func suppressionCacheUS(p int64) int64 {
 func suppressed(l *store.Limit, st *counts, now, c int64, u float64, o *outcome) {
 	p, hard, soft := l.Period.Microseconds(), l.Capacity(), l.Rate
 	ws, cur, prev := counterAt(st, now, p)
-	var ocur, oprev, fppm, fts int64
-	if st != nil && st.sup != nil {
-		_, ocur, oprev = counterAt(&counts{ts: st.ts, cur: st.sup.ocur, prev: st.sup.oprev}, now, p)
-		fppm, fts = st.sup.fppm, st.sup.fts
-	}
+	sup := offeredAt(st, now, p)
 	acc := estimate(now, ws, p, cur, prev)
 	hf, cf := float64(hard), float64(c)
 	o.rem0 = floorUnits(hf-acc, hard)
@@ -217,7 +213,7 @@ func suppressed(l *store.Limit, st *counts, now, c int64, u float64, o *outcome)
 		o.reset0 = ws + p - now
 	}
 	o.next = counts{exp: ws + 2*p, ts: ws, cur: cur, prev: prev}
-	o.nextSup = suppression{ocur: ocur + c, oprev: oprev, fppm: fppm, fts: fts}
+	o.nextSup = suppression{ocur: sup.ocur + c, oprev: sup.oprev, fppm: sup.fppm, fts: sup.fts}
 	// What a refused request waits for: room under the hard limit, or,
 	// for a request refused by the draw, under the soft limit (its own
 	// cost when larger), where it is admitted whatever the draw.
@@ -230,23 +226,11 @@ func suppressed(l *store.Limit, st *counts, now, c int64, u float64, o *outcome)
 	default:
 		// Aim at admitting, over the next period, rate·(hard − acc)/
 		// (hard − rate) units out of the offered load: the rate at the
-		// soft limit, down to none at the hard limit. Rounded to the
-		// nearest ppm; the conversion keeps the product and the addition
-		// apart (no fused multiply-add), as in Lua.
-		off := estimate(now, ws, p, ocur, oprev)
+		// soft limit, down to none at the hard limit.
+		off := estimate(now, ws, p, sup.ocur, sup.oprev)
 		share := float64(soft) * (hf - acc) / (float64(hard-soft) * (off + cf))
-		f := min(max(int64(math.Floor(float64((1-share)*ppm)+0.5)), 0), ppm)
-		// The cached factor holds while it is fresh and not below the
-		// new one: suppression rises at once, and eases off at most once
-		// per cache period.
-		if fts <= now && now-fts < suppressionCacheUS(p) && fppm >= f {
-			f = fppm
-		} else {
-			o.nextSup.fppm, o.nextSup.fts = f, now
-		}
-		fppm = f
-		o.fppm, o.drawn = fppm, true
-		o.allowed = u*ppm >= float64(fppm)
+		o.fppm, o.drawn = o.factor(factorPPM(share), now, p), true
+		o.allowed = u*ppm >= float64(o.fppm)
 		limit = float64(max(soft, c))
 	}
 	if o.allowed {
@@ -263,8 +247,45 @@ func suppressed(l *store.Limit, st *counts, now, c int64, u float64, o *outcome)
 		o.retry = 1
 		return
 	}
-	// The first guess as for the sliding window counter, with limit for
-	// the capacity.
+	o.retry = retryUnder(st, now, p, cf, limit)
+}
+
+// offeredAt returns the suppressed part of state st (nil: none) as it
+// shows at t: the offered units of t's window and the one before it, and
+// the cached factor with the time it was computed.
+func offeredAt(st *counts, t, p int64) suppression {
+	if st == nil || st.sup == nil {
+		return suppression{}
+	}
+	_, ocur, oprev := counterAt(&counts{ts: st.ts, cur: st.sup.ocur, prev: st.sup.oprev}, t, p)
+	return suppression{ocur: ocur, oprev: oprev, fppm: st.sup.fppm, fts: st.sup.fts}
+}
+
+// factorPPM returns the suppression factor 1 − share in ppm, rounded to
+// the nearest and kept within [0, ppm]. The conversion keeps the product
+// and the addition apart (no fused multiply-add), as in Lua.
+func factorPPM(share float64) int64 {
+	return min(max(int64(math.Floor(float64((1-share)*ppm)+0.5)), 0), ppm)
+}
+
+// factor returns the factor a request meets at now when f is the one
+// computed for it: the cached factor of o.nextSup while it is fresh and
+// not below f, so that suppression rises at once and eases off at most
+// once per cache period; otherwise f, which becomes the cached factor.
+func (o *outcome) factor(f, now, p int64) int64 {
+	if fts := o.nextSup.fts; fts <= now && now-fts < suppressionCacheUS(p) && o.nextSup.fppm >= f {
+		return o.nextSup.fppm
+	}
+	o.nextSup.fppm, o.nextSup.fts = f, now
+	return f
+}
+
+// retryUnder returns the wait (µs) until a request of cost cf fits under
+// limit in the windows of the sliding window counter state st (nil: none)
+// of period p, from now. The first guess is made as for the sliding window
+// counter, with limit for the capacity.
+func retryUnder(st *counts, now, p int64, cf, limit float64) int64 {
+	ws, cur, prev := counterAt(st, now, p)
 	var at int64
 	switch avail := limit - cf - float64(cur); {
 	case avail >= 0 && prev > 0:
@@ -274,7 +295,7 @@ func suppressed(l *store.Limit, st *counts, now, c int64, u float64, o *outcome)
 	default:
 		at = ws + p
 	}
-	o.retry = earliest(at-now, func(d int64) bool {
+	return earliest(at-now, func(d int64) bool {
 		t := now + d
 		ws, cur, prev := counterAt(st, t, p)
 		return estimate(t, ws, p, cur, prev)+cf <= limit

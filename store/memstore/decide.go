@@ -51,7 +51,8 @@ func (s *Store) decide(req store.Request, take bool) (store.Decision, error) {
 	if err := req.Validate(); err != nil {
 		return store.Decision{}, err
 	}
-	o := op{s: s, req: req, cost: contract.Cost(&req)}
+	var o op
+	o.s, o.req, o.cost = s, req, contract.Cost(&req)
 	// One outcome per limit: most requests have one limit, and zeroing
 	// room for eight costs more than deciding one.
 	var out []outcome
@@ -209,31 +210,39 @@ func (o *op) write(out []outcome) error {
 			o.remember()
 		}
 	default:
-		strikes := o.ks.strikeCount(o.now)
-		best, ms := blockFor(o.req.Limits, out, strikes)
-		// A suppressed limit counts every refused request as offered.
-		counted := o.req.CountDenied || o.isSuppressed()
-		need := 0
-		if counted {
-			need += o.missing()
-		}
-		if best >= 0 && o.ks == nil {
-			need++
-		}
-		if !o.room(need) {
-			break
-		}
-		if counted {
-			o.record(out)
-		}
-		if best >= 0 {
-			o.startBlock(best, ms, strikes)
-			v.blocked, v.started = true, true
-			v.blockEnd, v.scope = o.ks.blockEnd, o.ks.scope
-		}
+		o.writeRefused(out)
 	}
 	o.finish()
 	return err
+}
+
+// writeRefused writes what a refusal by a limit writes: the request when
+// refusals count (or the limit is suppressed), and a block when a refusing
+// limit blocks. Nothing is written when the states it needs do not fit.
+func (o *op) writeRefused(out []outcome) {
+	v := &o.v
+	strikes := o.ks.strikeCount(o.now)
+	best, ms := blockFor(o.req.Limits, out, strikes)
+	// A suppressed limit counts every refused request as offered.
+	counted := o.req.CountDenied || o.isSuppressed()
+	need := 0
+	if counted {
+		need += o.missing()
+	}
+	if best >= 0 && o.ks == nil {
+		need++
+	}
+	if !o.room(need) {
+		return
+	}
+	if counted {
+		o.record(out)
+	}
+	if best >= 0 {
+		o.startBlock(best, ms, strikes)
+		v.blocked, v.started = true, true
+		v.blockEnd, v.scope = o.ks.blockEnd, o.ks.scope
+	}
 }
 
 // renew prepares the key's record for writing. States of the request
@@ -464,42 +473,9 @@ func (o *op) decision(out []outcome) store.Decision {
 	after := allowed && !v.duplicate
 	var dec store.Decision
 	if v.blocked {
-		// A retry at the block's end must also fit every limit.
-		left := (v.blockEnd - floorMS(o.now)) * 1000
-		for i := range out {
-			if !out[i].allowed && out[i].retry > left {
-				left = out[i].retry
-			}
-		}
-		dec = store.Decision{
-			Limit:        o.req.Limits[0].Capacity(),
-			ResetAfter:   micros(left),
-			RetryAfter:   micros(left),
-			LimitID:      v.scope,
-			Index:        -1,
-			Blocked:      true,
-			BlockStarted: v.started,
-		}
-		for i, id := range o.ids[:n] {
-			if id == v.scope {
-				dec.Limit, dec.Index = o.req.Limits[i].Capacity(), i
-				break
-			}
-		}
+		dec = o.blockDecision(out)
 	} else {
-		d := -1
-		for i := range out {
-			switch {
-			case allowed:
-				if d < 0 || out[i].remaining(after) < out[d].remaining(after) {
-					d = i
-				}
-			case !out[i].allowed:
-				if d < 0 || out[i].retry > out[d].retry {
-					d = i
-				}
-			}
-		}
+		d := deciding(out, allowed, after)
 		dec = store.Decision{
 			Allowed:    allowed,
 			Limit:      o.req.Limits[d].Capacity(),
@@ -514,18 +490,8 @@ func (o *op) decision(out []outcome) store.Decision {
 		}
 	}
 	if o.isSuppressed() {
-		// The largest factor met; a refusal is drawn when every refusing
-		// limit refused by the draw.
-		var f int64
-		drawn := !allowed
-		for i := range out {
-			f = max(f, out[i].fppm)
-			if !out[i].allowed && !out[i].drawn {
-				drawn = false
-			}
-		}
-		dec.Suppression = float64(f) / ppm
-		dec.Suppressed = drawn && !v.blocked
+		f, drawn := suppressionOf(out, allowed)
+		dec.Suppression, dec.Suppressed = f, drawn && !v.blocked
 	}
 	if n > 1 {
 		dec.PerLimit = make([]store.LimitState, n)
@@ -534,6 +500,71 @@ func (o *op) decision(out []outcome) store.Decision {
 		}
 	}
 	return dec
+}
+
+// blockDecision describes the block the request met or started.
+func (o *op) blockDecision(out []outcome) store.Decision {
+	v := &o.v
+	// A retry at the block's end must also fit every limit.
+	left := (v.blockEnd - floorMS(o.now)) * 1000
+	for i := range out {
+		if !out[i].allowed && out[i].retry > left {
+			left = out[i].retry
+		}
+	}
+	dec := store.Decision{
+		Limit:        o.req.Limits[0].Capacity(),
+		ResetAfter:   micros(left),
+		RetryAfter:   micros(left),
+		LimitID:      v.scope,
+		Index:        -1,
+		Blocked:      true,
+		BlockStarted: v.started,
+	}
+	for i, id := range o.ids[:len(o.req.Limits)] {
+		if id == v.scope {
+			dec.Limit, dec.Index = o.req.Limits[i].Capacity(), i
+			break
+		}
+	}
+	return dec
+}
+
+// deciding returns the index of the limit that decides a request that met
+// no block: for a refused request the refusing limit with the longest
+// retry time, for an admitted one the limit with the fewest units
+// remaining, after the request when it was recorded (after) and without
+// it otherwise; ties go to the earliest limit.
+func deciding(out []outcome, allowed, after bool) int {
+	d := -1
+	for i := range out {
+		switch {
+		case allowed:
+			if d < 0 || out[i].remaining(after) < out[d].remaining(after) {
+				d = i
+			}
+		case !out[i].allowed:
+			if d < 0 || out[i].retry > out[d].retry {
+				d = i
+			}
+		}
+	}
+	return d
+}
+
+// suppressionOf returns the suppression of a request of the suppressed
+// strategy: the largest factor met, and whether a refusal was drawn, which
+// it is when every refusing limit refused by the draw.
+func suppressionOf(out []outcome, allowed bool) (factor float64, drawn bool) {
+	var f int64
+	drawn = !allowed
+	for i := range out {
+		f = max(f, out[i].fppm)
+		if !out[i].allowed && !out[i].drawn {
+			drawn = false
+		}
+	}
+	return float64(f) / ppm, drawn
 }
 
 // remaining returns the limit's units left after the request (after) or
