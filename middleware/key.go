@@ -1,5 +1,7 @@
 package middleware
 
+import "strings"
+
 // policyLabel is the policy's name as bodies, metrics and logs show it:
 // the limiter's name, followed by "/" and the tier for a limiter with
 // tiers ("api/authenticated"). "/" is outside the name alphabet, so "api"
@@ -29,4 +31,17 @@ func StoreKey(policy, tier, identity string) string {
 		return policy + ":" + identity
 	}
 	return policy + "/" + tier + ":" + identity
+}
+
+// SplitStoreKey takes a key built by [StoreKey] apart into its policy,
+// tier ("" for a limiter without tiers) and identity; ok is false for a
+// key StoreKey cannot have built. It is the one place that reads a store
+// key, for tools that list what a store holds (a store's blocked keys).
+func SplitStoreKey(key string) (policy, tier, identity string, ok bool) {
+	label, identity, ok := strings.Cut(key, ":")
+	policy, tier, tiered := strings.Cut(label, "/")
+	if !ok || policy == "" || tiered && tier == "" {
+		return "", "", "", false
+	}
+	return policy, tier, identity, true
 }

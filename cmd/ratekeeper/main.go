@@ -507,8 +507,7 @@ func (inv *invocation) blocks(ctx context.Context, lister store.BlockLister, out
 
 // splitBlock splits a block's store key "<policy>[/<tier>]:<identity>".
 func splitBlock(b store.Block) blockedClient {
-	ns, identity, _ := strings.Cut(b.Key, ":")
-	pol, tier, _ := strings.Cut(ns, "/")
+	pol, tier, identity, _ := middleware.SplitStoreKey(b.Key)
 	return blockedClient{Policy: pol, Tier: tier, Identity: identity, Scope: b.Scope, Remaining: b.Remaining.Round(time.Millisecond).String()}
 }
 

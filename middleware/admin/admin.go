@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ratekeeper/ratekeeper/middleware"
 	"github.com/ratekeeper/ratekeeper/middleware/policy"
 	"github.com/ratekeeper/ratekeeper/store"
 )
@@ -359,11 +360,10 @@ func (a *api) listBlocked(w http.ResponseWriter, r *http.Request) {
 	now := a.now()
 	out := blockedJSON{Policy: p.Name, Cursor: next, Clients: make([]blockedClientJSON, 0, len(blocks))}
 	for _, b := range blocks {
-		tier, identity, ok := strings.Cut(strings.TrimPrefix(b.Key, target.owner), ":")
-		if !ok {
+		owner, tier, identity, ok := middleware.SplitStoreKey(b.Key)
+		if !ok || owner != target.owner {
 			continue // not a key of this policy's namespace
 		}
-		tier = strings.TrimPrefix(tier, "/")
 		out.Clients = append(out.Clients, blockedClientJSON{
 			Tier: tier, Identity: identity, Scope: b.Scope,
 			Until: now.Add(b.Remaining).UTC(), RetryAfter: seconds(b.Remaining),
