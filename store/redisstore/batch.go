@@ -52,13 +52,10 @@ type call struct {
 	ctx  context.Context
 	sc   *script // nil for a command that is not a script call
 	args []any
-	// For a call the deny cache may answer: the cache, the call's state
-	// key, limit and cost. A refusal that arrives while the call waits in
-	// the queue answers it there, without a round trip.
-	dc       *denyCache
-	key      string
-	li       *limitInfo
-	cost     int64
+	// refusal finds a cached refusal that answers the call: one that
+	// arrives while the call waits in the queue answers it there, without
+	// a round trip.
+	refusal  refusalQuery
 	deadline time.Time
 	done     chan struct{} // receives one value when v and err are set
 	timer    *time.Timer
@@ -86,7 +83,7 @@ func (c *call) release() {
 	default:
 	}
 	c.ctx, c.sc, c.args, c.v, c.err = nil, nil, nil, nil, nil
-	c.dc, c.li, c.key = nil, nil, ""
+	c.refusal = refusalQuery{}
 	callPool.Put(c)
 }
 
@@ -234,20 +231,19 @@ func (p *pipes) batcherOf(node *redis.Client) *batcher {
 	return b
 }
 
-// do queues a command for key's node and waits for its reply until
-// deadline or until ctx is done, whichever comes first. With dc set, a
-// refusal cached while the call waits answers it: the result is then a
+// do queues cmd for its key's node and waits for its reply until
+// deadline or until ctx is done, whichever comes first. A refusal cached
+// while the call waits (cmd.refusal) answers it: the result is then a
 // store.Decision instead of a script reply.
-func (p *pipes) do(ctx context.Context, key string, sc *script, args []any, deadline time.Time, dc *denyCache, li *limitInfo, cost int64) (any, error) {
+func (p *pipes) do(ctx context.Context, cmd *command, deadline time.Time) (any, error) {
 	start := time.Now()
 	wait := deadline.Sub(start)
 	if wait <= 0 {
 		return nil, errBudget
 	}
 	c := callPool.Get().(*call)
-	c.ctx, c.sc, c.args, c.deadline = ctx, sc, args, deadline
-	c.dc, c.key, c.li, c.cost = dc, key, li, cost
-	b := p.forKey(ctx, key)
+	c.ctx, c.sc, c.args, c.deadline, c.refusal = ctx, cmd.sc, cmd.args, deadline, cmd.refusal
+	b := p.forKey(ctx, cmd.key)
 	if p.direct && b.enter() {
 		v, err := b.direct(c)
 		b.leave()
@@ -276,10 +272,8 @@ func (p *pipes) do(ctx context.Context, key string, sc *script, args []any, dead
 		// for one identity) still answers within the budget: Redis
 		// would refuse this call too, and a refused call writes
 		// nothing, whether it ran or not.
-		if dc != nil {
-			if d, ok := dc.lookup(key, li, cost, time.Now()); ok {
-				v, err = d, nil
-			}
+		if d, ok := cmd.refusal.cached(time.Now()); ok {
+			v, err = d, nil
 		}
 	case <-ctx.Done():
 		err = ctx.Err()
@@ -426,11 +420,9 @@ func (b *batcher) run(batch []*call) {
 			c.finish(nil, errBudget)
 			continue
 		}
-		if c.dc != nil {
-			if d, ok := c.dc.lookup(c.key, c.li, c.cost, now); ok {
-				c.finish(d, nil)
-				continue
-			}
+		if d, ok := c.refusal.cached(now); ok {
+			c.finish(d, nil)
+			continue
 		}
 		live = append(live, c)
 		if c.deadline.After(latest) {

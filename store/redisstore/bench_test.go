@@ -100,7 +100,7 @@ func BenchmarkArgs(b *testing.B) {
 		b.Fatal(err)
 	}
 	req := store.Request{Key: "203.0.113.7", Limits: []store.Limit{store.PerSecond(10), store.PerMinute(100)}}
-	sc := &s.scripts[store.GCRA][0]
+	sc := &s.scripts.byAlgorithm[store.GCRA][full]
 	base := keyBase(s.prefix, EncodeKey(req.Key))
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {

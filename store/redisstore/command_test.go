@@ -33,7 +33,7 @@ func TestNewOptions(t *testing.T) {
 		wantBatch  int
 		wantDeny   bool
 	}{
-		{name: "zero value", opts: Options{}, wantPrefix: DefaultPrefix, wantTO: DefaultTimeout, wantBatch: DefaultMaxBatch, wantDeny: true},
+		{name: "zero value", opts: Options{}, wantPrefix: DefaultPrefix, wantTO: defaultTimeout, wantBatch: defaultMaxBatch, wantDeny: true},
 		{name: "custom", opts: Options{Prefix: "app", Timeout: time.Second, MaxBatch: 1, DenyCacheSize: -1}, wantPrefix: "app", wantTO: time.Second, wantBatch: 1},
 		{name: "brace in prefix", opts: Options{Prefix: "a{b"}, wantErr: true},
 		{name: "closing brace in prefix", opts: Options{Prefix: "a}"}, wantErr: true},
@@ -364,8 +364,8 @@ func TestCommandLayout(t *testing.T) {
 				t.Fatal(err)
 			}
 			cmd := s.command(tt.mode, &tt.req, tt.req.EffectiveCost())
-			if cmd.lean != tt.wantLean {
-				t.Fatalf("got lean %v, want %v", cmd.lean, tt.wantLean)
+			if got := cmd.variant != full; got != tt.wantLean {
+				t.Fatalf("got lean %v, want %v", got, tt.wantLean)
 			}
 			keys := cmd.keys()
 			if fmt.Sprintf("%q", keys) != fmt.Sprintf("%q", tt.wantKeys) {
@@ -374,7 +374,7 @@ func TestCommandLayout(t *testing.T) {
 			// The state keys come last in the full layout, first (before
 			// the override key) in the lean one with overrides.
 			state := tt.wantKeys[len(tt.wantKeys)-len(tt.req.Limits)]
-			if cmd.ov {
+			if cmd.variant == leanOverride {
 				state = tt.wantKeys[0]
 			}
 			if cmd.key != state {

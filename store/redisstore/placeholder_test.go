@@ -210,6 +210,10 @@ func TestPlaceholderNeverWritten(t *testing.T) {
 // nothing to refund and writes nothing, whatever its state keys hold.
 func TestPlaceholderRefund(t *testing.T) {
 	ctx := context.Background()
+	refundSrc, err := lua.Source("refund")
+	if err != nil {
+		t.Fatal(err)
+	}
 	for alg := range 5 { // the refundable algorithms, in store order
 		t.Run(store.Algorithm(alg).String(), func(t *testing.T) {
 			s, c := newStore(t, Options{DenyCacheSize: -1})
@@ -219,7 +223,7 @@ func TestPlaceholderRefund(t *testing.T) {
 				putPlaceholder(t, c, k)
 			}
 			before := snapshot(t, c, s.prefix)
-			got, err := c.Eval(ctx, lua.Refund(), keys, "refund", alg, 1, "nonce", 1, 10, 60_000_000, 10).Int64()
+			got, err := c.Eval(ctx, refundSrc, keys, "refund", alg, 1, "nonce", 1, 10, 60_000_000, 10).Int64()
 			if err != nil || got != 0 {
 				t.Fatalf("refund: got %d, %v; want 0 (nothing to refund)", got, err)
 			}
@@ -239,7 +243,7 @@ func TestPlaceholderLeanPaths(t *testing.T) {
 		t.Run(alg.String()+"/overrides", func(t *testing.T) {
 			s, c := newStore(t, Options{DenyCacheSize: -1})
 			req := store.Request{Key: "migrating", Limits: []store.Limit{{Algorithm: alg, Rate: 2, Period: time.Minute}}, Overrides: true}
-			if cmd := s.command(modeTake, &req, 1); !cmd.ov {
+			if cmd := s.command(modeTake, &req, 1); cmd.variant != leanOverride {
 				t.Fatal("the request does not run the lean script with overrides")
 			}
 			state, err := s.StateKeys(req)

@@ -95,7 +95,7 @@ func (u *ScriptStore) Reset(ctx context.Context, req store.Request) error {
 		return err
 	}
 	key := u.key(&req)
-	v, err := u.s.do(ctx, "reset", key, nil, []any{"del", key}, nil, nil, 0)
+	v, err := u.s.do(ctx, "reset", &command{key: key, args: []any{"del", key}})
 	if err != nil {
 		return u.wrap(err)
 	}
@@ -126,7 +126,7 @@ func (u *ScriptStore) Call(ctx context.Context, mode string, req store.Request) 
 	args := make([]any, 0, 9+len(u.options))
 	args = append(args, "evalsha", u.sc.sha, 1, key, mode, req.EffectiveCost(), li.rate, li.period, li.capacity)
 	args = append(args, u.options...)
-	v, err := u.s.do(ctx, mode, key, &u.sc, args, nil, nil, 0)
+	v, err := u.s.do(ctx, mode, &command{key: key, sc: &u.sc, args: args})
 	if err != nil {
 		return store.Decision{}, nil, u.wrap(err)
 	}
@@ -147,7 +147,7 @@ func (u *ScriptStore) check(req *store.Request) error {
 	if err := req.Validate(); err != nil {
 		return err
 	}
-	if !lean(req) {
+	if !plainShape(req) || req.Overrides {
 		return fmt.Errorf("%w: script %q decides one limit without Block, CountDenied, DedupID or Overrides", store.ErrInvalidRequest, u.name)
 	}
 	return nil
