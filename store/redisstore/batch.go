@@ -412,23 +412,7 @@ func (b *batcher) flush() {
 // passed are not sent. A panic in the client fails the batch's calls
 // instead of the process.
 func (b *batcher) run(batch []*call) {
-	now := time.Now()
-	live := batch[:0]
-	var latest time.Time
-	for _, c := range batch {
-		if !now.Before(c.deadline) {
-			c.finish(nil, errBudget)
-			continue
-		}
-		if d, ok := c.refusal.cached(now); ok {
-			c.finish(d, nil)
-			continue
-		}
-		live = append(live, c)
-		if c.deadline.After(latest) {
-			latest = c.deadline
-		}
-	}
+	live, latest := sendable(batch, time.Now())
 	if len(live) == 0 {
 		return
 	}
@@ -457,6 +441,44 @@ func (b *batcher) run(batch []*call) {
 		c.finish(v, err)
 		return
 	}
+	cmds := b.pipeline(ctx, live)
+	for i, c := range live {
+		v, err := cmds[i].Val(), cmds[i].Err()
+		if err != nil && notRun(err) {
+			v, err = b.p.reroute(ctx, c, err)
+		}
+		delivered = i + 1
+		c.finish(v, err)
+	}
+}
+
+// sendable finishes the calls of batch that need no round trip at now
+// (their deadline has passed, or a cached refusal answers them) and
+// returns the others, in place, with their latest deadline.
+func sendable(batch []*call, now time.Time) (live []*call, latest time.Time) {
+	live = batch[:0]
+	for _, c := range batch {
+		if !now.Before(c.deadline) {
+			c.finish(nil, errBudget)
+			continue
+		}
+		if d, ok := c.refusal.cached(now); ok {
+			c.finish(d, nil)
+			continue
+		}
+		live = append(live, c)
+		if c.deadline.After(latest) {
+			latest = c.deadline
+		}
+	}
+	return live, latest
+}
+
+// pipeline sends the calls live as one pipeline and returns their
+// commands. Scripts the server does not know (after a restart or SCRIPT
+// FLUSH) did not run: they are sent again with their source, in a second
+// pipeline.
+func (b *batcher) pipeline(ctx context.Context, live []*call) []*redis.Cmd {
 	cmds := make([]*redis.Cmd, len(live))
 	pipe := b.client.Pipeline()
 	for i, c := range live {
@@ -464,8 +486,6 @@ func (b *batcher) run(batch []*call) {
 		_ = pipe.Process(ctx, noRetry{cmds[i]})
 	}
 	_, _ = pipe.Exec(ctx)
-	// Scripts the server does not know (after a restart or SCRIPT FLUSH)
-	// did not run: send them again with their source.
 	var again redis.Pipeliner
 	for i, c := range live {
 		if c.sc != nil && isNoScript(cmds[i].Err()) {
@@ -480,29 +500,29 @@ func (b *batcher) run(batch []*call) {
 	if again != nil {
 		_, _ = again.Exec(ctx)
 	}
-	for i, c := range live {
-		v, err := cmds[i].Val(), cmds[i].Err()
-		if err != nil && notRun(err) {
-			v, err = b.p.reroute(ctx, c, err)
-		}
-		delivered = i + 1
-		c.finish(v, err)
-	}
+	return cmds
 }
 
 // one sends a batch of one call.
 func (b *batcher) one(ctx context.Context, c *call) (any, error) {
-	cmd := redis.NewCmd(ctx, c.args...)
-	err := b.client.Process(ctx, noRetry{cmd})
-	if err != nil && c.sc != nil && isNoScript(err) {
-		c.args[0], c.args[1] = "eval", c.sc.src
-		cmd = redis.NewCmd(ctx, c.args...)
-		err = b.client.Process(ctx, noRetry{cmd})
-	}
+	cmd, err := process(ctx, b.client, c)
 	if err != nil && notRun(err) {
 		return b.p.reroute(ctx, c, err)
 	}
 	return cmd.Val(), err
+}
+
+// process sends c through cl, and again with its script's source when
+// the server does not know the script (after a restart or SCRIPT FLUSH).
+func process(ctx context.Context, cl client, c *call) (*redis.Cmd, error) {
+	cmd := redis.NewCmd(ctx, c.args...)
+	err := cl.Process(ctx, noRetry{cmd})
+	if err != nil && c.sc != nil && isNoScript(err) {
+		c.args[0], c.args[1] = "eval", c.sc.src
+		cmd = redis.NewCmd(ctx, c.args...)
+		err = cl.Process(ctx, noRetry{cmd})
+	}
+	return cmd, err
 }
 
 // reroute runs a call that Redis answered with err without running it (the
@@ -520,13 +540,8 @@ func (p *pipes) reroute(ctx context.Context, c *call, err error) (any, error) {
 				return v, err
 			}
 		}
-		cmd := redis.NewCmd(ctx, c.args...)
-		err = client.Process(ctx, noRetry{cmd})
-		if err != nil && c.sc != nil && isNoScript(err) {
-			c.args[0], c.args[1] = "eval", c.sc.src
-			cmd = redis.NewCmd(ctx, c.args...)
-			err = client.Process(ctx, noRetry{cmd})
-		}
+		var cmd *redis.Cmd
+		cmd, err = process(ctx, client, c)
 		if err == nil || !notRun(err) {
 			return cmd.Val(), err
 		}
