@@ -29,16 +29,6 @@ type command struct {
 	refusal refusalQuery
 }
 
-// keys returns the call's KEYS.
-func (c *command) keys() []string {
-	n := c.args[2].(int)
-	keys := make([]string, n)
-	for i := range keys {
-		keys[i] = c.args[3+i].(string)
-	}
-	return keys
-}
-
 // command builds the script call of a validated request, in the family
 // variantOf chooses. Only plain requests without an override are
 // answered from the deny cache: an operator's change of an override must

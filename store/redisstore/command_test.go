@@ -431,3 +431,13 @@ func TestClientPanicIsAnError(t *testing.T) {
 		t.Fatalf("got %v, want a backend error carrying the panic", err)
 	}
 }
+
+// keys returns the call's KEYS.
+func (c *command) keys() []string {
+	n := c.args[2].(int)
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = c.args[3+i].(string)
+	}
+	return keys
+}
