@@ -82,8 +82,8 @@
 // # The deny cache
 //
 // A refusal of a lean request (one limit, no block, no counted refusals,
-// no de-duplication id, no overrides) is remembered until its RetryAfter, measured from
-// before the call was sent; later requests of the same key, limit and at
+// no de-duplication id, no overrides) is remembered until its
+// RetryAfter, measured from before the call was sent; later requests of the same key, limit and at
 // least that cost are refused from memory ([store.Decision.Cached]), also
 // while they wait in the queue or when their budget runs out, so a burst
 // for one identity is decided by its first refusal. Only time frees

@@ -51,8 +51,8 @@ type Options struct {
 	// timeout error. go-redis otherwise reloads only every 60 s or on a
 	// MOVED reply, so after a master fails over, calls for its slots keep
 	// failing until then; with this, recovery follows the failover within
-	// about ClusterReload. Zero means one second; negative
-	// disables. Other clients ignore it.
+	// about ClusterReload. Zero means one second; negative disables.
+	// Other clients ignore it.
 	ClusterReload time.Duration
 	// MaxBatch bounds how many decisions travel to Redis in one pipeline.
 	// Concurrent decisions are coalesced: a decision is sent at once when
