@@ -91,7 +91,7 @@ func TestSource(t *testing.T) {
 	}
 }
 
-func TestSourceWithOverrides(t *testing.T) {
+func TestLeanOverrideSources(t *testing.T) {
 	for _, name := range algorithms {
 		src, err := Source(name + "/lean-override")
 		if name == "suppressed" {
