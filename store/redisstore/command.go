@@ -119,14 +119,19 @@ func (s *Store) fullArgs(mode, base string, sc *script, req *store.Request, cost
 	if blocks(req.Limits) {
 		filler = base + tagBlock
 	}
-	keyOr := func(use bool, key string) string {
-		if use {
-			return key
+	// The block, strike, de-duplication and override keys, in that order;
+	// the filler is the block key itself when a limit blocks. A key is
+	// built only when the call names it.
+	for _, k := range [...]struct {
+		used bool
+		tag  string
+	}{{false, ""}, {escalates(req.Limits), tagStrikes}, {req.DedupID != "", tagDedup}, {req.Overrides, tagOverride}} {
+		if k.used {
+			args = append(args, base+k.tag)
+		} else {
+			args = append(args, filler)
 		}
-		return filler
 	}
-	args = append(args, filler, keyOr(escalates(req.Limits), base+tagStrikes),
-		keyOr(req.DedupID != "", base+tagDedup), keyOr(req.Overrides, base+tagOverride))
 	for _, k := range states {
 		args = append(args, k)
 	}
