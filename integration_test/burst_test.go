@@ -24,6 +24,7 @@ import (
 // race detector the budget is scaled by raceSlowdown: the budget bounds
 // the client's own work too, which the detector slows several times.
 func TestBurstNeverFailsOpen(t *testing.T) {
+	const defaultStoreTimeout = 50 * time.Millisecond // the default redisstore.Options.Timeout
 	srv := sharedRedis(t)
 	addr, err := srv.addr(t.Context())
 	if err != nil {
@@ -55,7 +56,7 @@ func TestBurstNeverFailsOpen(t *testing.T) {
 						// Fresh default clients: no warm pools.
 						c := redis.NewClient(&redis.Options{Addr: addr})
 						t.Cleanup(func() { _ = c.Close() })
-						s, err := redisstore.New(c, redisstore.Options{Prefix: prefix, Timeout: raceSlowdown * redisstore.DefaultTimeout})
+						s, err := redisstore.New(c, redisstore.Options{Prefix: prefix, Timeout: raceSlowdown * defaultStoreTimeout})
 						if err != nil {
 							t.Fatal(err)
 						}

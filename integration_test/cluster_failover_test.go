@@ -140,7 +140,7 @@ func setupFailover(t *testing.T, reload time.Duration) *failover {
 	if err != nil {
 		t.Fatalf("CLUSTER KEYSLOT %q: %v", keys[0], err)
 	}
-	if tagSlot, err := f.cc.ClusterKeySlot(ctx, redisstore.EncodeKey(f.req.Key)).Result(); err != nil || tagSlot != slot {
+	if tagSlot, err := f.cc.ClusterKeySlot(ctx, hashTag(t, f.s, f.req.Key)).Result(); err != nil || tagSlot != slot {
 		t.Fatalf("slot of the encoded client key: got %d, %v, want %d (the state key's slot)", tagSlot, err, slot)
 	}
 	f.master, f.replica = tc.slotOwner(ctx, t, int(slot))

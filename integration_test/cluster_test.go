@@ -120,7 +120,7 @@ func testClusterOneSlot(t *testing.T, cc *redis.ClusterClient, alg store.Algorit
 	if len(byMaster) != 1 {
 		t.Fatalf("keys of one client key: got keys on %d masters (%v), want 1", len(byMaster), byMaster)
 	}
-	tagSlot, err := cc.ClusterKeySlot(ctx, redisstore.EncodeKey(key)).Result()
+	tagSlot, err := cc.ClusterKeySlot(ctx, hashTag(t, s, key)).Result()
 	if err != nil {
 		t.Fatalf("CLUSTER KEYSLOT: %v", err)
 	}
@@ -141,7 +141,7 @@ func testClusterOneSlot(t *testing.T, cc *redis.ClusterClient, alg store.Algorit
 				t.Fatalf("CLUSTER KEYSLOT %q: %v", k, err)
 			}
 			if slot != tagSlot {
-				t.Errorf("key %q: got slot %d, want %d (the slot of the encoded client key %q)", k, slot, tagSlot, redisstore.EncodeKey(key))
+				t.Errorf("key %q: got slot %d, want %d (the slot of the encoded client key %q)", k, slot, tagSlot, hashTag(t, s, key))
 			}
 			switch {
 			case strings.HasSuffix(k, ":block"):
@@ -207,4 +207,19 @@ func testClusterSpread(t *testing.T, cc *redis.ClusterClient, masters int) {
 		t.Errorf("state of %d client keys: got keys on %d masters %v, want all %d", clients, len(perMaster), perMaster, masters)
 	}
 	t.Logf("state keys per master: %v", perMaster)
+}
+
+// hashTag returns the Redis Cluster hash tag of every key s writes for
+// client key (the encoded client key), read from a state key s names.
+func hashTag(t testing.TB, s *redisstore.Store, key string) string {
+	t.Helper()
+	keys, err := s.StateKeys(store.Request{Key: key, Limits: []store.Limit{store.PerMinute(1)}})
+	if err != nil {
+		t.Fatalf("StateKeys: %v", err)
+	}
+	open, end := strings.IndexByte(keys[0], '{'), strings.IndexByte(keys[0], '}')
+	if open < 0 || end < open {
+		t.Fatalf("state key %q has no hash tag", keys[0])
+	}
+	return keys[0][open+1 : end]
 }

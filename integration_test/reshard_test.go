@@ -179,9 +179,9 @@ func reshard(t *testing.T, cluster *testCluster, cc *redis.ClusterClient, tc res
 
 	busy := tc.busy
 	busy.Key = "reshard-busy-" + t.Name()
-	slot := int(keySlot(redisstore.EncodeKey(busy.Key)))
+	slot := int(keySlot(hashTag(t, s, busy.Key)))
 	small := tc.small
-	small.Key = sameSlotKey(t, "reshard-small", slot)
+	small.Key = sameSlotKey(t, s, "reshard-small", slot)
 	var fresh []string
 	if tc.fresh {
 		fresh = slotKeys(t, "reshard-fresh", slot, reshardFresh)
@@ -212,7 +212,7 @@ func reshard(t *testing.T, cluster *testCluster, cc *redis.ClusterClient, tc res
 	m := newMigrator(ctx, t, cluster, slot)
 	fill := cc.Pipeline()
 	for i := range reshardFillers {
-		k := prefix + ":{" + redisstore.EncodeKey(busy.Key) + "}:fill:" + strconv.Itoa(i)
+		k := prefix + ":{" + hashTag(t, s, busy.Key) + "}:fill:" + strconv.Itoa(i)
 		fill.Set(ctx, k, "x", 10*time.Minute)
 	}
 	if _, err := fill.Exec(ctx); err != nil {
@@ -486,12 +486,12 @@ func (m *migrator) move(t *testing.T, from, to *reshardNode, migrating func()) i
 }
 
 // sameSlotKey returns the first client key base, base-1, base-2, ... whose
-// encoded form hashes to slot.
-func sameSlotKey(t *testing.T, base string, slot int) string {
+// hash tag in s hashes to slot.
+func sameSlotKey(t *testing.T, s *redisstore.Store, base string, slot int) string {
 	t.Helper()
 	for i := range 1 << 22 {
 		k := base + "-" + strconv.Itoa(i)
-		if int(keySlot(redisstore.EncodeKey(k))) == slot {
+		if int(keySlot(hashTag(t, s, k))) == slot {
 			return k
 		}
 	}

@@ -1,36 +1,54 @@
 // Package lua holds the Redis Lua scripts behind
-// [github.com/ratekeeper/ratekeeper/store/redisstore]. Every script is
-// common.lua (rounding helpers, the clock and the mode), unreadable.lua
-// (repairing state the script cannot read), then a prelude, then one
-// algorithm file:
-//
-//   - lean.lua, for the common request: one limit, no block, no
-//     de-duplication id, no counted refusals. It parses five arguments and
-//     answers five integers; nothing else runs.
-//   - prelude.lua, for everything else: argument parsing for several
-//     limits, the block and de-duplication checks, block starts with
-//     escalation, remembering de-duplication ids and the choice of the
-//     deciding limit.
-//
-// The algorithm files (bucket.lua for GCRA and the token bucket, which are
-// one algorithm; sliding_window_log.lua, sliding_window_counter.lua,
-// fixed_window.lua) evaluate every limit and supply the function that
-// records a request; they run under either prelude. suppressed.lua, the
-// suppressed strategy, runs under the full prelude only, whatever the
-// request. sliding_window_counter.lua and suppressed.lua follow
-// counter.lua, their windows. The default
-// algorithm's lean script is common.lua and lean_bucket.lua, bucket.lua's
-// arithmetic written with scalars (about a third less Redis CPU per call).
-// The scripts need Redis 5 or later (effects replication by default). The sources are
-// embedded at build time; the package has no dependencies.
-//
-// [Source] returns a complete script by algorithm name ([Names] lists them;
-// they match the store package's Algorithm names) and prelude. The scripts
+// [github.com/ratekeeper/ratekeeper/store/redisstore]. The scripts
 // implement the semantics documented in package
 // [github.com/ratekeeper/ratekeeper/store], with the same arithmetic, step
 // for step, as the in-memory store
 // [github.com/ratekeeper/ratekeeper/store/memstore], so that both reach the
 // same decisions. Their clock is the server's TIME in integer microseconds.
+// The scripts need Redis 5 or later (effects replication by default). The
+// sources are embedded at build time; the package has no dependencies.
+//
+// # Scripts
+//
+// [Source] returns a script by name and [Names] lists the names; one table
+// in lua.go says which files make each script. A script name is
+// "<algorithm>[/<variant>]", with the algorithm names of package store,
+// or a stacked or refund script. Each family has one calling convention,
+// stated below:
+//
+//	name                         files                                       convention
+//	<algorithm>                  common, unreadable, override, prelude,      full scripts
+//	                             the algorithm file
+//	<algorithm>/lean             common, unreadable, lean, the algorithm     lean scripts
+//	                             file (GCRA and the token bucket: common
+//	                             and lean_bucket)
+//	<algorithm>/lean-override    common, unreadable, override,               lean scripts with overrides
+//	                             lean_override, then the lean script as
+//	                             the body of a function
+//	stacked                      common, override, one function per          stacked decisions
+//	                             algorithm file (unreadable, prelude,
+//	                             part and the file), multi
+//	stacked/lean                 common, unreadable, lean_multi              stacked decisions, lean
+//	refund                       common, refund                              stacked decisions (refund)
+//
+// common.lua holds rounding helpers, the clock and the mode;
+// unreadable.lua repairs state the script cannot read; override.lua reads
+// a key's override. lean.lua is the prelude of the common request (one
+// limit, no block, no de-duplication id, no counted refusals): it parses
+// five arguments and answers five integers; nothing else runs. prelude.lua
+// is the prelude of everything else: argument parsing for several limits,
+// the block and de-duplication checks, block starts with escalation,
+// remembering de-duplication ids and the choice of the deciding limit.
+//
+// The algorithm files (bucket.lua for GCRA and the token bucket, which are
+// one algorithm; sliding_window_log.lua, sliding_window_counter.lua,
+// fixed_window.lua) evaluate every limit and supply the function that
+// records a request; they run under either prelude. suppressed.lua, the
+// suppressed strategy, has only its full script, which the Redis store runs
+// for every request of the strategy. sliding_window_counter.lua and
+// suppressed.lua follow counter.lua, their windows. The lean script of
+// GCRA and the token bucket is lean_bucket.lua, bucket.lua's arithmetic
+// written with scalars (about a third less Redis CPU per call).
 //
 // # Calling convention: lean scripts
 //
@@ -50,7 +68,7 @@
 // # Calling convention: lean scripts with overrides
 //
 // A request that would be lean but applies its key's override
-// ([SourceWithOverrides]; every algorithm but the suppressed strategy)
+// ("<algorithm>/lean-override"; every algorithm but the suppressed strategy)
 // takes the lean arguments (the sliding window log's nonce included) with
 // one more key:
 //
@@ -217,7 +235,7 @@
 //
 // # Stacked decisions
 //
-// [Stacked] decides several requests, each with its own key, limits and
+// The stacked script ("stacked") decides several requests, each with its own key, limits and
 // algorithm, as one (package store's MultiStore). It is common.lua, one
 // function per algorithm file, taking KEYS and ARGV as parameters, made of
 // unreadable.lua, prelude.lua, part.lua and the file, then multi.lua.
@@ -243,10 +261,10 @@
 // does not count refusals SET receipt <now µs> PX <the receipts' TTL, or
 // its longest period when shorter>.
 //
-// [StackedLean] decides a step whose every part is a plain GCRA or token
+// The lean stacked script ("stacked/lean") decides a step whose every part is a plain GCRA or token
 // bucket request (one limit, no block, counted refusals, de-duplication id
 // or override) with scalar arithmetic, as the lean script does, and answers
-// exactly as [Stacked] would. Its arguments are lean:
+// exactly as the stacked script would. Its arguments are lean:
 //
 //	KEYS           each part's state key, in part order; with receipts,
 //	               then one receipt key per part
@@ -255,7 +273,7 @@
 //	ARGV[3]        p, the number of parts
 //	then           per part: cost, rate, period µs, capacity
 //
-// [Refund] gives back what one part recorded, when the Redis store runs a
+// The refund script ("refund") gives back what one part recorded, when the Redis store runs a
 // stack in several steps (Redis Cluster slots) and a later step refuses:
 // KEYS are the receipt and the part's state keys; ARGV "refund", the
 // algorithm index, the cost, the take's nonce, n and per limit rate,

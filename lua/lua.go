@@ -4,19 +4,20 @@ import (
 	_ "embed" // the scripts are embedded at build time
 	"errors"
 	"fmt"
+	"strings"
 )
 
 //go:embed common.lua
 var common string
-
-//go:embed prelude.lua
-var prelude string
 
 //go:embed unreadable.lua
 var unreadable string
 
 //go:embed override.lua
 var override string
+
+//go:embed prelude.lua
+var prelude string
 
 //go:embed lean.lua
 var leanPrelude string
@@ -33,111 +34,91 @@ var leanBucket string
 //go:embed sliding_window_log.lua
 var slidingWindowLog string
 
+//go:embed counter.lua
+var counter string
+
 //go:embed sliding_window_counter.lua
 var slidingWindowCounter string
 
 //go:embed fixed_window.lua
 var fixedWindow string
 
-//go:embed counter.lua
-var counter string
-
 //go:embed suppressed.lua
 var suppressed string
 
-// names lists the algorithms in the order of the store package's
-// Algorithm constants.
-var names = [...]string{
-	"gcra",
-	"token_bucket",
-	"sliding_window_log",
-	"sliding_window_counter",
-	"fixed_window",
-	"suppressed",
+//go:embed part.lua
+var part string
+
+//go:embed multi.lua
+var multi string
+
+//go:embed lean_multi.lua
+var leanMulti string
+
+//go:embed refund.lua
+var refund string
+
+// The algorithm files, each with what it follows: sliding_window_counter
+// and suppressed count in counter.lua's windows.
+var (
+	windowCounter  = counter + "\n" + slidingWindowCounter
+	suppressedBody = counter + "\n" + suppressed
+)
+
+// scripts is the one table of every script: its name (see [Names]) and the
+// texts it is made of, in order, joined with newlines. The calling
+// convention of each family (full, lean, lean-override, stacked,
+// stacked/lean, refund) is in the package documentation.
+var scripts = [...]struct {
+	name  string
+	parts []string
+}{
+	{"gcra", full(bucket)},
+	{"gcra/lean", leanScalar},
+	{"gcra/lean-override", leanWithOverride(leanBucket)},
+	{"token_bucket", full(bucket)},
+	{"token_bucket/lean", leanScalar},
+	{"token_bucket/lean-override", leanWithOverride(leanBucket)},
+	{"sliding_window_log", full(slidingWindowLog)},
+	{"sliding_window_log/lean", lean(slidingWindowLog)},
+	{"sliding_window_log/lean-override", leanWithOverride(leanPrelude + "\n" + slidingWindowLog)},
+	{"sliding_window_counter", full(windowCounter)},
+	{"sliding_window_counter/lean", lean(windowCounter)},
+	{"sliding_window_counter/lean-override", leanWithOverride(leanPrelude + "\n" + windowCounter)},
+	{"fixed_window", full(fixedWindow)},
+	{"fixed_window/lean", lean(fixedWindow)},
+	{"fixed_window/lean-override", leanWithOverride(leanPrelude + "\n" + fixedWindow)},
+	// The suppressed strategy runs its full script for every request.
+	{"suppressed", full(suppressedBody)},
+	{"stacked", stacked()},
+	{"stacked/lean", []string{common, unreadable, leanMulti}},
+	{"refund", []string{common, refund}},
 }
 
-// bodies holds each algorithm's file, indexed like names. GCRA and the
-// token bucket are one algorithm and share one file.
-var bodies = [...]*string{&bucket, &bucket, &slidingWindowLog, &slidingWindowCounter, &fixedWindow, &suppressed}
+// full is the full script of an algorithm file: every feature of a
+// request (several limits, blocks, counted refusals, de-duplication,
+// overrides).
+func full(body string) []string { return []string{common, unreadable, override, prelude, body} }
 
-// ErrUnknownScript is returned by [Source] for a name that is not in
-// [Names].
-var ErrUnknownScript = errors.New("lua: unknown script")
+// lean is the lean script of an algorithm file: one limit and nothing
+// else.
+func lean(body string) []string { return []string{common, unreadable, leanPrelude, body} }
 
-// Names returns the algorithm names that [Source] accepts, in the order of
-// the store package's Algorithm constants. The slice is a fresh copy.
-func Names() []string {
-	out := make([]string, len(names))
-	copy(out, names[:])
-	return out
+// leanScalar is the lean script of GCRA and the token bucket: bucket.lua's
+// arithmetic written with scalars, no per-limit tables.
+var leanScalar = []string{common, leanBucket}
+
+// leanWithOverride is the lean script of a request that applies its key's
+// override: the override is read and applied first (lean_override.lua),
+// then the lean script runs as the body of decide.
+func leanWithOverride(leanBody string) []string {
+	return []string{common, unreadable, override, leanOverride,
+		"local function decide()", leanBody, "end", leanOverrideReply}
 }
 
-// Source returns the complete script for the algorithm name (for example
-// "token_bucket"): common.lua, then the lean prelude (lean true: one limit,
-// no block, de-duplication or counted refusals) or the full one, then the
-// algorithm (after counter.lua for sliding_window_counter and
-// suppressed). The lean GCRA and token bucket script is common.lua and
-// lean_bucket.lua, the same arithmetic written with scalars. The
-// suppressed strategy has no lean script: both values of lean give its
-// full one. It returns an error wrapping [ErrUnknownScript] when name is
-// not one of [Names].
-//
-// The result is the exact text to pass to EVAL or SCRIPT LOAD; its SHA-1
-// is stable for a given build. Source is safe for concurrent use.
-func Source(name string, lean bool) (string, error) {
-	p := prelude
-	if lean {
-		p = leanPrelude
-	}
-	for i, n := range names {
-		if n != name {
-			continue
-		}
-		if lean && bodies[i] == &bucket {
-			// The default algorithm's lean script is written out with
-			// scalars: no per-limit tables, no closures on admission.
-			return common + "\n" + leanBucket, nil
-		}
-		if bodies[i] == &suppressed {
-			p = prelude
-		}
-		if p == prelude {
-			p = override + "\n" + prelude
-		}
-		return common + "\n" + unreadable + "\n" + p + "\n" + algorithmBody(i), nil
-	}
-	return "", fmt.Errorf("%w %q", ErrUnknownScript, name)
-}
-
-// SourceWithOverrides returns the lean script of a request that applies
-// its key's override (store.Request.Overrides) for the algorithm name:
-// common.lua, unreadable.lua, override.lua and lean_override.lua, then the
-// algorithm's lean script as the body of a function (for GCRA and the
-// token bucket lean_bucket.lua; for the others lean.lua and the algorithm
-// file), with the lean calling convention and the override key as
-// KEYS[2]. The suppressed strategy has none (its requests use the full
-// script): for it, and for names not in [Names], it returns an error
-// wrapping [ErrUnknownScript]. See "Calling convention: lean scripts with
-// overrides" in the package documentation. SourceWithOverrides is safe for
-// concurrent use.
-func SourceWithOverrides(name string) (string, error) {
-	for i, n := range names {
-		if n != name || bodies[i] == &suppressed {
-			continue
-		}
-		body := leanBucket
-		if bodies[i] != &bucket {
-			body = leanPrelude + "\n" + algorithmBody(i)
-		}
-		return common + "\n" + unreadable + "\n" + override + "\n" + leanOverride +
-			"\nlocal function decide()\n" + body + "\nend\n" + leanOverrideReply, nil
-	}
-	return "", fmt.Errorf("%w %q: no lean script with overrides", ErrUnknownScript, name)
-}
-
-// leanOverrideReply ends the lean script with overrides: lean_bucket.lua's
-// reply, marked repaired when the override was, and the override's code
-// and value.
+// leanOverrideReply ends the lean script with overrides: the lean reply,
+// marked repaired when the override was, and the override's code and
+// value.
 const leanOverrideReply = `local reply = decide()
 if type(reply) == 'table' and reply[1] then
   if repaired == 1 then
@@ -149,13 +130,51 @@ end
 return reply
 `
 
-// algorithmBody returns the algorithm file of names[i], after counter.lua
-// for the algorithms that count in windows with it (sliding_window_counter
-// and suppressed).
-func algorithmBody(i int) string {
-	switch bodies[i] {
-	case &suppressed, &slidingWindowCounter:
-		return counter + "\n" + *bodies[i]
+// stacked is the stacked script: one function per algorithm file
+// (unreadable.lua, prelude.lua, part.lua and the file, with KEYS and ARGV
+// as parameters so that each part sees its own), the table parts from the
+// store's algorithm indexes to them (GCRA and the token bucket share
+// one), then multi.lua. The suppressed strategy is not stacked.
+func stacked() []string {
+	fn := func(name, body string) string {
+		return "local function part_" + name + "(KEYS, ARGV)\n" +
+			strings.Join([]string{unreadable, prelude, part, body}, "\n") + "\nend"
 	}
-	return *bodies[i]
+	return []string{common, override, "local parts = {}",
+		fn("gcra", bucket), "parts[0] = part_gcra", "parts[1] = part_gcra",
+		fn("sliding_window_log", slidingWindowLog), "parts[2] = part_sliding_window_log",
+		fn("sliding_window_counter", windowCounter), "parts[3] = part_sliding_window_counter",
+		fn("fixed_window", fixedWindow), "parts[4] = part_fixed_window",
+		multi}
+}
+
+// ErrUnknownScript is returned by [Source] for a name that is not one of
+// [Names].
+var ErrUnknownScript = errors.New("lua: unknown script")
+
+// Names returns the name of every script [Source] knows, in table order:
+// for each algorithm of package store, by its name, "<algorithm>" (the
+// full script), "<algorithm>/lean" and "<algorithm>/lean-override" (none
+// for the suppressed strategy); then "stacked", "stacked/lean" and
+// "refund". The slice is a fresh copy.
+func Names() []string {
+	out := make([]string, len(scripts))
+	for i := range scripts {
+		out[i] = scripts[i].name
+	}
+	return out
+}
+
+// Source returns the complete text of the script name (one of [Names]),
+// the exact text to pass to EVAL or SCRIPT LOAD; its SHA-1 is stable for a
+// given build. The calling convention of each family is in the package
+// documentation. It returns an error wrapping [ErrUnknownScript] for any
+// other name. Source is safe for concurrent use.
+func Source(name string) (string, error) {
+	for i := range scripts {
+		if scripts[i].name == name {
+			return strings.Join(scripts[i].parts, "\n"), nil
+		}
+	}
+	return "", fmt.Errorf("%w %q", ErrUnknownScript, name)
 }

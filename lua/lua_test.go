@@ -13,25 +13,46 @@ import (
 	"github.com/ratekeeper/ratekeeper/internal/redistest"
 )
 
+// algorithms are the algorithm names of package store, in the order of
+// its Algorithm constants.
+var algorithms = []string{"gcra", "token_bucket", "sliding_window_log", "sliding_window_counter", "fixed_window", "suppressed"}
+
+// source returns the script name, failing the test when Source fails.
+func source(t *testing.T, name string) string {
+	t.Helper()
+	src, err := Source(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return src
+}
+
 func TestSource(t *testing.T) {
-	for _, name := range Names() {
+	for _, name := range algorithms {
 		for _, lean := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/lean=%v", name, lean), func(t *testing.T) {
-				src, err := Source(name, lean)
+				scriptName := name
+				if lean {
+					scriptName += "/lean"
+				}
+				src, err := Source(scriptName)
+				if name == "suppressed" && lean {
+					// The suppressed strategy runs its full script for every request.
+					if !errors.Is(err, ErrUnknownScript) {
+						t.Fatalf("got %v, want ErrUnknownScript (no lean script)", err)
+					}
+					return
+				}
 				if err != nil {
 					t.Fatal(err)
 				}
 				bucketAlg := name == "gcra" || name == "token_bucket"
-				p := prelude
-				if lean && name != "suppressed" {
-					p = leanPrelude
-				}
-				if p == prelude {
-					p = override + "\n" + prelude
-				}
-				prefix := common + "\n" + unreadable + "\n" + p
-				if lean && bucketAlg {
+				prefix := common + "\n" + unreadable + "\n" + override + "\n" + prelude
+				switch {
+				case lean && bucketAlg:
 					prefix = common + "\n"
+				case lean:
+					prefix = common + "\n" + unreadable + "\n" + leanPrelude
 				}
 				if !strings.HasPrefix(src, prefix) {
 					t.Fatal("script does not start with common.lua and its prelude")
@@ -65,14 +86,14 @@ func TestSource(t *testing.T) {
 			})
 		}
 	}
-	if _, err := Source("leaky_bucket", false); !errors.Is(err, ErrUnknownScript) {
+	if _, err := Source("leaky_bucket"); !errors.Is(err, ErrUnknownScript) {
 		t.Fatalf("unknown name: got %v, want ErrUnknownScript", err)
 	}
 }
 
-func TestSourceWithOverrides(t *testing.T) {
-	for i, name := range Names() {
-		src, err := SourceWithOverrides(name)
+func TestLeanOverrideSources(t *testing.T) {
+	for _, name := range algorithms {
+		src, err := Source(name + "/lean-override")
 		if name == "suppressed" {
 			if !errors.Is(err, ErrUnknownScript) {
 				t.Errorf("%s: got %v, want ErrUnknownScript (no lean script with overrides)", name, err)
@@ -83,21 +104,30 @@ func TestSourceWithOverrides(t *testing.T) {
 			t.Fatal(err)
 		}
 		body := leanBucket
-		if bodies[i] != &bucket {
-			body = leanPrelude + "\n" + algorithmBody(i)
+		switch name {
+		case "sliding_window_log":
+			body = leanPrelude + "\n" + slidingWindowLog
+		case "sliding_window_counter":
+			body = leanPrelude + "\n" + counter + "\n" + slidingWindowCounter
+		case "fixed_window":
+			body = leanPrelude + "\n" + fixedWindow
 		}
 		want := common + "\n" + unreadable + "\n" + override + "\n" + leanOverride + "\nlocal function decide()\n" + body + "\nend\n"
 		if !strings.HasPrefix(src, want) || !strings.HasSuffix(src, "return reply\n") {
 			t.Errorf("%s: the script is not common, unreadable, override, lean_override and the lean script as decide, then the reply", name)
 		}
 	}
-	if _, err := SourceWithOverrides("leaky_bucket"); !errors.Is(err, ErrUnknownScript) {
-		t.Fatalf("unknown name: got %v, want ErrUnknownScript", err)
-	}
 }
 
 func TestNames(t *testing.T) {
-	want := []string{"gcra", "token_bucket", "sliding_window_log", "sliding_window_counter", "fixed_window", "suppressed"}
+	var want []string
+	for _, a := range algorithms {
+		want = append(want, a)
+		if a != "suppressed" {
+			want = append(want, a+"/lean", a+"/lean-override")
+		}
+	}
+	want = append(want, "stacked", "stacked/lean", "refund")
 	got := Names()
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("got %v, want %v", got, want)
@@ -108,21 +138,57 @@ func TestNames(t *testing.T) {
 	}
 }
 
+// TestEveryFileIsUsed: every .lua file of the package is part of a script
+// of the table.
 func TestEveryFileIsUsed(t *testing.T) {
 	files, err := os.ReadDir(".")
 	if err != nil {
 		t.Fatal(err)
 	}
-	known := map[string]bool{"common": true, "prelude": true, "lean": true, "bucket": true, "lean_bucket": true, "unreadable": true, "counter": true,
-		"part": true, "multi": true, "refund": true, "override": true, "lean_override": true, "lean_multi": true} // the stacked scripts (multi.go)
+	var all strings.Builder
 	for _, n := range Names() {
-		known[n] = true
+		all.WriteString(source(t, n))
 	}
 	for _, f := range files {
-		name, ok := strings.CutSuffix(f.Name(), ".lua")
-		if ok && !known[name] {
-			t.Errorf("%s is neither a prelude nor an algorithm", f.Name())
+		if !strings.HasSuffix(f.Name(), ".lua") {
+			continue
 		}
+		text, err := os.ReadFile(f.Name())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(all.String(), string(text)) {
+			t.Errorf("%s is in no script", f.Name())
+		}
+	}
+}
+
+func TestStackedSource(t *testing.T) {
+	src := source(t, "stacked")
+	if !strings.HasPrefix(src, common) || !strings.HasSuffix(src, multi) {
+		t.Fatal("the stacked script does not start with common.lua and end with multi.lua")
+	}
+	// One function per algorithm file (GCRA and the token bucket share
+	// one), each with the full prelude and part.lua.
+	for name, body := range map[string]string{"bucket.lua": bucket, "sliding_window_log.lua": slidingWindowLog,
+		"sliding_window_counter.lua": slidingWindowCounter, "fixed_window.lua": fixedWindow} {
+		if n := strings.Count(src, body); n != 1 {
+			t.Errorf("%s appears %d times in the stacked script, want once", name, n)
+		}
+	}
+	for name, body := range map[string]string{"prelude.lua": prelude, "part.lua": part} {
+		if n := strings.Count(src, body); n != 4 {
+			t.Errorf("%s appears %d times in the stacked script, want 4", name, n)
+		}
+	}
+	if source(t, "stacked") != src {
+		t.Fatal("the stacked script is not stable")
+	}
+	if r := source(t, "refund"); !strings.HasPrefix(r, common) || !strings.HasSuffix(r, refund) {
+		t.Fatal("the refund script is not common.lua and refund.lua")
+	}
+	if r := source(t, "stacked/lean"); r != common+"\n"+unreadable+"\n"+leanMulti {
+		t.Fatal("the lean stacked script is not common.lua, unreadable.lua and lean_multi.lua")
 	}
 }
 
@@ -137,23 +203,7 @@ func TestScriptsCompile(t *testing.T) {
 	defer conn.Close()
 	rd := bufio.NewReader(conn)
 	for _, name := range Names() {
-		for _, lean := range []bool{false, true} {
-			src, err := Source(name, lean)
-			if err != nil {
-				t.Fatal(err)
-			}
-			scriptLoads(t, conn, rd, fmt.Sprintf("%s (lean %v)", name, lean), src)
-		}
-	}
-	for _, name := range Names() {
-		if name == "suppressed" {
-			continue
-		}
-		src, err := SourceWithOverrides(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		scriptLoads(t, conn, rd, name+" with overrides", src)
+		scriptLoads(t, conn, rd, name, source(t, name))
 	}
 	// The check works: a broken script is refused.
 	line, err := command(conn, rd, "SCRIPT", "LOAD", prelude+"\nlocal = 1")

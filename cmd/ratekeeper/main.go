@@ -202,7 +202,7 @@ func (inv *invocation) connectionFlags(fs *flag.FlagSet, output *string, getenv 
 	}
 	fs.StringVar(&inv.redisURL, "redis-url", def, "Redis URL")
 	fs.BoolVar(&inv.cluster, "cluster", false, "the URL names a Redis Cluster")
-	fs.StringVar(&inv.prefix, "prefix", redisstore.DefaultPrefix, "the store's key prefix")
+	fs.StringVar(&inv.prefix, "prefix", "rk", "the Redis store's key prefix (its default is rk)")
 	fs.DurationVar(&inv.timeout, "timeout", 5*time.Second, "budget of each Redis call")
 	fs.StringVar(output, "output", *output, "table or json")
 }

@@ -52,13 +52,10 @@ type call struct {
 	ctx  context.Context
 	sc   *script // nil for a command that is not a script call
 	args []any
-	// For a call the deny cache may answer: the cache, the call's state
-	// key, limit and cost. A refusal that arrives while the call waits in
-	// the queue answers it there, without a round trip.
-	dc       *denyCache
-	key      string
-	li       *limitInfo
-	cost     int64
+	// refusal finds a cached refusal that answers the call: one that
+	// arrives while the call waits in the queue answers it there, without
+	// a round trip.
+	refusal  refusalQuery
 	deadline time.Time
 	done     chan struct{} // receives one value when v and err are set
 	timer    *time.Timer
@@ -86,7 +83,7 @@ func (c *call) release() {
 	default:
 	}
 	c.ctx, c.sc, c.args, c.v, c.err = nil, nil, nil, nil, nil
-	c.dc, c.li, c.key = nil, nil, ""
+	c.refusal = refusalQuery{}
 	callPool.Put(c)
 }
 
@@ -234,20 +231,19 @@ func (p *pipes) batcherOf(node *redis.Client) *batcher {
 	return b
 }
 
-// do queues a command for key's node and waits for its reply until
-// deadline or until ctx is done, whichever comes first. With dc set, a
-// refusal cached while the call waits answers it: the result is then a
+// do queues cmd for its key's node and waits for its reply until
+// deadline or until ctx is done, whichever comes first. A refusal cached
+// while the call waits (cmd.refusal) answers it: the result is then a
 // store.Decision instead of a script reply.
-func (p *pipes) do(ctx context.Context, key string, sc *script, args []any, deadline time.Time, dc *denyCache, li *limitInfo, cost int64) (any, error) {
+func (p *pipes) do(ctx context.Context, cmd *command, deadline time.Time) (any, error) {
 	start := time.Now()
 	wait := deadline.Sub(start)
 	if wait <= 0 {
 		return nil, errBudget
 	}
 	c := callPool.Get().(*call)
-	c.ctx, c.sc, c.args, c.deadline = ctx, sc, args, deadline
-	c.dc, c.key, c.li, c.cost = dc, key, li, cost
-	b := p.forKey(ctx, key)
+	c.ctx, c.sc, c.args, c.deadline, c.refusal = ctx, cmd.sc, cmd.args, deadline, cmd.refusal
+	b := p.forKey(ctx, cmd.key)
 	if p.direct && b.enter() {
 		v, err := b.direct(c)
 		b.leave()
@@ -276,10 +272,8 @@ func (p *pipes) do(ctx context.Context, key string, sc *script, args []any, dead
 		// for one identity) still answers within the budget: Redis
 		// would refuse this call too, and a refused call writes
 		// nothing, whether it ran or not.
-		if dc != nil {
-			if d, ok := dc.lookup(key, li, cost, time.Now()); ok {
-				v, err = d, nil
-			}
+		if d, ok := cmd.refusal.cached(time.Now()); ok {
+			v, err = d, nil
 		}
 	case <-ctx.Done():
 		err = ctx.Err()
@@ -418,25 +412,7 @@ func (b *batcher) flush() {
 // passed are not sent. A panic in the client fails the batch's calls
 // instead of the process.
 func (b *batcher) run(batch []*call) {
-	now := time.Now()
-	live := batch[:0]
-	var latest time.Time
-	for _, c := range batch {
-		if !now.Before(c.deadline) {
-			c.finish(nil, errBudget)
-			continue
-		}
-		if c.dc != nil {
-			if d, ok := c.dc.lookup(c.key, c.li, c.cost, now); ok {
-				c.finish(d, nil)
-				continue
-			}
-		}
-		live = append(live, c)
-		if c.deadline.After(latest) {
-			latest = c.deadline
-		}
-	}
+	live, latest := sendable(batch, time.Now())
 	if len(live) == 0 {
 		return
 	}
@@ -465,6 +441,44 @@ func (b *batcher) run(batch []*call) {
 		c.finish(v, err)
 		return
 	}
+	cmds := b.pipeline(ctx, live)
+	for i, c := range live {
+		v, err := cmds[i].Val(), cmds[i].Err()
+		if err != nil && notRun(err) {
+			v, err = b.p.reroute(ctx, c, err)
+		}
+		delivered = i + 1
+		c.finish(v, err)
+	}
+}
+
+// sendable finishes the calls of batch that need no round trip at now
+// (their deadline has passed, or a cached refusal answers them) and
+// returns the others, in place, with their latest deadline.
+func sendable(batch []*call, now time.Time) (live []*call, latest time.Time) {
+	live = batch[:0]
+	for _, c := range batch {
+		if !now.Before(c.deadline) {
+			c.finish(nil, errBudget)
+			continue
+		}
+		if d, ok := c.refusal.cached(now); ok {
+			c.finish(d, nil)
+			continue
+		}
+		live = append(live, c)
+		if c.deadline.After(latest) {
+			latest = c.deadline
+		}
+	}
+	return live, latest
+}
+
+// pipeline sends the calls live as one pipeline and returns their
+// commands. Scripts the server does not know (after a restart or SCRIPT
+// FLUSH) did not run: they are sent again with their source, in a second
+// pipeline.
+func (b *batcher) pipeline(ctx context.Context, live []*call) []*redis.Cmd {
 	cmds := make([]*redis.Cmd, len(live))
 	pipe := b.client.Pipeline()
 	for i, c := range live {
@@ -472,8 +486,6 @@ func (b *batcher) run(batch []*call) {
 		_ = pipe.Process(ctx, noRetry{cmds[i]})
 	}
 	_, _ = pipe.Exec(ctx)
-	// Scripts the server does not know (after a restart or SCRIPT FLUSH)
-	// did not run: send them again with their source.
 	var again redis.Pipeliner
 	for i, c := range live {
 		if c.sc != nil && isNoScript(cmds[i].Err()) {
@@ -488,29 +500,29 @@ func (b *batcher) run(batch []*call) {
 	if again != nil {
 		_, _ = again.Exec(ctx)
 	}
-	for i, c := range live {
-		v, err := cmds[i].Val(), cmds[i].Err()
-		if err != nil && notRun(err) {
-			v, err = b.p.reroute(ctx, c, err)
-		}
-		delivered = i + 1
-		c.finish(v, err)
-	}
+	return cmds
 }
 
 // one sends a batch of one call.
 func (b *batcher) one(ctx context.Context, c *call) (any, error) {
-	cmd := redis.NewCmd(ctx, c.args...)
-	err := b.client.Process(ctx, noRetry{cmd})
-	if err != nil && c.sc != nil && isNoScript(err) {
-		c.args[0], c.args[1] = "eval", c.sc.src
-		cmd = redis.NewCmd(ctx, c.args...)
-		err = b.client.Process(ctx, noRetry{cmd})
-	}
+	cmd, err := process(ctx, b.client, c)
 	if err != nil && notRun(err) {
 		return b.p.reroute(ctx, c, err)
 	}
 	return cmd.Val(), err
+}
+
+// process sends c through cl, and again with its script's source when
+// the server does not know the script (after a restart or SCRIPT FLUSH).
+func process(ctx context.Context, cl client, c *call) (*redis.Cmd, error) {
+	cmd := redis.NewCmd(ctx, c.args...)
+	err := cl.Process(ctx, noRetry{cmd})
+	if err != nil && c.sc != nil && isNoScript(err) {
+		c.args[0], c.args[1] = "eval", c.sc.src
+		cmd = redis.NewCmd(ctx, c.args...)
+		err = cl.Process(ctx, noRetry{cmd})
+	}
+	return cmd, err
 }
 
 // reroute runs a call that Redis answered with err without running it (the
@@ -528,13 +540,8 @@ func (p *pipes) reroute(ctx context.Context, c *call, err error) (any, error) {
 				return v, err
 			}
 		}
-		cmd := redis.NewCmd(ctx, c.args...)
-		err = client.Process(ctx, noRetry{cmd})
-		if err != nil && c.sc != nil && isNoScript(err) {
-			c.args[0], c.args[1] = "eval", c.sc.src
-			cmd = redis.NewCmd(ctx, c.args...)
-			err = client.Process(ctx, noRetry{cmd})
-		}
+		var cmd *redis.Cmd
+		cmd, err = process(ctx, client, c)
 		if err == nil || !notRun(err) {
 			return cmd.Val(), err
 		}

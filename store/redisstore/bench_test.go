@@ -86,7 +86,7 @@ func BenchmarkEncodeKey(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
 			for i := 0; i < b.N; i++ {
-				_ = EncodeKey(in)
+				_ = encodeKey(in)
 			}
 		})
 	}
@@ -100,8 +100,8 @@ func BenchmarkArgs(b *testing.B) {
 		b.Fatal(err)
 	}
 	req := store.Request{Key: "203.0.113.7", Limits: []store.Limit{store.PerSecond(10), store.PerMinute(100)}}
-	sc := &s.scripts[store.GCRA][0]
-	base := keyBase(s.prefix, EncodeKey(req.Key))
+	sc := &s.scripts.byAlgorithm[store.GCRA][full]
+	base := keyBase(s.prefix, encodeKey(req.Key))
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
 		args := s.fullArgs(modeTake, base, sc, &req, 1)

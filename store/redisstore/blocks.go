@@ -39,7 +39,7 @@ const blockScansPerPage = 16
 // whose masters change while a listing runs (a failover, resharding) may
 // see blocks missed or listed twice.
 //
-// Keys whose encoded form is longer than [MaxEncodedLen] are stored
+// Keys whose encoded form is longer than [maxEncodedLen] are stored
 // hashed, cannot be matched by their prefix, and are not listed.
 //
 // It returns an error wrapping [store.ErrInvalidRequest] for a count
@@ -58,7 +58,7 @@ func (s *Store) Blocks(ctx context.Context, keyPrefix, cursor string, count int)
 	if err != nil {
 		return nil, "", err
 	}
-	pattern := globEscape(s.prefix) + ":{" + EncodeKey(keyPrefix) + "*}:" + tagBlock
+	pattern := globEscape(s.prefix) + ":{" + encodeKey(keyPrefix) + "*}:" + tagBlock
 	var keys []string
 	for scans := 0; scans < blockScansPerPage && len(keys) < count && node < len(nodes); scans++ {
 		batch, next, err := nodes[node].Scan(ctx, pos, pattern, int64(count)).Result()
@@ -166,7 +166,7 @@ func decodeBlockKey(prefix, k string) (string, bool) {
 	return decodeKey(enc)
 }
 
-// decodeKey undoes [EncodeKey] for a key that was escaped, not hashed: it
+// decodeKey undoes [encodeKey] for a key that was escaped, not hashed: it
 // reports false for a hashed form ('~' and a SHA-256) or a malformed
 // escape.
 func decodeKey(enc string) (string, bool) {

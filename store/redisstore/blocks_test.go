@@ -10,14 +10,14 @@ func TestDecodeKeyUndoesEncodeKey(t *testing.T) {
 		"x:{tag}%25~*?[]\\ \x00\xff é",
 		"",
 	} {
-		enc := EncodeKey(k)
+		enc := encodeKey(k)
 		got, ok := decodeKey(enc)
 		if !ok || got != k {
 			t.Errorf("decodeKey(%q) = %q, %v; want %q, true", enc, got, ok, k)
 		}
 	}
 	long := string(make([]byte, 200))
-	if got, ok := decodeKey(EncodeKey(long)); ok {
+	if got, ok := decodeKey(encodeKey(long)); ok {
 		t.Errorf("hashed key: got %q, true; want false", got)
 	}
 	for _, bad := range []string{"%", "%4", "%zz", "a%G0"} {

@@ -34,7 +34,7 @@ func TestNewOptions(t *testing.T) {
 		wantBatch  int
 		wantDeny   bool
 	}{
-		{name: "zero value", opts: Options{}, wantPrefix: DefaultPrefix, wantTO: DefaultTimeout, wantBatch: DefaultMaxBatch, wantDeny: true},
+		{name: "zero value", opts: Options{}, wantPrefix: defaultPrefix, wantTO: defaultTimeout, wantBatch: defaultMaxBatch, wantDeny: true},
 		{name: "custom", opts: Options{Prefix: "app", Timeout: time.Second, MaxBatch: 1, DenyCacheSize: -1}, wantPrefix: "app", wantTO: time.Second, wantBatch: 1},
 		{name: "brace in prefix", opts: Options{Prefix: "a{b"}, wantErr: true},
 		{name: "closing brace in prefix", opts: Options{Prefix: "a}"}, wantErr: true},
@@ -365,8 +365,8 @@ func TestCommandLayout(t *testing.T) {
 				t.Fatal(err)
 			}
 			cmd := s.command(tt.mode, &tt.req, contract.Cost(&tt.req))
-			if cmd.lean != tt.wantLean {
-				t.Fatalf("got lean %v, want %v", cmd.lean, tt.wantLean)
+			if got := cmd.variant != full; got != tt.wantLean {
+				t.Fatalf("got lean %v, want %v", got, tt.wantLean)
 			}
 			keys := cmd.keys()
 			if fmt.Sprintf("%q", keys) != fmt.Sprintf("%q", tt.wantKeys) {
@@ -375,7 +375,7 @@ func TestCommandLayout(t *testing.T) {
 			// The state keys come last in the full layout, first (before
 			// the override key) in the lean one with overrides.
 			state := tt.wantKeys[len(tt.wantKeys)-len(tt.req.Limits)]
-			if cmd.ov {
+			if cmd.variant == leanOverride {
 				state = tt.wantKeys[0]
 			}
 			if cmd.key != state {
@@ -431,4 +431,14 @@ func TestClientPanicIsAnError(t *testing.T) {
 	if !errors.Is(err, store.ErrStoreUnavailable) || !strings.Contains(err.Error(), "hook failure") {
 		t.Fatalf("got %v, want a backend error carrying the panic", err)
 	}
+}
+
+// keys returns the call's KEYS.
+func (c *command) keys() []string {
+	n := c.args[2].(int)
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = c.args[3+i].(string)
+	}
+	return keys
 }

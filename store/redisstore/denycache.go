@@ -166,3 +166,31 @@ func ceilMicros(ns int64) time.Duration {
 	}
 	return time.Duration(us) * time.Microsecond
 }
+
+// refusalQuery is a call's question to the deny cache, the one way the
+// store consults it: is a refusal cached for the call's state key and
+// limit that covers its cost? Only calls of plain requests without an
+// override ask (see [Store.command]); the zero value, for every other
+// call, finds nothing and remembers nothing.
+type refusalQuery struct {
+	cache *denyCache // nil: the call is not answered from the cache
+	key   string
+	li    *limitInfo
+	cost  int64
+}
+
+// cached returns the cached refusal that answers the call at now, if any.
+func (q *refusalQuery) cached(now time.Time) (store.Decision, bool) {
+	if q.cache == nil {
+		return store.Decision{}, false
+	}
+	return q.cache.lookup(q.key, q.li, q.cost, now)
+}
+
+// remember caches d, the call's decision from Redis, when it refuses; the
+// call was sent at start.
+func (q *refusalQuery) remember(start time.Time, d store.Decision) {
+	if q.cache != nil && !d.Allowed {
+		q.cache.store(q.key, q.li, q.cost, start, d)
+	}
+}

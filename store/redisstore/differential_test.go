@@ -118,30 +118,25 @@ func newClockedStore(t testing.TB, start int64, realTTL bool) (*Store, *fakeCloc
 	fc := &fakeClock{t: t, c: c, key: s.prefix + ":clock"}
 	shim := strings.Replace(clockShim, "CLOCK", "'"+fc.key+"'", 1)
 	shim = strings.Replace(shim, "EMULATE", strconv.FormatBool(!realTTL), 1)
-	for _, alg := range append(store.Algorithms[:len(store.Algorithms):len(store.Algorithms)], store.Suppressed) {
-		for v, lean := range []bool{false, true} {
-			src, err := lua.Source(alg.String(), lean)
+	// The script table is shared by every store: the clocked store gets
+	// its own copy.
+	table := *s.scripts
+	s.scripts = &table
+	for alg := range table.byAlgorithm {
+		for v := range variants {
+			if table.byAlgorithm[alg][v].src == "" {
+				continue // the suppressed strategy has only its full script
+			}
+			name := store.Algorithm(alg).String() + scriptSuffix[v]
+			src, err := lua.Source(name)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if strings.Count(src, "redis.call('TIME')") != 1 {
-				t.Fatalf("%s: want exactly one TIME call in the script", alg)
+				t.Fatalf("%s: want exactly one TIME call in the script", name)
 			}
-			src = shim + src
-			s.scripts[alg][v] = script{src: src, sha: redis.NewScript(src).Hash()}
+			table.byAlgorithm[alg][v] = newScript(shim + src)
 		}
-		if alg == store.Suppressed {
-			continue
-		}
-		src, err := lua.SourceWithOverrides(alg.String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if strings.Count(src, "redis.call('TIME')") != 1 {
-			t.Fatalf("%s with overrides: want exactly one TIME call in the script", alg)
-		}
-		src = shim + src
-		s.leanOv[alg] = script{src: src, sha: redis.NewScript(src).Hash()}
 	}
 	fc.set(start)
 	return s, fc

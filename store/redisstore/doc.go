@@ -29,7 +29,7 @@
 // escalation counter) and ":dedup" (one hash of remembered
 // de-duplication ids, each with its expiry in microseconds, so that
 // [Store.Reset] can delete them all; Redis 7.0 has no per-field TTL, so
-// expired ids are pruned as the hash grows). [EncodeKey] makes k and the
+// expired ids are pruned as the hash grows). The key encoding makes k and the
 // IDs safe: the braces make the encoded key the Redis Cluster hash tag, so
 // all keys of one decision are in one slot. [Store.StateKeys] lists a
 // request's per-limit state keys. Every key has a TTL in milliseconds that
@@ -82,8 +82,8 @@
 // # The deny cache
 //
 // A refusal of a lean request (one limit, no block, no counted refusals,
-// no de-duplication id, no overrides) is remembered until its RetryAfter, measured from
-// before the call was sent; later requests of the same key, limit and at
+// no de-duplication id, no overrides) is remembered until its
+// RetryAfter, measured from before the call was sent; later requests of the same key, limit and at
 // least that cost are refused from memory ([store.Decision.Cached]), also
 // while they wait in the queue or when their budget runs out, so a burst
 // for one identity is decided by its first refusal. Only time frees

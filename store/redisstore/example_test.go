@@ -28,7 +28,7 @@ func ExampleStore_WithScript() {
 	if err != nil {
 		panic(err)
 	}
-	inflight, err := rs.WithScript(redisstore.Script{Name: "inflight", Source: string(src)})
+	inflight, err := rs.WithScript("inflight", string(src))
 	if err != nil {
 		panic(err)
 	}

@@ -128,8 +128,8 @@ func TestClientResendCountsOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, alg := range store.Algorithms {
-		for v := range s.scripts[alg] {
-			if err := direct.ScriptLoad(ctx, s.scripts[alg][v].src).Err(); err != nil {
+		for v := range s.scripts.byAlgorithm[alg] {
+			if err := direct.ScriptLoad(ctx, s.scripts.byAlgorithm[alg][v].src).Err(); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -299,8 +299,8 @@ func TestRefusedConnectionIsAConnectionError(t *testing.T) {
 				if kind := store.KindOf(err); kind != store.KindConnection {
 					t.Fatalf("take %d: got %v (kind %s), want a connection error", i, err, kind)
 				}
-				if elapsed := time.Since(start); elapsed > DefaultTimeout+150*time.Millisecond {
-					t.Fatalf("take %d: returned after %s, want within the %s budget", i, elapsed, DefaultTimeout)
+				if elapsed := time.Since(start); elapsed > defaultTimeout+150*time.Millisecond {
+					t.Fatalf("take %d: returned after %s, want within the %s budget", i, elapsed, defaultTimeout)
 				}
 			}
 		})

@@ -8,14 +8,14 @@ import (
 	"github.com/ratekeeper/ratekeeper/store"
 )
 
-// MaxEncodedLen is the longest escaped form [EncodeKey] returns; longer
+// maxEncodedLen is the longest escaped form [encodeKey] returns; longer
 // ones are replaced by a hash.
-const MaxEncodedLen = 128
+const maxEncodedLen = 128
 
 // hashedLen is the length of a hashed encoding: '~' and 43 base64url bytes.
 const hashedLen = 1 + 43
 
-// safe marks the bytes [EncodeKey] copies unchanged: printable ASCII except
+// safe marks the bytes [encodeKey] copies unchanged: printable ASCII except
 // the hash tag braces, the key separator ':', the escape '%', the hash
 // marker '~' and the glob metacharacters * ? [ ] \ (so that SCAN MATCH
 // patterns over encoded keys stay literal).
@@ -31,10 +31,10 @@ var safe = func() (t [256]bool) {
 
 const hexDigits = "0123456789ABCDEF"
 
-// EncodeKey returns a form of s that is safe inside a Redis key built by
+// encodeKey returns a form of s that is safe inside a Redis key built by
 // this package: bytes outside printable ASCII and the characters
 // { } : % ~ * ? [ ] \ are written as %XX (upper-case hex). When that form is
-// longer than [MaxEncodedLen] bytes, the result is '~' followed by the
+// longer than [maxEncodedLen] bytes, the result is '~' followed by the
 // unpadded base64url SHA-256 of s (44 bytes).
 //
 // The encoding is injective: distinct inputs give distinct outputs (for the
@@ -43,8 +43,8 @@ const hexDigits = "0123456789ABCDEF"
 // Redis Cluster hash tag or forge a separator. Keys themselves may carry
 // personal data (IP addresses, user IDs) and stay readable in Redis unless
 // they are hashed; hash them before they reach the store when that matters.
-// EncodeKey is safe for concurrent use.
-func EncodeKey(s string) string {
+// encodeKey is safe for concurrent use.
+func encodeKey(s string) string {
 	n := len(s)
 	for i := 0; i < len(s); i++ {
 		if !safe[s[i]] {
@@ -52,7 +52,7 @@ func EncodeKey(s string) string {
 		}
 	}
 	switch {
-	case n > MaxEncodedLen:
+	case n > maxEncodedLen:
 		return hashKey(s)
 	case n == len(s):
 		return s
@@ -121,7 +121,7 @@ func limitKey(l store.Limit) string {
 	if l.Name == "" || l.Name == l.Algorithm.String()+"/"+l.Period.String() {
 		return "~" + l.Period.String()
 	}
-	return EncodeKey(l.Name)
+	return encodeKey(l.Name)
 }
 
 // appendKeyKeys appends the keys of the request key's own state, shared by
@@ -164,7 +164,7 @@ func appendStateKeys(keys []string, base string, limits []store.Limit) []string 
 // limits share one log; a different set (say, a policy with a longer
 // period) gets its own, so that pruning to one request's longest period
 // never drops units another request still counts. A suffix longer than
-// MaxEncodedLen is hashed and marked "~~", which no other suffix starts
+// maxEncodedLen is hashed and marked "~~", which no other suffix starts
 // with.
 func logSuffix(limits []store.Limit) string {
 	if len(limits) == 1 {
@@ -182,7 +182,7 @@ func logSuffix(limits []store.Limit) string {
 		ids[i] = id
 	}
 	s := strings.Join(ids, ":")
-	if len(s) <= MaxEncodedLen {
+	if len(s) <= maxEncodedLen {
 		return s
 	}
 	return "~" + hashKey(s)

@@ -9,7 +9,7 @@ import (
 )
 
 func TestEncodeKey(t *testing.T) {
-	long := strings.Repeat("a", MaxEncodedLen)
+	long := strings.Repeat("a", maxEncodedLen)
 	tests := []struct {
 		name string
 		in   string
@@ -37,16 +37,16 @@ func TestEncodeKey(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := EncodeKey(tt.in)
+			got := encodeKey(tt.in)
 			if got != tt.want {
-				t.Fatalf("EncodeKey(%q): got %q, want %q", tt.in, got, tt.want)
+				t.Fatalf("encodeKey(%q): got %q, want %q", tt.in, got, tt.want)
 			}
 		})
 	}
 }
 
 func TestEncodeKeyHashedForm(t *testing.T) {
-	got := EncodeKey(strings.Repeat("x", 1000))
+	got := encodeKey(strings.Repeat("x", 1000))
 	if len(got) != hashedLen || got[0] != '~' {
 		t.Fatalf("got %q (%d bytes), want '~' and 43 base64url bytes", got, len(got))
 	}
@@ -69,9 +69,9 @@ var hostileKeys = []string{
 func TestEncodeKeyInjective(t *testing.T) {
 	seen := make(map[string]string)
 	for _, k := range hostileKeys {
-		enc := EncodeKey(k)
+		enc := encodeKey(k)
 		if prev, dup := seen[enc]; dup {
-			t.Fatalf("EncodeKey(%q) and EncodeKey(%q): both %q", prev, k, enc)
+			t.Fatalf("encodeKey(%q) and encodeKey(%q): both %q", prev, k, enc)
 		}
 		seen[enc] = k
 	}
@@ -151,7 +151,7 @@ func TestDecisionKeysShareOneSlot(t *testing.T) {
 					}
 					cmd := s.command(mode, &req, 1)
 					keys := cmd.keys()
-					want := EncodeKey(key)
+					want := encodeKey(key)
 					for _, k := range keys {
 						if tag := hashTag(k); tag != want {
 							t.Fatalf("%s %s key %q: hash tag %q, want %q", alg, mode, k, tag, want)
@@ -227,7 +227,7 @@ func TestLogSuffixInjective(t *testing.T) {
 	seen := make(map[string]int)
 	for i, ls := range sets {
 		s := logSuffix(ls)
-		if strings.ContainsAny(s, "{}") || len(s) > MaxEncodedLen+1 {
+		if strings.ContainsAny(s, "{}") || len(s) > maxEncodedLen+1 {
 			t.Fatalf("set %d: suffix %q has a brace or is too long", i, s)
 		}
 		if j, dup := seen[s]; dup {
@@ -240,7 +240,7 @@ func TestLogSuffixInjective(t *testing.T) {
 	}
 }
 
-// decodeEscaped reverses the escaped (not hashed) form of EncodeKey.
+// decodeEscaped reverses the escaped (not hashed) form of encodeKey.
 func decodeEscaped(s string) (string, bool) {
 	var b strings.Builder
 	for i := 0; i < len(s); i++ {
@@ -268,30 +268,30 @@ func FuzzEncodeKey(f *testing.F) {
 	f.Add("a", "a")
 	f.Add(strings.Repeat("%", 43), strings.Repeat("%", 42))
 	f.Fuzz(func(t *testing.T, a, b string) {
-		ea, eb := EncodeKey(a), EncodeKey(b)
+		ea, eb := encodeKey(a), encodeKey(b)
 		if (a == b) != (ea == eb) {
-			t.Fatalf("EncodeKey(%q) = %q, EncodeKey(%q) = %q: injectivity broken", a, ea, b, eb)
+			t.Fatalf("encodeKey(%q) = %q, encodeKey(%q) = %q: injectivity broken", a, ea, b, eb)
 		}
 		if strings.ContainsAny(ea, "{}:") {
-			t.Fatalf("EncodeKey(%q) = %q contains a brace or colon", a, ea)
+			t.Fatalf("encodeKey(%q) = %q contains a brace or colon", a, ea)
 		}
-		if len(ea) > MaxEncodedLen {
-			t.Fatalf("EncodeKey(%q) is %d bytes, want at most %d", a, len(ea), MaxEncodedLen)
+		if len(ea) > maxEncodedLen {
+			t.Fatalf("encodeKey(%q) is %d bytes, want at most %d", a, len(ea), maxEncodedLen)
 		}
 		for i := 0; i < len(ea); i++ {
 			if ea[i] <= ' ' || ea[i] >= 0x7f {
-				t.Fatalf("EncodeKey(%q) = %q has byte %#x, want printable ASCII", a, ea, ea[i])
+				t.Fatalf("encodeKey(%q) = %q has byte %#x, want printable ASCII", a, ea, ea[i])
 			}
 		}
 		if ea != "" && ea[0] == '~' {
 			if len(ea) != hashedLen {
-				t.Fatalf("hashed EncodeKey(%q) = %q has %d bytes, want %d", a, ea, len(ea), hashedLen)
+				t.Fatalf("hashed encodeKey(%q) = %q has %d bytes, want %d", a, ea, len(ea), hashedLen)
 			}
 			return
 		}
 		back, ok := decodeEscaped(ea)
 		if !ok || back != a {
-			t.Fatalf("EncodeKey(%q) = %q decodes to %q (ok %v)", a, ea, back, ok)
+			t.Fatalf("encodeKey(%q) = %q decodes to %q (ok %v)", a, ea, back, ok)
 		}
 	})
 }

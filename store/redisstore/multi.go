@@ -3,33 +3,15 @@ package redisstore
 import (
 	"context"
 	"fmt"
-	"sync"
 	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ratekeeper/ratekeeper/lua"
 	"github.com/ratekeeper/ratekeeper/store"
 	"github.com/ratekeeper/ratekeeper/store/internal/contract"
 )
 
 var _ store.MultiStore = (*Store)(nil)
-
-// The stacked decision and refund scripts, the same for every Store.
-var (
-	stackedScript = sync.OnceValue(func() *script {
-		src := lua.Stacked()
-		return &script{src: src, sha: redis.NewScript(src).Hash()}
-	})
-	stackedLeanScript = sync.OnceValue(func() *script {
-		src := lua.StackedLean()
-		return &script{src: src, sha: redis.NewScript(src).Hash()}
-	})
-	refundScript = sync.OnceValue(func() *script {
-		src := lua.Refund()
-		return &script{src: src, sha: redis.NewScript(src).Hash()}
-	})
-)
 
 // refundAttempts is how many times a refund is sent before its outcome is
 // given up as unknown. A receipt makes every attempt safe to repeat.
@@ -124,13 +106,13 @@ func (s *Store) TakeMulti(ctx context.Context, reqs []store.Request) (store.Mult
 		nonce := s.nonce()
 		for i := range parts {
 			if !reqs[i].CountDenied {
-				parts[i].receipt = keyBase(s.prefix, EncodeKey(reqs[i].Key)) + "receipt:" + nonce
+				parts[i].receipt = keyBase(s.prefix, encodeKey(reqs[i].Key)) + "receipt:" + nonce
 			}
 		}
 	}
 	md := store.MultiDecision{Parts: make([]store.Decision, len(parts))}
 	for gi, g := range groups {
-		allowed, err := s.runStep(ctx, modeTake, parts, g, receiptMS, md.Parts)
+		allowed, err := s.runStep(ctx, modeTake, stackStep{parts: parts, g: g, receiptMS: receiptMS, out: md.Parts})
 		if err != nil {
 			// Whether the failed step ran is unknown: its receipts tell.
 			s.refundSteps(ctx, parts, groups[:gi+1], &md)
@@ -141,7 +123,7 @@ func (s *Store) TakeMulti(ctx context.Context, reqs []store.Request) (store.Mult
 		}
 		s.refundSteps(ctx, parts, groups[:gi], &md)
 		for _, later := range groups[gi+1:] {
-			if _, err := s.runStep(ctx, modePeek, parts, later, 0, md.Parts); err != nil {
+			if _, err := s.runStep(ctx, modePeek, stackStep{parts: parts, g: later, out: md.Parts}); err != nil {
 				// Unknown: described as admitting, so that the refusal
 				// of the steps that answered decides.
 				for _, i := range later {
@@ -168,8 +150,8 @@ func (s *Store) TakeMulti(ctx context.Context, reqs []store.Request) (store.Mult
 // take.
 func (s *Store) stackPart(req *store.Request) stackPart {
 	cost := contract.Cost(req)
-	base := keyBase(s.prefix, EncodeKey(req.Key))
-	args := s.fullArgs(modeTake, base, &s.scripts[req.Limits[0].Algorithm][0], req, cost)
+	base := keyBase(s.prefix, encodeKey(req.Key))
+	args := s.fullArgs(modeTake, base, &s.scripts.byAlgorithm[req.Limits[0].Algorithm][full], req, cost)
 	nk := args[2].(int)
 	return stackPart{req: req, cost: cost, keys: args[3 : 3+nk], argv: args[3+nk:]}
 }
@@ -191,7 +173,7 @@ func (s *Store) stackGroups(reqs []store.Request) [][]int {
 	for i := range reqs {
 		slot := -1 - i // a part of its own
 		if s.pipes.cluster != nil {
-			slot = hashSlot(EncodeKey(reqs[i].Key))
+			slot = hashSlot(encodeKey(reqs[i].Key))
 		}
 		j := 0
 		for j < len(slots) && slots[j] != slot {
@@ -206,91 +188,109 @@ func (s *Store) stackGroups(reqs []store.Request) [][]int {
 	return groups
 }
 
-// runStep runs the stacked script for the parts g in mode, writing their
-// decisions into out, and reports whether every part admitted. A take
-// with receiptMS > 0 writes receipts that live that long.
-func (s *Store) runStep(ctx context.Context, mode string, parts []stackPart, g []int, receiptMS int64, out []store.Decision) (bool, error) {
-	leanStep := true
-	for _, i := range g {
-		leanStep = leanStep && leanPart(parts[i].req)
+// stackStep is one step of a stacked decision: the parts g of parts,
+// decided by one script run.
+type stackStep struct {
+	parts []stackPart
+	g     []int
+	// receiptMS, for a take, is the TTL of the receipts the step writes;
+	// 0 for none.
+	receiptMS int64
+	// out receives the parts' decisions, indexed like parts.
+	out []store.Decision
+}
+
+// lean reports whether the lean stacked script decides the step: every
+// part is a plain GCRA or token bucket request.
+func (st *stackStep) lean() bool {
+	for _, i := range st.g {
+		req := st.parts[i].req
+		alg := req.Limits[0].Algorithm
+		if variantOf(req) != lean || (alg != store.GCRA && alg != store.TokenBucket) {
+			return false
+		}
 	}
-	return s.runStepWith(ctx, mode, parts, g, receiptMS, out, leanStep)
+	return true
+}
+
+// runStep runs the stacked script for st in mode, writing its parts'
+// decisions into st.out, and reports whether every part admitted.
+func (s *Store) runStep(ctx context.Context, mode string, st stackStep) (bool, error) {
+	return s.runStepWith(ctx, mode, &st, st.lean())
 }
 
 // runStepWith is runStep with the lean stacked script when leanStep is
-// set (every part of g must then be one leanPart accepts), else the
-// general one.
-func (s *Store) runStepWith(ctx context.Context, mode string, parts []stackPart, g []int, receiptMS int64, out []store.Decision, leanStep bool) (bool, error) {
-	var args []any
+// set (st.lean must then hold), else the general one.
+func (s *Store) runStepWith(ctx context.Context, mode string, st *stackStep, leanStep bool) (bool, error) {
+	cmd := command{sc: &s.scripts.stacked}
 	if leanStep {
-		args = s.leanStepArgs(mode, parts, g, receiptMS)
+		cmd.sc = &s.scripts.stackedLean
+		cmd.args = st.leanArgs(s, mode, cmd.sc)
 	} else {
-		args = s.stepArgs(mode, parts, g, receiptMS)
+		cmd.args = st.args(mode, cmd.sc)
 	}
-	sc := stackedScript()
-	if leanStep {
-		sc = stackedLeanScript()
-	}
-	v, err := s.do(ctx, mode, args[3].(string), sc, args, nil, nil, 0)
+	cmd.key = cmd.args[3].(string)
+	v, err := s.do(ctx, mode, &cmd)
 	if err != nil {
 		return false, err
 	}
-	arr, ok := v.([]any)
-	if !ok || len(arr) != 1+len(g) {
-		return false, backendError(mode, fmt.Errorf("%w: stacked reply %T of %d parts", errBadReply, v, len(g)))
-	}
-	flagV, ok := arr[0].(int64)
-	if !ok || (flagV != 0 && flagV != 1) {
-		return false, backendError(mode, fmt.Errorf("%w: stacked allowed flag %v", errBadReply, arr[0]))
-	}
-	all := true
-	for j, i := range g {
-		r, err := decodeReply(arr[1+j], parts[i].req.Limits, parts[i].cost)
-		if err != nil {
-			return false, backendError(mode, fmt.Errorf("part %d: %w", i, err))
-		}
-		out[i] = r.decision(parts[i].req.Limits)
-		all = all && out[i].Allowed
-	}
-	if all != (flagV == 1) {
-		return false, backendError(mode, fmt.Errorf("%w: stacked allowed flag %d disagrees with its parts", errBadReply, flagV))
+	all, err := st.decode(v)
+	if err != nil {
+		return false, backendError(mode, err)
 	}
 	return all, nil
 }
 
-// leanPart reports a part that the lean stacked script decides: a plain
-// GCRA or token bucket request.
-func leanPart(req *store.Request) bool {
-	alg := req.Limits[0].Algorithm
-	return (alg == store.GCRA || alg == store.TokenBucket) && len(req.Limits) == 1 && req.Limits[0].Block == 0 &&
-		!req.CountDenied && req.DedupID == "" && !req.Overrides
+// decode checks and decodes the stacked reply v into st.out: {allowed
+// (1 when every part admits), each part's full-script reply...}.
+func (st *stackStep) decode(v any) (bool, error) {
+	arr, ok := v.([]any)
+	if !ok || len(arr) != 1+len(st.g) {
+		return false, fmt.Errorf("%w: stacked reply %T of %d parts", errBadReply, v, len(st.g))
+	}
+	flagV, ok := arr[0].(int64)
+	if !ok || (flagV != 0 && flagV != 1) {
+		return false, fmt.Errorf("%w: stacked allowed flag %v", errBadReply, arr[0])
+	}
+	all := true
+	for j, i := range st.g {
+		p := &st.parts[i]
+		r, err := decodeReply(arr[1+j], p.req.Limits, p.cost)
+		if err != nil {
+			return false, fmt.Errorf("part %d: %w", i, err)
+		}
+		st.out[i] = r.decision(p.req.Limits)
+		all = all && st.out[i].Allowed
+	}
+	if all != (flagV == 1) {
+		return false, fmt.Errorf("%w: stacked allowed flag %d disagrees with its parts", errBadReply, flagV)
+	}
+	return all, nil
 }
 
-// stepArgs returns the stacked script's EVALSHA arguments (its SHA left
-// for runStep) for the parts g in mode, with receipts when receiptMS > 0.
-func (s *Store) stepArgs(mode string, parts []stackPart, g []int, receiptMS int64) []any {
-	receipts := receiptMS > 0
-	sc := stackedScript()
+// args returns the stacked script sc's EVALSHA arguments for st in mode.
+func (st *stackStep) args(mode string, sc *script) []any {
 	nk, na := 0, 0
-	for _, i := range g {
-		nk += len(parts[i].keys)
-		na += len(parts[i].argv)
-		if receipts {
+	for _, i := range st.g {
+		nk += len(st.parts[i].keys)
+		na += len(st.parts[i].argv)
+		if st.receiptMS > 0 {
 			nk++
 		}
 	}
-	args := make([]any, 0, 3+nk+3+3*len(g)+na)
+	args := make([]any, 0, 3+nk+3+3*len(st.g)+na)
 	args = append(args, "evalsha", sc.sha, nk)
-	for _, i := range g {
-		args = append(args, parts[i].keys...)
+	for _, i := range st.g {
+		args = append(args, st.parts[i].keys...)
 	}
-	args = appendReceipts(args, mode, parts, g, receiptMS)
-	for _, i := range g {
-		args = append(args, int(parts[i].req.Limits[0].Algorithm), len(parts[i].keys), len(parts[i].argv))
+	args = st.appendReceipts(args, mode)
+	for _, i := range st.g {
+		p := &st.parts[i]
+		args = append(args, int(p.req.Limits[0].Algorithm), len(p.keys), len(p.argv))
 	}
-	for _, i := range g {
+	for _, i := range st.g {
 		start := len(args)
-		args = append(args, parts[i].argv...)
+		args = append(args, st.parts[i].argv...)
 		args[start] = mode
 	}
 	return args
@@ -299,42 +299,40 @@ func (s *Store) stepArgs(mode string, parts []stackPart, g []int, receiptMS int6
 // appendReceipts appends to a stacked script call's arguments, after the
 // parts' keys, their receipt keys (with receipts: receiptMS > 0), then
 // ARGV[1..3]: the mode, the receipts' TTL or "", and the number of parts.
-func appendReceipts(args []any, mode string, parts []stackPart, g []int, receiptMS int64) []any {
-	var flag any = ""
-	if receiptMS > 0 {
-		for _, i := range g {
+func (st *stackStep) appendReceipts(args []any, mode string) []any {
+	var ttl any = ""
+	if st.receiptMS > 0 {
+		for _, i := range st.g {
 			// A part that counts refusals gets no receipt; the script
 			// writes none for it, and any key of its slot will do.
-			r := parts[i].receipt
+			r := st.parts[i].receipt
 			if r == "" {
-				r = parts[i].keys[0].(string)
+				r = st.parts[i].keys[0].(string)
 			}
 			args = append(args, r)
 		}
-		flag = receiptMS
+		ttl = st.receiptMS
 	}
-	return append(args, mode, flag, len(g))
+	return append(args, mode, ttl, len(st.g))
 }
 
-// leanStepArgs returns the lean stacked script's EVALSHA arguments for the
-// parts g, which leanPart accepts, in mode, with receipts when
-// receiptMS > 0.
-func (s *Store) leanStepArgs(mode string, parts []stackPart, g []int, receiptMS int64) []any {
-	receipts := receiptMS > 0
-	sc := stackedLeanScript()
-	nk := len(g)
-	if receipts {
+// leanArgs returns the lean stacked script sc's EVALSHA arguments for st
+// (whose every part st.lean accepts) in mode.
+func (st *stackStep) leanArgs(s *Store, mode string, sc *script) []any {
+	nk := len(st.g)
+	if st.receiptMS > 0 {
 		nk *= 2
 	}
-	args := make([]any, 0, 3+nk+3+4*len(g))
+	args := make([]any, 0, 3+nk+3+4*len(st.g))
 	args = append(args, "evalsha", sc.sha, nk)
-	for _, i := range g {
-		args = append(args, parts[i].keys[len(parts[i].keys)-1]) // the one state key, after the four fixed keys
+	for _, i := range st.g {
+		keys := st.parts[i].keys
+		args = append(args, keys[len(keys)-1]) // the one state key, after the four fixed keys
 	}
-	args = appendReceipts(args, mode, parts, g, receiptMS)
-	for _, i := range g {
-		li := s.limits.get(parts[i].req.Limits[0])
-		args = append(args, parts[i].cost, li.rate, li.period, li.capacity)
+	args = st.appendReceipts(args, mode)
+	for _, i := range st.g {
+		li := s.limits.get(st.parts[i].req.Limits[0])
+		args = append(args, st.parts[i].cost, li.rate, li.period, li.capacity)
 	}
 	return args
 }
@@ -385,7 +383,7 @@ const (
 // refund gives back what part p recorded, at most once, trying up to
 // refundAttempts times.
 func (s *Store) refund(ctx context.Context, p *stackPart) int {
-	sc := refundScript()
+	sc := &s.scripts.refund
 	state := p.keys[4:] // after the block, strike, de-duplication and override keys
 	n := len(p.req.Limits)
 	args := make([]any, 0, 3+1+len(state)+5+3*n)
@@ -398,7 +396,7 @@ func (s *Store) refund(ctx context.Context, p *stackPart) int {
 	}
 	ctx = context.WithoutCancel(ctx)
 	for attempt := 0; attempt < refundAttempts; attempt++ {
-		v, err := s.do(ctx, "refund", p.receipt, sc, args, nil, nil, 0)
+		v, err := s.do(ctx, "refund", &command{key: p.receipt, sc: sc, args: args})
 		if err != nil {
 			continue
 		}

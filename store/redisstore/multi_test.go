@@ -197,9 +197,9 @@ func TestRefundAtMostOnce(t *testing.T) {
 	ctx := context.Background()
 	reqs := stackOf(store.GCRA, store.GCRA, 5, 5)
 	parts := []stackPart{s.stackPart(&reqs[0]), s.stackPart(&reqs[1])}
-	parts[0].receipt = keyBase(s.prefix, EncodeKey(reqs[0].Key)) + "receipt:test"
+	parts[0].receipt = keyBase(s.prefix, encodeKey(reqs[0].Key)) + "receipt:test"
 	out := make([]store.Decision, 2)
-	if ok, err := s.runStep(ctx, modeTake, parts, []int{0}, 2000, out); err != nil || !ok {
+	if ok, err := s.runStep(ctx, modeTake, stackStep{parts: parts, g: []int{0}, receiptMS: 2000, out: out}); err != nil || !ok {
 		t.Fatalf("take: %v, %v", ok, err)
 	}
 	if got := remaining(t, s, reqs, 0); got != 4 {
@@ -215,7 +215,7 @@ func TestRefundAtMostOnce(t *testing.T) {
 		}
 	}
 	// A part that never recorded has no receipt: nothing is given back.
-	parts[1].receipt = keyBase(s.prefix, EncodeKey(reqs[1].Key)) + "receipt:none"
+	parts[1].receipt = keyBase(s.prefix, encodeKey(reqs[1].Key)) + "receipt:none"
 	if got := s.refund(ctx, &parts[1]); got != refundNothing {
 		t.Fatalf("refund without a take: got %d, want %d", got, refundNothing)
 	}
@@ -245,9 +245,9 @@ func TestRefundFailureIsCounted(t *testing.T) {
 	ctx := context.Background()
 	reqs := stackOf(store.FixedWindow, store.GCRA, 5, 5)
 	parts := []stackPart{s.stackPart(&reqs[0])}
-	parts[0].receipt = keyBase(prefix, EncodeKey(reqs[0].Key)) + "receipt:test"
+	parts[0].receipt = keyBase(prefix, encodeKey(reqs[0].Key)) + "receipt:test"
 	out := make([]store.Decision, 1)
-	if ok, err := s.runStep(ctx, modeTake, parts, []int{0}, 2000, out); err != nil || !ok {
+	if ok, err := s.runStep(ctx, modeTake, stackStep{parts: parts, g: []int{0}, receiptMS: 2000, out: out}); err != nil || !ok {
 		t.Fatalf("take: %v, %v", ok, err)
 	}
 	_ = ring.Close()
@@ -369,7 +369,7 @@ func TestLeanStackMatchesStacked(t *testing.T) {
 				}
 			}
 			got[v] = make([]store.Decision, len(limits))
-			if _, err := s.runStepWith(ctx, modeTake, parts, g, 0, got[v], lean); err != nil {
+			if _, err := s.runStepWith(ctx, modeTake, &stackStep{parts: parts, g: g, out: got[v]}, lean); err != nil {
 				t.Fatalf("take %d (lean %v): %v", n, lean, err)
 			}
 		}
@@ -396,4 +396,10 @@ func absDuration(d time.Duration) time.Duration {
 		return -d
 	}
 	return d
+}
+
+// leanPart reports a part that the lean stacked script decides.
+func leanPart(req *store.Request) bool {
+	st := stackStep{parts: []stackPart{{req: req}}, g: []int{0}}
+	return st.lean()
 }

@@ -21,7 +21,7 @@ func (s *Store) NodeFor(ctx context.Context, req store.Request) string {
 	if cc == nil || req.Key == "" {
 		return ""
 	}
-	node, err := cc.MasterForKey(ctx, "{"+EncodeKey(req.Key)+"}")
+	node, err := cc.MasterForKey(ctx, "{"+encodeKey(req.Key)+"}")
 	if err != nil {
 		return ""
 	}

@@ -15,7 +15,7 @@ import (
 // overrideKey returns the Redis key of key's override:
 // "<prefix>:{<encoded key>}:o", in the slot of the key's state.
 func (s *Store) overrideKey(key string) string {
-	return keyBase(s.prefix, EncodeKey(key)) + tagOverride
+	return keyBase(s.prefix, encodeKey(key)) + tagOverride
 }
 
 // readOverride answers the override's value and PTTL in one atomic step;
@@ -39,7 +39,7 @@ func (s *Store) SetOverride(ctx context.Context, key string, o store.Override) e
 		return err
 	}
 	k := s.overrideKey(key)
-	v, err := s.do(ctx, "override", k, nil, []any{"set", k, contract.EncodeOverride(o), "px", o.TTL.Milliseconds()}, nil, nil, 0)
+	v, err := s.do(ctx, "override", &command{key: k, args: []any{"set", k, contract.EncodeOverride(o), "px", o.TTL.Milliseconds()}})
 	if err != nil {
 		return err
 	}
@@ -57,7 +57,7 @@ func (s *Store) GetOverride(ctx context.Context, key string) (store.Override, er
 		return store.Override{}, fmt.Errorf("%w: empty key", store.ErrInvalidRequest)
 	}
 	k := s.overrideKey(key)
-	v, err := s.do(ctx, "override", k, nil, []any{"eval", readOverride, 1, k}, nil, nil, 0)
+	v, err := s.do(ctx, "override", &command{key: k, args: []any{"eval", readOverride, 1, k}})
 	if err != nil {
 		return store.Override{}, err
 	}
@@ -85,7 +85,7 @@ func (s *Store) ClearOverride(ctx context.Context, key string) error {
 	}
 	k := s.overrideKey(key)
 	sc := clearOverrideScript()
-	v, err := s.do(ctx, "override", k, sc, []any{"evalsha", sc.sha, 1, k, placeholder}, nil, nil, 0)
+	v, err := s.do(ctx, "override", &command{key: k, sc: sc, args: []any{"evalsha", sc.sha, 1, k, placeholder}})
 	if err != nil {
 		return err
 	}

@@ -113,8 +113,8 @@ func TestLeanOverrideScript(t *testing.T) {
 	} {
 		req := store.Request{Key: "client", Limits: tc.limits, Cost: 1, Overrides: true}
 		cmd := s.command(modeTake, &req, 1)
-		if cmd.ov != tc.lean || cmd.lean != tc.lean {
-			t.Errorf("%s: lean script with overrides %v, want %v", tc.name, cmd.ov, tc.lean)
+		if got := cmd.variant == leanOverride; got != tc.lean {
+			t.Errorf("%s: lean script with overrides %v, want %v", tc.name, got, tc.lean)
 			continue
 		}
 		if !tc.lean {
@@ -124,7 +124,7 @@ func TestLeanOverrideScript(t *testing.T) {
 		if len(keys) != 2 || keys[1] != s.overrideKey(req.Key) || keys[0] != cmd.key {
 			t.Errorf("%s: keys %q, want the state key and %q", tc.name, keys, s.overrideKey(req.Key))
 		}
-		if cmd.sc != &s.leanOv[tc.limits[0].Algorithm] {
+		if cmd.sc != &s.scripts.byAlgorithm[tc.limits[0].Algorithm][leanOverride] {
 			t.Errorf("%s: not the lean script with overrides", tc.name)
 		}
 	}

@@ -72,7 +72,7 @@ func TestPlaceholderStateBlockedTake(t *testing.T) {
 			s, c := newStore(t, Options{DenyCacheSize: -1})
 			login := store.Limit{Name: "login", Algorithm: alg, Rate: 3, Period: time.Minute, Block: time.Hour}
 			req := store.Request{Key: "migrating", Limits: []store.Limit{login, {Name: "hour", Algorithm: alg, Rate: 100, Period: time.Hour}}}
-			base := keyBase(s.prefix, EncodeKey(req.Key))
+			base := keyBase(s.prefix, encodeKey(req.Key))
 			if err := c.Set(ctx, base+tagBlock, s.limits.get(login).id, time.Hour).Err(); err != nil {
 				t.Fatal(err)
 			}
@@ -110,7 +110,7 @@ func TestPlaceholderKeyKeysAreAbsent(t *testing.T) {
 				s, c := newStore(t, Options{DenyCacheSize: -1})
 				limit := store.Limit{Name: "login", Algorithm: alg, Rate: 2, Period: time.Minute, Block: time.Minute, BlockMax: time.Hour}
 				req := store.Request{Key: "migrating", Limits: []store.Limit{limit}, DedupID: "order-1", Overrides: true}
-				key := keyBase(s.prefix, EncodeKey(req.Key)) + tag
+				key := keyBase(s.prefix, encodeKey(req.Key)) + tag
 				putPlaceholder(t, c, key)
 
 				before := snapshot(t, c, s.prefix)
@@ -153,12 +153,12 @@ func TestPlaceholderKeyKeysAreAbsent(t *testing.T) {
 				if left := blockLeft(t, s, r.Key); left > time.Minute || left < time.Minute-time.Second {
 					t.Fatalf("got a block of %s left; want a first block of 1m", left)
 				}
-				strikes := keyBase(s.prefix, EncodeKey(req.Key)) + tagStrikes
+				strikes := keyBase(s.prefix, encodeKey(req.Key)) + tagStrikes
 				if got := c.Get(ctx, strikes).Val(); got != "1" {
 					t.Fatalf("strikes: got %q, want 1", got)
 				}
 				wantTTL(t, c, strikes)
-				wantTTL(t, c, keyBase(s.prefix, EncodeKey(req.Key))+tagBlock)
+				wantTTL(t, c, keyBase(s.prefix, encodeKey(req.Key))+tagBlock)
 				if d := mustTake(t, s, r); !d.Blocked || d.Repaired {
 					t.Fatalf("got %s repaired %v; want blocked, not repaired", fmtFull(d), d.Repaired)
 				}
@@ -210,6 +210,10 @@ func TestPlaceholderNeverWritten(t *testing.T) {
 // nothing to refund and writes nothing, whatever its state keys hold.
 func TestPlaceholderRefund(t *testing.T) {
 	ctx := context.Background()
+	refundSrc, err := lua.Source("refund")
+	if err != nil {
+		t.Fatal(err)
+	}
 	for alg := range 5 { // the refundable algorithms, in store order
 		t.Run(store.Algorithm(alg).String(), func(t *testing.T) {
 			s, c := newStore(t, Options{DenyCacheSize: -1})
@@ -219,7 +223,7 @@ func TestPlaceholderRefund(t *testing.T) {
 				putPlaceholder(t, c, k)
 			}
 			before := snapshot(t, c, s.prefix)
-			got, err := c.Eval(ctx, lua.Refund(), keys, "refund", alg, 1, "nonce", 1, 10, 60_000_000, 10).Int64()
+			got, err := c.Eval(ctx, refundSrc, keys, "refund", alg, 1, "nonce", 1, 10, 60_000_000, 10).Int64()
 			if err != nil || got != 0 {
 				t.Fatalf("refund: got %d, %v; want 0 (nothing to refund)", got, err)
 			}
@@ -239,7 +243,7 @@ func TestPlaceholderLeanPaths(t *testing.T) {
 		t.Run(alg.String()+"/overrides", func(t *testing.T) {
 			s, c := newStore(t, Options{DenyCacheSize: -1})
 			req := store.Request{Key: "migrating", Limits: []store.Limit{{Algorithm: alg, Rate: 2, Period: time.Minute}}, Overrides: true}
-			if cmd := s.command(modeTake, &req, 1); !cmd.ov {
+			if cmd := s.command(modeTake, &req, 1); cmd.variant != leanOverride {
 				t.Fatal("the request does not run the lean script with overrides")
 			}
 			state, err := s.StateKeys(req)

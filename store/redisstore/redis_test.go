@@ -245,7 +245,7 @@ func TestScriptFlush(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, alg := range store.Algorithms {
-		for _, sc := range s.scripts[alg] {
+		for _, sc := range s.scripts.byAlgorithm[alg] {
 			if ok, err := c.ScriptExists(ctx, sc.sha).Result(); err != nil || ok[0] {
 				t.Fatalf("%s: script still cached after SCRIPT FLUSH (%v)", alg, err)
 			}
@@ -258,7 +258,7 @@ func TestScriptFlush(t *testing.T) {
 	if !d.Allowed || d.Remaining != 8 {
 		t.Fatalf("take after SCRIPT FLUSH: got %s, want admitted with 8 remaining", fmtDecision(d))
 	}
-	if ok, err := c.ScriptExists(ctx, s.scripts[store.GCRA][1].sha).Result(); err != nil || !ok[0] {
+	if ok, err := c.ScriptExists(ctx, s.scripts.byAlgorithm[store.GCRA][lean].sha).Result(); err != nil || !ok[0] {
 		t.Fatalf("script not cached again after the EVAL fallback (%v)", err)
 	}
 }

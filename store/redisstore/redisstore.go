@@ -7,39 +7,33 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"math/rand/v2"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ratekeeper/ratekeeper/lua"
 	"github.com/ratekeeper/ratekeeper/store"
 	"github.com/ratekeeper/ratekeeper/store/internal/contract"
 )
 
+// defaultPrefix is the default [Options.Prefix]: it starts every key the
+// store writes.
+const defaultPrefix = "rk"
+
 // Defaults for the zero fields of [Options].
 const (
-	// DefaultPrefix starts every key the store writes.
-	DefaultPrefix = "rk"
-	// DefaultTimeout is the decision budget: the longest one Take, Peek or
-	// Reset waits for Redis.
-	DefaultTimeout = 50 * time.Millisecond
-	// DefaultClusterReload is the default [Options.ClusterReload].
-	DefaultClusterReload = time.Second
-	// DefaultMaxBatch is the default [Options.MaxBatch].
-	DefaultMaxBatch = 128
-	// DefaultDenyCacheSize is the default [Options.DenyCacheSize].
-	DefaultDenyCacheSize = 65536
+	defaultTimeout       = 50 * time.Millisecond
+	defaultClusterReload = time.Second
+	defaultMaxBatch      = 128
+	defaultDenyCacheSize = 65536
 )
 
 // Options configures a [Store]. The zero value selects every default; New
 // reads the fields and never writes to them.
 type Options struct {
-	// Prefix starts every key, followed by ':'. Default [DefaultPrefix].
+	// Prefix starts every key, followed by ':'. Default "rk".
 	// It must not contain '{' or '}', which would change the Redis Cluster
 	// hash tag. Use distinct prefixes to keep applications (or tests) that
 	// share one Redis apart.
@@ -49,8 +43,8 @@ type Options struct {
 	// whatever the client's own timeouts, even when the client ignores
 	// context deadlines (go-redis ContextTimeoutEnabled false, its
 	// default) and Redis stops answering. Waiting for a pooled connection
-	// or a batch counts against it. Default [DefaultTimeout]; negative is
-	// an error.
+	// or a batch counts against it. Zero means 50ms; negative is an
+	// error.
 	Timeout time.Duration
 	// ClusterReload is, for a cluster client (one with a ReloadState
 	// method, such as *redis.ClusterClient), the shortest interval between
@@ -58,24 +52,23 @@ type Options struct {
 	// timeout error. go-redis otherwise reloads only every 60 s or on a
 	// MOVED reply, so after a master fails over, calls for its slots keep
 	// failing until then; with this, recovery follows the failover within
-	// about ClusterReload. Zero means [DefaultClusterReload]; negative
-	// disables. Other clients ignore it.
+	// about ClusterReload. Zero means one second; negative disables.
+	// Other clients ignore it.
 	ClusterReload time.Duration
 	// MaxBatch bounds how many decisions travel to Redis in one pipeline.
 	// Concurrent decisions are coalesced: a decision is sent at once when
 	// no pipeline is being written to its node, and decisions that arrive
 	// meanwhile go together in the next one, so a lone caller waits for
-	// nothing and a crowd shares round trips. Zero means
-	// [DefaultMaxBatch]; 1 sends every decision on its own; negative is an
-	// error.
+	// nothing and a crowd shares round trips. Zero means 128; 1 sends
+	// every decision on its own; negative is an error.
 	MaxBatch int
 	// Logger receives the store's warnings (an unsafe eviction policy,
 	// see [Store.EvictionPolicy]). Nil means slog.Default().
 	Logger *slog.Logger
 	// DenyCacheSize bounds the local cache of refusals: a key refused with
 	// RetryAfter T is refused again without a round trip until T has
-	// passed (see [Store.Take]). Zero means [DefaultDenyCacheSize];
-	// negative disables the cache.
+	// passed (see [Store.Take]). Zero means 65536 refusals; negative
+	// disables the cache.
 	DenyCacheSize int
 	// Rand returns the uniform random value in [0, 1) that a request of
 	// the [store.Suppressed] strategy is drawn against (one per request,
@@ -90,12 +83,6 @@ type Options struct {
 // reloader is implemented by cluster clients (*redis.ClusterClient).
 type reloader interface {
 	ReloadState(ctx context.Context)
-}
-
-// script is one Lua script: its source and SHA-1.
-type script struct {
-	src string
-	sha string
 }
 
 // Store is a [store.Store] that keeps state in Redis and makes every
@@ -113,14 +100,11 @@ type Store struct {
 	client  redis.UniversalClient
 	prefix  string
 	timeout time.Duration
-	scripts [store.Suppressed + 1][2]script // [algorithm][lean]
-	// The lean scripts with overrides, by algorithm (none for the
-	// suppressed strategy).
-	leanOv [store.Suppressed + 1]script
-	rand   func() float64 // never nil
-	limits limitCache
-	deny   *denyCache // nil when disabled
-	pipes  *pipes
+	scripts *scriptTable
+	rand    func() float64 // never nil
+	limits  limitCache
+	deny    *denyCache // nil when disabled
+	pipes   *pipes
 
 	eviction evictionCheck
 
@@ -143,58 +127,20 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 	if client == nil {
 		return nil, errors.New("redisstore: nil client")
 	}
-	s := &Store{client: client, prefix: opts.Prefix, timeout: opts.Timeout}
-	if s.prefix == "" {
-		s.prefix = DefaultPrefix
+	s := &Store{client: client, rand: opts.Rand}
+	maxBatch, err := s.configure(&opts)
+	if err != nil {
+		return nil, err
 	}
-	if strings.ContainsAny(s.prefix, "{}") {
-		return nil, fmt.Errorf("redisstore: Prefix %q contains a brace", s.prefix)
+	if s.scripts, err = builtinScripts(); err != nil {
+		return nil, err
 	}
-	switch {
-	case s.timeout < 0:
-		return nil, fmt.Errorf("redisstore: negative Timeout %s", s.timeout)
-	case s.timeout == 0:
-		s.timeout = DefaultTimeout
-	}
-	maxBatch := opts.MaxBatch
-	switch {
-	case maxBatch < 0:
-		return nil, fmt.Errorf("redisstore: negative MaxBatch %d", maxBatch)
-	case maxBatch == 0:
-		maxBatch = DefaultMaxBatch
-	}
-	switch size := opts.DenyCacheSize; {
-	case size == 0:
-		s.deny = newDenyCache(DefaultDenyCacheSize)
-	case size > 0:
-		s.deny = newDenyCache(size)
-	}
-	s.rand = opts.Rand
 	if s.rand == nil {
 		s.rand = rand.Float64
 	}
-	for _, alg := range append(store.Algorithms[:len(store.Algorithms):len(store.Algorithms)], store.Suppressed) {
-		for v, lean := range []bool{false, true} {
-			src, err := lua.Source(alg.String(), lean)
-			if err != nil {
-				return nil, fmt.Errorf("redisstore: %w", err)
-			}
-			s.scripts[alg][v] = script{src: src, sha: redis.NewScript(src).Hash()}
-		}
-		if alg != store.Suppressed {
-			src, err := lua.SourceWithOverrides(alg.String())
-			if err != nil {
-				return nil, fmt.Errorf("redisstore: %w", err)
-			}
-			s.leanOv[alg] = script{src: src, sha: redis.NewScript(src).Hash()}
-		}
-	}
 	if r, ok := client.(reloader); ok && opts.ClusterReload >= 0 {
 		s.reloader = r
-		s.reloadEvery = opts.ClusterReload
-		if s.reloadEvery == 0 {
-			s.reloadEvery = DefaultClusterReload
-		}
+		s.reloadEvery = orDefault(opts.ClusterReload, defaultClusterReload)
 	}
 	s.pipes = newPipes(client, maxBatch)
 	s.eviction.logger = opts.Logger
@@ -207,6 +153,34 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 	}
 	s.nonceBase = base64.RawURLEncoding.EncodeToString(seed[:])
 	return s, nil
+}
+
+// configure checks opts and sets the store's prefix, timeout and deny
+// cache from them; it returns the batch size.
+func (s *Store) configure(opts *Options) (maxBatch int, err error) {
+	s.prefix = orDefault(opts.Prefix, defaultPrefix)
+	switch {
+	case strings.ContainsAny(s.prefix, "{}"):
+		return 0, fmt.Errorf("redisstore: Prefix %q contains a brace", s.prefix)
+	case opts.Timeout < 0:
+		return 0, fmt.Errorf("redisstore: negative Timeout %s", opts.Timeout)
+	case opts.MaxBatch < 0:
+		return 0, fmt.Errorf("redisstore: negative MaxBatch %d", opts.MaxBatch)
+	}
+	s.timeout = orDefault(opts.Timeout, defaultTimeout)
+	if opts.DenyCacheSize >= 0 {
+		s.deny = newDenyCache(orDefault(opts.DenyCacheSize, defaultDenyCacheSize))
+	}
+	return orDefault(opts.MaxBatch, defaultMaxBatch), nil
+}
+
+// orDefault returns v, or def when v is zero.
+func orDefault[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
 }
 
 // Take checks req against every limit and records it in all of them only
@@ -269,13 +243,13 @@ func (s *Store) Reset(ctx context.Context, req store.Request) error {
 	if s.deny != nil {
 		s.deny.forget(keys[0])
 	}
-	keys = appendKeyKeys(keys, keyBase(s.prefix, EncodeKey(req.Key)))
+	keys = appendKeyKeys(keys, keyBase(s.prefix, encodeKey(req.Key)))
 	args := make([]any, 0, 1+len(keys))
 	args = append(args, "del")
 	for _, k := range keys {
 		args = append(args, k)
 	}
-	v, err := s.do(ctx, "reset", keys[0], nil, args, nil, nil, 0)
+	v, err := s.do(ctx, "reset", &command{key: keys[0], args: args})
 	if err != nil && isTryAgain(err) {
 		// The slot is being migrated and the keys are split between its
 		// nodes (or some exist nowhere): delete them one at a time, each
@@ -301,7 +275,7 @@ func (s *Store) Reset(ctx context.Context, req store.Request) error {
 func (s *Store) delEach(ctx context.Context, keys []string) (any, error) {
 	var n int64
 	for _, k := range keys {
-		v, err := s.do(ctx, "reset", k, nil, []any{"del", k}, nil, nil, 0)
+		v, err := s.do(ctx, "reset", &command{key: k, args: []any{"del", k}})
 		if err != nil {
 			return nil, err
 		}
@@ -325,35 +299,13 @@ func (s *Store) StateKeys(req store.Request) ([]string, error) {
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
-	base := keyBase(s.prefix, EncodeKey(req.Key))
+	base := keyBase(s.prefix, encodeKey(req.Key))
 	return appendStateKeys(make([]string, 0, len(req.Limits)), base, req.Limits), nil
 }
 
-// costReply starts the error a full script answers, for a request that
-// reads overrides, when no override admits its cost.
-const costReply = "RKCOST "
-
-// Script modes (ARGV[1]).
-const (
-	modeTake = "take"
-	modePeek = "peek"
-)
-
-// lean reports whether req is of the lean kind: one limit, no block, no
-// counted refusals, no de-duplication id, no override. The suppressed
-// strategy has no lean script; see [Store.command].
-func lean(req *store.Request) bool {
-	return len(req.Limits) == 1 && req.Limits[0].Block == 0 && !req.CountDenied && req.DedupID == "" && !req.Overrides
-}
-
-// leanWithOverrides reports a request that would be lean but applies its
-// key's override: it runs the lean script that reads the override first
-// (except under the suppressed strategy, which has no lean script).
-func leanWithOverrides(req *store.Request) bool {
-	return len(req.Limits) == 1 && req.Limits[0].Block == 0 && !req.CountDenied && req.DedupID == "" && req.Overrides
-}
-
-// decide runs the algorithm's script in mode take or peek.
+// decide runs the request's script in mode take or peek: a refusal the
+// deny cache holds answers without a round trip, and a refusal Redis
+// answers to a cacheable call is remembered.
 func (s *Store) decide(ctx context.Context, mode string, req store.Request) (store.Decision, error) {
 	if err := req.Validate(); err != nil {
 		return store.Decision{}, err
@@ -365,19 +317,10 @@ func (s *Store) decide(ctx context.Context, mode string, req store.Request) (sto
 	cost := contract.Cost(&req)
 	start := time.Now()
 	cmd := s.command(mode, &req, cost)
-	// A refusal under an override is not cached: an operator's change
-	// of the override must apply to the next request.
-	cacheable := s.deny != nil && cmd.lean && !cmd.ov
-	if cacheable {
-		if d, ok := s.deny.lookup(cmd.key, cmd.li, cost, start); ok {
-			return d, nil
-		}
+	if d, ok := cmd.refusal.cached(start); ok {
+		return d, nil
 	}
-	var dc *denyCache
-	if cacheable {
-		dc = s.deny
-	}
-	v, err := s.do(ctx, mode, cmd.key, cmd.sc, cmd.args, dc, cmd.li, cost)
+	v, err := s.do(ctx, mode, &cmd)
 	if err != nil {
 		if req.Overrides && strings.Contains(err.Error(), costReply) {
 			// The override left a limit that does not hold the cost (see
@@ -389,201 +332,22 @@ func (s *Store) decide(ctx context.Context, mode string, req store.Request) (sto
 	if d, ok := v.(store.Decision); ok {
 		return d, nil // a refusal cached while the call was queued
 	}
-	var d store.Decision
-	switch {
-	case cmd.ov:
-		d, err = decodeLeanOverride(v, req.Limits[0], cost, cmd.li)
-	case cmd.lean:
-		d, err = decodeLean(v, cmd.li)
-	default:
-		var r reply
-		if r, err = decodeReply(v, req.Limits, cost); err == nil {
-			d = r.decision(req.Limits)
-		}
-	}
+	d, err := cmd.decode(v, &req, cost)
 	if err != nil {
 		return store.Decision{}, backendError(mode, err)
 	}
-	if cacheable && !d.Allowed {
-		s.deny.store(cmd.key, cmd.li, cost, start, d)
-	}
+	cmd.refusal.remember(start, d)
 	return d, nil
 }
 
-// command is one script call.
-type command struct {
-	sc   *script
-	args []any // "evalsha", sha, key count, keys..., arguments...
-	key  string
-	lean bool
-	ov   bool       // the lean script with overrides
-	li   *limitInfo // of the first limit
-}
-
-// keys returns the call's KEYS.
-func (c *command) keys() []string {
-	n := c.args[2].(int)
-	keys := make([]string, n)
-	for i := range keys {
-		keys[i] = c.args[3+i].(string)
-	}
-	return keys
-}
-
-// command builds the script call of a validated request: the lean script
-// for one plain limit (of a counting algorithm), else the full one. key is
-// the first limit's state key, in the slot of every key of the call.
-func (s *Store) command(mode string, req *store.Request, cost int64) command {
-	li := s.limits.get(req.Limits[0])
-	alg := req.Limits[0].Algorithm
-	if alg != store.Suppressed && lean(req) {
-		key := s.prefix + ":{" + EncodeKey(req.Key) + "}:" + li.suffix
-		sc := &s.scripts[alg][1]
-		args := make([]any, 0, 10)
-		args = append(args, "evalsha", sc.sha, 1, key, mode, cost, li.rate, li.period, li.capacity)
-		if alg == store.SlidingWindowLog && mode == modeTake {
-			args = append(args, s.nonce())
-		}
-		return command{sc: sc, args: args, key: key, lean: true, li: li}
-	}
-	base := keyBase(s.prefix, EncodeKey(req.Key))
-	if alg != store.Suppressed && leanWithOverrides(req) {
-		key := base + li.suffix
-		sc := &s.leanOv[alg]
-		args := make([]any, 0, 11)
-		args = append(args, "evalsha", sc.sha, 2, key, base+tagOverride, mode, cost, li.rate, li.period, li.capacity)
-		if alg == store.SlidingWindowLog && mode == modeTake {
-			args = append(args, s.nonce())
-		}
-		return command{sc: sc, args: args, key: key, lean: true, ov: true, li: li}
-	}
-	sc := &s.scripts[alg][0]
-	c := command{sc: sc, args: s.fullArgs(mode, base, sc, req, cost), li: li}
-	c.key = c.args[3+4].(string) // the first state key
-	return c
-}
-
-// blocks reports whether a limit blocks, which needs the block key.
-func blocks(limits []store.Limit) bool {
-	for _, l := range limits {
-		if l.Block > 0 {
-			return true
-		}
-	}
-	return false
-}
-
-// escalates reports whether a limit's blocks escalate, which needs the
-// strike counter.
-func escalates(limits []store.Limit) bool {
-	for _, l := range limits {
-		if l.BlockMax > l.Block {
-			return true
-		}
-	}
-	return false
-}
-
-// fullArgs returns the EVALSHA arguments of a validated request for the
-// full script; see package lua for the layout. Keys the script will not
-// touch (the block key when no limit blocks, the strike counter when no
-// limit escalates, the de-duplication hash without an id, the override
-// when the request does not read it) are filled with a key the script
-// uses: the block key when a limit blocks, else the first state key. The
-// call then names only keys it needs, which matters on a Redis Cluster
-// during the migration of the slot: Redis serves a multi-key command
-// there only when every key it names exists on one node, and a block key
-// that was never set never exists. The first key names the slot.
-func (s *Store) fullArgs(mode, base string, sc *script, req *store.Request, cost int64) []any {
-	n := len(req.Limits)
-	args := make([]any, 0, 3+4+n+9+6*n)
-	args = append(args, "evalsha", sc.sha, 0) // the key count is set below
-	var stateKeys [store.MaxLimits]string
-	states := appendStateKeys(stateKeys[:0], base, req.Limits)
-	filler := states[0]
-	if blocks(req.Limits) {
-		filler = base + tagBlock
-	}
-	args = append(args, filler)
-	if escalates(req.Limits) {
-		args = append(args, base+tagStrikes)
-	} else {
-		args = append(args, filler)
-	}
-	var dedup any = ""
-	var replays, window int64
-	if req.DedupID != "" {
-		args = append(args, base+tagDedup)
-		dedup = dedupField(req.DedupID)
-		replays, window = contract.DedupBound(req)
-	} else {
-		args = append(args, filler)
-	}
-	var overrides any = "0"
-	if req.Overrides {
-		args = append(args, base+tagOverride)
-		overrides = "1"
-	} else {
-		args = append(args, filler)
-	}
-	for _, k := range states {
-		args = append(args, k)
-	}
-	args[2] = len(args) - 3
-	var countDenied any = "0"
-	if req.CountDenied {
-		countDenied = "1"
-	}
-	nonce := ""
-	switch alg := req.Limits[0].Algorithm; {
-	case mode == modeTake && alg == store.SlidingWindowLog:
-		nonce = s.nonce()
-	case alg == store.Suppressed:
-		// The nonce's place carries the request's random value.
-		nonce = strconv.FormatFloat(s.draw(), 'g', -1, 64)
-	}
-	args = append(args, mode, cost, nonce, countDenied, dedup, replays, window, n, overrides)
-	for _, l := range req.Limits {
-		li := s.limits.get(l)
-		args = append(args, li.rate, li.period, li.capacity)
-		if l.Block > 0 {
-			args = append(args, l.Block.Milliseconds(), l.BlockMax.Milliseconds(), li.id)
-		} else {
-			args = append(args, 0, 0, "")
-		}
-	}
-	return args
-}
-
-// draw returns the store's random value, clamped into [0, 1).
-func (s *Store) draw() float64 {
-	switch u := s.rand(); {
-	case !(u >= 0):
-		return 0
-	case u >= 1:
-		return math.Nextafter(1, 0)
-	default:
-		return u
-	}
-}
-
-// nonce returns an identifier unique to one take: a random per-store part
-// and a counter. Sliding window log members carry it.
-func (s *Store) nonce() string {
-	var b [11 + 13]byte
-	n := copy(b[:], s.nonceBase)
-	return string(strconv.AppendUint(b[:n], s.seq.Add(1), 36))
-}
-
-// do sends one command (a script call when sc is set) for the slot of key
-// and waits for its reply within the budget. Errors are
-// *store.BackendError.
-func (s *Store) do(ctx context.Context, op, key string, sc *script, args []any, dc *denyCache, li *limitInfo, cost int64) (any, error) {
+// do sends cmd and waits for its reply within the budget: the store's
+// Timeout or ctx's earlier deadline. Errors are *store.BackendError.
+func (s *Store) do(ctx context.Context, op string, cmd *command) (any, error) {
 	deadline := time.Now().Add(s.timeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
-	v, err := s.pipes.do(ctx, key, sc, args, deadline, dc, li, cost)
+	v, err := s.pipes.do(ctx, cmd, deadline)
 	if err != nil {
 		return nil, s.failed(op, err)
 	}

@@ -186,7 +186,7 @@ func TestPoisonedKeyKeysAreRepaired(t *testing.T) {
 			for _, tt := range tests {
 				t.Run(tt.name, func(t *testing.T) {
 					s, c := newStore(t, Options{DenyCacheSize: -1})
-					key := keyBase(s.prefix, EncodeKey(req.Key)) + tt.tag
+					key := keyBase(s.prefix, encodeKey(req.Key)) + tt.tag
 					if err := tt.put(c, key); err != nil {
 						t.Fatal(err)
 					}
@@ -313,7 +313,7 @@ func TestKeyScopedErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s, c := newStore(t, Options{})
-			u, err := s.WithScript(Script{Name: "probe", Source: tt.src})
+			u, err := s.WithScript("probe", tt.src)
 			if err != nil {
 				t.Fatal(err)
 			}

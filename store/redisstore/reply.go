@@ -9,11 +9,6 @@ import (
 	"github.com/ratekeeper/ratekeeper/store/internal/contract"
 )
 
-// replyHead is the number of integers a full script reply starts with; two
-// per limit, the block scope and the applied override follow (see package
-// lua).
-const replyHead = 10
-
 // maxReplyMicros bounds the durations a script may report: 2^53µs (285
 // years), beyond which a float64 is no longer exact. Valid limits stay far
 // below it (package store bounds a bucket's drain time to 100 periods of
@@ -48,117 +43,202 @@ type reply struct {
 	suppressed  bool
 }
 
-// decodeReply checks and decodes a script reply for a request with the
-// given (validated) limits and cost. It never panics: any surprise is an
-// error wrapping errBadReply.
-func decodeReply(v any, limits []store.Limit, cost int64) (reply, error) {
-	n := len(limits)
+// fullReply is the layout of a full script reply (package lua, "Reply of
+// the full scripts"), read by name: {allowed, index, remaining, reset
+// after, retry after, blocked, block started, duplicate, repaired,
+// override, then per limit remaining and reset after, then scope and
+// override value}, and for the suppressed strategy two integers more.
+type fullReply struct {
+	// Of the deciding limit (index), or of the block: times in µs.
+	allowed, index, remaining, resetAfter, retryAfter int64
+	// Flags (0 or 1), then the applied override's code.
+	blocked, blockStarted, duplicate, repaired, override int64
+	perLimit                                             []any  // remaining and reset after µs of each limit
+	scope                                                string // the block's scope when blocked, else ""
+	overrideValue                                        string // the override as stored when one applied, else ""
+	// suppression holds the suppressed strategy's factor (ppm) and drawn
+	// flag: nil for the other algorithms, and when an exempt or suspend
+	// override answered before the strategy ran.
+	suppression []any
+}
+
+// replyHead is the number of integers a full reply starts with, before
+// the per-limit pairs.
+const replyHead = 10
+
+// readFullReply reads v by the full reply's layout for a request with n
+// limits of algorithm alg; it checks the shape and types, not the values.
+func readFullReply(v any, alg store.Algorithm, n int) (fullReply, error) {
+	var f fullReply
 	arr, ok := v.([]any)
 	if !ok {
-		return reply{}, fmt.Errorf("%w: got %T, want an array", errBadReply, v)
+		return f, fmt.Errorf("%w: got %T, want an array", errBadReply, v)
 	}
-	// The suppressed strategy's script adds two integers after the
-	// override: the factor met, in parts per million, and the
-	// drawn-refusal flag (not when an exempt or suspend override answered
-	// before the strategy ran; checked below).
-	var tail []any
-	if limits[0].Algorithm == store.Suppressed && len(arr) == replyHead+2*n+4 {
-		arr, tail = arr[:len(arr)-2], arr[len(arr)-2:]
+	if alg == store.Suppressed && len(arr) == replyHead+2*n+4 {
+		arr, f.suppression = arr[:len(arr)-2], arr[len(arr)-2:]
 	}
 	if len(arr) != replyHead+2*n+2 {
-		return reply{}, fmt.Errorf("%w: got %d elements, want %d", errBadReply, len(arr), replyHead+2*n+2)
+		return f, fmt.Errorf("%w: got %d elements, want %d", errBadReply, len(arr), replyHead+2*n+2)
 	}
-	ov, ok := arr[len(arr)-1].(string)
-	if !ok {
-		return reply{}, fmt.Errorf("%w: override is %T, want a string", errBadReply, arr[len(arr)-1])
+	var okScope, okOverride bool
+	f.scope, okScope = arr[len(arr)-2].(string)
+	f.overrideValue, okOverride = arr[len(arr)-1].(string)
+	if !okScope || !okOverride {
+		return f, fmt.Errorf("%w: scope and override are %T and %T, want strings", errBadReply, arr[len(arr)-2], arr[len(arr)-1])
 	}
-	arr = arr[:len(arr)-1]
-	var x [replyHead + 2*store.MaxLimits]int64
-	for i, e := range arr[:len(arr)-1] {
+	f.perLimit = arr[replyHead : len(arr)-2]
+	return f, readInts(arr[:replyHead], &f.allowed, &f.index, &f.remaining, &f.resetAfter, &f.retryAfter,
+		&f.blocked, &f.blockStarted, &f.duplicate, &f.repaired, &f.override)
+}
+
+// readInts reads the integers arr into dst, in order; dst names every
+// element arr may have.
+func readInts(arr []any, dst ...*int64) error {
+	if len(arr) > len(dst) {
+		return fmt.Errorf("%w: %d elements, want at most %d", errBadReply, len(arr), len(dst))
+	}
+	for i, e := range arr {
 		iv, ok := e.(int64)
 		if !ok {
-			return reply{}, fmt.Errorf("%w: element %d is %T, want an integer", errBadReply, i, e)
+			return fmt.Errorf("%w: element %d is %T, want an integer", errBadReply, i, e)
 		}
-		x[i] = iv
+		*dst[i] = iv
 	}
-	scope, ok := arr[len(arr)-1].(string)
-	if !ok {
-		return reply{}, fmt.Errorf("%w: scope is %T, want a string", errBadReply, arr[len(arr)-1])
+	return nil
+}
+
+// decodeReply checks and decodes a full script reply for a request with
+// the given (validated) limits and cost. It never panics: any surprise is
+// an error wrapping errBadReply.
+func decodeReply(v any, limits []store.Limit, cost int64) (reply, error) {
+	f, err := readFullReply(v, limits[0].Algorithm, len(limits))
+	if err != nil {
+		return reply{}, err
 	}
-	for i, name := range [...]string{0: "allowed", 5: "blocked", 6: "block started", 7: "duplicate", 8: "repaired"} {
-		if name != "" && x[i] != 0 && x[i] != 1 {
-			return reply{}, fmt.Errorf("%w: %s flag %d", errBadReply, name, x[i])
-		}
+	if err := f.checkHead(len(limits)); err != nil {
+		return reply{}, err
 	}
 	r := reply{
-		allowed: x[0] == 1, index: int(x[1]), retryUS: x[4],
-		blocked: x[5] == 1, blockStarted: x[6] == 1, duplicate: x[7] == 1, repaired: x[8] == 1, scope: scope,
-		override: store.OverrideKind(x[9]),
+		allowed: f.allowed == 1, index: int(f.index), retryUS: f.retryAfter,
+		blocked: f.blocked == 1, blockStarted: f.blockStarted == 1, duplicate: f.duplicate == 1,
+		repaired: f.repaired == 1, scope: f.scope, override: store.OverrideKind(f.override),
 	}
-	copy(r.limits[:], limits)
-	if x[9] != 0 {
-		o, err := contract.DecodeOverride(ov)
-		if err != nil || int64(o.Kind) != x[9] {
-			return reply{}, fmt.Errorf("%w: override %d applied as %q", errBadReply, x[9], ov)
-		}
-		if o.Kind == store.OverrideScale {
-			for i, l := range limits {
-				r.limits[i] = contract.ScaleLimit(l, o.Scale, cost)
-			}
-		}
-	} else if ov != "" {
-		return reply{}, fmt.Errorf("%w: override %q without its code", errBadReply, ov)
+	if err := f.applyOverride(&r, limits, cost); err != nil {
+		return reply{}, err
 	}
+	if err := f.readLimits(&r, len(limits)); err != nil {
+		return reply{}, err
+	}
+	if err := f.readSuppression(&r, limits[0].Algorithm); err != nil {
+		return reply{}, err
+	}
+	return r, nil
+}
+
+// checkHead checks the head's values for a request with n limits: flags
+// are 0 or 1 and agree with each other, with the override and with the
+// deciding limit's index.
+func (f *fullReply) checkHead(n int) error {
+	for _, fl := range [...]struct {
+		name string
+		v    int64
+	}{{"allowed", f.allowed}, {"blocked", f.blocked}, {"block started", f.blockStarted}, {"duplicate", f.duplicate}, {"repaired", f.repaired}} {
+		if fl.v != 0 && fl.v != 1 {
+			return fmt.Errorf("%w: %s flag %d", errBadReply, fl.name, fl.v)
+		}
+	}
+	allowed, blocked := f.allowed == 1, f.blocked == 1
+	exempt, suspend := f.override == int64(store.OverrideExempt), f.override == int64(store.OverrideSuspend)
 	switch {
-	case (r.override == store.OverrideExempt && !r.allowed) || (r.override == store.OverrideSuspend && (r.allowed || x[4] == 0)):
-		return reply{}, fmt.Errorf("%w: %s override answered allowed %d, retry after %dµs", errBadReply, r.override, x[0], x[4])
-	case (r.override == store.OverrideExempt || r.override == store.OverrideSuspend) && (r.blocked || r.duplicate):
-		return reply{}, fmt.Errorf("%w: %s override answered as blocked or duplicate", errBadReply, r.override)
-	case x[4] < 0 || x[4] > maxReplyMicros || (r.allowed && x[4] != 0):
-		return reply{}, fmt.Errorf("%w: retry after %dµs", errBadReply, x[4])
-	case r.blockStarted && !r.blocked:
-		return reply{}, fmt.Errorf("%w: block started without blocking", errBadReply)
-	case r.duplicate && !r.allowed:
-		return reply{}, fmt.Errorf("%w: refused duplicate", errBadReply)
-	case r.blocked && (r.allowed || r.index != -1 || x[2] != 0 || x[3] != x[4] || x[4] == 0 || scope == ""):
-		return reply{}, fmt.Errorf("%w: blocked reply: allowed %d, index %d, remaining %d, reset after %dµs, retry after %dµs, scope %q",
-			errBadReply, x[0], x[1], x[2], x[3], x[4], scope)
-	case !r.blocked && (x[1] < 0 || x[1] >= int64(n)):
-		return reply{}, fmt.Errorf("%w: limit index %d of %d", errBadReply, x[1], n)
-	case !r.blocked && scope != "":
-		return reply{}, fmt.Errorf("%w: scope %q without a block", errBadReply, scope)
+	case (exempt && !allowed) || (suspend && (allowed || f.retryAfter == 0)):
+		return fmt.Errorf("%w: override %d answered allowed %d, retry after %dµs", errBadReply, f.override, f.allowed, f.retryAfter)
+	case (exempt || suspend) && (blocked || f.duplicate == 1):
+		return fmt.Errorf("%w: override %d answered as blocked or duplicate", errBadReply, f.override)
+	case f.retryAfter < 0 || f.retryAfter > maxReplyMicros || (allowed && f.retryAfter != 0):
+		return fmt.Errorf("%w: retry after %dµs", errBadReply, f.retryAfter)
+	case f.blockStarted == 1 && !blocked:
+		return fmt.Errorf("%w: block started without blocking", errBadReply)
+	case f.duplicate == 1 && !allowed:
+		return fmt.Errorf("%w: refused duplicate", errBadReply)
+	case blocked && (allowed || f.index != -1 || f.remaining != 0 || f.resetAfter != f.retryAfter || f.retryAfter == 0 || f.scope == ""):
+		return fmt.Errorf("%w: blocked reply: allowed %d, index %d, remaining %d, reset after %dµs, retry after %dµs, scope %q",
+			errBadReply, f.allowed, f.index, f.remaining, f.resetAfter, f.retryAfter, f.scope)
+	case !blocked && (f.index < 0 || f.index >= int64(n)):
+		return fmt.Errorf("%w: limit index %d of %d", errBadReply, f.index, n)
+	case !blocked && f.scope != "":
+		return fmt.Errorf("%w: scope %q without a block", errBadReply, f.scope)
 	}
+	return nil
+}
+
+// applyOverride checks the applied override's code against its value and
+// sets r's limits as the script applied them: scaled under a scale
+// override.
+func (f *fullReply) applyOverride(r *reply, limits []store.Limit, cost int64) error {
+	copy(r.limits[:], limits)
+	if f.override == 0 {
+		if f.overrideValue != "" {
+			return fmt.Errorf("%w: override %q without its code", errBadReply, f.overrideValue)
+		}
+		return nil
+	}
+	o, err := contract.DecodeOverride(f.overrideValue)
+	if err != nil || int64(o.Kind) != f.override {
+		return fmt.Errorf("%w: override %d applied as %q", errBadReply, f.override, f.overrideValue)
+	}
+	if o.Kind == store.OverrideScale {
+		for i, l := range limits {
+			r.limits[i] = contract.ScaleLimit(l, o.Scale, cost)
+		}
+	}
+	return nil
+}
+
+// readLimits reads and checks the per-limit pairs into r, whose limits
+// are set, and checks that the head repeats the deciding limit's pair.
+func (f *fullReply) readLimits(r *reply, n int) error {
 	for i, l := range r.limits[:n] {
-		rem, reset := x[replyHead+2*i], x[replyHead+2*i+1]
+		var rem, reset int64
+		if err := readInts(f.perLimit[2*i:2*i+2], &rem, &reset); err != nil {
+			return fmt.Errorf("limit %d: %w", i, err)
+		}
 		if rem < 0 || rem > l.Capacity() {
-			return reply{}, fmt.Errorf("%w: limit %d: remaining %d of %d", errBadReply, i, rem, l.Capacity())
+			return fmt.Errorf("%w: limit %d: remaining %d of %d", errBadReply, i, rem, l.Capacity())
 		}
 		if reset < 0 || reset > maxReplyMicros {
-			return reply{}, fmt.Errorf("%w: limit %d: reset after %dµs", errBadReply, i, reset)
+			return fmt.Errorf("%w: limit %d: reset after %dµs", errBadReply, i, reset)
 		}
 		r.remaining[i], r.resetUS[i] = rem, reset
 	}
-	if !r.blocked && (x[2] != r.remaining[r.index] || x[3] != r.resetUS[r.index]) {
-		return reply{}, fmt.Errorf("%w: deciding limit %d reported as %d/%dµs and %d/%dµs",
-			errBadReply, r.index, x[2], x[3], r.remaining[r.index], r.resetUS[r.index])
+	if !r.blocked && (f.remaining != r.remaining[r.index] || f.resetAfter != r.resetUS[r.index]) {
+		return fmt.Errorf("%w: deciding limit %d reported as %d/%dµs and %d/%dµs",
+			errBadReply, r.index, f.remaining, f.resetAfter, r.remaining[r.index], r.resetUS[r.index])
 	}
-	if limits[0].Algorithm == store.Suppressed && tail == nil && r.override != store.OverrideExempt && r.override != store.OverrideSuspend {
-		return reply{}, fmt.Errorf("%w: suppressed reply without its factor", errBadReply)
-	}
-	if tail != nil {
-		f, ok1 := tail[0].(int64)
-		drawn, ok2 := tail[1].(int64)
-		switch {
-		case !ok1 || !ok2:
-			return reply{}, fmt.Errorf("%w: suppression is %T and %T, want integers", errBadReply, tail[0], tail[1])
-		case f < 0 || f > ppm:
-			return reply{}, fmt.Errorf("%w: suppression factor %d ppm", errBadReply, f)
-		case drawn != 0 && drawn != 1 || drawn == 1 && r.allowed:
-			return reply{}, fmt.Errorf("%w: suppressed flag %d (allowed %v)", errBadReply, drawn, r.allowed)
+	return nil
+}
+
+// readSuppression reads and checks the suppressed strategy's two integers
+// into r: present for its requests unless an exempt or suspend override
+// answered first.
+func (f *fullReply) readSuppression(r *reply, alg store.Algorithm) error {
+	if f.suppression == nil {
+		if alg == store.Suppressed && r.override != store.OverrideExempt && r.override != store.OverrideSuspend {
+			return fmt.Errorf("%w: suppressed reply without its factor", errBadReply)
 		}
-		r.suppression, r.suppressed = f, drawn == 1
+		return nil
 	}
-	return r, nil
+	var factor, drawn int64
+	if err := readInts(f.suppression, &factor, &drawn); err != nil {
+		return fmt.Errorf("suppression: %w", err)
+	}
+	switch {
+	case factor < 0 || factor > ppm:
+		return fmt.Errorf("%w: suppression factor %d ppm", errBadReply, factor)
+	case drawn != 0 && drawn != 1 || drawn == 1 && r.allowed:
+		return fmt.Errorf("%w: suppressed flag %d (allowed %v)", errBadReply, drawn, r.allowed)
+	}
+	r.suppression, r.suppressed = factor, drawn == 1
+	return nil
 }
 
 // ppm is the scale of a suppression factor in a script reply.
@@ -227,42 +307,45 @@ func decodeLean(v any, li *limitInfo) (store.Decision, error) {
 	return decodeLeanInts(arr, li.limit, li.id)
 }
 
+// leanReply is the layout of a lean script reply, read by name:
+// {allowed, remaining, reset after µs, retry after µs, repaired}; user
+// scripts' replies have no repaired flag.
+type leanReply struct {
+	allowed, remaining, resetAfter, retryAfter, repaired int64
+}
+
 // decodeLeanInts decodes a lean reply's integers, arr (4 or 5 elements),
 // for a limit of capacity limit and ID id.
 func decodeLeanInts(arr []any, limit int64, id string) (store.Decision, error) {
-	var x [5]int64
-	for i, e := range arr {
-		iv, ok := e.(int64)
-		if !ok {
-			return store.Decision{}, fmt.Errorf("%w: element %d is %T, want an integer", errBadReply, i, e)
-		}
-		x[i] = iv
+	var x leanReply
+	if err := readInts(arr, &x.allowed, &x.remaining, &x.resetAfter, &x.retryAfter, &x.repaired); err != nil {
+		return store.Decision{}, err
 	}
 	switch {
-	case x[0] != 0 && x[0] != 1:
-		return store.Decision{}, fmt.Errorf("%w: allowed flag %d", errBadReply, x[0])
-	case x[1] < 0 || x[1] > limit:
-		return store.Decision{}, fmt.Errorf("%w: remaining %d of %d", errBadReply, x[1], limit)
-	case x[2] < 0 || x[2] > maxReplyMicros:
-		return store.Decision{}, fmt.Errorf("%w: reset after %dµs", errBadReply, x[2])
-	case x[3] < 0 || x[3] > maxReplyMicros || (x[0] == 1) != (x[3] == 0):
-		return store.Decision{}, fmt.Errorf("%w: retry after %dµs (allowed %d)", errBadReply, x[3], x[0])
-	case x[4] != 0 && x[4] != 1:
-		return store.Decision{}, fmt.Errorf("%w: repaired flag %d", errBadReply, x[4])
+	case x.allowed != 0 && x.allowed != 1:
+		return store.Decision{}, fmt.Errorf("%w: allowed flag %d", errBadReply, x.allowed)
+	case x.remaining < 0 || x.remaining > limit:
+		return store.Decision{}, fmt.Errorf("%w: remaining %d of %d", errBadReply, x.remaining, limit)
+	case x.resetAfter < 0 || x.resetAfter > maxReplyMicros:
+		return store.Decision{}, fmt.Errorf("%w: reset after %dµs", errBadReply, x.resetAfter)
+	case x.retryAfter < 0 || x.retryAfter > maxReplyMicros || (x.allowed == 1) != (x.retryAfter == 0):
+		return store.Decision{}, fmt.Errorf("%w: retry after %dµs (allowed %d)", errBadReply, x.retryAfter, x.allowed)
+	case x.repaired != 0 && x.repaired != 1:
+		return store.Decision{}, fmt.Errorf("%w: repaired flag %d", errBadReply, x.repaired)
 	}
 	return store.Decision{
-		Allowed:    x[0] == 1,
+		Allowed:    x.allowed == 1,
 		Limit:      limit,
-		Remaining:  x[1],
-		ResetAfter: micros(x[2]),
-		RetryAfter: micros(x[3]),
+		Remaining:  x.remaining,
+		ResetAfter: micros(x.resetAfter),
+		RetryAfter: micros(x.retryAfter),
 		LimitID:    id,
-		Repaired:   x[4] == 1,
+		Repaired:   x.repaired == 1,
 	}, nil
 }
 
 // decodeLeanOverride decodes the reply of the lean script with overrides
-// (lua.SourceWithOverrides) for a request with limit l and cost: the lean
+// (package lua, "<algorithm>/lean-override") for a request with limit l and cost: the lean
 // reply's five integers, then the applied override's code and value, as
 // in the full reply. Under a scale override the decision describes the
 // scaled limit. It never panics.
@@ -271,9 +354,10 @@ func decodeLeanOverride(v any, l store.Limit, cost int64, li *limitInfo) (store.
 	if !ok || len(arr) != 7 {
 		return store.Decision{}, fmt.Errorf("%w: got %T %v, want 5 integers, the override's code and value", errBadReply, v, v)
 	}
-	kind, ok1 := arr[5].(int64)
-	ov, ok2 := arr[6].(string)
-	if !ok1 || !ok2 {
+	// After the lean reply: the applied override's code and value.
+	kind, okKind := arr[5].(int64)
+	ov, okValue := arr[6].(string)
+	if !okKind || !okValue {
 		return store.Decision{}, fmt.Errorf("%w: override is %T and %T, want an integer and a string", errBadReply, arr[5], arr[6])
 	}
 	limit := li.limit

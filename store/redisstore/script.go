@@ -5,31 +5,16 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/ratekeeper/ratekeeper/store"
 	"github.com/ratekeeper/ratekeeper/store/internal/contract"
 )
 
-// Script is a limiter written in Lua by the application, run by the store
-// under the contract of package [github.com/ratekeeper/ratekeeper/lua]
-// ("User scripts"): the store builds the key and passes the request's
-// limit, the script answers allow or refuse with the values the headers
-// and the 429 body need.
-type Script struct {
-	// Name identifies the script in its keys, its errors and
-	// [store.Decision.LimitID]: 1 to 64 bytes of [A-Za-z0-9_.-].
-	// Required.
-	Name string
-	// Source is the Lua script. Required.
-	Source string
-	// Options are passed to the script after the built-in arguments, as
-	// ARGV[6], ARGV[7], ...
-	Options []string
-}
-
-// ScriptStore is a [store.Store] that decides with a [Script] on a
-// [Store]'s Redis: the same client, prefix, batching and budget. Create
+// ScriptStore is a [store.Store] that decides with a limiter written in
+// Lua by the application, run under the contract of package
+// [github.com/ratekeeper/ratekeeper/lua] ("User scripts"): the store
+// builds the key and passes the request's limit, the script answers allow
+// or refuse with the values the headers and the 429 body need. It runs on
+// a [Store]'s Redis: the same client, prefix, batching and budget. Create
 // it with [Store.WithScript]. It decides requests with one limit and
 // without Block, CountDenied, DedupID or Overrides; other requests are refused with
 // an error wrapping [store.ErrInvalidRequest]. Its refusals are not cached
@@ -44,19 +29,22 @@ type ScriptStore struct {
 
 var _ store.Store = (*ScriptStore)(nil)
 
-// WithScript returns a store that decides with sc. It returns an error
-// for a missing or invalid name or an empty source; the script is sent to
-// Redis on first use, and a syntax error then fails every call with a
-// script error naming it.
-func (s *Store) WithScript(sc Script) (*ScriptStore, error) {
-	if err := validScriptName(sc.Name); err != nil {
+// WithScript returns a store that decides with the Lua script source,
+// called name. The name identifies the script in its keys, its errors and
+// [store.Decision.LimitID]: 1 to 64 bytes of [A-Za-z0-9_.-]. options are
+// passed to the script after the built-in arguments, as ARGV[6],
+// ARGV[7], ... WithScript returns an error for an invalid name or an
+// empty source; the script is sent to Redis on first use, and a syntax
+// error then fails every call with a script error naming it.
+func (s *Store) WithScript(name, source string, options ...string) (*ScriptStore, error) {
+	if err := validScriptName(name); err != nil {
 		return nil, err
 	}
-	if sc.Source == "" {
-		return nil, fmt.Errorf("redisstore: script %q: empty source", sc.Name)
+	if source == "" {
+		return nil, fmt.Errorf("redisstore: script %q: empty source", name)
 	}
-	u := &ScriptStore{s: s, name: sc.Name, sc: script{src: sc.Source, sha: redis.NewScript(sc.Source).Hash()}}
-	for _, o := range sc.Options {
+	u := &ScriptStore{s: s, name: name, sc: newScript(source)}
+	for _, o := range options {
 		u.options = append(u.options, o)
 	}
 	return u, nil
@@ -96,7 +84,7 @@ func (u *ScriptStore) Reset(ctx context.Context, req store.Request) error {
 		return err
 	}
 	key := u.key(&req)
-	v, err := u.s.do(ctx, "reset", key, nil, []any{"del", key}, nil, nil, 0)
+	v, err := u.s.do(ctx, "reset", &command{key: key, args: []any{"del", key}})
 	if err != nil {
 		return u.wrap(err)
 	}
@@ -127,7 +115,7 @@ func (u *ScriptStore) Call(ctx context.Context, mode string, req store.Request) 
 	args := make([]any, 0, 9+len(u.options))
 	args = append(args, "evalsha", u.sc.sha, 1, key, mode, contract.Cost(&req), li.rate, li.period, li.capacity)
 	args = append(args, u.options...)
-	v, err := u.s.do(ctx, mode, key, &u.sc, args, nil, nil, 0)
+	v, err := u.s.do(ctx, mode, &command{key: key, sc: &u.sc, args: args})
 	if err != nil {
 		return store.Decision{}, nil, u.wrap(err)
 	}
@@ -148,7 +136,7 @@ func (u *ScriptStore) check(req *store.Request) error {
 	if err := req.Validate(); err != nil {
 		return err
 	}
-	if !lean(req) {
+	if !plainShape(req) || req.Overrides {
 		return fmt.Errorf("%w: script %q decides one limit without Block, CountDenied, DedupID or Overrides", store.ErrInvalidRequest, u.name)
 	}
 	return nil
@@ -157,7 +145,7 @@ func (u *ScriptStore) check(req *store.Request) error {
 // key returns the request's state key: the store's prefix and hash tag,
 // "u", the script's name and the limit's part.
 func (u *ScriptStore) key(req *store.Request) string {
-	return u.s.prefix + ":{" + EncodeKey(req.Key) + "}:u:" + u.name + ":" + limitKey(req.Limits[0])
+	return u.s.prefix + ":{" + encodeKey(req.Key) + "}:u:" + u.name + ":" + limitKey(req.Limits[0])
 }
 
 // wrap names the script in a backend error.

@@ -38,7 +38,7 @@ func TestUserScriptConformance(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		u, err := s.WithScript(Script{Name: "fw", Source: src})
+		u, err := s.WithScript("fw", src)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -57,7 +57,7 @@ func TestUserScriptConformanceExact(t *testing.T) {
 		s, clock := newClockedStore(t, time.Date(2025, time.March, 14, 15, 9, 26, 535897000, time.UTC).UnixMicro(), false)
 		shim := strings.Replace(clockShim, "CLOCK", "'"+clock.key+"'", 1)
 		shim = strings.Replace(shim, "EMULATE", "true", 1)
-		u, err := s.WithScript(Script{Name: "fw", Source: shim + src})
+		u, err := s.WithScript("fw", shim+src)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -94,7 +94,7 @@ func (l limitIDs) Peek(ctx context.Context, req store.Request) (store.Decision, 
 // frees its slots on release.
 func TestUserScriptConcurrencyCap(t *testing.T) {
 	s, c := newStore(t, Options{})
-	u, err := s.WithScript(Script{Name: "inflight", Source: exampleScript(t, "concurrency.lua")})
+	u, err := s.WithScript("inflight", exampleScript(t, "concurrency.lua"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +166,7 @@ func TestUserScriptErrors(t *testing.T) {
 	s, _ := newStore(t, Options{})
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			u, err := s.WithScript(Script{Name: tc.name, Source: tc.src})
+			u, err := s.WithScript(tc.name, tc.src)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -180,7 +180,7 @@ func TestUserScriptErrors(t *testing.T) {
 		})
 	}
 	t.Run("extras", func(t *testing.T) {
-		u, err := s.WithScript(Script{Name: "extras", Source: "return {1, 2, 0, 0, 'gold', ARGV[6]}", Options: []string{"eu-west"}})
+		u, err := s.WithScript("extras", "return {1, 2, 0, 0, 'gold', ARGV[6]}", "eu-west")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -190,7 +190,7 @@ func TestUserScriptErrors(t *testing.T) {
 		}
 	})
 	t.Run("outside the contract", func(t *testing.T) {
-		u, err := s.WithScript(Script{Name: "plain", Source: "return {1, 0, 0, 0}"})
+		u, err := s.WithScript("plain", "return {1, 0, 0, 0}")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -199,9 +199,9 @@ func TestUserScriptErrors(t *testing.T) {
 			t.Fatalf("two limits: got %v, want ErrInvalidRequest", err)
 		}
 	})
-	for _, bad := range []Script{{Name: "", Source: "return 1"}, {Name: "a b", Source: "return 1"}, {Name: "ok"}} {
-		if _, err := s.WithScript(bad); err == nil {
-			t.Errorf("WithScript(%+v): got nil error, want one", bad)
+	for _, bad := range []struct{ name, source string }{{"", "return 1"}, {"a b", "return 1"}, {"ok", ""}} {
+		if _, err := s.WithScript(bad.name, bad.source); err == nil {
+			t.Errorf("WithScript(%q, %q): got nil error, want one", bad.name, bad.source)
 		}
 	}
 }
@@ -218,7 +218,7 @@ func TestUserScriptBudget(t *testing.T) {
 	slow := "local t = redis.call('TIME'); local s = t[1] * 1000000 + t[2]\n" +
 		"while true do t = redis.call('TIME'); if t[1] * 1000000 + t[2] - s > 300000 then break end end\n" +
 		"return {1, 0, 0, 0}"
-	u, err := s.WithScript(Script{Name: "slow", Source: slow})
+	u, err := s.WithScript("slow", slow)
 	if err != nil {
 		t.Fatal(err)
 	}

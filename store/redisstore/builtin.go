@@ -1,0 +1,106 @@
+package redisstore
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratekeeper/ratekeeper/lua"
+	"github.com/ratekeeper/ratekeeper/store"
+)
+
+// script is one Lua script: its source and SHA-1.
+type script struct {
+	src string
+	sha string
+}
+
+// newScript returns the script of source src.
+func newScript(src string) script { return script{src: src, sha: redis.NewScript(src).Hash()} }
+
+// variant is the family of script that decides a request, with its
+// calling convention and reply layout (package lua).
+type variant uint8
+
+const (
+	// full decides every request: several limits, blocks, counted
+	// refusals, de-duplication, overrides, the suppressed strategy.
+	full variant = iota
+	// lean decides a plain request: see variantOf.
+	lean
+	// leanOverride decides a plain request that applies its key's
+	// override.
+	leanOverride
+
+	variants // the number of variants
+)
+
+// scriptSuffix is the lua script name of each variant after the
+// algorithm's name.
+var scriptSuffix = [variants]string{full: "", lean: "/lean", leanOverride: "/lean-override"}
+
+// plainShape reports a request with one limit and none of the features
+// that need the full script's shared keys (a block, counted refusals, a
+// de-duplication id); Overrides aside, which variantOf tells apart. It is
+// the one test of a plain request: the lean scripts, the lean stacked
+// script, the deny cache and user scripts all follow it.
+func plainShape(req *store.Request) bool {
+	return len(req.Limits) == 1 && req.Limits[0].Block == 0 && !req.CountDenied && req.DedupID == ""
+}
+
+// variantOf returns the script family that decides a validated request:
+// lean for a plain request of a counting algorithm, leanOverride for one
+// that also applies its key's override, else full (the suppressed
+// strategy always runs its full script).
+func variantOf(req *store.Request) variant {
+	switch {
+	case !plainShape(req) || req.Limits[0].Algorithm == store.Suppressed:
+		return full
+	case req.Overrides:
+		return leanOverride
+	}
+	return lean
+}
+
+// scriptTable holds every built-in script: one per algorithm and variant
+// (the zero script where package lua has none), and the stacked and
+// refund scripts. It is the same for every Store.
+type scriptTable struct {
+	byAlgorithm [store.Suppressed + 1][variants]script
+	stacked     script // the stacked decision (store.MultiStore)
+	stackedLean script // the stacked decision of plain GCRA and token bucket parts
+	refund      script // the refund of one part of a stacked decision
+}
+
+// builtinScripts returns the table, built once.
+var builtinScripts = sync.OnceValues(func() (*scriptTable, error) {
+	t := new(scriptTable)
+	src := func(name string) (script, error) {
+		s, err := lua.Source(name)
+		if err != nil {
+			return script{}, fmt.Errorf("redisstore: %w", err)
+		}
+		return newScript(s), nil
+	}
+	var err error
+	for alg := range t.byAlgorithm {
+		for v := range variants {
+			if store.Algorithm(alg) == store.Suppressed && v != full {
+				continue // the suppressed strategy has only its full script
+			}
+			if t.byAlgorithm[alg][v], err = src(store.Algorithm(alg).String() + scriptSuffix[v]); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for _, s := range []struct {
+		dst  *script
+		name string
+	}{{&t.stacked, "stacked"}, {&t.stackedLean, "stacked/lean"}, {&t.refund, "refund"}} {
+		if *s.dst, err = src(s.name); err != nil {
+			return nil, err
+		}
+	}
+	return t, nil
+})
