@@ -2,7 +2,6 @@ package middleware
 
 import (
 	"net/http"
-	"net/http/httptest"
 	"runtime"
 	"strings"
 	"testing"
@@ -12,23 +11,14 @@ import (
 	"github.com/ratekeeper/ratekeeper/store/memstore"
 )
 
-// serveIP sends one GET from ip through h and returns the status.
-func serveIP(h http.Handler, ip string) *httptest.ResponseRecorder {
-	r := httptest.NewRequest(http.MethodGet, "/", nil)
-	r.RemoteAddr = ip + ":40000"
-	w := httptest.NewRecorder()
-	h.ServeHTTP(w, r)
-	return w
-}
-
 func TestLimitByIPLimitsEachAddress(t *testing.T) {
 	h := LimitByIP(3, time.Hour)(okHandler)
 	for i := range 3 {
-		if w := serveIP(h, "192.0.2.1"); w.Code != http.StatusOK || w.Header().Get("X-RateLimit-Limit") != "3" {
+		if w := send(h, "192.0.2.1"); w.Code != http.StatusOK || w.Header().Get("X-RateLimit-Limit") != "3" {
 			t.Fatalf("request %d: got %d with X-RateLimit-Limit %q, want 200 with 3", i+1, w.Code, w.Header().Get("X-RateLimit-Limit"))
 		}
 	}
-	w := serveIP(h, "192.0.2.1")
+	w := send(h, "192.0.2.1")
 	if w.Code != http.StatusTooManyRequests {
 		t.Fatalf("request 4: got %d, want 429", w.Code)
 	}
@@ -36,11 +26,11 @@ func TestLimitByIPLimitsEachAddress(t *testing.T) {
 	if got := w.Header().Get("Retry-After"); got != "1200" {
 		t.Fatalf("Retry-After: got %q, want 1200", got)
 	}
-	if w := serveIP(h, "192.0.2.2"); w.Code != http.StatusOK {
+	if w := send(h, "192.0.2.2"); w.Code != http.StatusOK {
 		t.Fatalf("another address: got %d, want 200", w.Code)
 	}
 	// Each call counts on a store of its own.
-	if w := serveIP(LimitByIP(3, time.Hour)(okHandler), "192.0.2.1"); w.Code != http.StatusOK {
+	if w := send(LimitByIP(3, time.Hour)(okHandler), "192.0.2.1"); w.Code != http.StatusOK {
 		t.Fatalf("a second LimitByIP: got %d, want 200 (its own counters)", w.Code)
 	}
 }
@@ -51,7 +41,7 @@ func TestLimitByIPWithStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := LimitByIP(2, time.Minute, WithStore(st), WithName("per-ip"))(okHandler)
-	serveIP(h, "192.0.2.1")
+	send(h, "192.0.2.1")
 	req := store.Request{Key: StoreKey("per-ip", "", "192.0.2.1"), Limits: []store.Limit{{Rate: 2, Period: time.Minute}}}
 	d, err := st.Peek(t.Context(), req)
 	if err != nil {

@@ -1,7 +1,6 @@
 package admin
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,10 +10,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/ratekeeper/ratekeeper/internal/testlog"
 	"github.com/ratekeeper/ratekeeper/keyfunc"
 	"github.com/ratekeeper/ratekeeper/middleware"
 	"github.com/ratekeeper/ratekeeper/middleware/policy"
@@ -48,24 +47,6 @@ policies:
       gold: {unlimited: true}
 `
 
-// lockedBuffer is a log destination safe for concurrent writes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // fixture is a policy set on a memory store, the admin API over it and
 // the application's routes.
 type fixture struct {
@@ -73,7 +54,7 @@ type fixture struct {
 	store *memstore.Store
 	api   http.Handler
 	app   *http.ServeMux
-	log   *lockedBuffer
+	log   *testlog.Buffer
 }
 
 // allowAll authorizes every request as "alice".
@@ -103,7 +84,7 @@ func newFixtureWith(t *testing.T, opts Options, wrap func(store.Store) store.Sto
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{set: set, store: st, log: &lockedBuffer{}}
+	f := &fixture{set: set, store: st, log: &testlog.Buffer{}}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewJSONHandler(f.log, nil))
 	}

@@ -1,37 +1,17 @@
 package demo
 
 import (
-	"bytes"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/internal/redistest"
+	"github.com/ratekeeper/ratekeeper/internal/testlog"
 )
-
-// logBuffer is a log destination that tests read while the service
-// writes to it.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 var ok = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 
@@ -135,7 +115,7 @@ func TestStartsWhileRedisIsDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv.Stop() // the address is known and nothing answers there
-	logs := &logBuffer{}
+	logs := &testlog.Buffer{}
 	logger := slog.New(slog.NewTextHandler(logs, nil))
 	st, err := OpenStore(t.Context(), "redis://"+srv.Addr+"/0", logger)
 	if err != nil {
