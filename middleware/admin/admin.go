@@ -248,13 +248,28 @@ type client struct {
 	Identity string `json:"identity"`
 }
 
-func (a *api) resetClient(w http.ResponseWriter, r *http.Request) {
+// policyAndBody finds the request's policy and decodes its JSON body into
+// v, or answers the error.
+func (a *api) policyAndBody(w http.ResponseWriter, r *http.Request, v any) (policy.Policy, bool) {
 	p, ok := a.policy(w, r)
-	if !ok {
-		return
+	return p, ok && readBody(w, r, v)
+}
+
+// limiter returns the limiter of owner, the policy whose quota p uses, or
+// answers 404: the policy went away in a reload since the lookup.
+func (a *api) limiter(w http.ResponseWriter, p policy.Policy, owner string) (*middleware.Limiter, bool) {
+	lim, err := a.set.Limiter(owner)
+	if err != nil {
+		writeError(w, http.StatusNotFound, "unknown_policy", "no policy named "+strconv.Quote(p.Name))
+		return nil, false
 	}
+	return lim, true
+}
+
+func (a *api) resetClient(w http.ResponseWriter, r *http.Request) {
 	var c client
-	if !readBody(w, r, &c) {
+	p, ok := a.policyAndBody(w, r, &c)
+	if !ok {
 		return
 	}
 	if c.Identity == "" {
@@ -266,9 +281,8 @@ func (a *api) resetClient(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
 		return
 	}
-	lim, err := a.set.Limiter(target.owner)
-	if err != nil {
-		writeError(w, http.StatusNotFound, "unknown_policy", "no policy named "+strconv.Quote(p.Name))
+	lim, ok := a.limiter(w, p, target.owner)
+	if !ok {
 		return
 	}
 	err = lim.Reset(r.Context(), c.Tier, c.Identity)
@@ -288,12 +302,9 @@ type modeRequest struct {
 }
 
 func (a *api) switchMode(w http.ResponseWriter, r *http.Request) {
-	p, ok := a.policy(w, r)
-	if !ok {
-		return
-	}
 	var req modeRequest
-	if !readBody(w, r, &req) {
+	p, ok := a.policyAndBody(w, r, &req)
+	if !ok {
 		return
 	}
 	m := policy.Mode(req.Mode)

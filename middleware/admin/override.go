@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/middleware"
@@ -98,22 +97,13 @@ func (a *api) overrideTarget(w http.ResponseWriter, r *http.Request, tier, ident
 		writeError(w, http.StatusConflict, "overrides_disabled", "the policy does not apply overrides: set overrides: true in its configuration")
 		return nil, false
 	}
-	lim, err := a.set.Limiter(target.owner)
-	if err != nil {
-		// The policy went away in a reload since the lookup.
-		writeError(w, http.StatusNotFound, "unknown_policy", "no policy named "+strconv.Quote(p.Name))
-		return nil, false
-	}
-	return lim, true
+	return a.limiter(w, p, target.owner)
 }
 
 func (a *api) setOverride(w http.ResponseWriter, r *http.Request) {
-	p, ok := a.policy(w, r)
-	if !ok {
-		return
-	}
 	var req overrideRequest
-	if !readBody(w, r, &req) {
+	p, ok := a.policyAndBody(w, r, &req)
+	if !ok {
 		return
 	}
 	o, err := req.parse()
@@ -140,12 +130,9 @@ func (a *api) setOverride(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *api) clearOverride(w http.ResponseWriter, r *http.Request) {
-	p, ok := a.policy(w, r)
-	if !ok {
-		return
-	}
 	var c client
-	if !readBody(w, r, &c) {
+	p, ok := a.policyAndBody(w, r, &c)
+	if !ok {
 		return
 	}
 	lim, ok := a.overrideTarget(w, r, c.Tier, c.Identity)
