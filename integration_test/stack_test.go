@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ratekeeper/ratekeeper/internal/redistest"
 	"github.com/ratekeeper/ratekeeper/keyfunc"
 	"github.com/ratekeeper/ratekeeper/middleware"
 	"github.com/ratekeeper/ratekeeper/store"
@@ -322,8 +323,9 @@ func TestStackRedisCluster(t *testing.T) {
 			return storetest.Harness{
 				Store:   newStore(t, cc, prefix),
 				Advance: time.Sleep,
-				KeyTTLs: func(ctx context.Context) (map[string]time.Duration, error) {
-					return clusterTTLs(ctx, cc, prefix)
+				KeyTTLs: func(ctx context.Context) (storetest.StoredKeys, error) {
+					ttls, err := clusterTTLs(ctx, cc, prefix)
+					return redistest.KeysByKind(ttls), err
 				},
 			}
 		})
@@ -338,8 +340,8 @@ func TestStackRedisConformance(t *testing.T) {
 		return storetest.Harness{
 			Store:   newStore(t, c, prefix),
 			Advance: time.Sleep,
-			KeyTTLs: func(ctx context.Context) (map[string]time.Duration, error) {
-				return scanTTLs(ctx, c, prefix)
+			KeyTTLs: func(ctx context.Context) (storetest.StoredKeys, error) {
+				return redistest.StoredKeys(ctx, c, prefix)
 			},
 		}
 	})

@@ -377,8 +377,8 @@ func testPeekBlocks(e *env, alg store.Algorithm) {
 		}
 	}
 	if e.h.KeyTTLs != nil {
-		if keys := e.keysByKind(); len(keys[kindBlock])+len(keys[kindStrikes]) != 0 {
-			e.Errorf("after peeks: got block keys %q, strike keys %q, want none", sortedKeys(keys[kindBlock]), sortedKeys(keys[kindStrikes]))
+		if keys := e.storedKeys(); len(keys.Block)+len(keys.Strikes) != 0 {
+			e.Errorf("after peeks: got block keys %q, strike keys %q, want none", sortedKeys(keys.Block), sortedKeys(keys.Strikes))
 		}
 	}
 	start := e.clock()
@@ -455,10 +455,13 @@ func testBlockReset(e *env, alg store.Algorithm) {
 	}
 	e.reset(req(k, 0, l))
 	e.reset(req(twin.Key, 0, l))
-	keys := e.keysByKind()
-	for _, kind := range []string{kindBlock, kindStrikes, kindDedup} {
-		if len(keys[kind]) != 0 {
-			e.Errorf("after Reset: got %s keys %q, want none", kind, sortedKeys(keys[kind]))
+	keys := e.storedKeys()
+	for _, set := range []struct {
+		kind string
+		keys map[string]time.Duration
+	}{{"block", keys.Block}, {"strikes", keys.Strikes}, {"de-duplication", keys.Dedup}} {
+		if len(set.keys) != 0 {
+			e.Errorf("after Reset: got %s keys %q, want none", set.kind, sortedKeys(set.keys))
 		}
 	}
 }
@@ -466,8 +469,7 @@ func testBlockReset(e *env, alg store.Algorithm) {
 // testBlockTTL (needs KeyTTLs): a block key lives as long as the block, a
 // strike counter the block plus BlockMax, de-duplication ids the longest
 // period, and state written by counted refusals no longer than the
-// state's lifetime; once all of that has passed no key remains but replay
-// records.
+// state's lifetime; once all of that has passed no key remains.
 func testBlockTTL(e *env, alg store.Algorithm) {
 	e.needKeyTTLs()
 	const blk, mx, p = 200 * time.Millisecond, 400 * time.Millisecond, 500 * time.Millisecond
@@ -483,22 +485,23 @@ func testBlockTTL(e *env, alg store.Algorithm) {
 	wait := e.limitsWait(r)
 	e.blockedAfter("third request", e.take(r), "t", 0, true, blk, wait)
 	e.take(r)
-	keys := e.keysByKind()
+	keys := e.storedKeys()
 	elapsed := e.clock() - start
 	for _, tc := range []struct {
 		kind string
+		keys map[string]time.Duration
 		life time.Duration
 		low  time.Duration // the TTL is at least this; 0: unchecked
 	}{
-		{kindBlock, blk, blk - elapsed - ttlSlack},
-		{kindStrikes, blk + mx, blk + mx - elapsed - ttlSlack},
-		{kindDedup, p, p - elapsed - ttlSlack},
-		{kindState, lifetime(r), 0},
+		{"block", keys.Block, blk, blk - elapsed - ttlSlack},
+		{"strikes", keys.Strikes, blk + mx, blk + mx - elapsed - ttlSlack},
+		{"de-duplication", keys.Dedup, p, p - elapsed - ttlSlack},
+		{"limit state", keys.State, lifetime(r), 0},
 	} {
-		if len(keys[tc.kind]) == 0 {
+		if len(tc.keys) == 0 {
 			e.Errorf("after a block and a remembered id: got no %s key, want one", tc.kind)
 		}
-		for k, ttl := range keys[tc.kind] {
+		for k, ttl := range tc.keys {
 			switch {
 			case ttl < 0 || (ttl == 0 && e.h.Exact):
 				e.Errorf("%s key %q: got TTL %s, want > 0 (every key expires)", tc.kind, k, ttl)
@@ -512,7 +515,7 @@ func testBlockTTL(e *env, alg store.Algorithm) {
 	// Blocks and strike counters keep whole milliseconds; a strike counter
 	// in its last millisecond still counts.
 	e.past(max(blk+mx, p, lifetime(r)) + 2*time.Millisecond)
-	if _, states := e.keys(); len(states) != 0 {
+	if states := e.keys(); len(states) != 0 {
 		e.Errorf("after every lifetime: got keys %q, want none", sortedKeys(states))
 	}
 }

@@ -47,14 +47,13 @@
 // so that the suite chooses every draw.
 //
 // [Harness.KeyTTLs] is optional. When set, it must list only this
-// harness's keys (the Redis store: a key prefix per harness), and the
-// suite checks that every key expires, no later than its state's lifetime
-// and no earlier than its state matters, that peeks create nothing, and
-// that nothing survives Reset or the lifetime. Replay-protection keys
-// (containing ":op:") may live up to 10 seconds. Keys are told apart by
-// name (see [Harness.KeyTTLs]): blocks (":block"), strike counters
-// (":strikes") and de-duplication ids (":dedup") are checked against the
-// block's duration, the block plus BlockMax and the longest period.
+// harness's keys (the Redis store: a key prefix per harness), each with
+// its kind as the store knows it ([StoredKeys]), and the suite checks
+// that every key expires, no later than its state's lifetime and no
+// earlier than its state matters, that peeks create nothing, and that
+// nothing survives Reset or the lifetime. Blocks, strike counters and
+// de-duplication ids are checked against the block's duration, the block
+// plus BlockMax and the longest period.
 //
 // # What is checked
 //

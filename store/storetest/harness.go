@@ -32,18 +32,12 @@ type Harness struct {
 	// under scheduling jitter.
 	Exact bool
 	// KeyTTLs, when set, returns every storage key this harness's store
-	// holds, with its remaining time to live; keys that have expired are
-	// omitted and a key without a TTL is reported with a negative duration
-	// (Redis PTTL -1). With real time a key in its last millisecond may
-	// show 0. It must see only this harness's keys (for Redis: those under
-	// a key prefix of its own), because subtests run in parallel. The
-	// suite tells keys apart by name: a key containing ":op:" is a replay
-	// record, one ending in ":block" a block, one ending in ":strikes" a
-	// strike counter, one containing ":dedup" holds de-duplication ids,
-	// one ending in ":o" an override, and any other key holds limit
-	// state. Optional: the TTL and "peek
-	// creates nothing" assertions need it.
-	KeyTTLs func(ctx context.Context) (map[string]time.Duration, error)
+	// holds, by kind as the store knows it, with its remaining time to
+	// live (see [StoredKeys]). It must see only this harness's keys (for
+	// Redis: those under a key prefix of its own), because subtests run in
+	// parallel. Optional: the TTL and "peek creates nothing" assertions
+	// need it.
+	KeyTTLs func(ctx context.Context) (StoredKeys, error)
 	// RealTimeOverrides reports that overrides ([store.OverrideStore]) expire
 	// on real time although Advance drives a fake clock: a store whose
 	// scripts run on a fake clock while its overrides are plain keys. The
@@ -61,6 +55,26 @@ type Harness struct {
 	Rand *FakeRand
 }
 
+// StoredKeys is what a store holds for one harness, by kind: each map
+// goes from a key's name (any name that tells the store's keys apart; the
+// suite only prints it) to its remaining time to live. Keys that have
+// expired are omitted; a key without a TTL is reported with a negative
+// duration (Redis PTTL -1). With real time a key in its last millisecond
+// may show 0. A nil map holds no key.
+type StoredKeys struct {
+	// State holds limit state, and any key of the store that is none of
+	// the kinds below.
+	State map[string]time.Duration
+	// Block holds blocks: a block lives as long as the block.
+	Block map[string]time.Duration
+	// Strikes holds strike counters, which escalate repeated blocks.
+	Strikes map[string]time.Duration
+	// Dedup holds remembered de-duplication ids.
+	Dedup map[string]time.Duration
+	// Override holds overrides ([store.OverrideStore]).
+	Override map[string]time.Duration
+}
+
 // Timing constants for real-time harnesses.
 const (
 	// slack is added to every wait that must end after a store-side
@@ -69,8 +83,6 @@ const (
 	slack = 50 * time.Millisecond
 	// ttlSlack bounds how far a TTL may exceed the state's lifetime.
 	ttlSlack = 5 * time.Millisecond
-	// opKeyTTL is the longest TTL of replay-protection keys (":op:").
-	opKeyTTL = 10 * time.Second
 )
 
 // env is one subtest's view of its harness.
@@ -315,66 +327,28 @@ func (e *env) windowRoom(alg store.Algorithm, need time.Duration, periods ...tim
 	}
 }
 
-// keys returns the harness's storage keys, split into replay-protection
-// keys and state keys (limit state, blocks, strike counters and
-// de-duplication ids).
-func (e *env) keys() (ops, states map[string]time.Duration) {
+// keys returns the harness's storage keys of every kind but overrides:
+// limit state, blocks, strike counters and de-duplication ids.
+func (e *env) keys() map[string]time.Duration {
 	e.Helper()
-	all := e.keysByKind()
-	ops, states = all[kindOp], map[string]time.Duration{}
-	for kind, keys := range all {
-		if kind == kindOp || kind == kindOverride {
-			continue
-		}
+	all := e.storedKeys()
+	states := map[string]time.Duration{}
+	for _, keys := range []map[string]time.Duration{all.State, all.Block, all.Strikes, all.Dedup} {
 		for k, ttl := range keys {
 			states[k] = ttl
 		}
 	}
-	return ops, states
+	return states
 }
 
-// Kinds of storage keys, told apart by name (see [Harness.KeyTTLs]).
-const (
-	kindOp       = "replay"
-	kindBlock    = "block"
-	kindStrikes  = "strikes"
-	kindDedup    = "de-duplication"
-	kindOverride = "override"
-	kindState    = "limit state"
-)
-
-func keyKind(k string) string {
-	switch {
-	case strings.Contains(k, ":op:"):
-		return kindOp
-	case strings.HasSuffix(k, ":block"):
-		return kindBlock
-	case strings.HasSuffix(k, ":strikes"):
-		return kindStrikes
-	case strings.Contains(k, ":dedup"):
-		return kindDedup
-	case strings.HasSuffix(k, ":o"):
-		return kindOverride
-	}
-	return kindState
-}
-
-// keysByKind returns the harness's storage keys by kind; every kind is
-// present in the map, possibly empty.
-func (e *env) keysByKind() map[string]map[string]time.Duration {
+// storedKeys returns the harness's storage keys by kind.
+func (e *env) storedKeys() StoredKeys {
 	e.Helper()
-	all, err := e.h.KeyTTLs(e.ctx)
+	keys, err := e.h.KeyTTLs(e.ctx)
 	if err != nil {
 		e.Fatalf("KeyTTLs: got error %v, want nil", err)
 	}
-	out := map[string]map[string]time.Duration{}
-	for _, kind := range []string{kindOp, kindBlock, kindStrikes, kindDedup, kindOverride, kindState} {
-		out[kind] = map[string]time.Duration{}
-	}
-	for k, ttl := range all {
-		out[keyKind(k)][k] = ttl
-	}
-	return out
+	return keys
 }
 
 // limit returns an unnamed limit.

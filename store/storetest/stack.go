@@ -251,12 +251,12 @@ func testStackTTL(e *env, alg store.Algorithm) {
 	for n := 0; n < 5; n++ {
 		e.takeMulti(a, b)
 	}
-	for k, ttl := range e.keysByKind()[kindState] {
+	for k, ttl := range e.storedKeys().State {
 		if ttl <= 0 {
 			e.Errorf("key %s: TTL %s, want one", k, ttl)
 		}
 	}
-	for k, ttl := range e.keysByKind()[kindBlock] {
+	for k, ttl := range e.storedKeys().Block {
 		if ttl <= 0 {
 			e.Errorf("key %s: TTL %s, want one", k, ttl)
 		}
