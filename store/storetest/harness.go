@@ -407,6 +407,21 @@ func (e *env) checkDecision(op string, r store.Request, d store.Decision) {
 		e.Helper()
 		e.Errorf("%s(%s) = %s: %s", op, describe(r), show(d), fmt.Sprintf(format, args...))
 	}
+	e.checkFlags(op, r, d, fail)
+	e.checkPerLimit(r, d, fail)
+	if d.Blocked {
+		e.checkBlockedDecision(r, d, fail)
+		return
+	}
+	if e.checkDecidingLimit(r, d, fail) {
+		e.checkDurations(r, d, fail)
+	}
+}
+
+// checkFlags asserts when Blocked, BlockStarted, Duplicate and Override
+// may be reported.
+func (e *env) checkFlags(op string, r store.Request, d store.Decision, fail func(string, ...any)) {
+	e.Helper()
 	blocks := false
 	for _, l := range r.Limits {
 		blocks = blocks || l.Block > 0
@@ -421,6 +436,13 @@ func (e *env) checkDecision(op string, r store.Request, d store.Decision) {
 	case d.Override != store.OverrideNone && !r.Overrides:
 		fail("got Override %s, want none for a request that does not read overrides", d.Override)
 	}
+}
+
+// checkPerLimit asserts PerLimit: nil for a single-limit request, else one
+// valid entry per limit, none with fewer remaining than an admitted
+// decision reports.
+func (e *env) checkPerLimit(r store.Request, d store.Decision, fail func(string, ...any)) {
+	e.Helper()
 	switch {
 	case len(r.Limits) == 1 && d.PerLimit != nil:
 		fail("PerLimit: got %d entries, want nil for a single-limit request", len(d.PerLimit))
@@ -437,13 +459,16 @@ func (e *env) checkDecision(op string, r store.Request, d store.Decision) {
 			}
 		}
 	}
-	if d.Blocked {
-		e.checkBlockedDecision(r, d, fail)
-		return
-	}
+}
+
+// checkDecidingLimit asserts that a decision that is not Blocked names
+// one of the request's limits (Index, LimitID, Limit, its PerLimit entry)
+// and a Remaining that fits it. It reports whether Index is valid.
+func (e *env) checkDecidingLimit(r store.Request, d store.Decision, fail func(string, ...any)) bool {
+	e.Helper()
 	if d.Index < 0 || d.Index >= len(r.Limits) {
 		fail("Index: got %d, want 0..%d", d.Index, len(r.Limits)-1)
-		return
+		return false
 	}
 	l := r.Limits[d.Index]
 	if len(r.Limits) > 1 {
@@ -460,6 +485,13 @@ func (e *env) checkDecision(op string, r store.Request, d store.Decision) {
 	if d.Remaining < 0 || d.Remaining > d.Limit {
 		fail("Remaining: got %d, want 0..%d", d.Remaining, d.Limit)
 	}
+	return true
+}
+
+// checkDurations asserts RetryAfter, ResetAfter and the suppression
+// fields of a decision that is not Blocked.
+func (e *env) checkDurations(r store.Request, d store.Decision, fail func(string, ...any)) {
+	e.Helper()
 	if d.Allowed && d.RetryAfter != 0 {
 		fail("RetryAfter: got %s, want 0 when allowed", d.RetryAfter)
 	}
