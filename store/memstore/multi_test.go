@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/store/internal/fakeclock"
 	"github.com/ratekeeper/ratekeeper/store/storetest"
 )
 
@@ -159,7 +160,7 @@ func TestTakeMultiFullStore(t *testing.T) {
 
 func TestStackConformance(t *testing.T) {
 	storetest.RunStack(t, func(t *testing.T) storetest.Harness {
-		clk := &storetest.FakeClock{}
+		clk := &fakeclock.Clock{}
 		s, err := New(Options{Clock: clk.Now})
 		if err != nil {
 			t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratekeeper/ratekeeper/store/internal/fakeclock"
 	"github.com/ratekeeper/ratekeeper/store/storetest"
 )
 
@@ -87,7 +88,7 @@ func forEachRecord(s *Store, f func(*shard, *record)) {
 
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) storetest.Harness {
-		clk := &storetest.FakeClock{}
+		clk := &fakeclock.Clock{}
 		rnd := &storetest.FakeRand{}
 		s, err := New(Options{Clock: clk.Now, Rand: rnd.Float64})
 		if err != nil {

@@ -2,16 +2,18 @@
 // [store.Store]: every store in this module runs it, the in-memory store on
 // a fake clock in its unit tests and the Redis store against a real server
 // in the integration tests. A third-party store passes it too before it
-// claims the semantics documented in package [store].
+// claims the semantics documented in package [store]. With a store
+// whose clock and random draws can be injected:
 //
 //	func TestConformance(t *testing.T) {
 //		storetest.Run(t, func(t *testing.T) storetest.Harness {
-//			clock := &storetest.FakeClock{}
-//			s, err := memstore.New(memstore.Options{Clock: clock.Now})
+//			clock := newManualClock() // Now and Advance, safe for concurrent use
+//			rnd := &storetest.FakeRand{}
+//			s, err := mystore.New(mystore.Options{Clock: clock.Now, Rand: rnd.Float64})
 //			if err != nil {
 //				t.Fatal(err)
 //			}
-//			return storetest.Harness{Store: s, Advance: clock.Advance, Exact: true}
+//			return storetest.Harness{Store: s, Advance: clock.Advance, Exact: true, Rand: rnd}
 //		})
 //	}
 //
@@ -22,10 +24,10 @@
 // store, a way to move its clock ([Harness.Advance]) and whether that way
 // is exact:
 //
-//   - With an exact clock ([FakeClock] and Exact true) the suite asserts
-//     every Remaining, ResetAfter and RetryAfter to the microsecond,
-//     including boundaries one microsecond apart, and runs in well under a
-//     second.
+//   - With an exact clock (a manual clock's Advance and Exact true) the
+//     suite asserts every Remaining, ResetAfter and RetryAfter to the
+//     microsecond, including boundaries one microsecond apart, and runs in
+//     well under a second.
 //   - With real time (Advance = time.Sleep, Exact false) the suite asserts
 //     what holds under scheduling jitter and clock skew of a few
 //     milliseconds between the store and the test: exact counts, honest

@@ -22,9 +22,9 @@ import (
 type Harness struct {
 	// Store is the store under test. Required.
 	Store store.Store
-	// Advance moves the store's clock forward by d: a [FakeClock]'s Advance
-	// for stores with an injected clock, time.Sleep for stores on real time
-	// (Redis). Required.
+	// Advance moves the store's clock forward by d: a manual clock's
+	// Advance for stores with an injected clock, time.Sleep for stores on
+	// real time (Redis). Required.
 	Advance func(d time.Duration)
 	// Exact reports that Advance is exact and that nothing else moves the
 	// store's clock. The suite then asserts exact durations and

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ratekeeper/ratekeeper/store"
 	"github.com/ratekeeper/ratekeeper/store/internal/contract"
+	"github.com/ratekeeper/ratekeeper/store/internal/fakeclock"
 	"github.com/ratekeeper/ratekeeper/store/memstore"
 	"github.com/ratekeeper/ratekeeper/store/storetest"
 )
@@ -50,7 +51,7 @@ func TestStackMutant(t *testing.T) {
 		t.Skip("entry point for the child process of TestStackSuiteCatchesChaining")
 	}
 	storetest.RunStack(t, func(t *testing.T) storetest.Harness {
-		clk := &storetest.FakeClock{}
+		clk := &fakeclock.Clock{}
 		s, err := memstore.New(memstore.Options{Clock: clk.Now})
 		if err != nil {
 			t.Fatal(err)
