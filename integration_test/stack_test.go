@@ -14,12 +14,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ratekeeper/ratekeeper/internal/redistest"
 	"github.com/ratekeeper/ratekeeper/keyfunc"
 	"github.com/ratekeeper/ratekeeper/middleware"
 	"github.com/ratekeeper/ratekeeper/store"
 	"github.com/ratekeeper/ratekeeper/store/redisstore"
-	"github.com/ratekeeper/ratekeeper/store/storetest"
 )
 
 // The scenario of the stacking issue: a per-IP limit of 10 per minute
@@ -317,34 +315,6 @@ func TestStackRedisCluster(t *testing.T) {
 		testStackClusterConcurrent(t, cluster)
 	})
 
-	t.Run("conformance", func(t *testing.T) {
-		storetest.RunStack(t, func(t *testing.T) storetest.Harness {
-			prefix := randomPrefix(t)
-			return storetest.Harness{
-				Store:   newStore(t, cc, prefix),
-				Advance: time.Sleep,
-				KeyTTLs: func(ctx context.Context) (storetest.StoredKeys, error) {
-					ttls, err := clusterTTLs(ctx, cc, prefix)
-					return redistest.KeysByKind(ttls), err
-				},
-			}
-		})
-	})
-}
-
-// TestStackRedisConformance runs the stack suite on one Redis node.
-func TestStackRedisConformance(t *testing.T) {
-	c := newClient(t, sharedRedis(t))
-	storetest.RunStack(t, func(t *testing.T) storetest.Harness {
-		prefix := randomPrefix(t)
-		return storetest.Harness{
-			Store:   newStore(t, c, prefix),
-			Advance: time.Sleep,
-			KeyTTLs: func(ctx context.Context) (storetest.StoredKeys, error) {
-				return redistest.StoredKeys(ctx, c, prefix)
-			},
-		}
-	})
 }
 
 // testStackClusterConcurrent runs several instances, each with a cluster

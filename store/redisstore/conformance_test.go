@@ -64,6 +64,7 @@ func TestConformanceExact(t *testing.T) {
 			// Overrides are set with a plain SET PX, outside the shim.
 			RealTimeOverrides: true,
 			RealTimeListing:   true,
+			RealTimeStacks:    true, // the stacked scripts run outside the shim
 		}
 	})
 }

@@ -154,6 +154,14 @@
 // rate, Block, CountDenied, a cost over the hard limit; Burst 0 is
 // [store.DefaultHardFactor]·Rate).
 //
+// Stacked decisions ([store.MultiStore]; subtests skip for a store that
+// does not implement it), per algorithm of the first part, the second
+// part of another algorithm: stack-all-or-nothing (a stack refused by one
+// part is recorded in none), stack-deciding-part, stack-count-denied
+// (window algorithms), stack-block, stack-concurrent (exact admissions),
+// stack-ttl (needs KeyTTLs); and stack-invalid (invalid stacks are
+// refused before any write).
+//
 // Across algorithms: invalid-requests (every malformed request is an error
 // matching its sentinel, never ErrStoreUnavailable),
 // invalid-requests-record-nothing, reset-ignores-cost.

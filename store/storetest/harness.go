@@ -48,6 +48,11 @@ type Harness struct {
 	// scripts run on a fake clock while its listing reads the keys' own
 	// TTLs. The block listing test then checks no remaining time.
 	RealTimeListing bool
+	// RealTimeStacks reports that stacked decisions ([store.MultiStore])
+	// run on real time although Advance drives a fake clock: a store whose
+	// fake clock wraps its single-request scripts only. The subtests of
+	// stacked decisions then skip.
+	RealTimeStacks bool
 	// Rand, when set, is the source of the random values the store under
 	// test draws for [store.Suppressed] requests (its Float64 method
 	// given as the store's Rand option), so that the suite chooses each

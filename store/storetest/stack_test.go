@@ -50,7 +50,7 @@ func TestStackMutant(t *testing.T) {
 	if os.Getenv(stackMutantEnv) == "" {
 		t.Skip("entry point for the child process of TestStackSuiteCatchesChaining")
 	}
-	storetest.RunStack(t, func(t *testing.T) storetest.Harness {
+	storetest.Run(t, func(t *testing.T) storetest.Harness {
 		clk := &fakeclock.Clock{}
 		s, err := memstore.New(memstore.Options{Clock: clk.Now})
 		if err != nil {
