@@ -19,38 +19,36 @@ import (
 func storedKeys(s *Store) func(context.Context) (storetest.StoredKeys, error) {
 	return func(context.Context) (storetest.StoredKeys, error) {
 		now := s.now()
-		keys := storetest.StoredKeys{
-			State:    map[string]time.Duration{},
-			Block:    map[string]time.Duration{},
-			Strikes:  map[string]time.Duration{},
-			Dedup:    map[string]time.Duration{},
-			Override: map[string]time.Duration{},
-		}
-		add := func(kind map[string]time.Duration, name string, exp int64) {
-			if exp > now {
-				kind[name] = time.Duration(exp-now) * time.Microsecond
+		var keys storetest.StoredKeys
+		add := func(kind *map[string]time.Duration, name string, exp int64) {
+			if exp <= now {
+				return
 			}
+			if *kind == nil {
+				*kind = map[string]time.Duration{}
+			}
+			(*kind)[name] = time.Duration(exp-now) * time.Microsecond
 		}
 		forEachRecord(s, func(_ *shard, r *record) {
 			base := fmt.Sprintf("%x", r.key)
 			if ks := r.ks; ks != nil && ks.exp > now {
-				add(keys.Block, base+":block", ks.blockEnd*1000)
+				add(&keys.Block, base+":block", ks.blockEnd*1000)
 				if ks.strikes > 0 {
-					add(keys.Strikes, base+":strikes", (ks.strikesEnd+1)*1000)
+					add(&keys.Strikes, base+":strikes", (ks.strikesEnd+1)*1000)
 				}
 				if len(ks.ids) > 0 {
-					add(keys.Dedup, base+":dedup", ks.idsEnd)
+					add(&keys.Dedup, base+":dedup", ks.idsEnd)
 				}
 			}
 			for _, st := range r.states {
-				add(keys.State, fmt.Sprintf("%s/%s/%q", base, st.alg, st.id), st.exp)
+				add(&keys.State, fmt.Sprintf("%s/%s/%q", base, st.alg, st.id), st.exp)
 			}
 		})
 		for i := range s.shards {
 			sh := &s.shards[i]
 			sh.mu.Lock()
 			for k, e := range sh.ov.m {
-				add(keys.Override, fmt.Sprintf("%x:o", k), e.exp)
+				add(&keys.Override, fmt.Sprintf("%x:o", k), e.exp)
 			}
 			sh.mu.Unlock()
 		}
