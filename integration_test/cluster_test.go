@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ratekeeper/ratekeeper/internal/redistest"
 	"github.com/ratekeeper/ratekeeper/store"
 	"github.com/ratekeeper/ratekeeper/store/redisstore"
 	"github.com/ratekeeper/ratekeeper/store/storetest"
@@ -67,8 +68,9 @@ func TestRedisCluster(t *testing.T) {
 				Store:   newStore(t, cc, prefix),
 				Advance: time.Sleep,
 				Exact:   false,
-				KeyTTLs: func(ctx context.Context) (map[string]time.Duration, error) {
-					return clusterTTLs(ctx, cc, prefix)
+				KeyTTLs: func(ctx context.Context) (storetest.StoredKeys, error) {
+					ttls, err := clusterTTLs(ctx, cc, prefix)
+					return redistest.KeysByKind(ttls), err
 				},
 			}
 		})

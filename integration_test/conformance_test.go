@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratekeeper/ratekeeper/internal/redistest"
 	"github.com/ratekeeper/ratekeeper/store/redisstore"
 	"github.com/ratekeeper/ratekeeper/store/storetest"
 )
@@ -23,8 +24,8 @@ func TestRedisConformance(t *testing.T) {
 			Rand:    rnd,
 			Advance: time.Sleep,
 			Exact:   false,
-			KeyTTLs: func(ctx context.Context) (map[string]time.Duration, error) {
-				return scanTTLs(ctx, c, prefix)
+			KeyTTLs: func(ctx context.Context) (storetest.StoredKeys, error) {
+				return redistest.StoredKeys(ctx, c, prefix)
 			},
 		}
 	})

@@ -18,7 +18,6 @@ import (
 	"github.com/ratekeeper/ratekeeper/middleware"
 	"github.com/ratekeeper/ratekeeper/store"
 	"github.com/ratekeeper/ratekeeper/store/redisstore"
-	"github.com/ratekeeper/ratekeeper/store/storetest"
 )
 
 // The scenario of the stacking issue: a per-IP limit of 10 per minute
@@ -316,33 +315,6 @@ func TestStackRedisCluster(t *testing.T) {
 		testStackClusterConcurrent(t, cluster)
 	})
 
-	t.Run("conformance", func(t *testing.T) {
-		storetest.RunStack(t, func(t *testing.T) storetest.Harness {
-			prefix := randomPrefix(t)
-			return storetest.Harness{
-				Store:   newStore(t, cc, prefix),
-				Advance: time.Sleep,
-				KeyTTLs: func(ctx context.Context) (map[string]time.Duration, error) {
-					return clusterTTLs(ctx, cc, prefix)
-				},
-			}
-		})
-	})
-}
-
-// TestStackRedisConformance runs the stack suite on one Redis node.
-func TestStackRedisConformance(t *testing.T) {
-	c := newClient(t, sharedRedis(t))
-	storetest.RunStack(t, func(t *testing.T) storetest.Harness {
-		prefix := randomPrefix(t)
-		return storetest.Harness{
-			Store:   newStore(t, c, prefix),
-			Advance: time.Sleep,
-			KeyTTLs: func(ctx context.Context) (map[string]time.Duration, error) {
-				return scanTTLs(ctx, c, prefix)
-			},
-		}
-	})
 }
 
 // testStackClusterConcurrent runs several instances, each with a cluster

@@ -2,7 +2,8 @@
 // real Redis without Docker: it starts a private redis-server on a free
 // loopback port, without persistence, waits until it answers, and stops it
 // by its pid. It also lists the keys under a prefix with their TTLs, which
-// the TTL assertions of several test packages share.
+// the TTL assertions of several test packages share, and sorts the Redis
+// store's keys by kind for the conformance suite's harnesses.
 //
 // A test that cannot start a server is skipped with the reason, unless
 // RATEKEEPER_REQUIRE_REDIS=1 (set by CI), which turns the skip into a
@@ -25,6 +26,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/ratekeeper/ratekeeper/store/storetest"
 )
 
 // Binary is the redis-server the tests run.
@@ -192,4 +195,49 @@ func KeyTTLs(ctx context.Context, c redis.UniversalClient, prefix string) (map[s
 		return nil, fmt.Errorf("scan %s*: %w", prefix, err)
 	}
 	return ttls, nil
+}
+
+// KeysByKind sorts keys of the Redis store (store/redisstore, whose
+// package documentation lists them under "Keys") into the kinds of the
+// conformance suite, by the part after the key's hash tag
+// ("<prefix>:{<encoded key>}:<part>"): "block" is a block, "strikes" a
+// strike counter, "dedup" the remembered de-duplication ids, "o" an
+// override, and any other part limit state (or a stack's receipt).
+func KeysByKind(ttls map[string]time.Duration) storetest.StoredKeys {
+	keys := storetest.StoredKeys{
+		State:    map[string]time.Duration{},
+		Block:    map[string]time.Duration{},
+		Strikes:  map[string]time.Duration{},
+		Dedup:    map[string]time.Duration{},
+		Override: map[string]time.Duration{},
+	}
+	for k, ttl := range ttls {
+		part := k
+		if i := strings.Index(k, "}:"); i >= 0 {
+			part = k[i+len("}:"):]
+		}
+		switch part {
+		case "block":
+			keys.Block[k] = ttl
+		case "strikes":
+			keys.Strikes[k] = ttl
+		case "dedup":
+			keys.Dedup[k] = ttl
+		case "o":
+			keys.Override[k] = ttl
+		default:
+			keys.State[k] = ttl
+		}
+	}
+	return keys
+}
+
+// StoredKeys is KeyTTLs sorted by KeysByKind: the KeyTTLs of a
+// conformance harness on one Redis node.
+func StoredKeys(ctx context.Context, c redis.UniversalClient, prefix string) (storetest.StoredKeys, error) {
+	ttls, err := KeyTTLs(ctx, c, prefix)
+	if err != nil {
+		return storetest.StoredKeys{}, err
+	}
+	return KeysByKind(ttls), nil
 }

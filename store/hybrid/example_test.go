@@ -8,7 +8,6 @@ import (
 	"github.com/ratekeeper/ratekeeper/store"
 	"github.com/ratekeeper/ratekeeper/store/hybrid"
 	"github.com/ratekeeper/ratekeeper/store/memstore"
-	"github.com/ratekeeper/ratekeeper/store/storetest"
 )
 
 // A limit of 5 per minute, decided locally over a shared backend (a memory
@@ -17,14 +16,15 @@ import (
 // local lease; the sixth asks the backend again, which commits the four
 // and refuses; the seventh is refused from memory until the RetryAfter.
 func Example() {
-	clock := storetest.NewFakeClock(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
-	backend, err := memstore.New(memstore.Options{Clock: clock.Now})
+	start := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return start } // a clock that stands still
+	backend, err := memstore.New(memstore.Options{Clock: clock})
 	if err != nil {
 		panic(err)
 	}
 	// A sync interval of a minute makes the lease ⌈5·1m/1m⌉ = 5 units
 	// (and keeps the syncer out of this example's way).
-	s, err := hybrid.New(backend, hybrid.Options{SyncInterval: time.Minute, Clock: clock.Now})
+	s, err := hybrid.New(backend, hybrid.Options{SyncInterval: time.Minute, Clock: clock})
 	if err != nil {
 		panic(err)
 	}

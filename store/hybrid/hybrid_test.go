@@ -14,15 +14,15 @@ import (
 	"github.com/ratekeeper/ratekeeper/store"
 	"github.com/ratekeeper/ratekeeper/store/hybrid"
 	"github.com/ratekeeper/ratekeeper/store/internal/contract"
+	"github.com/ratekeeper/ratekeeper/store/internal/fakeclock"
 	"github.com/ratekeeper/ratekeeper/store/memstore"
-	"github.com/ratekeeper/ratekeeper/store/storetest"
 )
 
 // frozenMem returns a memory store whose clock never moves, so that no
 // capacity refills during a test and admitted counts are exact.
-func frozenMem(t testing.TB) (*memstore.Store, *storetest.FakeClock) {
+func frozenMem(t testing.TB) (*memstore.Store, *fakeclock.Clock) {
 	t.Helper()
-	clock := storetest.NewFakeClock(time.Time{})
+	clock := fakeclock.New(time.Time{})
 	m, err := memstore.New(memstore.Options{Clock: clock.Now})
 	if err != nil {
 		t.Fatalf("memstore.New: %v", err)

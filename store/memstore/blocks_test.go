@@ -7,14 +7,14 @@ import (
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/store"
-	"github.com/ratekeeper/ratekeeper/store/storetest"
+	"github.com/ratekeeper/ratekeeper/store/internal/fakeclock"
 )
 
 // TestBlocksPagesOnce: pages hold at most count blocks, and every blocked
 // key is listed exactly once across the shards, also when a key is
 // blocked while the listing runs.
 func TestBlocksPagesOnce(t *testing.T) {
-	clock := storetest.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	clock := fakeclock.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	s, err := New(Options{Shards: 4, Clock: clock.Now})
 	if err != nil {
 		t.Fatal(err)

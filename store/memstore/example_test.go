@@ -7,14 +7,13 @@ import (
 
 	"github.com/ratekeeper/ratekeeper/store"
 	"github.com/ratekeeper/ratekeeper/store/memstore"
-	"github.com/ratekeeper/ratekeeper/store/storetest"
 )
 
 // Limits of 3 per second AND 5 per 10 seconds on one key: the short
 // limit decides first; once it has refilled, the long one does.
 func Example() {
-	clock := storetest.NewFakeClock(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
-	s, err := memstore.New(memstore.Options{Clock: clock.Now})
+	now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC) // a clock moved by hand
+	s, err := memstore.New(memstore.Options{Clock: func() time.Time { return now }})
 	if err != nil {
 		panic(err)
 	}
@@ -26,7 +25,7 @@ func Example() {
 		d, _ := s.Take(context.Background(), req)
 		fmt.Printf("allowed=%t limit=%s remaining=%d retry=%s\n", d.Allowed, d.LimitID, d.Remaining, d.RetryAfter)
 	}
-	clock.Advance(time.Second)
+	now = now.Add(time.Second)
 	for i := 0; i < 3; i++ {
 		d, _ := s.Take(context.Background(), req)
 		fmt.Printf("allowed=%t limit=%s remaining=%d retry=%s\n", d.Allowed, d.LimitID, d.Remaining, d.RetryAfter)
@@ -45,8 +44,8 @@ func Example() {
 // counted, and a fourth attempt blocks the account for 15 minutes, longer
 // for repeat offences (up to an hour). The block outlives the minute.
 func Example_block() {
-	clock := storetest.NewFakeClock(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
-	s, err := memstore.New(memstore.Options{Clock: clock.Now})
+	now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC) // a clock moved by hand
+	s, err := memstore.New(memstore.Options{Clock: func() time.Time { return now }})
 	if err != nil {
 		panic(err)
 	}
@@ -61,9 +60,9 @@ func Example_block() {
 	for i := 0; i < 5; i++ {
 		take()
 	}
-	clock.Advance(time.Minute)
+	now = now.Add(time.Minute)
 	take()
-	clock.Advance(14 * time.Minute)
+	now = now.Add(14 * time.Minute)
 	take()
 	// Output:
 	// allowed=true blocked=false started=false retry=0s
@@ -79,8 +78,8 @@ func Example_block() {
 // used: raised from 2 to 5 per minute after 2 requests, it admits 3 more;
 // cut back to 2, it refuses until what was used has drained.
 func Example_changeLimit() {
-	clock := storetest.NewFakeClock(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
-	s, err := memstore.New(memstore.Options{Clock: clock.Now})
+	now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC) // a clock moved by hand
+	s, err := memstore.New(memstore.Options{Clock: func() time.Time { return now }})
 	if err != nil {
 		panic(err)
 	}

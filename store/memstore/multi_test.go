@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/store"
-	"github.com/ratekeeper/ratekeeper/store/storetest"
 )
 
 func stackOf(a, b store.Algorithm, ipRate, routeRate int64) []store.Request {
@@ -155,15 +154,4 @@ func TestTakeMultiFullStore(t *testing.T) {
 	if s.Len() > 2 {
 		t.Fatalf("Len() = %d, want <= 2", s.Len())
 	}
-}
-
-func TestStackConformance(t *testing.T) {
-	storetest.RunStack(t, func(t *testing.T) storetest.Harness {
-		clk := &storetest.FakeClock{}
-		s, err := New(Options{Clock: clk.Now})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return storetest.Harness{Store: s, Advance: clk.Advance, Exact: true}
-	})
 }

@@ -10,15 +10,15 @@ import (
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/store"
-	"github.com/ratekeeper/ratekeeper/store/storetest"
+	"github.com/ratekeeper/ratekeeper/store/internal/fakeclock"
 )
 
 var ctx = context.Background()
 
 // newTestStore returns a store on a fake clock.
-func newTestStore(t *testing.T, opts Options) (*Store, *storetest.FakeClock) {
+func newTestStore(t *testing.T, opts Options) (*Store, *fakeclock.Clock) {
 	t.Helper()
-	clk := &storetest.FakeClock{}
+	clk := &fakeclock.Clock{}
 	opts.Clock = clk.Now
 	s, err := New(opts)
 	if err != nil {

@@ -6,48 +6,68 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratekeeper/ratekeeper/store/internal/fakeclock"
 	"github.com/ratekeeper/ratekeeper/store/storetest"
 )
 
-// keyTTLs lists every live state of s with its time to live, like the
-// Redis store's keys and their PTTL, named as storetest.Harness.KeyTTLs
-// expects: a key state shows as up to three keys, "<key>:block",
-// "<key>:strikes" and "<key>:dedup", each with the lifetime of its part,
-// a limit state as "<key>/<algorithm>/<id>" and an override as "<key>:o". Request keys are shown in
-// hex, so that no key can pass for another kind.
-func keyTTLs(s *Store) func(context.Context) (map[string]time.Duration, error) {
-	return func(context.Context) (map[string]time.Duration, error) {
+// storedKeys lists every live state of s by kind with its time to live,
+// as storetest.Harness.KeyTTLs asks: a key state shows as up to three
+// keys, a block "<key>:block", a strike counter "<key>:strikes" and the
+// remembered ids "<key>:dedup", each with the lifetime of its part; a
+// limit state as "<key>/<algorithm>/<id>" and an override as "<key>:o".
+// Request keys are shown in hex, so that names stay readable in messages.
+func storedKeys(s *Store) func(context.Context) (storetest.StoredKeys, error) {
+	return func(context.Context) (storetest.StoredKeys, error) {
 		now := s.now()
-		out := map[string]time.Duration{}
-		add := func(name string, exp int64) {
-			if exp > now {
-				out[name] = time.Duration(exp-now) * time.Microsecond
+		var keys storetest.StoredKeys
+		add := func(kind *map[string]time.Duration, name string, exp int64) {
+			if exp <= now {
+				return
 			}
+			if *kind == nil {
+				*kind = map[string]time.Duration{}
+			}
+			(*kind)[name] = time.Duration(exp-now) * time.Microsecond
 		}
 		forEachRecord(s, func(_ *shard, r *record) {
 			base := fmt.Sprintf("%x", r.key)
 			if ks := r.ks; ks != nil && ks.exp > now {
-				add(base+":block", ks.blockEnd*1000)
+				add(&keys.Block, base+":block", ks.blockEnd*1000)
 				if ks.strikes > 0 {
-					add(base+":strikes", (ks.strikesEnd+1)*1000)
+					add(&keys.Strikes, base+":strikes", (ks.strikesEnd+1)*1000)
 				}
 				if len(ks.ids) > 0 {
-					add(base+":dedup", ks.idsEnd)
+					add(&keys.Dedup, base+":dedup", ks.idsEnd)
 				}
 			}
 			for _, st := range r.states {
-				add(fmt.Sprintf("%s/%s/%q", base, st.alg, st.id), st.exp)
+				add(&keys.State, fmt.Sprintf("%s/%s/%q", base, st.alg, st.id), st.exp)
 			}
 		})
 		for i := range s.shards {
 			sh := &s.shards[i]
 			sh.mu.Lock()
 			for k, e := range sh.ov.m {
-				add(fmt.Sprintf("%x:o", k), e.exp)
+				add(&keys.Override, fmt.Sprintf("%x:o", k), e.exp)
 			}
 			sh.mu.Unlock()
 		}
-		return out, nil
+		return keys, nil
+	}
+}
+
+// keyTTLs lists every live state of s with its time to live, whatever its
+// kind (see storedKeys).
+func keyTTLs(s *Store) func(context.Context) (map[string]time.Duration, error) {
+	return func(ctx context.Context) (map[string]time.Duration, error) {
+		keys, err := storedKeys(s)(ctx)
+		out := map[string]time.Duration{}
+		for _, kind := range []map[string]time.Duration{keys.State, keys.Block, keys.Strikes, keys.Dedup, keys.Override} {
+			for k, ttl := range kind {
+				out[k] = ttl
+			}
+		}
+		return out, err
 	}
 }
 
@@ -66,12 +86,12 @@ func forEachRecord(s *Store, f func(*shard, *record)) {
 
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) storetest.Harness {
-		clk := &storetest.FakeClock{}
+		clk := &fakeclock.Clock{}
 		rnd := &storetest.FakeRand{}
 		s, err := New(Options{Clock: clk.Now, Rand: rnd.Float64})
 		if err != nil {
 			t.Fatalf("New: got error %v, want nil", err)
 		}
-		return storetest.Harness{Store: s, Advance: clk.Advance, Exact: true, KeyTTLs: keyTTLs(s), Rand: rnd}
+		return storetest.Harness{Store: s, Advance: clk.Advance, Exact: true, KeyTTLs: storedKeys(s), Rand: rnd}
 	})
 }

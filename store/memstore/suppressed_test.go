@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/store"
-	"github.com/ratekeeper/ratekeeper/store/storetest"
+	"github.com/ratekeeper/ratekeeper/store/internal/fakeclock"
 )
 
 // TestSuppressedConverges offers a suppressed limit of 100 per second
@@ -25,7 +25,7 @@ func TestSuppressedConverges(t *testing.T) {
 	)
 	for _, load := range []int64{2, 5} {
 		t.Run(strconv.FormatInt(load, 10)+"x", func(t *testing.T) {
-			clk := storetest.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+			clk := fakeclock.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 			src := rand.New(rand.NewPCG(7, uint64(load)))
 			s, err := New(Options{Clock: clk.Now, Rand: src.Float64})
 			if err != nil {

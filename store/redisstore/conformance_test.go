@@ -13,11 +13,12 @@ import (
 	"github.com/ratekeeper/ratekeeper/store/storetest"
 )
 
-// keyTTLs returns every key under prefix with its remaining time to live:
-// expired keys are omitted, a key without TTL has a negative duration.
-func keyTTLs(c *redis.Client, prefix string) func(ctx context.Context) (map[string]time.Duration, error) {
-	return func(ctx context.Context) (map[string]time.Duration, error) {
-		return redistest.KeyTTLs(ctx, c, prefix+":")
+// keyTTLs returns every key under prefix, by kind, with its remaining
+// time to live: expired keys are omitted, a key without TTL has a negative
+// duration.
+func keyTTLs(c *redis.Client, prefix string) func(ctx context.Context) (storetest.StoredKeys, error) {
+	return func(ctx context.Context) (storetest.StoredKeys, error) {
+		return redistest.StoredKeys(ctx, c, prefix+":")
 	}
 }
 
@@ -63,6 +64,7 @@ func TestConformanceExact(t *testing.T) {
 			// Overrides are set with a plain SET PX, outside the shim.
 			RealTimeOverrides: true,
 			RealTimeListing:   true,
+			RealTimeStacks:    true, // the stacked scripts run outside the shim
 		}
 	})
 }

@@ -305,26 +305,11 @@ func TestTakeMultiLaterStepsPeeked(t *testing.T) {
 	}
 }
 
-// TestStackConformance runs the stack suite on one node: every stack is
-// one atomic script.
-func TestStackConformance(t *testing.T) {
-	srv := requireServer(t)
-	storetest.RunStack(t, func(t *testing.T) storetest.Harness {
-		c := newClient(t, srv, nil)
-		prefix := randomPrefix(t)
-		s, err := New(c, Options{Prefix: prefix, Timeout: 5 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return storetest.Harness{Store: s, Advance: time.Sleep, KeyTTLs: keyTTLs(c, prefix)}
-	})
-}
-
-// TestStackConformanceSteps runs the stack suite through a Ring client:
-// every part is a step of its own, and refusals are refunded.
+// TestStackConformanceSteps runs the suite through a Ring client: every
+// part of a stack is a step of its own, and refusals are refunded.
 func TestStackConformanceSteps(t *testing.T) {
 	srv := requireServer(t)
-	storetest.RunStack(t, func(t *testing.T) storetest.Harness {
+	storetest.Run(t, func(t *testing.T) storetest.Harness {
 		ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"one": srv.addr}})
 		t.Cleanup(func() { _ = ring.Close() })
 		prefix := randomPrefix(t)

@@ -18,42 +18,61 @@ func blocking(name string, alg store.Algorithm, rate int64, period, block, block
 // that support CountDenied.
 func windowAlg(alg store.Algorithm) bool { return !bucketLike(alg) }
 
-// blockedBy asserts that d refuses the request because of a block started
-// by the limit of ID limitID (at index in the request, -1 when absent),
-// that the request started it or not, and that its RetryAfter is at least
-// left, the block's remaining time: later when a limit refuses the
-// request for longer (see blockedAfter).
-func (e *env) blockedBy(what string, d store.Decision, limitID string, index int, started bool, left time.Duration) {
+// wantBlock is the block a refusal is expected to report: the ID of the
+// limit that started it (limitID) and that limit's index in the request
+// (-1 when absent), whether the request started it, and left, the block's
+// remaining time.
+type wantBlock struct {
+	limitID string
+	index   int
+	started bool
+	left    time.Duration
+}
+
+// blockedByIt reports whether d refuses the request because of the block
+// w, started or not by the request as w says, and fails otherwise.
+func (e *env) blockedByIt(what string, d store.Decision, w wantBlock) bool {
 	e.Helper()
-	if d.Allowed || !d.Blocked || d.BlockStarted != started || d.LimitID != limitID || d.Index != index {
-		e.Errorf("%s: got %s, want Blocked by %q (Index %d) with BlockStarted %t", what, show(d), limitID, index, started)
+	if d.Allowed || !d.Blocked || d.BlockStarted != w.started || d.LimitID != w.limitID || d.Index != w.index {
+		e.Errorf("%s: got %s, want Blocked by %q (Index %d) with BlockStarted %t", what, show(d), w.limitID, w.index, w.started)
+		return false
+	}
+	return true
+}
+
+// blockedBy asserts that d refuses the request because of the block w
+// and that its RetryAfter is at least w.left, the block's remaining time:
+// later when a limit refuses the request for longer (see blockedAfter).
+func (e *env) blockedBy(what string, d store.Decision, w wantBlock) {
+	e.Helper()
+	if !e.blockedByIt(what, d, w) {
 		return
 	}
-	if low := left - pick(e, 0, slack); d.RetryAfter < low {
+	if low := w.left - pick(e, 0, slack); d.RetryAfter < low {
 		e.Errorf("%s: RetryAfter: got %s, want >= %s (the block's remaining time)", what, d.RetryAfter, low)
 	}
 }
 
-// blockedAfter asserts what blockedBy does, and that RetryAfter is the
-// later of left, the block's remaining time, and wait, the limits' own
-// wait for the request (see limitsWait; 0 when they admit it).
-func (e *env) blockedAfter(what string, d store.Decision, limitID string, index int, started bool, left, wait time.Duration) {
+// blockedAfter asserts that d refuses the request because of the block w
+// and that its RetryAfter is the later of w.left, the block's remaining
+// time, and wait, the limits' own wait for the request (see limitsWait; 0
+// when they admit it).
+func (e *env) blockedAfter(what string, d store.Decision, w wantBlock, wait time.Duration) {
 	e.Helper()
-	e.blockedWithin(what, d, limitID, index, started, left, wait, 0)
+	e.blockedWithin(what, d, w, wait, 0)
 }
 
 // blockedWithin is blockedAfter where, with real time, wait was measured
 // up to late after the decision (so the decision's wait may be longer by
 // as much).
-func (e *env) blockedWithin(what string, d store.Decision, limitID string, index int, started bool, left, wait, late time.Duration) {
+func (e *env) blockedWithin(what string, d store.Decision, w wantBlock, wait, late time.Duration) {
 	e.Helper()
-	if d.Allowed || !d.Blocked || d.BlockStarted != started || d.LimitID != limitID || d.Index != index {
-		e.Errorf("%s: got %s, want Blocked by %q (Index %d) with BlockStarted %t", what, show(d), limitID, index, started)
+	if !e.blockedByIt(what, d, w) {
 		return
 	}
-	what = fmt.Sprintf("%s: RetryAfter (the later of the block's remaining %s and the limits' wait %s)", what, left, wait)
-	want := max(left, wait)
-	if e.h.Exact || late == 0 || d.RetryAfter < want || left >= wait {
+	what = fmt.Sprintf("%s: RetryAfter (the later of the block's remaining %s and the limits' wait %s)", what, w.left, wait)
+	want := max(w.left, wait)
+	if e.h.Exact || late == 0 || d.RetryAfter < want || w.left >= wait {
 		e.near(what, d.RetryAfter, want)
 		return
 	}
@@ -65,11 +84,11 @@ func (e *env) blockedWithin(what string, d store.Decision, limitID string, index
 // blockedFor asserts what blockedAfter does, with the limits' own wait for
 // r as it stands now: right for a decision on r that recorded nothing
 // since it was made (a peek, or a take that does not count refusals).
-func (e *env) blockedFor(what string, r store.Request, d store.Decision, limitID string, index int, started bool, left time.Duration) {
+func (e *env) blockedFor(what string, r store.Request, d store.Decision, w wantBlock) {
 	e.Helper()
 	before := e.clock()
 	wait := e.limitsWait(r)
-	e.blockedWithin(what, d, limitID, index, started, left, wait, e.clock()-before)
+	e.blockedWithin(what, d, w, wait, e.clock()-before)
 }
 
 // limitsWait returns what r's limits alone make it wait: the RetryAfter
@@ -104,7 +123,7 @@ func (e *env) endBlock(what string, r store.Request, limitID string, index int, 
 		e.advance(left + slack)
 	} else {
 		e.advance(left - time.Millisecond)
-		e.blockedFor(what+", a millisecond before the block ends", r, e.peek(r), limitID, index, false, time.Millisecond)
+		e.blockedFor(what+", a millisecond before the block ends", r, e.peek(r), wantBlock{limitID, index, false, time.Millisecond})
 		e.advance(time.Millisecond)
 	}
 	if d := e.peek(r); d.Blocked {
@@ -179,14 +198,14 @@ func testBlock(e *env, alg store.Algorithm) {
 		e.check(what+", request 1", e.take(r), expect{allowed: true, remaining: 1, resetAfter: -1})
 		e.check(what+", request 2", e.take(r), expect{allowed: true, remaining: 0, resetAfter: -1})
 		start := e.clock()
-		e.blockedAfter(what+", request 3", e.take(r), "login", 0, true, blk, 0)
-		e.blockedAfter(what+", request 4", e.take(r), "login", 0, false, blk-(e.clock()-start), 0)
-		e.blockedFor(what+", peek", r, e.peek(r), "login", 0, false, blk-(e.clock()-start))
+		e.blockedAfter(what+", request 3", e.take(r), wantBlock{"login", 0, true, blk}, 0)
+		e.blockedAfter(what+", request 4", e.take(r), wantBlock{"login", 0, false, blk - (e.clock() - start)}, 0)
+		e.blockedFor(what+", peek", r, e.peek(r), wantBlock{"login", 0, false, blk - (e.clock() - start)})
 
 		e.past(lifetime(r))
-		e.blockedAfter(what+", after the counting window", e.take(r), "login", 0, false, blk-(e.clock()-start), 0)
-		e.blockedAfter(what+", another limit of the key", e.take(req(k, 1, other)), "login", -1, false, blk-(e.clock()-start), 0)
-		e.blockedAfter(what+", another limit first", e.take(req(k, 1, other, l)), "login", 1, false, blk-(e.clock()-start), 0)
+		e.blockedAfter(what+", after the counting window", e.take(r), wantBlock{"login", 0, false, blk - (e.clock() - start)}, 0)
+		e.blockedAfter(what+", another limit of the key", e.take(req(k, 1, other)), wantBlock{"login", -1, false, blk - (e.clock() - start)}, 0)
+		e.blockedAfter(what+", another limit first", e.take(req(k, 1, other, l)), wantBlock{"login", 1, false, blk - (e.clock() - start)}, 0)
 		e.check(what+", a limit that does not block", e.take(req(k, 1, plain)), expect{allowed: true, remaining: int64(99 - round), resetAfter: -1})
 		e.endBlock(what, r, "login", 0, blk-(e.clock()-start))
 		e.check(what+", peek after the block", e.peek(r), expect{allowed: true, remaining: 1, resetAfter: -1})
@@ -225,13 +244,13 @@ func testBlockStartedOnce(e *env, alg store.Algorithm) {
 				continue
 			}
 			if tc.counted {
-				e.blockedBy(tc.name+": the request that started the block", d, "once", 0, true, blk)
+				e.blockedBy(tc.name+": the request that started the block", d, wantBlock{"once", 0, true, blk})
 			} else {
 				// The decision came at some point of the storm: on real
 				// time its wait may exceed the limits' wait now by as
 				// much as has passed since the storm began.
 				wait := e.limitsWait(r)
-				e.blockedWithin(tc.name+": the request that started the block", d, "once", 0, true, blk, wait, e.clock()-stormed)
+				e.blockedWithin(tc.name+": the request that started the block", d, wantBlock{"once", 0, true, blk}, wait, e.clock()-stormed)
 			}
 		}
 		if d := e.take(r); !d.Blocked || d.BlockStarted {
@@ -264,7 +283,7 @@ func testThreshold(e *env, alg store.Algorithm) {
 				e.Errorf("%s: attempt %d: got %s, want allowed with Limit %d, Remaining %d", tc.name, i, show(d), tc.admit, tc.admit-i)
 			}
 		}
-		e.blockedFor(fmt.Sprintf("%s: attempt %d", tc.name, tc.admit+1), r, e.take(r), "login", 0, true, blk)
+		e.blockedFor(fmt.Sprintf("%s: attempt %d", tc.name, tc.admit+1), r, e.take(r), wantBlock{"login", 0, true, blk})
 	}
 }
 
@@ -287,7 +306,7 @@ func testBlockEscalation(e *env, alg store.Algorithm) {
 		if n != 1 {
 			e.Fatalf("%s: got %d admitted before the refusal, want 1 (the window is fresh after a block)", what, n)
 		}
-		e.blockedFor(what, r, d, "esc", 0, true, want)
+		e.blockedFor(what, r, d, wantBlock{"esc", 0, true, want})
 		e.endBlock(what, r, "esc", 0, want)
 	}
 	block("block 1", b)
@@ -328,7 +347,7 @@ func testBlockChoice(e *env, alg store.Algorithm) {
 	} {
 		r := req(e.key(), 1, tc.limits...)
 		e.allow(r)
-		e.blockedFor(tc.name, r, e.take(r), tc.limitID, tc.index, true, tc.left)
+		e.blockedFor(tc.name, r, e.take(r), wantBlock{tc.limitID, tc.index, true, tc.left})
 		// The limits' wait (an hour) hides the block's length in
 		// RetryAfter: the block must end when it should.
 		e.endBlock(tc.name, r, tc.limitID, tc.index, tc.left)
@@ -346,11 +365,11 @@ func testBlockChoice(e *env, alg store.Algorithm) {
 	first := req(k, 1, blocking("c", alg, 1, h, u, 8*u))
 	e.allow(first)
 	d := e.take(first)
-	e.blockedFor("escalating limit, first block", first, d, "c", 0, true, u)
+	e.blockedFor("escalating limit, first block", first, d, wantBlock{"c", 0, true, u})
 	e.endBlock("escalating limit, first block", first, "c", 0, u)
 	second := req(k, 1, blocking("c2", alg, 1, h, u, 8*u), blocking("d", alg, 1, h, 3*u/2, 0))
 	e.allow(second)
-	e.blockedFor("escalated (2×) against a longer base block (1.5×)", second, e.take(second), "c2", 0, true, 2*u)
+	e.blockedFor("escalated (2×) against a longer base block (1.5×)", second, e.take(second), wantBlock{"c2", 0, true, 2 * u})
 	e.endBlock("escalated (2×) against a longer base block (1.5×)", second, "c2", 0, 2*u)
 }
 
@@ -377,19 +396,19 @@ func testPeekBlocks(e *env, alg store.Algorithm) {
 		}
 	}
 	if e.h.KeyTTLs != nil {
-		if keys := e.keysByKind(); len(keys[kindBlock])+len(keys[kindStrikes]) != 0 {
-			e.Errorf("after peeks: got block keys %q, strike keys %q, want none", sortedKeys(keys[kindBlock]), sortedKeys(keys[kindStrikes]))
+		if keys := e.storedKeys(); len(keys.Block)+len(keys.Strikes) != 0 {
+			e.Errorf("after peeks: got block keys %q, strike keys %q, want none", sortedKeys(keys.Block), sortedKeys(keys.Strikes))
 		}
 	}
 	start := e.clock()
-	e.blockedFor("take after the peeks", r, e.take(r), "p", 0, true, blk)
+	e.blockedFor("take after the peeks", r, e.take(r), wantBlock{"p", 0, true, blk})
 
 	e.advance(pick(e, 500*time.Millisecond, 100*time.Millisecond))
 	for i := 0; i < 3; i++ {
-		e.blockedFor(fmt.Sprintf("peek %d on the blocked key", i), r, e.peek(r), "p", 0, false, blk-(e.clock()-start))
+		e.blockedFor(fmt.Sprintf("peek %d on the blocked key", i), r, e.peek(r), wantBlock{"p", 0, false, blk - (e.clock() - start)})
 	}
-	e.blockedFor("peek with the remembered id", once, e.peek(once), "p", 0, false, blk-(e.clock()-start))
-	e.blockedFor("take with the remembered id", once, e.take(once), "p", 0, false, blk-(e.clock()-start))
+	e.blockedFor("peek with the remembered id", once, e.peek(once), wantBlock{"p", 0, false, blk - (e.clock() - start)})
+	e.blockedFor("take with the remembered id", once, e.take(once), wantBlock{"p", 0, false, blk - (e.clock() - start)})
 	// The peeks did not extend the block (the limit's wait hides its end
 	// in RetryAfter).
 	defer e.endBlock("the block the peeks saw", r, "p", 0, blk-(e.clock()-start))
@@ -399,7 +418,7 @@ func testPeekBlocks(e *env, alg store.Algorithm) {
 	rc := counted(req(k, 1, l, wide))
 	for i := 0; i < 3; i++ {
 		d := e.peek(rc)
-		e.blockedFor(fmt.Sprintf("counted peek %d", i), rc, d, "p", 0, false, blk-(e.clock()-start))
+		e.blockedFor(fmt.Sprintf("counted peek %d", i), rc, d, wantBlock{"p", 0, false, blk - (e.clock() - start)})
 		if got := remainingOf(d, 1); got != 100 {
 			e.Errorf("counted peek %d: got PerLimit[1] Remaining %d, want 100 (peeks record nothing)", i, got)
 		}
@@ -429,23 +448,23 @@ func testBlockReset(e *env, alg store.Algorithm) {
 		e.Errorf("id once again: got %s, want a Duplicate with Remaining 1", show(d))
 	}
 	e.allow(r)
-	e.blockedFor("third request", r, e.take(r), "r", 0, true, blk)
+	e.blockedFor("third request", r, e.take(r), wantBlock{"r", 0, true, blk})
 	e.reset(req(k, 0, l))
 	d := e.take(once)
 	if !d.Allowed || d.Duplicate || d.Remaining != 1 {
 		e.Errorf("remembered id after Reset: got %s, want allowed, not Duplicate, Remaining 1", show(d))
 	}
 	e.allow(r)
-	e.blockedFor("block after Reset (strikes forgotten)", r, e.take(r), "r", 0, true, blk)
+	e.blockedFor("block after Reset (strikes forgotten)", r, e.take(r), wantBlock{"r", 0, true, blk})
 	e.endBlock("block after Reset (strikes forgotten)", r, "r", 0, blk)
 
 	twin := req(e.key(), 1, l)
 	e.allow(twin)
 	e.allow(twin)
 	d = e.take(twin)
-	e.blockedFor("twin without Reset, first block", twin, d, "r", 0, true, blk)
+	e.blockedFor("twin without Reset, first block", twin, d, wantBlock{"r", 0, true, blk})
 	e.endBlock("twin without Reset, first block", twin, "r", 0, blk)
-	e.blockedFor("twin without Reset, second block", twin, e.take(twin), "r", 0, true, 2*blk)
+	e.blockedFor("twin without Reset, second block", twin, e.take(twin), wantBlock{"r", 0, true, 2 * blk})
 	e.endBlock("twin without Reset, second block", twin, "r", 0, 2*blk)
 
 	e.reset(req(k, 0, other))
@@ -455,10 +474,13 @@ func testBlockReset(e *env, alg store.Algorithm) {
 	}
 	e.reset(req(k, 0, l))
 	e.reset(req(twin.Key, 0, l))
-	keys := e.keysByKind()
-	for _, kind := range []string{kindBlock, kindStrikes, kindDedup} {
-		if len(keys[kind]) != 0 {
-			e.Errorf("after Reset: got %s keys %q, want none", kind, sortedKeys(keys[kind]))
+	keys := e.storedKeys()
+	for _, set := range []struct {
+		kind string
+		keys map[string]time.Duration
+	}{{"block", keys.Block}, {"strikes", keys.Strikes}, {"de-duplication", keys.Dedup}} {
+		if len(set.keys) != 0 {
+			e.Errorf("after Reset: got %s keys %q, want none", set.kind, sortedKeys(set.keys))
 		}
 	}
 }
@@ -466,8 +488,7 @@ func testBlockReset(e *env, alg store.Algorithm) {
 // testBlockTTL (needs KeyTTLs): a block key lives as long as the block, a
 // strike counter the block plus BlockMax, de-duplication ids the longest
 // period, and state written by counted refusals no longer than the
-// state's lifetime; once all of that has passed no key remains but replay
-// records.
+// state's lifetime; once all of that has passed no key remains.
 func testBlockTTL(e *env, alg store.Algorithm) {
 	e.needKeyTTLs()
 	const blk, mx, p = 200 * time.Millisecond, 400 * time.Millisecond, 500 * time.Millisecond
@@ -481,24 +502,25 @@ func testBlockTTL(e *env, alg store.Algorithm) {
 	e.allow(once)
 	e.allow(r)
 	wait := e.limitsWait(r)
-	e.blockedAfter("third request", e.take(r), "t", 0, true, blk, wait)
+	e.blockedAfter("third request", e.take(r), wantBlock{"t", 0, true, blk}, wait)
 	e.take(r)
-	keys := e.keysByKind()
+	keys := e.storedKeys()
 	elapsed := e.clock() - start
 	for _, tc := range []struct {
 		kind string
+		keys map[string]time.Duration
 		life time.Duration
 		low  time.Duration // the TTL is at least this; 0: unchecked
 	}{
-		{kindBlock, blk, blk - elapsed - ttlSlack},
-		{kindStrikes, blk + mx, blk + mx - elapsed - ttlSlack},
-		{kindDedup, p, p - elapsed - ttlSlack},
-		{kindState, lifetime(r), 0},
+		{"block", keys.Block, blk, blk - elapsed - ttlSlack},
+		{"strikes", keys.Strikes, blk + mx, blk + mx - elapsed - ttlSlack},
+		{"de-duplication", keys.Dedup, p, p - elapsed - ttlSlack},
+		{"limit state", keys.State, lifetime(r), 0},
 	} {
-		if len(keys[tc.kind]) == 0 {
+		if len(tc.keys) == 0 {
 			e.Errorf("after a block and a remembered id: got no %s key, want one", tc.kind)
 		}
-		for k, ttl := range keys[tc.kind] {
+		for k, ttl := range tc.keys {
 			switch {
 			case ttl < 0 || (ttl == 0 && e.h.Exact):
 				e.Errorf("%s key %q: got TTL %s, want > 0 (every key expires)", tc.kind, k, ttl)
@@ -512,7 +534,7 @@ func testBlockTTL(e *env, alg store.Algorithm) {
 	// Blocks and strike counters keep whole milliseconds; a strike counter
 	// in its last millisecond still counts.
 	e.past(max(blk+mx, p, lifetime(r)) + 2*time.Millisecond)
-	if _, states := e.keys(); len(states) != 0 {
+	if states := e.keys(); len(states) != 0 {
 		e.Errorf("after every lifetime: got keys %q, want none", sortedKeys(states))
 	}
 }
@@ -536,7 +558,7 @@ func testRetryAfterBlockShorterThanWindow(e *env, alg store.Algorithm) {
 	second := e.clock() // the second unit was logged by then
 	d := e.take(r)
 	third := e.clock() // RetryAfter counts from the third request, decided by then
-	e.blockedAfter("third request", d, "login", 0, true, blk, p-(third-start))
+	e.blockedAfter("third request", d, wantBlock{"login", 0, true, blk}, p-(third-start))
 	retry := d.RetryAfter
 	if retry <= blk {
 		e.Fatalf("third request: got RetryAfter %s, want later than the block's end %s (the window is full until %s)", retry, blk, p)

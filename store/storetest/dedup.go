@@ -47,8 +47,16 @@ func (e *env) wantDedup(what string, d store.Decision, allowed, duplicate bool, 
 // a minute is remembered for that period: exactly that long with an exact
 // clock. The bound on replays is testDedupBound's.
 func testDedup(e *env, alg store.Algorithm) {
-	l := named("d", alg, 5, time.Hour)
 	e.windowRoom(alg, 5*time.Second, time.Hour)
+	dedupRepeats(e, alg)
+	dedupDistinctIDs(e, alg)
+	dedupLongestPeriod(e, alg)
+}
+
+// dedupRepeats is testDedup's sequence on one key: repeats, distinct ids,
+// requests without an id, peeks, refused ids and another key.
+func dedupRepeats(e *env, alg store.Algorithm) {
+	l := named("d", alg, 5, time.Hour)
 	k := e.key()
 	r := req(k, 1, l)
 	r.DedupReplays = 10
@@ -72,7 +80,12 @@ func testDedup(e *env, alg store.Algorithm) {
 	want("id z again: refused ids are not remembered", e.take(withID(r, "z")), false, false, 0)
 	want("id a on the exhausted key", e.take(withID(r, "a")), true, true, 0)
 	want("id a on another key", e.take(withID(req(e.key(), 1, l), "a")), true, false, 4)
+}
 
+// dedupDistinctIDs: ids that look like storage syntax or differ only past
+// 128 bytes count apart.
+func dedupDistinctIDs(e *env, alg store.Algorithm) {
+	want := e.wantDedup
 	long := strings.Repeat("i", 300)
 	ids := []string{
 		"#", "=", "=a", "a", "~a", ":", "{a}", "a:b", "a\x00", "\x00", "\xff", " a",
@@ -86,7 +99,12 @@ func testDedup(e *env, alg store.Algorithm) {
 	for _, id := range ids {
 		want(fmt.Sprintf("id %q (%d bytes), again", trim(id), len(id)), e.take(withID(rw, id)), true, true, 0)
 	}
+}
 
+// dedupLongestPeriod: with the default window, an id is remembered for
+// the longest period of its limits when that is below a minute.
+func dedupLongestPeriod(e *env, alg store.Algorithm) {
+	want := e.wantDedup
 	p1 := pick(e, time.Second, 400*time.Millisecond)
 	p2 := pick(e, 3*time.Second, time.Second)
 	two := withID(req(e.key(), 1, named("short", alg, 5, p1), named("long", alg, 5, p2)), "e")
@@ -121,8 +139,17 @@ func testDedup(e *env, alg store.Algorithm) {
 // replays. Negative bounds are invalid requests.
 func testDedupBound(e *env, alg store.Algorithm) {
 	e.windowRoom(alg, 5*time.Second, time.Hour)
-	want := e.wantDedup
+	limits := dedupReplays(e, alg)
+	dedupFlood(e, alg)
+	dedupWindow(e, alg)
+	dedupInvalidBounds(e, limits)
+}
 
+// dedupReplays: an id is replayed DedupReplays times, peeks use no replay,
+// and the repeats after the last replay are recorded without renewing the
+// id. It returns the request's limits.
+func dedupReplays(e *env, alg store.Algorithm) []store.Limit {
+	want := e.wantDedup
 	r := withID(req(e.key(), 1, named("n", alg, 10, time.Hour)), "k")
 	r.DedupReplays = 2
 	want("id k", e.take(r), true, false, 9)
@@ -132,7 +159,12 @@ func testDedupBound(e *env, alg store.Algorithm) {
 	want("peek id k, no replay left: as a recorded take would be", e.peek(r), true, false, 8)
 	want("id k beyond its replays: recorded", e.take(r), true, false, 8)
 	want("id k beyond its replays, again: not renewed", e.take(r), true, false, 7)
+	return r.Limits
+}
 
+// dedupFlood: 50 concurrent takes of one id against a capacity of 5, with
+// the default 3 replays, admit 8, 3 of them as Duplicate.
+func dedupFlood(e *env, alg store.Algorithm) {
 	flood := withID(req(e.key(), 1, named("f", alg, 5, time.Hour)), "flood")
 	var admitted, duplicates int
 	for _, d := range e.storm(flood, 50) {
@@ -146,7 +178,13 @@ func testDedupBound(e *env, alg store.Algorithm) {
 	if admitted != 5+3 || duplicates != 3 {
 		e.Errorf("50 concurrent takes of one id, capacity 5, default replays: got %d admitted, %d Duplicate, want 8 admitted, 3 Duplicate", admitted, duplicates)
 	}
+}
 
+// dedupWindow: an id is replayed only within DedupWindow of its admission
+// (a minute by default, checked with an exact clock), and one admitted
+// again after its window starts a new one.
+func dedupWindow(e *env, alg store.Algorithm) {
+	want := e.wantDedup
 	w := pick(e, 10*time.Second, 400*time.Millisecond)
 	rw := withID(req(e.key(), 1, named("w", alg, 5, time.Hour)), "w")
 	rw.DedupReplays, rw.DedupWindow = 100, w
@@ -174,10 +212,14 @@ func testDedupBound(e *env, alg store.Algorithm) {
 			e.Errorf("id m once the default minute has passed: got %s, want admitted, not a Duplicate", show(d))
 		}
 	}
+}
 
+// dedupInvalidBounds: negative DedupReplays and DedupWindow are invalid
+// requests, to Take and Peek alike.
+func dedupInvalidBounds(e *env, limits []store.Limit) {
 	for _, bad := range []store.Request{
-		{Key: e.key(), Limits: r.Limits, DedupID: "x", DedupReplays: -1},
-		{Key: e.key(), Limits: r.Limits, DedupID: "x", DedupWindow: -time.Second},
+		{Key: e.key(), Limits: limits, DedupID: "x", DedupReplays: -1},
+		{Key: e.key(), Limits: limits, DedupID: "x", DedupWindow: -time.Second},
 	} {
 		if _, err := e.h.Store.Take(e.ctx, bad); !isErr(err, store.ErrInvalidRequest) {
 			e.Errorf("Take(%s, replays %d, window %s): got error %v, want ErrInvalidRequest", describe(bad), bad.DedupReplays, bad.DedupWindow, err)
@@ -198,6 +240,16 @@ func testDedupBound(e *env, alg store.Algorithm) {
 // window: after 300 counted refusals, waiting the last RetryAfter still
 // admits (the log's trim changes no decision).
 func testCountDenied(e *env, alg store.Algorithm) {
+	countDeniedWindow(e, alg)
+	countDeniedCost(e, alg)
+	countDeniedBlocks(e, alg)
+	countDeniedMany(e, alg)
+}
+
+// countDeniedWindow: 5 counted attempts against "a" 3 AND "b" 100 leave a
+// with 0 remaining and b with 95; once the window has passed the key is
+// as fresh as a new one.
+func countDeniedWindow(e *env, alg store.Algorithm) {
 	p := pick(e, 10*time.Second, 500*time.Millisecond)
 	a, b := named("a", alg, 3, p), named("b", alg, 100, p)
 	e.windowRoom(alg, 200*time.Millisecond, p)
@@ -216,7 +268,11 @@ func testCountDenied(e *env, alg store.Algorithm) {
 	fresh := r
 	fresh.Key = e.key()
 	e.sameDecision("peek once the window has passed, compared with a fresh key", e.peek(r), e.peek(fresh))
+}
 
+// countDeniedCost: a refused cost that is counted uses units a later
+// request needed; without CountDenied it does not.
+func countDeniedCost(e *env, alg store.Algorithm) {
 	e.windowRoom(alg, 2*time.Second, time.Hour)
 	for _, isCounted := range []bool{true, false} {
 		l := named("c", alg, 3, time.Hour)
@@ -229,7 +285,11 @@ func testCountDenied(e *env, alg store.Algorithm) {
 			e.Errorf("CountDenied %t: cost 1 after an admitted 1 and a refused 3 of 3: got %s, want allowed %t", isCounted, show(d), !isCounted)
 		}
 	}
+}
 
+// countDeniedBlocks: attempts refused by a block count, and still do once
+// the block is over.
+func countDeniedBlocks(e *env, alg store.Algorithm) {
 	p3 := pick(e, 10*time.Second, 2*time.Second)
 	blk := pick(e, time.Second, 300*time.Millisecond)
 	rb := counted(req(e.key(), 1, blocking("a", alg, 3, p3, blk, 0), named("b", alg, 100, p3)))
@@ -237,7 +297,7 @@ func testCountDenied(e *env, alg store.Algorithm) {
 	for i := 0; i < 3; i++ {
 		e.allow(rb)
 	}
-	e.blockedBy("fourth attempt", e.take(rb), "a", 0, true, blk)
+	e.blockedBy("fourth attempt", e.take(rb), wantBlock{"a", 0, true, blk})
 	for i := 0; i < 3; i++ {
 		if d := e.take(rb); !d.Blocked {
 			e.Errorf("attempt %d during the block: got %s, want Blocked", i+5, show(d))
@@ -250,7 +310,12 @@ func testCountDenied(e *env, alg store.Algorithm) {
 	if d := e.peek(rb); d.Allowed || d.Blocked || remainingOf(d, 1) != 93 {
 		e.Errorf("peek after the block: got %s, want refused, not Blocked, PerLimit[1] Remaining 93", show(d))
 	}
+}
 
+// countDeniedMany (exact clock, sliding log and fixed window): after 300
+// counted refusals, waiting the last RetryAfter still admits (the log's
+// trim changes no decision).
+func countDeniedMany(e *env, alg store.Algorithm) {
 	if !e.h.Exact || (alg != store.SlidingWindowLog && alg != store.FixedWindow) {
 		return
 	}

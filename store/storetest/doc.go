@@ -2,16 +2,18 @@
 // [store.Store]: every store in this module runs it, the in-memory store on
 // a fake clock in its unit tests and the Redis store against a real server
 // in the integration tests. A third-party store passes it too before it
-// claims the semantics documented in package [store].
+// claims the semantics documented in package [store]. With a store
+// whose clock and random draws can be injected:
 //
 //	func TestConformance(t *testing.T) {
 //		storetest.Run(t, func(t *testing.T) storetest.Harness {
-//			clock := &storetest.FakeClock{}
-//			s, err := memstore.New(memstore.Options{Clock: clock.Now})
+//			clock := newManualClock() // Now and Advance, safe for concurrent use
+//			rnd := &storetest.FakeRand{}
+//			s, err := mystore.New(mystore.Options{Clock: clock.Now, Rand: rnd.Float64})
 //			if err != nil {
 //				t.Fatal(err)
 //			}
-//			return storetest.Harness{Store: s, Advance: clock.Advance, Exact: true}
+//			return storetest.Harness{Store: s, Advance: clock.Advance, Exact: true, Rand: rnd}
 //		})
 //	}
 //
@@ -22,10 +24,10 @@
 // store, a way to move its clock ([Harness.Advance]) and whether that way
 // is exact:
 //
-//   - With an exact clock ([FakeClock] and Exact true) the suite asserts
-//     every Remaining, ResetAfter and RetryAfter to the microsecond,
-//     including boundaries one microsecond apart, and runs in well under a
-//     second.
+//   - With an exact clock (a manual clock's Advance and Exact true) the
+//     suite asserts every Remaining, ResetAfter and RetryAfter to the
+//     microsecond, including boundaries one microsecond apart, and runs in
+//     well under a second.
 //   - With real time (Advance = time.Sleep, Exact false) the suite asserts
 //     what holds under scheduling jitter and clock skew of a few
 //     milliseconds between the store and the test: exact counts, honest
@@ -47,14 +49,13 @@
 // so that the suite chooses every draw.
 //
 // [Harness.KeyTTLs] is optional. When set, it must list only this
-// harness's keys (the Redis store: a key prefix per harness), and the
-// suite checks that every key expires, no later than its state's lifetime
-// and no earlier than its state matters, that peeks create nothing, and
-// that nothing survives Reset or the lifetime. Replay-protection keys
-// (containing ":op:") may live up to 10 seconds. Keys are told apart by
-// name (see [Harness.KeyTTLs]): blocks (":block"), strike counters
-// (":strikes") and de-duplication ids (":dedup") are checked against the
-// block's duration, the block plus BlockMax and the longest period.
+// harness's keys (the Redis store: a key prefix per harness), each with
+// its kind as the store knows it ([StoredKeys]), and the suite checks
+// that every key expires, no later than its state's lifetime and no
+// earlier than its state matters, that peeks create nothing, and that
+// nothing survives Reset or the lifetime. Blocks, strike counters and
+// de-duplication ids are checked against the block's duration, the block
+// plus BlockMax and the longest period.
 //
 // # What is checked
 //
@@ -152,6 +153,14 @@
 // every refusing limit drew), ttl and invalid (a hard limit below the
 // rate, Block, CountDenied, a cost over the hard limit; Burst 0 is
 // [store.DefaultHardFactor]·Rate).
+//
+// Stacked decisions ([store.MultiStore]; subtests skip for a store that
+// does not implement it), per algorithm of the first part, the second
+// part of another algorithm: stack-all-or-nothing (a stack refused by one
+// part is recorded in none), stack-deciding-part, stack-count-denied
+// (window algorithms), stack-block, stack-concurrent (exact admissions),
+// stack-ttl (needs KeyTTLs); and stack-invalid (invalid stacks are
+// refused before any write).
 //
 // Across algorithms: invalid-requests (every malformed request is an error
 // matching its sentinel, never ErrStoreUnavailable),

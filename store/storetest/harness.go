@@ -22,9 +22,9 @@ import (
 type Harness struct {
 	// Store is the store under test. Required.
 	Store store.Store
-	// Advance moves the store's clock forward by d: a [FakeClock]'s Advance
-	// for stores with an injected clock, time.Sleep for stores on real time
-	// (Redis). Required.
+	// Advance moves the store's clock forward by d: a manual clock's
+	// Advance for stores with an injected clock, time.Sleep for stores on
+	// real time (Redis). Required.
 	Advance func(d time.Duration)
 	// Exact reports that Advance is exact and that nothing else moves the
 	// store's clock. The suite then asserts exact durations and
@@ -32,18 +32,12 @@ type Harness struct {
 	// under scheduling jitter.
 	Exact bool
 	// KeyTTLs, when set, returns every storage key this harness's store
-	// holds, with its remaining time to live; keys that have expired are
-	// omitted and a key without a TTL is reported with a negative duration
-	// (Redis PTTL -1). With real time a key in its last millisecond may
-	// show 0. It must see only this harness's keys (for Redis: those under
-	// a key prefix of its own), because subtests run in parallel. The
-	// suite tells keys apart by name: a key containing ":op:" is a replay
-	// record, one ending in ":block" a block, one ending in ":strikes" a
-	// strike counter, one containing ":dedup" holds de-duplication ids,
-	// one ending in ":o" an override, and any other key holds limit
-	// state. Optional: the TTL and "peek
-	// creates nothing" assertions need it.
-	KeyTTLs func(ctx context.Context) (map[string]time.Duration, error)
+	// holds, by kind as the store knows it, with its remaining time to
+	// live (see [StoredKeys]). It must see only this harness's keys (for
+	// Redis: those under a key prefix of its own), because subtests run in
+	// parallel. Optional: the TTL and "peek creates nothing" assertions
+	// need it.
+	KeyTTLs func(ctx context.Context) (StoredKeys, error)
 	// RealTimeOverrides reports that overrides ([store.OverrideStore]) expire
 	// on real time although Advance drives a fake clock: a store whose
 	// scripts run on a fake clock while its overrides are plain keys. The
@@ -54,11 +48,36 @@ type Harness struct {
 	// scripts run on a fake clock while its listing reads the keys' own
 	// TTLs. The block listing test then checks no remaining time.
 	RealTimeListing bool
+	// RealTimeStacks reports that stacked decisions ([store.MultiStore])
+	// run on real time although Advance drives a fake clock: a store whose
+	// fake clock wraps its single-request scripts only. The subtests of
+	// stacked decisions then skip.
+	RealTimeStacks bool
 	// Rand, when set, is the source of the random values the store under
 	// test draws for [store.Suppressed] requests (its Float64 method
 	// given as the store's Rand option), so that the suite chooses each
 	// draw. Optional: the suppressed subtests need it.
 	Rand *FakeRand
+}
+
+// StoredKeys is what a store holds for one harness, by kind: each map
+// goes from a key's name (any name that tells the store's keys apart; the
+// suite only prints it) to its remaining time to live. Keys that have
+// expired are omitted; a key without a TTL is reported with a negative
+// duration (Redis PTTL -1). With real time a key in its last millisecond
+// may show 0. A nil map holds no key.
+type StoredKeys struct {
+	// State holds limit state, and any key of the store that is none of
+	// the kinds below.
+	State map[string]time.Duration
+	// Block holds blocks: a block lives as long as the block.
+	Block map[string]time.Duration
+	// Strikes holds strike counters, which escalate repeated blocks.
+	Strikes map[string]time.Duration
+	// Dedup holds remembered de-duplication ids.
+	Dedup map[string]time.Duration
+	// Override holds overrides ([store.OverrideStore]).
+	Override map[string]time.Duration
 }
 
 // Timing constants for real-time harnesses.
@@ -69,8 +88,6 @@ const (
 	slack = 50 * time.Millisecond
 	// ttlSlack bounds how far a TTL may exceed the state's lifetime.
 	ttlSlack = 5 * time.Millisecond
-	// opKeyTTL is the longest TTL of replay-protection keys (":op:").
-	opKeyTTL = 10 * time.Second
 )
 
 // env is one subtest's view of its harness.
@@ -315,66 +332,28 @@ func (e *env) windowRoom(alg store.Algorithm, need time.Duration, periods ...tim
 	}
 }
 
-// keys returns the harness's storage keys, split into replay-protection
-// keys and state keys (limit state, blocks, strike counters and
-// de-duplication ids).
-func (e *env) keys() (ops, states map[string]time.Duration) {
+// keys returns the harness's storage keys of every kind but overrides:
+// limit state, blocks, strike counters and de-duplication ids.
+func (e *env) keys() map[string]time.Duration {
 	e.Helper()
-	all := e.keysByKind()
-	ops, states = all[kindOp], map[string]time.Duration{}
-	for kind, keys := range all {
-		if kind == kindOp || kind == kindOverride {
-			continue
-		}
+	all := e.storedKeys()
+	states := map[string]time.Duration{}
+	for _, keys := range []map[string]time.Duration{all.State, all.Block, all.Strikes, all.Dedup} {
 		for k, ttl := range keys {
 			states[k] = ttl
 		}
 	}
-	return ops, states
+	return states
 }
 
-// Kinds of storage keys, told apart by name (see [Harness.KeyTTLs]).
-const (
-	kindOp       = "replay"
-	kindBlock    = "block"
-	kindStrikes  = "strikes"
-	kindDedup    = "de-duplication"
-	kindOverride = "override"
-	kindState    = "limit state"
-)
-
-func keyKind(k string) string {
-	switch {
-	case strings.Contains(k, ":op:"):
-		return kindOp
-	case strings.HasSuffix(k, ":block"):
-		return kindBlock
-	case strings.HasSuffix(k, ":strikes"):
-		return kindStrikes
-	case strings.Contains(k, ":dedup"):
-		return kindDedup
-	case strings.HasSuffix(k, ":o"):
-		return kindOverride
-	}
-	return kindState
-}
-
-// keysByKind returns the harness's storage keys by kind; every kind is
-// present in the map, possibly empty.
-func (e *env) keysByKind() map[string]map[string]time.Duration {
+// storedKeys returns the harness's storage keys by kind.
+func (e *env) storedKeys() StoredKeys {
 	e.Helper()
-	all, err := e.h.KeyTTLs(e.ctx)
+	keys, err := e.h.KeyTTLs(e.ctx)
 	if err != nil {
 		e.Fatalf("KeyTTLs: got error %v, want nil", err)
 	}
-	out := map[string]map[string]time.Duration{}
-	for _, kind := range []string{kindOp, kindBlock, kindStrikes, kindDedup, kindOverride, kindState} {
-		out[kind] = map[string]time.Duration{}
-	}
-	for k, ttl := range all {
-		out[keyKind(k)][k] = ttl
-	}
-	return out
+	return keys
 }
 
 // limit returns an unnamed limit.
@@ -433,6 +412,21 @@ func (e *env) checkDecision(op string, r store.Request, d store.Decision) {
 		e.Helper()
 		e.Errorf("%s(%s) = %s: %s", op, describe(r), show(d), fmt.Sprintf(format, args...))
 	}
+	e.checkFlags(op, r, d, fail)
+	e.checkPerLimit(r, d, fail)
+	if d.Blocked {
+		e.checkBlockedDecision(r, d, fail)
+		return
+	}
+	if e.checkDecidingLimit(r, d, fail) {
+		e.checkDurations(r, d, fail)
+	}
+}
+
+// checkFlags asserts when Blocked, BlockStarted, Duplicate and Override
+// may be reported.
+func (e *env) checkFlags(op string, r store.Request, d store.Decision, fail func(string, ...any)) {
+	e.Helper()
 	blocks := false
 	for _, l := range r.Limits {
 		blocks = blocks || l.Block > 0
@@ -447,6 +441,13 @@ func (e *env) checkDecision(op string, r store.Request, d store.Decision) {
 	case d.Override != store.OverrideNone && !r.Overrides:
 		fail("got Override %s, want none for a request that does not read overrides", d.Override)
 	}
+}
+
+// checkPerLimit asserts PerLimit: nil for a single-limit request, else one
+// valid entry per limit, none with fewer remaining than an admitted
+// decision reports.
+func (e *env) checkPerLimit(r store.Request, d store.Decision, fail func(string, ...any)) {
+	e.Helper()
 	switch {
 	case len(r.Limits) == 1 && d.PerLimit != nil:
 		fail("PerLimit: got %d entries, want nil for a single-limit request", len(d.PerLimit))
@@ -463,13 +464,16 @@ func (e *env) checkDecision(op string, r store.Request, d store.Decision) {
 			}
 		}
 	}
-	if d.Blocked {
-		e.checkBlockedDecision(r, d, fail)
-		return
-	}
+}
+
+// checkDecidingLimit asserts that a decision that is not Blocked names
+// one of the request's limits (Index, LimitID, Limit, its PerLimit entry)
+// and a Remaining that fits it. It reports whether Index is valid.
+func (e *env) checkDecidingLimit(r store.Request, d store.Decision, fail func(string, ...any)) bool {
+	e.Helper()
 	if d.Index < 0 || d.Index >= len(r.Limits) {
 		fail("Index: got %d, want 0..%d", d.Index, len(r.Limits)-1)
-		return
+		return false
 	}
 	l := r.Limits[d.Index]
 	if len(r.Limits) > 1 {
@@ -486,6 +490,13 @@ func (e *env) checkDecision(op string, r store.Request, d store.Decision) {
 	if d.Remaining < 0 || d.Remaining > d.Limit {
 		fail("Remaining: got %d, want 0..%d", d.Remaining, d.Limit)
 	}
+	return true
+}
+
+// checkDurations asserts RetryAfter, ResetAfter and the suppression
+// fields of a decision that is not Blocked.
+func (e *env) checkDurations(r store.Request, d store.Decision, fail func(string, ...any)) {
+	e.Helper()
 	if d.Allowed && d.RetryAfter != 0 {
 		fail("RetryAfter: got %s, want 0 when allowed", d.RetryAfter)
 	}

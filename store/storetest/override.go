@@ -215,11 +215,11 @@ func testOverrideExpiry(e *env, alg store.Algorithm) {
 		e.Errorf("GetOverride: got %+v, %v, want scale 3 with at most %s left", got, err, ttl)
 	}
 	if e.h.KeyTTLs != nil {
-		all := e.keysByKind()
-		if len(all[kindOverride]) != 1 {
-			e.Errorf("override keys: got %v, want one", all[kindOverride])
+		overrides := e.storedKeys().Override
+		if len(overrides) != 1 {
+			e.Errorf("override keys: got %v, want one", overrides)
 		}
-		for key, left := range all[kindOverride] {
+		for key, left := range overrides {
 			if left <= 0 || left > ttl {
 				e.Errorf("override key %q: got TTL %s, want in (0, %s]", key, left, ttl)
 			}

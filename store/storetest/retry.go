@@ -102,6 +102,93 @@ func no(rem int64, reset, retry time.Duration) expect {
 	return expect{remaining: rem, resetAfter: reset, retryAfter: retry}
 }
 
+// exactScenario is a scripted sequence of testExact: steps on one key
+// under a limit of rate per period of the algorithm under test.
+type exactScenario struct {
+	rate   int64
+	period time.Duration
+	steps  []step
+}
+
+// bucketScenarios are testExact's sequences for GCRA and the token bucket,
+// which decide alike.
+var bucketScenarios = []exactScenario{
+	{4, time.Second, []step{
+		{0, 1, ok(3, 250*ms)},
+		{0, 1, ok(2, 500*ms)},
+		{0, 1, ok(1, 750*ms)},
+		{0, 1, ok(0, time.Second)},
+		{0, 1, no(0, time.Second, 250*ms)},
+		{125 * ms, 1, no(0, 875*ms, 125*ms)},
+		{125*ms - us, 1, no(0, -1, us)},
+		{us, 1, ok(0, time.Second)},
+		{0, 3, no(0, time.Second, 750*ms)},
+		{500 * ms, 3, no(2, 500*ms, 250*ms)},
+		{250 * ms, 3, ok(0, time.Second)},
+		{2 * time.Second, 1, ok(3, 250*ms)},
+	}},
+	{7, time.Second, []step{
+		{0, 1, ok(6, 142858*us)},
+		{0, 6, ok(0, time.Second)},
+		{0, 1, no(0, time.Second, 142858*us)},
+		{142857 * us, 1, no(0, -1, us)},
+		{us, 1, ok(0, time.Second)},
+	}},
+}
+
+// exactScenarios are testExact's sequences per algorithm, with every
+// Remaining, ResetAfter and RetryAfter as package store states them.
+var exactScenarios = map[store.Algorithm][]exactScenario{
+	store.GCRA:        bucketScenarios,
+	store.TokenBucket: bucketScenarios,
+	store.FixedWindow: {
+		{3, time.Second, []step{
+			{0, 1, ok(2, time.Second)},
+			{0, 1, ok(1, time.Second)},
+			{0, 1, ok(0, time.Second)},
+			{400 * ms, 1, no(0, 600*ms, 600*ms)},
+			{0, 2, no(0, 600*ms, 600*ms)},
+			{600*ms - us, 1, no(0, us, us)},
+			{us, 2, ok(1, time.Second)},
+			{0, 2, no(1, time.Second, time.Second)},
+			{time.Second - us, 1, ok(0, us)},
+			{us, 3, ok(0, time.Second)},
+		}},
+	},
+	store.SlidingWindowCounter: {
+		{4, time.Second, []step{
+			{0, 1, ok(3, 2*time.Second)},
+			{0, 1, ok(2, 2*time.Second)},
+			{0, 1, ok(1, 2*time.Second)},
+			{0, 1, ok(0, 2*time.Second)},
+			{0, 1, no(0, 2*time.Second, 1250*ms)},
+			{1250*ms - us, 1, no(0, 750001*us, us)},
+			{us, 1, ok(0, 1750*ms)},
+			{0, 1, no(0, 1750*ms, 250*ms)},
+			{250 * ms, 1, ok(0, 1500*ms)},
+			{0, 2, no(0, 1500*ms, 500*ms)},
+			{500 * ms, 2, ok(0, 2*time.Second)},
+			{750 * ms, 1, ok(0, 1250*ms)},
+			{0, 1, no(0, 1250*ms, 250*ms)},
+		}},
+	},
+	store.SlidingWindowLog: {
+		{3, time.Second, []step{
+			{0, 1, ok(2, time.Second)},
+			{100 * ms, 1, ok(1, time.Second)},
+			{100 * ms, 1, ok(0, time.Second)},
+			{100 * ms, 1, no(0, 900*ms, 700*ms)},
+			{0, 2, no(0, 900*ms, 800*ms)},
+			{0, 3, no(0, 900*ms, 900*ms)},
+			{700*ms - us, 1, no(0, 200001*us, us)},
+			{us, 1, ok(0, time.Second)},
+			{0, 1, no(0, time.Second, 100*ms)},
+			{0, 3, no(0, time.Second, time.Second)},
+			{200 * ms, 2, ok(0, time.Second)},
+		}},
+	},
+}
+
 // testExact (exact clock only): a scripted sequence per algorithm with
 // every Remaining, ResetAfter and RetryAfter checked against the
 // semantics in package store, including fractional refills, the weighted
@@ -109,89 +196,13 @@ func no(rem int64, reset, retry time.Duration) expect {
 // fit. Window algorithms start at the start of a window.
 func testExact(e *env, alg store.Algorithm) {
 	e.needExact()
-	var scenarios []struct {
-		l     store.Limit
-		steps []step
-	}
-	add := func(l store.Limit, steps ...step) {
-		scenarios = append(scenarios, struct {
-			l     store.Limit
-			steps []step
-		}{l, steps})
-	}
-	switch alg {
-	case store.GCRA, store.TokenBucket:
-		add(limit(alg, 4, time.Second),
-			step{0, 1, ok(3, 250*ms)},
-			step{0, 1, ok(2, 500*ms)},
-			step{0, 1, ok(1, 750*ms)},
-			step{0, 1, ok(0, time.Second)},
-			step{0, 1, no(0, time.Second, 250*ms)},
-			step{125 * ms, 1, no(0, 875*ms, 125*ms)},
-			step{125*ms - us, 1, no(0, -1, us)},
-			step{us, 1, ok(0, time.Second)},
-			step{0, 3, no(0, time.Second, 750*ms)},
-			step{500 * ms, 3, no(2, 500*ms, 250*ms)},
-			step{250 * ms, 3, ok(0, time.Second)},
-			step{2 * time.Second, 1, ok(3, 250*ms)},
-		)
-		add(limit(alg, 7, time.Second),
-			step{0, 1, ok(6, 142858*us)},
-			step{0, 6, ok(0, time.Second)},
-			step{0, 1, no(0, time.Second, 142858*us)},
-			step{142857 * us, 1, no(0, -1, us)},
-			step{us, 1, ok(0, time.Second)},
-		)
-	case store.FixedWindow:
-		add(limit(alg, 3, time.Second),
-			step{0, 1, ok(2, time.Second)},
-			step{0, 1, ok(1, time.Second)},
-			step{0, 1, ok(0, time.Second)},
-			step{400 * ms, 1, no(0, 600*ms, 600*ms)},
-			step{0, 2, no(0, 600*ms, 600*ms)},
-			step{600*ms - us, 1, no(0, us, us)},
-			step{us, 2, ok(1, time.Second)},
-			step{0, 2, no(1, time.Second, time.Second)},
-			step{time.Second - us, 1, ok(0, us)},
-			step{us, 3, ok(0, time.Second)},
-		)
-	case store.SlidingWindowCounter:
-		add(limit(alg, 4, time.Second),
-			step{0, 1, ok(3, 2*time.Second)},
-			step{0, 1, ok(2, 2*time.Second)},
-			step{0, 1, ok(1, 2*time.Second)},
-			step{0, 1, ok(0, 2*time.Second)},
-			step{0, 1, no(0, 2*time.Second, 1250*ms)},
-			step{1250*ms - us, 1, no(0, 750001*us, us)},
-			step{us, 1, ok(0, 1750*ms)},
-			step{0, 1, no(0, 1750*ms, 250*ms)},
-			step{250 * ms, 1, ok(0, 1500*ms)},
-			step{0, 2, no(0, 1500*ms, 500*ms)},
-			step{500 * ms, 2, ok(0, 2*time.Second)},
-			step{750 * ms, 1, ok(0, 1250*ms)},
-			step{0, 1, no(0, 1250*ms, 250*ms)},
-		)
-	case store.SlidingWindowLog:
-		add(limit(alg, 3, time.Second),
-			step{0, 1, ok(2, time.Second)},
-			step{100 * ms, 1, ok(1, time.Second)},
-			step{100 * ms, 1, ok(0, time.Second)},
-			step{100 * ms, 1, no(0, 900*ms, 700*ms)},
-			step{0, 2, no(0, 900*ms, 800*ms)},
-			step{0, 3, no(0, 900*ms, 900*ms)},
-			step{700*ms - us, 1, no(0, 200001*us, us)},
-			step{us, 1, ok(0, time.Second)},
-			step{0, 1, no(0, time.Second, 100*ms)},
-			step{0, 3, no(0, time.Second, time.Second)},
-			step{200 * ms, 2, ok(0, time.Second)},
-		)
-	}
-	for si, sc := range scenarios {
-		e.windowRoom(alg, 0, sc.l.Period)
+	for si, sc := range exactScenarios[alg] {
+		l := limit(alg, sc.rate, sc.period)
+		e.windowRoom(alg, 0, l.Period)
 		k := e.key()
 		for i, st := range sc.steps {
 			e.advance(st.advance)
-			r := req(k, st.cost, sc.l)
+			r := req(k, st.cost, l)
 			what := fmt.Sprintf("scenario %d (%s), step %d (cost %d)", si, describe(r), i, st.cost)
 			// A peek first: it must answer the same and change nothing.
 			e.check(what+", peek", e.peek(r), st.want)

@@ -4,16 +4,20 @@ import (
 	"errors"
 	"sync"
 	"sync/atomic"
-	"testing"
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/store"
 	"github.com/ratekeeper/ratekeeper/store/internal/contract"
 )
 
-// stackTests are the subtests of [RunStack], run once per algorithm of the
-// first part (the second part uses the first algorithm of store.Algorithms
-// that differs, so that every stack mixes two algorithms).
+// stackTests are the subtests of stacked decisions ([store.MultiStore]),
+// run once per algorithm of the first part (the second part uses the first
+// algorithm of store.Algorithms that differs, so that every stack mixes
+// two algorithms): all-or-nothing across keys and algorithms, the
+// deciding part, counted refusals and blocks in a stack, exact admissions
+// under concurrency and a TTL on every key. With stack-invalid (invalid
+// stacks are refused before any write) they run only when the store
+// under test implements store.MultiStore.
 var stackTests = []algorithmTest{
 	{"stack-all-or-nothing", nil, testStackAllOrNothing},
 	{"stack-deciding-part", nil, testStackDecidingPart},
@@ -23,28 +27,16 @@ var stackTests = []algorithmTest{
 	{"stack-ttl", nil, testStackTTL},
 }
 
-// RunStack runs the conformance suite of stacked decisions
-// ([store.MultiStore]) against the harness's store, which must implement
-// it: all-or-nothing across keys and algorithms, the deciding part,
-// counted refusals and blocks in a stack, exact admissions under
-// concurrency, a TTL on every key, and invalid stacks refused before any
-// write. Subtests are named like "gcra/stack-all-or-nothing" and
-// "stack-invalid".
-func RunStack(t *testing.T, newHarness func(t *testing.T) Harness) {
-	t.Helper()
-	for _, alg := range store.Algorithms {
-		for _, tc := range stackTests {
-			if tc.only != nil && !tc.only(alg) {
-				continue
-			}
-			t.Run(alg.String()+"/"+tc.name, func(t *testing.T) {
-				tc.fn(newEnv(t, newHarness), alg)
-			})
-		}
+// needMulti skips subtests of stacked decisions when the store does not
+// implement them, or decides them on another clock than Advance moves.
+func (e *env) needMulti() {
+	e.Helper()
+	if _, ok := e.h.Store.(store.MultiStore); !ok {
+		e.Skipf("tests stacked decisions: %T does not implement store.MultiStore", e.h.Store)
 	}
-	t.Run("stack-invalid", func(t *testing.T) {
-		testStackInvalid(newEnv(t, newHarness))
-	})
+	if e.h.RealTimeStacks {
+		e.Skip("tests stacked decisions: the harness's clock does not reach them (RealTimeStacks)")
+	}
 }
 
 // multi returns the harness's store as a MultiStore.
@@ -52,7 +44,7 @@ func (e *env) multi() store.MultiStore {
 	e.Helper()
 	ms, ok := e.h.Store.(store.MultiStore)
 	if !ok {
-		e.Fatalf("storetest: RunStack: %T does not implement store.MultiStore", e.h.Store)
+		e.Fatalf("storetest: %T does not implement store.MultiStore", e.h.Store)
 	}
 	return ms
 }
@@ -251,12 +243,12 @@ func testStackTTL(e *env, alg store.Algorithm) {
 	for n := 0; n < 5; n++ {
 		e.takeMulti(a, b)
 	}
-	for k, ttl := range e.keysByKind()[kindState] {
+	for k, ttl := range e.storedKeys().State {
 		if ttl <= 0 {
 			e.Errorf("key %s: TTL %s, want one", k, ttl)
 		}
 	}
-	for k, ttl := range e.keysByKind()[kindBlock] {
+	for k, ttl := range e.storedKeys().Block {
 		if ttl <= 0 {
 			e.Errorf("key %s: TTL %s, want one", k, ttl)
 		}

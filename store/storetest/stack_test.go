@@ -9,6 +9,7 @@ import (
 
 	"github.com/ratekeeper/ratekeeper/store"
 	"github.com/ratekeeper/ratekeeper/store/internal/contract"
+	"github.com/ratekeeper/ratekeeper/store/internal/fakeclock"
 	"github.com/ratekeeper/ratekeeper/store/memstore"
 	"github.com/ratekeeper/ratekeeper/store/storetest"
 )
@@ -49,8 +50,8 @@ func TestStackMutant(t *testing.T) {
 	if os.Getenv(stackMutantEnv) == "" {
 		t.Skip("entry point for the child process of TestStackSuiteCatchesChaining")
 	}
-	storetest.RunStack(t, func(t *testing.T) storetest.Harness {
-		clk := &storetest.FakeClock{}
+	storetest.Run(t, func(t *testing.T) storetest.Harness {
+		clk := &fakeclock.Clock{}
 		s, err := memstore.New(memstore.Options{Clock: clk.Now})
 		if err != nil {
 			t.Fatal(err)

@@ -57,11 +57,11 @@ func testPeekCreatesNothing(e *env, alg store.Algorithm) {
 	blocks.DedupID = "id"
 	blocks.CountDenied = windowAlg(alg)
 	e.peek(blocks)
-	if ops, states := e.keys(); len(ops)+len(states) != 0 {
-		e.Fatalf("after peeks on fresh keys: got keys %q %q, want none", sortedKeys(ops), sortedKeys(states))
+	if states := e.keys(); len(states) != 0 {
+		e.Fatalf("after peeks on fresh keys: got keys %q, want none", sortedKeys(states))
 	}
 	e.allow(req(k1, 1, la))
-	ops, before := e.keys()
+	before := e.keys()
 	if len(before) == 0 {
 		e.Fatalf("after an admitted take: got no state keys, want at least one")
 	}
@@ -69,19 +69,14 @@ func testPeekCreatesNothing(e *env, alg store.Algorithm) {
 	e.peek(req(k1, 2, la, lb))
 	e.peek(req(k2, 1, la))
 	e.peek(withID(req(k1, 1, la), "id"))
-	ops2, after := e.keys()
-	for _, set := range []struct {
-		name          string
-		before, after map[string]time.Duration
-	}{{"state", before, after}, {"replay", ops, ops2}} {
-		if strings.Join(sortedKeys(set.before), "\n") != strings.Join(sortedKeys(set.after), "\n") {
-			e.Errorf("%s keys after peeks: got %q, want %q", set.name, sortedKeys(set.after), sortedKeys(set.before))
-			continue
-		}
-		for k, ttl := range set.after {
-			if ttl > set.before[k] {
-				e.Errorf("key %q: TTL got %s after peeks, want <= %s (peeks extend nothing)", k, ttl, set.before[k])
-			}
+	after := e.keys()
+	if strings.Join(sortedKeys(before), "\n") != strings.Join(sortedKeys(after), "\n") {
+		e.Errorf("state keys after peeks: got %q, want %q", sortedKeys(after), sortedKeys(before))
+		return
+	}
+	for k, ttl := range after {
+		if ttl > before[k] {
+			e.Errorf("key %q: TTL got %s after peeks, want <= %s (peeks extend nothing)", k, ttl, before[k])
 		}
 	}
 }
@@ -119,7 +114,7 @@ func testReset(e *env, alg store.Algorithm) {
 	}
 	e.reset(req(k, 1, la, lb))
 	e.reset(req(other, 1, la))
-	if _, states := e.keys(); len(states) != 0 {
+	if states := e.keys(); len(states) != 0 {
 		e.Errorf("after resetting every key: got state keys %q, want none", sortedKeys(states))
 	}
 }
@@ -278,9 +273,8 @@ func testConcurrent(e *env, alg store.Algorithm) {
 // requests, every state key has a TTL above zero, no longer than the
 // longest lifetime of the state it holds (time to refill for GCRA and the
 // token bucket, two windows for the sliding counter, the longest period
-// otherwise) and not shorter than the time its state still matters;
-// replay keys (":op:") live at most 10s. Once the longest lifetime has
-// passed, no state key remains.
+// otherwise) and not shorter than the time its state still matters. Once
+// the longest lifetime has passed, no state key remains.
 func testTTL(e *env, alg store.Algorithm) {
 	e.needKeyTTLs()
 	la := named("a", alg, 3, 500*time.Millisecond)
@@ -300,7 +294,7 @@ func testTTL(e *env, alg store.Algorithm) {
 		shortest = min(shortest, minLifetime(r))
 		surest = max(surest, minLifetime(r))
 	}
-	ops, states := e.keys()
+	states := e.keys()
 	elapsed := time.Since(start)
 	if len(states) == 0 && (e.h.Exact || elapsed < surest-ttlSlack) {
 		e.Fatalf("%s after %d admitted takes: got no state keys, want at least one", elapsed, len(reqs))
@@ -316,13 +310,8 @@ func testTTL(e *env, alg store.Algorithm) {
 			e.Errorf("key %q: got TTL %s, want >= %s (its state still matters that long)", k, ttl, low)
 		}
 	}
-	for k, ttl := range ops {
-		if ttl < 0 || (ttl == 0 && e.h.Exact) || ttl > opKeyTTL {
-			e.Errorf("replay key %q: got TTL %s, want in (0, %s]", k, ttl, opKeyTTL)
-		}
-	}
 	e.past(longest)
-	if _, states := e.keys(); len(states) != 0 {
+	if states := e.keys(); len(states) != 0 {
 		e.Errorf("%s after the takes: got state keys %q, want none", longest, sortedKeys(states))
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/store/internal/fakeclock"
 	"github.com/ratekeeper/ratekeeper/store/memstore"
 	"github.com/ratekeeper/ratekeeper/store/storetest"
 )
@@ -292,7 +293,7 @@ func suppressedReq(r store.Request) bool {
 
 func newMemHarness(t *testing.T, wrap func(store.Store) store.Store) storetest.Harness {
 	t.Helper()
-	clk := &storetest.FakeClock{}
+	clk := &fakeclock.Clock{}
 	rnd := &storetest.FakeRand{}
 	s, err := memstore.New(memstore.Options{Clock: clk.Now, Rand: rnd.Float64})
 	if err != nil {

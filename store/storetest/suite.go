@@ -77,9 +77,12 @@ var generalTests = []generalTest{
 // Run runs the conformance suite: one subtest per algorithm and property
 // (named like "gcra/limit" or "sliding_window_log/retry-after-cost-3"),
 // the suppressed strategy's ("suppressed/regimes", ...; most need
-// [Harness.Rand]) and the cross-cutting ones ("invalid-requests", ...). Every subtest calls
-// t.Parallel, builds its own harness with newHarness and uses keys of its
-// own. See the package documentation for what each subtest asserts.
+// [Harness.Rand]), the cross-cutting ones ("invalid-requests", ...) and
+// those of stacked decisions ("gcra/stack-all-or-nothing", ...,
+// "stack-invalid"), which skip unless the store implements
+// [store.MultiStore] (and when [Harness.RealTimeStacks] is set). Every subtest calls t.Parallel, builds its own
+// harness with newHarness and uses keys of its own. See the package
+// documentation for what each subtest asserts.
 func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 	t.Helper()
 	for _, alg := range store.Algorithms {
@@ -102,6 +105,30 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 			tc.fn(newEnv(t, newHarness))
 		})
 	}
+	runStack(t, newHarness)
+}
+
+// runStack runs the subtests of stacked decisions, which skip unless the
+// store implements store.MultiStore.
+func runStack(t *testing.T, newHarness func(t *testing.T) Harness) {
+	t.Helper()
+	for _, alg := range store.Algorithms {
+		for _, tc := range stackTests {
+			if tc.only != nil && !tc.only(alg) {
+				continue
+			}
+			t.Run(alg.String()+"/"+tc.name, func(t *testing.T) {
+				e := newEnv(t, newHarness)
+				e.needMulti()
+				tc.fn(e, alg)
+			})
+		}
+	}
+	t.Run("stack-invalid", func(t *testing.T) {
+		e := newEnv(t, newHarness)
+		e.needMulti()
+		testStackInvalid(e)
+	})
 }
 
 // plainTests are the algorithm tests that send only plain requests: one

@@ -74,7 +74,7 @@ func testSuppressedRegimes(e *env) {
 	e.windowRoom(store.Suppressed, 2*time.Second, p)
 	l := suppressedLimit("s", 10, 20, p)
 	k := e.key()
-	e.h.Rand.Set(0)
+	e.h.Rand.always(0)
 	for i := int64(1); i <= 10; i++ {
 		d := e.take(req(k, 1, l))
 		e.check("below the soft limit", d, expect{allowed: true, remaining: 20 - i, resetAfter: 2 * p})
@@ -86,7 +86,7 @@ func testSuppressedRegimes(e *env) {
 	e.check("between the limits, draw 0", d, expect{remaining: 10, resetAfter: 2 * p, retryAfter: p + 6*time.Second})
 	e.suppression("between the limits, draw 0", d, factor(10, 20, 10, 11), true)
 
-	e.h.Rand.Set(0.999999)
+	e.h.Rand.always(0.999999)
 	d = e.peek(req(k, 1, l))
 	e.check("between the limits: peek", d, expect{allowed: true, remaining: 9, resetAfter: 2 * p})
 	e.suppression("between the limits: peek", d, factor(10, 20, 10, 12), false)
@@ -114,7 +114,7 @@ func testSuppressedFactor(e *env) {
 	e.windowRoom(store.Suppressed, 2*time.Second, p)
 	l := suppressedLimit("s", 10, 0, p)
 	k := e.key()
-	e.h.Rand.Set(0)
+	e.h.Rand.always(0)
 	e.exhaust(req(k, 1, l), 10)
 	for i := 0; i < 29; i++ {
 		d := e.take(req(k, 1, l))
@@ -140,7 +140,7 @@ func testSuppressedFactorHeld(e *env) {
 	e.windowRoom(store.Suppressed, 0, p)
 	l := suppressedLimit("s", 10, 20, p)
 	k := e.key()
-	e.h.Rand.Set(0)
+	e.h.Rand.always(0)
 	for i := 0; i < 30; i++ {
 		e.take(req(k, 1, l))
 	}
@@ -170,14 +170,14 @@ func testSuppressedCostAboveSoft(e *env) {
 	e.windowRoom(store.Suppressed, 2*time.Second, p)
 	l := suppressedLimit("s", 2, 6, p)
 	k := e.key()
-	e.h.Rand.Set(0)
+	e.h.Rand.always(0)
 	e.allow(req(k, 1, l))
 	f := factor(2, 6, 1, 5)
-	e.h.Rand.Set(f / 2)
+	e.h.Rand.always(f / 2)
 	d := e.take(req(k, 4, l))
 	e.check("cost 4 of soft 2, a draw below the factor", d, expect{remaining: 5, resetAfter: 2 * p, retryAfter: 2 * p})
 	e.suppression("cost 4 of soft 2, a draw below the factor", d, f, true)
-	e.h.Rand.Set(0.9)
+	e.h.Rand.always(0.9)
 	d = e.take(req(k, 4, l))
 	e.check("cost 4 of soft 2, draw 0.9", d, expect{allowed: true, remaining: 1, resetAfter: 2 * p})
 	e.suppression("cost 4 of soft 2, draw 0.9", d, factor(2, 6, 1, 9), false)
@@ -199,7 +199,7 @@ func testSuppressedExact(e *env) {
 	l := suppressedLimit("s", soft, hard, p)
 	k := e.key()
 	src := rand.New(rand.NewPCG(1, 2))
-	e.h.Rand.SetFunc(src.Float64)
+	e.h.Rand.drawFrom(src.Float64)
 	var admitted, suppressed atomic.Int64
 	var wg sync.WaitGroup
 	for w := 0; w < workers; w++ {
@@ -230,7 +230,7 @@ func testSuppressedExact(e *env) {
 	if suppressed.Load() == 0 {
 		e.Errorf("%d concurrent takes: got no suppressed refusal, want some", workers*each)
 	}
-	e.h.Rand.Set(0.999999)
+	e.h.Rand.always(0.999999)
 	d := e.peek(req(k, 1, l))
 	if d.Remaining != hard-a {
 		e.Errorf("after %d admitted: got %s, want Remaining %d", a, show(d), hard-a)
@@ -245,12 +245,12 @@ func testSuppressedPeek(e *env) {
 	e.windowRoom(store.Suppressed, 2*time.Second, p)
 	l := suppressedLimit("s", 3, 6, p)
 	k := e.key()
-	e.h.Rand.Set(0)
+	e.h.Rand.always(0)
 	d := e.peek(req(k, 1, l))
 	e.check("fresh key: peek", d, expect{allowed: true, remaining: 5, resetAfter: 2 * p})
 	if e.h.KeyTTLs != nil {
-		if ops, states := e.keys(); len(ops)+len(states) != 0 {
-			e.Fatalf("after a peek on a fresh key: got keys %q %q, want none", sortedKeys(ops), sortedKeys(states))
+		if states := e.keys(); len(states) != 0 {
+			e.Fatalf("after a peek on a fresh key: got keys %q, want none", sortedKeys(states))
 		}
 	}
 	e.exhaust(req(k, 1, l), 3)
@@ -268,7 +268,7 @@ func testSuppressedReset(e *env) {
 	e.needRand()
 	l := suppressedLimit("s", 2, 4, time.Hour)
 	k := e.key()
-	e.h.Rand.Set(0)
+	e.h.Rand.always(0)
 	e.exhaust(req(k, 1, l), 2)
 	e.reset(req(k, 1, l))
 	d := e.take(req(k, 1, l))
@@ -286,7 +286,7 @@ func testSuppressedMulti(e *env) {
 	a := suppressedLimit("a", 5, 10, time.Minute)
 	b := suppressedLimit("b", 100, 200, time.Hour)
 	k := e.key()
-	e.h.Rand.Set(0)
+	e.h.Rand.always(0)
 	for i := 0; i < 5; i++ {
 		e.allow(req(k, 1, a, b))
 	}
@@ -306,11 +306,11 @@ func testSuppressedTTL(e *env) {
 	e.needKeyTTLs()
 	p := pick(e, time.Minute, 2*time.Second)
 	l := suppressedLimit("s", 2, 3, p)
-	e.h.Rand.Set(0)
+	e.h.Rand.always(0)
 	k := e.key()
 	e.exhaust(req(k, 1, l), 2)
 	e.take(req(k, 1, l))
-	_, states := e.keys()
+	states := e.keys()
 	if len(states) != 1 {
 		e.Fatalf("got keys %q, want one state key", sortedKeys(states))
 	}
@@ -320,7 +320,7 @@ func testSuppressedTTL(e *env) {
 		}
 	}
 	e.past(2 * p)
-	if _, states := e.keys(); len(states) != 0 {
+	if states := e.keys(); len(states) != 0 {
 		e.Errorf("after two periods: got keys %q, want none", sortedKeys(states))
 	}
 }
@@ -347,7 +347,7 @@ func testSuppressedInvalid(e *env) {
 	if e.h.Rand == nil {
 		return
 	}
-	e.h.Rand.Set(0)
+	e.h.Rand.always(0)
 	d := e.take(req(k, 1, suppressedLimit("s", 10, 0, time.Minute)))
 	if d.Limit != store.DefaultHardFactor*10 || !d.Allowed {
 		e.Errorf("Burst 0: got %s, want allowed with Limit %d", show(d), store.DefaultHardFactor*10)
