@@ -202,10 +202,10 @@ func (p *Policy) Write(h map[string][]string, d *store.Decision, reset time.Time
 
 // writeLegacy sets X-RateLimit-Limit, -Remaining and -Reset.
 func (p *Policy) writeLegacy(h map[string][]string, d *store.Decision, reset time.Time, b *Buffer) {
-	if i := d.Index; i >= 0 && i < len(p.limitVals) && p.capacities[i] == d.Limit {
+	if i := d.Index; i >= 0 && i < len(p.limitVals) && p.capacities[i] == d.Capacity {
 		h[fieldLimit] = p.limitVals[i]
 	} else {
-		h[fieldLimit] = b.num(d.Limit)
+		h[fieldLimit] = b.num(d.Capacity)
 	}
 	h[fieldRemaining] = b.num(max(d.Remaining, 0))
 	if p.opts.ResetDelta {

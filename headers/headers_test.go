@@ -59,47 +59,47 @@ func TestWriteHeaders(t *testing.T) {
 	}{
 		{
 			name: "allowed epoch",
-			d:    store.Decision{Allowed: true, Limit: 10, Remaining: 7, ResetAfter: 18 * time.Second},
+			d:    store.Decision{Allowed: true, Capacity: 10, Remaining: 7, ResetAfter: 18 * time.Second},
 			want: map[string]string{fieldLimit: "10", fieldRemaining: "7", fieldReset: "1767225619", fieldRetryAfter: ""},
 		},
 		{
 			name: "allowed delta",
 			w:    Options{ResetDelta: true},
-			d:    store.Decision{Allowed: true, Limit: 10, Remaining: 7, ResetAfter: 18*time.Second + 1},
+			d:    store.Decision{Allowed: true, Capacity: 10, Remaining: 7, ResetAfter: 18*time.Second + 1},
 			want: map[string]string{fieldLimit: "10", fieldRemaining: "7", fieldReset: "19", fieldRetryAfter: ""},
 		},
 		{
 			name: "denied uses retry for reset",
-			d:    store.Decision{Allowed: false, Limit: 10, Remaining: 0, ResetAfter: time.Minute, RetryAfter: 16*time.Second + 500*time.Millisecond},
+			d:    store.Decision{Allowed: false, Capacity: 10, Remaining: 0, ResetAfter: time.Minute, RetryAfter: 16*time.Second + 500*time.Millisecond},
 			want: map[string]string{fieldLimit: "10", fieldRemaining: "0", fieldReset: "1767225617", fieldRetryAfter: "17"},
 		},
 		{
 			name: "denied sub-second retry is one second",
 			w:    Options{ResetDelta: true},
-			d:    store.Decision{Allowed: false, Limit: 5, RetryAfter: time.Millisecond},
+			d:    store.Decision{Allowed: false, Capacity: 5, RetryAfter: time.Millisecond},
 			want: map[string]string{fieldLimit: "5", fieldRemaining: "0", fieldReset: "1", fieldRetryAfter: "1"},
 		},
 		{
 			name: "limit of a block by a limit outside the request",
-			d:    store.Decision{Allowed: false, Blocked: true, Limit: 3, Index: -1, RetryAfter: time.Minute},
+			d:    store.Decision{Allowed: false, Blocked: true, Capacity: 3, Index: -1, RetryAfter: time.Minute},
 			want: map[string]string{fieldLimit: "3", fieldRetryAfter: "60"},
 		},
 		{
 			name: "omit keeps Retry-After on a refusal",
 			w:    Options{Omit: true},
-			d:    store.Decision{Allowed: false, Limit: 5, RetryAfter: 900 * time.Second},
+			d:    store.Decision{Allowed: false, Capacity: 5, RetryAfter: 900 * time.Second},
 			want: map[string]string{fieldLimit: "", fieldRemaining: "", fieldReset: "", fieldRetryAfter: "900"},
 		},
 		{
 			name: "omit writes nothing on an admission",
 			w:    Options{Omit: true, IETF: true, Bucket: true},
-			d:    store.Decision{Allowed: true, Limit: 5, Remaining: 4},
+			d:    store.Decision{Allowed: true, Capacity: 5, Remaining: 4},
 			want: map[string]string{fieldLimit: "", fieldRetryAfter: "", fieldPolicy: "", fieldBucket: ""},
 		},
 		{
 			name: "bucket",
 			w:    Options{Bucket: true, NoLegacy: true},
-			d:    store.Decision{Allowed: true, Limit: 10, Remaining: 9},
+			d:    store.Decision{Allowed: true, Capacity: 10, Remaining: 9},
 			want: map[string]string{fieldLimit: "", fieldBucket: "api", fieldTier: ""},
 		},
 	}
@@ -178,13 +178,13 @@ func TestIETFFieldsParse(t *testing.T) {
 	}{
 		{
 			name: "allowed",
-			d: store.Decision{Allowed: true, Limit: 10, Remaining: 3, ResetAfter: 50 * time.Second, Index: 0,
+			d: store.Decision{Allowed: true, Capacity: 10, Remaining: 3, ResetAfter: 50 * time.Second, Index: 0,
 				PerLimit: []store.LimitState{{Remaining: 3, ResetAfter: 50 * time.Second}, {Remaining: 88, ResetAfter: 3500*time.Second + 1}}},
 			want: []item{{`burst`, map[string]int64{"r": 3, "t": 50}}, {`api-1`, map[string]int64{"r": 88, "t": 3501}}},
 		},
 		{
 			name: "refused by the hourly limit",
-			d: store.Decision{Allowed: false, Limit: 100, Remaining: 0, ResetAfter: 3000 * time.Second, RetryAfter: 1200*time.Second + 5, Index: 1,
+			d: store.Decision{Allowed: false, Capacity: 100, Remaining: 0, ResetAfter: 3000 * time.Second, RetryAfter: 1200*time.Second + 5, Index: 1,
 				PerLimit: []store.LimitState{{Remaining: 6, ResetAfter: 40 * time.Second}, {Remaining: 0, ResetAfter: 3000 * time.Second}}},
 			want:      []item{{`burst`, map[string]int64{"r": 6, "t": 40}}, {`api-1`, map[string]int64{"r": 0, "t": 1201}}},
 			retryWant: "1201",
@@ -225,7 +225,7 @@ func TestIETFFieldsParse(t *testing.T) {
 func TestIETFSingleLimitAndNoLegacy(t *testing.T) {
 	limits := []store.Limit{{Rate: 20, Period: 1500 * time.Millisecond}}
 	h := writeFor(t, Options{IETF: true, NoLegacy: true}, "search", limits,
-		store.Decision{Allowed: false, Limit: 20, RetryAfter: 300 * time.Millisecond}, time.Now())
+		store.Decision{Allowed: false, Capacity: 20, RetryAfter: 300 * time.Millisecond}, time.Now())
 	if got, want := h.Get("RateLimit-Policy"), `"search";q=20;w=2`; got != want {
 		t.Fatalf("policy: got %s, want %s", got, want)
 	}
@@ -268,12 +268,12 @@ func TestSuppressionHeader(t *testing.T) {
 		d      store.Decision
 		want   string // "" = absent
 	}{
-		{"below the soft limit", Options{}, supp, store.Decision{Allowed: true, Limit: 20, Remaining: 15, ResetAfter: time.Minute}, "0"},
-		{"between the limits", Options{}, supp, store.Decision{Allowed: true, Limit: 20, Remaining: 5, ResetAfter: time.Minute, Suppression: 0.090909}, "0.090909"},
-		{"suppressed", Options{}, supp, store.Decision{Limit: 20, Remaining: 5, ResetAfter: time.Minute, RetryAfter: time.Second, Suppression: 0.5, Suppressed: true}, "0.5"},
-		{"over the hard limit", Options{IETF: true, NoLegacy: true}, supp, store.Decision{Limit: 20, ResetAfter: time.Minute, RetryAfter: time.Second, Suppression: 1}, "1"},
-		{"omitted", Options{Omit: true}, supp, store.Decision{Allowed: true, Limit: 20, Remaining: 5, ResetAfter: time.Minute, Suppression: 0.25}, ""},
-		{"another algorithm", Options{}, gcra, store.Decision{Allowed: true, Limit: 10, Remaining: 5, ResetAfter: time.Minute}, ""},
+		{"below the soft limit", Options{}, supp, store.Decision{Allowed: true, Capacity: 20, Remaining: 15, ResetAfter: time.Minute}, "0"},
+		{"between the limits", Options{}, supp, store.Decision{Allowed: true, Capacity: 20, Remaining: 5, ResetAfter: time.Minute, Suppression: 0.090909}, "0.090909"},
+		{"suppressed", Options{}, supp, store.Decision{Capacity: 20, Remaining: 5, ResetAfter: time.Minute, RetryAfter: time.Second, Suppression: 0.5, Suppressed: true}, "0.5"},
+		{"over the hard limit", Options{IETF: true, NoLegacy: true}, supp, store.Decision{Capacity: 20, ResetAfter: time.Minute, RetryAfter: time.Second, Suppression: 1}, "1"},
+		{"omitted", Options{Omit: true}, supp, store.Decision{Allowed: true, Capacity: 20, Remaining: 5, ResetAfter: time.Minute, Suppression: 0.25}, ""},
+		{"another algorithm", Options{}, gcra, store.Decision{Allowed: true, Capacity: 10, Remaining: 5, ResetAfter: time.Minute}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -294,7 +294,7 @@ func TestSuppressionHeader(t *testing.T) {
 func TestNilPolicyWritesRetryAfterOnly(t *testing.T) {
 	var p *Policy
 	h := http.Header{}
-	p.Write(h, &store.Decision{Limit: 5, RetryAfter: 1500 * time.Millisecond}, time.Now(), new(Buffer), true)
+	p.Write(h, &store.Decision{Capacity: 5, RetryAfter: 1500 * time.Millisecond}, time.Now(), new(Buffer), true)
 	if len(h) != 1 || h.Get("Retry-After") != "2" {
 		t.Fatalf("got %v, want Retry-After: 2 alone", h)
 	}

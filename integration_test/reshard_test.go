@@ -97,7 +97,7 @@ func TestReshardUnderLoad(t *testing.T) {
 	}
 	one := func(limits ...store.Limit) store.Request { return store.Request{Limits: limits} }
 	withOverrides := func(r store.Request) store.Request {
-		r.Overrides = true
+		r.ApplyOverride = true
 		return r
 	}
 	cases := []reshardCase{

@@ -41,9 +41,9 @@ func (s *countingStore) Take(_ context.Context, req store.Request) (store.Decisi
 	}
 	s.seen[req.Key]++
 	if s.seen[req.Key] > s.n {
-		return store.Decision{Limit: s.n, RetryAfter: time.Second}, nil
+		return store.Decision{Capacity: s.n, RetryAfter: time.Second}, nil
 	}
-	return store.Decision{Allowed: true, Limit: s.n, Remaining: s.n - s.seen[req.Key]}, nil
+	return store.Decision{Allowed: true, Capacity: s.n, Remaining: s.n - s.seen[req.Key]}, nil
 }
 
 func (s *countingStore) Peek(ctx context.Context, req store.Request) (store.Decision, error) {

@@ -28,7 +28,7 @@ func newShardedStore() *shardedStore {
 			return store.Decision{}, errDown
 		}
 		s.callsB.Add(1)
-		return store.Decision{Allowed: true, Limit: 100, Remaining: 99}, nil
+		return store.Decision{Allowed: true, Capacity: 100, Remaining: 99}, nil
 	}
 	return s
 }

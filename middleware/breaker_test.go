@@ -75,7 +75,7 @@ func TestBreakerProbePanicReleasesProbe(t *testing.T) {
 		case 1:
 			panic("store bug")
 		}
-		return store.Decision{Allowed: true, Limit: 1, Remaining: 1}, nil
+		return store.Decision{Allowed: true, Capacity: 1, Remaining: 1}, nil
 	}}
 	clock := time.Unix(1000, 0)
 	var mu sync.Mutex
@@ -118,7 +118,7 @@ func TestBreakerSingleProbe(t *testing.T) {
 			return store.Decision{}, errDown
 		}
 		<-gate
-		return store.Decision{Allowed: true, Limit: 1, Remaining: 1}, nil
+		return store.Decision{Allowed: true, Capacity: 1, Remaining: 1}, nil
 	}}
 	clock := time.Unix(1000, 0)
 	var mu sync.Mutex

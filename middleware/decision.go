@@ -159,7 +159,7 @@ func (l *Limiter) decideFor(ctx context.Context, identity string, n int64, peek 
 	case t.unlimited:
 		return Decision{Decision: store.Decision{Allowed: true}, Policy: t.policy, Tier: t.name, t: t}, nil
 	}
-	req := store.Request{Key: StoreKey(q.name, t.name, identity), Limits: set.limits, Cost: n, CountDenied: q.countDenied, Overrides: q.overrides}
+	req := store.Request{Key: StoreKey(q.name, t.name, identity), Limits: set.limits, Cost: n, CountDenied: q.countDenied, ApplyOverride: q.overrides}
 	now := q.now()
 	sd, call, err := q.call(ctx, req, now, peek)
 	if errors.Is(err, store.ErrCostExceedsCapacity) {

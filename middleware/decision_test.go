@@ -138,7 +138,7 @@ func TestDecisionFromDownstream(t *testing.T) {
 		got, ok = DecisionFrom(r.Context())
 	}))
 	rec := serveReq(h, request("GET", "/", "192.0.2.1:1"))
-	if !ok || got.Policy != "api/anonymous" || got.Tier != TierAnonymous || !got.Allowed || got.Limit != 10 || got.Remaining != 9 {
+	if !ok || got.Policy != "api/anonymous" || got.Tier != TierAnonymous || !got.Allowed || got.Capacity != 10 || got.Remaining != 9 {
 		t.Fatalf("got %+v, %v; want the anonymous decision", got, ok)
 	}
 	if reset := strconv.FormatInt(got.Reset.Unix(), 10); reset != rec.Header().Get("X-Ratelimit-Reset") {

@@ -265,7 +265,7 @@ func ExampleDecisionFrom() {
 	lim, _ := middleware.New(st, keyfunc.RemoteIP, store.Limit{Rate: 5, Period: time.Minute}, middleware.WithName("api"))
 	h := lim.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if d, ok := middleware.DecisionFrom(r.Context()); ok {
-			fmt.Fprintf(w, "%s: %d of %d left", d.Policy, d.Remaining, d.Limit)
+			fmt.Fprintf(w, "%s: %d of %d left", d.Policy, d.Remaining, d.Capacity)
 		}
 	}))
 	res := get(h, "/", "192.0.2.1:1")

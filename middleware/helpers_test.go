@@ -58,7 +58,7 @@ func (s *recordingStore) Take(_ context.Context, req store.Request) (store.Decis
 	s.reqs = append(s.reqs, req)
 	s.mu.Unlock()
 	if s.decide == nil {
-		return store.Decision{Allowed: true, Limit: req.Limits[0].Capacity(), Remaining: 1}, nil
+		return store.Decision{Allowed: true, Capacity: req.Limits[0].Capacity(), Remaining: 1}, nil
 	}
 	return s.decide(req), nil
 }

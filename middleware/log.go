@@ -60,7 +60,7 @@ func (q *quota) debug(ctx context.Context, r *http.Request, e *Event, identity s
 	attrs := make([]slog.Attr, 0, 12)
 	attrs = append(attrs, slog.String("policy", e.Policy), slog.String("outcome", string(e.Outcome)))
 	attrs = q.requestAttrs(attrs, r, identity)
-	if e.Limit != 0 {
+	if e.Capacity != 0 {
 		attrs = append(attrs,
 			slog.Int64("remaining", e.Remaining),
 			slog.Duration("retry_after", e.RetryAfter),

@@ -78,7 +78,7 @@ func TestLogsHashIdentitiesAndThrottleWarnings(t *testing.T) {
 		if fail {
 			return store.Decision{}, &store.BackendError{Op: "take", Kind: store.KindConnection, Err: errors.New("dial 10.1.2.3:6379 refused")}
 		}
-		return store.Decision{Allowed: true, Limit: 5, Remaining: 4}, nil
+		return store.Decision{Allowed: true, Capacity: 5, Remaining: 4}, nil
 	}}
 	const identity = "198.51.100.77"
 	lim, err := New(s, constKey(identity), store.PerMinute(5), WithLogger(lines.logger(slog.LevelDebug)), WithBreaker(0, 0), WithName("api"))

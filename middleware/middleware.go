@@ -436,7 +436,7 @@ type storeCall struct {
 // the same quota already charged part of the cost and the rest is refused,
 // the decision describes a retry of the whole request (see nestedRefusal).
 func (q *quota) decide(r *http.Request, res *resolved, need int64) (store.Decision, storeCall, error) {
-	req := store.Request{Key: res.key, Limits: res.set.limits, Cost: need, CountDenied: q.countDenied, Overrides: q.overrides}
+	req := store.Request{Key: res.key, Limits: res.set.limits, Cost: need, CountDenied: q.countDenied, ApplyOverride: q.overrides}
 	if q.dedup != nil {
 		req.DedupID = q.dedup(r)
 		req.DedupReplays, req.DedupWindow = q.dedupMax, q.dedupTTL
@@ -707,7 +707,7 @@ func (q *quota) fail(w http.ResponseWriter, r *http.Request, next http.Handler, 
 // without Retry-After, since no wait can admit it.
 func (q *quota) costExceeded(w http.ResponseWriter, r *http.Request, res *resolved) {
 	now := q.now()
-	req := store.Request{Key: res.key, Limits: res.set.limits, Cost: 1, Overrides: q.overrides}
+	req := store.Request{Key: res.key, Limits: res.set.limits, Cost: 1, ApplyOverride: q.overrides}
 	// An override that changed since the store refused the cost
 	// (exempt, suspend) has no limit state to describe.
 	p, _, err := q.call(r.Context(), req, now, true)

@@ -61,7 +61,7 @@ func TestAllowedSetsHeaders(t *testing.T) {
 	var got store.Request
 	s := &funcStore{take: func(_ context.Context, req store.Request) (store.Decision, error) {
 		got = req
-		return store.Decision{Allowed: true, Limit: 10, Remaining: 9, ResetAfter: 6 * time.Second}, nil
+		return store.Decision{Allowed: true, Capacity: 10, Remaining: 9, ResetAfter: 6 * time.Second}, nil
 	}}
 	lim := mustNew(t, s, constKey("203.0.113.7"), store.PerMinute(10), WithName("api"), withClock(func() time.Time { return now }))
 	rec := do(lim.Handler(okHandler))
@@ -106,7 +106,7 @@ func TestLimitedResponse(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.retry.String(), func(t *testing.T) {
 			s := &funcStore{take: func(context.Context, store.Request) (store.Decision, error) {
-				return store.Decision{Allowed: false, Limit: 100, Remaining: 0, ResetAfter: 3 * time.Hour, RetryAfter: tt.retry}, nil
+				return store.Decision{Allowed: false, Capacity: 100, Remaining: 0, ResetAfter: 3 * time.Hour, RetryAfter: tt.retry}, nil
 			}}
 			called := false
 			next := http.HandlerFunc(func(http.ResponseWriter, *http.Request) { called = true })
@@ -224,7 +224,7 @@ func TestStoreGetsTheRequestContextWithoutDeadline(t *testing.T) {
 	s := &funcStore{take: func(ctx context.Context, _ store.Request) (store.Decision, error) {
 		_, sawDeadline = ctx.Deadline()
 		sawValue = ctx.Value(mark{}) == "trace-1"
-		return store.Decision{Allowed: true, Limit: 1}, nil
+		return store.Decision{Allowed: true, Capacity: 1}, nil
 	}}
 	lim := mustNew(t, s, constKey("k"), store.PerMinute(1))
 	r := httptest.NewRequest("GET", "/", nil)
@@ -242,7 +242,7 @@ func TestBreakerSkipsDeadStoreAndProbes(t *testing.T) {
 	var healthy atomic.Bool
 	s := &funcStore{take: func(context.Context, store.Request) (store.Decision, error) {
 		if healthy.Load() {
-			return store.Decision{Allowed: true, Limit: 1, Remaining: 1}, nil
+			return store.Decision{Allowed: true, Capacity: 1, Remaining: 1}, nil
 		}
 		return store.Decision{}, &store.BackendError{Op: "take", Kind: store.KindConnection, Err: errors.New("down")}
 	}}
@@ -275,7 +275,7 @@ func TestBreakerSkipsDeadStoreAndProbes(t *testing.T) {
 
 func TestKeyErrors(t *testing.T) {
 	s := &funcStore{take: func(context.Context, store.Request) (store.Decision, error) {
-		return store.Decision{Allowed: true, Limit: 1, Remaining: 0}, nil
+		return store.Decision{Allowed: true, Capacity: 1, Remaining: 0}, nil
 	}}
 	noID := func(*http.Request) (string, error) { return "", fmt.Errorf("no token: %w", keyfunc.ErrNoIdentity) }
 	bad := func(*http.Request) (string, error) { return "", errors.New("malformed forwarded chain") }
@@ -305,7 +305,7 @@ func TestKeyErrors(t *testing.T) {
 
 func TestDeniedHandler(t *testing.T) {
 	s := &funcStore{take: func(context.Context, store.Request) (store.Decision, error) {
-		return store.Decision{Allowed: false, Limit: 1, RetryAfter: time.Second}, nil
+		return store.Decision{Allowed: false, Capacity: 1, RetryAfter: time.Second}, nil
 	}}
 	var got Decision
 	lim := mustNew(t, s, constKey("k"), store.PerMinute(1), WithName("api"), WithDeniedHandler(func(w http.ResponseWriter, r *http.Request, d Decision) {

@@ -153,7 +153,7 @@ func TestNestingChargesEachQuotaOnce(t *testing.T) {
 // neither calls the store nor changes the headers.
 func TestNestedSmallerCostIsFree(t *testing.T) {
 	st := &recordingStore{decide: func(req store.Request) store.Decision {
-		return store.Decision{Allowed: true, Limit: 10, Remaining: 10 - req.Cost}
+		return store.Decision{Allowed: true, Capacity: 10, Remaining: 10 - req.Cost}
 	}}
 	api := mustNew(t, st, constKey("k"), store.PerMinute(10))
 	search, _ := api.WithCost(5)

@@ -16,7 +16,7 @@ import (
 )
 
 func TestExemptionsSendNoHeaders(t *testing.T) {
-	st := &recordingStore{decide: func(store.Request) store.Decision { return store.Decision{Limit: 1, RetryAfter: time.Second} }}
+	st := &recordingStore{decide: func(store.Request) store.Decision { return store.Decision{Capacity: 1, RetryAfter: time.Second} }}
 	cidrs, err := ExemptCIDRs(nil, "10.0.0.0/8", "2001:db8::1")
 	if err != nil {
 		t.Fatal(err)
@@ -60,7 +60,7 @@ func TestExemptionsSendNoHeaders(t *testing.T) {
 
 func TestDryRunNeverBlocks(t *testing.T) {
 	st := &recordingStore{decide: func(store.Request) store.Decision {
-		return store.Decision{Allowed: false, Limit: 5, RetryAfter: 3 * time.Second}
+		return store.Decision{Allowed: false, Capacity: 5, RetryAfter: 3 * time.Second}
 	}}
 	obs := &recObserver{}
 	l := mustNew(t, st, constKey("k"), store.PerMinute(5), WithDryRun(), WithObserver(obs.Observe))
@@ -216,7 +216,7 @@ func TestDedupIDReachesStore(t *testing.T) {
 
 func TestBlockedAndProblemBodies(t *testing.T) {
 	now := time.Unix(1767225600, 0)
-	blocked := store.Decision{Allowed: false, Blocked: true, Limit: 5, RetryAfter: 15 * time.Minute, ResetAfter: 15 * time.Minute, LimitID: "minute"}
+	blocked := store.Decision{Allowed: false, Blocked: true, Capacity: 5, RetryAfter: 15 * time.Minute, ResetAfter: 15 * time.Minute, LimitID: "minute"}
 	st := &recordingStore{decide: func(store.Request) store.Decision { return blocked }}
 	obs := &recObserver{}
 	l := mustNew(t, st, constKey("k"), store.Limit{Name: "minute", Algorithm: store.SlidingWindowLog, Rate: 5, Period: time.Minute, Block: 15 * time.Minute},
@@ -237,7 +237,7 @@ func TestBlockedAndProblemBodies(t *testing.T) {
 	}
 
 	st.decide = func(store.Request) store.Decision {
-		return store.Decision{Allowed: false, Limit: 100, RetryAfter: 17 * time.Second}
+		return store.Decision{Allowed: false, Capacity: 100, RetryAfter: 17 * time.Second}
 	}
 	pl := mustNew(t, st, constKey("k"), store.PerHour(100), WithName("api"), WithProblemDetails(), withClock(func() time.Time { return now }))
 	rec = do(pl.Handler(okHandler))
@@ -282,7 +282,7 @@ func TestProblemBodyNamesViolatedItem(t *testing.T) {
 
 func TestBlockedBodyIsValidJSONForAnyScope(t *testing.T) {
 	s := &funcStore{take: func(context.Context, store.Request) (store.Decision, error) {
-		return store.Decision{Blocked: true, Limit: 1, RetryAfter: time.Second, LimitID: "m\xff\"é"}, nil
+		return store.Decision{Blocked: true, Capacity: 1, RetryAfter: time.Second, LimitID: "m\xff\"é"}, nil
 	}}
 	rec := do(mustNew(t, s, constKey("k"), store.PerMinute(1)).Handler(okHandler))
 	if !json.Valid(rec.Body.Bytes()) {

@@ -85,7 +85,7 @@ func (q *quota) limitedBody(d *Decision) []byte {
 	b = append(b, `.","retry_after":`...)
 	b = strconv.AppendInt(b, secs, 10)
 	b = append(b, `,"limit":`...)
-	b = strconv.AppendInt(b, d.Limit, 10)
+	b = strconv.AppendInt(b, d.Capacity, 10)
 	b = append(b, `,"remaining":`...)
 	b = strconv.AppendInt(b, max(d.Remaining, 0), 10)
 	b = append(b, `,"reset":`...)

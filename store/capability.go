@@ -48,7 +48,7 @@ type MultiStore interface {
 }
 
 // OverrideStore is implemented by stores that keep per-client overrides
-// ([Override]), which requests with [Request.Overrides] apply: the memory
+// ([Override]), which requests with [Request.ApplyOverride] apply: the memory
 // store and the Redis store. The key is a [Request.Key]: one client under
 // one policy (and tier).
 type OverrideStore interface {

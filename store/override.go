@@ -55,7 +55,7 @@ func ParseOverrideKind(s string) (OverrideKind, error) {
 // Override changes the limits of one client (one [Request.Key]) for a
 // while. A store keeps it beside the client's state (the Redis store under
 // the same hash tag, read by the same atomic script) and applies it to
-// requests that ask for it ([Request.Overrides]); requests that do not ask
+// requests that ask for it ([Request.ApplyOverride]); requests that do not ask
 // never read it and pay nothing for it.
 type Override struct {
 	// Kind is what the override does. Required.

@@ -277,12 +277,12 @@ type Request struct {
 	// a minute; a window longer than the longest period of the limits is
 	// cut to that period; negative is invalid.
 	DedupWindow time.Duration
-	// Overrides applies the key's [Override], if it has one, in the same
+	// ApplyOverride applies the key's [Override], if it has one, in the same
 	// atomic step: a scale changes the limits' rate and capacity, exempt
 	// admits without counting, suspend refuses without counting. False
 	// means the override is not read at all (no cost). An override takes
 	// precedence over the key's block.
-	Overrides bool
+	ApplyOverride bool
 }
 
 // cost returns the effective cost (zero means one).
@@ -336,7 +336,7 @@ func (r Request) Validate() error {
 				return fmt.Errorf("%w: limits %d and %d share the id %q", ErrInvalidRequest, j, i, l.ID())
 			}
 		}
-		if c > l.Capacity() && !r.Overrides {
+		if c > l.Capacity() && !r.ApplyOverride {
 			return costError(c, l)
 		}
 	}
@@ -352,8 +352,9 @@ type Decision struct {
 	// Allowed reports whether the request was admitted (and, for Take,
 	// recorded in every limit).
 	Allowed bool
-	// Limit is the capacity of the deciding limit ([Limit.Capacity]).
-	Limit int64
+	// Capacity is the capacity of the deciding limit ([Limit.Capacity]): the
+	// value X-RateLimit-Limit sends.
+	Capacity int64
 	// Remaining is how many units the deciding limit would still admit right
 	// now, after this request when it was admitted. Never negative.
 	Remaining int64
@@ -390,8 +391,8 @@ type Decision struct {
 	// decision is as for a fresh key. The memory store never sets it.
 	Repaired bool
 	// Override is the kind of the key's override that decided the request
-	// ([Request.Overrides]); OverrideNone when none applied. Under
-	// [OverrideScale], Limit and Remaining are the scaled limit's; under
+	// ([Request.ApplyOverride]); OverrideNone when none applied. Under
+	// [OverrideScale], Capacity and Remaining are the scaled limit's; under
 	// [OverrideExempt] the request is admitted with the deciding limit's
 	// full capacity remaining; under [OverrideSuspend] it is refused with
 	// RetryAfter the override's remaining time.

@@ -388,12 +388,12 @@ func (inv *invocation) inspect(ctx context.Context, st *redisstore.Store, req st
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return err
 	}
-	req.Overrides = err == nil && overrides
+	req.ApplyOverride = err == nil && overrides
 	d, err := st.Peek(ctx, req)
 	if err != nil {
 		return err
 	}
-	s := clientState{Key: req.Key, Limit: d.LimitID, Capacity: d.Limit, Remaining: d.Remaining, Reset: now.Add(d.ResetAfter).UTC().Truncate(time.Millisecond), Blocked: d.Blocked}
+	s := clientState{Key: req.Key, Limit: d.LimitID, Capacity: d.Capacity, Remaining: d.Remaining, Reset: now.Add(d.ResetAfter).UTC().Truncate(time.Millisecond), Blocked: d.Blocked}
 	if d.Allowed && d.Override != store.OverrideExempt {
 		s.Remaining++ // a peek at cost 1 reports what would be left after it
 	}
@@ -405,7 +405,7 @@ func (inv *invocation) inspect(ctx context.Context, st *redisstore.Store, req st
 		s.BlockedUntil = &until
 	}
 	overrideCol := "-"
-	if req.Overrides {
+	if req.ApplyOverride {
 		s.Override = overrideText(o)
 		ends := now.Add(o.TTL).UTC().Truncate(time.Millisecond)
 		s.OverrideEnds = &ends

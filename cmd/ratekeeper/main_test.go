@@ -426,7 +426,7 @@ func TestOverrideAgainstRedis(t *testing.T) {
 	free := store.Limit{Rate: 10, Period: time.Minute}
 	take := func(identity string) store.Decision {
 		t.Helper()
-		d, err := st.Take(ctx, store.Request{Key: "api/free:" + identity, Limits: []store.Limit{free}, Overrides: true})
+		d, err := st.Take(ctx, store.Request{Key: "api/free:" + identity, Limits: []store.Limit{free}, ApplyOverride: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -475,7 +475,7 @@ func TestOverrideAgainstRedis(t *testing.T) {
 	if code != exitOK || stdout != "cleared the override of api/free:alice\n" {
 		t.Fatalf("clear: got exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
-	if d := take("alice"); d.Allowed || d.Limit != 10 || d.Override != store.OverrideNone {
+	if d := take("alice"); d.Allowed || d.Capacity != 10 || d.Override != store.OverrideNone {
 		t.Errorf("after clear: got %+v, want refused under the limit of 10", d)
 	}
 	code, _, stderr = runCLI(t, cmd("override clear", "--policy", "api", "--tier", "free", "alice")...)

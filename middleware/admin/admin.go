@@ -210,7 +210,7 @@ func (a *api) showClient(w http.ResponseWriter, r *http.Request) {
 func (a *api) readClient(ctx context.Context, target *target, identity string, out *clientJSON) (string, error) {
 	now := a.now()
 	key := target.key(identity)
-	d, err := a.store.Peek(ctx, store.Request{Key: key, Limits: target.limits, Overrides: target.overrides})
+	d, err := a.store.Peek(ctx, store.Request{Key: key, Limits: target.limits, ApplyOverride: target.overrides})
 	if err != nil {
 		return "peek", err
 	}
@@ -229,7 +229,7 @@ func (a *api) readClient(ctx context.Context, target *target, identity string, o
 	}
 	out.State = &stateJSON{
 		Limit:      d.LimitID,
-		Capacity:   d.Limit,
+		Capacity:   d.Capacity,
 		Remaining:  remaining,
 		Reset:      now.Add(d.ResetAfter).UTC(),
 		Blocked:    d.Blocked,

@@ -123,7 +123,7 @@ type topEntry struct {
 // decisions, and those for suspended tiers, are ignored. d.Policy names
 // the policy and the tier ("api/authenticated"), as the middleware sets it.
 func (t *Top) Record(d middleware.Decision, identity string) {
-	if d.Allowed || d.Limit == 0 || d.Policy == "" || identity == "" {
+	if d.Allowed || d.Capacity == 0 || d.Policy == "" || identity == "" {
 		return
 	}
 	name, _, _ := strings.Cut(d.Policy, "/")

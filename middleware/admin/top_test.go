@@ -15,7 +15,7 @@ func refusal(policy, tier string) middleware.Decision {
 	if tier != "" {
 		p += "/" + tier
 	}
-	return middleware.Decision{Decision: store.Decision{Limit: 10}, Policy: p, Tier: tier}
+	return middleware.Decision{Decision: store.Decision{Capacity: 10}, Policy: p, Tier: tier}
 }
 
 // newTestTop returns a Top whose clock is *now.
@@ -47,7 +47,7 @@ func TestTopValidates(t *testing.T) {
 func TestTopRecordsRefusalsOnly(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	top := newTestTop(t, 10, 5, &now)
-	top.Record(middleware.Decision{Decision: store.Decision{Allowed: true, Limit: 10}, Policy: "api"}, "allowed")
+	top.Record(middleware.Decision{Decision: store.Decision{Allowed: true, Capacity: 10}, Policy: "api"}, "allowed")
 	top.Record(middleware.Decision{Policy: "api/suspended", Tier: "suspended"}, "suspended") // no limit applied
 	top.Record(refusal("api", ""), "")                                                       // no identity
 	top.Record(refusal("api", "free"), "dora")

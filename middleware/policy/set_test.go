@@ -95,7 +95,7 @@ func TestInFlightRequestKeepsItsPolicy(t *testing.T) {
 		}
 		d, _ := middleware.DecisionFrom(r.Context())
 		mu.Lock()
-		limits = append(limits, d.Limit)
+		limits = append(limits, d.Capacity)
 		mu.Unlock()
 	}))
 	done := make(chan struct{})

@@ -79,7 +79,7 @@ func (e *entry) local(now, cost int64, take bool) (store.Decision, bool) {
 	if now < e.denyUntil && cost >= e.denyCost {
 		retry := time.Duration(e.denyUntil - now)
 		return store.Decision{
-			Limit: e.capacity, RetryAfter: retry, ResetAfter: max(retry, e.resetAfter(now)),
+			Capacity: e.capacity, RetryAfter: retry, ResetAfter: max(retry, e.resetAfter(now)),
 			LimitID: e.id, Cached: true,
 		}, true
 	}
@@ -88,7 +88,7 @@ func (e *entry) local(now, cost int64, take bool) (store.Decision, bool) {
 	}
 	if !take {
 		return store.Decision{
-			Allowed: true, Limit: e.capacity, Remaining: max(0, e.remaining-cost),
+			Allowed: true, Capacity: e.capacity, Remaining: max(0, e.remaining-cost),
 			ResetAfter: e.resetAfter(now), LimitID: e.id,
 		}, true
 	}
@@ -97,7 +97,7 @@ func (e *entry) local(now, cost int64, take bool) (store.Decision, bool) {
 	e.pending += cost
 	e.admitted(now, cost)
 	return store.Decision{
-		Allowed: true, Limit: e.capacity, Remaining: e.remaining,
+		Allowed: true, Capacity: e.capacity, Remaining: e.remaining,
 		ResetAfter: e.resetAfter(now), LimitID: e.id,
 	}, true
 }
@@ -213,7 +213,7 @@ func (e *entry) degrade(now, cost, applied int64, err error) (store.Decision, er
 	}
 	e.admitted(now, cost)
 	return store.Decision{
-		Allowed: true, Limit: e.capacity, Remaining: e.remaining,
+		Allowed: true, Capacity: e.capacity, Remaining: e.remaining,
 		ResetAfter: e.resetAfter(now), LimitID: e.id,
 	}, nil
 }

@@ -75,7 +75,7 @@ func (s *Store) decide(req store.Request, take bool) (store.Decision, error) {
 	o.sh.mu.Lock()
 	o.now = o.sh.clock(now)
 	var kind store.OverrideKind
-	if req.Overrides {
+	if req.ApplyOverride {
 		var scaled [store.MaxLimits]store.Limit
 		var d store.Decision
 		if kind, d = o.applyOverride(take, &scaled); kind == store.OverrideExempt || kind == store.OverrideSuspend {
@@ -478,7 +478,7 @@ func (o *op) decision(out []outcome) store.Decision {
 		d := deciding(out, allowed, after)
 		dec = store.Decision{
 			Allowed:    allowed,
-			Limit:      o.req.Limits[d].Capacity(),
+			Capacity:   o.req.Limits[d].Capacity(),
 			Remaining:  out[d].remaining(after),
 			ResetAfter: micros(out[d].resetAfter(after)),
 			LimitID:    o.ids[d],
@@ -513,7 +513,7 @@ func (o *op) blockDecision(out []outcome) store.Decision {
 		}
 	}
 	dec := store.Decision{
-		Limit:        o.req.Limits[0].Capacity(),
+		Capacity:     o.req.Limits[0].Capacity(),
 		ResetAfter:   micros(left),
 		RetryAfter:   micros(left),
 		LimitID:      v.scope,
@@ -523,7 +523,7 @@ func (o *op) blockDecision(out []outcome) store.Decision {
 	}
 	for i, id := range o.ids[:len(o.req.Limits)] {
 		if id == v.scope {
-			dec.Limit, dec.Index = o.req.Limits[i].Capacity(), i
+			dec.Capacity, dec.Index = o.req.Limits[i].Capacity(), i
 			break
 		}
 	}

@@ -55,7 +55,7 @@ func leftMS(exp, now int64) time.Duration {
 
 // SetOverride implements [store.OverrideStore]: it stores o for key, replacing
 // any override the key has, until o.TTL has passed on the store's clock.
-// Requests with [store.Request.Overrides] apply it. It returns o.Validate's
+// Requests with [store.Request.ApplyOverride] apply it. It returns o.Validate's
 // error for an invalid override or an empty key. Overrides are set by
 // operators, not by traffic, and are not evicted: a store holding 65,536
 // live overrides refuses new ones with an error wrapping
@@ -151,7 +151,7 @@ func (o *op) applyOverride(take bool, lim *[store.MaxLimits]store.Limit) (store.
 		o.req.Limits = lim[:len(limits)]
 		return e.kind, store.Decision{}
 	case store.OverrideExempt:
-		d := store.Decision{Allowed: true, Limit: limits[0].Capacity(), Remaining: limits[0].Capacity(), LimitID: limits[0].ID(), Override: e.kind}
+		d := store.Decision{Allowed: true, Capacity: limits[0].Capacity(), Remaining: limits[0].Capacity(), LimitID: limits[0].ID(), Override: e.kind}
 		if len(limits) > 1 {
 			d.PerLimit = make([]store.LimitState, len(limits))
 			for i, l := range limits {
@@ -161,7 +161,7 @@ func (o *op) applyOverride(take bool, lim *[store.MaxLimits]store.Limit) (store.
 		return e.kind, d
 	default: // suspend
 		left := leftMS(e.exp, o.now)
-		d := store.Decision{Limit: limits[0].Capacity(), ResetAfter: left, RetryAfter: left, LimitID: limits[0].ID(), Override: e.kind}
+		d := store.Decision{Capacity: limits[0].Capacity(), ResetAfter: left, RetryAfter: left, LimitID: limits[0].ID(), Override: e.kind}
 		if len(limits) > 1 {
 			d.PerLimit = make([]store.LimitState, len(limits))
 			for i := range limits {

@@ -42,8 +42,8 @@ func runSteps(t *testing.T, start int64, limits []store.Limit, steps []step) {
 				i, st.at, d.Allowed, d.Remaining, d.ResetAfter, d.RetryAfter,
 				st.allowed, st.remaining, st.reset, st.retry)
 		}
-		if d.Limit != limits[d.Index].Capacity() || d.LimitID != limits[d.Index].ID() {
-			t.Fatalf("step %d: got limit %d policy %q index %d, want the deciding limit's capacity and ID", i, d.Limit, d.LimitID, d.Index)
+		if d.Capacity != limits[d.Index].Capacity() || d.LimitID != limits[d.Index].ID() {
+			t.Fatalf("step %d: got limit %d policy %q index %d, want the deciding limit's capacity and ID", i, d.Capacity, d.LimitID, d.Index)
 		}
 	}
 }

@@ -58,7 +58,7 @@ func fmtFull(d store.Decision) string {
 func wantBlocked(t *testing.T, d store.Decision, scope string, index int, limit int64, retry time.Duration, started bool) {
 	t.Helper()
 	if d.Allowed || !d.Blocked || d.BlockStarted != started || d.Duplicate || d.LimitID != scope ||
-		d.Index != index || d.Limit != limit || d.Remaining != 0 || d.RetryAfter != retry || d.ResetAfter != retry {
+		d.Index != index || d.Capacity != limit || d.Remaining != 0 || d.RetryAfter != retry || d.ResetAfter != retry {
 		t.Fatalf("got %s, want blocked by %q (index %d, limit %d) for %s, started %v",
 			fmtFull(d), scope, index, limit, retry, started)
 	}

@@ -57,7 +57,7 @@ func variantOf(req *store.Request) variant {
 	switch {
 	case !plainShape(req) || req.Limits[0].Algorithm == store.Suppressed:
 		return full
-	case req.Overrides:
+	case req.ApplyOverride:
 		return leanOverride
 	}
 	return lean

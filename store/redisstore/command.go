@@ -126,7 +126,7 @@ func (s *Store) fullArgs(mode, base string, sc *script, req *store.Request, cost
 	for _, k := range [...]struct {
 		used bool
 		tag  string
-	}{{false, ""}, {escalates(req.Limits), tagStrikes}, {req.DedupID != "", tagDedup}, {req.Overrides, tagOverride}} {
+	}{{false, ""}, {escalates(req.Limits), tagStrikes}, {req.DedupID != "", tagDedup}, {req.ApplyOverride, tagOverride}} {
 		if k.used {
 			args = append(args, base+k.tag)
 		} else {
@@ -156,7 +156,7 @@ func (s *Store) appendFullArgv(args []any, mode string, req *store.Request, cost
 		// The nonce's place carries the request's random value.
 		nonce = strconv.FormatFloat(s.draw(), 'g', -1, 64)
 	}
-	args = append(args, mode, cost, nonce, flag(req.CountDenied), dedup, replays, window, len(req.Limits), flag(req.Overrides))
+	args = append(args, mode, cost, nonce, flag(req.CountDenied), dedup, replays, window, len(req.Limits), flag(req.ApplyOverride))
 	for _, l := range req.Limits {
 		li := s.limits.get(l)
 		args = append(args, li.rate, li.period, li.capacity)

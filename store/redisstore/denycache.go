@@ -77,7 +77,7 @@ func (c *denyCache) lookup(key string, li *limitInfo, cost int64, now time.Time)
 	t = max(t, e.since)
 	c.hits.Add(1)
 	d := store.Decision{
-		Limit:      li.limit,
+		Capacity:   li.limit,
 		Remaining:  e.remaining,
 		RetryAfter: ceilMicros(e.until - t),
 		LimitID:    e.limitID,

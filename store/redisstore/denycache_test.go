@@ -104,7 +104,7 @@ func TestDenyCacheLookupBeforeTheRefusal(t *testing.T) {
 	c := newDenyCache(16)
 	li := newLimitInfo(store.Limit{Rate: 20, Period: time.Hour})
 	sent := time.Now()
-	refusal := store.Decision{Limit: 20, RetryAfter: 3 * time.Minute, ResetAfter: time.Hour, LimitID: li.id}
+	refusal := store.Decision{Capacity: 20, RetryAfter: 3 * time.Minute, ResetAfter: time.Hour, LimitID: li.id}
 	c.store("k", li, 1, sent, refusal)
 	for _, at := range []time.Duration{-5 * time.Millisecond, -time.Microsecond, 0} {
 		d, ok := c.lookup("k", li, 1, sent.Add(at))

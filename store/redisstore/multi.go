@@ -127,7 +127,7 @@ func (s *Store) TakeMulti(ctx context.Context, reqs []store.Request) (store.Mult
 				// Unknown: described as admitting, so that the refusal
 				// of the steps that answered decides.
 				for _, i := range later {
-					md.Parts[i] = store.Decision{Allowed: true, Limit: reqs[i].Limits[0].Capacity(), Remaining: reqs[i].Limits[0].Capacity(), LimitID: reqs[i].Limits[0].ID()}
+					md.Parts[i] = store.Decision{Allowed: true, Capacity: reqs[i].Limits[0].Capacity(), Remaining: reqs[i].Limits[0].Capacity(), LimitID: reqs[i].Limits[0].ID()}
 				}
 				continue
 			}
@@ -367,7 +367,7 @@ func withoutRequest(d *store.Decision, p *stackPart) {
 	if !d.Allowed {
 		return
 	}
-	d.Remaining = min(d.Remaining+p.cost, d.Limit)
+	d.Remaining = min(d.Remaining+p.cost, d.Capacity)
 	for k := range d.PerLimit {
 		d.PerLimit[k].Remaining = min(d.PerLimit[k].Remaining+p.cost, p.req.Limits[k].Capacity())
 	}

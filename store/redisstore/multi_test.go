@@ -362,7 +362,7 @@ func TestLeanStackMatchesStacked(t *testing.T) {
 			a, b := got[0][i], got[1][i]
 			// The two calls read the clock a few hundred µs apart: times
 			// may differ by that much, counts not at all.
-			if a.Allowed != b.Allowed || a.Remaining != b.Remaining || a.Limit != b.Limit || a.LimitID != b.LimitID ||
+			if a.Allowed != b.Allowed || a.Remaining != b.Remaining || a.Capacity != b.Capacity || a.LimitID != b.LimitID ||
 				absDuration(a.RetryAfter-b.RetryAfter) > 50*time.Millisecond || absDuration(a.ResetAfter-b.ResetAfter) > 50*time.Millisecond {
 				t.Fatalf("take %d (cost %d), part %d: lean %+v, general %+v", n, cost, i, a, b)
 			}

@@ -29,7 +29,7 @@ return {v, redis.call('PTTL', KEYS[1])}`
 // SetOverride implements [store.OverrideStore]: it stores o for key (one
 // string "<prefix>:{<encoded key>}:o" with o.TTL as its PTTL), replacing
 // any override the key has. Scripts read it for requests with
-// [store.Request.Overrides]. It returns o.Validate's error for an invalid
+// [store.Request.ApplyOverride]. It returns o.Validate's error for an invalid
 // override or an empty key, and a *store.BackendError when Redis fails.
 func (s *Store) SetOverride(ctx context.Context, key string, o store.Override) error {
 	if key == "" {

@@ -52,7 +52,7 @@ func testUnreadableOverride(t *testing.T, limit store.Limit) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, c := newStore(t, Options{DenyCacheSize: -1})
-			req := store.Request{Key: "client", Limits: []store.Limit{limit}, Overrides: true}
+			req := store.Request{Key: "client", Limits: []store.Limit{limit}, ApplyOverride: true}
 			key := s.overrideKey(req.Key)
 			if err := tc.put(c, key); err != nil {
 				t.Fatal(err)
@@ -61,7 +61,7 @@ func testUnreadableOverride(t *testing.T, limit store.Limit) {
 			if err != nil {
 				t.Fatalf("take: got error %v, want a decision", err)
 			}
-			if !d.Allowed || d.Override != store.OverrideNone || d.Limit != 2 || !d.Repaired {
+			if !d.Allowed || d.Override != store.OverrideNone || d.Capacity != 2 || !d.Repaired {
 				t.Fatalf("take: got %+v, want admitted under the configured limit, repaired, no override", d)
 			}
 			if n := c.Exists(ctx, key).Val(); n != 0 {
@@ -75,13 +75,13 @@ func testUnreadableOverride(t *testing.T, limit store.Limit) {
 	// The forms Encode writes are applied.
 	for _, f := range []float64{2, 0.5, 1.0 / 3, 1.0 / (1 << 20), 1 << 20, 1e-06} {
 		s, _ := newStore(t, Options{DenyCacheSize: -1})
-		req := store.Request{Key: "client", Limits: []store.Limit{limit}, Overrides: true}
+		req := store.Request{Key: "client", Limits: []store.Limit{limit}, ApplyOverride: true}
 		o := store.Override{Kind: store.OverrideScale, Scale: f, TTL: time.Hour}
 		if err := s.SetOverride(ctx, req.Key, o); err != nil {
 			t.Fatal(err)
 		}
 		d, err := s.Take(ctx, req)
-		if want := contract.ScaleLimit(limit, f, 1).Capacity(); err != nil || d.Override != store.OverrideScale || d.Limit != want {
+		if want := contract.ScaleLimit(limit, f, 1).Capacity(); err != nil || d.Override != store.OverrideScale || d.Capacity != want {
 			t.Errorf("scale %q: got %+v, %v, want scale applied with Limit %d", contract.EncodeOverride(o), d, err, want)
 		}
 	}
@@ -111,7 +111,7 @@ func TestLeanOverrideScript(t *testing.T) {
 		{"sliding window log", []store.Limit{{Algorithm: store.SlidingWindowLog, Rate: 2, Period: time.Minute}}, true},
 		{"suppressed", []store.Limit{{Algorithm: store.Suppressed, Rate: 2, Period: time.Minute}}, false},
 	} {
-		req := store.Request{Key: "client", Limits: tc.limits, Cost: 1, Overrides: true}
+		req := store.Request{Key: "client", Limits: tc.limits, Cost: 1, ApplyOverride: true}
 		cmd := s.command(modeTake, &req, 1)
 		if got := cmd.variant == leanOverride; got != tc.lean {
 			t.Errorf("%s: lean script with overrides %v, want %v", tc.name, got, tc.lean)

@@ -109,7 +109,7 @@ func TestPlaceholderKeyKeysAreAbsent(t *testing.T) {
 			t.Run(alg.String()+"/"+tag, func(t *testing.T) {
 				s, c := newStore(t, Options{DenyCacheSize: -1})
 				limit := store.Limit{Name: "login", Algorithm: alg, Rate: 2, Period: time.Minute, Block: time.Minute, BlockMax: time.Hour}
-				req := store.Request{Key: "migrating", Limits: []store.Limit{limit}, DedupID: "order-1", Overrides: true}
+				req := store.Request{Key: "migrating", Limits: []store.Limit{limit}, DedupID: "order-1", ApplyOverride: true}
 				key := keyBase(s.prefix, encodeKey(req.Key)) + tag
 				putPlaceholder(t, c, key)
 
@@ -242,7 +242,7 @@ func TestPlaceholderLeanPaths(t *testing.T) {
 	for _, alg := range store.Algorithms {
 		t.Run(alg.String()+"/overrides", func(t *testing.T) {
 			s, c := newStore(t, Options{DenyCacheSize: -1})
-			req := store.Request{Key: "migrating", Limits: []store.Limit{{Algorithm: alg, Rate: 2, Period: time.Minute}}, Overrides: true}
+			req := store.Request{Key: "migrating", Limits: []store.Limit{{Algorithm: alg, Rate: 2, Period: time.Minute}}, ApplyOverride: true}
 			if cmd := s.command(modeTake, &req, 1); cmd.variant != leanOverride {
 				t.Fatal("the request does not run the lean script with overrides")
 			}

@@ -322,7 +322,7 @@ func (s *Store) decide(ctx context.Context, mode string, req store.Request) (sto
 	}
 	v, err := s.do(ctx, mode, &cmd)
 	if err != nil {
-		if req.Overrides && strings.Contains(err.Error(), costReply) {
+		if req.ApplyOverride && strings.Contains(err.Error(), costReply) {
 			// The override left a limit that does not hold the cost (see
 			// package lua, step 0).
 			return store.Decision{}, fmt.Errorf("%w: cost %d, under the key's override (%v)", store.ErrCostExceedsCapacity, cost, err)

@@ -254,7 +254,7 @@ func (r *reply) decision(limits []store.Limit) store.Decision {
 	var d store.Decision
 	if r.blocked {
 		d = store.Decision{
-			Limit:        limits[0].Capacity(),
+			Capacity:     limits[0].Capacity(),
 			ResetAfter:   micros(r.retryUS),
 			RetryAfter:   micros(r.retryUS),
 			LimitID:      r.scope,
@@ -264,7 +264,7 @@ func (r *reply) decision(limits []store.Limit) store.Decision {
 		}
 		for i, l := range limits {
 			if l.ID() == r.scope {
-				d.Index, d.Limit = i, l.Capacity()
+				d.Index, d.Capacity = i, l.Capacity()
 				break
 			}
 		}
@@ -272,7 +272,7 @@ func (r *reply) decision(limits []store.Limit) store.Decision {
 		l := limits[r.index]
 		d = store.Decision{
 			Allowed:    r.allowed,
-			Limit:      l.Capacity(),
+			Capacity:   l.Capacity(),
 			Remaining:  r.remaining[r.index],
 			ResetAfter: micros(r.resetUS[r.index]),
 			RetryAfter: micros(r.retryUS),
@@ -335,7 +335,7 @@ func decodeLeanInts(arr []any, limit int64, id string) (store.Decision, error) {
 	}
 	return store.Decision{
 		Allowed:    x.allowed == 1,
-		Limit:      limit,
+		Capacity:   limit,
 		Remaining:  x.remaining,
 		ResetAfter: micros(x.resetAfter),
 		RetryAfter: micros(x.retryAfter),

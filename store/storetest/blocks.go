@@ -279,7 +279,7 @@ func testThreshold(e *env, alg store.Algorithm) {
 		r := req(e.key(), 1, l)
 		for i := 1; i <= tc.admit; i++ {
 			d := e.take(r)
-			if !d.Allowed || d.Limit != int64(tc.admit) || d.Remaining != int64(tc.admit-i) {
+			if !d.Allowed || d.Capacity != int64(tc.admit) || d.Remaining != int64(tc.admit-i) {
 				e.Errorf("%s: attempt %d: got %s, want allowed with Limit %d, Remaining %d", tc.name, i, show(d), tc.admit, tc.admit-i)
 			}
 		}

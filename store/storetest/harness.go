@@ -438,7 +438,7 @@ func (e *env) checkFlags(op string, r store.Request, d store.Decision, fail func
 		fail("got BlockStarted, want it only from a Take that is Blocked and has a limit with a Block")
 	case d.Duplicate && (r.DedupID == "" || !d.Allowed):
 		fail("got Duplicate, want it only for an admitted request with a DedupID")
-	case d.Override != store.OverrideNone && !r.Overrides:
+	case d.Override != store.OverrideNone && !r.ApplyOverride:
 		fail("got Override %s, want none for a request that does not read overrides", d.Override)
 	}
 }
@@ -484,11 +484,11 @@ func (e *env) checkDecidingLimit(r store.Request, d store.Decision, fail func(st
 	if d.LimitID != l.ID() {
 		fail("LimitID: got %q, want %q (the ID of Limits[%d])", d.LimitID, l.ID(), d.Index)
 	}
-	if d.Limit != l.Capacity() {
-		fail("Limit: got %d, want %d (the capacity of Limits[%d])", d.Limit, l.Capacity(), d.Index)
+	if d.Capacity != l.Capacity() {
+		fail("Limit: got %d, want %d (the capacity of Limits[%d])", d.Capacity, l.Capacity(), d.Index)
 	}
-	if d.Remaining < 0 || d.Remaining > d.Limit {
-		fail("Remaining: got %d, want 0..%d", d.Remaining, d.Limit)
+	if d.Remaining < 0 || d.Remaining > d.Capacity {
+		fail("Remaining: got %d, want 0..%d", d.Remaining, d.Capacity)
 	}
 	return true
 }
@@ -552,10 +552,10 @@ func (e *env) checkBlockedDecision(r store.Request, d store.Decision, fail func(
 		fail("LimitID: got \"\", want the ID of the limit that started the block")
 	case d.Index < -1 || d.Index >= len(r.Limits):
 		fail("Index: got %d, want -1..%d", d.Index, len(r.Limits)-1)
-	case d.Index >= 0 && (d.LimitID != r.Limits[d.Index].ID() || d.Limit != r.Limits[d.Index].Capacity()):
-		fail("LimitID, Limit: got %q, %d, want %q, %d (Limits[%d])", d.LimitID, d.Limit, r.Limits[d.Index].ID(), r.Limits[d.Index].Capacity(), d.Index)
-	case d.Index == -1 && d.Limit != r.Limits[0].Capacity():
-		fail("Limit: got %d, want %d (the first limit's capacity, the blocking limit not being in the request)", d.Limit, r.Limits[0].Capacity())
+	case d.Index >= 0 && (d.LimitID != r.Limits[d.Index].ID() || d.Capacity != r.Limits[d.Index].Capacity()):
+		fail("LimitID, Limit: got %q, %d, want %q, %d (Limits[%d])", d.LimitID, d.Capacity, r.Limits[d.Index].ID(), r.Limits[d.Index].Capacity(), d.Index)
+	case d.Index == -1 && d.Capacity != r.Limits[0].Capacity():
+		fail("Limit: got %d, want %d (the first limit's capacity, the blocking limit not being in the request)", d.Capacity, r.Limits[0].Capacity())
 	case d.Index == -1:
 		for i, l := range r.Limits {
 			if l.ID() == d.LimitID {
@@ -601,7 +601,7 @@ func describe(r store.Request) string {
 // show renders a decision for messages.
 func show(d store.Decision) string {
 	s := fmt.Sprintf("{Allowed:%t Limit:%d Remaining:%d ResetAfter:%s RetryAfter:%s LimitID:%q Index:%d",
-		d.Allowed, d.Limit, d.Remaining, d.ResetAfter, d.RetryAfter, d.LimitID, d.Index)
+		d.Allowed, d.Capacity, d.Remaining, d.ResetAfter, d.RetryAfter, d.LimitID, d.Index)
 	if d.Blocked || d.BlockStarted || d.Duplicate {
 		s += fmt.Sprintf(" Blocked:%t BlockStarted:%t Duplicate:%t", d.Blocked, d.BlockStarted, d.Duplicate)
 	}
@@ -649,7 +649,7 @@ type decisionScalars struct {
 
 func scalars(d store.Decision) decisionScalars {
 	return decisionScalars{d.Allowed, d.Blocked, d.BlockStarted, d.Duplicate,
-		d.Limit, d.Remaining, d.ResetAfter, d.RetryAfter, d.LimitID, d.Index,
+		d.Capacity, d.Remaining, d.ResetAfter, d.RetryAfter, d.LimitID, d.Index,
 		d.Suppression, d.Suppressed}
 }
 

@@ -36,7 +36,7 @@ func (e *env) setOverride(key string, o store.Override) {
 // until the override ends, no later than within.
 func (e *env) overridden(what string, r store.Request, peek bool, kind store.OverrideKind, scale float64, within time.Duration) store.Decision {
 	e.Helper()
-	r.Overrides = true
+	r.ApplyOverride = true
 	if kind == store.OverrideScale {
 		// What the scaled limit records may outlast the configured one.
 		sr := r
@@ -65,13 +65,13 @@ func (e *env) overridden(what string, r store.Request, peek bool, kind store.Ove
 	l := r.Limits[0]
 	switch kind {
 	case store.OverrideNone:
-		if d.Limit != l.Capacity() {
-			fail("Limit: got %d, want the unscaled capacity %d", d.Limit, l.Capacity())
+		if d.Capacity != l.Capacity() {
+			fail("Limit: got %d, want the unscaled capacity %d", d.Capacity, l.Capacity())
 		}
 	case store.OverrideScale:
 		want := contract.ScaleLimit(l, scale, contract.Cost(&r)).Capacity()
-		if d.Limit != want || d.Remaining > want {
-			fail("Limit: got %d (remaining %d), want the scaled capacity %d", d.Limit, d.Remaining, want)
+		if d.Capacity != want || d.Remaining > want {
+			fail("Limit: got %d (remaining %d), want the scaled capacity %d", d.Capacity, d.Remaining, want)
 		}
 	case store.OverrideExempt:
 		if !d.Allowed || d.Remaining != l.Capacity() || d.RetryAfter != 0 || d.Blocked {
@@ -115,12 +115,12 @@ func testOverrideScale(e *env, alg store.Algorithm) {
 		e.Errorf("other client, request %d: got %s, want refused at the configured limit", rate+1, show(d))
 	}
 	// Without Overrides the store does not read it: the configured limit.
-	if d := e.peek(req(vip, 1, l)); d.Allowed || d.Limit != rate || d.Override != store.OverrideNone {
+	if d := e.peek(req(vip, 1, l)); d.Allowed || d.Capacity != rate || d.Override != store.OverrideNone {
 		e.Errorf("not asking for overrides: got %s, Override %s, want refused under the configured limit %d", show(d), d.Override, rate)
 	}
 	// A cut: 10 used of 2 is still over.
 	e.setOverride(vip, store.Override{Kind: store.OverrideScale, Scale: 0.5, TTL: time.Hour})
-	if d := e.overridden("cut", req(vip, 1, l), false, store.OverrideScale, 0.5, 0); d.Allowed || d.Limit != 2 {
+	if d := e.overridden("cut", req(vip, 1, l), false, store.OverrideScale, 0.5, 0); d.Allowed || d.Capacity != 2 {
 		e.Errorf("cut: got %s, want refused with Limit 2", show(d))
 	}
 	if err := e.overrides().ClearOverride(e.ctx, vip); err != nil {
@@ -129,7 +129,7 @@ func testOverrideScale(e *env, alg store.Algorithm) {
 	if err := e.overrides().ClearOverride(e.ctx, vip); !isErr(err, store.ErrNotFound) {
 		e.Errorf("second ClearOverride: got error %v, want ErrNotFound", err)
 	}
-	if d := e.overridden("cleared", req(vip, 1, l), false, store.OverrideNone, 0, 0); d.Allowed || d.Limit != rate {
+	if d := e.overridden("cleared", req(vip, 1, l), false, store.OverrideNone, 0, 0); d.Allowed || d.Capacity != rate {
 		e.Errorf("cleared: got %s, want refused under the configured limit %d", show(d), rate)
 	}
 }
@@ -152,7 +152,7 @@ func testOverrideCut(e *env, alg store.Algorithm) {
 	}
 	k2 := e.key()
 	e.setOverride(k2, store.Override{Kind: store.OverrideScale, Scale: 0.01, TTL: time.Hour})
-	if d := e.overridden("cut below the cost", req(k2, 5, l), false, store.OverrideScale, 0.01, 0); !d.Allowed || d.Limit != 5 {
+	if d := e.overridden("cut below the cost", req(k2, 5, l), false, store.OverrideScale, 0.01, 0); !d.Allowed || d.Capacity != 5 {
 		e.Errorf("cut below the cost: got %s, want admitted with Limit 5 (the cost)", show(d))
 	}
 	if d := e.overridden("cut below the cost, again", req(k2, 5, l), false, store.OverrideScale, 0.01, 0); d.Allowed {
@@ -237,7 +237,7 @@ func testOverrideExpiry(e *env, alg store.Algorithm) {
 	if _, err := e.overrides().GetOverride(e.ctx, k); !isErr(err, store.ErrNotFound) {
 		e.Errorf("GetOverride after the TTL: got error %v, want ErrNotFound", err)
 	}
-	if d := e.overridden("expired", req(k, 1, l), false, store.OverrideNone, 0, 0); d.Allowed || d.Limit != 2 {
+	if d := e.overridden("expired", req(k, 1, l), false, store.OverrideNone, 0, 0); d.Allowed || d.Capacity != 2 {
 		e.Errorf("expired: got %s, want refused under the configured limit 2", show(d))
 	}
 }
@@ -250,7 +250,7 @@ func testOverrideConcurrent(e *env, alg store.Algorithm) {
 	k := e.key()
 	e.setOverride(k, store.Override{Kind: store.OverrideScale, Scale: 4, TTL: time.Hour})
 	r := req(k, 1, l)
-	r.Overrides = true
+	r.ApplyOverride = true
 	admitted := e.concurrentTakes(r, 60)
 	if admitted != 20 {
 		e.Errorf("60 concurrent takes under a 4× raise of 5: got %d admitted, want 20", admitted)
@@ -328,7 +328,7 @@ func testOverrideCost(e *env, alg store.Algorithm) {
 	l := limit(alg, 3, time.Hour)
 	e.windowRoom(alg, 10*time.Second, l.Period)
 	r := req(e.key(), 5, l)
-	r.Overrides = true
+	r.ApplyOverride = true
 	if err := r.Validate(); err != nil {
 		e.Fatalf("Validate of a request with Overrides and a cost above capacity: got %v, want nil (the store checks it)", err)
 	}
@@ -339,7 +339,7 @@ func testOverrideCost(e *env, alg store.Algorithm) {
 		e.Errorf("peek, cost 5 of 3 without an override: got error %v, want ErrCostExceedsCapacity", err)
 	}
 	e.setOverride(r.Key, store.Override{Kind: store.OverrideScale, Scale: 2, TTL: time.Hour})
-	if d := e.overridden("cost 5 under a 2× raise", r, false, store.OverrideScale, 2, 0); !d.Allowed || d.Limit != 6 || d.Remaining != 1 {
+	if d := e.overridden("cost 5 under a 2× raise", r, false, store.OverrideScale, 2, 0); !d.Allowed || d.Capacity != 6 || d.Remaining != 1 {
 		e.Errorf("cost 5 under a 2× raise: got %s, want admitted with 1 of 6 left", show(d))
 	}
 	// A cost the scaled limit does not hold is refused as such: a raise
@@ -357,10 +357,10 @@ func testOverrideCost(e *env, alg store.Algorithm) {
 	k3 := e.key()
 	e.setOverride(k3, store.Override{Kind: store.OverrideScale, Scale: 0.1, TTL: time.Hour})
 	r3 := req(k3, 3, l)
-	if d := e.overridden("cost 3 of 3 under a 0.1× cut", r3, false, store.OverrideScale, 0.1, 0); !d.Allowed || d.Limit != 3 {
+	if d := e.overridden("cost 3 of 3 under a 0.1× cut", r3, false, store.OverrideScale, 0.1, 0); !d.Allowed || d.Capacity != 3 {
 		e.Errorf("cost 3 of 3 under a 0.1× cut: got %s, want admitted with Limit 3 (the cost)", show(d))
 	}
-	if _, err := e.h.Store.Take(e.ctx, store.Request{Key: k3, Limits: []store.Limit{l}, Cost: 1 << 31, Overrides: true}); !isErr(err, store.ErrCostExceedsCapacity) {
+	if _, err := e.h.Store.Take(e.ctx, store.Request{Key: k3, Limits: []store.Limit{l}, Cost: 1 << 31, ApplyOverride: true}); !isErr(err, store.ErrCostExceedsCapacity) {
 		e.Errorf("cost 2³¹: got error %v, want ErrCostExceedsCapacity (no limit holds it)", err)
 	}
 	e.setOverride(r.Key, store.Override{Kind: store.OverrideExempt, TTL: time.Hour})

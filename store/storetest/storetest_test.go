@@ -123,7 +123,7 @@ var mutants = map[string]struct {
 	"remaining one too many": {
 		broken{take: func(s store.Store, ctx context.Context, r store.Request) (store.Decision, error) {
 			d, err := s.Take(ctx, r)
-			if d.Remaining < d.Limit {
+			if d.Remaining < d.Capacity {
 				d.Remaining++
 			}
 			return d, err
@@ -169,7 +169,7 @@ var mutants = map[string]struct {
 		broken{take: func(s store.Store, ctx context.Context, r store.Request) (store.Decision, error) {
 			d, err := s.Take(ctx, r)
 			if err != nil && strings.Contains(err.Error(), "cost exceeds") {
-				return store.Decision{Limit: r.Limits[0].Capacity(), RetryAfter: time.Second, LimitID: r.Limits[0].ID()}, nil
+				return store.Decision{Capacity: r.Limits[0].Capacity(), RetryAfter: time.Second, LimitID: r.Limits[0].ID()}, nil
 			}
 			return d, err
 		}},
@@ -277,8 +277,8 @@ func firstLimitSeen(op func(store.Store, context.Context, store.Request) (store.
 		if err != nil || d.Index < 0 {
 			return d, err
 		}
-		d.Limit = asked[d.Index].Capacity()
-		d.Remaining = min(d.Remaining, d.Limit)
+		d.Capacity = asked[d.Index].Capacity()
+		d.Remaining = min(d.Remaining, d.Capacity)
 		for i := range d.PerLimit {
 			d.PerLimit[i].Remaining = min(d.PerLimit[i].Remaining, asked[i].Capacity())
 		}

@@ -349,7 +349,7 @@ func testSuppressedInvalid(e *env) {
 	}
 	e.h.Rand.always(0)
 	d := e.take(req(k, 1, suppressedLimit("s", 10, 0, time.Minute)))
-	if d.Limit != store.DefaultHardFactor*10 || !d.Allowed {
+	if d.Capacity != store.DefaultHardFactor*10 || !d.Allowed {
 		e.Errorf("Burst 0: got %s, want allowed with Limit %d", show(d), store.DefaultHardFactor*10)
 	}
 }

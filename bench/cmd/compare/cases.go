@@ -259,7 +259,7 @@ func rkRedisCaseOf(alg store.Algorithm, batch, deny, overrides bool) func(*env, 
 	return func(e *env, g group, prefix string) (*instance, error) {
 		reqs := rkRequests(e, g, alg)
 		for i := range reqs {
-			reqs[i].Overrides = overrides
+			reqs[i].ApplyOverride = overrides
 		}
 		return rkTakeCase(e.rdb, rkOptions(prefix, batch, deny), reqs)
 	}

@@ -26,7 +26,7 @@ func ValidateStack(reqs []store.Request) error {
 		if r.Limits[0].Algorithm == store.Suppressed {
 			return fmt.Errorf("%w: part %d: a stacked decision does not take the suppressed strategy", store.ErrInvalidRequest, i)
 		}
-		if r.Overrides {
+		if r.ApplyOverride {
 			return fmt.Errorf("%w: part %d: a stacked decision does not apply overrides (Overrides set)", store.ErrInvalidRequest, i)
 		}
 		for j := 0; j < i; j++ {

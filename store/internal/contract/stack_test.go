@@ -16,7 +16,7 @@ func TestValidateStack(t *testing.T) {
 	costly := b
 	costly.Cost = 6
 	overridden := b
-	overridden.Overrides = true
+	overridden.ApplyOverride = true
 	suppressed := store.Request{Key: "s", Limits: []store.Limit{{Algorithm: store.Suppressed, Rate: 5, Period: time.Minute}}}
 	nine := make([]store.Request, store.MaxParts+1)
 	for i := range nine {
@@ -52,7 +52,7 @@ func TestMostRestrictive(t *testing.T) {
 	}{
 		"none":                      {nil, -1},
 		"fewest remaining":          {[]store.Decision{admit(9), admit(3), admit(5)}, 1},
-		"absolute, not relative":    {[]store.Decision{{Allowed: true, Limit: 100, Remaining: 10}, {Allowed: true, Limit: 20, Remaining: 11}}, 0},
+		"absolute, not relative":    {[]store.Decision{{Allowed: true, Capacity: 100, Remaining: 10}, {Allowed: true, Capacity: 20, Remaining: 11}}, 0},
 		"tie: earliest":             {[]store.Decision{admit(3), admit(3)}, 0},
 		"refusal beats remaining":   {[]store.Decision{admit(0), refuse(time.Second)}, 1},
 		"longest retry":             {[]store.Decision{refuse(time.Second), admit(5), refuse(time.Minute)}, 2},
