@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"slices"
 	"sort"
 	"strconv"
@@ -34,6 +35,8 @@ Commands:
   override clear IDENTITY  remove a client's override
   blocks             list blocked clients
   check FILE...      validate policy files
+  version            print the command's version
+  COMMAND --help     one command's flags
 
 Connection flags (inspect, reset, override, blocks):
   --redis-url URL    Redis to use (default $RATEKEEPER_REDIS_URL, else redis://127.0.0.1:6379/0)
@@ -71,7 +74,12 @@ const (
 // run runs the command line args and returns the exit status.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	inv, err := parse(args, os.Getenv)
-	if errors.Is(err, flag.ErrHelp) {
+	var ch *commandHelp
+	switch {
+	case errors.As(err, &ch):
+		ch.write(stdout)
+		return exitOK
+	case errors.Is(err, flag.ErrHelp):
 		fmt.Fprint(stdout, usage)
 		return exitOK
 	}
@@ -90,6 +98,64 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 var errUsage = errors.New("usage")
+
+// commands describes each command for its own --help: its arguments and
+// what it does.
+var commands = map[string][2]string{
+	"inspect":        {"[flags] IDENTITY", "show a client's state under a policy (reads, records nothing)"},
+	"reset":          {"[flags] IDENTITY", "forget a client's counters, block and strikes"},
+	"override set":   {"[flags] IDENTITY", "give a client an override for a while"},
+	"override clear": {"[flags] IDENTITY", "remove a client's override"},
+	"blocks":         {"[flags]", "list blocked clients"},
+	"check":          {"[flags] FILE...", "validate policy files"},
+	"version":        {"", "print the command's version"},
+}
+
+// commandHelp is the answer to one command's --help: its synopsis and its
+// flags. It matches flag.ErrHelp with errors.Is.
+type commandHelp struct {
+	command string
+	fs      *flag.FlagSet
+}
+
+func (h *commandHelp) Error() string { return "help for " + h.command }
+func (h *commandHelp) Unwrap() error { return flag.ErrHelp }
+
+// write prints the command's synopsis and flags to w.
+func (h *commandHelp) write(w io.Writer) {
+	c := commands[h.command]
+	fmt.Fprintf(w, "usage: ratekeeper %s\n\n%s.\n", strings.TrimSpace(h.command+" "+c[0]), c[1])
+	if c[0] == "" {
+		return
+	}
+	fmt.Fprint(w, "\nFlags:\n")
+	h.fs.SetOutput(w)
+	h.fs.PrintDefaults()
+	h.fs.SetOutput(io.Discard)
+}
+
+// version returns the command's version as the build recorded it: the
+// module version (or the VCS revision of a build from a checkout) and
+// the Go version.
+func version() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "ratekeeper (version unknown)"
+	}
+	v := bi.Main.Version
+	for _, s := range bi.Settings {
+		switch {
+		case s.Key == "vcs.revision" && (v == "" || v == "(devel)"):
+			v = s.Value
+		case s.Key == "vcs.modified" && s.Value == "true":
+			v += "+dirty"
+		}
+	}
+	if v == "" {
+		v = "(devel)"
+	}
+	return "ratekeeper " + v + " " + bi.GoVersion
+}
 
 // invocation is a parsed command line.
 type invocation struct {
@@ -142,7 +208,7 @@ func parse(args []string, getenv func(string) string) (*invocation, error) {
 	}
 	if err := fs.Parse(args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return nil, err
+			return nil, &commandHelp{command: inv.command, fs: fs}
 		}
 		return nil, fmt.Errorf("%w: %v", errUsage, err)
 	}
@@ -188,6 +254,7 @@ func (inv *invocation) defineFlags(fs *flag.FlagSet, output *string, getenv func
 		fs.StringVar(&inv.cursor, "cursor", "", "continue a listing where it stopped")
 	case "check":
 		fs.StringVar(output, "output", *output, "table or json")
+	case "version":
 	default:
 		return fmt.Errorf("%w: unknown command %q", errUsage, inv.command)
 	}
@@ -202,7 +269,7 @@ func (inv *invocation) connectionFlags(fs *flag.FlagSet, output *string, getenv 
 	}
 	fs.StringVar(&inv.redisURL, "redis-url", def, "Redis URL")
 	fs.BoolVar(&inv.cluster, "cluster", false, "the URL names a Redis Cluster")
-	fs.StringVar(&inv.prefix, "prefix", "rk", "the Redis store's key prefix (its default is rk)")
+	fs.StringVar(&inv.prefix, "prefix", "rk", "the Redis store's key prefix")
 	fs.DurationVar(&inv.timeout, "timeout", 5*time.Second, "budget of each Redis call")
 	fs.StringVar(output, "output", *output, "table or json")
 }
@@ -241,6 +308,10 @@ func (inv *invocation) checkArgs(rest []string) error {
 			return fmt.Errorf("%w: check takes one or more files", errUsage)
 		}
 		inv.files = rest
+	case "version":
+		if len(rest) != 0 {
+			return fmt.Errorf("%w: version takes no arguments", errUsage)
+		}
 	}
 	return nil
 }
@@ -277,8 +348,12 @@ func (inv *invocation) checkClientFlags() error {
 
 // run carries out the parsed command.
 func (inv *invocation) run(ctx context.Context, out io.Writer) error {
-	if inv.command == "check" {
+	switch inv.command {
+	case "check":
 		return inv.check(out)
+	case "version":
+		_, err := fmt.Fprintln(out, version())
+		return err
 	}
 	c, err := inv.client()
 	if err != nil {

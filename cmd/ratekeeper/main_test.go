@@ -510,3 +510,39 @@ func TestOverrideAgainstRedis(t *testing.T) {
 		}
 	}
 }
+
+func TestCommandHelp(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"inspect", "--help"}, []string{"usage: ratekeeper inspect [flags] IDENTITY\n", "-policy-file", "-rate"}},
+		{[]string{"override", "set", "-h"}, []string{"usage: ratekeeper override set [flags] IDENTITY\n", "-kind", "-ttl"}},
+		{[]string{"blocks", "--help"}, []string{"usage: ratekeeper blocks [flags]\n", "-cursor", "-count"}},
+		{[]string{"check", "--help"}, []string{"usage: ratekeeper check [flags] FILE...\n", "-output"}},
+		{[]string{"version", "--help"}, []string{"usage: ratekeeper version\n"}},
+	} {
+		code, stdout, stderr := runCLI(t, tc.args...)
+		if code != exitOK || stderr != "" {
+			t.Errorf("%v: got exit %d, stderr %q; want 0 and nothing", tc.args, code, stderr)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(stdout, w) {
+				t.Errorf("%v: got %q, want it to contain %q", tc.args, stdout, w)
+			}
+		}
+		if strings.Contains(stdout, "Commands:") {
+			t.Errorf("%v: got the whole usage, want the command's own", tc.args)
+		}
+	}
+}
+
+func TestVersion(t *testing.T) {
+	code, stdout, stderr := runCLI(t, "version")
+	if code != exitOK || stderr != "" || !strings.HasPrefix(stdout, "ratekeeper ") || !strings.Contains(stdout, " go1.") {
+		t.Errorf("version: got exit %d, stdout %q, stderr %q; want 0 and \"ratekeeper <version> <go version>\"", code, stdout, stderr)
+	}
+	if code, _, _ := runCLI(t, "version", "extra"); code != exitUsage {
+		t.Errorf("version extra: got exit %d, want %d", code, exitUsage)
+	}
+}
