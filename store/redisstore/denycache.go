@@ -14,8 +14,13 @@ const denyShards = 64
 
 // denyCache remembers refusals until their retry time. A refusal records
 // nothing in Redis, and only time frees capacity, so a request of the
-// same key and limit with at least the refused cost is refused until then
-// whatever other requests do (see [Store.Take] for what it cannot see).
+// same key, limit and cost is refused until then whatever other requests
+// do (see [Store.Take] for what it cannot see). It answers only what
+// Redis would answer, to the microsecond: a request of another cost has
+// another wait, so it asks Redis; and a refusal of a cost above 1 is not
+// kept at all unless a block decided it, since the units remaining may
+// grow while the wait runs (a cost of 1 is refused only while none
+// remains, and a block reports none).
 type denyCache struct {
 	base   time.Time // monotonic origin of the cached times
 	seed   maphash.Seed
@@ -34,7 +39,7 @@ type denyShard struct {
 // cache's base.
 type denyEntry struct {
 	li        *limitInfo // the limit refused; a changed limit never matches
-	cost      int64      // the smallest cost known to be refused
+	cost      int64      // the refused cost: only that cost matches
 	since     int64      // when the refused call was sent
 	until     int64      // refused until then
 	resetAt   int64
@@ -71,7 +76,7 @@ func (c *denyCache) lookup(key string, li *limitInfo, cost int64, now time.Time)
 		ok = false
 	}
 	sh.mu.Unlock()
-	if !ok || e.li != li || cost < e.cost {
+	if !ok || e.li != li || cost != e.cost {
 		return store.Decision{}, false
 	}
 	t = max(t, e.since)
@@ -98,7 +103,7 @@ func (c *denyCache) lookup(key string, li *limitInfo, cost int64, now time.Time)
 // start (before the call: the script ran later, so the refusal lasts at
 // least until start + RetryAfter).
 func (c *denyCache) store(key string, li *limitInfo, cost int64, start time.Time, d store.Decision) {
-	if d.Allowed || d.RetryAfter <= 0 {
+	if d.Allowed || d.RetryAfter <= 0 || cost > 1 && !d.Blocked {
 		return
 	}
 	t := int64(start.Sub(c.base))
@@ -113,12 +118,9 @@ func (c *denyCache) store(key string, li *limitInfo, cost int64, start time.Time
 		index:     d.Index,
 		blocked:   d.Blocked,
 	}
-	if d.Blocked {
-		e.cost = 1 // a block refuses every cost
-	}
 	sh := c.shard(key)
 	sh.mu.Lock()
-	if old, ok := sh.m[key]; ok && old.li == li && old.until > e.until && old.cost <= e.cost {
+	if old, ok := sh.m[key]; ok && old.li == li && old.until > e.until && old.cost == e.cost {
 		sh.mu.Unlock()
 		return // the entry already refuses longer
 	}

@@ -120,3 +120,53 @@ func TestDenyCacheLookupBeforeTheRefusal(t *testing.T) {
 		t.Fatalf("lookup a minute later: got %v, %+v, want RetryAfter 2m0s, ResetAfter 59m0s", ok, d)
 	}
 }
+
+// A cached refusal answers only a request Redis would answer the same
+// way: one of the refused cost. A request of another cost has another
+// wait (and, above a cost of 1, units remaining that grow while it runs),
+// so it is asked of Redis.
+func TestDenyCacheAnswersOnlyTheRefusedCost(t *testing.T) {
+	for _, alg := range store.Algorithms {
+		t.Run(alg.String(), func(t *testing.T) {
+			cached, c := newStore(t, Options{})
+			plain, err := New(c, Options{Prefix: cached.prefix, Timeout: 2 * time.Second, DenyCacheSize: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			lim := []store.Limit{{Algorithm: alg, Rate: 10, Period: time.Hour}}
+			one := store.Request{Key: "k", Limits: lim}
+			for range 10 {
+				mustTake(t, cached, one)
+			}
+			if d := mustTake(t, cached, one); d.Allowed || d.Cached {
+				t.Fatalf("11th unit: got %s, want a refusal from Redis", fmtFull(d))
+			}
+			near := func(what string, got, want store.Decision) {
+				t.Helper()
+				if got.Allowed != want.Allowed || got.Remaining != want.Remaining || got.Capacity != want.Capacity {
+					t.Fatalf("%s: got %s, Redis says %s", what, fmtFull(got), fmtFull(want))
+				}
+				if diff := got.RetryAfter - want.RetryAfter; diff < -50*time.Millisecond || diff > 50*time.Millisecond {
+					t.Fatalf("%s: got RetryAfter %s, Redis says %s", what, got.RetryAfter, want.RetryAfter)
+				}
+			}
+			// The refused cost again: from the cache, as Redis says it.
+			d := mustTake(t, cached, one)
+			if !d.Cached {
+				t.Fatalf("the refused cost again: got %s, want it from the cache", fmtFull(d))
+			}
+			near("the refused cost again", d, mustPeek(t, plain, one))
+			// Another cost: Redis's own answer, with its own wait.
+			four := store.Request{Key: "k", Limits: lim, Cost: 4}
+			d = mustTake(t, cached, four)
+			if d.Cached {
+				t.Fatalf("cost 4 after a refused cost 1: got %s from the cache, want Redis's answer", fmtFull(d))
+			}
+			near("cost 4", d, mustPeek(t, plain, four))
+			// A refusal of cost 4 is not cached either.
+			if d = mustTake(t, cached, four); d.Cached {
+				t.Fatalf("cost 4 again: got %s from the cache, want Redis's answer", fmtFull(d))
+			}
+		})
+	}
+}

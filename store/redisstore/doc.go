@@ -82,14 +82,20 @@
 // # The deny cache
 //
 // A refusal of a lean request (one limit, no block, no counted refusals,
-// no de-duplication id, no overrides) is remembered until its
-// RetryAfter, measured from before the call was sent; later requests of the same key, limit and at
-// least that cost are refused from memory ([store.Decision.Cached]), also
-// while they wait in the queue or when their budget runs out, so a burst
-// for one identity is decided by its first refusal. Only time frees
-// capacity, so the cache refuses nothing Redis would admit, except after a
-// [Store.Reset] made through another process, which this process sees once
-// the cached RetryAfter has passed. [Options.DenyCacheSize] bounds it.
+// no de-duplication id, no overrides) of cost 1 is remembered until its
+// RetryAfter, measured from before the call was sent; later requests of
+// the same key, limit and cost are refused from memory
+// ([store.Decision.Cached]), also while they wait in the queue or when
+// their budget runs out, so a burst for one identity is decided by its
+// first refusal. The cached answer is the one Redis would give, to the
+// microsecond: nothing remains until the retry time, and the waits count
+// down from the refusal. A request of another cost has another wait and
+// asks Redis, and a refusal of a larger cost is not cached, since the
+// units remaining grow while its wait runs. Only time frees capacity, so
+// the cache refuses nothing Redis would admit, except after a
+// [Store.Reset] made through another process, which this process sees
+// once the cached RetryAfter has passed. [Options.DenyCacheSize] bounds
+// it.
 //
 // Requests of the suppressed strategy ([store.Suppressed]) are never lean:
 // they always run the full script, with the request's random value
