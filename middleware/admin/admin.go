@@ -405,7 +405,7 @@ func (a *api) listTop(w http.ResponseWriter, r *http.Request) {
 	// A policy that shares another's quota is refused under its name.
 	target, _ := a.resolve(p, "")
 	entries := a.top.top(target.owner, time.Duration(minutes)*time.Minute, n)
-	out := topJSON{Policy: p.Name, Minutes: minutes, Clients: make([]topClientJSON, 0, len(entries))}
+	out := topJSON{Policy: p.Name, Minutes: minutes, Scope: topScope, Clients: make([]topClientJSON, 0, len(entries))}
 	for _, e := range entries {
 		out.Clients = append(out.Clients, topClientJSON(e))
 	}

@@ -618,6 +618,9 @@ func TestTopEndpoint(t *testing.T) {
 	if got.Minutes != 5 || len(got.Clients) != 2 {
 		t.Fatalf("got %+v, want a (2 refusals) and b (1)", got)
 	}
+	if got.Scope != "instance" {
+		t.Errorf("scope: got %q, want \"instance\" (the list covers this instance's refusals)", got.Scope)
+	}
 	if a, b := got.Clients[0], got.Clients[1]; a.Identity != "a" || a.Count != 2 || b.Identity != "b" || b.Count != 1 {
 		t.Errorf("got %+v, want a:2 then b:1", got.Clients)
 	}

@@ -76,7 +76,10 @@
 //     refused most over the last M minutes (default and most: the [Top]'s
 //     span), with their tier, identity, count and error; a policy that
 //     shares another's quota shows the shared policy's. Needs
-//     [Options.Top]; 501 otherwise.
+//     [Options.Top]; 501 otherwise. The counts are this instance's
+//     refusals only, and the answer says so ("scope": "instance"): each
+//     replica keeps its own list, so ask every replica for the whole
+//     picture.
 //
 // Other paths and methods get http.ServeMux's 404 and 405, once the
 // request is authorized.

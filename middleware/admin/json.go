@@ -75,10 +75,16 @@ type blockedClientJSON struct {
 }
 
 type topJSON struct {
-	Policy  string          `json:"policy"`
-	Minutes int             `json:"minutes"`
+	Policy  string `json:"policy"`
+	Minutes int    `json:"minutes"`
+	// Scope says what the counts cover: the refusals this instance
+	// decided ("instance"); every replica keeps its own.
+	Scope   string          `json:"scope"`
 	Clients []topClientJSON `json:"clients"`
 }
+
+// topScope is the scope of the top list: one instance's refusals.
+const topScope = "instance"
 
 type topClientJSON struct {
 	Tier     string `json:"tier,omitempty"`
