@@ -203,8 +203,7 @@ func (s *Store) now() int64 { return int64(s.clock().Sub(s.base)) }
 // strategy never is: its decisions need the offered load of every
 // instance.
 func lean(req *store.Request) bool {
-	return len(req.Limits) == 1 && !req.CountDenied && req.DedupID == "" &&
-		!req.ApplyOverride && req.Limits[0].Block == 0 && req.Cost >= 0 && req.Limits[0].Algorithm != store.Suppressed
+	return contract.Plain(req) && !req.ApplyOverride && req.Cost >= 0 && req.Limits[0].Algorithm != store.Suppressed
 }
 
 // Take implements [store.Store]. A lean request (see the package

@@ -8,6 +8,7 @@ import (
 
 	"github.com/ratekeeper/ratekeeper/lua"
 	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/store/internal/contract"
 )
 
 // script is one Lua script: its source and SHA-1.
@@ -40,22 +41,13 @@ const (
 // algorithm's name.
 var scriptSuffix = [variants]string{full: "", lean: "/lean", leanOverride: "/lean-override"}
 
-// plainShape reports a request with one limit and none of the features
-// that need the full script's shared keys (a block, counted refusals, a
-// de-duplication id); Overrides aside, which variantOf tells apart. It is
-// the one test of a plain request: the lean scripts, the lean stacked
-// script, the deny cache and user scripts all follow it.
-func plainShape(req *store.Request) bool {
-	return len(req.Limits) == 1 && req.Limits[0].Block == 0 && !req.CountDenied && req.DedupID == ""
-}
-
 // variantOf returns the script family that decides a validated request:
 // lean for a plain request of a counting algorithm, leanOverride for one
 // that also applies its key's override, else full (the suppressed
 // strategy always runs its full script).
 func variantOf(req *store.Request) variant {
 	switch {
-	case !plainShape(req) || req.Limits[0].Algorithm == store.Suppressed:
+	case !contract.Plain(req) || req.Limits[0].Algorithm == store.Suppressed:
 		return full
 	case req.ApplyOverride:
 		return leanOverride

@@ -136,7 +136,7 @@ func (u *ScriptStore) check(req *store.Request) error {
 	if err := req.Validate(); err != nil {
 		return err
 	}
-	if !plainShape(req) || req.ApplyOverride {
+	if !contract.Plain(req) || req.ApplyOverride {
 		return fmt.Errorf("%w: script %q decides one limit without Block, CountDenied, DedupID or Overrides", store.ErrInvalidRequest, u.name)
 	}
 	return nil
