@@ -36,11 +36,13 @@ func (e *evictionCheck) start(client redis.UniversalClient) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			p := maxmemoryPolicy(ctx, client)
-			e.policy.Store(&p)
+			// Warn first: whoever reads the policy then finds the
+			// warning written.
 			if unsafeEviction(p) {
 				e.logger.Warn("ratekeeper: Redis may evict rate-limit state under memory pressure; clients whose keys are evicted are admitted afresh. Use maxmemory-policy noeviction or a volatile-* policy",
 					slog.String("maxmemory_policy", p))
 			}
+			e.policy.Store(&p)
 		}()
 	})
 }

@@ -125,10 +125,12 @@ func clusterPair(ctx context.Context, t *testing.T) (source, target *redis.Clien
 		t.Fatal(err)
 	}
 	// The target knows the source (and its slots) once the handshake is
-	// done.
+	// done, and both nodes must see the cluster up: either answers
+	// CLUSTERDOWN until it does.
 	deadline := time.Now().Add(10 * time.Second)
 	for !strings.Contains(target.Do(ctx, "cluster", "nodes").String(), ids[0]) ||
-		!strings.Contains(target.ClusterInfo(ctx).Val(), "cluster_state:ok") {
+		!strings.Contains(target.ClusterInfo(ctx).Val(), "cluster_state:ok") ||
+		!strings.Contains(source.ClusterInfo(ctx).Val(), "cluster_state:ok") {
 		if time.Now().After(deadline) {
 			t.Fatalf("the two nodes did not form a cluster: %s", target.ClusterInfo(ctx).Val())
 		}
