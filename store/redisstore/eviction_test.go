@@ -1,35 +1,16 @@
 package redisstore
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/internal/redistest"
+	"github.com/ratekeeper/ratekeeper/internal/testlog"
 	"github.com/ratekeeper/ratekeeper/store"
 )
-
-// lockedBuffer is a log destination safe for the store's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestEvictionPolicyChecked: on first use the store reads the server's
 // maxmemory-policy in the background, warns once under allkeys-* (Redis
@@ -43,7 +24,7 @@ func TestEvictionPolicyChecked(t *testing.T) {
 		t.Run(tc.policy, func(t *testing.T) {
 			s := redistest.Require(t, "--maxmemory", "64mb", "--maxmemory-policy", tc.policy)
 			srv := &server{Server: s, addr: s.Addr}
-			var log lockedBuffer
+			var log testlog.Buffer
 			st, err := New(newClient(t, srv, nil), Options{Prefix: randomPrefix(t), Logger: slog.New(slog.NewTextHandler(&log, nil))})
 			if err != nil {
 				t.Fatal(err)
