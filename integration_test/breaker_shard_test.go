@@ -28,7 +28,7 @@ const shardBreakerThreshold = 3
 // all identities.
 //
 //   - per-node: the Redis store tells the middleware which master serves
-//     each key ([redisstore.Store.NodeFor]), so the dead master's breaker
+//     each key ([store.NodeLocator]), so the dead master's breaker
 //     opens after three failures and its keys are refused without calling
 //     the store, while every request for the other masters' keys is
 //     decided (200).

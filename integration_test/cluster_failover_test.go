@@ -102,7 +102,7 @@ type failover struct {
 	cluster *testCluster
 	cc      *redis.ClusterClient
 	loaded  time.Time // when cc had loaded its topology, at the latest
-	s       *redisstore.Store
+	s       redisStore
 	prefix  string
 	req     store.Request
 	master  *clusterProc

@@ -28,22 +28,34 @@ var okHandler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 	_, _ = w.Write([]byte("ok"))
 })
 
+// redisStore is the Redis store with every capability it implements and
+// the state-key listing the cluster tests use to find a decision's slot.
+type redisStore interface {
+	store.MultiStore
+	store.OverrideStore
+	store.BlockLister
+	store.EvictionPolicyReporter
+	store.Refunder
+	store.NodeLocator
+	StateKeys(req store.Request) ([]string, error)
+}
+
 // newStore returns a Redis store over c under prefix with a per-call
 // timeout generous enough for a loaded machine under the race detector;
 // the fault tests use newStoreWith and the default timeout instead.
-func newStore(t testing.TB, c redis.UniversalClient, prefix string) *redisstore.Store {
+func newStore(t testing.TB, c redis.UniversalClient, prefix string) redisStore {
 	t.Helper()
 	return newStoreWith(t, c, redisstore.Options{Prefix: prefix, Timeout: 10 * time.Second})
 }
 
 // newStoreWith returns a Redis store over c with opts.
-func newStoreWith(t testing.TB, c redis.UniversalClient, opts redisstore.Options) *redisstore.Store {
+func newStoreWith(t testing.TB, c redis.UniversalClient, opts redisstore.Options) redisStore {
 	t.Helper()
 	s, err := redisstore.New(c, opts)
 	if err != nil {
 		t.Fatalf("redisstore.New: %v", err)
 	}
-	return s
+	return s.(redisStore)
 }
 
 // checkStore fails the test with the store's own error when a read-only

@@ -17,7 +17,6 @@ import (
 	"github.com/ratekeeper/ratekeeper/keyfunc"
 	"github.com/ratekeeper/ratekeeper/middleware"
 	"github.com/ratekeeper/ratekeeper/store"
-	"github.com/ratekeeper/ratekeeper/store/redisstore"
 )
 
 // The scenario of the stacking issue: a per-IP limit of 10 per minute
@@ -325,7 +324,7 @@ func testStackClusterConcurrent(t *testing.T, cluster *testCluster) {
 	prefix := randomPrefix(t)
 	const instances, goroutines, perGoroutine, clients = 3, 24, 10, 6
 	const ipRate, routeRate = 40, 120
-	stores := make([]*redisstore.Store, instances)
+	stores := make([]redisStore, instances)
 	handlers := make([]http.Handler, instances)
 	var perIP0 *middleware.Limiter
 	for i := range handlers {
@@ -394,7 +393,7 @@ func testStackClusterConcurrent(t *testing.T, cluster *testCluster) {
 // checkStackCounts checks, through the store, that a stack with its
 // parts in two slots refunds the first step at the store level too, and
 // reports it in the decision.
-func checkStackCounts(t *testing.T, cc *redis.ClusterClient, s *redisstore.Store) {
+func checkStackCounts(t *testing.T, cc *redis.ClusterClient, s redisStore) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

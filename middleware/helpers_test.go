@@ -129,7 +129,7 @@ func mustNew(t testing.TB, s store.Store, k keyfunc.KeyFunc, l store.Limit, opts
 	return lim
 }
 
-func mustMem(t testing.TB) *memstore.Store {
+func mustMem(t testing.TB) store.Store {
 	t.Helper()
 	st, err := memstore.New(memstore.Options{})
 	if err != nil {

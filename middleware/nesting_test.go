@@ -47,7 +47,7 @@ func unitsLeft(t *testing.T, s store.Store, key string, l store.Limit) int64 {
 // nestedAPI builds a chi service whose /api group uses api (10 per minute
 // per client) and whose /api/export route, inside the group, also uses
 // api at cost 10: one quota seen twice on one request.
-func nestedAPI(t *testing.T) (http.Handler, *memstore.Store, *fakeClock) {
+func nestedAPI(t *testing.T) (http.Handler, store.Store, *fakeClock) {
 	t.Helper()
 	clock := &fakeClock{now: time.Unix(1767225600, 0)}
 	st, err := memstore.New(memstore.Options{Clock: clock.Now})

@@ -99,7 +99,7 @@ func TestOverridesNotRead(t *testing.T) {
 	if err := lim.SetOverride(ctx, "", "192.0.2.1", store.Override{Kind: store.OverrideExempt, TTL: time.Hour}); err == nil {
 		t.Fatal("SetOverride on a limiter without WithOverrides: got nil error, want one")
 	}
-	if err := mem.SetOverride(ctx, "api:192.0.2.1", store.Override{Kind: store.OverrideSuspend, TTL: time.Hour}); err != nil {
+	if err := mem.(store.OverrideStore).SetOverride(ctx, "api:192.0.2.1", store.Override{Kind: store.OverrideSuspend, TTL: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
 	h := lim.Handler(okHandler)

@@ -360,25 +360,17 @@ func (inv *invocation) run(ctx context.Context, out io.Writer) error {
 		return err
 	}
 	defer c.Close()
-	if inv.command == "blocks" {
-		st, err := redisstore.New(c, redisstore.Options{Prefix: inv.prefix, Timeout: inv.timeout})
-		if err != nil {
-			return err
-		}
-		return inv.blocks(ctx, st, out)
-	}
-	if strings.HasPrefix(inv.command, "override ") {
-		st, err := redisstore.New(c, redisstore.Options{Prefix: inv.prefix, Timeout: inv.timeout})
-		if err != nil {
-			return err
-		}
-		return inv.setOrClear(ctx, st, out)
-	}
-	req, overrides, err := inv.request()
+	st, err := inv.open(c)
 	if err != nil {
 		return err
 	}
-	st, err := redisstore.New(c, redisstore.Options{Prefix: inv.prefix, Timeout: inv.timeout})
+	if inv.command == "blocks" {
+		return inv.blocks(ctx, st, out)
+	}
+	if strings.HasPrefix(inv.command, "override ") {
+		return inv.setOrClear(ctx, st, out)
+	}
+	req, overrides, err := inv.request()
 	if err != nil {
 		return err
 	}
@@ -386,6 +378,23 @@ func (inv *invocation) run(ctx context.Context, out io.Writer) error {
 		return inv.reset(ctx, st, req, out)
 	}
 	return inv.inspect(ctx, st, req, overrides, out)
+}
+
+// redisStore is what the commands use of the Redis store: decisions,
+// overrides and the list of blocks.
+type redisStore interface {
+	store.Store
+	store.OverrideStore
+	store.BlockLister
+}
+
+// open returns the Redis store on c with --prefix and --timeout.
+func (inv *invocation) open(c redis.UniversalClient) (redisStore, error) {
+	st, err := redisstore.New(c, redisstore.Options{Prefix: inv.prefix, Timeout: inv.timeout})
+	if err != nil {
+		return nil, err
+	}
+	return st.(redisStore), nil
 }
 
 // client connects to --redis-url.
@@ -454,7 +463,7 @@ type clientState struct {
 	OverrideEnds *time.Time `json:"override_expires,omitempty"`
 }
 
-func (inv *invocation) inspect(ctx context.Context, st *redisstore.Store, req store.Request, overrides bool, out io.Writer) error {
+func (inv *invocation) inspect(ctx context.Context, st redisStore, req store.Request, overrides bool, out io.Writer) error {
 	now := time.Now()
 	// A client's override, when it has one, is shown, and the state read
 	// under it, as a policy with overrides: true reads it (one without
@@ -498,7 +507,7 @@ func (inv *invocation) inspect(ctx context.Context, st *redisstore.Store, req st
 			s.Reset.Format(time.RFC3339), strconv.FormatBool(s.Blocked), blockedUntil, overrideCol}})
 }
 
-func (inv *invocation) reset(ctx context.Context, st *redisstore.Store, req store.Request, out io.Writer) error {
+func (inv *invocation) reset(ctx context.Context, st redisStore, req store.Request, out io.Writer) error {
 	err := st.Reset(ctx, req)
 	if errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("nothing stored for %q under these limits (check the identity, --policy, --tier and --prefix)", req.Key)
@@ -775,7 +784,7 @@ type overrideLine struct {
 	Expires *time.Time `json:"expires,omitempty"`
 }
 
-func (inv *invocation) setOrClear(ctx context.Context, st *redisstore.Store, out io.Writer) error {
+func (inv *invocation) setOrClear(ctx context.Context, st redisStore, out io.Writer) error {
 	key, err := inv.overrideKey()
 	if err != nil {
 		return err

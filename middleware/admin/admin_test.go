@@ -51,7 +51,7 @@ policies:
 // the application's routes.
 type fixture struct {
 	set   *policy.Set
-	store *memstore.Store
+	store store.Store
 	api   http.Handler
 	app   *http.ServeMux
 	log   *testlog.Buffer

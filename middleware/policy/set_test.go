@@ -24,7 +24,7 @@ import (
 	"github.com/ratekeeper/ratekeeper/store/memstore"
 )
 
-func newStore(t *testing.T) *memstore.Store {
+func newStore(t *testing.T) store.Store {
 	t.Helper()
 	st, err := memstore.New(memstore.Options{})
 	if err != nil {

@@ -47,7 +47,7 @@ var benchKeys = func() []string {
 // goroutine starts at its own offset in the key list.
 func benchTake(b *testing.B, keys []string, limits []store.Limit, peek bool) {
 	b.Helper()
-	s, err := New(Options{})
+	s, err := newMem(Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -106,7 +106,7 @@ func BenchmarkPeek(b *testing.B) {
 // cost of evicting the least recently used key under a key flood.
 func BenchmarkNewKeys(b *testing.B) {
 	const maxKeys = 100_000
-	s, err := New(Options{MaxKeys: maxKeys})
+	s, err := newMem(Options{MaxKeys: maxKeys})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -17,7 +17,7 @@ import (
 
 // op is one decision in progress under its shard's lock.
 type op struct {
-	s     *Store
+	s     *memStore
 	sh    *shard
 	req   store.Request
 	cost  int64
@@ -47,7 +47,7 @@ type verdict struct {
 	created   bool // the write created a record or a state
 }
 
-func (s *Store) decide(req store.Request, take bool) (store.Decision, error) {
+func (s *memStore) decide(req store.Request, take bool) (store.Decision, error) {
 	if err := req.Validate(); err != nil {
 		return store.Decision{}, err
 	}

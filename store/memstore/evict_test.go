@@ -272,7 +272,7 @@ func TestRequestLargerThanStore(t *testing.T) {
 // key beyond MaxKeys.
 func TestConcurrentEviction(t *testing.T) {
 	const maxKeys, workers, each = 64, 8, 2000
-	s, err := New(Options{MaxKeys: maxKeys, Shards: 8})
+	s, err := newMem(Options{MaxKeys: maxKeys, Shards: 8})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,7 @@ func stackOf(a, b store.Algorithm, ipRate, routeRate int64) []store.Request {
 }
 
 // left peeks how many units part i of reqs has left.
-func left(t *testing.T, s *Store, reqs []store.Request, i int) int64 {
+func left(t *testing.T, s *memStore, reqs []store.Request, i int) int64 {
 	t.Helper()
 	d, err := s.Peek(context.Background(), reqs[i])
 	if err != nil {

@@ -27,7 +27,7 @@ func TestSuppressedConverges(t *testing.T) {
 		t.Run(strconv.FormatInt(load, 10)+"x", func(t *testing.T) {
 			clk := fakeclock.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 			src := rand.New(rand.NewPCG(7, uint64(load)))
-			s, err := New(Options{Clock: clk.Now, Rand: src.Float64})
+			s, err := newMem(Options{Clock: clk.Now, Rand: src.Float64})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -44,7 +44,7 @@ func TestNewOptions(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			before := tt.opts
-			s, err := New(nilClient(), tt.opts)
+			s, err := newRedis(nilClient(), tt.opts)
 			if tt.wantErr {
 				if err == nil {
 					t.Fatal("got nil error, want one")
@@ -63,23 +63,23 @@ func TestNewOptions(t *testing.T) {
 			}
 		})
 	}
-	if _, err := New(nil, Options{}); err == nil {
-		t.Fatal("New(nil): got nil error, want one")
+	if _, err := newRedis(nil, Options{}); err == nil {
+		t.Fatal("newRedis(nil): got nil error, want one")
 	}
 }
 
 func TestNonceUnique(t *testing.T) {
-	a, err := New(nilClient(), Options{})
+	a, err := newRedis(nilClient(), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := New(nilClient(), Options{})
+	b, err := newRedis(nilClient(), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	seen := make(map[string]bool)
 	for i := 0; i < 1000; i++ {
-		for _, s := range []*Store{a, b} {
+		for _, s := range []*redisStore{a, b} {
 			n := s.nonce()
 			if seen[n] {
 				t.Fatalf("nonce %q repeated", n)
@@ -94,7 +94,7 @@ func TestNonceUnique(t *testing.T) {
 
 func TestInvalidRequestNoIO(t *testing.T) {
 	// The client points nowhere: any I/O would surface as a backend error.
-	s, err := New(nilClient(), Options{})
+	s, err := newRedis(nilClient(), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func TestInvalidRequestNoIO(t *testing.T) {
 }
 
 func TestCancelledContextNoIO(t *testing.T) {
-	s, err := New(nilClient(), Options{})
+	s, err := newRedis(nilClient(), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -311,7 +311,7 @@ func TestDecodeReply(t *testing.T) {
 }
 
 func TestCommandLayout(t *testing.T) {
-	s, err := New(nilClient(), Options{Prefix: "rk"})
+	s, err := newRedis(nilClient(), Options{Prefix: "rk"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -423,7 +423,7 @@ func (panicHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proce
 func TestClientPanicIsAnError(t *testing.T) {
 	c := nilClient()
 	c.AddHook(panicHook{})
-	s, err := New(c, Options{})
+	s, err := newRedis(c, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

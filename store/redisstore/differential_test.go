@@ -110,7 +110,7 @@ end)(redis)
 // counters and every other TTL behave as on a server whose clock is the
 // fake one; with realTTL keys keep the TTLs the scripts give them, in real
 // time.
-func newClockedStore(t testing.TB, start int64, realTTL bool) (*Store, *fakeClock) {
+func newClockedStore(t testing.TB, start int64, realTTL bool) (*redisStore, *fakeClock) {
 	t.Helper()
 	// The deny cache measures time on the local clock: off for a store
 	// on a fake one.

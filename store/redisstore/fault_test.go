@@ -123,7 +123,7 @@ func TestClientResendCountsOnce(t *testing.T) {
 	viaProxy := redis.NewClient(&redis.Options{Addr: proxy.l.Addr().String()})
 	t.Cleanup(func() { viaProxy.Close() })
 	prefix := randomPrefix(t)
-	s, err := New(viaProxy, Options{Prefix: prefix, Timeout: 3 * time.Second})
+	s, err := newRedis(viaProxy, Options{Prefix: prefix, Timeout: 3 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +143,7 @@ func TestClientResendCountsOnce(t *testing.T) {
 	if err == nil || store.KindOf(err) != store.KindConnection {
 		t.Fatalf("take through a dropped reply: got %v, want a connection error", err)
 	}
-	check, err := New(direct, Options{Prefix: prefix})
+	check, err := newRedis(direct, Options{Prefix: prefix})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,10 +191,10 @@ func testTimeoutBound(t *testing.T, ctxDeadlines bool) {
 	const slack = 150 * time.Millisecond
 	ctx := context.Background()
 	req := store.Request{Key: "paused", Limits: []store.Limit{{Rate: 10, Period: time.Hour}}}
-	newPaused := func(t *testing.T, srv *server) *Store {
+	newPaused := func(t *testing.T, srv *server) *redisStore {
 		t.Helper()
 		c := newClient(t, srv, &redis.Options{ContextTimeoutEnabled: ctxDeadlines, ReadTimeout: 3 * time.Second})
-		s, err := New(c, Options{Timeout: timeout, Prefix: randomPrefix(t)})
+		s, err := newRedis(c, Options{Timeout: timeout, Prefix: randomPrefix(t)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -204,7 +204,7 @@ func testTimeoutBound(t *testing.T, ctxDeadlines bool) {
 		}
 		return s
 	}
-	expectTimeout := func(t *testing.T, s *Store) {
+	expectTimeout := func(t *testing.T, s *redisStore) {
 		t.Helper()
 		calls := map[string]func(context.Context) error{
 			"take":  func(ctx context.Context) error { _, err := s.Take(ctx, req); return err },
@@ -288,7 +288,7 @@ func TestRefusedConnectionIsAConnectionError(t *testing.T) {
 		t.Run(fmt.Sprintf("ContextTimeoutEnabled=%t", honoured), func(t *testing.T) {
 			c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: honoured})
 			t.Cleanup(func() { c.Close() })
-			s, err := New(c, Options{})
+			s, err := newRedis(c, Options{})
 			if err != nil {
 				t.Fatal(err)
 			}

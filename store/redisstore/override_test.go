@@ -93,7 +93,7 @@ func testUnreadableOverride(t *testing.T, limit store.Limit) {
 // blocking limit, several limits or another algorithm run the full
 // script.
 func TestLeanOverrideScript(t *testing.T) {
-	s, err := New(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}), Options{})
+	s, err := newRedis(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,7 +38,7 @@ func wantSnapshot(t *testing.T, c *redis.Client, prefix string, want map[string]
 func TestPlaceholderStateIsAbsent(t *testing.T) {
 	ctx := context.Background()
 	algs := append(store.Algorithms[:len(store.Algorithms):len(store.Algorithms)], store.Suppressed)
-	leanAndFull(t, algs, "migrating", 3, func(t *testing.T, s *Store, c *redis.Client, req store.Request, keys []string) {
+	leanAndFull(t, algs, "migrating", 3, func(t *testing.T, s *redisStore, c *redis.Client, req store.Request, keys []string) {
 		alg, capacity := req.Limits[0].Algorithm, req.Limits[0].Capacity()
 		for _, k := range keys {
 			putPlaceholder(t, c, k)
@@ -315,7 +315,7 @@ func TestClearOverridePlaceholder(t *testing.T) {
 // takeStackOverPlaceholders puts a placeholder in every state key of the
 // stack reqs, takes it, checks that every part admitted it as a fresh key
 // without reporting a repair, and returns the state keys in part order.
-func takeStackOverPlaceholders(ctx context.Context, t *testing.T, s *Store, c *redis.Client, reqs []store.Request) []string {
+func takeStackOverPlaceholders(ctx context.Context, t *testing.T, s *redisStore, c *redis.Client, reqs []store.Request) []string {
 	t.Helper()
 	var all []string
 	for _, req := range reqs {

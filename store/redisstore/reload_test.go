@@ -32,7 +32,7 @@ func TestClusterReloadAfterConnectionErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := &reloadingClient{Client: redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 100 * time.Millisecond, DialerRetries: 1})}
 			t.Cleanup(func() { _ = c.Close() })
-			s, err := New(c, Options{Timeout: time.Second, ClusterReload: tc.reload})
+			s, err := newRedis(c, Options{Timeout: time.Second, ClusterReload: tc.reload})
 			if err != nil {
 				t.Fatal(err)
 			}

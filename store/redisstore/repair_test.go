@@ -244,7 +244,7 @@ func wantTTL(t *testing.T, c *redis.Client, key string) {
 // forever: a refusal writes nothing, so nothing gave it a TTL again.
 func TestRefusalGivesStateATTL(t *testing.T) {
 	ctx := context.Background()
-	leanAndFull(t, store.Algorithms, "persisted", 2, func(t *testing.T, s *Store, c *redis.Client, req store.Request, keys []string) {
+	leanAndFull(t, store.Algorithms, "persisted", 2, func(t *testing.T, s *redisStore, c *redis.Client, req store.Request, keys []string) {
 		exhaust(t, s, req)
 		for _, k := range keys {
 			if !c.Persist(ctx, k).Val() {
@@ -271,7 +271,7 @@ func TestRefusalGivesStateATTL(t *testing.T) {
 // alone (a lean script, but for the suppressed strategy) and with a
 // second, hourly limit (the full script). keys are the request's state
 // keys.
-func leanAndFull(t *testing.T, algs []store.Algorithm, key string, rate int64, fn func(t *testing.T, s *Store, c *redis.Client, req store.Request, keys []string)) {
+func leanAndFull(t *testing.T, algs []store.Algorithm, key string, rate int64, fn func(t *testing.T, s *redisStore, c *redis.Client, req store.Request, keys []string)) {
 	for _, alg := range algs {
 		for _, full := range []bool{false, true} {
 			name := alg.String() + "/lean"
@@ -313,7 +313,7 @@ func TestKeyScopedErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s, c := newStore(t, Options{})
-			u, err := s.WithScript("probe", tt.src)
+			u, err := scriptOf(s, "probe", tt.src)
 			if err != nil {
 				t.Fatal(err)
 			}

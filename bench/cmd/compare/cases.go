@@ -294,6 +294,7 @@ func rkStackCase(e *env, g group, prefix string) (*instance, error) {
 	if err != nil {
 		return nil, err
 	}
+	ms := s.(store.MultiStore)
 	reqs := rkRequests(e, g, store.GCRA)
 	route := store.Request{Key: "route:/api", Limits: []store.Limit{{Rate: 1 << 30, Period: time.Second}}}
 	stacks := make([][]store.Request, len(reqs))
@@ -302,7 +303,7 @@ func rkStackCase(e *env, g group, prefix string) (*instance, error) {
 	}
 	return &instance{
 		do: func(w *worker, k int) (bool, error) {
-			d, err := s.TakeMulti(w.ctx, stacks[k])
+			d, err := ms.TakeMulti(w.ctx, stacks[k])
 			return d.Allowed, err
 		},
 		close: func() { closeIfCloser(s) },
