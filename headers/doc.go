@@ -18,8 +18,8 @@
 //     [Options.ResetDelta], as seconds from now. On a refusal it is the
 //     moment the request may be retried, the instant Retry-After names.
 //
-// On every response of a route whose limits use the suppressed strategy
-// ([github.com/ratekeeper/ratekeeper/store.Suppressed]), unless
+// With [Options.Suppression], for a route whose store sheds load above a
+// soft limit (package store/suppressed), on every response unless
 // [Options.Omit]:
 //
 //   - X-RateLimit-Suppression: the suppression factor the request met, a

@@ -16,6 +16,7 @@ import (
 	"github.com/ratekeeper/ratekeeper/middleware"
 	"github.com/ratekeeper/ratekeeper/store"
 	"github.com/ratekeeper/ratekeeper/store/memstore"
+	"github.com/ratekeeper/ratekeeper/store/suppressed"
 )
 
 // line prints its arguments separated by spaces, without trailing blanks.
@@ -286,7 +287,7 @@ func ExampleDecisionFrom() {
 func Example_suppressed() {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	draws := []float64{0.5, 0.5, 0.5, 0.5, 0.1, 0.6, 0.3, 0.9, 0.8, 0.95, 0.4, 0.99}
-	st, _ := memstore.New(memstore.Options{
+	mem, _ := memstore.New(memstore.Options{
 		Clock: func() time.Time { return now },
 		Rand: func() float64 {
 			u := draws[0]
@@ -294,9 +295,14 @@ func Example_suppressed() {
 			return u
 		},
 	})
+	// The counting limit is the hard limit; the soft one is half of it.
+	st, err := suppressed.New(mem, suppressed.Options{})
+	if err != nil {
+		panic(err)
+	}
 	lim, err := middleware.New(st, keyfunc.RemoteIP,
-		store.Limit{Algorithm: store.Suppressed, Rate: 4, Burst: 8, Period: time.Minute},
-		middleware.WithName("search"))
+		store.Limit{Algorithm: store.SlidingWindowCounter, Rate: 8, Period: time.Minute},
+		middleware.WithName("search"), middleware.WithHeaders(headers.Options{Suppression: true}))
 	if err != nil {
 		panic(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/ratekeeper/ratekeeper/keyfunc"
 	"github.com/ratekeeper/ratekeeper/store"
 	"github.com/ratekeeper/ratekeeper/store/memstore"
+	"github.com/ratekeeper/ratekeeper/store/suppressed"
 )
 
 // Regression: with headers.Options{Omit: true} (the login route), a refusal
@@ -68,8 +69,9 @@ func TestCompileRejectsUnprintableIETFNames(t *testing.T) {
 	}
 }
 
-// TestSuppressedPolicyEndToEnd runs a suppressed-strategy limiter on the
-// memory store with every draw refusing: the soft limit's requests pass,
+// TestSuppressedPolicyEndToEnd runs a limiter on the suppressed store
+// over the memory store (soft limit 2, hard limit 3) with every draw
+// refusing: the soft limit's requests pass,
 // the next one is refused as suppressed (429, the factor in its header,
 // the refusal counted as such by the observer), and the hard limit holds.
 func TestSuppressedPolicyEndToEnd(t *testing.T) {
@@ -77,8 +79,12 @@ func TestSuppressedPolicyEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	sup, err := suppressed.New(st, suppressed.Options{Soft: func(store.Limit) int64 { return 2 }})
+	if err != nil {
+		t.Fatal(err)
+	}
 	obs := &recObserver{}
-	l := mustNew(t, st, constKey("k"), store.Limit{Algorithm: store.Suppressed, Rate: 2, Burst: 3, Period: time.Hour}, WithObserver(obs.Observe))
+	l := mustNew(t, sup, constKey("k"), store.Limit{Algorithm: store.SlidingWindowCounter, Rate: 3, Period: time.Hour}, WithObserver(obs.Observe), WithHeaders(headers.Options{Suppression: true}))
 	h := l.Handler(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
 	var codes, factors []string
 	for range 3 {

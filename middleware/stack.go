@@ -61,8 +61,8 @@ import (
 // one failure mode and one dry-run setting: those decide the stack as a
 // whole. The circuit breaker of the first limiter guards the stack's
 // store calls. [WithDedup] cannot be stacked: a de-duplication id belongs
-// to one identity; nor can [WithOverrides] or the suppressed strategy
-// ([store.Suppressed]).
+// to one identity; nor can [WithOverrides]. A store of package
+// store/suppressed is no MultiStore: load shedding is not stacked.
 type Stack struct {
 	ls    []*Limiter
 	ms    store.MultiStore
@@ -107,8 +107,6 @@ func NewStack(limiters ...*Limiter) (*Stack, error) {
 			return nil, fmt.Errorf("ratekeeper: middleware: stack: limiter %d (%q) de-duplicates (WithDedup), which a stack cannot: an id belongs to one identity", i, q.name)
 		case q.overrides:
 			return nil, fmt.Errorf("ratekeeper: middleware: stack: limiter %d (%q) applies per-client overrides (WithOverrides), which a stack does not", i, q.name)
-		case q.suppresses():
-			return nil, fmt.Errorf("ratekeeper: middleware: stack: limiter %d (%q) uses the suppressed strategy, which a stack does not take", i, q.name)
 		case !sameStore(q.store, first.store):
 			return nil, fmt.Errorf("ratekeeper: middleware: stack: limiter %d (%q) uses another store than limiter 0 (%q)", i, q.name, first.name)
 		case !sameStore(q.local, first.local):
@@ -128,18 +126,6 @@ func NewStack(limiters ...*Limiter) (*Stack, error) {
 		}
 	}
 	return st, nil
-}
-
-// suppresses reports whether a tier of q uses the suppressed strategy. A
-// limits function's choice is known only at request time: a stack
-// refuses it then (500, as for any misconfigured policy).
-func (q *quota) suppresses() bool {
-	for _, t := range q.tiers {
-		if t.limits != nil && t.limits.limits[0].Algorithm == store.Suppressed {
-			return true
-		}
-	}
-	return false
 }
 
 // sameStore reports whether a and b are the same store (both nil

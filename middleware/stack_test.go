@@ -13,6 +13,7 @@ import (
 
 	"github.com/ratekeeper/ratekeeper/keyfunc"
 	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/store/suppressed"
 )
 
 // ipAndRoute returns a per-IP limiter of ip per minute and a route-wide
@@ -142,7 +143,11 @@ func TestNewStackErrors(t *testing.T) {
 	dedup := mustNew(t, a, keyfunc.RemoteIP, store.PerMinute(1), WithName("d"), WithDedup(func(*http.Request) string { return "" }))
 	closed := mustNew(t, a, keyfunc.RemoteIP, store.PerMinute(1), WithName("c"), WithFailureMode(FailClosed))
 	overrides := mustNew(t, a, keyfunc.RemoteIP, store.PerMinute(1), WithName("o"), WithOverrides())
-	suppressed := mustNew(t, a, keyfunc.RemoteIP, store.Limit{Algorithm: store.Suppressed, Rate: 10, Period: time.Second}, WithName("s"))
+	sa, err := suppressed.New(a, suppressed.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shed := mustNew(t, sa, keyfunc.RemoteIP, store.Limit{Algorithm: store.SlidingWindowCounter, Rate: 20, Period: time.Second}, WithName("s"))
 	dry := mustNew(t, a, keyfunc.RemoteIP, store.PerMinute(1), WithName("dry"), WithDryRun())
 	costly, err := ip.WithCost(2)
 	if err != nil {
@@ -160,7 +165,8 @@ func TestNewStackErrors(t *testing.T) {
 		"same name":    {ip, sameName},
 		"dedup":        {ip, dedup},
 		"overrides":    {ip, overrides},
-		"suppressed":   {ip, suppressed},
+		"suppressed":   {ip, shed},
+		"suppressed 0": {shed, ip},
 		"failure mode": {ip, closed},
 		"dry run":      {ip, dry},
 		"same quota":   {ip, costly},

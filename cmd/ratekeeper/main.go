@@ -24,6 +24,7 @@ import (
 	"github.com/ratekeeper/ratekeeper/middleware/policy"
 	"github.com/ratekeeper/ratekeeper/store"
 	"github.com/ratekeeper/ratekeeper/store/redisstore"
+	"github.com/ratekeeper/ratekeeper/store/suppressed"
 )
 
 const usage = `usage: ratekeeper <command> [flags] [arguments]
@@ -370,10 +371,20 @@ func (inv *invocation) run(ctx context.Context, out io.Writer) error {
 	if strings.HasPrefix(inv.command, "override ") {
 		return inv.setOrClear(ctx, st, out)
 	}
-	req, overrides, err := inv.request()
+	req, q, err := inv.request()
 	if err != nil {
 		return err
 	}
+	if q.soft != nil {
+		// A policy that sheds load keeps its state as the suppressed
+		// store does.
+		sup, err := suppressed.New(st, suppressed.Options{Soft: q.soft})
+		if err != nil {
+			return err
+		}
+		st = sup.(redisStore)
+	}
+	overrides := q.overrides
 	if inv.command == "reset" {
 		return inv.reset(ctx, st, req, out)
 	}
@@ -420,6 +431,7 @@ type quota struct {
 	owner     string
 	limits    []store.Limit
 	overrides bool
+	soft      func(store.Limit) int64 // the soft limits of a policy that sheds load
 }
 
 // storeKey returns the key the middleware gives identity in the store
@@ -441,12 +453,12 @@ func (inv *invocation) quota() (quota, error) {
 // request returns the store request for the identity under the limits
 // of the flags or of the policy file, and whether the policy applies
 // overrides.
-func (inv *invocation) request() (store.Request, bool, error) {
+func (inv *invocation) request() (store.Request, quota, error) {
 	q, err := inv.quota()
 	if err != nil {
-		return store.Request{}, false, err
+		return store.Request{}, quota{}, err
 	}
-	return store.Request{Key: middleware.StoreKey(q.owner, inv.tier, inv.identity), Limits: q.limits}, q.overrides, nil
+	return store.Request{Key: middleware.StoreKey(q.owner, inv.tier, inv.identity), Limits: q.limits}, q, nil
 }
 
 // clientState is what inspect prints.
@@ -711,7 +723,7 @@ func fileQuota(path, name, tier string) (quota, error) {
 		return quota{}, fmt.Errorf("%s: no policy %q", path, name)
 	}
 	p := policies[i]
-	q := quota{owner: cmp.Or(p.Share, p.Name), limits: p.Limits, overrides: p.Overrides}
+	q := quota{owner: cmp.Or(p.Share, p.Name), limits: p.Limits, overrides: p.Overrides, soft: p.Soft}
 	if p.Tiers == nil {
 		if tier != "" {
 			return quota{}, fmt.Errorf("%s: policy %q has no tiers; leave --tier out", path, q.owner)

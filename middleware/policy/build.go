@@ -7,8 +7,10 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/ratekeeper/ratekeeper/headers"
 	"github.com/ratekeeper/ratekeeper/middleware"
 	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/store/suppressed"
 )
 
 // entry is one policy of a running configuration.
@@ -124,7 +126,19 @@ func (b *builder) base(ps *policySpec, dry bool) (*middleware.Limiter, error) {
 	opts := []middleware.Option{middleware.WithLogger(b.opts.logger())}
 	opts = append(opts, b.opts.Middleware...)
 	opts = append(opts, middleware.WithName(ps.name))
-	if ps.headers != nil {
+	st := b.st
+	if soft := ps.soft(); soft != nil {
+		var err error
+		if st, err = suppressed.New(st, suppressed.Options{Soft: soft}); err != nil {
+			return nil, fmt.Errorf("policy %q: %w", ps.name, err)
+		}
+		var w headers.Options
+		if ps.headers != nil {
+			w = ps.headers.w
+		}
+		w.Suppression = true
+		opts = append(opts, middleware.WithHeaders(w))
+	} else if ps.headers != nil {
 		opts = append(opts, middleware.WithHeaders(ps.headers.w))
 	}
 	if ps.has("failure") {
@@ -167,13 +181,13 @@ func (b *builder) base(ps *policySpec, dry bool) (*middleware.Limiter, error) {
 	if ps.key != "" {
 		limits := storeLimits(ps.limits)
 		opts = append(opts, middleware.WithLimits(limits[1:]...))
-		return middleware.New(b.st, b.opts.Keys[ps.key], limits[0], opts...)
+		return middleware.New(st, b.opts.Keys[ps.key], limits[0], opts...)
 	}
 	tiers := make([]middleware.Tier, len(ps.tiers))
 	for i := range ps.tiers {
 		tiers[i] = ps.tiers[i].middlewareTier()
 	}
-	return middleware.NewTiered(b.st, b.opts.Classifiers[ps.classifier], tiers, opts...)
+	return middleware.NewTiered(st, b.opts.Classifiers[ps.classifier], tiers, opts...)
 }
 
 func storeLimits(specs []limitSpec) []store.Limit {

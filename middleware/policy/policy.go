@@ -41,6 +41,11 @@ type Policy struct {
 	// Tiers are the tiers of a policy with classifier, in file order; nil
 	// for one with key. A tier has Limits, or is Unlimited or Suspended.
 	Tiers []middleware.Tier
+	// Soft gives, for a policy that sheds load (algorithm suppressed), the
+	// soft limit of each of its counting limits, as the store of package
+	// store/suppressed takes it ([suppressed.Options]); nil for other
+	// policies.
+	Soft func(store.Limit) int64
 	// Overrides reports that the policy applies per-client overrides
 	// ("overrides: true").
 	Overrides bool
@@ -75,7 +80,7 @@ func (ps *policySpec) public(m Mode, overridden bool) Policy {
 	if ps.owner != nil {
 		q = ps.owner
 	}
-	p.Key, p.Classifier, p.Overrides = q.key, q.classifier, q.overrides
+	p.Key, p.Classifier, p.Overrides, p.Soft = q.key, q.classifier, q.overrides, q.soft()
 	if q.key != "" {
 		p.Limits = storeLimits(q.limits)
 	}

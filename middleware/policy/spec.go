@@ -52,7 +52,12 @@ type tierSpec struct {
 type limitSpec struct {
 	limit     store.Limit
 	threshold int64 // as written, when the file used threshold
-	line      int
+	// soft is the soft limit of algorithm: suppressed (the rate as
+	// written), whose limit is then the counting limit under it: a
+	// sliding window counter of the hard limit (burst, or twice the rate).
+	// Zero for other algorithms.
+	soft int64
+	line int
 }
 
 type breakerSpec struct {
@@ -174,7 +179,14 @@ func marshalLimits(limits []limitSpec) json.RawMessage {
 		l := ls.limit
 		o := object{b: &b}
 		o.str("name", l.Name)
-		o.str("algorithm", l.Algorithm.String())
+		if ls.soft > 0 {
+			// As written: the soft limit as the rate, the hard one as the
+			// burst.
+			o.str("algorithm", suppressedName)
+			l.Rate, l.Burst = ls.soft, l.Rate
+		} else {
+			o.str("algorithm", l.Algorithm.String())
+		}
 		if ls.threshold > 0 {
 			o.val("threshold", ls.threshold)
 		} else {

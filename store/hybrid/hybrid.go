@@ -215,11 +215,9 @@ func (s *hybridStore) Name() string { return "hybrid" }
 // now returns the store clock in nanoseconds since New.
 func (s *hybridStore) now() int64 { return int64(s.clock().Sub(s.base)) }
 
-// lean reports whether req may be decided locally. The suppressed
-// strategy never is: its decisions need the offered load of every
-// instance.
+// lean reports whether req may be decided locally.
 func lean(req *store.Request) bool {
-	return contract.Plain(req) && !req.ApplyOverride && req.Cost >= 0 && req.Limits[0].Algorithm != store.Suppressed
+	return contract.Plain(req) && !req.ApplyOverride && req.Cost >= 0
 }
 
 // Take implements [store.Store]. A lean request (see the package

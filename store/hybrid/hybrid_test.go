@@ -221,7 +221,6 @@ func TestPassThrough(t *testing.T) {
 		{"dedup id", store.Request{Key: "k", Limits: []store.Limit{lim}, DedupID: "x"}},
 		{"count denied", store.Request{Key: "k", Limits: []store.Limit{{Algorithm: store.FixedWindow, Rate: 5, Period: time.Second}}, CountDenied: true}},
 		{"block", store.Request{Key: "k", Limits: []store.Limit{{Rate: 5, Period: time.Second, Block: time.Second}}}},
-		{"suppressed", store.Request{Key: "k", Limits: []store.Limit{{Algorithm: store.Suppressed, Rate: 100, Period: time.Minute}}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m, _ := frozenMem(t)

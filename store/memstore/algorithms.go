@@ -5,6 +5,7 @@ import (
 	"sort"
 
 	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/store/internal/contract"
 )
 
 // The functions below compute in integer microseconds and float64, in the
@@ -39,7 +40,7 @@ type outcome struct {
 // suppressed strategy reads.
 func evaluate(l *store.Limit, st *counts, now, c int64, u float64, o *outcome) {
 	switch l.Algorithm {
-	case store.Suppressed:
+	case contract.Suppressed:
 		suppressed(l, st, now, c, u, o)
 	case store.SlidingWindowCounter:
 		slidingCounter(l, st, now, c, o)
@@ -182,10 +183,10 @@ func slidingCounter(l *store.Limit, st *counts, now, c int64, o *outcome) {
 const ppm = 1_000_000
 
 // suppressionCacheUS returns how long a suppression factor computed for a
-// limit of period p (µs) is reused: store.SuppressionCache, or p/10 when
+// limit of period p (µs) is reused: contract.SuppressionCache, or p/10 when
 // shorter.
 func suppressionCacheUS(p int64) int64 {
-	return min(store.SuppressionCache.Microseconds(), p/10)
+	return min(contract.SuppressionCache.Microseconds(), p/10)
 }
 
 // suppressed implements the suppressed strategy (package store,

@@ -51,6 +51,11 @@ func (s *memStore) decide(req store.Request, take bool) (store.Decision, error) 
 	if err := req.Validate(); err != nil {
 		return store.Decision{}, err
 	}
+	return s.run(req, take)
+}
+
+// run is decide on a request already checked.
+func (s *memStore) run(req store.Request, take bool) (store.Decision, error) {
 	var o op
 	o.s, o.req, o.cost = s, req, contract.Cost(&req)
 	// One outcome per limit: most requests have one limit, and zeroing
@@ -107,7 +112,7 @@ func (o *op) isLog() bool { return o.req.Limits[0].Algorithm == store.SlidingWin
 
 // isSuppressed reports a request of the suppressed strategy, whose takes
 // record refused requests as offered load.
-func (o *op) isSuppressed() bool { return o.req.Limits[0].Algorithm == store.Suppressed }
+func (o *op) isSuppressed() bool { return o.req.Limits[0].Algorithm == contract.Suppressed }
 
 // stateIDs returns the IDs of the request's states: one per limit, or the
 // one sliding window log.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/store/internal/contract"
 )
 
 // Defaults applied by [New] to zero fields of [Options].
@@ -43,7 +44,7 @@ type Options struct {
 	// larger. Shards do not divide MaxKeys: any shard may hold any share.
 	Shards int
 	// Rand returns the uniform random value in [0, 1) that a request of
-	// the [store.Suppressed] strategy is drawn against (one per request,
+	// the suppressed strategy (package store/suppressed) is drawn against (one per request,
 	// Take or Peek). Nil means math/rand/v2's Float64. Tests inject a
 	// fixed sequence. A value outside [0, 1) is clamped into it (NaN
 	// counts as 0). It must be safe for concurrent use.
@@ -228,6 +229,23 @@ func (s *memStore) Reset(_ context.Context, req store.Request) error {
 	if err := req.Validate(); err != nil {
 		return err
 	}
+	return s.reset(req)
+}
+
+// Suppress implements contract.Suppressor: req, checked by package
+// store/suppressed, is decided like any other request.
+func (s *memStore) Suppress(_ context.Context, req store.Request, mode contract.Mode) (store.Decision, error) {
+	switch mode {
+	case contract.Take:
+		return s.run(req, true)
+	case contract.Peek:
+		return s.run(req, false)
+	}
+	return store.Decision{}, s.reset(req)
+}
+
+// reset is Reset on a request already checked.
+func (s *memStore) reset(req store.Request) error {
 	var ids [store.MaxLimits]string
 	s.limitIDs(req.Limits, &ids)
 	alg := req.Limits[0].Algorithm

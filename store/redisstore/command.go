@@ -152,7 +152,7 @@ func (s *redisStore) appendFullArgv(args []any, mode string, req *store.Request,
 	switch alg := req.Limits[0].Algorithm; {
 	case mode == modeTake && alg == store.SlidingWindowLog:
 		nonce = s.nonce()
-	case alg == store.Suppressed:
+	case alg == contract.Suppressed:
 		// The nonce's place carries the request's random value.
 		nonce = strconv.FormatFloat(s.draw(), 'g', -1, 64)
 	}

@@ -97,7 +97,7 @@
 // once the cached RetryAfter has passed. [Options.DenyCacheSize] bounds
 // it.
 //
-// Requests of the suppressed strategy ([store.Suppressed]) are never lean:
+// Requests of the suppressed strategy (package store/suppressed) are never lean:
 // they always run the full script, with the request's random value
 // ([Options.Rand]) as an argument, and their refusals are not cached,
 // since a refused request still counts as offered load and the next draw

@@ -109,7 +109,7 @@ func TestLeanOverrideScript(t *testing.T) {
 		{"two limits", []store.Limit{plain, {Rate: 100, Period: time.Hour}}, false},
 		{"fixed window", []store.Limit{{Algorithm: store.FixedWindow, Rate: 2, Period: time.Minute}}, true},
 		{"sliding window log", []store.Limit{{Algorithm: store.SlidingWindowLog, Rate: 2, Period: time.Minute}}, true},
-		{"suppressed", []store.Limit{{Algorithm: store.Suppressed, Rate: 2, Period: time.Minute}}, false},
+		{"suppressed", []store.Limit{{Algorithm: contract.Suppressed, Rate: 2, Burst: 4, Period: time.Minute}}, false},
 	} {
 		req := store.Request{Key: "client", Limits: tc.limits, Cost: 1, ApplyOverride: true}
 		cmd := s.command(modeTake, &req, 1)

@@ -71,7 +71,7 @@ type Options struct {
 	// disables the cache.
 	DenyCacheSize int
 	// Rand returns the uniform random value in [0, 1) that a request of
-	// the [store.Suppressed] strategy is drawn against (one per request,
+	// the suppressed strategy (package store/suppressed) is drawn against (one per request,
 	// Take or Peek). It is drawn here and passed to the script, which has
 	// no randomness of its own, so that replicas replay the same decision
 	// and tests can inject the sequence. Nil means math/rand/v2's
@@ -253,6 +253,23 @@ func (s *redisStore) Reset(ctx context.Context, req store.Request) error {
 	if err != nil {
 		return err
 	}
+	return s.reset(ctx, req, keys)
+}
+
+// Suppress implements contract.Suppressor: req, checked by package
+// store/suppressed, is decided like any other request.
+func (s *redisStore) Suppress(ctx context.Context, req store.Request, mode contract.Mode) (store.Decision, error) {
+	switch mode {
+	case contract.Take:
+		return s.run(ctx, modeTake, req)
+	case contract.Peek:
+		return s.run(ctx, modePeek, req)
+	}
+	return store.Decision{}, s.reset(ctx, req, s.stateKeys(req))
+}
+
+// reset is Reset on a request already checked, whose state keys are keys.
+func (s *redisStore) reset(ctx context.Context, req store.Request, keys []string) error {
 	if s.deny != nil {
 		s.deny.forget(keys[0])
 	}
@@ -312,8 +329,13 @@ func (s *redisStore) StateKeys(req store.Request) ([]string, error) {
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
+	return s.stateKeys(req), nil
+}
+
+// stateKeys is StateKeys on a request already checked.
+func (s *redisStore) stateKeys(req store.Request) []string {
 	base := keyBase(s.prefix, encodeKey(req.Key))
-	return appendStateKeys(make([]string, 0, len(req.Limits)), base, req.Limits), nil
+	return appendStateKeys(make([]string, 0, len(req.Limits)), base, req.Limits)
 }
 
 // decide runs the request's script in mode take or peek: a refusal the
@@ -323,6 +345,11 @@ func (s *redisStore) decide(ctx context.Context, mode string, req store.Request)
 	if err := req.Validate(); err != nil {
 		return store.Decision{}, err
 	}
+	return s.run(ctx, mode, req)
+}
+
+// run is decide on a request already checked.
+func (s *redisStore) run(ctx context.Context, mode string, req store.Request) (store.Decision, error) {
 	if err := ctx.Err(); err != nil {
 		return store.Decision{}, backendError(mode, err)
 	}
