@@ -34,7 +34,7 @@ func (s *countingStore) Take(_ context.Context, req store.Request) (store.Decisi
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.down {
-		return store.Decision{}, &store.BackendError{Op: "take", Kind: store.KindTimeout, Err: context.DeadlineExceeded}
+		return store.Decision{}, &store.BackendError{Op: "take", Kind: "timeout", Err: context.DeadlineExceeded}
 	}
 	if s.seen == nil {
 		s.seen = map[string]int64{}

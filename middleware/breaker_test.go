@@ -15,14 +15,14 @@ import (
 	"github.com/ratekeeper/ratekeeper/store"
 )
 
-var errDown = &store.BackendError{Op: "take", Kind: store.KindConnection, Err: errors.New("down")}
+var errDown = &store.BackendError{Op: "take", Kind: "connection", Err: errors.New("down")}
 
 // A request deadline that runs out is not a client that went away: the
 // failure mode must still answer, and the store is not blamed.
 func TestRequestDeadlineDoesNotOpenBreaker(t *testing.T) {
 	s := &funcStore{take: func(ctx context.Context, _ store.Request) (store.Decision, error) {
 		<-ctx.Done()
-		return store.Decision{}, &store.BackendError{Op: "take", Kind: store.KindTimeout, Err: ctx.Err()}
+		return store.Decision{}, &store.BackendError{Op: "take", Kind: "timeout", Err: ctx.Err()}
 	}}
 	lim := mustNew(t, s, constKey("k"), store.PerMinute(1), WithFailureMode(FailClosed), WithBreaker(1, time.Hour))
 	h := lim.Handler(okHandler)
@@ -205,7 +205,7 @@ func TestCapacityErrorsDoNotOpenBreaker(t *testing.T) {
 	mem := mustMem(t)
 	s := &funcStore{take: func(ctx context.Context, req store.Request) (store.Decision, error) {
 		if strings.Contains(req.Key, "flood-") {
-			return store.Decision{}, &store.BackendError{Op: "take", Kind: store.KindCapacity, Err: store.ErrTooManyKeys}
+			return store.Decision{}, &store.BackendError{Op: "take", Kind: "capacity", Err: store.ErrTooManyKeys}
 		}
 		return mem.Take(ctx, req)
 	}}

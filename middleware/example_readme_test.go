@@ -312,15 +312,15 @@ func ExampleExemptCIDRs() {
 type downStore struct{}
 
 func (downStore) Take(context.Context, store.Request) (store.Decision, error) {
-	return store.Decision{}, &store.BackendError{Op: "take", Kind: store.KindConnection, Err: errors.New("connection refused")}
+	return store.Decision{}, &store.BackendError{Op: "take", Kind: "connection", Err: errors.New("connection refused")}
 }
 
 func (downStore) Peek(context.Context, store.Request) (store.Decision, error) {
-	return store.Decision{}, &store.BackendError{Op: "peek", Kind: store.KindConnection, Err: errors.New("connection refused")}
+	return store.Decision{}, &store.BackendError{Op: "peek", Kind: "connection", Err: errors.New("connection refused")}
 }
 
 func (downStore) Reset(context.Context, store.Request) error {
-	return &store.BackendError{Op: "reset", Kind: store.KindConnection, Err: errors.New("connection refused")}
+	return &store.BackendError{Op: "reset", Kind: "connection", Err: errors.New("connection refused")}
 }
 
 // What a request gets when the store fails: FailOpen passes it without

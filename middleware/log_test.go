@@ -76,7 +76,7 @@ func TestLogsHashIdentitiesAndThrottleWarnings(t *testing.T) {
 	var fail bool
 	s := &funcStore{take: func(context.Context, store.Request) (store.Decision, error) {
 		if fail {
-			return store.Decision{}, &store.BackendError{Op: "take", Kind: store.KindConnection, Err: errors.New("dial 10.1.2.3:6379 refused")}
+			return store.Decision{}, &store.BackendError{Op: "take", Kind: "connection", Err: errors.New("dial 10.1.2.3:6379 refused")}
 		}
 		return store.Decision{Allowed: true, Capacity: 5, Remaining: 4}, nil
 	}}

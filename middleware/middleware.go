@@ -567,7 +567,7 @@ func (q *quota) settle(ctx context.Context, b *breaker, probe bool, node string,
 	case errors.Is(ctx.Err(), context.Canceled):
 		// The client went away; that says nothing about the store.
 		err = releasing(b, probe, fmt.Errorf("%w: %w", errClientGone, err))
-	case ctx.Err() != nil || keyScoped(err) || store.KindOf(err) == store.KindCapacity:
+	case ctx.Err() != nil || keyScoped(err) || store.KindOf(err) == "capacity":
 		// The request's own deadline ran out first, the store answered
 		// about this key's data alone, or a bounded store refused a new
 		// key: the failure mode applies to this request, but the breaker,
@@ -577,7 +577,7 @@ func (q *quota) settle(ctx context.Context, b *breaker, probe bool, node string,
 		if b.failure(q.now(), probe) {
 			q.logger.LogAttrs(ctx, slog.LevelInfo, "ratekeeper: store failing; circuit breaker opened",
 				slog.String("policy", q.name), slog.String("store", q.storeName), slog.String("node", node),
-				slog.String("kind", string(store.KindOf(err))), slog.Duration("cooldown", q.breaker.cooldown),
+				slog.String("kind", store.KindOf(err)), slog.Duration("cooldown", q.breaker.cooldown),
 				slog.String("failure_mode", q.failure.String()))
 		}
 		err = &storeFailure{err: err}

@@ -145,7 +145,7 @@ func TestStoreFailureModes(t *testing.T) {
 	secret := "dial tcp 10.0.0.5:6379: connection refused"
 	failing := func() *funcStore {
 		return &funcStore{take: func(context.Context, store.Request) (store.Decision, error) {
-			return store.Decision{}, &store.BackendError{Op: "take", Kind: store.KindConnection, Err: errors.New(secret)}
+			return store.Decision{}, &store.BackendError{Op: "take", Kind: "connection", Err: errors.New(secret)}
 		}}
 	}
 	t.Run("fail open", func(t *testing.T) {
@@ -193,7 +193,7 @@ func TestStoreFailureModes(t *testing.T) {
 func TestHangingStoreBoundedByRequestDeadline(t *testing.T) {
 	s := &funcStore{take: func(ctx context.Context, _ store.Request) (store.Decision, error) {
 		<-ctx.Done() // a store that honours its context but never answers
-		return store.Decision{}, &store.BackendError{Op: "take", Kind: store.KindTimeout, Err: ctx.Err()}
+		return store.Decision{}, &store.BackendError{Op: "take", Kind: "timeout", Err: ctx.Err()}
 	}}
 	for _, mode := range []FailureMode{FailOpen, FailClosed} {
 		t.Run(mode.String(), func(t *testing.T) {
@@ -244,7 +244,7 @@ func TestBreakerSkipsDeadStoreAndProbes(t *testing.T) {
 		if healthy.Load() {
 			return store.Decision{Allowed: true, Capacity: 1, Remaining: 1}, nil
 		}
-		return store.Decision{}, &store.BackendError{Op: "take", Kind: store.KindConnection, Err: errors.New("down")}
+		return store.Decision{}, &store.BackendError{Op: "take", Kind: "connection", Err: errors.New("down")}
 	}}
 	clock := time.Unix(1000, 0)
 	var mu sync.Mutex

@@ -177,7 +177,7 @@ func WithFailureMode(m FailureMode) Option { return func(c *config) { c.failure 
 // its own keys.
 // threshold 0 disables the breaker. Defaults: 5 failures, 1 second.
 // Failures that belong to one key do not count: a bounded store refusing
-// a new key ([store.KindCapacity]) and a script error about the key's own
+// a new key (kind "capacity") and a script error about the key's own
 // data (one whose chain holds an error with a KeyScoped method returning
 // true, as the Redis store reports WRONGTYPE); the failure mode still
 // applies to that request. A store that repaired a key's state reports

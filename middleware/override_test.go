@@ -181,7 +181,7 @@ func (*downOverrides) ClearOverride(context.Context, string) error { return nil 
 // store's failure.
 func TestOverridesFallbackKeepsCostError(t *testing.T) {
 	down := &downOverrides{funcStore{take: func(context.Context, store.Request) (store.Decision, error) {
-		return store.Decision{}, &store.BackendError{Op: "take", Kind: store.KindConnection, Err: errors.New("refused")}
+		return store.Decision{}, &store.BackendError{Op: "take", Kind: "connection", Err: errors.New("refused")}
 	}}}
 	lim := mustNew(t, down, keyfunc.RemoteIP, store.PerMinute(3), WithName("api"), WithOverrides(), WithLocalFallback(mustMem(t)))
 	if _, err := lim.AllowN(context.Background(), "192.0.2.1", 5); !errors.Is(err, store.ErrCostExceedsCapacity) {

@@ -9,13 +9,13 @@ import (
 )
 
 // keyScoped reports whether err is a store failure that belongs to the
-// request's key alone: a script error (store.KindScript) whose chain holds
+// request's key alone: a script error ("script") whose chain holds
 // an error with a KeyScoped method that returns true, as the Redis store's
 // errors do when Redis answered about the key's own data (state of the
 // wrong type it could not repair, for instance, from a user script). Such
 // a failure says nothing about the store's health for other keys.
 func keyScoped(err error) bool {
-	if store.KindOf(err) != store.KindScript {
+	if store.KindOf(err) != "script" {
 		return false
 	}
 	var ks interface{ KeyScoped() bool }

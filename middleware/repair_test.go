@@ -28,13 +28,13 @@ func TestKeyScopedErrorsDoNotOpenBreaker(t *testing.T) {
 		err      error
 		wantOpen bool
 	}{
-		{"wrong type", &store.BackendError{Op: "take", Kind: store.KindScript,
+		{"wrong type", &store.BackendError{Op: "take", Kind: "script",
 			Err: keyErr{"WRONGTYPE Operation against a key holding the wrong kind of value"}}, false},
-		{"script error about every key", &store.BackendError{Op: "take", Kind: store.KindScript,
+		{"script error about every key", &store.BackendError{Op: "take", Kind: "script",
 			Err: errors.New("ERR Error compiling script")}, true},
-		{"connection", &store.BackendError{Op: "take", Kind: store.KindConnection,
+		{"connection", &store.BackendError{Op: "take", Kind: "connection",
 			Err: errors.New("connection refused")}, true},
-		{"timeout", &store.BackendError{Op: "take", Kind: store.KindTimeout,
+		{"timeout", &store.BackendError{Op: "take", Kind: "timeout",
 			Err: context.DeadlineExceeded}, true},
 	}
 	for _, tt := range tests {

@@ -341,7 +341,7 @@ func (s *Stack) call(ctx context.Context, reqs []store.Request, now time.Time) (
 // that breaks the contract; a store failure otherwise.
 func wellFormed(md *store.MultiDecision, n int) error {
 	if len(md.Parts) != n || md.Part < 0 || md.Part >= n {
-		return &storeFailure{err: &store.BackendError{Op: "take", Kind: store.KindOther,
+		return &storeFailure{err: &store.BackendError{Op: "take", Kind: "other",
 			Err: fmt.Errorf("stacked decision of %d parts names part %d of %d", n, md.Part, len(md.Parts))}}
 	}
 	return nil

@@ -202,7 +202,7 @@ func TestStackDryRun(t *testing.T) {
 }
 
 func TestStackExemptAndFailure(t *testing.T) {
-	down := &multiFunc{err: &store.BackendError{Op: "take", Kind: store.KindConnection, Err: context.DeadlineExceeded}}
+	down := &multiFunc{err: &store.BackendError{Op: "take", Kind: "connection", Err: context.DeadlineExceeded}}
 	perIP := mustNew(t, down, keyfunc.RemoteIP, store.PerMinute(1), WithName("ip"), WithLogger(quiet), WithFailureMode(FailClosed))
 	perRoute := mustNew(t, down, keyfunc.Constant("/search"), store.PerMinute(1), WithName("route"), WithLogger(quiet), WithFailureMode(FailClosed),
 		WithExempt(func(r *http.Request) bool { return r.Header.Get("X-Internal") != "" }))
@@ -333,7 +333,7 @@ func TestStackTiers(t *testing.T) {
 // TestStackLocalFallback: when the main store fails, the shared fallback
 // store decides the stack.
 func TestStackLocalFallback(t *testing.T) {
-	down := &multiFunc{err: &store.BackendError{Op: "take", Kind: store.KindConnection, Err: context.DeadlineExceeded}}
+	down := &multiFunc{err: &store.BackendError{Op: "take", Kind: "connection", Err: context.DeadlineExceeded}}
 	local := mustMem(t)
 	perIP := mustNew(t, down, keyfunc.RemoteIP, store.PerMinute(2), WithName("ip"), WithLogger(quiet), WithLocalFallback(local))
 	perRoute := mustNew(t, down, keyfunc.Constant("/search"), store.PerMinute(100), WithName("route"), WithLogger(quiet), WithLocalFallback(local))

@@ -421,56 +421,41 @@ var (
 	ErrTooManyKeys = errors.New("ratekeeper: too many keys")
 )
 
-// ErrorKind classifies backend failures for metrics and logs.
-type ErrorKind string
-
-// Error kinds reported by [KindOf].
-const (
-	// KindTimeout: the call exceeded its deadline.
-	KindTimeout ErrorKind = "timeout"
-	// KindConnection: the backend could not be reached or the connection broke.
-	KindConnection ErrorKind = "connection"
-	// KindScript: the backend answered with an error or a reply that could
-	// not be decoded.
-	KindScript ErrorKind = "script"
-	// KindCapacity: a bounded store refused a new key.
-	KindCapacity ErrorKind = "capacity"
-	// KindOther: anything else.
-	KindOther ErrorKind = "other"
-)
-
 // BackendError is the error stores return when the backend fails. It
 // matches [ErrStoreUnavailable] with errors.Is and unwraps to the cause.
 type BackendError struct {
 	// Op is the store operation: "take", "peek" or "reset".
 	Op string
-	// Kind classifies the failure.
-	Kind ErrorKind
+	// Kind classifies the failure for metrics and logs (see [KindOf]):
+	// "timeout" (the call exceeded its deadline), "connection" (the
+	// backend could not be reached or the connection broke), "script"
+	// (the backend answered with an error or a reply that could not be
+	// decoded), "capacity" (a bounded store refused a new key) or "other".
+	Kind string
 	// Err is the underlying error.
 	Err error
 }
 
 // Error implements error.
 func (e *BackendError) Error() string {
-	return "ratekeeper: store unavailable: " + e.Op + ": " + string(e.Kind) + ": " + e.Err.Error()
+	return "ratekeeper: store unavailable: " + e.Op + ": " + e.Kind + ": " + e.Err.Error()
 }
 
 // Unwrap returns [ErrStoreUnavailable] and the cause, so errors.Is matches
 // either.
 func (e *BackendError) Unwrap() []error { return []error{ErrStoreUnavailable, e.Err} }
 
-// KindOf returns the [ErrorKind] of a [BackendError] in err's chain, or
-// [KindOther] when there is none. A context deadline counts as
-// [KindTimeout].
-func KindOf(err error) ErrorKind {
+// KindOf returns the Kind of a [BackendError] in err's chain, or "other"
+// when there is none. A context deadline counts as "timeout".
+func KindOf(err error) string {
 	var be *BackendError
 	if errors.As(err, &be) {
 		return be.Kind
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
-		return KindTimeout
+		return "timeout"
 	}
-	return KindOther
+	return "other"
 }
 
 // costError is the error of a request whose cost c exceeds l's capacity.

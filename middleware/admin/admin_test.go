@@ -539,27 +539,27 @@ func TestBlockedOnMemoryStore(t *testing.T) {
 type failingStore struct{}
 
 func (failingStore) Take(context.Context, store.Request) (store.Decision, error) {
-	return store.Decision{}, &store.BackendError{Op: "take", Kind: store.KindConnection, Err: errors.New("secret-host:6379 refused")}
+	return store.Decision{}, &store.BackendError{Op: "take", Kind: "connection", Err: errors.New("secret-host:6379 refused")}
 }
 
 func (failingStore) Peek(context.Context, store.Request) (store.Decision, error) {
-	return store.Decision{}, &store.BackendError{Op: "peek", Kind: store.KindConnection, Err: errors.New("secret-host:6379 refused")}
+	return store.Decision{}, &store.BackendError{Op: "peek", Kind: "connection", Err: errors.New("secret-host:6379 refused")}
 }
 
 func (failingStore) Reset(context.Context, store.Request) error {
-	return &store.BackendError{Op: "reset", Kind: store.KindConnection, Err: errors.New("secret-host:6379 refused")}
+	return &store.BackendError{Op: "reset", Kind: "connection", Err: errors.New("secret-host:6379 refused")}
 }
 
 func (failingStore) SetOverride(context.Context, string, store.Override) error {
-	return &store.BackendError{Op: "override", Kind: store.KindConnection, Err: errors.New("secret-host:6379 refused")}
+	return &store.BackendError{Op: "override", Kind: "connection", Err: errors.New("secret-host:6379 refused")}
 }
 
 func (failingStore) GetOverride(context.Context, string) (store.Override, error) {
-	return store.Override{}, &store.BackendError{Op: "override", Kind: store.KindConnection, Err: errors.New("secret-host:6379 refused")}
+	return store.Override{}, &store.BackendError{Op: "override", Kind: "connection", Err: errors.New("secret-host:6379 refused")}
 }
 
 func (failingStore) ClearOverride(context.Context, string) error {
-	return &store.BackendError{Op: "override", Kind: store.KindConnection, Err: errors.New("secret-host:6379 refused")}
+	return &store.BackendError{Op: "override", Kind: "connection", Err: errors.New("secret-host:6379 refused")}
 }
 
 func TestStoreFailureIs503(t *testing.T) {

@@ -125,7 +125,7 @@ type hybridStore struct {
 	down     atomic.Bool
 	probeAt  atomic.Int64
 	backoff  time.Duration
-	lastKind store.ErrorKind
+	lastKind string
 
 	refreshes, commits, committed, failures, unconfirmed, overadmitted atomic.Uint64
 }

@@ -474,14 +474,14 @@ func (f *faultyStore) Take(ctx context.Context, r store.Request) (store.Decision
 			f.appliedUnits.Add(contract.Cost(&r))
 			f.recorded.Add(contract.Cost(&r))
 		}
-		return store.Decision{}, &store.BackendError{Op: "take", Kind: store.KindTimeout, Err: context.DeadlineExceeded}
+		return store.Decision{}, &store.BackendError{Op: "take", Kind: "timeout", Err: context.DeadlineExceeded}
 	}
-	return store.Decision{}, &store.BackendError{Op: "take", Kind: store.KindConnection, Err: syscall.ECONNREFUSED}
+	return store.Decision{}, &store.BackendError{Op: "take", Kind: "connection", Err: syscall.ECONNREFUSED}
 }
 
 func (f *faultyStore) Peek(ctx context.Context, r store.Request) (store.Decision, error) {
 	if f.failing.Load() {
-		return store.Decision{}, &store.BackendError{Op: "peek", Kind: store.KindConnection, Err: syscall.ECONNREFUSED}
+		return store.Decision{}, &store.BackendError{Op: "peek", Kind: "connection", Err: syscall.ECONNREFUSED}
 	}
 	return f.Store.Peek(ctx, r)
 }
@@ -495,7 +495,7 @@ type hangingStore struct {
 func (h *hangingStore) Take(ctx context.Context, r store.Request) (store.Decision, error) {
 	if h.hang.Load() {
 		<-ctx.Done()
-		return store.Decision{}, &store.BackendError{Op: "take", Kind: store.KindTimeout, Err: ctx.Err()}
+		return store.Decision{}, &store.BackendError{Op: "take", Kind: "timeout", Err: ctx.Err()}
 	}
 	return h.Store.Take(ctx, r)
 }

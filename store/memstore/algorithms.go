@@ -189,8 +189,8 @@ func suppressionCacheUS(p int64) int64 {
 	return min(contract.SuppressionCache.Microseconds(), p/10)
 }
 
-// suppressed implements the suppressed strategy (package store,
-// "Suppression"): accepted and offered units counted in the windows of the
+// suppressed implements the suppressed strategy (package
+// store/suppressed): accepted and offered units counted in the windows of the
 // sliding window counter, a soft limit (the rate) up to which every
 // request is admitted, a hard limit (the capacity) past which every
 // request is refused, and in between an admission when u is at least the

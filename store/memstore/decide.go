@@ -207,7 +207,7 @@ func (o *op) write(out []outcome) error {
 			}
 		}
 		if !o.room(need) {
-			err = &store.BackendError{Op: "take", Kind: store.KindCapacity, Err: store.ErrTooManyKeys}
+			err = &store.BackendError{Op: "take", Kind: "capacity", Err: store.ErrTooManyKeys}
 			break
 		}
 		o.record(out)

@@ -21,7 +21,7 @@ var _ store.MultiStore = (*memStore)(nil)
 // Room for the states the stack creates is reserved before anything is
 // written, evicting as Take does when the store is full; when it cannot be
 // had, TakeMulti records nothing and returns a *[store.BackendError] of
-// Kind [store.KindCapacity], as Take does. Errors for invalid stacks are those
+// Kind "capacity", as Take does. Errors for invalid stacks are those
 // of [contract.ValidateStack]. ctx is not consulted.
 func (s *memStore) TakeMulti(_ context.Context, reqs []store.Request) (store.MultiDecision, error) {
 	if err := contract.ValidateStack(reqs); err != nil {
@@ -96,7 +96,7 @@ func (s *memStore) lockAndReserve(reqs []store.Request, ops []op, outs [][]outco
 		top.mu.Unlock()
 		if !ok {
 			s.budget.give(reserved)
-			return false, 0, &store.BackendError{Op: "take", Kind: store.KindCapacity, Err: store.ErrTooManyKeys}
+			return false, 0, &store.BackendError{Op: "take", Kind: "capacity", Err: store.ErrTooManyKeys}
 		}
 		reserved = need
 	}

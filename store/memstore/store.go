@@ -196,7 +196,7 @@ func (s *memStore) shardFor(key string) *shard {
 // its states, plus what its key already holds), or in the rare case that
 // every shard it could evict from stays busy, does an admission record
 // nothing and return a *[store.BackendError] with Kind
-// [store.KindCapacity] wrapping [store.ErrTooManyKeys] (so it also
+// "capacity" wrapping [store.ErrTooManyKeys] (so it also
 // matches [store.ErrStoreUnavailable]): the caller applies its failure
 // mode. A refusal is never turned into an error: a counted refusal or a
 // new block that cannot fit is not written, and the refusal is returned.

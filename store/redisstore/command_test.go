@@ -147,7 +147,7 @@ func TestCancelledContextNoIO(t *testing.T) {
 	if !errors.As(err, &be) || !errors.Is(err, context.Canceled) {
 		t.Fatalf("got %v, want a BackendError wrapping context.Canceled", err)
 	}
-	if be.Op != "take" || be.Kind != store.KindOther {
+	if be.Op != "take" || be.Kind != "other" {
 		t.Fatalf("got op %q kind %q, want take/other", be.Op, be.Kind)
 	}
 }
@@ -156,21 +156,21 @@ func TestClassify(t *testing.T) {
 	tests := []struct {
 		name string
 		err  error
-		want store.ErrorKind
+		want string
 	}{
-		{"deadline", context.DeadlineExceeded, store.KindTimeout},
-		{"wrapped deadline", fmt.Errorf("x: %w", context.DeadlineExceeded), store.KindTimeout},
-		{"pool timeout", redis.ErrPoolTimeout, store.KindTimeout},
-		{"net timeout", &net.OpError{Op: "read", Err: timeoutErr{}}, store.KindTimeout},
-		{"cancelled", context.Canceled, store.KindOther},
-		{"error reply", redis.ErrNoScript, store.KindScript},
-		{"bad reply", fmt.Errorf("%w: x", errBadReply), store.KindScript},
-		{"eof", io.EOF, store.KindConnection},
-		{"unexpected eof", io.ErrUnexpectedEOF, store.KindConnection},
-		{"refused", &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}, store.KindConnection},
-		{"reset", syscall.ECONNRESET, store.KindConnection},
-		{"closed client", redis.ErrClosed, store.KindConnection},
-		{"other", errors.New("boom"), store.KindOther},
+		{"deadline", context.DeadlineExceeded, "timeout"},
+		{"wrapped deadline", fmt.Errorf("x: %w", context.DeadlineExceeded), "timeout"},
+		{"pool timeout", redis.ErrPoolTimeout, "timeout"},
+		{"net timeout", &net.OpError{Op: "read", Err: timeoutErr{}}, "timeout"},
+		{"cancelled", context.Canceled, "other"},
+		{"error reply", redis.ErrNoScript, "script"},
+		{"bad reply", fmt.Errorf("%w: x", errBadReply), "script"},
+		{"eof", io.EOF, "connection"},
+		{"unexpected eof", io.ErrUnexpectedEOF, "connection"},
+		{"refused", &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}, "connection"},
+		{"reset", syscall.ECONNRESET, "connection"},
+		{"closed client", redis.ErrClosed, "connection"},
+		{"other", errors.New("boom"), "other"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -294,7 +294,7 @@ func TestDecodeReply(t *testing.T) {
 				if !errors.Is(err, errBadReply) {
 					t.Fatalf("got %v, want errBadReply", err)
 				}
-				if classify(err) != store.KindScript {
+				if classify(err) != "script" {
 					t.Fatalf("got kind %q, want script", classify(err))
 				}
 				return

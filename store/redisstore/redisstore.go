@@ -399,7 +399,7 @@ func (s *redisStore) do(ctx context.Context, op string, cmd *command) (any, erro
 // the background, never on the request's time).
 func (s *redisStore) failed(op string, err error) *store.BackendError {
 	be := backendError(op, err)
-	if s.reloader != nil && (be.Kind == store.KindConnection || be.Kind == store.KindTimeout) {
+	if s.reloader != nil && (be.Kind == "connection" || be.Kind == "timeout") {
 		now := time.Now().UnixNano()
 		last := s.lastReloadNS.Load()
 		if now-last >= int64(s.reloadEvery) && s.lastReloadNS.CompareAndSwap(last, now) {

@@ -38,7 +38,7 @@ func TestClusterReloadAfterConnectionErrors(t *testing.T) {
 			}
 			req := store.Request{Key: "k", Limits: []store.Limit{store.PerMinute(1)}}
 			for range 5 {
-				if _, err := s.Take(context.Background(), req); store.KindOf(err) != store.KindConnection {
+				if _, err := s.Take(context.Background(), req); store.KindOf(err) != "connection" {
 					t.Fatalf("got %v (kind %s), want a connection error", err, store.KindOf(err))
 				}
 			}

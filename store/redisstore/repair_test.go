@@ -323,7 +323,7 @@ func TestKeyScopedErrors(t *testing.T) {
 				t.Fatal(err)
 			}
 			_, err = u.Take(ctx, req)
-			if store.KindOf(err) != store.KindScript {
+			if store.KindOf(err) != "script" {
 				t.Fatalf("got %v (kind %s), want a script error", err, store.KindOf(err))
 			}
 			var ks interface{ KeyScoped() bool }

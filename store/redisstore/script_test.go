@@ -153,15 +153,15 @@ func TestUserScriptErrors(t *testing.T) {
 	cases := []struct {
 		name string
 		src  string
-		kind store.ErrorKind
+		kind string
 	}{
-		{"lua-error", "error('quota service says no')", store.KindScript},
-		{"not-an-array", "return 'yes'", store.KindScript},
-		{"short-reply", "return {1, 2}", store.KindScript},
-		{"allowed-with-retry", "return {1, 2, 0, 5}", store.KindScript},
-		{"refused-without-retry", "return {0, 0, 0, 0}", store.KindScript},
-		{"remaining-above-capacity", "return {1, 4, 0, 0}", store.KindScript},
-		{"syntax-error", "return {", store.KindScript},
+		{"lua-error", "error('quota service says no')", "script"},
+		{"not-an-array", "return 'yes'", "script"},
+		{"short-reply", "return {1, 2}", "script"},
+		{"allowed-with-retry", "return {1, 2, 0, 5}", "script"},
+		{"refused-without-retry", "return {0, 0, 0, 0}", "script"},
+		{"remaining-above-capacity", "return {1, 4, 0, 0}", "script"},
+		{"syntax-error", "return {", "script"},
 	}
 	s, _ := newStore(t, Options{})
 	for _, tc := range cases {
@@ -227,7 +227,7 @@ func TestUserScriptBudget(t *testing.T) {
 	if took := time.Since(start); took > 250*time.Millisecond {
 		t.Fatalf("took %s, want about the 50ms budget", took)
 	}
-	if store.KindOf(err) != store.KindTimeout || !strings.Contains(err.Error(), `script "slow"`) {
+	if store.KindOf(err) != "timeout" || !strings.Contains(err.Error(), `script "slow"`) {
 		t.Fatalf("got %v, want a timeout naming the script", err)
 	}
 	time.Sleep(400 * time.Millisecond) // let the script end before the server stops
