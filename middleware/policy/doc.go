@@ -118,7 +118,11 @@
 //   - algorithm: gcra (default), token_bucket, sliding_window_log,
 //     sliding_window_counter, fixed_window ([store.Algorithm]) or
 //     suppressed, the strategy that sheds load between rate (the soft
-//     limit) and burst (the hard limit) ([store.Suppressed]).
+//     limit) and burst (the hard limit): the policy's limiter then runs
+//     on the store of package store/suppressed over the Set's store, with
+//     a sliding window counter of the hard limit, and sends
+//     X-RateLimit-Suppression. All limits of a policy, all its tiers
+//     included, are suppressed or none is.
 //   - burst: the capacity of gcra and token_bucket (default: rate); the
 //     hard limit of suppressed, at least rate (default: 2·rate); the
 //     window algorithms hold rate.
