@@ -14,6 +14,7 @@ import (
 	"github.com/ratekeeper/ratekeeper/middleware"
 	"github.com/ratekeeper/ratekeeper/middleware/policy"
 	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/store/suppressed"
 )
 
 // ErrUnauthenticated is what an [Options.Authorize] function returns
@@ -210,7 +211,14 @@ func (a *api) showClient(w http.ResponseWriter, r *http.Request) {
 func (a *api) readClient(ctx context.Context, target *target, identity string, out *clientJSON) (string, error) {
 	now := a.now()
 	key := target.key(identity)
-	d, err := a.store.Peek(ctx, store.Request{Key: key, Limits: target.limits, ApplyOverride: target.overrides})
+	st := a.store
+	if target.soft != nil {
+		var err error
+		if st, err = suppressed.New(st, suppressed.Options{Soft: target.soft}); err != nil {
+			return "peek", err
+		}
+	}
+	d, err := st.Peek(ctx, store.Request{Key: key, Limits: target.limits, ApplyOverride: target.overrides})
 	if err != nil {
 		return "peek", err
 	}

@@ -22,6 +22,9 @@ type target struct {
 	unlimited bool
 	suspended bool
 	overrides bool // the policy applies per-client overrides
+	// soft gives the soft limits of a policy that sheds load, whose state
+	// the store of package store/suppressed keeps; nil for other policies.
+	soft func(store.Limit) int64
 }
 
 // key returns the store key of identity, as the middleware builds it.
@@ -33,7 +36,7 @@ func (t *target) key(identity string) string {
 // policy as package policy decoded it. The target's owner and tiered are
 // set even when it returns an error.
 func (a *api) resolve(p policy.Policy, tier string) (target, error) {
-	t := target{owner: p.Name, tiered: p.Tiers != nil, overrides: p.Overrides}
+	t := target{owner: p.Name, tiered: p.Tiers != nil, overrides: p.Overrides, soft: p.Soft}
 	if p.Share != "" {
 		t.owner = p.Share
 	}
