@@ -39,8 +39,8 @@
 // may then evict limiter state under memory pressure, admitting clients
 // afresh.
 //
-// suppressed_refusals_total counts the refusals of [store.Suppressed]
-// limits that were random draws against the suppression factor; those
+// suppressed_refusals_total counts the refusals of a store of package
+// store/suppressed that were random draws against the suppression factor; those
 // refusals are also in decisions_total as limited (or dry_run), like the
 // refusals by the hard limit, which it leaves out.
 //

@@ -2,7 +2,7 @@
 // the process, for single-instance services, tests, and as the local
 // fallback when the shared store is unavailable.
 //
-// A [Store] implements the semantics of package [store], where every
+// The store [New] returns implements the semantics of package [store], where every
 // algorithm, blocks, counted refusals, de-duplication and changed limits
 // are specified once. It computes in integer microseconds of its clock and
 // evaluates the float64 expressions given there in the order the Redis

@@ -10,7 +10,7 @@ import (
 	"github.com/ratekeeper/ratekeeper/store/internal/contract"
 )
 
-// maxOverrides is the most live overrides a [Store] holds (65,536; see
+// maxOverrides is the most live overrides a store holds (65,536; see
 // [memStore.SetOverride]).
 const maxOverrides = 1 << 16
 

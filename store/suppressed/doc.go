@@ -21,7 +21,8 @@
 // A request of cost c with the random value u ∈ [0, 1) is decided as
 // follows.
 //
-// State per limit: the sliding window counter's {w, cur, prev} (above)
+// State per limit: the sliding window counter's {w, cur, prev} (package
+// store, "Semantics")
 // for the accepted units, the same two windows' counts of offered units
 // (every request a Take decides, admitted or refused), and a cached
 // factor f with the time it was computed. acc and off are the weighted
