@@ -34,11 +34,11 @@ const (
 // stackLimiters returns the per-IP and the route-wide limiter over s.
 func stackLimiters(t testing.TB, s store.Store) (perIP, perRoute *middleware.Limiter) {
 	t.Helper()
-	perIP, err := middleware.New(s, keyfunc.RemoteIP, store.PerMinute(stackIPRate), middleware.WithName("ip"))
+	perIP, err := middleware.New(s, keyfunc.RemoteIP, store.PerMinute(stackIPRate), middleware.Options{Name: "ip"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	perRoute, err = middleware.New(s, keyfunc.Constant("/search"), store.PerMinute(stackRouteRate), middleware.WithName("route"))
+	perRoute, err = middleware.New(s, keyfunc.Constant("/search"), store.PerMinute(stackRouteRate), middleware.Options{Name: "route"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,11 +130,11 @@ func TestStackRedisHeaders(t *testing.T) {
 	s := newStore(t, newClient(t, sharedRedis(t)), randomPrefix(t))
 	// A route of 12 per minute: the IP (10) decides admissions and the
 	// 11th request of a client; the route refuses the 13th admission.
-	perIP, err := middleware.New(s, keyfunc.RemoteIP, store.PerMinute(stackIPRate), middleware.WithName("ip"))
+	perIP, err := middleware.New(s, keyfunc.RemoteIP, store.PerMinute(stackIPRate), middleware.Options{Name: "ip"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	perRoute, err := middleware.New(s, keyfunc.Constant("/search"), store.PerMinute(12), middleware.WithName("route"))
+	perRoute, err := middleware.New(s, keyfunc.Constant("/search"), store.PerMinute(12), middleware.Options{Name: "route"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,11 +194,11 @@ func TestStackRedisConcurrent(t *testing.T) {
 	var perIP0 *middleware.Limiter
 	for i := range handlers {
 		s := newStore(t, newClient(t, srv), prefix)
-		perIP, err := middleware.New(s, keyfunc.RemoteIP, store.PerMinute(ipRate), middleware.WithName("ip"))
+		perIP, err := middleware.New(s, keyfunc.RemoteIP, store.PerMinute(ipRate), middleware.Options{Name: "ip"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		perRoute, err := middleware.New(s, keyfunc.Constant("/search"), store.PerMinute(routeRate), middleware.WithName("route"))
+		perRoute, err := middleware.New(s, keyfunc.Constant("/search"), store.PerMinute(routeRate), middleware.Options{Name: "route"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -330,11 +330,11 @@ func testStackClusterConcurrent(t *testing.T, cluster *testCluster) {
 	var perIP0 *middleware.Limiter
 	for i := range handlers {
 		stores[i] = newStore(t, cluster.client(t), prefix)
-		perIP, err := middleware.New(stores[i], keyfunc.RemoteIP, store.PerMinute(ipRate), middleware.WithName("ip"))
+		perIP, err := middleware.New(stores[i], keyfunc.RemoteIP, store.PerMinute(ipRate), middleware.Options{Name: "ip"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		perRoute, err := middleware.New(stores[i], keyfunc.Constant("/search"), store.PerMinute(routeRate), middleware.WithName("route"))
+		perRoute, err := middleware.New(stores[i], keyfunc.Constant("/search"), store.PerMinute(routeRate), middleware.Options{Name: "route"})
 		if err != nil {
 			t.Fatal(err)
 		}

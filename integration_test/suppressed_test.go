@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"github.com/ratekeeper/ratekeeper/middleware/limiter"
 	"math/rand/v2"
 	"net/http"
 	"sort"
@@ -104,7 +105,7 @@ func TestSuppressedExactUnderConcurrency(t *testing.T) {
 		handlers := make([]http.Handler, 4)
 		for i := range handlers {
 			s := newStore(t, newClient(t, srv), prefix)
-			handlers[i] = newHandler(t, s, "client-1", lim, middleware.WithName("search"), middleware.WithFailureMode(middleware.FailClosed))
+			handlers[i] = newHandler(t, s, "client-1", lim, middleware.Options{Name: "search", FailureMode: limiter.FailClosed})
 		}
 		awayFromWindowEdge(t, newClient(t, srv), lim.Period, 10*time.Second)
 		var left []int64

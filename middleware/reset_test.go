@@ -3,6 +3,7 @@ package middleware
 import (
 	"context"
 	"errors"
+	"github.com/ratekeeper/ratekeeper/middleware/limiter"
 	"testing"
 	"time"
 
@@ -12,7 +13,7 @@ import (
 
 func TestResetUnblocksClient(t *testing.T) {
 	lim := mustNew(t, mustMem(t), keyfunc.RemoteIP,
-		store.Limit{Algorithm: store.SlidingWindowLog, Rate: 1, Period: time.Minute, Block: time.Hour}, WithName("login"))
+		store.Limit{Algorithm: store.SlidingWindowLog, Rate: 1, Period: time.Minute, Block: time.Hour}, Options{Name: "login"})
 	h := lim.Handler(okHandler)
 	send := func() int { return serveReq(h, request("POST", "/login", "192.0.2.44:1000")).Code }
 	send()
@@ -39,11 +40,11 @@ func TestResetUnblocksClient(t *testing.T) {
 // nothing must say so.
 func TestResetTakesTheSubjectAndReportsNotFound(t *testing.T) {
 	lim, err := NewTiered(mustMem(t), AuthOptions{Subject: fakeSubject, Anonymous: keyfunc.RemoteIP},
-		[]Tier{
+		[]limiter.Tier{
 			{Name: TierAnonymous, Limits: []store.Limit{store.PerMinute(1)}},
 			{Name: TierAuthenticated, Limits: []store.Limit{store.PerMinute(1)}},
 			{Name: TierTrusted, Unlimited: true},
-		}, WithName("api"), WithLogger(quiet))
+		}, Options{Name: "api", Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,26 +6,9 @@ import (
 	"net/http"
 
 	"github.com/ratekeeper/ratekeeper/keyfunc"
+	"github.com/ratekeeper/ratekeeper/middleware/limiter"
 	"github.com/ratekeeper/ratekeeper/store"
 )
-
-// Tier is one class of client with its own limits, for [NewTiered].
-type Tier struct {
-	// Name identifies the tier: [A-Za-z0-9_.-], unique within a limiter. It
-	// is appended to the policy name ("api/authenticated") in bodies,
-	// metrics and storage keys, so tiers never share counters with each
-	// other or with any other policy.
-	Name string
-	// Limits apply to the tier's requests, all-or-nothing. Required unless
-	// Unlimited or Suspended.
-	Limits []store.Limit
-	// Unlimited tiers (trusted clients) pass without a decision and without
-	// rate-limit headers.
-	Unlimited bool
-	// Suspended tiers are always refused with 403 and a JSON body whose
-	// error is "suspended".
-	Suspended bool
-}
 
 // Classifier assigns a request its tier name and identity. An error
 // wrapping [keyfunc.ErrNoIdentity] answers 401, any other error 400; an
@@ -44,39 +27,25 @@ type ClassifierFunc func(r *http.Request) (tier, identity string, err error)
 func (f ClassifierFunc) Classify(r *http.Request) (tier, identity string, err error) { return f(r) }
 
 // NewTiered builds a Limiter whose requests are classified into tiers, each
-// with its own limits, in one store s. Options apply to every tier.
-// [WithLimits] is refused: tiers carry their limits.
+// with its own limits ([limiter.Tier]), in one store s. Options apply to
+// every tier; [Options].Limits is refused: tiers carry their limits.
 //
 // When c is an [AuthOptions], NewTiered checks that tiers has a tier for
 // every name it can return (anonymous and authenticated, trusted when the
 // Trusted hook is set, suspended when Suspended is), so that no request
 // can meet an unknown tier.
-func NewTiered(s store.Store, c Classifier, tiers []Tier, opts ...Option) (*Limiter, error) {
+func NewTiered(s store.Store, c Classifier, tiers []limiter.Tier, o Options) (*Limiter, error) {
 	if c == nil {
 		return nil, errors.New("ratekeeper: middleware: nil classifier")
 	}
 	if len(tiers) == 0 {
 		return nil, errors.New("ratekeeper: middleware: no tiers")
 	}
-	cfg, err := collect(opts)
-	if err != nil {
-		return nil, err
+	if len(o.Limits) > 0 {
+		return nil, errors.New("ratekeeper: middleware: Options.Limits is not valid with NewTiered; put the limits in the tiers")
 	}
-	if len(cfg.extraLimits) > 0 {
-		return nil, errors.New("ratekeeper: middleware: WithLimits is not valid with NewTiered; put the limits in the tiers")
-	}
-	names := make(map[string]bool, len(tiers))
-	for i, t := range tiers {
-		if err := validName(fmt.Sprintf("tier %d name", i), t.Name); err != nil {
-			return nil, err
-		}
-		if t.Unlimited && t.Suspended {
-			return nil, fmt.Errorf("ratekeeper: middleware: tier %q is both Unlimited and Suspended", t.Name)
-		}
-		if !t.Unlimited && !t.Suspended && len(t.Limits) == 0 {
-			return nil, fmt.Errorf("ratekeeper: middleware: tier %q has no Limits", t.Name)
-		}
-		names[t.Name] = true
+	if o.Store != nil {
+		return nil, errors.New("ratekeeper: middleware: Options.Store is for LimitByIP; New and NewTiered take the store as their first argument")
 	}
 	var auth *AuthOptions
 	switch a := c.(type) {
@@ -90,23 +59,27 @@ func NewTiered(s store.Store, c Classifier, tiers []Tier, opts ...Option) (*Limi
 		auth = &cp
 	}
 	if auth == nil {
-		return build(s, cfg, c.Classify, tiers)
+		return build(s, &o, c.Classify, nil, tiers)
 	}
 	if err := auth.validate(); err != nil {
 		return nil, err
+	}
+	names := make(map[string]bool, len(tiers))
+	for _, t := range tiers {
+		names[t.Name] = true
 	}
 	for _, n := range auth.tierNames() {
 		if !names[n] {
 			return nil, fmt.Errorf("ratekeeper: middleware: AuthOptions can classify requests as %q, but no tier has that name", n)
 		}
 	}
-	l, err := build(s, cfg, nil, tiers)
+	l, err := build(s, &o, nil, nil, tiers)
 	if err != nil {
 		return nil, err
 	}
-	q := l.quota
-	q.classify = func(r *http.Request) (string, string, error) {
-		return auth.classify(r, q.invalidCredential)
+	h := l.h
+	h.classify = func(r *http.Request) (string, string, error) {
+		return auth.classify(r, h.invalidCredential)
 	}
 	return l, nil
 }

@@ -3,6 +3,7 @@ package middleware
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/ratekeeper/ratekeeper/middleware/limiter"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -28,7 +29,7 @@ func fakeSubject(r *http.Request) (string, error) {
 	return "", keyfunc.ErrInvalidToken
 }
 
-var fourTiers = []Tier{
+var fourTiers = []limiter.Tier{
 	{Name: TierAnonymous, Limits: []store.Limit{store.PerMinute(10)}},
 	{Name: TierAuthenticated, Limits: []store.Limit{store.PerMinute(100)}},
 	{Name: TierTrusted, Unlimited: true},
@@ -41,7 +42,7 @@ func TestTiers(t *testing.T) {
 		l, err := NewTiered(st, AuthOptions{Subject: fakeSubject, Anonymous: keyfunc.RemoteIP, RejectInvalid: rejectInvalid,
 			Trusted:   func(s string, _ *http.Request) bool { return s == "vip" },
 			Suspended: func(s string, _ *http.Request) bool { return s == "mallory" }},
-			fourTiers, WithName("api"), WithLogger(quiet))
+			fourTiers, Options{Name: "api", Logger: quiet})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -123,7 +124,7 @@ func TestAuthHooksSeeTheSubject(t *testing.T) {
 	lim, err := NewTiered(st, AuthOptions{Subject: sub, Anonymous: keyfunc.RemoteIP,
 		Suspended: func(s string, _ *http.Request) bool { seen = append(seen, s); return s == "mallory" },
 		Trusted:   func(s string, _ *http.Request) bool { return s == "operator" },
-	}, fourTiers, WithName("api"), WithLogger(quiet))
+	}, fourTiers, Options{Name: "api", Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,22 +151,22 @@ func TestAuthOptionsTiersCheckedAtConstruction(t *testing.T) {
 	tests := []struct {
 		name    string
 		opts    AuthOptions
-		tiers   []Tier
+		tiers   []limiter.Tier
 		missing string // "" = valid
 	}{
 		{"anonymous missing", AuthOptions{Subject: fakeSubject, Anonymous: keyfunc.RemoteIP},
-			[]Tier{{Name: TierAuthenticated, Limits: limits}}, TierAnonymous},
+			[]limiter.Tier{{Name: TierAuthenticated, Limits: limits}}, TierAnonymous},
 		{"trusted hook without tier", AuthOptions{Subject: fakeSubject, Anonymous: keyfunc.RemoteIP, Trusted: hook},
-			[]Tier{{Name: TierAnonymous, Limits: limits}, {Name: TierAuthenticated, Limits: limits}}, TierTrusted},
+			[]limiter.Tier{{Name: TierAnonymous, Limits: limits}, {Name: TierAuthenticated, Limits: limits}}, TierTrusted},
 		{"suspended hook without tier", AuthOptions{Subject: fakeSubject, Anonymous: keyfunc.RemoteIP, Suspended: hook},
-			[]Tier{{Name: TierAnonymous, Limits: limits}, {Name: TierAuthenticated, Limits: limits}, {Name: TierTrusted, Unlimited: true}}, TierSuspended},
+			[]limiter.Tier{{Name: TierAnonymous, Limits: limits}, {Name: TierAuthenticated, Limits: limits}, {Name: TierTrusted, Unlimited: true}}, TierSuspended},
 		{"complete without hooks", AuthOptions{Subject: fakeSubject, Anonymous: keyfunc.RemoteIP},
-			[]Tier{{Name: TierAnonymous, Limits: limits}, {Name: TierAuthenticated, Limits: limits}}, ""},
+			[]limiter.Tier{{Name: TierAnonymous, Limits: limits}, {Name: TierAuthenticated, Limits: limits}}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			for _, c := range []Classifier{tt.opts, &tt.opts} {
-				_, err := NewTiered(&recordingStore{}, c, tt.tiers)
+				_, err := NewTiered(&recordingStore{}, c, tt.tiers, Options{})
 				if tt.missing == "" {
 					if err != nil {
 						t.Fatalf("%T: got %v, want no error", c, err)
@@ -187,24 +188,24 @@ func TestNewTieredValidates(t *testing.T) {
 	tests := []struct {
 		name  string
 		c     Classifier
-		tiers []Tier
-		opts  []Option
+		tiers []limiter.Tier
+		o     Options
 		want  string
 	}{
-		{"nil classifier", nil, []Tier{{Name: "a", Limits: ok}}, nil, "nil classifier"},
-		{"nil AuthOptions pointer", (*AuthOptions)(nil), []Tier{{Name: "a", Limits: ok}}, nil, "nil classifier"},
-		{"AuthOptions without Subject", AuthOptions{Anonymous: keyfunc.RemoteIP}, []Tier{{Name: "a", Limits: ok}}, nil, "required"},
-		{"no tiers", c, nil, nil, "no tiers"},
-		{"bad tier name", c, []Tier{{Name: "a b", Limits: ok}}, nil, "tier 0 name"},
-		{"duplicate tier", c, []Tier{{Name: "a", Limits: ok}, {Name: "a", Limits: ok}}, nil, "configured twice"},
-		{"tier without limits", c, []Tier{{Name: "a"}}, nil, "no Limits"},
-		{"unlimited and suspended", c, []Tier{{Name: "a", Unlimited: true, Suspended: true}}, nil, "both"},
-		{"invalid tier limit", c, []Tier{{Name: "a", Limits: []store.Limit{{Rate: 1}}}}, nil, "Period"},
-		{"WithLimits refused", c, []Tier{{Name: "a", Limits: ok}}, []Option{WithLimits(store.PerHour(5))}, "WithLimits"},
+		{"nil classifier", nil, []limiter.Tier{{Name: "a", Limits: ok}}, Options{}, "nil classifier"},
+		{"nil AuthOptions pointer", (*AuthOptions)(nil), []limiter.Tier{{Name: "a", Limits: ok}}, Options{}, "nil classifier"},
+		{"AuthOptions without Subject", AuthOptions{Anonymous: keyfunc.RemoteIP}, []limiter.Tier{{Name: "a", Limits: ok}}, Options{}, "required"},
+		{"no tiers", c, nil, Options{}, "no tiers"},
+		{"bad tier name", c, []limiter.Tier{{Name: "a b", Limits: ok}}, Options{}, "Options.Tiers[0].Name"},
+		{"duplicate tier", c, []limiter.Tier{{Name: "a", Limits: ok}, {Name: "a", Limits: ok}}, Options{}, "configured twice"},
+		{"tier without limits", c, []limiter.Tier{{Name: "a"}}, Options{}, "no Limits"},
+		{"unlimited and suspended", c, []limiter.Tier{{Name: "a", Unlimited: true, Suspended: true}}, Options{}, "both"},
+		{"invalid tier limit", c, []limiter.Tier{{Name: "a", Limits: []store.Limit{{Rate: 1}}}}, Options{}, "Period"},
+		{"WithLimits refused", c, []limiter.Tier{{Name: "a", Limits: ok}}, Options{Limits: []store.Limit{store.PerHour(5)}}, "Options.Limits"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := NewTiered(st, tt.c, tt.tiers, tt.opts...)
+			_, err := NewTiered(st, tt.c, tt.tiers, tt.o)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("got %v, want an error mentioning %q", err, tt.want)
 			}
@@ -216,7 +217,7 @@ func TestNewTieredValidates(t *testing.T) {
 // found at request time and answers 500.
 func TestUnknownTierIs500(t *testing.T) {
 	l, err := NewTiered(&recordingStore{}, ClassifierFunc(func(*http.Request) (string, string, error) { return "gold", "k", nil }),
-		[]Tier{{Name: "silver", Limits: []store.Limit{store.PerMinute(1)}}}, WithLogger(quiet))
+		[]limiter.Tier{{Name: "silver", Limits: []store.Limit{store.PerMinute(1)}}}, Options{Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,9 +230,9 @@ func TestUnknownTierIs500(t *testing.T) {
 // "api" shared one storage namespace.
 func TestTierNamespacesDoNotCollide(t *testing.T) {
 	st := mustMem(t)
-	one := mustNew(t, st, constKey("k"), store.PerMinute(1), WithName("api.authenticated"))
+	one := mustNew(t, st, constKey("k"), store.PerMinute(1), Options{Name: "api.authenticated"})
 	tiered, err := NewTiered(st, ClassifierFunc(func(*http.Request) (string, string, error) { return "authenticated", "k", nil }),
-		[]Tier{{Name: "authenticated", Limits: []store.Limit{store.PerMinute(1)}}}, WithName("api"), WithLogger(quiet))
+		[]limiter.Tier{{Name: "authenticated", Limits: []store.Limit{store.PerMinute(1)}}}, Options{Name: "api", Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,7 +263,7 @@ func TestInvalidCredentialLoggedAtDebug(t *testing.T) {
 	var buf bytes.Buffer
 	logger := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	lim, err := NewTiered(&recordingStore{}, AuthOptions{Subject: fakeSubject, Anonymous: keyfunc.RemoteIP},
-		fourTiers[:2], WithName("api"), WithLogger(logger))
+		fourTiers[:2], Options{Name: "api", Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,8 +2,8 @@ package policy
 
 import (
 	"encoding/json"
+	"github.com/ratekeeper/ratekeeper/middleware/limiter"
 
-	"github.com/ratekeeper/ratekeeper/middleware"
 	"github.com/ratekeeper/ratekeeper/store"
 )
 
@@ -40,7 +40,7 @@ type Policy struct {
 	Limits []store.Limit
 	// Tiers are the tiers of a policy with classifier, in file order; nil
 	// for one with key. A tier has Limits, or is Unlimited or Suspended.
-	Tiers []middleware.Tier
+	Tiers []limiter.Tier
 	// Overrides reports that the policy applies per-client overrides
 	// ("overrides: true").
 	Overrides bool
@@ -80,7 +80,7 @@ func (ps *policySpec) public(m Mode, overridden bool) Policy {
 		p.Limits = storeLimits(q.limits)
 	}
 	if len(q.tiers) > 0 {
-		p.Tiers = make([]middleware.Tier, len(q.tiers))
+		p.Tiers = make([]limiter.Tier, len(q.tiers))
 		for i, t := range q.tiers {
 			p.Tiers[i] = t.middlewareTier()
 		}
@@ -89,8 +89,8 @@ func (ps *policySpec) public(m Mode, overridden bool) Policy {
 }
 
 // middlewareTier returns the tier as middleware.NewTiered takes it.
-func (t *tierSpec) middlewareTier() middleware.Tier {
-	mt := middleware.Tier{Name: t.name, Unlimited: t.unlimited, Suspended: t.suspended}
+func (t *tierSpec) middlewareTier() limiter.Tier {
+	mt := limiter.Tier{Name: t.name, Unlimited: t.unlimited, Suspended: t.suspended}
 	if t.limits != nil {
 		mt.Limits = storeLimits(t.limits)
 	}
