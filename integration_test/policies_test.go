@@ -67,8 +67,8 @@ func TestTiersOnRedis(t *testing.T) {
 	}
 	classify := middleware.AuthOptions{Subject: sub, Anonymous: keyfunc.RemoteIP}
 	lim, err := middleware.NewTiered(st, classify, []limiter.Tier{
-		{Name: middleware.TierAnonymous, Limits: []store.Limit{{Rate: 10, Period: time.Minute}}},
-		{Name: middleware.TierAuthenticated, Limits: []store.Limit{{Rate: 30, Period: time.Minute}}},
+		{Name: "anonymous", Limits: []store.Limit{{Rate: 10, Period: time.Minute}}},
+		{Name: "authenticated", Limits: []store.Limit{{Rate: 30, Period: time.Minute}}},
 	}, middleware.Options{Name: "api", FailureMode: limiter.FailClosed})
 	if err != nil {
 		t.Fatal(err)

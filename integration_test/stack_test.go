@@ -109,7 +109,7 @@ func TestStackRedisRefusalsChargeNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	admitted, charged := runStackScenario(t, st.Handler(okHandler), perIP)
+	admitted, charged := runStackScenario(t, st(okHandler), perIP)
 	t.Logf("stacked: %d admitted, IP policy charged %d units, %d of them for refused requests", admitted, charged, charged-admitted)
 	if admitted != stackRouteRate || charged != admitted {
 		t.Fatalf("stacked: %d admitted, IP charged %d; want %d and as many", admitted, charged, stackRouteRate)
@@ -142,7 +142,7 @@ func TestStackRedisHeaders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := st.Handler(okHandler)
+	h := st(okHandler)
 	a, b := clientIP(0), clientIP(1)
 	for n := 0; n < stackIPRate; n++ {
 		rec := get(h, a)
@@ -206,7 +206,7 @@ func TestStackRedisConcurrent(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		handlers[i] = st.Handler(okHandler)
+		handlers[i] = st(okHandler)
 		if i == 0 {
 			perIP0 = perIP
 		}
@@ -278,7 +278,7 @@ func TestStackRedisCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	admitted, charged := runStackScenario(t, st.Handler(okHandler), perIP)
+	admitted, charged := runStackScenario(t, st(okHandler), perIP)
 	t.Logf("cluster, stacked: %d admitted, IP policy charged %d units, %d refunds", admitted, charged, s.Refunds())
 	if admitted != stackRouteRate || charged != admitted {
 		t.Fatalf("%d admitted, IP charged %d; want %d and as many", admitted, charged, stackRouteRate)
@@ -342,7 +342,7 @@ func testStackClusterConcurrent(t *testing.T, cluster *testCluster) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		handlers[i] = st.Handler(okHandler)
+		handlers[i] = st(okHandler)
 		if i == 0 {
 			perIP0 = perIP
 		}

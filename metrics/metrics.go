@@ -43,7 +43,7 @@ type Options struct {
 }
 
 // Collector counts limiter decisions: give its [Collector.Observe] method to
-// [middleware.WithObserver]. It is safe for concurrent use.
+// [middleware.Options].Observer. It is safe for concurrent use.
 type Collector struct {
 	decisions   *prometheus.CounterVec
 	blocks      *prometheus.CounterVec
@@ -145,7 +145,7 @@ func registerAll(reg prometheus.Registerer, cols []prometheus.Collector) error {
 	return nil
 }
 
-// Observe records one decision; pass it to [middleware.WithObserver]. It is
+// Observe records one decision; pass it to [middleware.Options].Observer. It is
 // safe for concurrent use.
 func (c *Collector) Observe(e limiter.Event) {
 	c.decisions.WithLabelValues(e.Policy, string(e.Outcome)).Inc()

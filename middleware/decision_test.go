@@ -117,7 +117,7 @@ func TestAllowUsesTheRequestTier(t *testing.T) {
 		d, err = lim.AllowN(r.Context(), "alice", 7)
 	}))
 	serveReq(h, request("GET", "/", "192.0.2.1:1", "Authorization", "Bearer alice-token"))
-	if err != nil || d.Tier != TierAuthenticated || d.Policy != "api/authenticated" {
+	if err != nil || d.Tier != tierAuthenticated || d.Policy != "api/authenticated" {
 		t.Fatalf("got tier %q policy %q (%v), want authenticated", d.Tier, d.Policy, err)
 	}
 	if got := st.last(t); got.Key != "api/authenticated:alice" || got.Cost != 7 {
@@ -142,7 +142,7 @@ func TestDecisionFromDownstream(t *testing.T) {
 		got, ok = DecisionFrom(r.Context())
 	}))
 	rec := serveReq(h, request("GET", "/", "192.0.2.1:1"))
-	if !ok || got.Policy != "api/anonymous" || got.Tier != TierAnonymous || !got.Allowed || got.Capacity != 10 || got.Remaining != 9 {
+	if !ok || got.Policy != "api/anonymous" || got.Tier != tierAnonymous || !got.Allowed || got.Capacity != 10 || got.Remaining != 9 {
 		t.Fatalf("got %+v, %v; want the anonymous decision", got, ok)
 	}
 	if reset := strconv.FormatInt(got.Reset.Unix(), 10); reset != rec.Header().Get("X-Ratelimit-Reset") {

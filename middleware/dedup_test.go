@@ -15,7 +15,7 @@ import (
 
 // TestDedupIDDoesNotBypassLimit pins the bypass where 500 requests with
 // one Idempotency-Key all reached the handler against a limit of 100: the
-// first admission and its replays (3 by default, or as WithDedupBound
+// first admission and its replays (3 by default, or as DedupReplays and DedupWindow
 // says) reach the handler without being counted, and then every request
 // is counted, so the handler runs 100 + replays times and the rest are
 // refused with 429.
@@ -77,7 +77,7 @@ func TestDedupBoundInvalid(t *testing.T) {
 		window  time.Duration
 	}{{-1, 0}, {0, -time.Second}} {
 		if _, err := middleware.New(st, keyfunc.RemoteIP, store.Limit{Rate: 1, Period: time.Second}, middleware.Options{DedupReplays: b.replays, DedupWindow: b.window}); err == nil {
-			t.Errorf("WithDedupBound(%d, %s): got no error, want one", b.replays, b.window)
+			t.Errorf("DedupReplays %d, DedupWindow %s: got no error, want one", b.replays, b.window)
 		}
 	}
 }

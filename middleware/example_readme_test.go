@@ -123,9 +123,9 @@ func Example_tiersJWT() {
 		Trusted:   func(subject string, _ *http.Request) bool { return subject == "ops-bot" },
 	}
 	lim, err := middleware.NewTiered(st, classify, []limiter.Tier{
-		{Name: middleware.TierAnonymous, Limits: []store.Limit{{Rate: 10, Period: time.Minute}}},
-		{Name: middleware.TierAuthenticated, Limits: []store.Limit{{Rate: 100, Period: time.Minute}}},
-		{Name: middleware.TierTrusted, Unlimited: true},
+		{Name: "anonymous", Limits: []store.Limit{{Rate: 10, Period: time.Minute}}},
+		{Name: "authenticated", Limits: []store.Limit{{Rate: 100, Period: time.Minute}}},
+		{Name: "trusted", Unlimited: true},
 	}, middleware.Options{Name: "api", Headers: headers.Options{Bucket: true}})
 	if err != nil {
 		log.Fatal(err)
@@ -161,8 +161,8 @@ func Example_refusalBody() {
 		Anonymous: keyfunc.RemoteIP,
 	}
 	lim, err := middleware.NewTiered(st, anonymous, []limiter.Tier{
-		{Name: middleware.TierAnonymous, Limits: []store.Limit{{Rate: 1, Period: 20 * time.Second}}},
-		{Name: middleware.TierAuthenticated, Limits: []store.Limit{{Rate: 100, Period: time.Minute}}},
+		{Name: "anonymous", Limits: []store.Limit{{Rate: 1, Period: 20 * time.Second}}},
+		{Name: "authenticated", Limits: []store.Limit{{Rate: 100, Period: time.Minute}}},
 	}, middleware.Options{Name: "api"})
 	if err != nil {
 		log.Fatal(err)
@@ -457,7 +457,7 @@ func Example_loginBlock() {
 
 // An operator raises one client's limit tenfold for a day, then suspends
 // it for an hour; a policy applies overrides only when built
-// WithOverrides.
+// Options.Overrides.
 func ExampleLimiter_SetOverride() {
 	st, _ := memstore.New(memstore.Options{})
 	ctx := context.Background()

@@ -34,7 +34,7 @@ func ExampleNewStack() {
 		panic(err)
 	}
 	r := chi.NewRouter()
-	r.With(stack.Handler).Get("/search", hello)
+	r.With(stack).Get("/search", hello)
 
 	for _, client := range []string{"203.0.113.7:1", "203.0.113.7:1", "198.51.100.2:1", "198.51.100.2:1", "203.0.113.7:1"} {
 		res := get(r, "/search", client)

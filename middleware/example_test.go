@@ -90,8 +90,8 @@ func Example_tiers() {
 	}
 	classify := middleware.AuthOptions{Subject: subject, Anonymous: keyfunc.RemoteIP}
 	lim, err := middleware.NewTiered(st, classify, []limiter.Tier{
-		{Name: middleware.TierAnonymous, Limits: []store.Limit{{Rate: 10, Period: time.Minute}}},
-		{Name: middleware.TierAuthenticated, Limits: []store.Limit{{Rate: 100, Period: time.Minute}}},
+		{Name: "anonymous", Limits: []store.Limit{{Rate: 10, Period: time.Minute}}},
+		{Name: "authenticated", Limits: []store.Limit{{Rate: 100, Period: time.Minute}}},
 	}, middleware.Options{Name: "api"})
 	if err != nil {
 		panic(err)

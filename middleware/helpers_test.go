@@ -180,3 +180,8 @@ func serveReq(h http.Handler, r *http.Request) *httptest.ResponseRecorder {
 	h.ServeHTTP(rec, r)
 	return rec
 }
+
+// classifyFunc adapts a function to a Classifier.
+type classifyFunc func(r *http.Request) (tier, identity string, err error)
+
+func (f classifyFunc) Classify(r *http.Request) (string, string, error) { return f(r) }

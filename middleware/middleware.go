@@ -15,8 +15,8 @@ import (
 )
 
 // Limiter is a rate-limiting HTTP middleware for one policy: a decision
-// core ([limiter.Limiter], embedded, whose Decide, Reset, SetOverride,
-// ClearOverride and Report it offers), a way to derive each request's
+// core ([limiter.Limiter], embedded, whose Decide, Reset, SetOverride
+// and ClearOverride it offers), a way to derive each request's
 // identity (and, with [NewTiered], its tier), and what to answer. Build
 // it once with [New] or [NewTiered], wrap any number of handlers with
 // [Limiter.Handler], and decide from inside a handler with
@@ -194,7 +194,7 @@ func (l *Limiter) resolve(w http.ResponseWriter, st *reqState) (limiter.Request,
 // rejectIdentity answers a request whose identity could not be derived:
 // 401 when it has none, 400 when it is malformed.
 func (l *Limiter) rejectIdentity(ctx context.Context, w http.ResponseWriter, err error) {
-	l.Report(ctx, limiter.Event{Decision: limiter.Decision{Outcome: limiter.OutcomeRejected}, Err: err}, "")
+	_, _ = l.Decide(ctx, limiter.Request{IdentityErr: err})
 	if errors.Is(err, keyfunc.ErrNoIdentity) {
 		writeJSON(w, http.StatusUnauthorized, contentTypeJSON, bodyUnauthorized)
 	} else {

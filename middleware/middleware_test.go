@@ -196,7 +196,7 @@ func TestHangingStoreBoundedByRequestDeadline(t *testing.T) {
 		return store.Decision{}, &store.BackendError{Op: "take", Kind: store.KindTimeout, Err: ctx.Err()}
 	}}
 	for _, mode := range []limiter.FailureMode{limiter.FailOpen, limiter.FailClosed} {
-		t.Run(mode.String(), func(t *testing.T) {
+		t.Run(map[limiter.FailureMode]string{limiter.FailOpen: "fail_open", limiter.FailClosed: "fail_closed"}[mode], func(t *testing.T) {
 			budget := 20 * time.Millisecond
 			lim := mustNew(t, s, constKey("k"), store.PerMinute(1), Options{
 				FailureMode:      mode,

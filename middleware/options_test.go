@@ -144,7 +144,7 @@ func TestLimitsFuncToldTheTier(t *testing.T) {
 	var tiers []string
 	lim, err := NewTiered(st, AuthOptions{Subject: fakeSubject, Anonymous: keyfunc.RemoteIP}, fourTiers[:2], Options{Logger: quiet, LimitsFunc: func(_ *http.Request, tier string) ([]store.Limit, error) {
 		tiers = append(tiers, tier)
-		if tier == TierAuthenticated {
+		if tier == tierAuthenticated {
 			return []store.Limit{store.PerMinute(500)}, nil
 		}
 		return nil, nil
@@ -161,7 +161,7 @@ func TestLimitsFuncToldTheTier(t *testing.T) {
 	if got := st.last(t).Limits[0].Rate; got != 500 {
 		t.Errorf("authenticated rate: got %d, want 500 from the function", got)
 	}
-	if want := []string{TierAnonymous, TierAuthenticated}; fmt.Sprint(tiers) != fmt.Sprint(want) {
+	if want := []string{tierAnonymous, tierAuthenticated}; fmt.Sprint(tiers) != fmt.Sprint(want) {
 		t.Errorf("tiers passed: got %v, want %v", tiers, want)
 	}
 }

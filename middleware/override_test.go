@@ -91,14 +91,14 @@ func TestOverrides(t *testing.T) {
 	}
 }
 
-// TestOverridesNotRead: a policy built without WithOverrides never reads
+// TestOverridesNotRead: a policy built without Options.Overrides never reads
 // the store's override for its clients, and refuses to set one.
 func TestOverridesNotRead(t *testing.T) {
 	ctx := context.Background()
 	mem := mustMem(t)
 	lim := mustNew(t, mem, keyfunc.RemoteIP, store.PerMinute(1), Options{Name: "api"})
 	if err := lim.SetOverride(ctx, "", "192.0.2.1", store.Override{Kind: store.OverrideExempt, TTL: time.Hour}); err == nil {
-		t.Fatal("SetOverride on a limiter without WithOverrides: got nil error, want one")
+		t.Fatal("SetOverride on a limiter without Options.Overrides: got nil error, want one")
 	}
 	if err := mem.SetOverride(ctx, "api:192.0.2.1", store.Override{Kind: store.OverrideSuspend, TTL: time.Hour}); err != nil {
 		t.Fatal(err)
@@ -133,7 +133,7 @@ func TestOverridesDryRun(t *testing.T) {
 	}
 }
 
-// TestOverridesNeedStore: WithOverrides on a store that keeps none is a
+// TestOverridesNeedStore: Options.Overrides on a store that keeps none is a
 // construction error.
 func TestOverridesNeedStore(t *testing.T) {
 	_, err := New(&funcStore{}, keyfunc.RemoteIP, store.PerMinute(1), Options{Overrides: true})

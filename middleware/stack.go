@@ -8,42 +8,38 @@ import (
 	"github.com/ratekeeper/ratekeeper/store"
 )
 
-// Stack decides a request under the policies of several limiters at once,
-// each with its own identity (a per-client limit and a route-wide one,
-// say), as one decision: the request is admitted only if every policy
-// admits it, and a refusal charges none of them. Chaining the limiters'
-// Handlers instead decides them one after the other: a request the second
-// refuses has already been charged by the first, and the headers describe
-// whichever ran last. The decision is a [limiter.Stack]'s, whose
-// documentation states how the deciding (most restrictive) policy is
-// chosen and what the limiters must share.
+// NewStack returns middleware that decides each request under the
+// policies of several limiters at once, each with its own identity (a
+// per-client limit and a route-wide one, say), as one decision: the
+// request is admitted only if every policy admits it, and a refusal
+// charges none of them. Chaining the limiters' Handlers instead decides
+// them one after the other: a request the second refuses has already been
+// charged by the first, and the headers describe whichever ran last. The
+// decision is a [limiter.Stack]'s, whose documentation states how the
+// deciding (most restrictive) policy is chosen and what the limiters must
+// share. The middleware's shape is that of [Limiter.Handler]; it panics if
+// given a nil handler, at setup, never at request time.
 //
-// Build it with [NewStack]; wrap handlers with [Stack.Handler]. The
-// headers, the 429 body (its policy, limit and reset), Retry-After,
+// The headers, the 429 body (its policy, limit and reset), Retry-After,
 // [DecisionFrom] and the observer's event describe the deciding policy.
 // Each limiter keeps its key function or classifier, tiers, limits, cost
 // ([Limiter.WithCost]), exemptions, headers, 429 body or denied handler,
 // observer and refusal hook. A limiter whose exemption matches, or whose
 // tier is unlimited, takes no part in the request's decision; a suspended
 // tier answers 403 as alone. A limiter nested inside another of the same
-// quota is charged only the rest of its cost, as alone. A Stack is safe
-// for concurrent use.
-type Stack struct {
-	ls   []*Limiter
-	core *limiter.Stack
-}
-
-// NewStack returns a Stack of limiters, decided in the given order (the
-// order breaks ties, and on a Redis Cluster is the order of the steps).
-// It returns an error when there are no limiters or more than
-// [store.MaxParts], one is nil, has no key function or de-duplicates
-// ([Options].Dedup: an id belongs to one identity), and for the reasons
-// [limiter.NewStack] gives: two share a name or a quota ([Limiter.WithCost]
-// variants of one limiter), their stores, fallback stores, failure modes
-// or dry-run settings differ, the store does not implement
-// [store.MultiStore], or one applies overrides or uses the suppressed
-// strategy.
-func NewStack(limiters ...*Limiter) (*Stack, error) {
+// quota is charged only the rest of its cost, as alone. The middleware is
+// safe for concurrent use.
+//
+// The limiters are decided in the given order (the order breaks ties, and
+// on a Redis Cluster is the order of the steps). NewStack returns an error
+// when there are no limiters or more than [store.MaxParts], one is nil,
+// has no key function or de-duplicates ([Options].Dedup: an id belongs to
+// one identity), and for the reasons [limiter.NewStack] gives: two share a
+// name or a quota ([Limiter.WithCost] variants of one limiter), their
+// stores, fallback stores, failure modes or dry-run settings differ, the
+// store does not implement [store.MultiStore], or one applies overrides or
+// uses the suppressed strategy.
+func NewStack(limiters ...*Limiter) (func(http.Handler) http.Handler, error) {
 	if len(limiters) == 0 || len(limiters) > store.MaxParts {
 		return nil, fmt.Errorf("ratekeeper: middleware: a stack takes 1 to %d limiters, got %d", store.MaxParts, len(limiters))
 	}
@@ -63,25 +59,26 @@ func NewStack(limiters ...*Limiter) (*Stack, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Stack{ls: limiters, core: core}, nil
+	s := &stack{ls: limiters, core: core}
+	return func(next http.Handler) http.Handler {
+		if next == nil {
+			panic("ratekeeper: middleware: stack called with nil next")
+		}
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			s.serve(w, r, next)
+		})
+	}, nil
 }
 
-// Handler wraps next so that every request is decided by the stack before
-// it reaches next. Its shape fits chi's r.Use and r.With and
-// http.ServeMux. Handler panics if next is nil; that happens at setup,
-// never at request time.
-func (s *Stack) Handler(next http.Handler) http.Handler {
-	if next == nil {
-		panic("ratekeeper: middleware: Stack.Handler called with nil next")
-	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.serve(w, r, next)
-	})
+// stack is the state of a NewStack middleware.
+type stack struct {
+	ls   []*Limiter
+	core *limiter.Stack
 }
 
 // serve is a request's path through a stack: resolve every limiter,
 // decide them together, finish with the deciding one.
-func (s *Stack) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
+func (s *stack) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
 	var buf [4]limiter.Request
 	reqs := buf[:0]
 	ctx := newState(r, nil) // carries r to log lines and limits functions

@@ -69,7 +69,7 @@ func TestStackRefusalChargesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := st.Handler(okHandler)
+	h := st(okHandler)
 	for n := 0; n < 6; n++ {
 		rec := send(h, "192.0.2.1")
 		if want := n < 3; (rec.Code == http.StatusOK) != want {
@@ -106,7 +106,7 @@ func TestStackHeadersNameMostRestrictive(t *testing.T) {
 		t.Fatal(err)
 	}
 	var seen limiter.Decision
-	h := st.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := st(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		seen, _ = DecisionFrom(r.Context())
 	}))
 	for n := 0; n < 10; n++ {
@@ -187,7 +187,7 @@ func TestStackDryRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := st.Handler(okHandler)
+	h := st(okHandler)
 	for n := 0; n < 3; n++ {
 		if rec := send(h, "192.0.2.1"); rec.Code != http.StatusOK || rec.Header().Get("Retry-After") != "" {
 			t.Fatalf("request %d: %d, Retry-After %q; want passed without Retry-After", n, rec.Code, rec.Header().Get("Retry-After"))
@@ -216,7 +216,7 @@ func TestStackExemptAndFailure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := st.Handler(okHandler)
+	h := st(okHandler)
 	if rec := send(h, "192.0.2.1"); rec.Code != http.StatusServiceUnavailable {
 		t.Fatalf("store down, fail closed: got %d, want 503", rec.Code)
 	}
@@ -268,7 +268,7 @@ func TestStackNestedLimiterChargedOnce(t *testing.T) {
 	inner := perIP.Handler(perHost.Handler(costly.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		seen, _ = DecisionFrom(r.Context())
 	}))))
-	h := stack.Handler(inner)
+	h := stack(inner)
 	if rec := send(h, "192.0.2.1"); rec.Code != http.StatusOK {
 		t.Fatalf("status %d", rec.Code)
 	}
@@ -306,7 +306,7 @@ func TestStackTiers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := stack.Handler(okHandler)
+	h := stack(okHandler)
 	call := func(token string) *httptest.ResponseRecorder {
 		req := httptest.NewRequest(http.MethodGet, "/search", nil)
 		req.RemoteAddr = "192.0.2.1:1"
@@ -355,7 +355,7 @@ func TestStackLocalFallback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := stack.Handler(okHandler)
+	h := stack(okHandler)
 	for n, want := range []int{http.StatusOK, http.StatusOK, http.StatusTooManyRequests} {
 		if rec := send(h, "192.0.2.1"); rec.Code != want {
 			t.Fatalf("request %d: %d, want %d", n, rec.Code, want)
@@ -381,7 +381,7 @@ func TestStackBlock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := stack.Handler(okHandler)
+	h := stack(okHandler)
 	for n := 0; n < 5; n++ {
 		rec := send(h, "192.0.2.1")
 		if want := n < 2; (rec.Code == http.StatusOK) != want {

@@ -13,18 +13,11 @@ import (
 // Classifier assigns a request its tier name and identity. An error
 // wrapping [keyfunc.ErrNoIdentity] answers 401, any other error 400; an
 // empty identity is refused with 400. [AuthOptions] is the usual
-// Classifier; [ClassifierFunc] adapts a function.
+// Classifier. A tier name that the limiter was not configured with is
+// only found at request time, where it answers 500 and is logged.
 type Classifier interface {
 	Classify(r *http.Request) (tier, identity string, err error)
 }
-
-// ClassifierFunc adapts a function to a [Classifier]. A tier name that the
-// limiter was not configured with is only found at request time, where it
-// answers 500 and is logged.
-type ClassifierFunc func(r *http.Request) (tier, identity string, err error)
-
-// Classify calls f(r).
-func (f ClassifierFunc) Classify(r *http.Request) (tier, identity string, err error) { return f(r) }
 
 // NewTiered builds a Limiter whose requests are classified into tiers, each
 // with its own limits ([limiter.Tier]), in one store s. Options apply to
@@ -84,23 +77,18 @@ func NewTiered(s store.Store, c Classifier, tiers []limiter.Tier, o Options) (*L
 	return l, nil
 }
 
-// Tier names used by [AuthOptions].
+// The tier names [AuthOptions] classifies requests into.
 const (
-	// TierAnonymous holds callers without a credential (or with one that
-	// failed verification, unless AuthOptions.RejectInvalid).
-	TierAnonymous = "anonymous"
-	// TierAuthenticated holds callers with a verified subject.
-	TierAuthenticated = "authenticated"
-	// TierTrusted holds verified subjects AuthOptions.Trusted accepts.
-	TierTrusted = "trusted"
-	// TierSuspended holds verified subjects AuthOptions.Suspended names.
-	TierSuspended = "suspended"
+	tierAnonymous     = "anonymous"
+	tierAuthenticated = "authenticated"
+	tierTrusted       = "trusted"
+	tierSuspended     = "suspended"
 )
 
 // AuthOptions is the usual [Classifier]: a request with a verified subject
-// is [TierAuthenticated] (or [TierTrusted] / [TierSuspended] as the hooks
+// is in the tier "authenticated" (or "trusted" / "suspended" as the hooks
 // say) under that subject; a request without credentials is
-// [TierAnonymous] under its Anonymous identity (its address, say); a
+// in the tier "anonymous" under its Anonymous identity (its address, say); a
 // request whose credential fails verification is anonymous too, with the
 // reason logged at debug level, or refused with 401 when RejectInvalid.
 // Subjects and addresses live in separate tiers, so a subject can never
@@ -119,11 +107,11 @@ type AuthOptions struct {
 	// treating it as anonymous. Missing credentials are always anonymous.
 	RejectInvalid bool
 	// Trusted, when set, puts authenticated subjects for which it returns
-	// true in [TierTrusted]. It receives the subject as Subject returns it
+	// true in the tier "trusted". It receives the subject as Subject returns it
 	// ("alice"), and must be fast and safe for concurrent use.
 	Trusted func(subject string, r *http.Request) bool
 	// Suspended, when set, puts authenticated subjects for which it returns
-	// true in [TierSuspended]; it is asked before Trusted. It receives the
+	// true in the tier "suspended"; it is asked before Trusted. It receives the
 	// subject as Trusted does.
 	Suspended func(subject string, r *http.Request) bool
 }
@@ -137,12 +125,12 @@ func (o *AuthOptions) validate() error {
 
 // tierNames lists the tiers o can classify a request into.
 func (o *AuthOptions) tierNames() []string {
-	names := []string{TierAnonymous, TierAuthenticated}
+	names := []string{tierAnonymous, tierAuthenticated}
 	if o.Trusted != nil {
-		names = append(names, TierTrusted)
+		names = append(names, tierTrusted)
 	}
 	if o.Suspended != nil {
-		names = append(names, TierSuspended)
+		names = append(names, tierSuspended)
 	}
 	return names
 }
@@ -163,11 +151,11 @@ func (o *AuthOptions) classify(r *http.Request, invalid func(*http.Request, erro
 	if err == nil {
 		switch {
 		case o.Suspended != nil && o.Suspended(sub, r):
-			return TierSuspended, sub, nil
+			return tierSuspended, sub, nil
 		case o.Trusted != nil && o.Trusted(sub, r):
-			return TierTrusted, sub, nil
+			return tierTrusted, sub, nil
 		}
-		return TierAuthenticated, sub, nil
+		return tierAuthenticated, sub, nil
 	}
 	if !errors.Is(err, keyfunc.ErrNoIdentity) {
 		return "", "", err
@@ -181,5 +169,5 @@ func (o *AuthOptions) classify(r *http.Request, invalid func(*http.Request, erro
 		}
 	}
 	id, err := o.Anonymous(r)
-	return TierAnonymous, id, err
+	return tierAnonymous, id, err
 }

@@ -30,10 +30,10 @@ func fakeSubject(r *http.Request) (string, error) {
 }
 
 var fourTiers = []limiter.Tier{
-	{Name: TierAnonymous, Limits: []store.Limit{store.PerMinute(10)}},
-	{Name: TierAuthenticated, Limits: []store.Limit{store.PerMinute(100)}},
-	{Name: TierTrusted, Unlimited: true},
-	{Name: TierSuspended, Suspended: true},
+	{Name: tierAnonymous, Limits: []store.Limit{store.PerMinute(10)}},
+	{Name: tierAuthenticated, Limits: []store.Limit{store.PerMinute(100)}},
+	{Name: tierTrusted, Unlimited: true},
+	{Name: tierSuspended, Suspended: true},
 }
 
 func TestTiers(t *testing.T) {
@@ -155,13 +155,13 @@ func TestAuthOptionsTiersCheckedAtConstruction(t *testing.T) {
 		missing string // "" = valid
 	}{
 		{"anonymous missing", AuthOptions{Subject: fakeSubject, Anonymous: keyfunc.RemoteIP},
-			[]limiter.Tier{{Name: TierAuthenticated, Limits: limits}}, TierAnonymous},
+			[]limiter.Tier{{Name: tierAuthenticated, Limits: limits}}, tierAnonymous},
 		{"trusted hook without tier", AuthOptions{Subject: fakeSubject, Anonymous: keyfunc.RemoteIP, Trusted: hook},
-			[]limiter.Tier{{Name: TierAnonymous, Limits: limits}, {Name: TierAuthenticated, Limits: limits}}, TierTrusted},
+			[]limiter.Tier{{Name: tierAnonymous, Limits: limits}, {Name: tierAuthenticated, Limits: limits}}, tierTrusted},
 		{"suspended hook without tier", AuthOptions{Subject: fakeSubject, Anonymous: keyfunc.RemoteIP, Suspended: hook},
-			[]limiter.Tier{{Name: TierAnonymous, Limits: limits}, {Name: TierAuthenticated, Limits: limits}, {Name: TierTrusted, Unlimited: true}}, TierSuspended},
+			[]limiter.Tier{{Name: tierAnonymous, Limits: limits}, {Name: tierAuthenticated, Limits: limits}, {Name: tierTrusted, Unlimited: true}}, tierSuspended},
 		{"complete without hooks", AuthOptions{Subject: fakeSubject, Anonymous: keyfunc.RemoteIP},
-			[]limiter.Tier{{Name: TierAnonymous, Limits: limits}, {Name: TierAuthenticated, Limits: limits}}, ""},
+			[]limiter.Tier{{Name: tierAnonymous, Limits: limits}, {Name: tierAuthenticated, Limits: limits}}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -183,7 +183,7 @@ func TestAuthOptionsTiersCheckedAtConstruction(t *testing.T) {
 
 func TestNewTieredValidates(t *testing.T) {
 	st := &recordingStore{}
-	c := ClassifierFunc(func(*http.Request) (string, string, error) { return "a", "k", nil })
+	c := classifyFunc(func(*http.Request) (string, string, error) { return "a", "k", nil })
 	ok := []store.Limit{store.PerMinute(1)}
 	tests := []struct {
 		name  string
@@ -201,7 +201,7 @@ func TestNewTieredValidates(t *testing.T) {
 		{"tier without limits", c, []limiter.Tier{{Name: "a"}}, Options{}, "no Limits"},
 		{"unlimited and suspended", c, []limiter.Tier{{Name: "a", Unlimited: true, Suspended: true}}, Options{}, "both"},
 		{"invalid tier limit", c, []limiter.Tier{{Name: "a", Limits: []store.Limit{{Rate: 1}}}}, Options{}, "Period"},
-		{"WithLimits refused", c, []limiter.Tier{{Name: "a", Limits: ok}}, Options{Limits: []store.Limit{store.PerHour(5)}}, "Options.Limits"},
+		{"Options.Limits refused", c, []limiter.Tier{{Name: "a", Limits: ok}}, Options{Limits: []store.Limit{store.PerHour(5)}}, "Options.Limits"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -216,7 +216,7 @@ func TestNewTieredValidates(t *testing.T) {
 // A custom classifier may still name a tier that does not exist; that is
 // found at request time and answers 500.
 func TestUnknownTierIs500(t *testing.T) {
-	l, err := NewTiered(&recordingStore{}, ClassifierFunc(func(*http.Request) (string, string, error) { return "gold", "k", nil }),
+	l, err := NewTiered(&recordingStore{}, classifyFunc(func(*http.Request) (string, string, error) { return "gold", "k", nil }),
 		[]limiter.Tier{{Name: "silver", Limits: []store.Limit{store.PerMinute(1)}}}, Options{Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
@@ -226,12 +226,12 @@ func TestUnknownTierIs500(t *testing.T) {
 	}
 }
 
-// Regression: WithName("api.authenticated") and tier "authenticated" of
+// Regression: Options.Name "api.authenticated" and tier "authenticated" of
 // "api" shared one storage namespace.
 func TestTierNamespacesDoNotCollide(t *testing.T) {
 	st := mustMem(t)
 	one := mustNew(t, st, constKey("k"), store.PerMinute(1), Options{Name: "api.authenticated"})
-	tiered, err := NewTiered(st, ClassifierFunc(func(*http.Request) (string, string, error) { return "authenticated", "k", nil }),
+	tiered, err := NewTiered(st, classifyFunc(func(*http.Request) (string, string, error) { return "authenticated", "k", nil }),
 		[]limiter.Tier{{Name: "authenticated", Limits: []store.Limit{store.PerMinute(1)}}}, Options{Name: "api", Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
@@ -249,7 +249,7 @@ func TestTierNamespacesDoNotCollide(t *testing.T) {
 func TestAuthOptionsClassify(t *testing.T) {
 	o := AuthOptions{Subject: fakeSubject, Anonymous: keyfunc.RemoteIP}
 	tier, id, err := o.Classify(request("GET", "/", "192.0.2.9:1", "Authorization", "Bearer bob-token"))
-	if tier != TierAuthenticated || id != "bob" || err != nil {
+	if tier != tierAuthenticated || id != "bob" || err != nil {
 		t.Errorf("got %q %q %v, want authenticated bob", tier, id, err)
 	}
 	if _, _, err := (AuthOptions{}).Classify(request("GET", "/", "192.0.2.9:1")); err == nil {

@@ -9,7 +9,7 @@ import (
 	"github.com/ratekeeper/ratekeeper/store"
 )
 
-// Regression: two limiters built on one store without WithName were both
+// Regression: two limiters built on one store without a name were both
 // "default" and silently shared one quota.
 func TestSecondUnnamedLimiterOnOneStoreIsRefused(t *testing.T) {
 	st := mustMem(t)

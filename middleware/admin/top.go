@@ -27,7 +27,7 @@ import (
 // The middleware's observers never see identities (package middleware,
 // Event), so a Top is fed by the application with [Top.Record], wherever
 // it knows both the decision and the identity: from
-// middleware.WithRefusalHook, or after [middleware.Limiter.Allow] in a
+// middleware.Options.RefusalHook, or after [middleware.Limiter.Allow] in a
 // handler. The zero value is ready to use, with the fields' defaults; set
 // the fields before the first Record and do not change them afterwards
 // ([New] refuses values out of range). A Top is safe for concurrent use;

@@ -85,8 +85,8 @@ const (
 	FailClosed
 )
 
-// String returns "fail_open" or "fail_closed".
-func (m FailureMode) String() string {
+// name returns "fail_open" or "fail_closed".
+func (m FailureMode) name() string {
 	switch m {
 	case FailOpen:
 		return "fail_open"

@@ -86,6 +86,11 @@ type Request struct {
 	// Exempt marks a request its caller exempted (a health check): nothing
 	// is decided; Decide reports [OutcomeExempt] and admits it.
 	Exempt bool
+	// IdentityErr is why the caller could not derive the client's identity
+	// (no credential, a malformed address): nothing is decided; Decide
+	// reports [OutcomeRejected] with this error, without an identity, and
+	// returns it.
+	IdentityErr error
 }
 
 // Decision is a limiter's answer about one request: the store's decision
@@ -279,6 +284,13 @@ func (l *Limiter) Decide(ctx context.Context, req Request) (Decision, error) {
 			l.report(ctx, &Event{Decision: d}, "")
 		}
 		return d, nil
+	}
+	if req.IdentityErr != nil {
+		d := Decision{Policy: l.name, Tier: req.Tier, Outcome: OutcomeRejected}
+		if !req.Peek && l.watching(ctx) {
+			l.report(ctx, &Event{Decision: d, Err: req.IdentityErr}, "")
+		}
+		return d, req.IdentityErr
 	}
 	cost := req.Cost
 	switch {
@@ -586,7 +598,7 @@ func (l *Limiter) settle(ctx context.Context, b *breaker, probe bool, node strin
 			l.logger.LogAttrs(ctx, slog.LevelInfo, "ratekeeper: store failing; circuit breaker opened",
 				slog.String("policy", l.name), slog.String("store", l.storeName), slog.String("node", node),
 				slog.String("kind", string(store.KindOf(err))), slog.Duration("cooldown", l.breaker.cooldown),
-				slog.String("failure_mode", l.failure.String()))
+				slog.String("failure_mode", l.failure.name()))
 		}
 		err = &storeFailure{err: err}
 	}

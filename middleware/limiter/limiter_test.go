@@ -181,7 +181,7 @@ func TestDecideFailureModes(t *testing.T) {
 		{FailOpen, true, OutcomeFailedOpen, 0},
 		{FailClosed, false, OutcomeFailedClosed, 7 * time.Second},
 	} {
-		t.Run(tc.mode.String(), func(t *testing.T) {
+		t.Run(tc.mode.name(), func(t *testing.T) {
 			l := mustNew(t, failingStore{}, Options{Name: "api", Limits: []store.Limit{store.PerMinute(5)}, FailureMode: tc.mode, BreakerCooldown: 7 * time.Second})
 			d, err := l.Decide(ctx, Request{Identity: "alice"})
 			if !errors.Is(err, store.ErrStoreUnavailable) {

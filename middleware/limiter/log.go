@@ -30,21 +30,6 @@ func (l *Limiter) watching(ctx context.Context) bool {
 	return l.observer != nil || l.refused != nil || l.logger.Enabled(ctx, slog.LevelDebug)
 }
 
-// Report tells the limiter's observer, refusal hook and debug log about an
-// outcome its caller reached without [Limiter.Decide]: a request whose
-// identity could not be derived ([OutcomeRejected], with the reason in
-// e.Err), say. The limiter fills in e.Policy when it is empty, e.Store
-// and e.StoreDown. identity, when not "", is logged as a keyed hash and
-// given to the refusal hook; it is never given to the observer.
-func (l *Limiter) Report(ctx context.Context, e Event, identity string) {
-	if e.Policy == "" {
-		e.Policy = l.name
-	}
-	if l.watching(ctx) {
-		l.report(ctx, &e, identity)
-	}
-}
-
 // report logs e at debug level and hands it to the observer and, for a
 // refusal, to the refusal hook.
 func (l *Limiter) report(ctx context.Context, e *Event, identity string) {
@@ -120,7 +105,7 @@ func (l *Limiter) warn(ctx context.Context, policy string, err error) {
 	}
 	l.logger.LogAttrs(ctx, slog.LevelWarn, "ratekeeper: store failure",
 		slog.String("policy", policy),
-		slog.String("failure_mode", l.failure.String()),
+		slog.String("failure_mode", l.failure.name()),
 		slog.Bool("fallback", l.local != nil),
 		slog.String("kind", string(store.KindOf(err))),
 		slog.String("error", err.Error()))

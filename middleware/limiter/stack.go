@@ -110,7 +110,7 @@ func (first *Limiter) stackable(i int, l *Limiter) error {
 	case !sameStore(l.local, first.local):
 		return fmt.Errorf("ratekeeper: limiter: stack: limiter %d (%q) uses another fallback store than limiter 0 (%q)", i, l.name, first.name)
 	case l.failure != first.failure:
-		return fmt.Errorf("ratekeeper: limiter: stack: limiter %d (%q) fails %s, limiter 0 (%q) %s", i, l.name, l.failure, first.name, first.failure)
+		return fmt.Errorf("ratekeeper: limiter: stack: limiter %d (%q) fails %s, limiter 0 (%q) %s", i, l.name, l.failure.name(), first.name, first.failure.name())
 	case l.dryRun != first.dryRun:
 		return fmt.Errorf("ratekeeper: limiter: stack: limiter %d (%q) and limiter 0 (%q) disagree on dry-run", i, l.name, first.name)
 	}

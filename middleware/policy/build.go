@@ -84,12 +84,12 @@ func authTiers(c middleware.Classifier) []string {
 	if a == nil {
 		return nil
 	}
-	names := []string{middleware.TierAnonymous, middleware.TierAuthenticated}
+	names := []string{"anonymous", "authenticated"}
 	if a.Trusted != nil {
-		names = append(names, middleware.TierTrusted)
+		names = append(names, "trusted")
 	}
 	if a.Suspended != nil {
-		names = append(names, middleware.TierSuspended)
+		names = append(names, "suspended")
 	}
 	return names
 }

@@ -651,7 +651,7 @@ func (d *decoder) breaker(n *yaml.Node, path string) *breakerSpec {
 	return b
 }
 
-// maxBreakerThreshold is the middleware's bound on WithBreaker's threshold.
+// maxBreakerThreshold is the middleware's bound on Options.BreakerThreshold.
 const maxBreakerThreshold = 1 << 20
 
 const headerFields = "dialect, reset, bucket"
@@ -750,7 +750,7 @@ func (d *decoder) exempt(n *yaml.Node, path string) *exemptSpec {
 }
 
 // validName checks a policy or tier name as the middleware does
-// (WithName, Tier.Name) and returns what is wrong, or "".
+// (Options.Name, Tier.Name) and returns what is wrong, or "".
 func validName(n string) string {
 	if n == "" || len(n) > 64 {
 		return fmt.Sprintf("must be 1 to 64 characters, got %q", n)

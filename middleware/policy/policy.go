@@ -11,7 +11,7 @@ import (
 // form in which the file reaches code. [Parse] returns the policies of a
 // file, [Set.Status] those of the running configuration; the admin API and
 // the command-line tool read them to find a client's limits and its store
-// key ([middleware.StoreKey] of the policy that owns the quota, the tier
+// key ([limiter.StoreKey] of the policy that owns the quota, the tier
 // and the identity). A threshold N in the file is rate N-1 in Limits.
 //
 // For a policy with share, Key, Classifier, Limits, Tiers and Overrides

@@ -54,7 +54,7 @@ type Options struct {
 	ClientIP *keyfunc.ClientIP
 	// Fallback is the store of policies with "local_fallback: true",
 	// typically a memory store private to the process (see
-	// middleware.WithLocalFallback). A file that asks for it without one
+	// middleware.Options.Fallback). A file that asks for it without one
 	// is invalid.
 	Fallback store.Store
 	// Logger receives reloads, failed reloads and mode switches, and is
