@@ -157,7 +157,11 @@ var errEmptyKey = errors.New("ratekeeper: empty identity")
 // decide (the core), finish (headers, the answer).
 func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
 	if l.h.exempted(r) {
-		_, _ = l.Decide(r.Context(), limiter.Request{Exempt: true})
+		ctx := r.Context()
+		if l.h.logger.Enabled(ctx, slog.LevelDebug) {
+			ctx = newState(r, nil) // the log line names the request
+		}
+		_, _ = l.Decide(ctx, limiter.Request{Exempt: true})
 		next.ServeHTTP(w, r)
 		return
 	}
