@@ -1,6 +1,6 @@
 // Package headers owns the rate-limit response header fields: it is the
 // one place that says what each field means and that formats them. Choose
-// the fields with [Options] (the middleware's WithHeaders option takes
+// the fields with [Options] (the middleware's Options.Headers field takes
 // one); an adapter that writes them itself (an HTTP middleware, an RPC
 // interceptor writing metadata) formats a policy's values once with
 // [NewPolicy] and writes a decision's with [Policy.Write].
@@ -61,7 +61,7 @@
 // # Names
 //
 // With [Options.Bucket], X-RateLimit-Bucket names the limiter (its
-// WithName) and X-RateLimit-Tier the request's tier, for limiters with
+// Options.Name) and X-RateLimit-Tier the request's tier, for limiters with
 // tiers.
 //
 // Dry-run limiters write the same fields on the responses they let

@@ -275,7 +275,7 @@ func reshard(t *testing.T, cluster *testCluster, cc *redis.ClusterClient, tc res
 					if len(msg) > 120 {
 						msg = msg[:120]
 					}
-					r.failures[string(store.KindOf(err))+": "+msg]++
+					r.failures[store.KindOf(err)+": "+msg]++
 				case d.Duplicate:
 					t.Errorf("%s: a new de-duplication id admitted as a duplicate: %+v", req.Key, d)
 				case req.Key == small.Key:

@@ -33,11 +33,11 @@ const (
 // stackLimiters returns the per-IP and the route-wide limiter over s.
 func stackLimiters(t testing.TB, s store.Store) (perIP, perRoute *middleware.Limiter) {
 	t.Helper()
-	perIP, err := middleware.New(s, keyfunc.RemoteIP, store.PerMinute(stackIPRate), middleware.WithName("ip"))
+	perIP, err := middleware.New(s, keyfunc.RemoteIP, store.PerMinute(stackIPRate), middleware.Options{Name: "ip"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	perRoute, err = middleware.New(s, keyfunc.Constant("/search"), store.PerMinute(stackRouteRate), middleware.WithName("route"))
+	perRoute, err = middleware.New(s, keyfunc.Constant("/search"), store.PerMinute(stackRouteRate), middleware.Options{Name: "route"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +108,7 @@ func TestStackRedisRefusalsChargeNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	admitted, charged := runStackScenario(t, st.Handler(okHandler), perIP)
+	admitted, charged := runStackScenario(t, st(okHandler), perIP)
 	t.Logf("stacked: %d admitted, IP policy charged %d units, %d of them for refused requests", admitted, charged, charged-admitted)
 	if admitted != stackRouteRate || charged != admitted {
 		t.Fatalf("stacked: %d admitted, IP charged %d; want %d and as many", admitted, charged, stackRouteRate)
@@ -129,11 +129,11 @@ func TestStackRedisHeaders(t *testing.T) {
 	s := newStore(t, newClient(t, sharedRedis(t)), randomPrefix(t))
 	// A route of 12 per minute: the IP (10) decides admissions and the
 	// 11th request of a client; the route refuses the 13th admission.
-	perIP, err := middleware.New(s, keyfunc.RemoteIP, store.PerMinute(stackIPRate), middleware.WithName("ip"))
+	perIP, err := middleware.New(s, keyfunc.RemoteIP, store.PerMinute(stackIPRate), middleware.Options{Name: "ip"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	perRoute, err := middleware.New(s, keyfunc.Constant("/search"), store.PerMinute(12), middleware.WithName("route"))
+	perRoute, err := middleware.New(s, keyfunc.Constant("/search"), store.PerMinute(12), middleware.Options{Name: "route"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +141,7 @@ func TestStackRedisHeaders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := st.Handler(okHandler)
+	h := st(okHandler)
 	a, b := clientIP(0), clientIP(1)
 	for n := 0; n < stackIPRate; n++ {
 		rec := get(h, a)
@@ -193,11 +193,11 @@ func TestStackRedisConcurrent(t *testing.T) {
 	var perIP0 *middleware.Limiter
 	for i := range handlers {
 		s := newStore(t, newClient(t, srv), prefix)
-		perIP, err := middleware.New(s, keyfunc.RemoteIP, store.PerMinute(ipRate), middleware.WithName("ip"))
+		perIP, err := middleware.New(s, keyfunc.RemoteIP, store.PerMinute(ipRate), middleware.Options{Name: "ip"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		perRoute, err := middleware.New(s, keyfunc.Constant("/search"), store.PerMinute(routeRate), middleware.WithName("route"))
+		perRoute, err := middleware.New(s, keyfunc.Constant("/search"), store.PerMinute(routeRate), middleware.Options{Name: "route"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -205,7 +205,7 @@ func TestStackRedisConcurrent(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		handlers[i] = st.Handler(okHandler)
+		handlers[i] = st(okHandler)
 		if i == 0 {
 			perIP0 = perIP
 		}
@@ -277,7 +277,7 @@ func TestStackRedisCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	admitted, charged := runStackScenario(t, st.Handler(okHandler), perIP)
+	admitted, charged := runStackScenario(t, st(okHandler), perIP)
 	t.Logf("cluster, stacked: %d admitted, IP policy charged %d units, %d refunds", admitted, charged, s.Refunds())
 	if admitted != stackRouteRate || charged != admitted {
 		t.Fatalf("%d admitted, IP charged %d; want %d and as many", admitted, charged, stackRouteRate)
@@ -329,11 +329,11 @@ func testStackClusterConcurrent(t *testing.T, cluster *testCluster) {
 	var perIP0 *middleware.Limiter
 	for i := range handlers {
 		stores[i] = newStore(t, cluster.client(t), prefix)
-		perIP, err := middleware.New(stores[i], keyfunc.RemoteIP, store.PerMinute(ipRate), middleware.WithName("ip"))
+		perIP, err := middleware.New(stores[i], keyfunc.RemoteIP, store.PerMinute(ipRate), middleware.Options{Name: "ip"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		perRoute, err := middleware.New(stores[i], keyfunc.Constant("/search"), store.PerMinute(routeRate), middleware.WithName("route"))
+		perRoute, err := middleware.New(stores[i], keyfunc.Constant("/search"), store.PerMinute(routeRate), middleware.Options{Name: "route"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -341,7 +341,7 @@ func testStackClusterConcurrent(t *testing.T, cluster *testCluster) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		handlers[i] = st.Handler(okHandler)
+		handlers[i] = st(okHandler)
 		if i == 0 {
 			perIP0 = perIP
 		}

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"github.com/ratekeeper/ratekeeper/middleware/limiter"
 	"math/rand/v2"
 	"net/http"
 	"sort"
@@ -114,7 +115,7 @@ func TestSuppressedExactUnderConcurrency(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			handlers[i] = newHandler(t, s, "client-1", lim, middleware.WithName("search"), middleware.WithFailureMode(middleware.FailClosed), middleware.WithHeaders(headers.Options{Suppression: true}))
+			handlers[i] = newHandler(t, s, "client-1", lim, middleware.Options{Name: "search", FailureMode: limiter.FailClosed, Headers: headers.Options{Suppression: true}})
 		}
 		awayFromWindowEdge(t, newClient(t, srv), lim.Period, 10*time.Second)
 		var left []int64

@@ -6,7 +6,7 @@
 // returns a [Collector], whose Observe method a limiter reports to:
 //
 //	m, err := metrics.New(reg, metrics.Options{Store: st})
-//	lim, err := middleware.New(st, key, limit, middleware.WithObserver(m.Observe))
+//	lim, err := middleware.New(st, key, limit, middleware.Options{Observer: m.Observe})
 //
 // One Collector serves any number of limiters; the policy name separates
 // them. Given the store ([Options.Store]), it also exports what the

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/ratekeeper/ratekeeper/middleware/limiter"
 	"io"
 	"os"
 	"os/signal"
@@ -20,7 +21,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ratekeeper/ratekeeper/middleware"
 	"github.com/ratekeeper/ratekeeper/middleware/policy"
 	"github.com/ratekeeper/ratekeeper/store"
 	"github.com/ratekeeper/ratekeeper/store/redisstore"
@@ -437,7 +437,7 @@ type quota struct {
 // storeKey returns the key the middleware gives identity in the store
 // under --policy and --tier.
 func (inv *invocation) storeKey() string {
-	return middleware.StoreKey(inv.policy, inv.tier, inv.identity)
+	return limiter.StoreKey(inv.policy, inv.tier, inv.identity)
 }
 
 // quota returns the client's quota: from the policy file when there is
@@ -458,7 +458,7 @@ func (inv *invocation) request() (store.Request, quota, error) {
 	if err != nil {
 		return store.Request{}, quota{}, err
 	}
-	return store.Request{Key: middleware.StoreKey(q.owner, inv.tier, inv.identity), Limits: q.limits}, q, nil
+	return store.Request{Key: limiter.StoreKey(q.owner, inv.tier, inv.identity), Limits: q.limits}, q, nil
 }
 
 // clientState is what inspect prints.
@@ -603,7 +603,7 @@ func (inv *invocation) blocks(ctx context.Context, lister store.BlockLister, out
 
 // splitBlock splits a block's store key "<policy>[/<tier>]:<identity>".
 func splitBlock(b store.Block) blockedClient {
-	pol, tier, identity, _ := middleware.SplitStoreKey(b.Key)
+	pol, tier, identity, _ := limiter.SplitStoreKey(b.Key)
 	return blockedClient{Policy: pol, Tier: tier, Identity: identity, Scope: b.Scope, Remaining: b.Remaining.Round(time.Millisecond).String()}
 }
 
@@ -730,7 +730,7 @@ func fileQuota(path, name, tier string) (quota, error) {
 		}
 		return q, nil
 	}
-	j := slices.IndexFunc(p.Tiers, func(t middleware.Tier) bool { return t.Name == tier })
+	j := slices.IndexFunc(p.Tiers, func(t limiter.Tier) bool { return t.Name == tier })
 	if j < 0 {
 		names := make([]string, len(p.Tiers))
 		for k, t := range p.Tiers {
@@ -784,7 +784,7 @@ func (inv *invocation) overrideKey() (string, error) {
 	if !q.overrides && inv.command == "override set" {
 		return "", fmt.Errorf("%s: policy %q does not apply overrides (set overrides: true), so this one would change nothing", inv.policyFile, q.owner)
 	}
-	return middleware.StoreKey(q.owner, inv.tier, inv.identity), nil
+	return limiter.StoreKey(q.owner, inv.tier, inv.identity), nil
 }
 
 // overrideLine is what override set and clear print.

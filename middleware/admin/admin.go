@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/ratekeeper/ratekeeper/middleware/limiter"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -379,7 +380,7 @@ func (a *api) listBlocked(w http.ResponseWriter, r *http.Request) {
 	now := a.now()
 	out := blockedJSON{Policy: p.Name, Cursor: next, Clients: make([]blockedClientJSON, 0, len(blocks))}
 	for _, b := range blocks {
-		owner, tier, identity, ok := middleware.SplitStoreKey(b.Key)
+		owner, tier, identity, ok := limiter.SplitStoreKey(b.Key)
 		if !ok || owner != target.owner {
 			continue // not a key of this policy's namespace
 		}

@@ -73,7 +73,7 @@ func newFixtureWith(t *testing.T, opts Options, wrap func(store.Store) store.Sto
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan := middleware.ClassifierFunc(func(r *http.Request) (string, string, error) {
+	plan := classifyFunc(func(r *http.Request) (string, string, error) {
 		return r.Header.Get("Plan"), r.Header.Get("User"), nil
 	})
 	set, err := policy.New("policies.yaml", []byte(testPolicies), st, policy.Options{
@@ -565,7 +565,7 @@ func (failingStore) ClearOverride(context.Context, string) error {
 func TestStoreFailureIs503(t *testing.T) {
 	set, err := policy.New("p.yaml", []byte(testPolicies), failingStore{}, policy.Options{
 		Keys:        map[string]keyfunc.KeyFunc{"ip": keyfunc.RemoteIP},
-		Classifiers: map[string]middleware.Classifier{"plan": middleware.ClassifierFunc(func(*http.Request) (string, string, error) { return "free", "x", nil })},
+		Classifiers: map[string]middleware.Classifier{"plan": classifyFunc(func(*http.Request) (string, string, error) { return "free", "x", nil })},
 		Logger:      slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
@@ -645,3 +645,8 @@ func TestSecurityHeaders(t *testing.T) {
 		}
 	}
 }
+
+// classifyFunc adapts a function to a middleware.Classifier.
+type classifyFunc func(r *http.Request) (tier, identity string, err error)
+
+func (f classifyFunc) Classify(r *http.Request) (string, string, error) { return f(r) }

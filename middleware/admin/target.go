@@ -2,11 +2,11 @@ package admin
 
 import (
 	"fmt"
+	"github.com/ratekeeper/ratekeeper/middleware/limiter"
 	"slices"
 	"strconv"
 	"strings"
 
-	"github.com/ratekeeper/ratekeeper/middleware"
 	"github.com/ratekeeper/ratekeeper/middleware/policy"
 	"github.com/ratekeeper/ratekeeper/store"
 )
@@ -29,7 +29,7 @@ type target struct {
 
 // key returns the store key of identity, as the middleware builds it.
 func (t *target) key(identity string) string {
-	return middleware.StoreKey(t.owner, t.tier, identity)
+	return limiter.StoreKey(t.owner, t.tier, identity)
 }
 
 // resolve finds where the clients of p in tier keep their state, from the
@@ -47,7 +47,7 @@ func (a *api) resolve(p policy.Policy, tier string) (target, error) {
 		t.limits = p.Limits
 		return t, nil
 	}
-	i := slices.IndexFunc(p.Tiers, func(mt middleware.Tier) bool { return mt.Name == tier })
+	i := slices.IndexFunc(p.Tiers, func(mt limiter.Tier) bool { return mt.Name == tier })
 	if i < 0 {
 		names := make([]string, len(p.Tiers))
 		for j, mt := range p.Tiers {

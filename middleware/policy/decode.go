@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"github.com/ratekeeper/ratekeeper/middleware/limiter"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -9,7 +10,6 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/ratekeeper/ratekeeper/middleware"
 	"github.com/ratekeeper/ratekeeper/store"
 )
 
@@ -336,16 +336,16 @@ func (ps *policySpec) boolField(key string) *bool {
 	return nil
 }
 
-func (d *decoder) failure(k, v *yaml.Node, f string) middleware.FailureMode {
+func (d *decoder) failure(k, v *yaml.Node, f string) limiter.FailureMode {
 	s, ok := d.str(v, f)
 	switch {
 	case !ok, s == "open":
-		return middleware.FailOpen
+		return limiter.FailOpen
 	case s == "closed":
-		return middleware.FailClosed
+		return limiter.FailClosed
 	}
 	d.add(k.Line, f, fmt.Sprintf("unknown failure mode %q (want open or closed)", s))
-	return middleware.FailOpen
+	return limiter.FailOpen
 }
 
 // checkPolicy checks the fields of a policy without problems of its own
@@ -732,7 +732,7 @@ func (d *decoder) breaker(n *yaml.Node, path string) *breakerSpec {
 	return b
 }
 
-// maxBreakerThreshold is the middleware's bound on WithBreaker's threshold.
+// maxBreakerThreshold is the middleware's bound on Options.BreakerThreshold.
 const maxBreakerThreshold = 1 << 20
 
 const headerFields = "dialect, reset, bucket"
@@ -831,7 +831,7 @@ func (d *decoder) exempt(n *yaml.Node, path string) *exemptSpec {
 }
 
 // validName checks a policy or tier name as the middleware does
-// (WithName, Tier.Name) and returns what is wrong, or "".
+// (Options.Name, Tier.Name) and returns what is wrong, or "".
 func validName(n string) string {
 	if n == "" || len(n) > 64 {
 		return fmt.Sprintf("must be 1 to 64 characters, got %q", n)

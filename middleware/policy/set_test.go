@@ -403,7 +403,7 @@ func TestHandlerAllocations(t *testing.T) {
     key: ip
     limits: [{rate: 1000000000, period: 1h}]
 `), st)
-	direct, err := middleware.New(st, keyfunc.RemoteIP, store.Limit{Rate: 1e9, Period: time.Hour}, middleware.WithName("direct"), middleware.WithLogger(slog.New(slog.DiscardHandler)))
+	direct, err := middleware.New(st, keyfunc.RemoteIP, store.Limit{Rate: 1e9, Period: time.Hour}, middleware.Options{Name: "direct", Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

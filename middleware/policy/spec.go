@@ -3,10 +3,10 @@ package policy
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/ratekeeper/ratekeeper/middleware/limiter"
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/headers"
-	"github.com/ratekeeper/ratekeeper/middleware"
 	"github.com/ratekeeper/ratekeeper/store"
 )
 
@@ -29,7 +29,7 @@ type policySpec struct {
 	mode                   Mode
 	limits                 []limitSpec
 	tiers                  []tierSpec
-	failure                middleware.FailureMode
+	failure                limiter.FailureMode
 	fallback               bool
 	breaker                *breakerSpec
 	headers                *headersSpec
@@ -96,7 +96,7 @@ func (ps *policySpec) marshal() json.RawMessage {
 	}
 	if ps.has("failure") {
 		f := "open"
-		if ps.failure == middleware.FailClosed {
+		if ps.failure == limiter.FailClosed {
 			f = "closed"
 		}
 		o.str("failure", f)

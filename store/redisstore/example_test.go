@@ -35,7 +35,7 @@ func ExampleWithScript() {
 	// At most 4 requests per client at once; a slot a crashed process
 	// never gave back is freed after a minute.
 	slots := store.Limit{Rate: 4, Period: time.Minute}
-	lim, err := middleware.New(inflight, keyfunc.RemoteIP, slots, middleware.WithName("inflight"))
+	lim, err := middleware.New(inflight, keyfunc.RemoteIP, slots, middleware.Options{Name: "inflight"})
 	if err != nil {
 		panic(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ratekeeper/ratekeeper/middleware/limiter"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -361,8 +362,7 @@ func rkMiddlewareCase(onRedis bool) func(*env, group, string) (*instance, error)
 		// failure or a blown budget answers 503, counted as an error.
 		n, per := g.limit()
 		l, err := middleware.New(s, keyfunc.RemoteIP, store.Limit{Rate: n, Period: per},
-			middleware.WithFailureMode(middleware.FailClosed),
-			middleware.WithLogger(discardLogger),
+			middleware.Options{FailureMode: limiter.FailClosed, Logger: discardLogger},
 		)
 		if err != nil {
 			return nil, err

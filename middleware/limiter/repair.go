@@ -1,4 +1,4 @@
-package middleware
+package limiter
 
 import (
 	"context"
@@ -24,10 +24,10 @@ func keyScoped(err error) bool {
 
 // repaired logs, at warn level and at most once per second, that the
 // store replaced state it could not read (see [store.Decision.Repaired]).
-func (q *quota) repaired(ctx context.Context, d *store.Decision) {
-	if !q.throttle(&q.lastRepair) {
+func (l *Limiter) repaired(ctx context.Context, d *store.Decision) {
+	if !l.throttle(&l.lastRepair) {
 		return
 	}
-	q.logger.LogAttrs(ctx, slog.LevelWarn, "ratekeeper: store replaced state it could not read; decided as a fresh key",
-		slog.String("policy", q.name), slog.String("store", q.storeName), slog.String("limit", d.LimitID))
+	l.logger.LogAttrs(ctx, slog.LevelWarn, "ratekeeper: store replaced state it could not read; decided as a fresh key",
+		slog.String("policy", l.name), slog.String("store", l.storeName), slog.String("limit", d.LimitID))
 }
