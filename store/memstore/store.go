@@ -74,6 +74,7 @@ type Store struct {
 	seed    maphash.Seed
 	shards  []shard
 	ids     idCache
+	plans   planCache
 
 	budget    budget
 	evictions atomic.Uint64
@@ -191,6 +192,9 @@ func (s *Store) shardFor(key string) *shard {
 //
 // Take never blocks on I/O, so ctx is not consulted.
 func (s *Store) Take(_ context.Context, req store.Request) (store.Decision, error) {
+	if p := s.planFor(&req); p != nil {
+		return s.takePlain(&req, p)
+	}
 	return s.decide(req, true)
 }
 

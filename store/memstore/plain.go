@@ -1,0 +1,191 @@
+package memstore
+
+import (
+	"math"
+	"sync/atomic"
+
+	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/store/internal/contract"
+)
+
+// The plain path: a Take of one limit of GCRA, the token bucket, the
+// fixed window or the sliding window counter, with none of the features
+// that need the key's shared state (contract.Plain) and no override, is
+// by far the most common request. It is decided here without the general
+// machinery of decide.go, to the same result: the limit's validation and
+// ID are looked up rather than recomputed, and a key whose states are all
+// live is updated in place. Anything else under the lock (a new key, an
+// expired state) continues on the general path with the clock reading
+// already made.
+
+// plan is what a validated limit needs on every request: its ID and its
+// capacity.
+type plan struct {
+	limit    store.Limit // validated
+	id       string
+	capacity int64
+}
+
+// planCache holds the plans of the limits seen, like idCache: a few slots,
+// read without locking. A limit that finds no slot takes the general path.
+type planCache struct {
+	slots [128]atomic.Pointer[plan]
+}
+
+// planProbe is how many consecutive slots a plan may occupy.
+const planProbe = 4
+
+func planHash(l *store.Limit) uint64 {
+	h := uint64(l.Rate)*0x9e3779b97f4a7c15 ^ uint64(l.Period)*0xbf58476d1ce4e5b9 ^
+		uint64(l.Burst)*0x94d049bb133111eb ^ uint64(l.Algorithm)<<56 ^ uint64(len(l.Name))<<48
+	if n := len(l.Name); n > 0 {
+		h ^= uint64(l.Name[0])<<40 ^ uint64(l.Name[n-1])<<32
+	}
+	return (h ^ h>>29) * 0x9e3779b97f4a7c15 >> 57 // 7 bits: 128 slots
+}
+
+// get returns the plan of a limit equal to *l, or nil.
+func (c *planCache) get(l *store.Limit) *plan {
+	h := planHash(l)
+	for i := uint64(0); i < planProbe; i++ {
+		p := c.slots[(h+i)%uint64(len(c.slots))].Load()
+		if p == nil {
+			return nil
+		}
+		if p.limit == *l {
+			return p
+		}
+	}
+	return nil
+}
+
+// add stores p when one of its slots is free.
+func (c *planCache) add(p *plan) {
+	h := planHash(&p.limit)
+	for i := uint64(0); i < planProbe; i++ {
+		if c.slots[(h+i)%uint64(len(c.slots))].CompareAndSwap(nil, p) {
+			return
+		}
+	}
+}
+
+// plainAlgorithm reports an algorithm the plain path decides.
+func plainAlgorithm(a store.Algorithm) bool {
+	return a == store.GCRA || a == store.TokenBucket || a == store.FixedWindow || a == store.SlidingWindowCounter
+}
+
+// planFor returns the plan of req's one limit when req is a plain,
+// valid request: one for which req.Validate returns nil. It returns nil
+// for every other request, valid or not, which the general path decides.
+func (s *Store) planFor(req *store.Request) *plan {
+	if !contract.Plain(req) || req.ApplyOverride || !plainAlgorithm(req.Limits[0].Algorithm) {
+		return nil
+	}
+	l := &req.Limits[0]
+	p := s.plans.get(l)
+	if p == nil {
+		if req.Validate() != nil {
+			return nil
+		}
+		p = &plan{limit: *l, capacity: l.Capacity()}
+		var ids [store.MaxLimits]string
+		s.limitIDs(req.Limits, &ids)
+		p.id = ids[0]
+		s.plans.add(p)
+		return p
+	}
+	// The checks of Request.Validate beyond the limit's own, which p
+	// stands for; the capacity is at most 2^30, the cost's bound.
+	if req.Key == "" || req.Cost < 0 || contract.Cost(req) > p.capacity ||
+		req.DedupReplays < 0 || int64(req.DedupReplays) > math.MaxInt32 || req.DedupWindow < 0 {
+		return nil
+	}
+	return p
+}
+
+// takePlain is Take for a request that planFor gave p.
+func (s *Store) takePlain(req *store.Request, p *plan) (store.Decision, error) {
+	cost := contract.Cost(req)
+	now := s.now()
+	sh := s.shardFor(req.Key)
+	sh.mu.Lock()
+	now = sh.clock(now)
+	r := sh.index[req.Key]
+	st := r.plainState(p, now)
+	if st == nil {
+		return s.takeGeneral(req, p, sh, now)
+	}
+	// An expired state decides like none and is written afresh in place.
+	c := &st.counts
+	if st.exp <= now {
+		*c, c = counts{}, nil
+	}
+	var out outcome
+	switch p.limit.Algorithm {
+	case store.FixedWindow:
+		fixedWindow(&p.limit, c, now, cost, &out)
+	case store.SlidingWindowCounter:
+		slidingCounter(&p.limit, c, now, cost, &out)
+	default:
+		bucket(&p.limit, c, now, cost, &out)
+	}
+	if out.allowed {
+		st.counts = out.next
+		sh.expiresAt(st.exp)
+	}
+	sh.touch(r, now)
+	sh.mu.Unlock()
+	return plainDecision(p, &out), nil
+}
+
+// plainState returns r's state for p, live or not, when the general path
+// would write it in place and change nothing else in r: r (nil: none)
+// holds it, and r's other states and its key state (if any) are live at
+// now. Otherwise it returns nil.
+func (r *record) plainState(p *plan, now int64) *limitState {
+	if r == nil || (r.ks != nil && r.ks.exp <= now) {
+		return nil
+	}
+	var found *limitState
+	for i := range r.states {
+		st := &r.states[i]
+		if st.alg == p.limit.Algorithm && st.id == p.id {
+			found = st
+		} else if st.exp <= now {
+			return nil
+		}
+	}
+	return found
+}
+
+// takeGeneral decides a plain request on the general path, sh being
+// locked at now; it unlocks sh.
+func (s *Store) takeGeneral(req *store.Request, p *plan, sh *shard, now int64) (store.Decision, error) {
+	o := op{s: s, sh: sh, req: *req, cost: contract.Cost(req), now: now}
+	o.ids[0] = p.id
+	var one [1]outcome
+	out := one[:]
+	o.evaluate(out)
+	err := o.write(out)
+	sh.mu.Unlock()
+	if err != nil {
+		return store.Decision{}, err
+	}
+	return o.decision(out), nil
+}
+
+// plainDecision is op.decision for one limit that met no block and no
+// de-duplication id.
+func plainDecision(p *plan, out *outcome) store.Decision {
+	d := store.Decision{
+		Allowed:  out.allowed,
+		Capacity: p.capacity,
+		LimitID:  p.id,
+	}
+	if out.allowed {
+		d.Remaining, d.ResetAfter = out.rem1, micros(out.reset1)
+	} else {
+		d.Remaining, d.ResetAfter, d.RetryAfter = out.rem0, micros(out.reset0), micros(out.retry)
+	}
+	return d
+}
