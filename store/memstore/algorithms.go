@@ -67,16 +67,21 @@ func bucket(l *store.Limit, st *counts, now, c int64, o *outcome) {
 		o.allowed = true
 		o.rem1 = floorUnits(b-used, capacity)
 		o.reset1 = ceilUS(used * p / r)
-		next := counts{ts: now, used: used}
 		// The state expires once it decides exactly like no state: the
-		// first microsecond at which used, in float64, has drained to 0.
-		// The closed form reset1 may be a microsecond short, and state
-		// dropped a microsecond early would admit a whole-capacity
-		// request before the RetryAfter it was told.
-		next.exp = now + earliest(o.reset1, func(d int64) bool {
-			return usedAt(&next, now+d, r, p) <= 0
-		})
-		o.next = next
+		// first microsecond at which used, in float64, has drained to 0
+		// (usedAt of the new state, whose ts is now). The closed form
+		// reset1 may be a microsecond short, and state dropped a
+		// microsecond early would admit a whole-capacity request before
+		// the RetryAfter it was told. This is earliest, written out: it
+		// runs on every admission.
+		d := max(o.reset1, 1)
+		for i := 0; i < fixupSteps && !(used-float64(d)*r/p <= 0); i++ {
+			d++
+		}
+		for i := 0; i < fixupSteps && d > 1 && used-float64(d-1)*r/p <= 0; i++ {
+			d--
+		}
+		o.next = counts{exp: now + d, ts: now, used: used}
 		return
 	}
 	o.retry = earliest(ceilUS((u+cf-b)*p/r), func(d int64) bool {
