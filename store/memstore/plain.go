@@ -59,7 +59,8 @@ func (c *planCache) get(l *store.Limit) *plan {
 // comparison.
 func sameLimit(a, b *store.Limit) bool {
 	return a.Rate == b.Rate && a.Period == b.Period && a.Algorithm == b.Algorithm &&
-		a.Burst == b.Burst && a.Block == b.Block && a.BlockMax == b.BlockMax && a.Name == b.Name
+		a.Burst == b.Burst && a.Block == b.Block && a.BlockMax == b.BlockMax &&
+		len(a.Name) == len(b.Name) && (len(a.Name) == 0 || a.Name == b.Name)
 }
 
 // add stores p when one of its slots is free.
@@ -106,8 +107,9 @@ func (s *Store) planFor(req *store.Request) *plan {
 	return p
 }
 
-// takePlain is Take for a request that planFor gave p.
-func (s *Store) takePlain(req *store.Request, p *plan) (store.Decision, error) {
+// takePlain is Take for a request that planFor gave p. It writes the
+// decision to d, which must be zero.
+func (s *Store) takePlain(req *store.Request, p *plan, d *store.Decision) error {
 	cost := contract.Cost(req)
 	now := s.now()
 	sh := s.shardFor(req.Key)
@@ -116,7 +118,7 @@ func (s *Store) takePlain(req *store.Request, p *plan) (store.Decision, error) {
 	r := sh.index[req.Key]
 	st := r.plainState(p, now)
 	if st == nil {
-		return s.takeGeneral(req, p, sh, now)
+		return s.takeGeneral(req, p, sh, now, d)
 	}
 	// An expired state decides like none and is written afresh in place.
 	c := &st.counts
@@ -138,7 +140,16 @@ func (s *Store) takePlain(req *store.Request, p *plan) (store.Decision, error) {
 	}
 	sh.touch(r, now)
 	sh.mu.Unlock()
-	return plainDecision(p, &out), nil
+	// op.decision for one limit that met no block and no de-duplication
+	// id.
+	d.Capacity, d.LimitID = p.capacity, p.id
+	if out.allowed {
+		d.Allowed = true
+		d.Remaining, d.ResetAfter = out.rem1, micros(out.reset1)
+	} else {
+		d.Remaining, d.ResetAfter, d.RetryAfter = out.rem0, micros(out.reset0), micros(out.retry)
+	}
+	return nil
 }
 
 // plainState returns r's state for p, live or not, when the general path
@@ -147,6 +158,12 @@ func (s *Store) takePlain(req *store.Request, p *plan) (store.Decision, error) {
 // now. Otherwise it returns nil.
 func (r *record) plainState(p *plan, now int64) *limitState {
 	if r == nil || (r.ks != nil && r.ks.exp <= now) {
+		return nil
+	}
+	if len(r.states) == 1 { // the common case, without the loop
+		if st := &r.states[0]; st.alg == p.limit.Algorithm && st.id == p.id {
+			return st
+		}
 		return nil
 	}
 	var found *limitState
@@ -162,8 +179,8 @@ func (r *record) plainState(p *plan, now int64) *limitState {
 }
 
 // takeGeneral decides a plain request on the general path, sh being
-// locked at now; it unlocks sh.
-func (s *Store) takeGeneral(req *store.Request, p *plan, sh *shard, now int64) (store.Decision, error) {
+// locked at now, and writes the decision to d; it unlocks sh.
+func (s *Store) takeGeneral(req *store.Request, p *plan, sh *shard, now int64, d *store.Decision) error {
 	o := op{s: s, sh: sh, req: *req, cost: contract.Cost(req), now: now}
 	o.ids[0] = p.id
 	var one [1]outcome
@@ -172,23 +189,8 @@ func (s *Store) takeGeneral(req *store.Request, p *plan, sh *shard, now int64) (
 	err := o.write(out)
 	sh.mu.Unlock()
 	if err != nil {
-		return store.Decision{}, err
+		return err
 	}
-	return o.decision(out), nil
-}
-
-// plainDecision is op.decision for one limit that met no block and no
-// de-duplication id.
-func plainDecision(p *plan, out *outcome) store.Decision {
-	d := store.Decision{
-		Allowed:  out.allowed,
-		Capacity: p.capacity,
-		LimitID:  p.id,
-	}
-	if out.allowed {
-		d.Remaining, d.ResetAfter = out.rem1, micros(out.reset1)
-	} else {
-		d.Remaining, d.ResetAfter, d.RetryAfter = out.rem0, micros(out.reset0), micros(out.retry)
-	}
-	return d
+	*d = o.decision(out)
+	return nil
 }
