@@ -8,8 +8,8 @@ import (
 	"github.com/ratekeeper/ratekeeper/store/internal/contract"
 )
 
-// The plain path: a Take of one limit of GCRA, the token bucket, the
-// fixed window or the sliding window counter, with none of the features
+// The plain path: a Take of one limit of any algorithm but the
+// suppressed strategy, with none of the features
 // that need the key's shared state (contract.Plain) and no override, is
 // by far the most common request. It is decided here without the general
 // machinery of decide.go, to the same result: the limit's validation and
@@ -21,7 +21,7 @@ import (
 // plan is what a validated limit needs on every request: its ID and its
 // capacity.
 type plan struct {
-	limit    store.Limit // validated
+	limit    [1]store.Limit // validated
 	id       string
 	capacity int64
 }
@@ -48,7 +48,7 @@ func (c *planCache) get(l *store.Limit) *plan {
 		if p == nil {
 			return nil
 		}
-		if sameLimit(&p.limit, l) {
+		if sameLimit(&p.limit[0], l) {
 			return p
 		}
 	}
@@ -65,7 +65,7 @@ func sameLimit(a, b *store.Limit) bool {
 
 // add stores p when one of its slots is free.
 func (c *planCache) add(p *plan) {
-	h := planHash(&p.limit)
+	h := planHash(&p.limit[0])
 	for i := uint64(0); i < planProbe; i++ {
 		if c.slots[(h+i)%uint64(len(c.slots))].CompareAndSwap(nil, p) {
 			return
@@ -75,7 +75,8 @@ func (c *planCache) add(p *plan) {
 
 // plainAlgorithm reports an algorithm the plain path decides.
 func plainAlgorithm(a store.Algorithm) bool {
-	return a == store.GCRA || a == store.TokenBucket || a == store.FixedWindow || a == store.SlidingWindowCounter
+	return a == store.GCRA || a == store.TokenBucket || a == store.FixedWindow ||
+		a == store.SlidingWindowCounter || a == store.SlidingWindowLog
 }
 
 // planFor returns the plan of req's one limit when req is a plain,
@@ -91,7 +92,7 @@ func (s *Store) planFor(req *store.Request) *plan {
 		if req.Validate() != nil {
 			return nil
 		}
-		p = &plan{limit: *l, capacity: l.Capacity()}
+		p = &plan{limit: [1]store.Limit{*l}, capacity: l.Capacity()}
 		var ids [store.MaxLimits]string
 		s.limitIDs(req.Limits, &ids)
 		p.id = ids[0]
@@ -121,21 +122,36 @@ func (s *Store) takePlain(req *store.Request, p *plan, d *store.Decision) error 
 		return s.takeGeneral(req, p, sh, now, d)
 	}
 	// An expired state decides like none and is written afresh in place.
-	c := &st.counts
+	c, lg := &st.counts, st.log
 	if st.exp <= now {
-		*c, c = counts{}, nil
+		*c, c, lg = counts{}, nil, nil
+		if st.log != nil {
+			st.log.clear()
+		}
 	}
-	var out outcome
-	switch p.limit.Algorithm {
+	var out [1]outcome
+	switch l := &p.limit[0]; l.Algorithm {
 	case store.FixedWindow:
-		fixedWindow(&p.limit, c, now, cost, &out)
+		fixedWindow(l, c, now, cost, &out[0])
 	case store.SlidingWindowCounter:
-		slidingCounter(&p.limit, c, now, cost, &out)
+		slidingCounter(l, c, now, cost, &out[0])
+	case store.SlidingWindowLog:
+		if evaluateLog(p.limit[:], lg, now, cost, out[:]) {
+			// op.record for a log of one limit.
+			if st.log == nil {
+				st.log = &runLog{}
+			}
+			period := l.Period.Microseconds()
+			st.log.prune(now - period)
+			st.log.add(now, cost)
+			st.exp = st.log.newest() + period
+			sh.expiresAt(st.exp)
+		}
 	default:
-		bucket(&p.limit, c, now, cost, &out)
+		bucket(l, c, now, cost, &out[0])
 	}
-	if out.allowed {
-		st.counts = out.next
+	if out[0].allowed && p.limit[0].Algorithm != store.SlidingWindowLog {
+		st.counts = out[0].next
 		sh.expiresAt(st.exp)
 	}
 	sh.touch(r, now)
@@ -143,11 +159,11 @@ func (s *Store) takePlain(req *store.Request, p *plan, d *store.Decision) error 
 	// op.decision for one limit that met no block and no de-duplication
 	// id.
 	d.Capacity, d.LimitID = p.capacity, p.id
-	if out.allowed {
+	if o := &out[0]; o.allowed {
 		d.Allowed = true
-		d.Remaining, d.ResetAfter = out.rem1, micros(out.reset1)
+		d.Remaining, d.ResetAfter = o.rem1, micros(o.reset1)
 	} else {
-		d.Remaining, d.ResetAfter, d.RetryAfter = out.rem0, micros(out.reset0), micros(out.retry)
+		d.Remaining, d.ResetAfter, d.RetryAfter = o.rem0, micros(o.reset0), micros(o.retry)
 	}
 	return nil
 }
@@ -161,7 +177,7 @@ func (r *record) plainState(p *plan, now int64) *limitState {
 		return nil
 	}
 	if len(r.states) == 1 { // the common case, without the loop
-		if st := &r.states[0]; st.alg == p.limit.Algorithm && st.id == p.id {
+		if st := &r.states[0]; st.alg == p.limit[0].Algorithm && st.id == p.id {
 			return st
 		}
 		return nil
@@ -169,7 +185,7 @@ func (r *record) plainState(p *plan, now int64) *limitState {
 	var found *limitState
 	for i := range r.states {
 		st := &r.states[i]
-		if st.alg == p.limit.Algorithm && st.id == p.id {
+		if st.alg == p.limit[0].Algorithm && st.id == p.id {
 			found = st
 		} else if st.exp <= now {
 			return nil
@@ -182,7 +198,7 @@ func (r *record) plainState(p *plan, now int64) *limitState {
 // locked at now, and writes the decision to d; it unlocks sh.
 func (s *Store) takeGeneral(req *store.Request, p *plan, sh *shard, now int64, d *store.Decision) error {
 	o := op{s: s, sh: sh, req: *req, cost: contract.Cost(req), now: now}
-	o.ids[0] = p.id
+	o.ids[0], o.logID[0] = p.id, p.id // a log of one limit has its ID
 	var one [1]outcome
 	out := one[:]
 	o.evaluate(out)

@@ -70,7 +70,7 @@ type Store struct {
 	start   time.Time        // first clock reading
 	startUS int64            // start in µs since the Unix epoch, truncated
 	startNS int64            // start's nanoseconds below the microsecond
-	seed    uint64 // of the key hash that picks a shard
+	seed    uint64           // of the key hash that picks a shard
 	shards  []shard
 	ids     idCache
 	plans   planCache
