@@ -336,34 +336,44 @@ func fixedWindow(l *store.Limit, st *counts, now, c int64, o *outcome) {
 // window log lg (nil when the key has none) and reports whether all admit.
 func evaluateLog(limits []store.Limit, lg *runLog, now, c int64, out []outcome) bool {
 	allowed := true
-	for i, l := range limits {
-		p, capacity := l.Period.Microseconds(), l.Capacity()
-		var count, before int64
-		idx := 0
+	for i := range limits {
+		l := &limits[i]
+		var idx int
+		var before int64
 		if lg != nil {
-			idx, before = lg.after(now - p)
-			count = lg.total() - before
+			idx, before = lg.after(now - l.Period.Microseconds())
 		}
-		o := outcome{rem0: floorUnits(float64(capacity-count), capacity)}
-		if count > 0 {
-			// The newest entry overall is inside every window that holds any.
-			o.reset0 = lg.newest() + p - now
-		}
-		if count+c <= capacity {
-			// Admitted, the newest entry would be at now.
-			o.allowed = true
-			o.rem1 = capacity - count - c
-			o.reset1 = p
-		} else {
-			allowed = false
-			// count+c > capacity >= c, so count > 0 and lg holds entries:
-			// once the k-th oldest entry in the window leaves it, the
-			// request fits.
-			o.retry = lg.kth(idx, before, count+c-capacity) + p - now
-		}
-		out[i] = o
+		out[i] = outcome{} // out may hold an earlier evaluation (multi.go)
+		logOutcome(l, lg, idx, before, now, c, &out[i])
+		allowed = allowed && out[i].allowed
 	}
 	return allowed
+}
+
+// logOutcome sets o, which must be zero, to limit l's outcome against the
+// sliding window log lg (nil when the key has none), idx and before being
+// lg.after(now − l's period).
+func logOutcome(l *store.Limit, lg *runLog, idx int, before, now, c int64, o *outcome) {
+	p, capacity := l.Period.Microseconds(), l.Capacity()
+	var count int64
+	if lg != nil {
+		count = lg.total() - before
+	}
+	o.rem0 = floorUnits(float64(capacity-count), capacity)
+	if count > 0 {
+		// The newest entry overall is inside every window that holds any.
+		o.reset0 = lg.newest() + p - now
+	}
+	if count+c <= capacity {
+		// Admitted, the newest entry would be at now.
+		o.allowed = true
+		o.rem1 = capacity - count - c
+		o.reset1 = p
+		return
+	}
+	// count+c > capacity >= c, so count > 0 and lg holds entries: once the
+	// k-th oldest entry in the window leaves it, the request fits.
+	o.retry = lg.kth(idx, before, count+c-capacity) + p - now
 }
 
 // run is a group of log entries sharing one timestamp. cum counts every
@@ -398,7 +408,16 @@ func (l *runLog) newest() int64 { return l.runs[len(l.runs)-1].ts }
 // the cumulative count before it.
 func (l *runLog) after(cutoff int64) (int, int64) {
 	r := l.live()
-	i := sort.Search(len(r), func(i int) bool { return r[i].ts > cutoff })
+	// sort.Search, written out: this runs on every decision of a log.
+	i, j := 0, len(r)
+	for i < j {
+		h := int(uint(i+j) >> 1)
+		if r[h].ts > cutoff {
+			j = h
+		} else {
+			i = h + 1
+		}
+	}
 	if i == 0 {
 		return 0, l.base
 	}
@@ -419,6 +438,11 @@ func (l *runLog) kth(i int, before, k int64) int64 {
 // prune drops the entries at or before cutoff.
 func (l *runLog) prune(cutoff int64) {
 	i, before := l.after(cutoff)
+	l.pruneAt(i, before)
+}
+
+// pruneAt is prune for i and before given by l.after(cutoff).
+func (l *runLog) pruneAt(i int, before int64) {
 	l.head += i
 	l.base = before
 	l.compact()

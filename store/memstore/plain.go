@@ -136,13 +136,24 @@ func (s *Store) takePlain(req *store.Request, p *plan, d *store.Decision) error 
 	case store.SlidingWindowCounter:
 		slidingCounter(l, c, now, cost, &out[0])
 	case store.SlidingWindowLog:
-		if evaluateLog(p.limit[:], lg, now, cost, out[:]) {
-			// op.record for a log of one limit.
+		// evaluateLog and, when admitted, op.record for a log of one
+		// limit, which prunes at the window's start that evaluateLog
+		// looks up.
+		period := l.Period.Microseconds()
+		var idx int
+		var before int64
+		if lg != nil {
+			idx, before = lg.after(now - period)
+		}
+		if logOutcome(l, lg, idx, before, now, cost, &out[0]); out[0].allowed {
 			if st.log == nil {
 				st.log = &runLog{}
 			}
-			period := l.Period.Microseconds()
-			st.log.prune(now - period)
+			if lg != nil {
+				st.log.pruneAt(idx, before)
+			} else {
+				st.log.prune(now - period)
+			}
 			st.log.add(now, cost)
 			st.exp = st.log.newest() + period
 			sh.expiresAt(st.exp)
