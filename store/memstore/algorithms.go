@@ -57,11 +57,19 @@ func evaluate(l *store.Limit, st *counts, now, c int64, u float64, o *outcome) {
 // has a resolution of 0.25µs today) and lets a changed limit apply at once
 // to what was used.
 func bucket(l *store.Limit, st *counts, now, c int64, o *outcome) {
+	bucketOf(l, st, now, c, o, true)
+}
+
+// bucketOf is bucket; without before, an admitting outcome leaves rem0
+// and reset0 zero, for a caller that reads them only from a refusal.
+func bucketOf(l *store.Limit, st *counts, now, c int64, o *outcome, before bool) {
 	capacity := l.Capacity()
 	r, p, b := float64(l.Rate), float64(l.Period.Microseconds()), float64(capacity)
 	cf := float64(c)
 	u := usedAt(st, now, r, p)
-	o.rem0, o.reset0 = floorUnits(b-u, capacity), ceilUS(u*p/r)
+	if before || u+cf > b {
+		o.rem0, o.reset0 = floorUnits(b-u, capacity), ceilUS(u*p/r)
+	}
 	if u+cf <= b {
 		used := u + cf
 		o.allowed = true

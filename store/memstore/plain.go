@@ -159,7 +159,7 @@ func (s *Store) takePlain(req *store.Request, p *plan, d *store.Decision) error 
 			sh.expiresAt(st.exp)
 		}
 	default:
-		bucket(l, c, now, cost, &out[0])
+		bucketOf(l, c, now, cost, &out[0], false) // rem0, reset0: refusals only
 	}
 	if out[0].allowed && p.limit[0].Algorithm != store.SlidingWindowLog {
 		st.counts = out[0].next
