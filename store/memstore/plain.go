@@ -9,14 +9,15 @@ import (
 )
 
 // The plain path: a Take of one limit of any algorithm but the
-// suppressed strategy, with none of the features
-// that need the key's shared state (contract.Plain) and no override, is
-// by far the most common request. It is decided here without the general
-// machinery of decide.go, to the same result: the limit's validation and
-// ID are looked up rather than recomputed, and a key whose states are all
-// live is updated in place. Anything else under the lock (a new key, an
-// expired state) continues on the general path with the clock reading
-// already made.
+// suppressed strategy, with none of the features that need the key's
+// shared state (contract.Plain) and no override, is by far the most
+// common request. It is decided here without the general machinery of
+// decide.go, to the same result: the limit's validation and ID are looked
+// up rather than recomputed, and when the key's record holds the limit's
+// state and nothing else that a write would have to drop, the state is
+// updated in place. Anything else (a new key or state, an expired state of
+// another limit, an expired key state) continues on the general path
+// under the same lock and with the same clock reading.
 
 // plan is what a validated limit needs on every request: its ID and its
 // capacity.
@@ -63,6 +64,17 @@ func sameLimit(a, b *store.Limit) bool {
 		len(a.Name) == len(b.Name) && (len(a.Name) == 0 || a.Name == b.Name)
 }
 
+// free reports whether one of the slots of a plan of l is free.
+func (c *planCache) free(l *store.Limit) bool {
+	h := planHash(l)
+	for i := uint64(0); i < planProbe; i++ {
+		if c.slots[(h+i)%uint64(len(c.slots))].Load() == nil {
+			return true
+		}
+	}
+	return false
+}
+
 // add stores p when one of its slots is free.
 func (c *planCache) add(p *plan) {
 	h := planHash(&p.limit[0])
@@ -89,7 +101,9 @@ func (s *Store) planFor(req *store.Request) *plan {
 	l := &req.Limits[0]
 	p := s.plans.get(l)
 	if p == nil {
-		if req.Validate() != nil {
+		// A limit with no room left in the cache takes the general path
+		// on every request, as it would without the cache.
+		if !s.plans.free(l) || req.Validate() != nil {
 			return nil
 		}
 		p = &plan{limit: [1]store.Limit{*l}, capacity: l.Capacity()}

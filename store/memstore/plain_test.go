@@ -113,3 +113,52 @@ func liveStates(s *Store) int {
 	}
 	return n
 }
+
+// TestPlainTakeAllocs: a plain Take of a known key allocates nothing, for
+// every algorithm it decides.
+func TestPlainTakeAllocs(t *testing.T) {
+	s, clk := newTestStore(t, Options{})
+	for _, alg := range []store.Algorithm{store.GCRA, store.TokenBucket, store.FixedWindow, store.SlidingWindowCounter, store.SlidingWindowLog} {
+		req := store.Request{Key: "k", Limits: []store.Limit{{Algorithm: alg, Rate: 1000, Period: 10 * time.Millisecond}}}
+		// A log holds the entries of one period: fill it first, so that
+		// each Take below drops an entry as it adds one.
+		for range 50 {
+			mustTake(t, s, req)
+			clk.Advance(time.Millisecond)
+		}
+		allocs := testing.AllocsPerRun(100, func() {
+			clk.Advance(time.Millisecond)
+			if _, err := s.Take(ctx, req); err != nil {
+				t.Fatal(err)
+			}
+		})
+		if allocs != 0 {
+			t.Errorf("%s: %v allocations a Take, want 0", alg, allocs)
+		}
+	}
+}
+
+// TestPlainPathManyLimits: limits beyond what the plan cache holds are
+// decided as before, on the general path.
+func TestPlainPathManyLimits(t *testing.T) {
+	clk := &fakeclock.Clock{}
+	plain, err := New(Options{Clock: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	general, err := New(Options{Clock: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for round := 0; round < 3; round++ {
+		for i := int64(1); i <= 600; i++ {
+			req := store.Request{Key: fmt.Sprint("k", i%7), Limits: []store.Limit{{Rate: i, Period: time.Second}}}
+			got, gotErr := plain.Take(ctx, req)
+			want, wantErr := general.decide(req, true)
+			if gotErr != nil || wantErr != nil || !reflect.DeepEqual(got, want) {
+				t.Fatalf("round %d, rate %d: Take %+v, %v; general path %+v, %v", round, i, got, gotErr, want, wantErr)
+			}
+		}
+		clk.Advance(300 * time.Millisecond)
+	}
+}
