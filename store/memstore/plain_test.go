@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/store"
-	"github.com/ratekeeper/ratekeeper/store/internal/fakeclock"
 )
 
 // TestPlainPathMatchesGeneral: Take, which decides plain requests on its
@@ -31,17 +30,8 @@ func TestPlainPathMatchesGeneral(t *testing.T) {
 		for seed := uint64(1); seed <= 20; seed++ {
 			t.Run(fmt.Sprintf("max%d/shards%d/seed%d", cfg.MaxKeys, cfg.Shards, seed), func(t *testing.T) {
 				rng := rand.New(rand.NewPCG(seed, 99))
-				clk := &fakeclock.Clock{}
-				opts := cfg
-				opts.Clock = clk.Now
-				plain, err := New(opts)
-				if err != nil {
-					t.Fatal(err)
-				}
-				general, err := New(opts)
-				if err != nil {
-					t.Fatal(err)
-				}
+				plain, clk := newTestStore(t, cfg)
+				general, clk2 := newTestStore(t, cfg)
 				for i := 0; i < 3000; i++ {
 					l := limits[rng.IntN(len(limits))]
 					req := store.Request{
@@ -80,7 +70,9 @@ func TestPlainPathMatchesGeneral(t *testing.T) {
 					if cfg.Shards == 1 && plain.Evictions() != general.Evictions() {
 						t.Fatalf("step %d, %+v: Take leaves %d evictions, the general path %d", i, req, plain.Evictions(), general.Evictions())
 					}
-					clk.Advance(steps[rng.IntN(len(steps))])
+					step := steps[rng.IntN(len(steps))]
+					clk.Advance(step)
+					clk2.Advance(step)
 				}
 			})
 		}
@@ -141,15 +133,8 @@ func TestPlainTakeAllocs(t *testing.T) {
 // TestPlainPathManyLimits: limits beyond what the plan cache holds are
 // decided as before, on the general path.
 func TestPlainPathManyLimits(t *testing.T) {
-	clk := &fakeclock.Clock{}
-	plain, err := New(Options{Clock: clk.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	general, err := New(Options{Clock: clk.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
+	plain, clk := newTestStore(t, Options{})
+	general, clk2 := newTestStore(t, Options{})
 	for round := 0; round < 3; round++ {
 		for i := int64(1); i <= 600; i++ {
 			req := store.Request{Key: fmt.Sprint("k", i%7), Limits: []store.Limit{{Rate: i, Period: time.Second}}}
@@ -160,5 +145,6 @@ func TestPlainPathManyLimits(t *testing.T) {
 			}
 		}
 		clk.Advance(300 * time.Millisecond)
+		clk2.Advance(300 * time.Millisecond)
 	}
 }
