@@ -155,22 +155,11 @@ func (b *builder) base(ps *policySpec, dry bool) (*middleware.Limiter, error) {
 	o.ProblemDetails = o.ProblemDetails || ps.problem
 	o.CountDenied = o.CountDenied || ps.countDenied
 	o.Overrides = o.Overrides || ps.overrides
-	if e := ps.exempt; e != nil {
-		if len(e.paths) > 0 {
-			o.Exempt = append(o.Exempt, middleware.ExemptPaths(e.paths...))
-		}
-		if len(e.cidrs) > 0 {
-			f, err := middleware.ExemptCIDRs(b.opts.ClientIP, e.cidrs...)
-			if err != nil {
-				return nil, err
-			}
-			o.Exempt = append(o.Exempt, f)
-		}
-		if len(e.methods) > 0 {
-			methods := slices.Clone(e.methods)
-			o.Exempt = append(o.Exempt, func(r *http.Request) bool { return slices.Contains(methods, r.Method) })
-		}
+	exempt, err := b.exemptions(ps.exempt)
+	if err != nil {
+		return nil, err
 	}
+	o.Exempt = append(o.Exempt, exempt...)
 	o.DryRun = dry
 	if ps.key != "" {
 		limits := storeLimits(ps.limits)
@@ -183,6 +172,30 @@ func (b *builder) base(ps *policySpec, dry bool) (*middleware.Limiter, error) {
 		tiers[i] = ps.tiers[i].middlewareTier()
 	}
 	return middleware.NewTiered(st, b.opts.Classifiers[ps.classifier], tiers, o)
+}
+
+// exemptions builds the exemption functions of a policy's exempt block
+// (nil when it has none).
+func (b *builder) exemptions(e *exemptSpec) ([]func(*http.Request) bool, error) {
+	if e == nil {
+		return nil, nil
+	}
+	var out []func(*http.Request) bool
+	if len(e.paths) > 0 {
+		out = append(out, middleware.ExemptPaths(e.paths...))
+	}
+	if len(e.cidrs) > 0 {
+		f, err := middleware.ExemptCIDRs(b.opts.ClientIP, e.cidrs...)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, f)
+	}
+	if len(e.methods) > 0 {
+		methods := slices.Clone(e.methods)
+		out = append(out, func(r *http.Request) bool { return slices.Contains(methods, r.Method) })
+	}
+	return out, nil
 }
 
 func storeLimits(specs []limitSpec) []store.Limit {

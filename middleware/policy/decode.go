@@ -397,6 +397,12 @@ func (d *decoder) checkPolicy(ps *policySpec) {
 	if has("key") {
 		d.checkLimits(ps, ps.limits, join(ps.path, "limits"), ps.at["limits"])
 	}
+	d.checkTierLimits(ps)
+}
+
+// checkTierLimits checks the limits of each tier of a policy, and that
+// its tiers all shed load (algorithm suppressed) or none does.
+func (d *decoder) checkTierLimits(ps *policySpec) {
 	var first *tierSpec
 	for i := range ps.tiers {
 		t := &ps.tiers[i]
