@@ -116,12 +116,20 @@ func NewPolicy(o Options, bucket, tier string, limits []store.Limit) (*Policy, e
 		if i > 0 {
 			pv.WriteString(", ")
 		}
-		pv.WriteString(q + ";q=" + strconv.FormatInt(l.Capacity(), 10) + ";w=" + strconv.FormatInt(max(ceilSeconds(l.Period), 1), 10))
+		pv.WriteString(q + ";q=" + strconv.FormatInt(l.Capacity(), 10) + ";w=" + strconv.FormatInt(policyWindow(l), 10))
 	}
 	if o.IETF {
 		p.policyVal = []string{pv.String()}
 	}
 	return p, nil
+}
+
+// policyWindow returns the w of l's RateLimit-Policy item: the whole
+// seconds, at least one, in which a full l surely empties
+// ([store.Limit.Window]), so that a client sending at most l's capacity in
+// any window of w seconds is never refused by l.
+func policyWindow(l store.Limit) int64 {
+	return max(ceilSeconds(l.Window()), 1)
 }
 
 // Item returns the IETF item name of limit i of the policy (the name

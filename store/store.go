@@ -133,6 +133,30 @@ func (l Limit) Capacity() int64 {
 	return l.Rate
 }
 
+// Window returns the time a full l takes to empty when nothing more is
+// recorded, at most: Burst·Period/Rate for GCRA and TokenBucket (rounded
+// up to the microsecond), Period for SlidingWindowLog and FixedWindow,
+// and 2·Period for SlidingWindowCounter (its estimate still weighs the
+// previous window). It follows that a client that records at most
+// [Limit.Capacity] units in any interval of length Window (half-open, or
+// any longer interval) is never refused by l: the IETF RateLimit-Policy
+// field advertises that quota (package headers).
+func (l Limit) Window() time.Duration {
+	switch l.Algorithm {
+	case SlidingWindowLog, FixedWindow:
+		return l.Period
+	case SlidingWindowCounter:
+		return 2 * l.Period
+	}
+	if l.Rate <= 0 {
+		return 0
+	}
+	// Capacity·Period/Rate in µs, rounded up; exact in a float64 within
+	// the bounds Validate sets.
+	us := math.Ceil(float64(l.Capacity()) * float64(l.Period/time.Microsecond) / float64(l.Rate))
+	return time.Duration(us) * time.Microsecond
+}
+
 // ID returns the limit's identity within a request: Name when set, else
 // "<algorithm>/<period>".
 func (l Limit) ID() string {
