@@ -52,10 +52,50 @@
 //	RateLimit: "burst";r=3;t=50, "api-1";r=88;t=3501
 //
 // An item is named after the policy when there is one limit, else after
-// the limit's Name, or "<policy>-<index>" when it has none. q is the
-// limit's capacity, w its period in seconds, r the units remaining and t
-// the seconds until the limit is full again (on a refusal, for the
-// deciding limit, the wait before a retry, equal to Retry-After).
+// the limit's Name, or "<policy>-<index>" when it has none. Each value
+// follows a sentence of the draft (section names of -10):
+//
+//   - q, "Quota Parameter": "the quota allocated for client activity": the
+//     limit's capacity ([store.Limit.Capacity]).
+//   - w, "Window Parameter": "a time window applicable to the quota ...
+//     an interval in seconds ... Sub-second precision is not supported":
+//     the whole seconds, at least one, in which a full limit surely
+//     empties ([store.Limit.Window] rounded up): the period for the
+//     sliding window log and the fixed window, twice the period for the
+//     sliding window counter (whose estimate still weighs the previous
+//     window), and Burst·Period/Rate, the time a full bucket takes to
+//     drain, for GCRA and the token bucket. So the policy is one the limit
+//     keeps: a client that never sends more than q units within any w
+//     seconds, for every item, is never refused by these limits. 10 per
+//     minute with a burst of 20 is q=20;w=120 (20 at once, and 10 per
+//     minute over time); 100 per minute with a burst of 10 is q=10;w=6.
+//     Where the limit cannot be said exactly in whole seconds the item is
+//     the largest such promise, below what is enforced: a sub-second
+//     period with a capacity of 5 is q=5;w=1 (5 at once is all a client
+//     can be sure of in any second), a sliding window counter of 10 per
+//     minute is q=10;w=120. One item per limit says all a client may
+//     rely on: the draft's items all apply at once, so a second item for
+//     the same limit could only narrow it.
+//   - r, "Remaining Parameter": "the remaining quota units for the
+//     identified policy": the units the limit would still admit now.
+//   - t, "Reset Parameter": "the number of seconds until additional quota
+//     associated with the quota policy is made available": the seconds,
+//     rounded up, until the limit is full again (a moment at which quota
+//     is made available; quota may come earlier, as the draft allows: "The
+//     client MUST NOT assume that all its service limit will be fully
+//     restored at the moment indicated by the reset parameter"). 0 when
+//     the limit is full. For the deciding limit of a refusal, and every
+//     limit of a blocked key, t is the wait before a retry, equal to
+//     Retry-After (the draft's example "Use in throttled responses").
+//   - Retry-After against t, "Server Behavior": "If a response contains
+//     both the Retry-After and the RateLimit header fields, the
+//     Retry-After field value SHOULD NOT reference a point in time earlier
+//     than the reset parameter": on a refusal, an item whose t would be
+//     later than Retry-After (a long limit with units left, next to the
+//     short limit that refused) is sent without t, which the draft makes
+//     optional ("This OPTIONAL parameter"). Every t sent with Retry-After
+//     is at most its value.
+//
 // [Options.NoLegacy] drops the X-RateLimit-* set.
 //
 // # Names

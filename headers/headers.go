@@ -196,7 +196,7 @@ func (p *Policy) Write(h map[string][]string, d *store.Decision, reset time.Time
 	if p.opts.IETF {
 		var stack [192]byte
 		h[fieldPolicy] = p.policyVal
-		h[fieldRateLimit] = b.value(p.appendRateLimit(stack[:0], d))
+		h[fieldRateLimit] = b.value(p.appendRateLimit(stack[:0], d, retry))
 	}
 	if p.opts.Suppression {
 		var digits [24]byte
@@ -231,9 +231,11 @@ func (p *Policy) writeLegacy(h map[string][]string, d *store.Decision, reset tim
 
 // appendRateLimit appends the RateLimit field to b: one item per limit, r
 // the units remaining and t the seconds until the limit is full again; for
-// the deciding limit of a refusal t is the wait before a retry, equal to
-// Retry-After.
-func (p *Policy) appendRateLimit(b []byte, d *store.Decision) []byte {
+// the deciding limit of a refusal (every limit of a blocked key) t is the
+// wait before a retry, equal to Retry-After. With Retry-After (retry), an
+// item whose t would name a later moment than Retry-After goes without t
+// (see the package documentation).
+func (p *Policy) appendRateLimit(b []byte, d *store.Decision, retry bool) []byte {
 	for i, name := range p.quoted {
 		rem, reset := d.Remaining, d.ResetAfter
 		if d.PerLimit != nil && i < len(d.PerLimit) {
@@ -253,8 +255,10 @@ func (p *Policy) appendRateLimit(b []byte, d *store.Decision) []byte {
 		b = append(b, name...)
 		b = append(b, ";r="...)
 		b = strconv.AppendInt(b, max(rem, 0), 10)
-		b = append(b, ";t="...)
-		b = strconv.AppendInt(b, ceilSeconds(reset), 10)
+		if t := ceilSeconds(reset); !retry || t <= RetryAfterSeconds(d.RetryAfter) {
+			b = append(b, ";t="...)
+			b = strconv.AppendInt(b, t, 10)
+		}
 	}
 	return b
 }

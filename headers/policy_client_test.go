@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -224,5 +225,61 @@ func TestPolicyValues(t *testing.T) {
 		if got := h.Get("RateLimit-Policy"); got != tt.want {
 			t.Errorf("%+v: got %s, want %s", tt.limit, got, tt.want)
 		}
+	}
+}
+
+// TestRetryAfterNotEarlierThanAnyReset pins the draft's rule "the
+// Retry-After field value SHOULD NOT reference a point in time earlier
+// than the reset parameter" on the real memory store, for every algorithm
+// and several limits. Regression: refused by a short limit, a response
+// said Retry-After: 1 next to t=3000 for a long limit.
+func TestRetryAfterNotEarlierThanAnyReset(t *testing.T) {
+	for _, alg := range store.Algorithms {
+		t.Run(alg.String(), func(t *testing.T) {
+			limits := []store.Limit{
+				{Name: "second", Algorithm: alg, Rate: 2, Period: time.Second},
+				{Name: "hour", Algorithm: alg, Rate: 50, Period: time.Hour},
+			}
+			p, err := headers.NewPolicy(headers.Options{IETF: true}, "api", "", limits)
+			if err != nil {
+				t.Fatal(err)
+			}
+			clock := &manualClock{now: time.Unix(1_767_225_600, 250_000_000)}
+			st, err := memstore.New(memstore.Options{Clock: clock.Now})
+			if err != nil {
+				t.Fatal(err)
+			}
+			req := store.Request{Key: "client", Limits: limits}
+			refusals := 0
+			for i := 0; i < 400; i++ {
+				d, err := st.Take(context.Background(), req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				h := http.Header{}
+				p.Write(h, &d, clock.Now().Add(d.RetryAfter), new(headers.Buffer), !d.Allowed)
+				if !d.Allowed {
+					refusals++
+					ra, err := strconv.ParseInt(h.Get("Retry-After"), 10, 64)
+					if err != nil {
+						t.Fatalf("Retry-After %q: %v", h.Get("Retry-After"), err)
+					}
+					list, err := httpsfv.UnmarshalList(h.Values("RateLimit"))
+					if err != nil {
+						t.Fatal(err)
+					}
+					for _, m := range list {
+						it := m.(httpsfv.Item)
+						if v, ok := it.Params.Get("t"); ok && v.(int64) > ra {
+							t.Fatalf("refusal %d: RateLimit %q has t=%d for %v, later than Retry-After: %d", refusals, h.Values("RateLimit"), v, it.Value, ra)
+						}
+					}
+				}
+				clock.Advance(150 * time.Millisecond)
+			}
+			if refusals == 0 {
+				t.Fatal("no refusal: the test checks nothing")
+			}
+		})
 	}
 }

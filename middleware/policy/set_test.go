@@ -344,7 +344,7 @@ func TestFileSettingsApply(t *testing.T) {
 	set := load(t, "testdata/full.yaml", newStore(t))
 	reports := set.Handler("reports")(okHandler)
 	w := serve(reports, "192.0.2.9:1")
-	if w.Header().Get("RateLimit-Policy") != `"reports";q=10;w=3600` || w.Header().Get("X-RateLimit-Limit") != "" || w.Header().Get("X-RateLimit-Bucket") != "reports" {
+	if w.Header().Get("RateLimit-Policy") != `"reports";q=10;w=600` || w.Header().Get("X-RateLimit-Limit") != "" || w.Header().Get("X-RateLimit-Bucket") != "reports" {
 		t.Errorf("reports headers: got %v, want IETF only with the bucket", w.Header())
 	}
 	r := httptest.NewRequest(http.MethodGet, "/reports/static/app.js", nil)
