@@ -72,3 +72,25 @@ func TestAlgorithmNames(t *testing.T) {
 		t.Fatalf("got %q, want algorithm(42)", got)
 	}
 }
+
+func TestLimitWindow(t *testing.T) {
+	ms := time.Millisecond
+	tests := []struct {
+		l    Limit
+		want time.Duration
+	}{
+		{Limit{Rate: 10, Period: time.Minute}, time.Minute},
+		{Limit{Algorithm: TokenBucket, Rate: 10, Period: time.Minute, Burst: 20}, 2 * time.Minute},
+		{Limit{Rate: 100, Period: time.Minute, Burst: 10}, 6 * time.Second},
+		{Limit{Rate: 3, Period: time.Second}, time.Second},
+		{Limit{Rate: 3, Period: time.Second, Burst: 1}, 333334 * time.Microsecond}, // rounded up
+		{Limit{Algorithm: SlidingWindowLog, Rate: 5, Period: 500 * ms}, 500 * ms},
+		{Limit{Algorithm: FixedWindow, Rate: 5, Period: 700 * ms}, 700 * ms},
+		{Limit{Algorithm: SlidingWindowCounter, Rate: 5, Period: 700 * ms}, 1400 * ms},
+	}
+	for _, tt := range tests {
+		if got := tt.l.Window(); got != tt.want {
+			t.Errorf("%+v: got %s, want %s", tt.l, got, tt.want)
+		}
+	}
+}
