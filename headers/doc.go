@@ -70,12 +70,16 @@
 //     minute with a burst of 20 is q=20;w=120 (20 at once, and 10 per
 //     minute over time); 100 per minute with a burst of 10 is q=10;w=6.
 //     Where the limit cannot be said exactly in whole seconds the item is
-//     the largest such promise, below what is enforced: a sub-second
+//     such a promise, below what is enforced: 7 per minute with a burst of
+//     10 is q=10;w=86 (the drain time, 85.7 s, rounded up), a sub-second
 //     period with a capacity of 5 is q=5;w=1 (5 at once is all a client
 //     can be sure of in any second), a sliding window counter of 10 per
 //     minute is q=10;w=120. One item per limit says all a client may
 //     rely on: the draft's items all apply at once, so a second item for
-//     the same limit could only narrow it.
+//     the same limit could only narrow it. The promise is the store's
+//     algorithm's: over a store of package store/suppressed, q is the hard
+//     limit, and a client above the soft limit meets random refusals
+//     (X-RateLimit-Suppression says so).
 //   - r, "Remaining Parameter": "the remaining quota units for the
 //     identified policy": the units the limit would still admit now.
 //   - t, "Reset Parameter": "the number of seconds until additional quota
