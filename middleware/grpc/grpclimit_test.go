@@ -1,0 +1,424 @@
+package grpclimit_test
+
+import (
+	"context"
+	"crypto/rand"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/ratekeeper/ratekeeper/keyfunc"
+	grpclimit "github.com/ratekeeper/ratekeeper/middleware/grpc"
+	"github.com/ratekeeper/ratekeeper/middleware"
+	"github.com/ratekeeper/ratekeeper/store"
+)
+
+func newInterceptor(t *testing.T, lim *middleware.Limiter, key keyfunc.KeyFunc, opts grpclimit.Options) *grpclimit.Interceptor {
+	t.Helper()
+	ic, err := grpclimit.New(lim, key, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ic
+}
+
+func newLimiter(t *testing.T, st store.Store, limit store.Limit, opts ...middleware.Option) *middleware.Limiter {
+	t.Helper()
+	lim, err := middleware.New(st, nil, limit, append([]middleware.Option{middleware.WithName("api")}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lim
+}
+
+func TestNewRefusesNil(t *testing.T) {
+	lim := newLimiter(t, newMemStore(t), store.PerMinute(1))
+	if _, err := grpclimit.New(nil, keyfunc.RemoteIP, grpclimit.Options{}); err == nil {
+		t.Error("New(nil limiter): got nil error")
+	}
+	if _, err := grpclimit.New(lim, nil, grpclimit.Options{}); err == nil {
+		t.Error("New(nil key): got nil error")
+	}
+}
+
+// TestUnaryExact: N calls are admitted with the limit state in their
+// metadata, the next is refused with ResourceExhausted, the real wait in
+// RetryInfo and retry-after, and never reaches the handler.
+func TestUnaryExact(t *testing.T) {
+	const n = 5
+	lim := newLimiter(t, newMemStore(t), store.PerMinute(n))
+	s := startServer(t, newInterceptor(t, lim, keyfunc.RemoteIP, grpclimit.Options{}), "203.0.113.7:4242")
+	for i := range n {
+		md, err := say(t, s.conn)
+		if err != nil {
+			t.Fatalf("call %d: %v", i+1, err)
+		}
+		if got, want := md.Get("ratelimit-limit"), strconv.Itoa(n); len(got) != 1 || got[0] != want {
+			t.Errorf("call %d: ratelimit-limit %q, want %q", i+1, got, want)
+		}
+		if got, want := md.Get("ratelimit-remaining"), strconv.Itoa(n-1-i); len(got) != 1 || got[0] != want {
+			t.Errorf("call %d: ratelimit-remaining %q, want %q", i+1, got, want)
+		}
+		if got := md.Get("retry-after"); len(got) != 0 {
+			t.Errorf("call %d: retry-after %q on an admitted call", i+1, got)
+		}
+	}
+	md, err := say(t, s.conn)
+	wantCode(t, err, codes.ResourceExhausted)
+	wait, ok := retryDelay(err)
+	// The window's n units were spent at once: the next is a fifth of a
+	// minute away, give or take the time the calls took.
+	if !ok || wait <= 0 || wait > 12*time.Second || wait < 11*time.Second {
+		t.Errorf("RetryInfo delay %v (present %v), want about 12s", wait, ok)
+	}
+	if got := md.Get("retry-after"); len(got) != 1 || got[0] != "12" {
+		t.Errorf("retry-after %q, want [12]", got)
+	}
+	if got := md.Get("ratelimit-remaining"); len(got) != 1 || got[0] != "0" {
+		t.Errorf("ratelimit-remaining %q on the refusal, want [0]", got)
+	}
+	if msg := status.Convert(err).Message(); msg != "ratekeeper: too many requests: try again in 12 seconds" {
+		t.Errorf("message %q", msg)
+	}
+	if got := s.echo.calls.Load(); got != n {
+		t.Errorf("handler ran %d times, want %d", got, n)
+	}
+}
+
+// TestIdentities: each key function of package keyfunc derives the
+// identity of a call as it does for an HTTP request; the refusal hook
+// shows the identity the limiter charged.
+func TestIdentities(t *testing.T) {
+	secret := make([]byte, 32)
+	_, _ = rand.Read(secret)
+	token := func(sub string) string {
+		tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.RegisteredClaims{
+			Subject: sub, ExpiresAt: jwt.NewNumericDate(time.Now().Add(time.Hour)),
+		}).SignedString(secret)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return "Bearer " + tok
+	}
+	jwtKey, err := keyfunc.JWTSubject(keyfunc.JWTOptions{Algorithms: []string{"HS256"}, Key: secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxied, err := keyfunc.NewClientIP(keyfunc.IPOptions{TrustedProxies: []string{"10.0.0.0/8"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	apiKey, err := keyfunc.Header("x-api-key", keyfunc.HeaderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hashOf := func(v string) string {
+		t.Helper()
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		r.Header.Set("X-Api-Key", v)
+		id, err := apiKey(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	tests := []struct {
+		name string
+		key  keyfunc.KeyFunc
+		peer string
+		md   []string // outgoing metadata of both calls
+		want string   // identity charged
+	}{
+		{"peer address", keyfunc.RemoteIP, "203.0.113.7:4242", nil, "203.0.113.7"},
+		{"IPv6 peer by /64", keyfunc.RemoteIP, "[2001:db8:1:2::5]:4242", nil, "2001:db8:1:2::/64"},
+		{"forwarded by a trusted proxy", proxied.Key, "10.1.2.3:4242", []string{"x-forwarded-for", "198.51.100.9"}, "198.51.100.9"},
+		{"forwarded by an untrusted peer is ignored", proxied.Key, "203.0.113.7:4242", []string{"x-forwarded-for", "198.51.100.9"}, "203.0.113.7"},
+		{"verified JWT subject", jwtKey, "203.0.113.7:4242", []string{"authorization", token("alice")}, "alice"},
+		{"hashed API key", apiKey, "203.0.113.7:4242", []string{"x-api-key", "k-123"}, hashOf("k-123")},
+		{"full method name", keyfunc.Route, "203.0.113.7:4242", nil, methodSay},
+		{"joined", keyfunc.Join(keyfunc.Route, jwtKey), "203.0.113.7:4242", []string{"authorization", token("bob")},
+			strconv.Itoa(len(methodSay)) + ":" + methodSay + ",3:bob,"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			refused := newRefusedIDs()
+			lim := newLimiter(t, newMemStore(t), store.PerMinute(1), refused.option())
+			s := startServer(t, newInterceptor(t, lim, tt.key, grpclimit.Options{}), tt.peer)
+			if _, err := say(t, s.conn, tt.md...); err != nil {
+				t.Fatalf("first call: %v", err)
+			}
+			_, err := say(t, s.conn, tt.md...)
+			wantCode(t, err, codes.ResourceExhausted)
+			if got := refused.next(t); got != tt.want {
+				t.Errorf("identity %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestIdentityErrors: a call without an identity of the key function's
+// kind is Unauthenticated, a malformed one InvalidArgument; neither
+// reaches the handler nor says why.
+func TestIdentityErrors(t *testing.T) {
+	secret := make([]byte, 32)
+	_, _ = rand.Read(secret)
+	jwtKey, err := keyfunc.JWTSubject(keyfunc.JWTOptions{Algorithms: []string{"HS256"}, Key: secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxied, err := keyfunc.NewClientIP(keyfunc.IPOptions{TrustedProxies: []string{"10.0.0.0/8"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		key  keyfunc.KeyFunc
+		peer string
+		md   []string
+		want codes.Code
+	}{
+		{"no token", jwtKey, "203.0.113.7:1", nil, codes.Unauthenticated},
+		{"forged token", jwtKey, "203.0.113.7:1", []string{"authorization", "Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJldmUifQ.c2ln"}, codes.Unauthenticated},
+		{"malformed chain from a trusted proxy", proxied.Key, "10.1.2.3:1", []string{"x-forwarded-for", "not-an-address"}, codes.InvalidArgument},
+		{"no IP peer", keyfunc.RemoteIP, "", nil, codes.InvalidArgument},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			lim := newLimiter(t, newMemStore(t), store.PerMinute(10))
+			s := startServer(t, newInterceptor(t, lim, tt.key, grpclimit.Options{}), tt.peer)
+			_, err := say(t, s.conn, tt.md...)
+			wantCode(t, err, tt.want)
+			if msg := status.Convert(err).Message(); msg != "ratekeeper: no identity" && msg != "ratekeeper: malformed call: no identity can be derived" {
+				t.Errorf("message %q says more than it should", msg)
+			}
+			if got := s.echo.calls.Load(); got != 0 {
+				t.Errorf("handler ran %d times, want 0", got)
+			}
+		})
+	}
+}
+
+// TestStreamPerMessage: a stream is charged when it opens and for every
+// message; the refused message ends the stream with ResourceExhausted,
+// RetryInfo and the limit state in the trailer.
+func TestStreamPerMessage(t *testing.T) {
+	lim := newLimiter(t, newMemStore(t), store.PerMinute(3))
+	s := startServer(t, newInterceptor(t, lim, keyfunc.RemoteIP, grpclimit.Options{PerMessage: true}), "203.0.113.7:4242")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cs, err := s.conn.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, methodChat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		if err := cs.SendMsg(wrapperspb.String("m")); err != nil {
+			t.Fatal(err)
+		}
+		if err := cs.RecvMsg(new(wrapperspb.StringValue)); err != nil {
+			t.Fatalf("message %d: %v", i+1, err)
+		}
+	}
+	md, err := cs.Header()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := md.Get("ratelimit-remaining"); len(got) != 1 || got[0] != "2" {
+		t.Errorf("ratelimit-remaining %q when the stream opened, want [2]", got)
+	}
+	if err := cs.SendMsg(wrapperspb.String("m")); err != nil {
+		t.Fatal(err)
+	}
+	err = cs.RecvMsg(new(wrapperspb.StringValue))
+	wantCode(t, err, codes.ResourceExhausted)
+	if wait, ok := retryDelay(err); !ok || wait <= 0 || wait > 20*time.Second {
+		t.Errorf("RetryInfo delay %v (present %v), want about 20s", wait, ok)
+	}
+	if got := cs.Trailer().Get("retry-after"); len(got) != 1 || got[0] != "20" {
+		t.Errorf("trailer retry-after %q, want [20]", got)
+	}
+	if got := s.echo.messages.Load(); got != 2 {
+		t.Errorf("handler received %d messages, want 2", got)
+	}
+}
+
+// TestStreamPerCall: without PerMessage only the opening of a stream is
+// charged.
+func TestStreamPerCall(t *testing.T) {
+	lim := newLimiter(t, newMemStore(t), store.PerMinute(1))
+	s := startServer(t, newInterceptor(t, lim, keyfunc.RemoteIP, grpclimit.Options{}), "203.0.113.7:4242")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	desc := &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}
+	cs, err := s.conn.NewStream(ctx, desc, methodChat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		if err := cs.SendMsg(wrapperspb.String("m")); err != nil {
+			t.Fatal(err)
+		}
+		if err := cs.RecvMsg(new(wrapperspb.StringValue)); err != nil {
+			t.Fatalf("message %d: %v", i+1, err)
+		}
+	}
+	_ = cs.CloseSend()
+	cs2, err := s.conn.NewStream(ctx, desc, methodChat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = cs2.RecvMsg(new(wrapperspb.StringValue))
+	wantCode(t, err, codes.ResourceExhausted)
+	if _, ok := retryDelay(err); !ok {
+		t.Error("refused stream without RetryInfo")
+	}
+}
+
+// TestStoreFailure: a failing store follows the limiter's failure mode:
+// the call goes on without metadata when it fails open, and is Unavailable
+// when it fails closed.
+func TestStoreFailure(t *testing.T) {
+	for _, mode := range []middleware.FailureMode{middleware.FailOpen, middleware.FailClosed} {
+		t.Run(mode.String(), func(t *testing.T) {
+			lim := newLimiter(t, failingStore{}, store.PerMinute(10), middleware.WithFailureMode(mode))
+			s := startServer(t, newInterceptor(t, lim, keyfunc.RemoteIP, grpclimit.Options{}), "203.0.113.7:4242")
+			md, err := say(t, s.conn)
+			if mode == middleware.FailOpen {
+				if err != nil {
+					t.Fatalf("fail open: %v", err)
+				}
+				if got := md.Get("ratelimit-limit"); len(got) != 0 {
+					t.Errorf("ratelimit-limit %q without a decision", got)
+				}
+				if got := s.echo.calls.Load(); got != 1 {
+					t.Errorf("handler ran %d times, want 1", got)
+				}
+				return
+			}
+			wantCode(t, err, codes.Unavailable)
+			if msg := status.Convert(err).Message(); msg != "ratekeeper: rate limiter unavailable" {
+				t.Errorf("message %q", msg)
+			}
+			if got := s.echo.calls.Load(); got != 0 {
+				t.Errorf("handler ran %d times, want 0", got)
+			}
+		})
+	}
+}
+
+// TestCallerGone: a call whose caller cancels, or whose deadline passes,
+// while the store decides ends with Canceled or DeadlineExceeded on the
+// server, even though the limiter fails open, and never reaches the
+// handler.
+func TestCallerGone(t *testing.T) {
+	lim := newLimiter(t, failingStore{block: true}, store.PerMinute(10), middleware.WithBreaker(0, 0))
+	call := func(s *server, ctx context.Context) error {
+		return s.conn.Invoke(ctx, methodSay, wrapperspb.String("hi"), new(wrapperspb.StringValue))
+	}
+	waitServer := func(s *server, want codes.Code) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for status.Code(s.lastServerErr()) != want {
+			if time.Now().After(deadline) {
+				t.Fatalf("server answered %v, want %v", s.lastServerErr(), want)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		if got := s.echo.calls.Load(); got != 0 {
+			t.Errorf("handler ran %d times, want 0", got)
+		}
+	}
+	t.Run("deadline", func(t *testing.T) {
+		// The server's own deadline (a propagated one, say) runs out
+		// first: the client's is far away.
+		short := func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+			ctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+			defer cancel()
+			return h(ctx, req)
+		}
+		s := startServer(t, newInterceptor(t, lim, keyfunc.RemoteIP, grpclimit.Options{}), "203.0.113.7:4242", short)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		wantCode(t, call(s, ctx), codes.DeadlineExceeded)
+		waitServer(s, codes.DeadlineExceeded)
+	})
+	t.Run("cancel", func(t *testing.T) {
+		s := startServer(t, newInterceptor(t, lim, keyfunc.RemoteIP, grpclimit.Options{}), "203.0.113.7:4242")
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- call(s, ctx) }()
+		time.Sleep(50 * time.Millisecond)
+		cancel()
+		wantCode(t, <-done, codes.Canceled)
+		waitServer(s, codes.Canceled)
+	})
+}
+
+// TestExempt: exempt methods pass without a decision.
+func TestExempt(t *testing.T) {
+	lim := newLimiter(t, newMemStore(t), store.PerMinute(1))
+	ic := newInterceptor(t, lim, keyfunc.RemoteIP, grpclimit.Options{Exempt: func(m string) bool { return m == methodSay }})
+	s := startServer(t, ic, "203.0.113.7:4242")
+	for i := range 3 {
+		md, err := say(t, s.conn)
+		if err != nil {
+			t.Fatalf("call %d: %v", i+1, err)
+		}
+		if len(md.Get("ratelimit-limit")) != 0 {
+			t.Errorf("call %d: rate-limit metadata on an exempt method", i+1)
+		}
+	}
+}
+
+// TestDryRun: a dry-run limiter lets refused calls through with their
+// metadata.
+func TestDryRun(t *testing.T) {
+	lim := newLimiter(t, newMemStore(t), store.PerMinute(1), middleware.WithDryRun())
+	s := startServer(t, newInterceptor(t, lim, keyfunc.RemoteIP, grpclimit.Options{}), "203.0.113.7:4242")
+	for i := range 3 {
+		md, err := say(t, s.conn)
+		if err != nil {
+			t.Fatalf("call %d: %v", i+1, err)
+		}
+		if got := md.Get("ratelimit-remaining"); len(got) != 1 || got[0] != "0" {
+			t.Errorf("call %d: ratelimit-remaining %q, want [0]", i+1, got)
+		}
+	}
+	if got := s.echo.calls.Load(); got != 3 {
+		t.Errorf("handler ran %d times, want 3", got)
+	}
+}
+
+// TestSuspended: a client suspended by an override is PermissionDenied.
+func TestSuspended(t *testing.T) {
+	lim := newLimiter(t, newMemStore(t), store.PerMinute(10), middleware.WithOverrides())
+	if err := lim.SetOverride(context.Background(), "", "203.0.113.7", store.Override{Kind: store.OverrideSuspend, TTL: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	s := startServer(t, newInterceptor(t, lim, keyfunc.RemoteIP, grpclimit.Options{}), "203.0.113.7:4242")
+	_, err := say(t, s.conn)
+	wantCode(t, err, codes.PermissionDenied)
+	if got := s.echo.calls.Load(); got != 0 {
+		t.Errorf("handler ran %d times, want 0", got)
+	}
+}
+
+// TestTieredLimiter: a limiter with tiers cannot decide calls: Internal,
+// never an admission.
+func TestTieredLimiter(t *testing.T) {
+	c := middleware.ClassifierFunc(func(*http.Request) (string, string, error) { return "a", "x", nil })
+	lim, err := middleware.NewTiered(newMemStore(t), c, []middleware.Tier{{Name: "a", Limits: []store.Limit{store.PerMinute(1)}}, {Name: "b", Unlimited: true}}, middleware.WithName("api"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := startServer(t, newInterceptor(t, lim, keyfunc.RemoteIP, grpclimit.Options{}), "203.0.113.7:4242")
+	_, err = say(t, s.conn)
+	wantCode(t, err, codes.Internal)
+}
