@@ -16,8 +16,8 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/ratekeeper/ratekeeper/keyfunc"
-	grpclimit "github.com/ratekeeper/ratekeeper/middleware/grpc"
 	"github.com/ratekeeper/ratekeeper/middleware"
+	grpclimit "github.com/ratekeeper/ratekeeper/middleware/grpc"
 	"github.com/ratekeeper/ratekeeper/store"
 )
 

@@ -114,7 +114,7 @@ type server struct {
 // startServer serves the echo service behind the interceptors of ic on
 // bufconn, the calls coming from peer (an IP:port; "" keeps bufconn's);
 // the unary interceptors pre run first.
-func startServer(t *testing.T, ic interface {
+func startServer(t testing.TB, ic interface {
 	Unary() grpc.UnaryServerInterceptor
 	Stream() grpc.StreamServerInterceptor
 }, peerAddr string, pre ...grpc.UnaryServerInterceptor) *server {
@@ -191,7 +191,7 @@ func wantCode(t *testing.T, err error, want codes.Code) {
 	}
 }
 
-func newMemStore(t *testing.T) store.Store {
+func newMemStore(t testing.TB) store.Store {
 	t.Helper()
 	st, err := memstore.New(memstore.Options{})
 	if err != nil {
