@@ -11,8 +11,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/ratekeeper/ratekeeper/keyfunc"
-	grpclimit "github.com/ratekeeper/ratekeeper/middleware/grpc"
 	"github.com/ratekeeper/ratekeeper/middleware"
+	grpclimit "github.com/ratekeeper/ratekeeper/middleware/grpc"
 	"github.com/ratekeeper/ratekeeper/store"
 )
 
@@ -97,4 +97,3 @@ func TestQuotaSharedWithHTTP(t *testing.T) {
 		t.Errorf("HTTP request after the quota: status %d, want 429", code)
 	}
 }
-
