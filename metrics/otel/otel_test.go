@@ -376,4 +376,3 @@ func histogramOf(t *testing.T, rm *metricdata.ResourceMetrics, name string, labe
 	t.Fatalf("%s has no point %v", name, labels)
 	return metricdata.HistogramDataPoint[float64]{}
 }
-
