@@ -56,6 +56,14 @@
 //	ratekeeper.repaired_state{policy}                 counter    ratekeeper_repaired_state_total
 //	ratekeeper.suppressed_refusals{policy}            counter    ratekeeper_suppressed_refusals_total
 //
+// Given the store (Options.Store), the series of its optional capabilities
+// follow, read at every collection:
+//
+//	ratekeeper.store_evictions                        counter    ratekeeper_store_evictions_total
+//	ratekeeper.stack_refunds                          counter    ratekeeper_stack_refunds_total
+//	ratekeeper.stack_unrefunded                       counter    ratekeeper_stack_unrefunded_total
+//	ratekeeper.redis_maxmemory_policy{policy}         gauge      ratekeeper_redis_maxmemory_policy
+//
 // Each is counted exactly as its Prometheus twin (package metrics,
 // "Series"), and the latency histogram has the same bucket boundaries by
 // default. Attribute values come from configuration and fixed sets, never

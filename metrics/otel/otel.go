@@ -39,6 +39,14 @@ type Options struct {
 	// seconds. Nil means those of package metrics: 100µs, 250µs, 500µs,
 	// 1ms, 2.5ms, 5ms, 10ms, 25ms, 50ms and 100ms.
 	Buckets []float64
+	// Store, when set, is the store whose optional capabilities are
+	// exported too, read from it at every collection, as package metrics
+	// does with its Options.Store: its evictions
+	// ("<namespace>.store_evictions"), its refunds of stacked decisions
+	// ("<namespace>.stack_refunds", "<namespace>.stack_unrefunded") and
+	// its backend's eviction policy ("<namespace>.redis_maxmemory_policy",
+	// 1 with the policy as its policy attribute). Nil exports none.
+	Store store.Store
 }
 
 // Recorder records limiter decisions on spans and in OpenTelemetry
@@ -95,10 +103,44 @@ func New(opts Options) (*Recorder, error) {
 	r.unavailable, err = m.Int64Gauge(ns+".store_unavailable",
 		metric.WithDescription("1 while the limiter's circuit breaker considers the store unavailable, else 0."))
 	errs = append(errs, err)
+	errs = append(errs, observeStore(m, ns, opts.Store))
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("ratekeeper: otel: %w", err)
 	}
 	return &r, nil
+}
+
+// observeStore creates the observable instruments of the optional
+// capabilities s has (none for a nil s), read from s at every collection.
+func observeStore(m metric.Meter, ns string, s store.Store) error {
+	var errs []error
+	observe := func(name, desc string, read func() uint64) {
+		_, err := m.Int64ObservableCounter(ns+"."+name, metric.WithDescription(desc),
+			metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
+				o.Observe(int64(read()))
+				return nil
+			}))
+		errs = append(errs, err)
+	}
+	if ec, ok := s.(store.EvictionCounter); ok {
+		observe("store_evictions", "Keys the store evicted to stay within its bound.", ec.Evictions)
+	}
+	if rf, ok := s.(store.Refunder); ok {
+		observe("stack_refunds", "Parts of stacked decisions refunded because a later step refused the request.", rf.Refunds)
+		observe("stack_unrefunded", "Parts of stacked decisions whose refund failed.", rf.Unrefunded)
+	}
+	if ep, ok := s.(store.EvictionPolicyReporter); ok {
+		_, err := m.Int64ObservableGauge(ns+".redis_maxmemory_policy",
+			metric.WithDescription("The maxmemory-policy of the store's Redis (1 for the policy found); allkeys-* policies may evict limiter state."),
+			metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
+				if p := ep.EvictionPolicy(); p != "" {
+					o.Observe(1, metric.WithAttributes(attribute.String("policy", p)))
+				}
+				return nil
+			}))
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
 }
 
 // Observe records one decision: in the instruments, and, when ctx carries

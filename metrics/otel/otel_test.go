@@ -203,6 +203,25 @@ func TestSameAsPrometheus(t *testing.T) {
 	if err := reader.Collect(context.Background(), &rm); err != nil {
 		t.Fatal(err)
 	}
+	compared := compareWithPrometheus(t, families, &rm)
+	// api: decisions (allowed, blocked, failed_open), blocks,
+	// store_errors, latency, degraded, unavailable; web: decisions
+	// (allowed, limited), latency, unavailable.
+	if compared != 12 {
+		t.Errorf("compared %d series, want 12", compared)
+	}
+	for _, want := range []string{"ratekeeper.blocks", "ratekeeper.store_errors", "ratekeeper.degraded_requests", "ratekeeper.store_unavailable"} {
+		if !hasInstrument(&rm, want) {
+			t.Errorf("no %s recorded", want)
+		}
+	}
+}
+
+// compareWithPrometheus checks that every series of the gathered
+// Prometheus families has the same value in rm, and returns how many it
+// compared.
+func compareWithPrometheus(t *testing.T, families []*dto.MetricFamily, rm *metricdata.ResourceMetrics) int {
+	t.Helper()
 	compared := 0
 	for _, f := range families {
 		name := otelName(f.GetName())
@@ -214,15 +233,15 @@ func TestSameAsPrometheus(t *testing.T) {
 			compared++
 			switch f.GetType() {
 			case dto.MetricType_COUNTER:
-				if got, want := sumOf(t, &rm, name, labels), m.GetCounter().GetValue(); got != want {
+				if got, want := sumOf(t, rm, name, labels), m.GetCounter().GetValue(); got != want {
 					t.Errorf("%s%v = %v, want %v as %s", name, labels, got, want, f.GetName())
 				}
 			case dto.MetricType_GAUGE:
-				if got, want := gaugeOf(t, &rm, name, labels), m.GetGauge().GetValue(); got != want {
+				if got, want := gaugeOf(t, rm, name, labels), m.GetGauge().GetValue(); got != want {
 					t.Errorf("%s%v = %v, want %v as %s", name, labels, got, want, f.GetName())
 				}
 			case dto.MetricType_HISTOGRAM:
-				dp := histogramOf(t, &rm, name, labels)
+				dp := histogramOf(t, rm, name, labels)
 				ph := m.GetHistogram()
 				if dp.Count != ph.GetSampleCount() {
 					t.Errorf("%s%v count %d, want %d", name, labels, dp.Count, ph.GetSampleCount())
@@ -239,17 +258,7 @@ func TestSameAsPrometheus(t *testing.T) {
 			}
 		}
 	}
-	// api: decisions (allowed, blocked, failed_open), blocks,
-	// store_errors, latency, degraded, unavailable; web: decisions
-	// (allowed, limited), latency, unavailable.
-	if compared != 12 {
-		t.Errorf("compared %d series, want 12", compared)
-	}
-	for _, want := range []string{"ratekeeper.blocks", "ratekeeper.store_errors", "ratekeeper.degraded_requests", "ratekeeper.store_unavailable"} {
-		if !hasInstrument(&rm, want) {
-			t.Errorf("no %s recorded", want)
-		}
-	}
+	return compared
 }
 
 // otelName returns the instrument name of a Prometheus series name.
@@ -375,4 +384,43 @@ func histogramOf(t *testing.T, rm *metricdata.ResourceMetrics, name string, labe
 	}
 	t.Fatalf("%s has no point %v", name, labels)
 	return metricdata.HistogramDataPoint[float64]{}
+}
+
+// capableStore has every capability the series of a store are read from.
+type capableStore struct {
+	store.Store
+	policy string
+}
+
+func (capableStore) Evictions() uint64        { return 7 }
+func (capableStore) Refunds() uint64          { return 3 }
+func (capableStore) Unrefunded() uint64       { return 1 }
+func (s capableStore) EvictionPolicy() string { return s.policy }
+
+// TestStoreSeries: given the store, its capabilities' series have the
+// values of the Prometheus collector's.
+func TestStoreSeries(t *testing.T) {
+	st := capableStore{Store: newSwitchStore(t), policy: "allkeys-lru"}
+	reader := sdkmetric.NewManualReader()
+	if _, err := otelratekeeper.New(otelratekeeper.Options{
+		MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)), Store: st,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	if _, err := metrics.New(reg, metrics.Options{Store: st}); err != nil {
+		t.Fatal(err)
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	compared := compareWithPrometheus(t, families, &rm)
+	if compared != 4 {
+		t.Errorf("compared %d series, want 4", compared)
+	}
 }

@@ -422,3 +422,38 @@ func TestTieredLimiter(t *testing.T) {
 	_, err = say(t, s.conn)
 	wantCode(t, err, codes.Internal)
 }
+
+// TestUnaryConcurrentExact: calls racing from many goroutines against a
+// limit of N admit exactly N.
+func TestUnaryConcurrentExact(t *testing.T) {
+	const limit, callers = 10, 40
+	lim := newLimiter(t, newMemStore(t), store.PerMinute(limit))
+	s := startServer(t, newInterceptor(t, lim, keyfunc.RemoteIP, grpclimit.Options{}), "203.0.113.7:4242")
+	codesSeen := make(chan codes.Code, callers)
+	start := make(chan struct{})
+	for range callers {
+		go func() {
+			<-start
+			_, err := say(t, s.conn)
+			codesSeen <- status.Code(err)
+		}()
+	}
+	close(start)
+	admitted, refused := 0, 0
+	for range callers {
+		switch c := <-codesSeen; c {
+		case codes.OK:
+			admitted++
+		case codes.ResourceExhausted:
+			refused++
+		default:
+			t.Errorf("unexpected status %v", c)
+		}
+	}
+	if admitted != limit || refused != callers-limit {
+		t.Errorf("admitted %d and refused %d, want %d and %d", admitted, refused, limit, callers-limit)
+	}
+	if got := s.echo.calls.Load(); got != limit {
+		t.Errorf("handler ran %d times, want %d", got, limit)
+	}
+}
