@@ -59,10 +59,9 @@ type Interceptor struct {
 // identity, so a limiter of the same name on the same store counts its
 // HTTP requests and gRPC calls against one quota.
 //
-// lim must be a limiter without tiers (built with middleware.New or
-// middleware.LimitByIP): a tiered limiter decides from outside its HTTP
-// handler only for requests that handler classified, and such a call is
-// answered Internal. New returns an error when lim or key is nil.
+// lim must be a limiter without tiers (built with middleware.New): a
+// tiered limiter decides from outside its HTTP handler only for requests
+// that handler classified, and such a call is answered Internal. New returns an error when lim or key is nil.
 func New(lim *middleware.Limiter, key keyfunc.KeyFunc, opts Options) (*Interceptor, error) {
 	switch {
 	case lim == nil:
