@@ -8,8 +8,8 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/ratekeeper/ratekeeper/keyfunc"
-	"github.com/ratekeeper/ratekeeper/middleware"
 	grpclimit "github.com/ratekeeper/ratekeeper/middleware/grpc"
+	"github.com/ratekeeper/ratekeeper/middleware/limiter"
 	"github.com/ratekeeper/ratekeeper/store"
 )
 
@@ -34,7 +34,7 @@ func (passThrough) Stream() grpc.StreamServerInterceptor {
 // a limit never reached): the difference is the interceptor's cost per
 // call, which BenchmarkMiddleware of package middleware gives for HTTP.
 func BenchmarkUnary(b *testing.B) {
-	lim, err := middleware.New(newMemStore(b), nil, store.PerSecond(1<<30), middleware.WithName("bench"))
+	lim, err := limiter.New(newMemStore(b), limiter.Options{Name: "bench", Limits: []store.Limit{store.PerSecond(1 << 30)}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,22 +1,25 @@
-// Package grpclimit rate-limits gRPC servers with the limiters of package
-// middleware: one policy, one store and one quota for a client's HTTP
-// requests and gRPC calls alike. It is its own module
-// (github.com/ratekeeper/ratekeeper/middleware/grpc), so that users of
-// the HTTP middleware never get gRPC in their module graph.
+// Package grpclimit rate-limits gRPC servers with the decision core of
+// ratekeeper (package middleware/limiter): one policy, one store and one
+// quota for a client's HTTP requests and gRPC calls alike. It is its own
+// module (github.com/ratekeeper/ratekeeper/middleware/grpc), so that users
+// of the HTTP middleware never get gRPC in their module graph, and it does
+// not import the HTTP middleware.
 //
 // # Use
 //
-// Build the limiter as for HTTP, then an [Interceptor] with [New], and
-// install its unary and stream interceptors:
+// Build a [limiter.Limiter] (or take the one an HTTP middleware.Limiter
+// embeds), then an [Interceptor] with [New], and install its unary and
+// stream interceptors:
 //
-//	lim, err := middleware.New(st, keyfunc.RemoteIP, store.PerMinute(100), middleware.WithName("api"))
-//	ic, err := grpclimit.New(lim, keyfunc.RemoteIP, grpclimit.Options{})
+//	lim, err := middleware.New(st, keyfunc.RemoteIP, store.PerMinute(100), middleware.Options{Name: "api"})
+//	ic, err := grpclimit.New(lim.Limiter, keyfunc.RemoteIP, grpclimit.Options{})
 //	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(ic.Unary()), grpc.ChainStreamInterceptor(ic.Stream()))
 //
-// A unary call is charged the limiter's cost before its handler runs; a
-// stream when it opens and, with [Options.PerMessage], for every message
-// the client sends. [Options.Exempt] lets methods such as health checks
-// through.
+// A unary call is charged one unit before its handler runs; a stream when
+// it opens and, with [Options.PerMessage], for every message the client
+// sends. [Options.Exempt] lets methods such as health checks through. The
+// limiter's observer, refusal hook and log see every call with the call's
+// context, as they see HTTP requests.
 //
 // # Identities
 //
@@ -43,23 +46,39 @@
 // listener) has no address for keyfunc's address functions, which refuse
 // it.
 //
+// # Tiers
+//
+// A limiter with tiers needs each call's tier as well as its identity:
+// give [Options.Classify] instead of a key function. The Classify method
+// of middleware.AuthOptions puts a call with a verified subject in the
+// tier "authenticated" (or "trusted", "suspended") and other calls in
+// "anonymous" by address, exactly as for HTTP requests:
+//
+//	auth := middleware.AuthOptions{Subject: jwtKey, Anonymous: keyfunc.RemoteIP}
+//	ic, err := grpclimit.New(lim, nil, grpclimit.Options{Classify: auth.Classify})
+//
+// A call of an unlimited tier goes on without rate-limit metadata; a call
+// of a suspended tier is refused with PermissionDenied.
+//
 // # Sharing a quota with HTTP
 //
-// The store key of a decision is formed from the limiter's name and the
-// identity alone ("api:203.0.113.7"; middleware.StoreKey), never from the
-// protocol. Two limiters with the same name and limits on one store, one
-// serving HTTP and the other built into an Interceptor (in one process or
-// in two), with key functions that give a client the same identity
-// (keyfunc.JWTSubject with the same options, say), therefore charge one
-// quota: a client limited to 10 calls per minute gets 10 across both
-// protocols.
+// The store key of a decision is formed from the limiter's name, the tier
+// and the identity alone ("api:203.0.113.7"; [limiter.StoreKey]), never
+// from the protocol. One limiter serving both protocols (an HTTP
+// middleware.Limiter and an Interceptor built on its embedded
+// limiter.Limiter), or two limiters with the same name and limits on one
+// store (in one process or in two, on a shared Redis), with key functions
+// that give a client the same identity (keyfunc.JWTSubject with the same
+// options, say), therefore charge one quota: a client limited to 10 calls
+// per minute gets 10 across both protocols.
 //
 // # Refusals and metadata
 //
 // Every decided call gets its limit state in the response header metadata
 // (read on the client with grpc.Header), in the style of the IETF
 // RateLimit header fields draft before its structured form, with delta
-// seconds:
+// seconds, whatever header fields the limiter's Options.Headers choose
+// for HTTP:
 //
 //	ratelimit-limit       the deciding limit's capacity
 //	ratelimit-remaining   units left after this call
@@ -75,10 +94,12 @@
 //
 //	Unauthenticated    the key function found no identity of its kind (keyfunc.ErrNoIdentity)
 //	InvalidArgument    no identity can be derived from the call (a malformed forwarding chain)
-//	PermissionDenied   the client is suspended by an override
-//	Unavailable        the store failed and the limiter fails closed (middleware.FailClosed)
+//	PermissionDenied   the client is suspended (a suspended tier or override)
+//	Unavailable        the store failed and the limiter fails closed (limiter.FailClosed),
+//	                   with a RetryInfo detail holding the circuit breaker's cooldown
 //	Canceled, DeadlineExceeded   the caller went away or ran out of time while the store decided
-//	Internal           the limiter cannot decide calls (a limiter with tiers)
+//	Internal           the limiter cannot decide the call (a tier it does not know,
+//	                   invalid limits from its limits function)
 //
 // When the store fails and the limiter fails open (the default), the call
 // goes on without rate-limit metadata. Dry-run limiters let refused calls

@@ -27,11 +27,12 @@ func Example() {
 		log.Fatal(err)
 	}
 	// snippet:grpc-quickstart
-	lim, err := middleware.New(st, keyfunc.RemoteIP, store.PerMinute(2), middleware.WithName("api"))
+	lim, err := middleware.New(st, keyfunc.RemoteIP, store.PerMinute(2), middleware.Options{Name: "api"})
 	if err != nil {
 		log.Fatal(err)
 	}
-	ic, err := grpclimit.New(lim, keyfunc.RemoteIP, grpclimit.Options{})
+	// The HTTP middleware's decision core serves gRPC calls too: one quota.
+	ic, err := grpclimit.New(lim.Limiter, keyfunc.RemoteIP, grpclimit.Options{})
 	if err != nil {
 		log.Fatal(err)
 	}

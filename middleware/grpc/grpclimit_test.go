@@ -18,10 +18,11 @@ import (
 	"github.com/ratekeeper/ratekeeper/keyfunc"
 	"github.com/ratekeeper/ratekeeper/middleware"
 	grpclimit "github.com/ratekeeper/ratekeeper/middleware/grpc"
+	"github.com/ratekeeper/ratekeeper/middleware/limiter"
 	"github.com/ratekeeper/ratekeeper/store"
 )
 
-func newInterceptor(t *testing.T, lim *middleware.Limiter, key keyfunc.KeyFunc, opts grpclimit.Options) *grpclimit.Interceptor {
+func newInterceptor(t *testing.T, lim *limiter.Limiter, key keyfunc.KeyFunc, opts grpclimit.Options) *grpclimit.Interceptor {
 	t.Helper()
 	ic, err := grpclimit.New(lim, key, opts)
 	if err != nil {
@@ -30,9 +31,15 @@ func newInterceptor(t *testing.T, lim *middleware.Limiter, key keyfunc.KeyFunc, 
 	return ic
 }
 
-func newLimiter(t *testing.T, st store.Store, limit store.Limit, opts ...middleware.Option) *middleware.Limiter {
+// newLimiter returns a limiter named "api" (unless o names it) under
+// limit and the options o.
+func newLimiter(t *testing.T, st store.Store, limit store.Limit, o limiter.Options) *limiter.Limiter {
 	t.Helper()
-	lim, err := middleware.New(st, nil, limit, append([]middleware.Option{middleware.WithName("api")}, opts...)...)
+	if o.Name == "" {
+		o.Name = "api"
+	}
+	o.Limits = []store.Limit{limit}
+	lim, err := limiter.New(st, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,12 +47,19 @@ func newLimiter(t *testing.T, st store.Store, limit store.Limit, opts ...middlew
 }
 
 func TestNewRefusesNil(t *testing.T) {
-	lim := newLimiter(t, newMemStore(t), store.PerMinute(1))
+	lim := newLimiter(t, newMemStore(t), store.PerMinute(1), limiter.Options{})
 	if _, err := grpclimit.New(nil, keyfunc.RemoteIP, grpclimit.Options{}); err == nil {
 		t.Error("New(nil limiter): got nil error")
 	}
 	if _, err := grpclimit.New(lim, nil, grpclimit.Options{}); err == nil {
-		t.Error("New(nil key): got nil error")
+		t.Error("New(nil key, no Classify): got nil error")
+	}
+	classify := func(*http.Request) (string, string, error) { return "", "x", nil }
+	if _, err := grpclimit.New(lim, keyfunc.RemoteIP, grpclimit.Options{Classify: classify}); err == nil {
+		t.Error("New(key and Classify): got nil error")
+	}
+	if _, err := grpclimit.New(lim, nil, grpclimit.Options{Classify: classify}); err != nil {
+		t.Errorf("New(nil key, Classify): %v", err)
 	}
 }
 
@@ -54,7 +68,7 @@ func TestNewRefusesNil(t *testing.T) {
 // RetryInfo and retry-after, and never reaches the handler.
 func TestUnaryExact(t *testing.T) {
 	const n = 5
-	lim := newLimiter(t, newMemStore(t), store.PerMinute(n))
+	lim := newLimiter(t, newMemStore(t), store.PerMinute(n), limiter.Options{})
 	s := startServer(t, newInterceptor(t, lim, keyfunc.RemoteIP, grpclimit.Options{}), "203.0.113.7:4242")
 	for i := range n {
 		md, err := say(t, s.conn)
@@ -150,7 +164,7 @@ func TestIdentities(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			refused := newRefusedIDs()
-			lim := newLimiter(t, newMemStore(t), store.PerMinute(1), refused.option())
+			lim := newLimiter(t, newMemStore(t), store.PerMinute(1), limiter.Options{RefusalHook: refused.hook})
 			s := startServer(t, newInterceptor(t, lim, tt.key, grpclimit.Options{}), tt.peer)
 			if _, err := say(t, s.conn, tt.md...); err != nil {
 				t.Fatalf("first call: %v", err)
@@ -192,7 +206,7 @@ func TestIdentityErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			lim := newLimiter(t, newMemStore(t), store.PerMinute(10))
+			lim := newLimiter(t, newMemStore(t), store.PerMinute(10), limiter.Options{})
 			s := startServer(t, newInterceptor(t, lim, tt.key, grpclimit.Options{}), tt.peer)
 			_, err := say(t, s.conn, tt.md...)
 			wantCode(t, err, tt.want)
@@ -210,7 +224,7 @@ func TestIdentityErrors(t *testing.T) {
 // message; the refused message ends the stream with ResourceExhausted,
 // RetryInfo and the limit state in the trailer.
 func TestStreamPerMessage(t *testing.T) {
-	lim := newLimiter(t, newMemStore(t), store.PerMinute(3))
+	lim := newLimiter(t, newMemStore(t), store.PerMinute(3), limiter.Options{})
 	s := startServer(t, newInterceptor(t, lim, keyfunc.RemoteIP, grpclimit.Options{PerMessage: true}), "203.0.113.7:4242")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -252,7 +266,7 @@ func TestStreamPerMessage(t *testing.T) {
 // TestStreamPerCall: without PerMessage only the opening of a stream is
 // charged.
 func TestStreamPerCall(t *testing.T) {
-	lim := newLimiter(t, newMemStore(t), store.PerMinute(1))
+	lim := newLimiter(t, newMemStore(t), store.PerMinute(1), limiter.Options{})
 	s := startServer(t, newInterceptor(t, lim, keyfunc.RemoteIP, grpclimit.Options{}), "203.0.113.7:4242")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -285,12 +299,12 @@ func TestStreamPerCall(t *testing.T) {
 // the call goes on without metadata when it fails open, and is Unavailable
 // when it fails closed.
 func TestStoreFailure(t *testing.T) {
-	for _, mode := range []middleware.FailureMode{middleware.FailOpen, middleware.FailClosed} {
-		t.Run(mode.String(), func(t *testing.T) {
-			lim := newLimiter(t, failingStore{}, store.PerMinute(10), middleware.WithFailureMode(mode))
+	for _, mode := range []limiter.FailureMode{limiter.FailOpen, limiter.FailClosed} {
+		t.Run(map[limiter.FailureMode]string{limiter.FailOpen: "open", limiter.FailClosed: "closed"}[mode], func(t *testing.T) {
+			lim := newLimiter(t, failingStore{}, store.PerMinute(10), limiter.Options{FailureMode: mode, BreakerCooldown: 3 * time.Second})
 			s := startServer(t, newInterceptor(t, lim, keyfunc.RemoteIP, grpclimit.Options{}), "203.0.113.7:4242")
 			md, err := say(t, s.conn)
-			if mode == middleware.FailOpen {
+			if mode == limiter.FailOpen {
 				if err != nil {
 					t.Fatalf("fail open: %v", err)
 				}
@@ -306,6 +320,11 @@ func TestStoreFailure(t *testing.T) {
 			if msg := status.Convert(err).Message(); msg != "ratekeeper: rate limiter unavailable" {
 				t.Errorf("message %q", msg)
 			}
+			// One failure does not open the breaker: the wait is its
+			// cooldown, when the store may be asked again.
+			if wait, ok := retryDelay(err); !ok || wait != 3*time.Second {
+				t.Errorf("RetryInfo delay %v (present %v), want the breaker's cooldown 3s", wait, ok)
+			}
 			if got := s.echo.calls.Load(); got != 0 {
 				t.Errorf("handler ran %d times, want 0", got)
 			}
@@ -318,7 +337,7 @@ func TestStoreFailure(t *testing.T) {
 // server, even though the limiter fails open, and never reaches the
 // handler.
 func TestCallerGone(t *testing.T) {
-	lim := newLimiter(t, failingStore{block: true}, store.PerMinute(10), middleware.WithBreaker(0, 0))
+	lim := newLimiter(t, failingStore{block: true}, store.PerMinute(10), limiter.Options{BreakerThreshold: -1})
 	call := func(s *server, ctx context.Context) error {
 		return s.conn.Invoke(ctx, methodSay, wrapperspb.String("hi"), new(wrapperspb.StringValue))
 	}
@@ -363,7 +382,7 @@ func TestCallerGone(t *testing.T) {
 
 // TestExempt: exempt methods pass without a decision.
 func TestExempt(t *testing.T) {
-	lim := newLimiter(t, newMemStore(t), store.PerMinute(1))
+	lim := newLimiter(t, newMemStore(t), store.PerMinute(1), limiter.Options{})
 	ic := newInterceptor(t, lim, keyfunc.RemoteIP, grpclimit.Options{Exempt: func(m string) bool { return m == methodSay }})
 	s := startServer(t, ic, "203.0.113.7:4242")
 	for i := range 3 {
@@ -380,7 +399,7 @@ func TestExempt(t *testing.T) {
 // TestDryRun: a dry-run limiter lets refused calls through with their
 // metadata.
 func TestDryRun(t *testing.T) {
-	lim := newLimiter(t, newMemStore(t), store.PerMinute(1), middleware.WithDryRun())
+	lim := newLimiter(t, newMemStore(t), store.PerMinute(1), limiter.Options{DryRun: true})
 	s := startServer(t, newInterceptor(t, lim, keyfunc.RemoteIP, grpclimit.Options{}), "203.0.113.7:4242")
 	for i := range 3 {
 		md, err := say(t, s.conn)
@@ -398,7 +417,7 @@ func TestDryRun(t *testing.T) {
 
 // TestSuspended: a client suspended by an override is PermissionDenied.
 func TestSuspended(t *testing.T) {
-	lim := newLimiter(t, newMemStore(t), store.PerMinute(10), middleware.WithOverrides())
+	lim := newLimiter(t, newMemStore(t), store.PerMinute(10), limiter.Options{Overrides: true})
 	if err := lim.SetOverride(context.Background(), "", "203.0.113.7", store.Override{Kind: store.OverrideSuspend, TTL: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
@@ -410,11 +429,11 @@ func TestSuspended(t *testing.T) {
 	}
 }
 
-// TestTieredLimiter: a limiter with tiers cannot decide calls: Internal,
-// never an admission.
-func TestTieredLimiter(t *testing.T) {
-	c := middleware.ClassifierFunc(func(*http.Request) (string, string, error) { return "a", "x", nil })
-	lim, err := middleware.NewTiered(newMemStore(t), c, []middleware.Tier{{Name: "a", Limits: []store.Limit{store.PerMinute(1)}}, {Name: "b", Unlimited: true}}, middleware.WithName("api"))
+// TestTieredLimiterWithKey: a limiter with tiers cannot decide calls
+// given a key function alone, which names no tier: Internal, never an
+// admission.
+func TestTieredLimiterWithKey(t *testing.T) {
+	lim, err := limiter.New(newMemStore(t), limiter.Options{Name: "api", Tiers: []limiter.Tier{{Name: "a", Limits: []store.Limit{store.PerMinute(1)}}, {Name: "b", Unlimited: true}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -427,7 +446,7 @@ func TestTieredLimiter(t *testing.T) {
 // limit of N admit exactly N.
 func TestUnaryConcurrentExact(t *testing.T) {
 	const limit, callers = 10, 40
-	lim := newLimiter(t, newMemStore(t), store.PerMinute(limit))
+	lim := newLimiter(t, newMemStore(t), store.PerMinute(limit), limiter.Options{})
 	s := startServer(t, newInterceptor(t, lim, keyfunc.RemoteIP, grpclimit.Options{}), "203.0.113.7:4242")
 	codesSeen := make(chan codes.Code, callers)
 	start := make(chan struct{})
@@ -455,5 +474,142 @@ func TestUnaryConcurrentExact(t *testing.T) {
 	}
 	if got := s.echo.calls.Load(); got != limit {
 		t.Errorf("handler ran %d times, want %d", got, limit)
+	}
+}
+
+// TestTiers: with Options.Classify, middleware.AuthOptions classifies
+// calls as it classifies HTTP requests: a verified subject in its tier
+// under its own quota, an anonymous caller by address in another, a
+// trusted subject unlimited without metadata, a suspended one
+// PermissionDenied.
+func TestTiers(t *testing.T) {
+	secret := make([]byte, 32)
+	_, _ = rand.Read(secret)
+	token := func(sub string) string {
+		tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.RegisteredClaims{
+			Subject: sub, ExpiresAt: jwt.NewNumericDate(time.Now().Add(time.Hour)),
+		}).SignedString(secret)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return "Bearer " + tok
+	}
+	jwtKey, err := keyfunc.JWTSubject(keyfunc.JWTOptions{Algorithms: []string{"HS256"}, Key: secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	auth := middleware.AuthOptions{
+		Subject:   jwtKey,
+		Anonymous: keyfunc.RemoteIP,
+		Trusted:   func(sub string, _ *http.Request) bool { return sub == "root" },
+		Suspended: func(sub string, _ *http.Request) bool { return sub == "mallory" },
+	}
+	refused := newRefusedIDs()
+	lim, err := limiter.New(newMemStore(t), limiter.Options{Name: "api", RefusalHook: refused.hook, Tiers: []limiter.Tier{
+		{Name: "anonymous", Limits: []store.Limit{store.PerMinute(1)}},
+		{Name: "authenticated", Limits: []store.Limit{store.PerMinute(3)}},
+		{Name: "trusted", Unlimited: true},
+		{Name: "suspended", Suspended: true},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := startServer(t, newInterceptor(t, lim, nil, grpclimit.Options{Classify: auth.Classify}), "203.0.113.7:4242")
+
+	// The anonymous caller's quota is 1, apart from alice's 3.
+	if _, err := say(t, s.conn); err != nil {
+		t.Fatalf("anonymous call: %v", err)
+	}
+	_, err = say(t, s.conn)
+	wantCode(t, err, codes.ResourceExhausted)
+	if got := refused.next(t); got != "203.0.113.7" {
+		t.Errorf("anonymous identity %q, want 203.0.113.7", got)
+	}
+	for i := range 3 {
+		md, err := say(t, s.conn, "authorization", token("alice"))
+		if err != nil {
+			t.Fatalf("alice's call %d: %v", i+1, err)
+		}
+		if got := md.Get("ratelimit-limit"); len(got) != 1 || got[0] != "3" {
+			t.Errorf("alice's call %d: ratelimit-limit %q, want [3]", i+1, got)
+		}
+	}
+	_, err = say(t, s.conn, "authorization", token("alice"))
+	wantCode(t, err, codes.ResourceExhausted)
+	if got := refused.next(t); got != "alice" {
+		t.Errorf("authenticated identity %q, want alice", got)
+	}
+	for i := range 5 {
+		md, err := say(t, s.conn, "authorization", token("root"))
+		if err != nil {
+			t.Fatalf("trusted call %d: %v", i+1, err)
+		}
+		if got := md.Get("ratelimit-limit"); len(got) != 0 {
+			t.Errorf("trusted call %d: ratelimit-limit %q on an unlimited tier", i+1, got)
+		}
+	}
+	_, err = say(t, s.conn, "authorization", token("mallory"))
+	wantCode(t, err, codes.PermissionDenied)
+	if got, want := s.echo.calls.Load(), int64(1+3+5); got != want {
+		t.Errorf("handler ran %d times, want %d", got, want)
+	}
+}
+
+// ctxKey marks the context of the calls of TestObserver.
+type ctxKey struct{}
+
+// TestObserver: the limiter's observer sees every call with the call's
+// context, the exempt and rejected ones included, never its identity.
+func TestObserver(t *testing.T) {
+	type seen struct {
+		outcome limiter.Outcome
+		mark    any
+	}
+	events := make(chan seen, 16)
+	lim := newLimiter(t, newMemStore(t), store.PerMinute(1), limiter.Options{
+		Observer: func(ctx context.Context, e limiter.Event) { events <- seen{e.Outcome, ctx.Value(ctxKey{})} },
+	})
+	jwtKey, err := keyfunc.JWTSubject(keyfunc.JWTOptions{Algorithms: []string{"HS256"}, Key: make([]byte, 32)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mark := func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		return h(context.WithValue(ctx, ctxKey{}, "call"), req)
+	}
+	keyed := startServer(t, newInterceptor(t, lim, keyfunc.RemoteIP, grpclimit.Options{Exempt: func(m string) bool { return m == methodChat }}), "203.0.113.7:4242", mark)
+	if _, err := say(t, keyed.conn); err != nil {
+		t.Fatal(err)
+	}
+	_, err = say(t, keyed.conn)
+	wantCode(t, err, codes.ResourceExhausted)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cs, err := keyed.conn.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, methodChat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = cs.CloseSend()
+	if err := cs.RecvMsg(new(wrapperspb.StringValue)); err == nil {
+		t.Fatal("the exempt stream answered a message it was not sent")
+	}
+	unauth := startServer(t, newInterceptor(t, lim, jwtKey, grpclimit.Options{}), "203.0.113.7:4242", mark)
+	_, err = say(t, unauth.conn)
+	wantCode(t, err, codes.Unauthenticated)
+
+	want := []seen{
+		{limiter.OutcomeAllowed, "call"},
+		{limiter.OutcomeLimited, "call"},
+		{limiter.OutcomeExempt, nil}, // the stream's context is not marked
+		{limiter.OutcomeRejected, "call"},
+	}
+	for i, w := range want {
+		select {
+		case got := <-events:
+			if got != w {
+				t.Errorf("event %d: got %v, want %v", i, got, w)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("event %d: none, want %v", i, w)
+		}
 	}
 }

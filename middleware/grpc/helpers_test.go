@@ -20,7 +20,7 @@ import (
 	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/ratekeeper/ratekeeper/middleware"
+	"github.com/ratekeeper/ratekeeper/middleware/limiter"
 	"github.com/ratekeeper/ratekeeper/store"
 	"github.com/ratekeeper/ratekeeper/store/memstore"
 )
@@ -206,9 +206,8 @@ type refusedIDs struct{ ids chan string }
 
 func newRefusedIDs() *refusedIDs { return &refusedIDs{ids: make(chan string, 64)} }
 
-func (r *refusedIDs) option() middleware.Option {
-	return middleware.WithRefusalHook(func(_ context.Context, _ middleware.Decision, id string) { r.ids <- id })
-}
+// hook is the limiter's refusal hook.
+func (r *refusedIDs) hook(_ context.Context, _ limiter.Decision, id string) { r.ids <- id }
 
 func (r *refusedIDs) next(t *testing.T) string {
 	t.Helper()

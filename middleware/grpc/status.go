@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/ratekeeper/ratekeeper/keyfunc"
+	"github.com/ratekeeper/ratekeeper/middleware/limiter"
 )
 
 // Names of the rate-limit metadata entries (see the package
@@ -33,7 +34,6 @@ var (
 	errUnauthenticated = status.Error(codes.Unauthenticated, "ratekeeper: no identity")
 	errMalformed       = status.Error(codes.InvalidArgument, "ratekeeper: malformed call: no identity can be derived")
 	errSuspended       = status.Error(codes.PermissionDenied, "ratekeeper: suspended")
-	errUnavailable     = status.Error(codes.Unavailable, "ratekeeper: rate limiter unavailable")
 	errInternalStatus  = status.Error(codes.Internal, "ratekeeper: rate limiter misconfigured")
 )
 
@@ -65,9 +65,23 @@ func (v verdict) status() error {
 	case suspend:
 		return errSuspended
 	case unavailable:
-		return errUnavailable
+		return unavailableStatus(v.retry)
 	}
 	return nil
+}
+
+// unavailableStatus returns the Unavailable status of a call refused
+// because the store failed and the limiter fails closed, with a
+// google.rpc.RetryInfo detail holding the breaker's cooldown when there is
+// one.
+func unavailableStatus(retry time.Duration) error {
+	st := status.New(codes.Unavailable, "ratekeeper: rate limiter unavailable")
+	if retry > 0 {
+		if detailed, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(retry)}); err == nil {
+			st = detailed
+		}
+	}
+	return st.Err()
 }
 
 // refusal returns the ResourceExhausted status of a refused call: its
@@ -111,7 +125,7 @@ func ceilSeconds(d time.Duration) int64 {
 // meteredStream charges one unit for every message the client sends.
 type meteredStream struct {
 	grpc.ServerStream
-	core core
+	lim  *limiter.Limiter
 	call opened
 }
 
@@ -123,7 +137,7 @@ func (s *meteredStream) RecvMsg(m any) error {
 		return err
 	}
 	ctx := s.Context()
-	v, err := s.core.decide(ctx, s.call.r, s.call.identity, 1)
+	v, err := decide(ctx, s.lim, limiter.Request{Tier: s.call.tier, Identity: s.call.identity})
 	if err != nil {
 		return decideStatus(err)
 	}

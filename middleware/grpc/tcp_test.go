@@ -13,6 +13,7 @@ import (
 	"github.com/ratekeeper/ratekeeper/keyfunc"
 	"github.com/ratekeeper/ratekeeper/middleware"
 	grpclimit "github.com/ratekeeper/ratekeeper/middleware/grpc"
+	"github.com/ratekeeper/ratekeeper/middleware/limiter"
 	"github.com/ratekeeper/ratekeeper/store"
 )
 
@@ -41,7 +42,7 @@ func serveTCP(t *testing.T, ic *grpclimit.Interceptor) (*echo, *grpc.ClientConn)
 // and exactly the limit's calls are admitted.
 func TestTCP(t *testing.T) {
 	refused := newRefusedIDs()
-	lim := newLimiter(t, newMemStore(t), store.PerMinute(3), refused.option())
+	lim := newLimiter(t, newMemStore(t), store.PerMinute(3), limiter.Options{RefusalHook: refused.hook})
 	e, conn := serveTCP(t, newInterceptor(t, lim, keyfunc.RemoteIP, grpclimit.Options{}))
 	for i := range 3 {
 		if _, err := say(t, conn); err != nil {
@@ -61,17 +62,31 @@ func TestTCP(t *testing.T) {
 // TestQuotaSharedWithHTTP: two limiters of one name on one store, one
 // behind an HTTP handler and one behind the interceptors, with the same
 // key function, count a client's HTTP requests and gRPC calls against one
-// quota (as two instances of a service sharing a Redis do).
+// quota (as two instances of a service sharing a Redis do); so does one
+// HTTP limiter whose decision core serves the interceptors.
 func TestQuotaSharedWithHTTP(t *testing.T) {
-	st := newMemStore(t)
-	httpLim, err := middleware.New(st, keyfunc.RemoteIP, store.PerMinute(5), middleware.WithName("shared"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	grpcLim, err := middleware.New(st, nil, store.PerMinute(5), middleware.WithName("shared"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	t.Run("two limiters", func(t *testing.T) {
+		st := newMemStore(t)
+		httpLim, err := middleware.New(st, keyfunc.RemoteIP, store.PerMinute(5), middleware.Options{Name: "shared"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		grpcLim := newLimiter(t, st, store.PerMinute(5), limiter.Options{Name: "shared"})
+		testQuotaShared(t, httpLim, grpcLim)
+	})
+	t.Run("one limiter", func(t *testing.T) {
+		httpLim, err := middleware.New(newMemStore(t), keyfunc.RemoteIP, store.PerMinute(5), middleware.Options{Name: "shared"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		testQuotaShared(t, httpLim, httpLim.Limiter)
+	})
+}
+
+// testQuotaShared spends a quota of 5 with 3 HTTP requests through httpLim
+// and 2 gRPC calls through grpcLim, then finds it spent on both sides.
+func testQuotaShared(t *testing.T, httpLim *middleware.Limiter, grpcLim *limiter.Limiter) {
+	t.Helper()
 	h := httpLim.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	get := func() int {
 		r := httptest.NewRequest(http.MethodGet, "/ping", nil)
@@ -91,7 +106,7 @@ func TestQuotaSharedWithHTTP(t *testing.T) {
 			t.Fatalf("gRPC call %d: %v", i+1, err)
 		}
 	}
-	_, err = say(t, conn)
+	_, err := say(t, conn)
 	wantCode(t, err, codes.ResourceExhausted)
 	if code := get(); code != http.StatusTooManyRequests {
 		t.Errorf("HTTP request after the quota: status %d, want 429", code)
