@@ -7,19 +7,24 @@
 //
 // # Use
 //
-// Build a [Recorder] once with [New] and hand it every event a limiter
-// reports, with the context of the request it belongs to:
+// Build a [Recorder] once with [New] and make its Observe method the
+// observer of every limiter it should record:
 //
 //	rec, err := otelratekeeper.New(otelratekeeper.Options{MeterProvider: mp})
-//	rec.Observe(ctx, e)
+//	lim, err := middleware.New(st, key, limit, middleware.Options{Name: "api", Observer: rec.Observe})
 //
-// A limiter's observer (middleware.WithObserver) receives events without
-// their context; wired there, as
+// A limiter hands its observer each decision with the context of the
+// request it belongs to: the HTTP request's for the middleware, the call's
+// for the gRPC interceptors of module
+// github.com/ratekeeper/ratekeeper/middleware/grpc, the one given to
+// limiter.Limiter.Decide otherwise. So the decision lands on the span a
+// tracing middleware or interceptor started for that request. To feed the
+// Prometheus collector too, call both:
 //
-//	middleware.WithObserver(func(e middleware.Event) { rec.Observe(context.Background(), e) })
+//	Observer: func(ctx context.Context, e limiter.Event) { col.Observe(ctx, e); rec.Observe(ctx, e) }
 //
-// the Recorder records the metrics only. One Recorder serves any number of
-// limiters; the policy attribute separates them.
+// One Recorder serves any number of limiters; the policy attribute
+// separates them.
 //
 // # Spans
 //

@@ -10,7 +10,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/ratekeeper/ratekeeper/middleware"
+	"github.com/ratekeeper/ratekeeper/middleware/limiter"
 	"github.com/ratekeeper/ratekeeper/store"
 )
 
@@ -143,17 +143,19 @@ func observeStore(m metric.Meter, ns string, s store.Store) error {
 	return errors.Join(errs...)
 }
 
-// Observe records one decision: in the instruments, and, when ctx carries
-// a recording span, as attributes and an event on that span (see the
-// package documentation). It is safe for concurrent use.
-func (r *Recorder) Observe(ctx context.Context, e middleware.Event) {
+// Observe records one decision: in the instruments, and, when ctx (the
+// request's context) carries a recording span, as attributes and an event
+// on that span (see the package documentation). Its signature is that of
+// a limiter's observer: pass it as limiter.Options.Observer or
+// middleware.Options.Observer. It is safe for concurrent use.
+func (r *Recorder) Observe(ctx context.Context, e limiter.Event) {
 	r.recordSpan(ctx, &e)
 	r.recordMetrics(ctx, &e)
 }
 
 // recordSpan sets the decision's attributes on the span of ctx and adds
 // its event.
-func (r *Recorder) recordSpan(ctx context.Context, e *middleware.Event) {
+func (r *Recorder) recordSpan(ctx context.Context, e *limiter.Event) {
 	span := trace.SpanFromContext(ctx)
 	if !span.IsRecording() {
 		return
@@ -175,7 +177,7 @@ func (r *Recorder) recordSpan(ctx context.Context, e *middleware.Event) {
 
 // recordMetrics counts e as the Prometheus collector of package metrics
 // counts it.
-func (r *Recorder) recordMetrics(ctx context.Context, e *middleware.Event) {
+func (r *Recorder) recordMetrics(ctx context.Context, e *limiter.Event) {
 	policy := attribute.String("policy", e.Policy)
 	r.decisions.Add(ctx, 1, metric.WithAttributes(policy, attribute.String("outcome", string(e.Outcome))))
 	if e.Latency > 0 {
@@ -191,7 +193,7 @@ func (r *Recorder) recordMetrics(ctx context.Context, e *middleware.Event) {
 	if e.Repaired {
 		r.repaired.Add(ctx, 1, only)
 	}
-	if e.Suppressed && e.Outcome == middleware.OutcomeLimited {
+	if e.Suppressed && e.Outcome == limiter.OutcomeLimited {
 		// A drawn refusal that dry-run let through refused nothing.
 		r.suppressed.Add(ctx, 1, only)
 	}
@@ -199,9 +201,9 @@ func (r *Recorder) recordMetrics(ctx context.Context, e *middleware.Event) {
 	switch {
 	case e.Fallback:
 		degraded = "fallback"
-	case e.Outcome == middleware.OutcomeFailedOpen:
+	case e.Outcome == limiter.OutcomeFailedOpen:
 		degraded = "fail_open"
-	case e.Outcome == middleware.OutcomeFailedClosed:
+	case e.Outcome == limiter.OutcomeFailedClosed:
 		degraded = "fail_closed"
 	}
 	if degraded == "" && !storeInvolved(e.Outcome) {
@@ -225,9 +227,9 @@ func (r *Recorder) recordMetrics(ctx context.Context, e *middleware.Event) {
 
 // storeInvolved reports whether an outcome came from (or tried) the store,
 // as opposed to exemptions, tiers without limits and rejected keys.
-func storeInvolved(o middleware.Outcome) bool {
+func storeInvolved(o limiter.Outcome) bool {
 	switch o {
-	case middleware.OutcomeAllowed, middleware.OutcomeLimited, middleware.OutcomeBlocked, middleware.OutcomeDryRun:
+	case limiter.OutcomeAllowed, limiter.OutcomeLimited, limiter.OutcomeBlocked, limiter.OutcomeDryRun:
 		return true
 	}
 	return false

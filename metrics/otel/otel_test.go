@@ -23,6 +23,7 @@ import (
 	"github.com/ratekeeper/ratekeeper/metrics"
 	otelratekeeper "github.com/ratekeeper/ratekeeper/metrics/otel"
 	"github.com/ratekeeper/ratekeeper/middleware"
+	"github.com/ratekeeper/ratekeeper/middleware/limiter"
 	"github.com/ratekeeper/ratekeeper/store"
 	"github.com/ratekeeper/ratekeeper/store/memstore"
 )
@@ -63,44 +64,55 @@ func newRecorder(t *testing.T) (*otelratekeeper.Recorder, *sdkmetric.ManualReade
 
 // serve sends one request from addr through h and returns its status.
 func serve(h http.Handler, addr string) int {
-	r := httptest.NewRequest(http.MethodGet, "/api", nil)
+	return serveCtx(context.Background(), h, addr)
+}
+
+// serveCtx sends one request from addr with the context ctx through h and
+// returns its status.
+func serveCtx(ctx context.Context, h http.Handler, addr string) int {
+	r := httptest.NewRequestWithContext(ctx, http.MethodGet, "/api", nil)
 	r.RemoteAddr = addr
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, r)
 	return w.Code
 }
 
-// TestSpan: each decision of a limiter becomes attributes and an event on
-// the span of the request's context, without the identity.
+// TestSpan: with Observe as a limiter's observer, each decision of the
+// HTTP middleware becomes attributes and an event on the span of its own
+// request's context, without the identity; a request without a span
+// records none.
 func TestSpan(t *testing.T) {
 	rec, _ := newRecorder(t)
-	spans := tracetest.NewSpanRecorder()
-	tracer := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans)).Tracer("test")
-	ctx, span := tracer.Start(context.Background(), "request")
-	lim, err := middleware.New(newSwitchStore(t), keyfunc.RemoteIP, store.PerMinute(1), middleware.WithName("api"), middleware.WithLogger(quiet),
-		// The observer has no context of its own: the test's one request
-		// is the span's.
-		middleware.WithObserver(func(e middleware.Event) { rec.Observe(ctx, e) }))
+	exporter := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exporter))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	tracer := tp.Tracer("test")
+	lim, err := middleware.New(newSwitchStore(t), keyfunc.RemoteIP, store.PerMinute(1),
+		middleware.Options{Name: "api", Logger: quiet, Observer: rec.Observe})
 	if err != nil {
 		t.Fatal(err)
 	}
 	h := lim.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
-	if code := serve(h, "203.0.113.7:1"); code != http.StatusOK {
+	// Each request runs in its own span, as a tracing middleware in front
+	// of the limiter starts one.
+	request := func(name string) int {
+		ctx, span := tracer.Start(context.Background(), name)
+		defer span.End()
+		return serveCtx(ctx, h, "203.0.113.7:1")
+	}
+	if code := request("first"); code != http.StatusOK {
 		t.Fatalf("first request: %d", code)
 	}
-	if code := serve(h, "203.0.113.7:1"); code != http.StatusTooManyRequests {
+	if code := serve(h, "198.51.100.1:1"); code != http.StatusOK { // no span
+		t.Fatalf("request without a span: %d", code)
+	}
+	if code := request("second"); code != http.StatusTooManyRequests {
 		t.Fatalf("second request: %d", code)
 	}
-	span.End()
 
-	ended := spans.Ended()
-	if len(ended) != 1 {
-		t.Fatalf("got %d spans, want 1", len(ended))
-	}
-	s := ended[0]
-	events := s.Events()
-	if len(events) != 2 {
-		t.Fatalf("got %d events, want 2", len(events))
+	ended := exporter.GetSpans()
+	if len(ended) != 2 || ended[0].Name != "first" || ended[1].Name != "second" {
+		t.Fatalf("got spans %v, want first and second", ended.Snapshots())
 	}
 	wantAllowed := map[attribute.Key]attribute.Value{
 		"ratekeeper.policy":    attribute.StringValue("api"),
@@ -115,30 +127,34 @@ func TestSpan(t *testing.T) {
 		"ratekeeper.remaining": attribute.Int64Value(0),
 	}
 	for i, want := range []map[attribute.Key]attribute.Value{wantAllowed, wantLimited} {
-		e := events[i]
+		s := ended[i]
+		if len(s.Events) != 1 {
+			t.Fatalf("span %s: got %d events, want 1", s.Name, len(s.Events))
+		}
+		e := s.Events[0]
 		if e.Name != "ratekeeper.decision" {
-			t.Errorf("event %d named %q", i, e.Name)
+			t.Errorf("span %s: event named %q", s.Name, e.Name)
 		}
 		got := attrMap(e.Attributes)
 		retry, hasRetry := got["ratekeeper.retry_after"]
 		delete(got, "ratekeeper.retry_after")
 		if i == 0 && hasRetry {
-			t.Errorf("event %d: retry_after on an admission", i)
+			t.Errorf("span %s: retry_after on an admission", s.Name)
 		}
 		if i == 1 && (!hasRetry || retry.AsFloat64() < 59 || retry.AsFloat64() > 60) {
-			t.Errorf("event %d: retry_after %v (present %v), want about 60", i, retry.AsFloat64(), hasRetry)
+			t.Errorf("span %s: retry_after %v (present %v), want about 60", s.Name, retry.AsFloat64(), hasRetry)
 		}
 		if !sameAttrs(got, want) {
-			t.Errorf("event %d attributes %v, want %v", i, got, want)
+			t.Errorf("span %s: event attributes %v, want %v", s.Name, got, want)
 		}
-	}
-	// The span's attributes hold the last decision.
-	if got := attrMap(s.Attributes())["ratekeeper.outcome"]; got.AsString() != "limited" {
-		t.Errorf("span outcome %q, want limited", got.AsString())
-	}
-	for _, kv := range append(s.Attributes(), events[0].Attributes...) {
-		if strings.Contains(kv.Value.String(), "203.0.113.7") {
-			t.Errorf("attribute %s holds the identity", kv.Key)
+		// The span's attributes hold its decision.
+		if got, want := attrMap(s.Attributes)["ratekeeper.outcome"], want["ratekeeper.outcome"]; got != want {
+			t.Errorf("span %s: outcome %q, want %q", s.Name, got.AsString(), want.AsString())
+		}
+		for _, kv := range append(s.Attributes, e.Attributes...) {
+			if strings.Contains(kv.Value.Emit(), "203.0.113.7") {
+				t.Errorf("span %s: attribute %s holds the identity", s.Name, kv.Key)
+			}
 		}
 	}
 }
@@ -146,7 +162,7 @@ func TestSpan(t *testing.T) {
 // TestNoSpan: without a recording span Observe records the metrics only.
 func TestNoSpan(t *testing.T) {
 	rec, reader := newRecorder(t)
-	rec.Observe(context.Background(), middleware.Event{Decision: middleware.Decision{Policy: "api"}, Outcome: middleware.OutcomeAllowed})
+	rec.Observe(context.Background(), limiter.Event{Decision: limiter.Decision{Policy: "api", Outcome: limiter.OutcomeAllowed}})
 	var rm metricdata.ResourceMetrics
 	if err := reader.Collect(context.Background(), &rm); err != nil {
 		t.Fatal(err)
@@ -168,16 +184,16 @@ func TestSameAsPrometheus(t *testing.T) {
 	}
 	st := newSwitchStore(t)
 	limits := store.Limit{Name: "burst", Rate: 2, Period: time.Minute, Block: time.Minute}
-	observe := middleware.WithObserver(func(e middleware.Event) {
-		col.Observe(e)
-		rec.Observe(context.Background(), e)
-	})
-	lim, err := middleware.New(st, keyfunc.RemoteIP, limits, middleware.WithName("api"), middleware.WithLogger(quiet),
-		middleware.WithBreaker(2, time.Hour), observe)
+	observe := func(ctx context.Context, e limiter.Event) {
+		col.Observe(ctx, e)
+		rec.Observe(ctx, e)
+	}
+	lim, err := middleware.New(st, keyfunc.RemoteIP, limits, middleware.Options{Name: "api", Logger: quiet,
+		BreakerThreshold: 2, BreakerCooldown: time.Hour, Observer: observe})
 	if err != nil {
 		t.Fatal(err)
 	}
-	web, err := middleware.New(newSwitchStore(t), keyfunc.RemoteIP, store.PerMinute(1), middleware.WithName("web"), observe)
+	web, err := middleware.New(newSwitchStore(t), keyfunc.RemoteIP, store.PerMinute(1), middleware.Options{Name: "web", Observer: observe})
 	if err != nil {
 		t.Fatal(err)
 	}
