@@ -32,15 +32,16 @@ INTEGRATION_LOG ?=
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 # Integrations in modules of their own (each with a replace of the root),
-# so that the root module's graph holds neither gRPC nor OpenTelemetry.
-# The root's ./... does not descend into them: their tests, vet,
-# staticcheck and tidiness are run here one module at a time.
-MODULES := middleware/grpc metrics/otel
+# so that the root module's graph holds neither gRPC nor OpenTelemetry, and
+# the example service that serves gRPC too. The root's ./... does not
+# descend into them: their tests, vet, staticcheck and tidiness are run
+# here one module at a time.
+MODULES := middleware/grpc metrics/otel examples/grpc
 
 BENCH ?= .
 BENCHTIME ?= 1s
 
-.PHONY: help setup run run-chi test test-unit test-fuzz test-integration bench bench-compare redis-image lint fmt plots docs
+.PHONY: help setup run run-chi run-grpc test test-unit test-fuzz test-integration bench bench-compare redis-image lint fmt plots docs
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -53,6 +54,9 @@ run: ## run the net/http example service
 
 run-chi: ## run the chi example service
 	$(GO) run ./examples/chi
+
+run-grpc: ## run the example service with gRPC on GRPC_ADDR (default :9090) too, under the same policies
+	cd examples/grpc && GRPC_ADDR=$${GRPC_ADDR:-:9090} $(GO) run .
 
 test: setup lint test-unit test-fuzz test-integration ## set up, lint, then unit tests, short fuzz runs, real-Redis tests
 
