@@ -221,7 +221,7 @@ func (r *Recorder) recordMetrics(ctx context.Context, e *limiter.Event) {
 	// A skipped call is not a store error: the breaker counted the errors
 	// that opened it.
 	if !e.Skipped {
-		r.storeErrors.Add(ctx, 1, metric.WithAttributes(policy, attribute.String("kind", string(store.KindOf(e.Err)))))
+		r.storeErrors.Add(ctx, 1, metric.WithAttributes(policy, attribute.String("kind", store.KindOf(e.Err))))
 	}
 }
 

@@ -38,7 +38,7 @@ type switchStore struct {
 
 func (s *switchStore) Take(ctx context.Context, req store.Request) (store.Decision, error) {
 	if s.down.Load() {
-		return store.Decision{}, &store.BackendError{Op: "take", Kind: store.KindTimeout, Err: context.DeadlineExceeded}
+		return store.Decision{}, &store.BackendError{Op: "take", Kind: "timeout", Err: context.DeadlineExceeded}
 	}
 	return s.Store.Take(ctx, req)
 }

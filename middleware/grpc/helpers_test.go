@@ -227,9 +227,9 @@ type failingStore struct{ block bool }
 func (s failingStore) fail(ctx context.Context, op string) error {
 	if s.block {
 		<-ctx.Done()
-		return &store.BackendError{Op: op, Kind: store.KindTimeout, Err: ctx.Err()}
+		return &store.BackendError{Op: op, Kind: "timeout", Err: ctx.Err()}
 	}
-	return &store.BackendError{Op: op, Kind: store.KindConnection, Err: errors.New("connection refused")}
+	return &store.BackendError{Op: op, Kind: "connection", Err: errors.New("connection refused")}
 }
 
 func (s failingStore) Take(ctx context.Context, _ store.Request) (store.Decision, error) {
