@@ -31,10 +31,17 @@ INTEGRATION_LOG ?=
 
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
+# Integrations in modules of their own (each with a replace of the root),
+# so that the root module's graph holds neither gRPC nor OpenTelemetry, and
+# the example service that serves gRPC too. The root's ./... does not
+# descend into them: their tests, vet, staticcheck and tidiness are run
+# here one module at a time.
+MODULES := middleware/grpc metrics/otel examples/grpc
+
 BENCH ?= .
 BENCHTIME ?= 1s
 
-.PHONY: help setup run run-chi test test-unit test-fuzz test-integration bench bench-compare redis-image lint fmt plots docs
+.PHONY: help setup run run-chi run-grpc test test-unit test-fuzz test-integration bench bench-compare redis-image lint fmt plots docs
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -48,10 +55,17 @@ run: ## run the net/http example service
 run-chi: ## run the chi example service
 	$(GO) run ./examples/chi
 
+run-grpc: ## run the example service with gRPC on GRPC_ADDR (default :9090) too, under the same policies
+	cd examples/grpc && GRPC_ADDR=$${GRPC_ADDR:-:9090} $(GO) run .
+
 test: setup lint test-unit test-fuzz test-integration ## set up, lint, then unit tests, short fuzz runs, real-Redis tests
 
-test-unit: ## unit tests with the race detector
+test-unit: ## unit tests with the race detector, root module and MODULES
 	$(GO) test -race -shuffle=on -vet=all ./...
+	@for m in $(MODULES); do \
+		echo "cd $$m && $(GO) test -race -shuffle=on -vet=all ./..."; \
+		(cd $$m && $(GO) test -race -shuffle=on -vet=all ./...) || exit 1; \
+	done
 
 test-fuzz: ## run every FuzzXxx target for FUZZTIME executions
 	@for pkg in $(FUZZ_PKGS); do \
@@ -71,9 +85,12 @@ test-integration: ## real-Redis tests in integration_test/ (needs Docker), bench
 		-bench . -benchtime 1x ./... \
 		$(if $(INTEGRATION_LOG),2>&1 | tee $(abspath $(INTEGRATION_LOG)))
 
-bench: ## benchmarks: root module, then the Redis store and middleware on real Redis
+bench: ## benchmarks: root module, the Redis store and middleware on real Redis, then MODULES
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -benchtime $(BENCHTIME) ./...
 	cd integration_test && $(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -benchtime $(BENCHTIME) ./...
+	@for m in $(MODULES); do \
+		(cd $$m && $(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -benchtime $(BENCHTIME) ./...) || exit 1; \
+	done
 
 bench-compare: setup ## ratekeeper beside other Go limiters on a private redis-server (bench/, BENCHMARKS.md); flags via BENCH_FLAGS
 	cd bench && $(GO) run ./cmd/compare $(BENCH_FLAGS)
@@ -81,7 +98,7 @@ bench-compare: setup ## ratekeeper beside other Go limiters on a private redis-s
 redis-image: setup ## build the local Redis image from /usr/bin/redis-server (idempotent)
 	scripts/build-redis-image.sh $(REDIS_IMAGE)
 
-lint: ## gofmt must report nothing; go vet and staticcheck in both modules; integration_test/go.mod tidy
+lint: ## gofmt must report nothing; go vet and staticcheck in every module; integration_test/go.mod and MODULES tidy
 	@out="$$(gofmt -l .)"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	cd integration_test && $(GO) vet ./...
@@ -89,6 +106,11 @@ lint: ## gofmt must report nothing; go vet and staticcheck in both modules; inte
 	$(GO) run $(STATICCHECK) ./...
 	cd integration_test && $(GO) run $(STATICCHECK) ./...
 	@cd integration_test && $(GO) mod tidy -diff || { echo "integration_test/go.mod is not tidy: run (cd integration_test && go mod tidy)"; exit 1; }
+	@for m in $(MODULES); do \
+		echo "cd $$m && vet, staticcheck, tidy"; \
+		(cd $$m && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./...) || exit 1; \
+		(cd $$m && $(GO) mod tidy -diff) || { echo "$$m/go.mod is not tidy: run (cd $$m && go mod tidy)"; exit 1; }; \
+	done
 
 plots: ## draw docs/algorithms.svg: every algorithm under the same traffic, on a simulated clock (cmd/plots)
 	$(GO) run ./cmd/plots -o docs/algorithms.svg

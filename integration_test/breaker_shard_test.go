@@ -96,7 +96,7 @@ func TestRedisClusterShardBreaker(t *testing.T) {
 					FailureMode:      limiter.FailClosed,
 					BreakerThreshold: shardBreakerThreshold,
 					BreakerCooldown:  time.Minute,
-					Observer:         func(e limiter.Event) { mu.Lock(); last = e; mu.Unlock() },
+					Observer:         func(_ context.Context, e limiter.Event) { mu.Lock(); last = e; mu.Unlock() },
 				})
 			if err != nil {
 				t.Fatalf("middleware.New: %v", err)

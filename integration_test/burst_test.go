@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"github.com/ratekeeper/ratekeeper/middleware/limiter"
 	"net/http"
 	"sync"
@@ -62,7 +63,7 @@ func TestBurstNeverFailsOpen(t *testing.T) {
 							t.Fatal(err)
 						}
 						l, err := middleware.New(s, constKey("burst"), lim,
-							middleware.Options{Observer: func(e limiter.Event) {
+							middleware.Options{Observer: func(_ context.Context, e limiter.Event) {
 								if e.Outcome == limiter.OutcomeFailedOpen {
 									mu.Lock()
 									failedOpen++

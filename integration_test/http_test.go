@@ -166,7 +166,7 @@ type eventLog struct {
 	skipped  int // requests for which the breaker skipped the store
 }
 
-func (l *eventLog) Observe(e limiter.Event) {
+func (l *eventLog) Observe(_ context.Context, e limiter.Event) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.outcomes == nil {

@@ -32,7 +32,7 @@ func TestPoisonedKeyDoesNotSwitchLimitingOff(t *testing.T) {
 			lim, err := middleware.New(s,
 				func(r *http.Request) (string, error) { return r.Header.Get("X-Client"), nil },
 				store.Limit{Algorithm: alg, Rate: 10, Period: time.Hour},
-				middleware.Options{Observer: func(e limiter.Event) {
+				middleware.Options{Observer: func(_ context.Context, e limiter.Event) {
 					mu.Lock()
 					defer mu.Unlock()
 					events[string(e.Outcome)] = append(events[string(e.Outcome)], e)

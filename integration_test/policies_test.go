@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"github.com/ratekeeper/ratekeeper/middleware/limiter"
@@ -121,7 +122,7 @@ func TestLoginAbuseBlockOnRedis(t *testing.T) {
 			st := newStore(t, c, randomPrefix(t))
 			var mu sync.Mutex
 			blocksStarted := 0
-			obs := func(e limiter.Event) {
+			obs := func(_ context.Context, e limiter.Event) {
 				if e.BlockStarted {
 					mu.Lock()
 					blocksStarted++

@@ -1,12 +1,13 @@
 package metrics
 
 import (
+	"context"
 	"errors"
 	"fmt"
-	"github.com/ratekeeper/ratekeeper/middleware/limiter"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/ratekeeper/ratekeeper/middleware/limiter"
 	"github.com/ratekeeper/ratekeeper/store"
 )
 
@@ -145,9 +146,10 @@ func registerAll(reg prometheus.Registerer, cols []prometheus.Collector) error {
 	return nil
 }
 
-// Observe records one decision; pass it to [middleware.Options].Observer. It is
-// safe for concurrent use.
-func (c *Collector) Observe(e limiter.Event) {
+// Observe records one decision; pass it to [middleware.Options].Observer
+// (or [limiter.Options].Observer). It does not use ctx, the request's
+// context. It is safe for concurrent use.
+func (c *Collector) Observe(_ context.Context, e limiter.Event) {
 	c.decisions.WithLabelValues(e.Policy, string(e.Outcome)).Inc()
 	if e.Latency > 0 {
 		c.latency.WithLabelValues(e.Policy, e.Store).Observe(e.Latency.Seconds())

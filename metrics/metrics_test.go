@@ -3,7 +3,6 @@ package metrics
 import (
 	"context"
 	"errors"
-	"github.com/ratekeeper/ratekeeper/middleware/limiter"
 	"io"
 	"log/slog"
 	"net/http"
@@ -19,6 +18,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/ratekeeper/ratekeeper/middleware"
+	"github.com/ratekeeper/ratekeeper/middleware/limiter"
 	"github.com/ratekeeper/ratekeeper/store"
 )
 
@@ -240,10 +240,10 @@ func TestCachedRefusals(t *testing.T) {
 	e := limiter.Event{Decision: limiter.Decision{Outcome: limiter.OutcomeLimited}}
 	e.Policy = "api"
 	e.Cached = true
-	c.Observe(e)
-	c.Observe(e)
+	c.Observe(context.Background(), e)
+	c.Observe(context.Background(), e)
 	e.Cached = false
-	c.Observe(e)
+	c.Observe(context.Background(), e)
 	if got := testutil.ToFloat64(c.cached.WithLabelValues("api")); got != 2 {
 		t.Fatalf("cached refusals: got %v, want 2", got)
 	}
@@ -260,9 +260,9 @@ func TestRepairedState(t *testing.T) {
 	e := limiter.Event{Decision: limiter.Decision{Outcome: limiter.OutcomeAllowed}}
 	e.Policy = "api"
 	e.Repaired = true
-	c.Observe(e)
+	c.Observe(context.Background(), e)
 	e.Repaired = false
-	c.Observe(e)
+	c.Observe(context.Background(), e)
 	if got := testutil.ToFloat64(c.repaired.WithLabelValues("api")); got != 1 {
 		t.Fatalf("repaired state: got %v, want 1", got)
 	}
@@ -283,10 +283,10 @@ func TestSuppressedRefusals(t *testing.T) {
 	e.Policy = "api"
 	e.Suppression = 0.4
 	e.Suppressed = true
-	c.Observe(e)
-	c.Observe(e)
+	c.Observe(context.Background(), e)
+	c.Observe(context.Background(), e)
 	e.Suppression, e.Suppressed = 1, false // refused by the hard limit
-	c.Observe(e)
+	c.Observe(context.Background(), e)
 	if got := testutil.ToFloat64(c.suppressed.WithLabelValues("api")); got != 2 {
 		t.Fatalf("suppressed refusals: got %v, want 2", got)
 	}

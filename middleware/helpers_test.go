@@ -113,7 +113,7 @@ type recObserver struct {
 	events []limiter.Event
 }
 
-func (o *recObserver) Observe(e limiter.Event) {
+func (o *recObserver) Observe(_ context.Context, e limiter.Event) {
 	o.mu.Lock()
 	o.events = append(o.events, e)
 	o.mu.Unlock()

@@ -96,10 +96,10 @@ type Options struct {
 	// LogSecret keys the hash of identities in logs; see
 	// [limiter.Options].LogSecret.
 	LogSecret []byte
-	// Observer is told about every request the limiter handles, for
-	// metrics (see the metrics package's Collector.Observe); it is not
-	// called for [Limiter.Peek].
-	Observer func(limiter.Event)
+	// Observer is told about every request the limiter handles, with the
+	// request's context, for metrics and traces (see the metrics package's
+	// Collector.Observe); it is not called for [Limiter.Peek].
+	Observer func(context.Context, limiter.Event)
 	// RefusalHook is called for every request the limiter refuses; see
 	// [limiter.Options].RefusalHook.
 	RefusalHook func(ctx context.Context, d limiter.Decision, identity string)

@@ -37,7 +37,7 @@ type Limiter struct {
 	logger      *slog.Logger
 	logSecret   []byte
 	now         func() time.Time
-	observer    func(Event)
+	observer    func(context.Context, Event)
 	refused     func(ctx context.Context, d Decision, identity string)
 	breaker     breakers
 	locate      store.NodeLocator // the store's, when it has one

@@ -43,9 +43,20 @@ func mustNew(t *testing.T, s store.Store, o Options) *Limiter {
 type events struct {
 	mu  sync.Mutex
 	all []Event
+	// ctxs holds the value of each event's context under ctxKey{}.
+	ctxs []any
 }
 
-func (e *events) observe(ev Event) { e.mu.Lock(); e.all = append(e.all, ev); e.mu.Unlock() }
+// ctxKey marks the context a test decides with, so that the observer's
+// can be recognized.
+type ctxKey struct{}
+
+func (e *events) observe(ctx context.Context, ev Event) {
+	e.mu.Lock()
+	e.all = append(e.all, ev)
+	e.ctxs = append(e.ctxs, ctx.Value(ctxKey{}))
+	e.mu.Unlock()
+}
 
 func (e *events) outcomes() []Outcome {
 	e.mu.Lock()
@@ -105,7 +116,7 @@ func TestDecideOutcomes(t *testing.T) {
 		{Name: "vip", Unlimited: true},
 		{Name: "banned", Suspended: true},
 	}})
-	ctx := context.Background()
+	ctx := context.WithValue(context.Background(), ctxKey{}, "request")
 	for i, want := range []struct {
 		allowed bool
 		outcome Outcome
@@ -152,6 +163,11 @@ func TestDecideOutcomes(t *testing.T) {
 	want := []Outcome{OutcomeAllowed, OutcomeAllowed, OutcomeLimited, OutcomeUnlimited, OutcomeSuspended, OutcomeExempt, OutcomeLimited, OutcomeRejected}
 	if got := ev.outcomes(); !slicesEqual(got, want) {
 		t.Fatalf("observed outcomes: got %v, want %v (nothing for the charged request, the empty identity and the peek)", got, want)
+	}
+	for i, v := range ev.ctxs {
+		if v != "request" {
+			t.Errorf("event %d: the observer got a context without the request's value (got %v)", i, v)
+		}
 	}
 }
 

@@ -39,7 +39,7 @@ func (l *Limiter) report(ctx context.Context, e *Event, identity string) {
 	if l.observer != nil {
 		e.Store = l.storeName
 		e.StoreDown = l.breaker.down()
-		l.observer(*e)
+		l.observer(ctx, *e)
 	}
 	if l.refused != nil && (e.Outcome == OutcomeLimited || e.Outcome == OutcomeBlocked || e.Outcome == OutcomeDryRun) {
 		l.refused(ctx, e.Decision, identity)

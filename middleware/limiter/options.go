@@ -128,10 +128,11 @@ type Options struct {
 	// Either way the hash cannot be reversed by hashing every IPv4
 	// address. Keep the secret as private as the logs are not.
 	LogSecret []byte
-	// Observer, when set, is told about every decision (see the metrics
-	// package's Collector.Observe). It must be fast and safe for concurrent
-	// use; it is not called for peeks.
-	Observer func(Event)
+	// Observer, when set, is told about every decision, with the context
+	// given to [Limiter.Decide] (the request's, where a tracer keeps its
+	// span): see the metrics package's Collector.Observe. It must be fast
+	// and safe for concurrent use; it is not called for peeks.
+	Observer func(context.Context, Event)
 	// RefusalHook, when set, is called for every refusal (limited or
 	// blocked, and refusals dry-run admits) with the decision's context,
 	// the decision and the identity as the caller gave it, for example to

@@ -207,6 +207,10 @@ type Policies struct {
 	// Admin is the admin API (package middleware/admin) for /admin/,
 	// authorized by the bearer token env.AdminToken; nil without one.
 	Admin http.Handler
+	// Auth is the classifier the policy file names "auth" (the api
+	// policy's), for servers of other protocols that decide under the same
+	// policies: the gRPC example classifies its calls with it.
+	Auth middleware.AuthOptions
 }
 
 // NewPolicies builds the policies of env.PolicyFile, or of the embedded
@@ -232,9 +236,10 @@ func NewPolicies(st *Store, env Env, logger *slog.Logger) (*Policies, error) {
 	if err != nil {
 		return nil, fmt.Errorf("TRUSTED_PROXIES: %w", err)
 	}
+	auth := middleware.AuthOptions{Subject: sub, Anonymous: ip}
 	opts := policy.Options{
 		Keys:        map[string]keyfunc.KeyFunc{"ip": ip},
-		Classifiers: map[string]middleware.Classifier{"auth": middleware.AuthOptions{Subject: sub, Anonymous: ip}},
+		Classifiers: map[string]middleware.Classifier{"auth": auth},
 		Logger:      logger,
 		Middleware: middleware.Options{
 			Observer:    obs.Observe,
@@ -253,7 +258,7 @@ func NewPolicies(st *Store, env Env, logger *slog.Logger) (*Policies, error) {
 	if err := metrics.RegisterPolicySet(reg, set, metrics.Options{}); err != nil {
 		return nil, err
 	}
-	p := &Policies{Set: set, Metrics: promhttpHandler(reg)}
+	p := &Policies{Set: set, Metrics: promhttpHandler(reg), Auth: auth}
 	if env.AdminToken != "" {
 		if len(env.AdminToken) < minAdminToken {
 			return nil, fmt.Errorf("ADMIN_TOKEN: want at least %d bytes, got %d", minAdminToken, len(env.AdminToken))

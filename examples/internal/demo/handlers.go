@@ -1,6 +1,7 @@
 package demo
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -36,10 +37,16 @@ func Search(w http.ResponseWriter, r *http.Request) {
 // front of it.
 func Login(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "welcome\n") }
 
+// Also is a server an example runs next to its HTTP server, on the same
+// policies: it serves until ctx is done, then returns nil, or returns the
+// error that stopped it.
+type Also func(ctx context.Context, p *Policies, logger *slog.Logger) error
+
 // Main runs an example service: "token <subject>" prints a demo JWT;
-// otherwise it serves routes(policies) on ADDR until SIGINT or SIGTERM,
-// reloading POLICY_FILE on SIGHUP (and every POLICY_WATCH when set).
-func Main(name string, routes func(*Policies) http.Handler) {
+// otherwise it serves routes(policies) on ADDR, and runs each of also,
+// until SIGINT or SIGTERM, reloading POLICY_FILE on SIGHUP (and every
+// POLICY_WATCH when set).
+func Main(name string, routes func(*Policies) http.Handler, also ...Also) {
 	env, err := ReadEnv()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: env.LogLevel}))
 	if err != nil {
@@ -55,13 +62,13 @@ func Main(name string, routes func(*Policies) http.Handler) {
 		fmt.Println(tok)
 		return
 	}
-	if err := serve(name, env, logger, routes); err != nil {
+	if err := serve(name, env, logger, routes, also); err != nil {
 		logger.Error("exiting", slog.String("error", err.Error()))
 		os.Exit(1)
 	}
 }
 
-func serve(name string, env Env, logger *slog.Logger, routes func(*Policies) http.Handler) error {
+func serve(name string, env Env, logger *slog.Logger, routes func(*Policies) http.Handler, also []Also) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	st, err := OpenStore(ctx, env.RedisURL, logger)
@@ -91,15 +98,37 @@ func serve(name string, env Env, logger *slog.Logger, routes func(*Policies) htt
 		slog.Int("pid", os.Getpid()), slog.Any("trusted_proxies", env.TrustedProxies))
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ListenAndServe() }()
+	alsoc := make(chan error, len(also))
+	for _, a := range also {
+		go func() { alsoc <- a(ctx, p, logger) }()
+	}
+	pending := len(also)
 	select {
 	case err := <-errc:
 		return err
+	case err := <-alsoc:
+		if err != nil || ctx.Err() == nil {
+			return cmp.Or(err, errors.New("a server stopped"))
+		}
+		pending--
 	case <-ctx.Done():
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
+	}
+	// The other servers stop with ctx: wait for them, within the same
+	// bound.
+	for range pending {
+		select {
+		case err := <-alsoc:
+			if err != nil {
+				return err
+			}
+		case <-sctx.Done():
+			return sctx.Err()
+		}
 	}
 	return nil
 }
