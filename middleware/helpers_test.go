@@ -10,16 +10,11 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/ratekeeper/ratekeeper/keyfunc"
 	"github.com/ratekeeper/ratekeeper/store"
 	"github.com/ratekeeper/ratekeeper/store/memstore"
 )
-
-// withClock sets the clock used for reset headers and the breaker (default
-// time.Now); the store keeps its own clock.
-func withClock(now func() time.Time) Options { return Options{Clock: now} }
 
 // quietly returns the one Options of opts (or none), logging to quiet
 // unless it names a logger.

@@ -87,7 +87,7 @@ func (s failingStore) Reset(context.Context, store.Request) error { return s.fai
 func TestCoreDoesNotImportHTTP(t *testing.T) {
 	gobin, err := exec.LookPath("go")
 	if err != nil {
-		gobin = runtime.GOROOT() + "/bin/go"
+		t.Fatalf("the go command is not on PATH: %v", err)
 	}
 	out, err := exec.Command(gobin, "list", "-deps", ".").Output()
 	if err != nil {
