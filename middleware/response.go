@@ -44,14 +44,14 @@ func writeJSON(w http.ResponseWriter, status int, contentType string, body []byt
 	h := w.Header()
 	switch contentType {
 	case contentTypeJSON:
-		h[hdrContentType] = valJSON[:1:1]
+		h[hdrContentType] = valJSON
 	case contentTypeProblem:
-		h[hdrContentType] = valProblem[:1:1]
+		h[hdrContentType] = valProblem
 	default:
 		h[hdrContentType] = []string{contentType}
 	}
-	h[hdrNoSniff] = valNoSniff[:1:1]
-	h[hdrCacheCtl] = valNoStore[:1:1]
+	h[hdrNoSniff] = valNoSniff
+	h[hdrCacheCtl] = valNoStore
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
 }
