@@ -11,11 +11,13 @@ import (
 	"github.com/ratekeeper/ratekeeper/store"
 )
 
-// DecisionFrom returns the decision of the innermost limiter that admitted
-// the request ctx belongs to (with [Options].DryRun, also one it would
-// have refused), and whether there is one. Call it in a handler wrapped by
-// [Limiter.Handler] with r.Context(), to log the decision, show it, or
-// write headers of your own.
+// DecisionFrom returns the decision of the innermost limiter built with
+// [Options].DecisionInContext that admitted the request ctx belongs to
+// (with [Options].DryRun, also one it would have refused), and whether
+// there is one. Call it in a handler wrapped by [Limiter.Handler] with
+// r.Context(), to log the decision, show it, or write headers of your
+// own. A limiter without DecisionInContext leaves no decision to find,
+// unless it must carry one for its own sake (see the option).
 func DecisionFrom(ctx context.Context) (limiter.Decision, bool) {
 	for s := stateFrom(ctx); s != nil; s = s.prev {
 		if s.dec.Outcome != "" {
@@ -25,8 +27,12 @@ func DecisionFrom(ctx context.Context) (limiter.Decision, bool) {
 	return limiter.Decision{}, false
 }
 
-// ctxKey finds a request's state in its context.
-type ctxKey struct{}
+// ctxKey finds a request's state in its context; reqKey finds the request
+// a context was made for, in a state or a light state.
+type (
+	ctxKey struct{}
+	reqKey struct{}
+)
 
 // reqState is what a limiter attaches to a request. It is the request's
 // new context and holds the shallow copy of the request that carries it,
@@ -46,10 +52,38 @@ type reqState struct {
 
 // Value implements context.Context.
 func (s *reqState) Value(k any) any {
-	if _, ok := k.(ctxKey); ok {
+	switch k.(type) {
+	case ctxKey:
 		return s
+	case reqKey:
+		return &s.req
 	}
 	return s.Context.Value(k)
+}
+
+// lightState is what a limiter that attaches nothing to the request (see
+// [Options].DecisionInContext) needs for one request, in one allocation:
+// the context of its decision, which carries the request to log lines,
+// and the storage for the header values.
+type lightState struct {
+	context.Context // the request's context
+	req             *http.Request
+	hb              headers.Buffer
+}
+
+// Value implements context.Context.
+func (s *lightState) Value(k any) any {
+	if _, ok := k.(reqKey); ok {
+		return s.req
+	}
+	return s.Context.Value(k)
+}
+
+// requestFrom returns the request a decision's context was made for, or
+// nil.
+func requestFrom(ctx context.Context) *http.Request {
+	r, _ := ctx.Value(reqKey{}).(*http.Request)
+	return r
 }
 
 func stateFrom(ctx context.Context) *reqState {
@@ -199,5 +233,5 @@ func (l *Limiter) deny(w http.ResponseWriter, r *http.Request, d *limiter.Decisi
 		l.h.denied(w, r, *d)
 		return
 	}
-	writeJSON(w, http.StatusTooManyRequests, l.h.contentType(), l.h.limitedBody(d))
+	l.h.writeLimited(w, d)
 }

@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"github.com/ratekeeper/ratekeeper/middleware/limiter"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
@@ -171,5 +173,34 @@ func TestEnforceDryRun(t *testing.T) {
 	}), request("GET", "/", "192.0.2.1:1"))
 	if rec.Header().Get("Retry-After") != "" || rec.Header().Get("X-Ratelimit-Remaining") != "0" {
 		t.Errorf("headers: got %v, want the state without Retry-After", rec.Header())
+	}
+}
+
+// TestDecisionInContext pins what reaches the wrapped handler: by default
+// the request as it came, without a decision; with the option, the
+// decision; and a request that passes one limiter twice is charged once
+// either way, since the second Handler makes the limiter attach its state.
+func TestDecisionInContext(t *testing.T) {
+	for _, attach := range []bool{false, true} {
+		t.Run(fmt.Sprint("DecisionInContext=", attach), func(t *testing.T) {
+			lim := mustNew(t, mustMem(t), keyfunc.RemoteIP, store.PerMinute(10), Options{DecisionInContext: attach})
+			var seen *http.Request
+			var found bool
+			h := lim.Handler(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+				seen = r
+				_, found = DecisionFrom(r.Context())
+			}))
+			r := httptest.NewRequest(http.MethodGet, "/", nil)
+			if rec := serveReq(h, r); rec.Code != http.StatusOK || rec.Header().Get("X-Ratelimit-Remaining") != "9" {
+				t.Fatalf("got %d with %q left, want 200 with 9 left", rec.Code, rec.Header().Get("X-Ratelimit-Remaining"))
+			}
+			if found != attach || (seen == r) == attach {
+				t.Fatalf("got decision found %v, same request %v; want found %v", found, seen == r, attach)
+			}
+			twice := lim.Handler(lim.Handler(okHandler))
+			if rec := serveReq(twice, httptest.NewRequest(http.MethodGet, "/", nil)); rec.Header().Get("X-Ratelimit-Remaining") != "8" {
+				t.Fatalf("through the limiter twice: got %q left, want 8 (charged once)", rec.Header().Get("X-Ratelimit-Remaining"))
+			}
+		})
 	}
 }

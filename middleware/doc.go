@@ -39,8 +39,9 @@
 // store takes the request against every limit of the policy at once. The
 // rate-limit headers (see package headers) are set before the wrapped
 // handler runs, so the ResponseWriter is never wrapped. An admitted
-// request goes on, and the handler finds the [Decision] with
-// [DecisionFrom] (a [limiter.Decision]); a refused one gets 429, Retry-After and a JSON body such
+// request goes on, and, with [Options].DecisionInContext, the handler
+// finds the [Decision] with [DecisionFrom] (a [limiter.Decision]); a
+// refused one gets 429, Retry-After and a JSON body such
 // as
 //
 //	{"error":"rate_limit_exceeded","message":"Too many requests. Try again in 17 seconds.",

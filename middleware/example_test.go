@@ -267,7 +267,7 @@ func ExampleLimiter_Allow() {
 // The wrapped handler reads the decision from the request's context.
 func ExampleDecisionFrom() {
 	st, _ := memstore.New(memstore.Options{})
-	lim, _ := middleware.New(st, keyfunc.RemoteIP, store.Limit{Rate: 5, Period: time.Minute}, middleware.Options{Name: "api"})
+	lim, _ := middleware.New(st, keyfunc.RemoteIP, store.Limit{Rate: 5, Period: time.Minute}, middleware.Options{Name: "api", DecisionInContext: true})
 	h := lim.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if d, ok := middleware.DecisionFrom(r.Context()); ok {
 			fmt.Fprintf(w, "%s: %d of %d left", d.Policy, d.Remaining, d.Capacity)

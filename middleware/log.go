@@ -14,12 +14,12 @@ type requestLog struct{ slog.Handler }
 
 // Handle implements slog.Handler.
 func (h requestLog) Handle(ctx context.Context, rec slog.Record) error {
-	s := stateFrom(ctx)
-	if s == nil {
+	r := requestFrom(ctx)
+	if r == nil {
 		return h.Handler.Handle(ctx, rec)
 	}
-	route, _ := keyfunc.Route(&s.req)
-	req := []slog.Attr{slog.String("method", s.req.Method), slog.String("route", route)}
+	route, _ := keyfunc.Route(r)
+	req := []slog.Attr{slog.String("method", r.Method), slog.String("route", route)}
 	// The request's attributes go before the identity's hash, as the
 	// line reads: what was decided, for which request, for whom.
 	out := slog.NewRecord(rec.Time, rec.Level, rec.Message, rec.PC)

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"sync/atomic"
 
 	"github.com/ratekeeper/ratekeeper/headers"
 	"github.com/ratekeeper/ratekeeper/keyfunc"
@@ -40,6 +41,14 @@ type policy struct {
 	denied      func(http.ResponseWriter, *http.Request, limiter.Decision)
 	logger      *slog.Logger
 	name        string
+	// attach is set when every request carries its state (the decision
+	// and what it was charged) in its context: Options.DecisionInContext,
+	// tiers or a limits function (Allow reads the request's tier and
+	// limits). uses counts the Handler and WithCost calls on the quota:
+	// once it is above 1, a request may pass the quota twice, and the
+	// states tell the inner limiter what the outer one charged.
+	attach bool
+	uses   atomic.Int32
 }
 
 // New builds a Limiter that derives each request's identity with key and
@@ -92,6 +101,7 @@ func build(s store.Store, o *Options, classify func(*http.Request) (string, stri
 		denied:      o.DeniedHandler,
 		logger:      logger,
 		name:        cmpOr(o.Name, "default"),
+		attach:      o.DecisionInContext || len(tiers) > 1 || o.LimitsFunc != nil,
 	}
 	return &Limiter{Limiter: core, h: h, cost: 1}, nil
 }
@@ -124,6 +134,7 @@ func (l *Limiter) WithCost(n int64) (*Limiter, error) {
 			return nil, fmt.Errorf("ratekeeper: middleware: policy %q: %w", policyLabel(l.h.name, t.Name), err)
 		}
 	}
+	l.h.uses.Add(1)
 	return &Limiter{Limiter: l.Limiter, h: l.h, cost: n}, nil
 }
 
@@ -146,6 +157,7 @@ func (l *Limiter) Handler(next http.Handler) http.Handler {
 	if l.h.classify == nil {
 		panic("ratekeeper: middleware: Handler called on a limiter built without a key function")
 	}
+	l.h.uses.Add(1)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		l.serve(w, r, next)
 	})
@@ -165,6 +177,10 @@ func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 		next.ServeHTTP(w, r)
 		return
 	}
+	if !l.h.attach && l.h.uses.Load() <= 1 {
+		l.serveLight(w, r, next)
+		return
+	}
 	st := newState(r, l.Limiter)
 	req, ok := l.resolve(w, st)
 	if !ok {
@@ -172,6 +188,40 @@ func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 	}
 	d, err := l.Decide(st, req)
 	l.finish(w, r, next, st, &req, d, err)
+}
+
+// serveLight is serve for a request that carries nothing on to next: the
+// limiter has no reason to attach its decision (see [Options].
+// DecisionInContext), and no other limiter of its quota can be below.
+func (l *Limiter) serveLight(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	st := &lightState{Context: r.Context(), req: r}
+	tier, id, err := l.h.classify(r)
+	if err == nil && id == "" {
+		err = errEmptyKey
+	}
+	if err != nil {
+		l.rejectIdentity(st, w, err)
+		return
+	}
+	req := limiter.Request{Tier: tier, Identity: id, Cost: l.cost}
+	if l.h.dedup != nil {
+		req.DedupID = l.h.dedup(r)
+	}
+	d, err := l.Decide(st, req)
+	switch d.Outcome {
+	case limiter.OutcomeAllowed:
+		writeHeaders(w.Header(), &d, &st.hb, false)
+		next.ServeHTTP(w, r)
+	case limiter.OutcomeLimited, limiter.OutcomeBlocked:
+		if err == nil {
+			writeHeaders(w.Header(), &d, &st.hb, true)
+			l.deny(w, r, &d)
+			return
+		}
+		fallthrough
+	default:
+		l.finish(w, r, next, nil, &req, d, err)
+	}
 }
 
 // resolve derives the request's tier and identity and what an enclosing

@@ -132,7 +132,7 @@ func TestNestedRefusalRetryAfterHelps(t *testing.T) {
 func TestNestingChargesEachQuotaOnce(t *testing.T) {
 	st := mustMem(t)
 	api := mustNew(t, st, keyfunc.RemoteIP, store.PerMinute(10), Options{Name: "api"})
-	other := mustNew(t, st, keyfunc.RemoteIP, store.PerMinute(10), Options{Name: "other"})
+	other := mustNew(t, st, keyfunc.RemoteIP, store.PerMinute(10), Options{Name: "other", DecisionInContext: true})
 	var inner limiter.Decision
 	capture := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		inner, _ = DecisionFrom(r.Context())

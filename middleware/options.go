@@ -68,6 +68,17 @@ type Options struct {
 	// Dedup's replays.
 	DedupReplays int
 	DedupWindow  time.Duration
+	// DecisionInContext attaches each request's decision to the request
+	// that [Limiter.Handler] passes on, for [DecisionFrom]. It costs a
+	// copy of the request (http.Request.WithContext) and a larger
+	// allocation per request, which is why it is off by default. A
+	// limiter attaches its decision without it when it needs it itself:
+	// with tiers or LimitsFunc (for [Limiter.Allow] from the handler, which
+	// takes the request's tier and limits), and when its quota is shared
+	// by [Limiter.WithCost] variants or its Handler wraps more than one
+	// handler (so that a request that passes the quota twice is charged
+	// once); [NewStack] always does.
+	DecisionInContext bool
 	// Headers chooses the rate-limit headers (default: the X-RateLimit-*
 	// set with epoch resets, and Retry-After on refusals; see
 	// [headers.Options]).
@@ -138,11 +149,11 @@ func (o *Options) core(limits []store.Limit, tiers []limiter.Tier, logger *slog.
 	}
 	if f := o.LimitsFunc; f != nil {
 		c.LimitsFunc = func(ctx context.Context, tier string) ([]store.Limit, error) {
-			s := stateFrom(ctx)
-			if s == nil {
+			r := requestFrom(ctx)
+			if r == nil {
 				return nil, nil // not an HTTP request: the tier's limits
 			}
-			return f(&s.req, tier)
+			return f(r, tier)
 		}
 	}
 	return c

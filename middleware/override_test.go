@@ -19,7 +19,7 @@ import (
 func TestOverrides(t *testing.T) {
 	ctx := context.Background()
 	var seen []store.OverrideKind
-	lim := mustNew(t, mustMem(t), keyfunc.RemoteIP, store.PerMinute(2), Options{Name: "api", Overrides: true})
+	lim := mustNew(t, mustMem(t), keyfunc.RemoteIP, store.PerMinute(2), Options{Name: "api", Overrides: true, DecisionInContext: true})
 	h := lim.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		d, _ := DecisionFrom(r.Context())
 		seen = append(seen, d.Override)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"sync"
 
 	"github.com/ratekeeper/ratekeeper/headers"
 	"github.com/ratekeeper/ratekeeper/middleware/limiter"
@@ -30,11 +31,27 @@ var (
 	bodyInternal     = []byte(`{"error":"internal_error","message":"The request could not be processed."}` + "\n")
 )
 
+// The values of the fields every JSON answer carries, shared by all
+// responses: a header map's values are read, never written in place.
+var (
+	valJSON    = []string{contentTypeJSON}
+	valProblem = []string{contentTypeProblem}
+	valNoSniff = []string{"nosniff"}
+	valNoStore = []string{"no-store"}
+)
+
 func writeJSON(w http.ResponseWriter, status int, contentType string, body []byte) {
 	h := w.Header()
-	h[hdrContentType] = []string{contentType}
-	h[hdrNoSniff] = []string{"nosniff"}
-	h[hdrCacheCtl] = []string{"no-store"}
+	switch contentType {
+	case contentTypeJSON:
+		h[hdrContentType] = valJSON
+	case contentTypeProblem:
+		h[hdrContentType] = valProblem
+	default:
+		h[hdrContentType] = []string{contentType}
+	}
+	h[hdrNoSniff] = valNoSniff
+	h[hdrCacheCtl] = valNoStore
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
 }
@@ -44,6 +61,22 @@ func (h *policy) contentType() string {
 		return contentTypeProblem
 	}
 	return contentTypeJSON
+}
+
+// bodies holds the buffers refusal bodies are rendered into: a
+// ResponseWriter does not keep what it is given to write, so a buffer
+// serves again once written.
+var bodies = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+
+// writeLimited answers the refusal of d with the default body.
+func (h *policy) writeLimited(w http.ResponseWriter, d *limiter.Decision) {
+	bp := bodies.Get().(*[]byte)
+	b := h.limitedBody((*bp)[:0], d)
+	writeJSON(w, http.StatusTooManyRequests, h.contentType(), b)
+	if cap(b) <= 4096 {
+		*bp = b
+		bodies.Put(bp)
+	}
 }
 
 // appendJSONString appends s as a JSON string (encoding/json's escaping,
@@ -67,9 +100,8 @@ func appendJSONString(b []byte, s string) []byte {
 // message "Too many attempts. Try again in N seconds." and a "scope" member
 // naming the limit that tripped. With Options.ProblemDetails the same members
 // are carried in an RFC 9457 problem document.
-func (h *policy) limitedBody(d *limiter.Decision) []byte {
+func (h *policy) limitedBody(b []byte, d *limiter.Decision) []byte {
 	secs := headers.RetryAfterSeconds(d.RetryAfter)
-	b := make([]byte, 0, 320)
 	code, msg := "rate_limit_exceeded", "Too many requests. Try again in "
 	if d.Blocked {
 		code, msg = "blocked", "Too many attempts. Try again in "

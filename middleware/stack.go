@@ -55,6 +55,11 @@ func NewStack(limiters ...*Limiter) (func(http.Handler) http.Handler, error) {
 		}
 		cores[i] = l.Limiter
 	}
+	for _, l := range limiters {
+		// A request may pass the quota here and in the limiter's own
+		// Handler: both then attach what they charged.
+		l.h.uses.Add(1)
+	}
 	core, err := limiter.NewStack(cores...)
 	if err != nil {
 		return nil, err

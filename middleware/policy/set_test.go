@@ -86,7 +86,12 @@ func TestReloadSuiteOnMemory(t *testing.T) {
 // policy it started with; the next request runs under the new one.
 func TestInFlightRequestKeepsItsPolicy(t *testing.T) {
 	path := writeFile(t, twoPolicies)
-	set := load(t, path, newStore(t))
+	opts := appOptions()
+	opts.Middleware.DecisionInContext = true
+	set, err := policy.Load(path, newStore(t), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
 	started, release := make(chan struct{}), make(chan struct{})
 	var mu sync.Mutex
 	var limits []int64

@@ -1,0 +1,236 @@
+package inprocess
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-chi/httprate"
+	golimiter "github.com/sethvargo/go-limiter/httplimit"
+	"github.com/sethvargo/go-limiter/memorystore"
+	ulule "github.com/ulule/limiter/v3"
+	ululestdlib "github.com/ulule/limiter/v3/drivers/middleware/stdlib"
+	ululememory "github.com/ulule/limiter/v3/drivers/store/memory"
+	"golang.org/x/time/rate"
+
+	"github.com/ratekeeper/ratekeeper/keyfunc"
+	"github.com/ratekeeper/ratekeeper/middleware"
+	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/store/memstore"
+)
+
+// recorder is a ResponseWriter reused for every request of one caller:
+// it keeps the status and one header map, cleared before each request as
+// a fresh response's would be empty, and drops the body.
+type recorder struct {
+	h    http.Header
+	code int
+}
+
+func (r *recorder) Header() http.Header { return r.h }
+
+func (r *recorder) WriteHeader(code int) {
+	if r.code == 0 {
+		r.code = code
+	}
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	r.WriteHeader(http.StatusOK)
+	return len(b), nil
+}
+
+// okHandler is the application behind every middleware.
+var okHandler = http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
+
+// The limits of the groups: admit never refuses; deny allows a few
+// requests per hour per client, and every client is past them before the
+// measurement starts.
+const (
+	admitRate  = 1 << 30
+	denyRate   = 10
+	ratePeriod = time.Hour
+)
+
+// group is one cell of the matrix: how many client addresses, and whether
+// every request is refused.
+type group struct {
+	keys int
+	deny bool
+}
+
+func (g group) String() string {
+	s := "admit"
+	if g.deny {
+		s = "deny"
+	}
+	return s + "/keys=" + strconv.Itoa(g.keys)
+}
+
+func (g group) rate() int64 {
+	if g.deny {
+		return denyRate
+	}
+	return admitRate
+}
+
+var groups = []group{{1, false}, {10000, false}, {1, true}, {10000, true}}
+
+// clients returns one GET per client address.
+func clients(n int) []*http.Request {
+	reqs := make([]*http.Request, n)
+	for i := range reqs {
+		r := httptest.NewRequest(http.MethodGet, "/api/items", nil)
+		r.RemoteAddr = "10." + strconv.Itoa(i>>16&255) + "." + strconv.Itoa(i>>8&255) + "." + strconv.Itoa(i&255) + ":40000"
+		reqs[i] = r
+	}
+	return reqs
+}
+
+// remoteHost keys a request by its peer address, as the peers' IP key
+// functions do.
+func remoteHost(r *http.Request) (string, error) {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	return host, err
+}
+
+// A middleware case builds the handler for a group; done, when not nil,
+// releases what the middleware runs in the background.
+type mwCase struct {
+	name string
+	make func(b *testing.B, g group) (h http.Handler, done func())
+}
+
+var cases = []mwCase{
+	{"ratekeeper", func(b *testing.B, g group) (http.Handler, func()) {
+		s, err := memstore.New(memstore.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		l, err := middleware.New(s, keyfunc.RemoteIP, store.Limit{Rate: g.rate(), Period: ratePeriod},
+			middleware.Options{Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return l.Handler(okHandler), nil
+	}},
+	{"go-limiter-httplimit", func(b *testing.B, g group) (http.Handler, func()) {
+		s, err := memorystore.New(&memorystore.Config{Tokens: uint64(g.rate()), Interval: ratePeriod, SweepInterval: time.Hour})
+		if err != nil {
+			b.Fatal(err)
+		}
+		m, err := golimiter.NewMiddleware(s, remoteHost)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return m.Handle(okHandler), func() { _ = s.Close(context.Background()) }
+	}},
+	{"httprate", func(_ *testing.B, g group) (http.Handler, func()) {
+		mw := httprate.LimitBy(int(g.rate()), ratePeriod, func(r *http.Request) (string, error) {
+			host, err := remoteHost(r)
+			return httprate.CanonicalizeIP(host), err
+		})
+		return mw(okHandler), nil
+	}},
+	{"ulule", func(_ *testing.B, g group) (http.Handler, func()) {
+		l := ulule.New(ululememory.NewStore(), ulule.Rate{Period: ratePeriod, Limit: g.rate()})
+		return ululestdlib.NewMiddleware(l).Handler(okHandler), nil
+	}},
+	{"x-time-rate", func(_ *testing.B, g group) (http.Handler, func()) {
+		return &xrateMiddleware{m: make(map[string]*rate.Limiter), limit: rate.Limit(float64(g.rate()) / ratePeriod.Seconds()), burst: int(g.rate()), next: okHandler}, nil
+	}},
+}
+
+// BenchmarkMiddleware runs every middleware in every group: one request
+// per iteration, spread over the group's client addresses, each caller
+// with its own recorder. For the deny groups every address is over its
+// limit before the timer starts, and a request that is not refused fails
+// the benchmark (as an admitted one does in the admit groups).
+func BenchmarkMiddleware(b *testing.B) {
+	for _, g := range groups {
+		reqs := clients(g.keys)
+		want := http.StatusOK
+		if g.deny {
+			want = http.StatusTooManyRequests
+		}
+		for _, c := range cases {
+			b.Run(g.String()+"/"+c.name, func(b *testing.B) {
+				h, done := c.make(b, g)
+				if done != nil {
+					defer done()
+				}
+				warm := &recorder{h: http.Header{}}
+				rounds := 1
+				if g.deny {
+					rounds = denyRate + 1
+				}
+				for range rounds {
+					for _, r := range reqs {
+						clear(warm.h)
+						warm.code = 0
+						h.ServeHTTP(warm, r)
+					}
+				}
+				var next atomic.Uint64
+				var bad atomic.Int64
+				b.ReportAllocs()
+				b.ResetTimer()
+				b.RunParallel(func(pb *testing.PB) {
+					w := &recorder{h: make(http.Header, 8)}
+					i := int(next.Add(7919))
+					for pb.Next() {
+						i++
+						clear(w.h)
+						w.code = 0
+						h.ServeHTTP(w, reqs[i%len(reqs)])
+						if max(w.code, http.StatusOK) != want { // no status written: 200
+							bad.Add(1)
+						}
+					}
+				})
+				b.StopTimer()
+				if n := bad.Load(); n != 0 {
+					b.Fatalf("%d requests did not get %d", n, want)
+				}
+			})
+		}
+	}
+}
+
+// xrateMiddleware is the usual hand-written per-client middleware on
+// golang.org/x/time/rate: one token bucket per client address in a map
+// under a mutex, never evicted, and no headers.
+type xrateMiddleware struct {
+	mu    sync.Mutex
+	m     map[string]*rate.Limiter
+	limit rate.Limit
+	burst int
+	next  http.Handler
+}
+
+func (x *xrateMiddleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	host, err := remoteHost(r)
+	if err != nil {
+		w.WriteHeader(http.StatusBadRequest)
+		return
+	}
+	x.mu.Lock()
+	l, ok := x.m[host]
+	if !ok {
+		l = rate.NewLimiter(x.limit, x.burst)
+		x.m[host] = l
+	}
+	x.mu.Unlock()
+	if !l.Allow() {
+		w.WriteHeader(http.StatusTooManyRequests)
+		return
+	}
+	x.next.ServeHTTP(w, r)
+}
