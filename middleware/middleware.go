@@ -187,7 +187,7 @@ func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 		return
 	}
 	d, err := l.Decide(st, req)
-	l.finish(w, r, next, st, &req, d, err)
+	l.finish(w, r, next, st, &req, decided{d, err})
 }
 
 // serveLight is serve for a request that carries nothing on to next: the
@@ -220,7 +220,7 @@ func (l *Limiter) serveLight(w http.ResponseWriter, r *http.Request, next http.H
 		}
 		fallthrough
 	default:
-		l.finish(w, r, next, nil, &req, d, err)
+		l.finish(w, r, next, nil, &req, decided{d, err})
 	}
 }
 
@@ -256,10 +256,18 @@ func (l *Limiter) rejectIdentity(ctx context.Context, w http.ResponseWriter, err
 	}
 }
 
-// finish answers the request as the decision d says: r is the request as
+// decided is what the core answered for one request: its decision, and
+// the error that came with it.
+type decided struct {
+	d   limiter.Decision
+	err error
+}
+
+// finish answers the request as the decision says: r is the request as
 // it reached the limiter, st its state (nil to make one) for a request
 // that goes on with the decision in its context.
-func (l *Limiter) finish(w http.ResponseWriter, r *http.Request, next http.Handler, st *reqState, req *limiter.Request, d limiter.Decision, err error) {
+func (l *Limiter) finish(w http.ResponseWriter, r *http.Request, next http.Handler, st *reqState, req *limiter.Request, out decided) {
+	d, err := out.d, out.err
 	if st == nil {
 		st = newState(r, l.Limiter)
 		st.identity = req.Identity

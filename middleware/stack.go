@@ -128,5 +128,5 @@ func (s *stack) serve(w http.ResponseWriter, r *http.Request, next http.Handler)
 			r = &st.req
 		}
 	}
-	s.ls[k].finish(w, r, next, nil, &reqs[k], d, err)
+	s.ls[k].finish(w, r, next, nil, &reqs[k], decided{d, err})
 }
