@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -177,11 +178,12 @@ func TestLoginAbuseBlockOnRedis(t *testing.T) {
 	}
 }
 
-// TestDedupOnRedis: 50 concurrent requests carrying 5 distinct idempotency
-// keys, each replayed 9 times within a bound of 9 replays, count 5 units,
-// not 50. Then the bypass of one key: 500 concurrent requests with one
-// Idempotency-Key against a limit of 100 (all 500 reached the handler)
-// run it 100 + 3 times with the default bound, and the rest get 429.
+// TestDedupOnRedis: 500 concurrent requests with one Idempotency-Key
+// against a limit of 100 (all 500 reached the handler once, then 100 + 3
+// replays) run it exactly 100 times, and the rest get 429. 50 concurrent
+// requests carrying 5 distinct keys, each replayed 9 times within a bound
+// of 9 replays, against a limit of 8 (all 50 reached the handler): exactly
+// 8, replays counted like any request.
 func TestDedupOnRedis(t *testing.T) {
 	t.Parallel()
 	srv := sharedRedis(t)
@@ -200,8 +202,8 @@ func TestDedupOnRedis(t *testing.T) {
 		for range 500 {
 			reqs = append(reqs, fromIP("POST", "/orders", "192.0.2.61", "Idempotency-Key", "same"))
 		}
-		if got := codes(release(lim.Handler(okHandler), reqs)); got[200] != 103 || got[429] != 397 {
-			t.Fatalf("got %v, want 103 admitted (100 counted, 3 replays) and 397 refused", got)
+		if got := codes(release(lim.Handler(okHandler), reqs)); got[200] != 100 || got[429] != 400 {
+			t.Fatalf("got %v, want 100 admitted (the limit) and 400 refused", got)
 		}
 	})
 	lim, err := middleware.New(st, keyfunc.RemoteIP, store.Limit{Algorithm: store.SlidingWindowLog, Rate: 8, Period: time.Minute},
@@ -219,13 +221,56 @@ func TestDedupOnRedis(t *testing.T) {
 	for i := range 50 {
 		reqs = append(reqs, fromIP("POST", "/orders", "192.0.2.60", "Idempotency-Key", fmt.Sprintf("order-%d", i%5)))
 	}
-	if got := codes(release(h, reqs)); got[200] != 50 {
-		t.Fatalf("got %v, want all 50 admitted (5 distinct ids fit the limit of 8)", got)
+	if got := codes(release(h, reqs)); got[200] != 8 || got[429] != 42 {
+		t.Fatalf("got %v, want 8 admitted (the limit) and 42 refused", got)
 	}
-	w := httptest.NewRecorder()
-	h.ServeHTTP(w, fromIP("POST", "/orders", "192.0.2.60", "Idempotency-Key", "order-new"))
-	if w.Code != 200 || w.Header().Get("X-Ratelimit-Remaining") != "2" {
-		t.Fatalf("a new id: got %d remaining %s, want 200 and 2 (8 - 5 ids - this one)", w.Code, w.Header().Get("X-Ratelimit-Remaining"))
+}
+
+// TestDedupFreshIDsOnRedisAcrossInstances pins the bypass by fresh ids on
+// real Redis: a client that sends each new Idempotency-Key once and then
+// replays it 3 times (the default bound), spread over two instances with
+// their own clients and stores, ran the handler 4 times its limit (80 of
+// 200 requests against 20 per hour). Replays are counted like any
+// request, so exactly 20 run, whatever ids it sends, and some of them are
+// replays reported as duplicates.
+func TestDedupFreshIDsOnRedisAcrossInstances(t *testing.T) {
+	t.Parallel()
+	srv := sharedRedis(t)
+	prefix := randomPrefix(t)
+	var runs, replays atomic.Int64
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		runs.Add(1)
+		if d, ok := middleware.DecisionFrom(r.Context()); ok && d.Duplicate {
+			replays.Add(1)
+		}
+	})
+	var hs []http.Handler
+	for range 2 {
+		lim, err := middleware.New(newStore(t, newClient(t, srv), prefix), keyfunc.RemoteIP,
+			store.Limit{Algorithm: store.GCRA, Rate: 20, Period: time.Hour},
+			middleware.Options{
+				Name:        "orders",
+				Dedup:       func(r *http.Request) string { return r.Header.Get("Idempotency-Key") },
+				FailureMode: limiter.FailClosed,
+			})
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs = append(hs, lim.Handler(handler))
+	}
+	refused := 0
+	for i := range 200 {
+		w := httptest.NewRecorder()
+		hs[i%2].ServeHTTP(w, fromIP("POST", "/orders", "192.0.2.62", "Idempotency-Key", fmt.Sprintf("fresh-%d", i/4)))
+		if w.Code == http.StatusTooManyRequests {
+			refused++
+		}
+	}
+	if got := runs.Load(); got != 20 || refused != 180 {
+		t.Fatalf("handler runs: got %d (%d refused), want 20, the limit (180 refused)", got, refused)
+	}
+	if got := replays.Load(); got != 15 {
+		t.Fatalf("replays served: got %d, want 15 (three of each of the first five ids)", got)
 	}
 }
 

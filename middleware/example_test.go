@@ -212,25 +212,36 @@ func Example_loginAbuse() {
 }
 
 // De-duplication: a retried request carrying the same idempotency key is
-// admitted again without using more quota.
+// admitted as a replay (Decision.Duplicate, here shown to the handler) and
+// counted like any request, so replays never take a client past its limit.
 func ExampleOptions_dedup() {
 	st, _ := memstore.New(memstore.Options{})
-	lim, _ := middleware.New(st, keyfunc.RemoteIP, store.Limit{Algorithm: store.SlidingWindowLog, Rate: 2, Period: time.Minute},
+	lim, _ := middleware.New(st, keyfunc.RemoteIP, store.Limit{Algorithm: store.SlidingWindowLog, Rate: 3, Period: time.Minute},
 		middleware.Options{
 			Dedup:        func(r *http.Request) string { return r.Header.Get("Idempotency-Key") },
 			DedupReplays: 3,
 			DedupWindow:  time.Minute,
 		})
-	h := lim.Handler(http.HandlerFunc(hello))
-	for _, id := range []string{"a", "a", "a", "b", "c"} {
+	h := lim.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if d, ok := middleware.DecisionFrom(r.Context()); ok && d.Duplicate {
+			fmt.Fprint(w, "replay")
+			return
+		}
+		fmt.Fprint(w, "new")
+	}))
+	for _, id := range []string{"a", "a", "b", "c"} {
 		res := get(h, "/orders", "192.0.2.8:1", "Idempotency-Key", id)
-		line(id, res.StatusCode, res.Header.Get("X-RateLimit-Remaining"))
+		if res.StatusCode != http.StatusOK {
+			line(id, res.StatusCode, res.Header.Get("X-RateLimit-Remaining"))
+			continue
+		}
+		body, _ := io.ReadAll(res.Body)
+		line(id, res.StatusCode, res.Header.Get("X-RateLimit-Remaining"), string(body))
 	}
 	// Output:
-	// a 200 1
-	// a 200 1
-	// a 200 1
-	// b 200 0
+	// a 200 2 new
+	// a 200 1 replay
+	// b 200 0 new
 	// c 429 0
 }
 

@@ -58,14 +58,15 @@ type Options struct {
 	BreakerCooldown  time.Duration
 	// Dedup returns a de-duplication id for the request (an idempotency
 	// key, a form fingerprint), or "" for none. A request whose id was
-	// admitted and counted for the same identity is admitted again without
-	// being counted, within DedupReplays and DedupWindow (see
-	// [limiter.Options].DedupReplays). Security: the id is chosen by the
-	// client, so key the limiter by an identity the client cannot choose.
+	// admitted for the same identity is a replay, within DedupReplays and
+	// DedupWindow (see [limiter.Options].DedupReplays): its decision says
+	// Duplicate, and it is counted like any request, so replays never
+	// take a client past its limit, whatever ids it sends. Key the limiter
+	// by an identity the client cannot choose (the id is the client's).
 	// A limiter with Dedup cannot be stacked.
 	Dedup func(*http.Request) string
 	// DedupReplays (default 3) and DedupWindow (default a minute) bound
-	// Dedup's replays.
+	// which repeats of an id are replays.
 	DedupReplays int
 	DedupWindow  time.Duration
 	// DecisionInContext attaches each request's decision to the request

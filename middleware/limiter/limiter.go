@@ -365,6 +365,9 @@ func (l *Limiter) decide(ctx context.Context, req *Request, d Decision, set *lim
 	sr := l.storeRequest(req, &d, set, d.Cost-max(req.Charged, 0))
 	now := l.now()
 	sd, call, err := l.call(ctx, sr, now, req.Peek)
+	if err == nil && sd.Duplicate {
+		sd, call, err = l.chargeReplay(ctx, sr, now, call)
+	}
 	if err != nil {
 		return l.fail(ctx, req, d, err, call)
 	}
@@ -468,6 +471,24 @@ func (l *Limiter) fail(ctx context.Context, req *Request, d Decision, err error,
 		l.report(ctx, &Event{Decision: d, Err: err, Latency: call.latency, Skipped: call.skipped}, req.Identity)
 	}
 	return d, err
+}
+
+// chargeReplay charges a replay of a de-duplication id (a store decision
+// with Duplicate set, which recorded nothing) like any request, so that
+// replays never run the handler beyond the client's limit whatever ids it
+// sends: the store bounds replays per id only, and a client choosing a
+// fresh id every few requests would otherwise be served 1 + DedupReplays
+// times its limit. The replay keeps Duplicate when the limits admit it and
+// is refused like any request when they do not. first is the call that
+// found the duplicate; the returned call adds both latencies.
+func (l *Limiter) chargeReplay(ctx context.Context, req store.Request, now time.Time, first storeCall) (store.Decision, storeCall, error) {
+	req.DedupID = ""
+	d, c, err := l.call(ctx, req, now, false)
+	c.latency += first.latency
+	if err == nil && d.Allowed {
+		d.Duplicate = true
+	}
+	return d, c, err
 }
 
 // nestedRefusal turns the refusal of the rest of a cost (cost minus what

@@ -101,13 +101,14 @@ type Options struct {
 	BreakerCooldown  time.Duration
 	// DedupReplays and DedupWindow bound de-duplication ([Request].DedupID):
 	// a request whose id was admitted and counted for the same identity is
-	// admitted again without being counted, at most DedupReplays times
+	// a replay ([store.Decision].Duplicate) at most DedupReplays times
 	// (default 3) within DedupWindow of that admission (default a minute;
-	// at most the longest period of the request's limits). Negative values
-	// make New fail. Security: the id is usually chosen by the client, so
-	// a client can be served at most 1 + DedupReplays times per counted
-	// request within the bound; key the limiter by an identity the client
-	// cannot choose.
+	// at most the longest period of the request's limits). A replay is
+	// counted like any request (a second store call, made for replays
+	// only): the store admits it without recording it, and the limiter
+	// then charges it, so a client is served at most its limit whatever
+	// ids it sends; a replay the limits refuse is refused. Negative values
+	// make New fail.
 	DedupReplays int
 	DedupWindow  time.Duration
 	// Headers chooses the rate-limit header fields prepared for each limit
