@@ -25,7 +25,8 @@
 // --block-max) that must match the running configuration: the store keys
 // state by limit name, or by algorithm and period for an unnamed limit.
 //
-// inspect reads with the store's Peek and records nothing. reset deletes
+// inspect reads with the store's Peek and records nothing; it shows the
+// state as it is (nothing used: everything remaining and a reset of now). reset deletes
 // the client's state under those limits and its block, strikes and
 // de-duplication ids, and fails when nothing was stored. A process that
 // cached a refusal of the client keeps refusing it until that refusal's

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/ratekeeper/ratekeeper/middleware/limiter"
 	"io"
 	"os"
 	"os/signal"
@@ -21,6 +20,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ratekeeper/ratekeeper/internal/clientstate"
+	"github.com/ratekeeper/ratekeeper/middleware/limiter"
 	"github.com/ratekeeper/ratekeeper/middleware/policy"
 	"github.com/ratekeeper/ratekeeper/store"
 	"github.com/ratekeeper/ratekeeper/store/redisstore"
@@ -485,14 +486,11 @@ func (inv *invocation) inspect(ctx context.Context, st redisStore, req store.Req
 		return err
 	}
 	req.ApplyOverride = err == nil && overrides
-	d, err := st.Peek(ctx, req)
+	d, err := clientstate.Read(ctx, st, req)
 	if err != nil {
 		return err
 	}
 	s := clientState{Key: req.Key, Limit: d.LimitID, Capacity: d.Capacity, Remaining: d.Remaining, Reset: now.Add(d.ResetAfter).UTC().Truncate(time.Millisecond), Blocked: d.Blocked}
-	if d.Allowed && d.Override != store.OverrideExempt {
-		s.Remaining++ // a peek at cost 1 reports what would be left after it
-	}
 	if !d.Allowed {
 		s.RetryAfter = d.RetryAfter.String()
 	}

@@ -376,12 +376,28 @@ func TestAgainstRedis(t *testing.T) {
 		if code != exitOK || !strings.Contains(stdout, "login:203.0.113.7") || !strings.Contains(stdout, "true") {
 			t.Errorf("table: got exit %d\n%s", code, stdout)
 		}
-		// A fresh client has everything left.
+		// A fresh client has everything left and nothing to wait for (the
+		// reset was a window in the future: the state after a hypothetical
+		// request).
 		code, stdout, _ = runCLI(t, cmd("inspect", "--output", "json", "--policy-file", path, "--policy", "login", "192.0.2.55")...)
 		got = clientState{}
 		_ = json.Unmarshal([]byte(stdout), &got)
-		if code != exitOK || got.Blocked || got.Remaining != 2 || got.Capacity != 2 {
-			t.Errorf("fresh client: got exit %d, %+v; want 2 of 2 left", code, got)
+		if code != exitOK || got.Blocked || got.Remaining != 2 || got.Capacity != 2 || got.Reset.After(time.Now()) {
+			t.Errorf("fresh client: got exit %d, %+v; want 2 of 2 left and a reset not in the future", code, got)
+		}
+		// One attempt used: the window runs from that attempt, not from
+		// the inspection 200 ms later.
+		before := time.Now()
+		if _, err := st.Take(context.Background(), store.Request{Key: "login:192.0.2.56", Limits: []store.Limit{loginLimit}, CountDenied: true}); err != nil {
+			t.Fatal(err)
+		}
+		after := time.Now()
+		time.Sleep(200 * time.Millisecond)
+		code, stdout, _ = runCLI(t, cmd("inspect", "--output", "json", "--policy-file", path, "--policy", "login", "192.0.2.56")...)
+		got = clientState{}
+		_ = json.Unmarshal([]byte(stdout), &got)
+		if code != exitOK || got.Remaining != 1 || got.Reset.Before(before.Add(time.Minute-time.Second)) || got.Reset.After(after.Add(time.Minute+time.Millisecond)) {
+			t.Errorf("one used: got exit %d, %+v; want 1 left and a reset a minute after the attempt (between %s and %s)", code, got, before.Add(time.Minute), after.Add(time.Minute))
 		}
 	})
 

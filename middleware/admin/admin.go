@@ -5,14 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/ratekeeper/ratekeeper/middleware/limiter"
 	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/ratekeeper/ratekeeper/internal/clientstate"
 	"github.com/ratekeeper/ratekeeper/middleware"
+	"github.com/ratekeeper/ratekeeper/middleware/limiter"
 	"github.com/ratekeeper/ratekeeper/middleware/policy"
 	"github.com/ratekeeper/ratekeeper/store"
 	"github.com/ratekeeper/ratekeeper/store/suppressed"
@@ -219,7 +220,7 @@ func (a *api) readClient(ctx context.Context, target *target, identity string, o
 			return "peek", err
 		}
 	}
-	d, err := st.Peek(ctx, store.Request{Key: key, Limits: target.limits, ApplyOverride: target.overrides})
+	d, err := clientstate.Read(ctx, st, store.Request{Key: key, Limits: target.limits, ApplyOverride: target.overrides})
 	if err != nil {
 		return "peek", err
 	}
@@ -232,14 +233,10 @@ func (a *api) readClient(ctx context.Context, target *target, identity string, o
 			return "override", err
 		}
 	}
-	remaining := d.Remaining
-	if d.Allowed && d.Override != store.OverrideExempt {
-		remaining++ // a peek at cost 1 reports what would be left after it
-	}
 	out.State = &stateJSON{
 		Limit:      d.LimitID,
 		Capacity:   d.Capacity,
-		Remaining:  remaining,
+		Remaining:  d.Remaining,
 		Reset:      now.Add(d.ResetAfter).UTC(),
 		Blocked:    d.Blocked,
 		RetryAfter: seconds(d.RetryAfter),

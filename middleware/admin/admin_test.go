@@ -261,6 +261,26 @@ func TestListPolicies(t *testing.T) {
 	}
 }
 
+// TestShowClientAsItIs pins the reset the API showed for a client with
+// nothing used: one emission interval in the future (20 s of 3/min), the
+// state after a hypothetical request. Nothing used is 3 of 3 remaining and
+// a reset now; one request used resets 20 s after it, not 40 s.
+func TestShowClientAsItIs(t *testing.T) {
+	f := newFixture(t, Options{Authorize: allowAll})
+	now := time.Now().UTC()
+	f.api.(*api).now = func() time.Time { return now }
+	var got clientJSON
+	decode(t, f.call("GET", "/policies/api/client?identity=192.0.2.2", ""), http.StatusOK, &got)
+	if got.State == nil || got.State.Remaining != 3 || got.State.Capacity != 3 || !got.State.Reset.Equal(now) {
+		t.Fatalf("nothing used: got %+v, want 3 of 3 remaining and reset %s (now)", got.State, now)
+	}
+	f.hit("GET", "/api", "192.0.2.2")
+	decode(t, f.call("GET", "/policies/api/client?identity=192.0.2.2", ""), http.StatusOK, &got)
+	if reset := got.State.Reset.Sub(now); got.State.Remaining != 2 || reset > 20*time.Second || reset < 19*time.Second {
+		t.Errorf("one used: got %d remaining, reset in %s; want 2 and 20 s (less the time since the request)", got.State.Remaining, reset)
+	}
+}
+
 func TestShowClient(t *testing.T) {
 	f := newFixture(t, Options{Authorize: allowAll})
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)

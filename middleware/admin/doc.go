@@ -42,8 +42,10 @@
 //     file's schema).
 //   - GET /policies/{policy}: one policy, as listed.
 //   - GET /policies/{policy}/client?identity=I&tier=T: a client's state,
-//     read without recording anything: the deciding limit, its capacity,
-//     remaining, reset, blocked, blocked_until and retry_after (seconds);
+//     read without recording anything and as it is (nothing used: the
+//     full capacity remaining and a reset of now, not the state after a
+//     hypothetical request): the deciding limit, its capacity, remaining,
+//     reset, blocked, blocked_until and retry_after (seconds);
 //     or unlimited or suspended for such tiers; and, for a policy with
 //     overrides, the client's active override (kind, scale, expires,
 //     ttl_seconds), under which the state is read. tier is required for a
