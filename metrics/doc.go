@@ -31,9 +31,18 @@
 //	ratekeeper_stack_refunds_total                        counter (store.Refunder)
 //	ratekeeper_stack_unrefunded_total                     counter (store.Refunder)
 //	ratekeeper_redis_maxmemory_policy{policy}             gauge (store.EvictionPolicyReporter)
+//	ratekeeper_hybrid_refreshes_total                     counter (hybrid store)
+//	ratekeeper_hybrid_commits_total                       counter (hybrid store)
+//	ratekeeper_hybrid_committed_units_total               counter (hybrid store)
+//	ratekeeper_hybrid_backend_failures_total              counter (hybrid store)
+//	ratekeeper_hybrid_unconfirmed_units_total             counter (hybrid store)
+//	ratekeeper_hybrid_overadmitted_units_total            counter (hybrid store)
 //
-// The last four exist when [Options.Store] has the capability in
-// parentheses. The policy label of the eviction-policy gauge is the
+// The last ten exist when [Options.Store] has the capability in
+// parentheses; the hybrid_* series are the hybrid store's Stats
+// (package store/hybrid) when Options.Store is one: overadmitted units
+// are the overshoot the hybrid store actually incurred, unconfirmed units
+// what the backend may undercount. The policy label of the eviction-policy gauge is the
 // backend's maxmemory-policy ("unknown" when the server refused CONFIG; no
 // series until the store knows it): alert on policy=~"allkeys-.*", Redis
 // may then evict limiter state under memory pressure, admitting clients

@@ -37,7 +37,8 @@ type Options struct {
 	// "<namespace>_stack_refunds_total" and
 	// "<namespace>_stack_unrefunded_total") and its backend's eviction
 	// policy ([store.EvictionPolicyReporter]:
-	// "<namespace>_redis_maxmemory_policy"). These series carry no policy
+	// "<namespace>_redis_maxmemory_policy"), and a hybrid store's counters
+	// ("<namespace>_hybrid_*", package doc). These series carry no policy
 	// label, so one Collector per registry (or per ConstLabels) exports
 	// one store's. Nil exports none of them.
 	Store store.Store

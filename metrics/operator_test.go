@@ -19,6 +19,13 @@ func exported() map[string]bool {
 	for _, n := range []string{nameDecisions, nameBlocks, nameStoreErrors, nameDegraded, nameUnavailable, nameCached, nameRepaired, nameSuppressed, nameEvictions, nameMaxmemoryPolicy} {
 		names[defaultNamespace+"_"+n] = true
 	}
+	// The stacks' refunds, the policy set's series (reload.go) and the
+	// hybrid store's (store.go).
+	for _, n := range []string{nameRefunds, nameUnrefunded,
+		"policy_reloads_total", "policy_last_reload_successful", "policy_loaded_timestamp_seconds", "policy_mode", "policy_mode_overridden",
+		"hybrid_refreshes_total", "hybrid_commits_total", "hybrid_committed_units_total", "hybrid_backend_failures_total", "hybrid_unconfirmed_units_total", "hybrid_overadmitted_units_total"} {
+		names[defaultNamespace+"_"+n] = true
+	}
 	for _, suffix := range []string{"_bucket", "_sum", "_count"} {
 		names[defaultNamespace+"_"+nameLatency+suffix] = true
 	}
@@ -106,6 +113,16 @@ func TestAlertRulesFile(t *testing.T) {
 		if !found[want] {
 			t.Errorf("alerts.yaml: no rule uses %s", want)
 		}
+	}
+	// A failed reload (the service keeps running the previous policies) and
+	// a policy switched off (no limiting at all) page someone.
+	for _, want := range []string{"ratekeeper_policy_last_reload_successful", "ratekeeper_policy_mode"} {
+		if !found[want] {
+			t.Errorf("alerts.yaml: no rule uses %s", want)
+		}
+	}
+	if !strings.Contains(strings.Join(exprs, "\n"), `mode="off"`) {
+		t.Error(`alerts.yaml: no rule fires on ratekeeper_policy_mode{mode="off"}`)
 	}
 	sort.Strings(alerts)
 	t.Logf("alerts: %v", alerts)

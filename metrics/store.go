@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/store/hybrid"
 )
 
 // Names of the series read from the store's capabilities, without the
@@ -13,7 +14,15 @@ const (
 	nameRefunds         = "stack_refunds_total"
 	nameUnrefunded      = "stack_unrefunded_total"
 	nameMaxmemoryPolicy = "redis_maxmemory_policy"
+	// The hybrid store's counters (hybrid.Stats), in subsystem "hybrid".
+	subsystemHybrid = "hybrid"
 )
+
+// hybridStats is what the hybrid store offers beyond its capabilities:
+// its counters. An interface, so that any value hybrid.New returns has it.
+type hybridStats interface {
+	Stats() hybrid.Stats
+}
 
 // storeCollectors returns the collectors of the optional capabilities s
 // has (none for a nil s), each read from s at every scrape.
@@ -39,7 +48,47 @@ func storeCollectors(s store.Store, ns string, labels prometheus.Labels) []prome
 			"The maxmemory-policy of the store's Redis (1 for the policy found); allkeys-* policies may evict limiter state.",
 			[]string{"policy"}, labels)})
 	}
+	if hs, ok := s.(hybridStats); ok {
+		cs = append(cs, newHybridCollector(hs, ns, labels))
+	}
 	return cs
+}
+
+// hybridCollector exports a hybrid store's counters, read once per scrape.
+type hybridCollector struct {
+	s                                                                  hybridStats
+	refreshes, commits, committed, failures, unconfirmed, overadmitted *prometheus.Desc
+}
+
+func newHybridCollector(s hybridStats, ns string, labels prometheus.Labels) *hybridCollector {
+	desc := func(name, help string) *prometheus.Desc {
+		return prometheus.NewDesc(prometheus.BuildFQName(ns, subsystemHybrid, name), help, nil, labels)
+	}
+	return &hybridCollector{
+		s:            s,
+		refreshes:    desc("refreshes_total", "Synchronous backend calls of the hybrid store for keys whose lease was spent (each key's first request included)."),
+		commits:      desc("commits_total", "Background commits of locally admitted units that succeeded."),
+		committed:    desc("committed_units_total", "Units those commits recorded in the backend."),
+		failures:     desc("backend_failures_total", "Backend calls of the hybrid store (requests, commits, probes) that failed."),
+		unconfirmed:  desc("unconfirmed_units_total", "Units in failed backend calls whose outcome is unknown: the backend undercounts by at most this many."),
+		overadmitted: desc("overadmitted_units_total", "Units admitted locally that the backend refused when committed: the overshoot actually incurred, committed later as capacity frees."),
+	}
+}
+
+func (c *hybridCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.refreshes, c.commits, c.committed, c.failures, c.unconfirmed, c.overadmitted} {
+		ch <- d
+	}
+}
+
+func (c *hybridCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.s.Stats()
+	for _, m := range []struct {
+		d *prometheus.Desc
+		v uint64
+	}{{c.refreshes, st.Refreshes}, {c.commits, st.Commits}, {c.committed, st.CommittedUnits}, {c.failures, st.Failures}, {c.unconfirmed, st.Unconfirmed}, {c.overadmitted, st.Overadmitted}} {
+		ch <- prometheus.MustNewConstMetric(m.d, prometheus.CounterValue, float64(m.v))
+	}
 }
 
 // policyCollector exports the eviction policy of a store: no series while

@@ -174,3 +174,46 @@ func TestHybridStoreReportsItsBackend(t *testing.T) {
 		t.Fatalf("evictions: got %v, want the backend's %d (> 0)", got, m.(store.EvictionCounter).Evictions())
 	}
 }
+
+// TestHybridStoreStats: a hybrid store's counters are exported, read at
+// scrape time; other stores have none of these series.
+func TestHybridStoreStats(t *testing.T) {
+	m := newMem(t, memstore.Options{})
+	h, err := hybrid.New(m, hybrid.Options{SyncInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	reg := prometheus.NewPedanticRegistry()
+	if _, err := New(reg, Options{Store: h}); err != nil {
+		t.Fatal(err)
+	}
+	lim := store.Limit{Rate: 100, Period: time.Minute}
+	for range 3 {
+		if _, err := h.Take(context.Background(), store.Request{Key: "a", Limits: []store.Limit{lim}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := gathered(t, reg)
+	if got["ratekeeper_hybrid_refreshes_total"] != 1 || got["ratekeeper_hybrid_commits_total"] != 0 {
+		t.Fatalf("got %v, want 1 refresh (the key's first request) and no commit yet", got)
+	}
+	series := []string{"ratekeeper_hybrid_refreshes_total", "ratekeeper_hybrid_commits_total", "ratekeeper_hybrid_committed_units_total",
+		"ratekeeper_hybrid_backend_failures_total", "ratekeeper_hybrid_unconfirmed_units_total", "ratekeeper_hybrid_overadmitted_units_total"}
+	if n, err := testutil.GatherAndCount(reg, series...); err != nil || n != 6 {
+		t.Fatalf("hybrid series: %d, %v; want 6", n, err)
+	}
+	if err := h.Close(); err != nil { // commits the pending units
+		t.Fatal(err)
+	}
+	if got := gathered(t, reg); got["ratekeeper_hybrid_committed_units_total"] != 2 {
+		t.Errorf("after Close: got %v committed units, want 2 (the units admitted locally)", got["ratekeeper_hybrid_committed_units_total"])
+	}
+	other := prometheus.NewRegistry()
+	if _, err := New(other, Options{Store: m}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := testutil.GatherAndCount(other, series...); err != nil || n != 0 {
+		t.Errorf("memory store: %d hybrid series (%v), want 0", n, err)
+	}
+}
