@@ -3,11 +3,16 @@ package integration
 import (
 	"context"
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/ratekeeper/ratekeeper/keyfunc"
+	"github.com/ratekeeper/ratekeeper/middleware"
+	"github.com/ratekeeper/ratekeeper/middleware/limiter"
 	"github.com/ratekeeper/ratekeeper/store"
 	"github.com/ratekeeper/ratekeeper/store/hybrid"
 )
@@ -146,4 +151,58 @@ func hybridHammer(t *testing.T, stores []hybrid.Store, req store.Request, worker
 	}
 	wg.Wait()
 	return admitted.Load()
+}
+
+// TestHybridResetReachesOtherInstances pins the reset that did not reach
+// other hybrid instances: a client refused by instance b (3 per minute,
+// its refusal cached for 20 s) and reset through instance a (as the admin
+// API and the CLI do) stayed refused by b until the cached refusal ran out.
+// On real Redis, b now admits it within its refusal check (250 ms).
+func TestHybridResetReachesOtherInstances(t *testing.T) {
+	t.Parallel()
+	srv := sharedRedis(t)
+	prefix := randomPrefix(t)
+	var lims []*middleware.Limiter
+	for range 2 {
+		h, err := hybrid.New(newStore(t, newClient(t, srv), prefix), hybrid.Options{})
+		if err != nil {
+			t.Fatalf("hybrid.New: %v", err)
+		}
+		t.Cleanup(func() { _ = h.Close() })
+		lim, err := middleware.New(h, keyfunc.RemoteIP, store.Limit{Rate: 3, Period: time.Minute},
+			middleware.Options{Name: "api", FailureMode: limiter.FailClosed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lims = append(lims, lim)
+	}
+	a, b := lims[0], lims[1].Handler(okHandler)
+	hit := func() *httptest.ResponseRecorder {
+		w := httptest.NewRecorder()
+		b.ServeHTTP(w, fromIP("GET", "/", "192.0.2.70"))
+		return w
+	}
+	for i := range 3 {
+		if w := hit(); w.Code != http.StatusOK {
+			t.Fatalf("request %d: got %d, want 200", i, w.Code)
+		}
+	}
+	if w := hit(); w.Code != http.StatusTooManyRequests {
+		t.Fatalf("fourth request: got %d, want 429", w.Code)
+	}
+	if err := a.Reset(context.Background(), "", "192.0.2.70"); err != nil {
+		t.Fatalf("reset through a: %v", err)
+	}
+	start := time.Now()
+	for {
+		w := hit()
+		if w.Code == http.StatusOK {
+			t.Logf("admitted by b %s after the reset through a", time.Since(start).Round(time.Millisecond))
+			return
+		}
+		if time.Since(start) > 2*time.Second {
+			t.Fatalf("b still refuses 2s after the reset through a (got %d, Retry-After %s); want admitted within 250ms and some slack", w.Code, w.Header().Get("Retry-After"))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

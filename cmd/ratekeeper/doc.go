@@ -29,8 +29,8 @@
 // state as it is (nothing used: everything remaining and a reset of now). reset deletes
 // the client's state under those limits and its block, strikes and
 // de-duplication ids, and fails when nothing was stored. A process that
-// cached a refusal of the client keeps refusing it until that refusal's
-// Retry-After has passed (see the Redis store's deny cache).
+// cached a refusal of the client (the Redis and hybrid stores' deny
+// caches) keeps refusing it for at most 250 ms more.
 //
 // override set stores the client's override (store.Override) under the
 // same key and hash tag as its state, with --ttl as its TTL: --kind raise

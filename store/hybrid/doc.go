@@ -65,7 +65,12 @@
 //
 // A refusal from the backend is remembered until its RetryAfter (measured
 // from before the call) and answered locally ([store.Decision.Cached]) to
-// requests of at least the same cost.
+// requests of at least the same cost, for 250 ms at a time: the first such
+// request after that asks the backend again (and, refused, caches the new
+// answer). So a reset made through another instance (the admin API, the
+// CLI) reaches this one within 250 ms instead of after the refusal's
+// RetryAfter, and a key that keeps being refused costs at most four
+// backend calls a second.
 //
 // When a commit does not fit (other instances used the capacity first), the
 // instance commits what fits and keeps the rest as debt: those units were

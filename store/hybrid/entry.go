@@ -37,6 +37,7 @@ type entry struct {
 	resetAt   int64 // ResetAfter reference point
 	denyUntil int64 // a cached refusal lasts until then
 	denyCost  int64 // for requests of at least this cost
+	denyCheck int64 // and is answered from memory until then
 	lastUse   int64
 
 	syncing bool          // a backend call for this key is in flight
@@ -69,14 +70,22 @@ func newEntry(key string, lim store.Limit, interval time.Duration, now int64) *e
 	}
 }
 
+// denyCheckInterval is how long a cached refusal is answered from memory
+// before the next request of its key asks the backend again: a reset made
+// through another instance (or the backend directly) reaches this one
+// within it, not after the refusal's RetryAfter, at the cost of at most
+// one backend call per interval for a key that keeps being refused.
+const denyCheckInterval = 250 * time.Millisecond
+
 // local decides a request of cost from memory: a cached refusal of at most
-// that cost, or an admission from the lease (recorded when take is set).
-// It reports false when the backend must decide.
+// that cost (for denyCheckInterval after the backend refused), or an
+// admission from the lease (recorded when take is set). It reports false
+// when the backend must decide.
 func (e *entry) local(now, cost int64, take bool) (store.Decision, bool) {
 	if take {
 		e.lastUse = now
 	}
-	if now < e.denyUntil && cost >= e.denyCost {
+	if now < e.denyUntil && cost >= e.denyCost && now < e.denyCheck {
 		retry := time.Duration(e.denyUntil - now)
 		return store.Decision{
 			Capacity: e.capacity, RetryAfter: retry, ResetAfter: max(retry, e.resetAfter(now)),
@@ -193,6 +202,7 @@ func (e *entry) finish(s *hybridStore, now, owed int64, x *exchange) (store.Deci
 		e.lease, e.remaining = 0, 0
 		e.denyUntil = now + int64(d.RetryAfter)
 		e.denyCost = x.cost
+		e.denyCheck = now + int64(denyCheckInterval)
 		return d, nil
 	}
 	e.denyUntil = 0

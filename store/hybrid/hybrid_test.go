@@ -499,3 +499,61 @@ func (h *hangingStore) Take(ctx context.Context, r store.Request) (store.Decisio
 	}
 	return h.Store.Take(ctx, r)
 }
+
+// TestResetReachesCachedRefusal pins the reset that did not reach another
+// instance: a client reset through instance a (the admin API, the CLI)
+// was still refused by instance b from its cached refusal until that
+// refusal's RetryAfter had passed (30 s here). b now asks the backend
+// again once the refusal has been cached for 250 ms, and admits.
+func TestResetReachesCachedRefusal(t *testing.T) {
+	m, clock := frozenMem(t)
+	cb := &countingStore{Store: m}
+	a := newHybrid(t, cb, hybrid.Options{SyncInterval: time.Hour, Clock: clock.Now})
+	b := newHybrid(t, cb, hybrid.Options{SyncInterval: time.Hour, Clock: clock.Now})
+	r := req("k", store.Limit{Rate: 2, Period: time.Minute})
+	ctx := context.Background()
+	for range 2 {
+		if d, err := b.Take(ctx, r); err != nil || !d.Allowed {
+			t.Fatalf("take: %+v, %v; want admitted", d, err)
+		}
+	}
+	if d, err := b.Take(ctx, r); err != nil || d.Allowed || d.RetryAfter != 30*time.Second {
+		t.Fatalf("third take: %+v, %v; want refused for 30s", d, err)
+	}
+	if err := a.Reset(ctx, r); err != nil {
+		t.Fatalf("reset through a: %v", err)
+	}
+	clock.Advance(100 * time.Millisecond)
+	calls := cb.takes.Load()
+	if d, err := b.Take(ctx, r); err != nil || d.Allowed || !d.Cached {
+		t.Fatalf("take 100ms after the reset: %+v, %v; want b's cached refusal", d, err)
+	}
+	if n := cb.takes.Load(); n != calls {
+		t.Errorf("backend takes %d, want %d (answered from the cache)", n, calls)
+	}
+	clock.Advance(150 * time.Millisecond)
+	if d, err := b.Take(ctx, r); err != nil || !d.Allowed || d.Cached {
+		t.Fatalf("take 250ms after the refusal: %+v, %v; want admitted (the backend was reset)", d, err)
+	}
+	// Without a reset, a refusal checked again is refused and cached anew.
+	for {
+		d, err := b.Take(ctx, r)
+		if err != nil || d.Cached {
+			t.Fatalf("until refused: %+v, %v; want admissions, then a backend refusal", d, err)
+		}
+		if !d.Allowed {
+			break
+		}
+	}
+	clock.Advance(250 * time.Millisecond)
+	calls = cb.takes.Load()
+	if d, err := b.Take(ctx, r); err != nil || d.Allowed || d.Cached {
+		t.Fatalf("checked again: %+v, %v; want the backend's refusal", d, err)
+	}
+	if d, err := b.Take(ctx, r); err != nil || d.Allowed || !d.Cached {
+		t.Fatalf("right after: %+v, %v; want the new cached refusal", d, err)
+	}
+	if n := cb.takes.Load(); n != calls+1 {
+		t.Errorf("backend takes %d, want %d (one check)", n, calls+1)
+	}
+}

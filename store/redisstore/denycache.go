@@ -12,6 +12,12 @@ import (
 // denyShards is the number of independently locked parts of the deny cache.
 const denyShards = 64
 
+// denyCheckInterval is how long a cached refusal answers before Redis is
+// asked again: a Reset made through another process reaches this one
+// within it, and a key that keeps being refused costs at most one round
+// trip per interval.
+const denyCheckInterval = 250 * time.Millisecond
+
 // denyCache remembers refusals until their retry time. A refusal records
 // nothing in Redis, and only time frees capacity, so a request of the
 // same key, limit and cost is refused until then whatever other requests
@@ -76,7 +82,7 @@ func (c *denyCache) lookup(key string, li *limitInfo, cost int64, now time.Time)
 		ok = false
 	}
 	sh.mu.Unlock()
-	if !ok || e.li != li || cost != e.cost {
+	if !ok || e.li != li || cost != e.cost || t >= e.since+int64(denyCheckInterval) {
 		return store.Decision{}, false
 	}
 	t = max(t, e.since)

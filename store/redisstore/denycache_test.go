@@ -115,9 +115,25 @@ func TestDenyCacheLookupBeforeTheRefusal(t *testing.T) {
 			t.Fatalf("lookup %s from the sending: got RetryAfter %s, ResetAfter %s, want %s, %s", at, d.RetryAfter, d.ResetAfter, refusal.RetryAfter, refusal.ResetAfter)
 		}
 	}
-	d, ok := c.lookup("k", li, 1, sent.Add(time.Minute))
-	if !ok || d.RetryAfter != 2*time.Minute || d.ResetAfter != 59*time.Minute {
-		t.Fatalf("lookup a minute later: got %v, %+v, want RetryAfter 2m0s, ResetAfter 59m0s", ok, d)
+	d, ok := c.lookup("k", li, 1, sent.Add(200*time.Millisecond))
+	if !ok || d.RetryAfter != 3*time.Minute-200*time.Millisecond || d.ResetAfter != time.Hour-200*time.Millisecond {
+		t.Fatalf("lookup 200ms later: got %v, %+v, want RetryAfter 2m59.8s, ResetAfter 59m59.8s", ok, d)
+	}
+}
+
+// TestDenyCacheAsksAgain pins the Reset made through another process that
+// did not reach this one: a cached refusal answered until its RetryAfter
+// (3 minutes here). It now answers for 250 ms; then Redis is asked again.
+func TestDenyCacheAsksAgain(t *testing.T) {
+	c := newDenyCache(16)
+	li := newLimitInfo(store.Limit{Rate: 20, Period: time.Hour})
+	sent := time.Now()
+	c.store("k", li, 1, sent, store.Decision{Capacity: 20, RetryAfter: 3 * time.Minute, ResetAfter: time.Hour, LimitID: li.id})
+	if _, ok := c.lookup("k", li, 1, sent.Add(249*time.Millisecond)); !ok {
+		t.Fatal("lookup 249ms later: got no refusal, want the cached one")
+	}
+	if d, ok := c.lookup("k", li, 1, sent.Add(250*time.Millisecond)); ok {
+		t.Fatalf("lookup 250ms later: got the cached %+v, want none (ask Redis again)", d)
 	}
 }
 

@@ -218,9 +218,11 @@ func orDefault[T comparable](v, def T) T {
 // same cost; such decisions report [store.Decision.Cached]. A refusal
 // records nothing and only time frees capacity, so this refuses nothing
 // Redis would admit, with one exception an operator should know: a
-// Reset made through another Store (another process) takes effect
-// here only once T has passed. A changed limit is a different limit and
-// is asked afresh.
+// Reset made through another Store (another process) is not seen by the
+// cache. So a cached refusal answers for 250 ms at most; the next request
+// after that asks Redis again (and caches its refusal anew), and such a
+// Reset takes effect here within 250 ms. A changed limit is a different
+// limit and is asked afresh.
 //
 // Block times come from the block key's TTL and so have millisecond
 // resolution: RetryAfter of a blocked request is the key's PTTL (or later,
