@@ -249,9 +249,10 @@ func TestDedupFreshIDsOnRedisAcrossInstances(t *testing.T) {
 		lim, err := middleware.New(newStore(t, newClient(t, srv), prefix), keyfunc.RemoteIP,
 			store.Limit{Algorithm: store.GCRA, Rate: 20, Period: time.Hour},
 			middleware.Options{
-				Name:        "orders",
-				Dedup:       func(r *http.Request) string { return r.Header.Get("Idempotency-Key") },
-				FailureMode: limiter.FailClosed,
+				Name:              "orders",
+				Dedup:             func(r *http.Request) string { return r.Header.Get("Idempotency-Key") },
+				FailureMode:       limiter.FailClosed,
+				DecisionInContext: true,
 			})
 		if err != nil {
 			t.Fatal(err)

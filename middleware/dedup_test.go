@@ -80,7 +80,7 @@ func TestDedupFreshIDsDoNotExceedLimit(t *testing.T) {
 				t.Fatal(err)
 			}
 			lim, err := middleware.New(st, keyfunc.RemoteIP, store.Limit{Algorithm: alg, Rate: 10, Period: time.Hour},
-				middleware.Options{Dedup: func(r *http.Request) string { return r.Header.Get("Idempotency-Key") }})
+				middleware.Options{Dedup: func(r *http.Request) string { return r.Header.Get("Idempotency-Key") }, DecisionInContext: true})
 			if err != nil {
 				t.Fatal(err)
 			}

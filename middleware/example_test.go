@@ -218,9 +218,10 @@ func ExampleOptions_dedup() {
 	st, _ := memstore.New(memstore.Options{})
 	lim, _ := middleware.New(st, keyfunc.RemoteIP, store.Limit{Algorithm: store.SlidingWindowLog, Rate: 3, Period: time.Minute},
 		middleware.Options{
-			Dedup:        func(r *http.Request) string { return r.Header.Get("Idempotency-Key") },
-			DedupReplays: 3,
-			DedupWindow:  time.Minute,
+			Dedup:             func(r *http.Request) string { return r.Header.Get("Idempotency-Key") },
+			DedupReplays:      3,
+			DedupWindow:       time.Minute,
+			DecisionInContext: true,
 		})
 	h := lim.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if d, ok := middleware.DecisionFrom(r.Context()); ok && d.Duplicate {
