@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/ratekeeper/ratekeeper/store"
 	"github.com/ratekeeper/ratekeeper/store/internal/contract"
@@ -134,6 +137,14 @@ func (u *scriptStore) call(ctx context.Context, mode string, req store.Request) 
 	args = append(args, u.options...)
 	v, err := u.s.do(ctx, mode, &command{key: key, sc: &u.sc, args: args})
 	if err != nil {
+		if errors.Is(err, errBusyBudget) {
+			// The node answered BUSY to other calls while this one
+			// waited: most likely this script is the one running.
+			err = u.s.failed(mode, errBudget)
+		}
+		if store.KindOf(err) == "timeout" {
+			u.s.stopScript(key)
+		}
 		return store.Decision{}, nil, u.wrap(err)
 	}
 	arr, ok := v.([]any)
@@ -176,3 +187,37 @@ func (u *scriptStore) wrap(err error) error {
 
 // Name returns "redis", the backend name used in metrics labels.
 func (u *scriptStore) Name() string { return "redis" }
+
+// scriptKillWait bounds a SCRIPT KILL: Redis reads it only once the
+// script has run for busy-reply-threshold (5 s by default).
+const scriptKillWait = 10 * time.Second
+
+// stopScript asks the node that serves key to kill the script it runs
+// (SCRIPT KILL), after a user script's call got no reply within its
+// budget: nobody waits for that script's answer any more, and while it
+// runs the node decides nothing for anyone. Redis carries the kill out
+// once the script has run for busy-reply-threshold and only if it has not
+// written; a script that has written runs to its end. One kill is under
+// way at a time, in the background. When the script has already ended,
+// Redis answers NOTBUSY and nothing happens; a script of another
+// application that runs past the threshold at that moment is killed as
+// well, as SCRIPT KILL does not name the script it kills.
+func (s *redisStore) stopScript(key string) {
+	if !s.killing.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		defer s.killing.Store(false)
+		ctx, cancel := context.WithTimeout(context.Background(), scriptKillWait)
+		defer cancel()
+		var c redis.Cmdable = s.client
+		if cc := s.pipes.cluster; cc != nil {
+			node, err := cc.MasterForKey(ctx, key)
+			if err != nil {
+				return
+			}
+			c = node
+		}
+		_ = c.ScriptKill(ctx).Err()
+	}()
+}
