@@ -41,6 +41,17 @@ var _ store.Store = (*scriptStore)(nil)
 // ARGV[7], ... WithScript returns an error for an invalid name or an
 // empty source; the script is sent to Redis on first use, and a syntax
 // error then fails every call with a script error naming it.
+//
+// Redis runs one script at a time, so a user script that runs long stops
+// every limiter on its Redis, not only its own. A call that gets no reply
+// within the budget fails as a timeout (counted by its own limiter's
+// breaker), and the store then sends SCRIPT KILL to the script's node,
+// which Redis carries out once the script has run for its
+// busy-reply-threshold, and only if it has not written; other calls meet
+// BUSY meanwhile and fail, if at all, as kind "busy", which the
+// middleware's breakers do not count. Set busy-reply-threshold below the
+// store's Timeout (docs/failure-modes.md, "User scripts"). A script that
+// writes keys it was not given can change any state on its Redis.
 func WithScript(s store.Store, name, source string, options ...string) (store.Store, error) {
 	rs, ok := s.(*redisStore)
 	if !ok {
