@@ -112,7 +112,7 @@
 // re-sends them: a call whose reply is lost fails once, as a connection or
 // timeout error, and its request was recorded once or not at all. Errors
 // that mean the script did not run (NOSCRIPT, MOVED, ASK, TRYAGAIN,
-// CLUSTERDOWN, LOADING, READONLY, MASTERDOWN) are retried within the
+// CLUSTERDOWN, LOADING, READONLY, MASTERDOWN, BUSY) are retried within the
 // budget: EVALSHA falls back to EVAL when Redis lost its script cache
 // (restart, SCRIPT FLUSH), inside pipelines too; TRYAGAIN on a script
 // naming several keys is resolved as "Slot migration" describes.
