@@ -454,7 +454,10 @@ type BackendError struct {
 	// "timeout" (the call exceeded its deadline), "connection" (the
 	// backend could not be reached or the connection broke), "script"
 	// (the backend answered with an error or a reply that could not be
-	// decoded), "capacity" (a bounded store refused a new key) or "other".
+	// decoded), "capacity" (a bounded store refused a new key), "busy"
+	// (the backend was running another script and refused the call),
+	// "clusterdown" (a Redis Cluster node refused the call while the
+	// cluster does not serve every slot) or "other".
 	Kind string
 	// Err is the underlying error.
 	Err error

@@ -608,11 +608,12 @@ func (l *Limiter) settle(ctx context.Context, b *breaker, probe bool, node strin
 	case errors.Is(ctx.Err(), context.Canceled):
 		// The client went away; that says nothing about the store.
 		err = releasing(b, probe, fmt.Errorf("%w: %w", errClientGone, err))
-	case ctx.Err() != nil || keyScoped(err) || store.KindOf(err) == "capacity":
+	case ctx.Err() != nil || keyScoped(err) || answered(err):
 		// The request's own deadline ran out first, the store answered
-		// about this key's data alone, or a bounded store refused a new
-		// key: the failure mode applies to this request, but the breaker,
-		// which stands for every key, is not told.
+		// about this key's data alone, a bounded store refused a new
+		// key, or the node answered that it cannot decide for now: the
+		// failure mode applies to this request, but the breaker, which
+		// stands for the node's health, is not told.
 		err = releasing(b, probe, &storeFailure{err: err})
 	default:
 		if b.failure(l.now(), probe) {

@@ -90,11 +90,13 @@ type Options struct {
 	// info level. With a store that tells which node serves a request
 	// ([store.NodeLocator], the Redis store on a Cluster client) there is
 	// one breaker per node, at most 64, so one failing master applies the
-	// failure mode only to its own keys. Failures that belong to one key do
-	// not count: a bounded store refusing a new key (kind "capacity")
-	// and a script error about the key's own data (one whose chain holds
-	// an error with a KeyScoped method returning true, as the Redis store
-	// reports WRONGTYPE). A store that repaired a key's state reports
+	// failure mode only to its own keys. Failures that belong to one key,
+	// and answers of a node that is up, do not count: a bounded store
+	// refusing a new key (kind "capacity"), a script error about the key's
+	// own data (one whose chain holds an error with a KeyScoped method
+	// returning true, as the Redis store reports WRONGTYPE), a Redis busy
+	// running another script (kind "busy") and a Cluster master answering
+	// CLUSTERDOWN while another shard fails over (kind "clusterdown"). A store that repaired a key's state reports
 	// [store.Decision].Repaired, which the limiter logs at warn level (at
 	// most once per second) and shows observers.
 	BreakerThreshold int

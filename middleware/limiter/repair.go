@@ -31,3 +31,18 @@ func (l *Limiter) repaired(ctx context.Context, d *store.Decision) {
 	l.logger.LogAttrs(ctx, slog.LevelWarn, "ratekeeper: store replaced state it could not read; decided as a fresh key",
 		slog.String("policy", l.name), slog.String("store", l.storeName), slog.String("limit", d.LimitID))
 }
+
+// answered reports a store failure that the store (or its node) answered
+// at once and that says nothing against its health: a bounded store
+// refusing a new key (kind "capacity"), a Redis node busy with another
+// script ("busy": the command waits for a script to end or be killed, not
+// for a dead server) and a Cluster node that answers CLUSTERDOWN while
+// another shard fails over ("clusterdown": the node is up, and opening
+// its breaker would keep skipping it after the cluster is whole again).
+func answered(err error) bool {
+	switch store.KindOf(err) {
+	case "capacity", "busy", "clusterdown":
+		return true
+	}
+	return false
+}

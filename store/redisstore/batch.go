@@ -28,6 +28,10 @@ const maxQueued = 8192
 var (
 	// errBudget reports a call that ran out of its budget before a reply.
 	errBudget = fmt.Errorf("redisstore: no reply within the budget: %w", context.DeadlineExceeded)
+	// errBusyBudget reports a call that ran out of its budget while the
+	// node answered BUSY: it waited for another script, not for a dead
+	// server (classified as kind busy).
+	errBusyBudget = errors.New("redisstore: no reply within the budget; the server was busy running a script")
 	// errOverloaded reports a call refused because its node's queue is
 	// full.
 	errOverloaded = fmt.Errorf("redisstore: too many calls waiting for Redis: %w", context.DeadlineExceeded)
@@ -142,10 +146,14 @@ func (dialWatch) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proce
 const dialFailureFresh = time.Second
 
 // budgetError is the error of a call, started at start, whose budget ran
-// out: a connection failure when the last dial failed recently and none
-// succeeded since (Redis refuses connections or cannot be reached), else a
-// timeout.
-func (p *pipes) budgetError(start time.Time) error {
+// out: busy when b's node answered BUSY since start (the call waited for
+// a script to end), a connection failure when the last dial failed
+// recently and none succeeded since (Redis refuses connections or cannot
+// be reached), else a timeout.
+func (p *pipes) budgetError(b *batcher, start time.Time) error {
+	if b.busyAt.Load() >= start.UnixNano() {
+		return errBusyBudget
+	}
 	if f := p.dialErr.Load(); f != nil && start.Sub(f.at) < dialFailureFresh {
 		return fmt.Errorf("redisstore: no reply within the budget; connecting failed: %w", f.err)
 	}
@@ -248,7 +256,7 @@ func (p *pipes) do(ctx context.Context, cmd *command, deadline time.Time) (any, 
 		v, err := b.direct(c)
 		b.leave()
 		if errors.Is(err, context.DeadlineExceeded) {
-			err = p.budgetError(start) // as for a queued call
+			err = p.budgetError(b, start) // as for a queued call
 		}
 		c.refs.Store(1)
 		c.release()
@@ -267,7 +275,7 @@ func (p *pipes) do(ctx context.Context, cmd *command, deadline time.Time) (any, 
 	case <-c.done:
 		v, err = c.v, c.err
 	case <-c.timer.C:
-		err = p.budgetError(start)
+		err = p.budgetError(b, start)
 		// A refusal of the same key that arrived meanwhile (a burst
 		// for one identity) still answers within the budget: Redis
 		// would refuse this call too, and a refused call writes
@@ -296,6 +304,7 @@ type batcher struct {
 	head     atomic.Pointer[call]
 	queued   atomic.Int32
 	flushers atomic.Int32
+	busyAt   atomic.Int64 // unix nanos of the node's last BUSY reply
 }
 
 func (b *batcher) submit(c *call) {
@@ -445,7 +454,7 @@ func (b *batcher) run(batch []*call) {
 	for i, c := range live {
 		v, err := cmds[i].Val(), cmds[i].Err()
 		if err != nil && notRun(err) {
-			v, err = b.p.reroute(ctx, c, err)
+			v, err = b.reroute(ctx, c, err)
 		}
 		delivered = i + 1
 		c.finish(v, err)
@@ -507,7 +516,7 @@ func (b *batcher) pipeline(ctx context.Context, live []*call) []*redis.Cmd {
 func (b *batcher) one(ctx context.Context, c *call) (any, error) {
 	cmd, err := process(ctx, b.client, c)
 	if err != nil && notRun(err) {
-		return b.p.reroute(ctx, c, err)
+		return b.reroute(ctx, c, err)
 	}
 	return cmd.Val(), err
 }
@@ -532,9 +541,13 @@ func process(ctx context.Context, cl client, c *call) (*redis.Cmd, error) {
 // several keys that meets TRYAGAIN (a slot being migrated, its keys not
 // all on one node) is run on the migration's target where it can be (see
 // migrating). Nothing ran, so nothing can count twice.
-func (p *pipes) reroute(ctx context.Context, c *call, err error) (any, error) {
+func (b *batcher) reroute(ctx context.Context, c *call, err error) (any, error) {
+	p := b.p
 	var client client = p.client
 	for pause := 2 * time.Millisecond; ; pause *= 2 {
+		if isBusy(err) {
+			b.busyAt.Store(time.Now().UnixNano())
+		}
 		if p.cluster != nil && c.sc != nil && isTryAgain(err) {
 			if v, done, err := p.migrating(ctx, c); done {
 				return v, err
@@ -556,6 +569,12 @@ func (p *pipes) reroute(ctx context.Context, c *call, err error) (any, error) {
 	}
 }
 
+// isBusy reports the BUSY error of a server running a script past its
+// busy-reply-threshold.
+func isBusy(err error) bool {
+	return err != nil && strings.HasPrefix(err.Error(), "BUSY ")
+}
+
 // isNoScript reports the NOSCRIPT error of EVALSHA.
 func isNoScript(err error) bool {
 	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
@@ -563,14 +582,15 @@ func isNoScript(err error) bool {
 
 // notRun reports Redis errors that mean the command was refused before it
 // ran: cluster redirections and transient cluster states, a replica that
-// does not take writes, a server still loading its data.
+// does not take writes, a server still loading its data or busy running a
+// script past its busy-reply-threshold.
 func notRun(err error) bool {
 	var rerr redis.Error
 	if !errors.As(err, &rerr) {
 		return false
 	}
 	msg := rerr.Error()
-	for _, p := range [...]string{"MOVED ", "ASK ", "TRYAGAIN", "CLUSTERDOWN", "READONLY", "LOADING", "MASTERDOWN"} {
+	for _, p := range [...]string{"MOVED ", "ASK ", "TRYAGAIN", "CLUSTERDOWN", "READONLY", "LOADING", "MASTERDOWN", "BUSY "} {
 		if strings.HasPrefix(msg, p) {
 			return true
 		}

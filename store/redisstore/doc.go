@@ -112,7 +112,7 @@
 // re-sends them: a call whose reply is lost fails once, as a connection or
 // timeout error, and its request was recorded once or not at all. Errors
 // that mean the script did not run (NOSCRIPT, MOVED, ASK, TRYAGAIN,
-// CLUSTERDOWN, LOADING, READONLY, MASTERDOWN) are retried within the
+// CLUSTERDOWN, LOADING, READONLY, MASTERDOWN, BUSY) are retried within the
 // budget: EVALSHA falls back to EVAL when Redis lost its script cache
 // (restart, SCRIPT FLUSH), inside pipelines too; TRYAGAIN on a script
 // naming several keys is resolved as "Slot migration" describes.
@@ -200,9 +200,13 @@
 // Invalid requests fail before any I/O with the error of
 // [store.Request.Validate]. Backend failures are *[store.BackendError] values
 // matching [store.ErrStoreUnavailable], of kind timeout (deadline, network
-// or pool timeout), connection (refused, reset, closed), script (an error
-// reply or a reply the store cannot decode) or other (a cancelled context
-// among them).
+// or pool timeout), connection (refused, reset, closed), busy (Redis
+// answered BUSY, running a script past its busy-reply-threshold, until
+// the budget ran out), clusterdown (a Cluster node answered CLUSTERDOWN
+// until the budget ran out: the node is up, but the cluster does not
+// serve every slot), script (another error reply or a reply the store
+// cannot decode) or other (a cancelled context among them). The
+// middleware's breakers count neither busy nor clusterdown.
 //
 // State the scripts cannot read is not an error: a key of the wrong type
 // (written by another application, or by hand) or with malformed state is

@@ -51,9 +51,12 @@ func (e *keyError) Unwrap() error   { return e.err }
 func (e *keyError) KeyScoped() bool { return true }
 
 // classify maps a go-redis or context error to a BackendError Kind: deadlines and
-// network timeouts are timeouts; error replies and undecodable replies are
-// script errors; dial failures, resets, EOF and a closed client are
-// connection errors; the rest (a cancelled context among them) is other.
+// network timeouts are timeouts; BUSY (the server is running a script past
+// its busy-reply-threshold) is busy; CLUSTERDOWN (the cluster does not
+// serve every slot, the node itself answers) is clusterdown; other error
+// replies and undecodable replies are script errors; dial failures,
+// resets, EOF and a closed client are connection errors; the rest (a
+// cancelled context among them) is other.
 func classify(err error) string {
 	var rerr redis.Error
 	var nerr net.Error
@@ -63,6 +66,10 @@ func classify(err error) string {
 		return "timeout"
 	case errors.Is(err, context.Canceled):
 		return "other"
+	case errors.Is(err, errBusyBudget), errors.As(err, &rerr) && strings.HasPrefix(rerr.Error(), "BUSY "):
+		return "busy"
+	case errors.As(err, &rerr) && strings.HasPrefix(rerr.Error(), "CLUSTERDOWN"):
+		return "clusterdown"
 	case errors.Is(err, errBadReply), errors.As(err, &rerr):
 		return "script"
 	case errors.As(err, &nerr) && nerr.Timeout():

@@ -117,6 +117,7 @@ type redisStore struct {
 	reloader     reloader      // the client, when it is a cluster client
 	reloadEvery  time.Duration // minimum interval between reloads
 	lastReloadNS atomic.Int64  // unix nanos of the last triggered reload
+	killing      atomic.Bool   // a SCRIPT KILL is under way (see stopScript)
 }
 
 var _ store.Store = (*redisStore)(nil)

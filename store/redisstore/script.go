@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/ratekeeper/ratekeeper/store"
 	"github.com/ratekeeper/ratekeeper/store/internal/contract"
@@ -38,6 +41,17 @@ var _ store.Store = (*scriptStore)(nil)
 // ARGV[7], ... WithScript returns an error for an invalid name or an
 // empty source; the script is sent to Redis on first use, and a syntax
 // error then fails every call with a script error naming it.
+//
+// Redis runs one script at a time, so a user script that runs long stops
+// every limiter on its Redis, not only its own. A call that gets no reply
+// within the budget fails as a timeout (counted by its own limiter's
+// breaker), and the store then sends SCRIPT KILL to the script's node,
+// which Redis carries out once the script has run for its
+// busy-reply-threshold, and only if it has not written; other calls meet
+// BUSY meanwhile and fail, if at all, as kind "busy", which the
+// middleware's breakers do not count. Set busy-reply-threshold below the
+// store's Timeout (docs/failure-modes.md, "User scripts"). A script that
+// writes keys it was not given can change any state on its Redis.
 func WithScript(s store.Store, name, source string, options ...string) (store.Store, error) {
 	rs, ok := s.(*redisStore)
 	if !ok {
@@ -134,6 +148,14 @@ func (u *scriptStore) call(ctx context.Context, mode string, req store.Request) 
 	args = append(args, u.options...)
 	v, err := u.s.do(ctx, mode, &command{key: key, sc: &u.sc, args: args})
 	if err != nil {
+		if errors.Is(err, errBusyBudget) {
+			// The node answered BUSY to other calls while this one
+			// waited: most likely this script is the one running.
+			err = u.s.failed(mode, errBudget)
+		}
+		if store.KindOf(err) == "timeout" {
+			u.s.stopScript(key)
+		}
 		return store.Decision{}, nil, u.wrap(err)
 	}
 	arr, ok := v.([]any)
@@ -176,3 +198,37 @@ func (u *scriptStore) wrap(err error) error {
 
 // Name returns "redis", the backend name used in metrics labels.
 func (u *scriptStore) Name() string { return "redis" }
+
+// scriptKillWait bounds a SCRIPT KILL: Redis reads it only once the
+// script has run for busy-reply-threshold (5 s by default).
+const scriptKillWait = 10 * time.Second
+
+// stopScript asks the node that serves key to kill the script it runs
+// (SCRIPT KILL), after a user script's call got no reply within its
+// budget: nobody waits for that script's answer any more, and while it
+// runs the node decides nothing for anyone. Redis carries the kill out
+// once the script has run for busy-reply-threshold and only if it has not
+// written; a script that has written runs to its end. One kill is under
+// way at a time, in the background. When the script has already ended,
+// Redis answers NOTBUSY and nothing happens; a script of another
+// application that runs past the threshold at that moment is killed as
+// well, as SCRIPT KILL does not name the script it kills.
+func (s *redisStore) stopScript(key string) {
+	if !s.killing.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		defer s.killing.Store(false)
+		ctx, cancel := context.WithTimeout(context.Background(), scriptKillWait)
+		defer cancel()
+		var c redis.Cmdable = s.client
+		if cc := s.pipes.cluster; cc != nil {
+			node, err := cc.MasterForKey(ctx, key)
+			if err != nil {
+				return
+			}
+			c = node
+		}
+		_ = c.ScriptKill(ctx).Err()
+	}()
+}
