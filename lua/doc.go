@@ -30,6 +30,8 @@
 //	                             part and the file), multi
 //	stacked/lean                 common, unreadable, lean_multi              stacked decisions, lean
 //	refund                       common, refund                              stacked decisions (refund)
+//	<algorithm>/partial          the full script as the body of a            partial grants
+//	                             function, then partial
 //
 // common.lua holds rounding helpers, the clock and the mode;
 // unreadable.lua repairs state the script cannot read; override.lua reads
@@ -232,6 +234,20 @@
 // 1000000), and 1 when the request was refused and every limit that
 // refused it refused by the draw, else 0. Its refused takes also write
 // (the offered units), through the prelude's settle.
+//
+// # Partial grants
+//
+// The partial-grant scripts ("<algorithm>/partial", for every counting
+// algorithm) decide a request with package store's Partial: they take the
+// full script's KEYS and ARGV, with ARGV[2] the most units wanted (which
+// may exceed the capacity). partial.lua runs the full script twice in the
+// one call: as a peek of one unit, whose reply gives the grant g (0 when
+// refused, else the smaller of the units wanted and the deciding limit's
+// remaining plus one), then in the request's mode with cost g, or 1 when
+// g is 0. The reply is the second run's full reply with one integer
+// appended: g, or 0 when that run refused. The peek writes nothing, so
+// the call writes what a full script of cost g (or a refused one of cost
+// 1) writes.
 //
 // # Stacked decisions
 //

@@ -58,6 +58,9 @@ var leanMulti string
 //go:embed refund.lua
 var refund string
 
+//go:embed partial.lua
+var partialDriver string
+
 // The algorithm files, each with what it follows: sliding_window_counter
 // and suppressed count in counter.lua's windows.
 var (
@@ -93,6 +96,12 @@ var scripts = [...]struct {
 	{"stacked", stacked()},
 	{"stacked/lean", []string{common, unreadable, leanMulti}},
 	{"refund", []string{common, refund}},
+	// Partial grants (partial.go).
+	{"gcra/partial", partial(bucket)},
+	{"token_bucket/partial", partial(bucket)},
+	{"sliding_window_log/partial", partial(slidingWindowLog)},
+	{"sliding_window_counter/partial", partial(windowCounter)},
+	{"fixed_window/partial", partial(fixedWindow)},
 }
 
 // full is the full script of an algorithm file: every feature of a
@@ -156,7 +165,8 @@ var ErrUnknownScript = errors.New("lua: unknown script")
 // for each algorithm of package store, by its name, "<algorithm>" (the
 // full script), "<algorithm>/lean" and "<algorithm>/lean-override" (none
 // for the suppressed strategy); then "stacked", "stacked/lean" and
-// "refund". The slice is a fresh copy.
+// "refund"; then "<algorithm>/partial" for each counting algorithm. The
+// slice is a fresh copy.
 func Names() []string {
 	out := make([]string, len(scripts))
 	for i := range scripts {

@@ -206,6 +206,22 @@
 // refusal without Blocked. Reset forgets the key's block, strike count and
 // remembered ids along with the state of the given limits.
 //
+// # Partial grants
+//
+// A [Request.Partial] request of cost c takes as many of its c units as
+// fit now instead of all or none. Its grant g is the largest number of
+// units, at most c, that every limit admits at this moment: ⌊B − used⌋
+// for GCRA and the token bucket, B − count for the sliding window log
+// (each limit's count in its window), ⌊B − est⌋ for the sliding window
+// counter and B − cur for the fixed window (c may exceed B; g never
+// does). When g ≥ 1 the request is decided and recorded exactly as a
+// request of cost g, in one atomic step with the measurement, and
+// [Decision.Granted] is g. When g is 0 (a limit is full, or the key is
+// blocked) it is decided as a request of cost 1, which is refused: its
+// RetryAfter is the time until one unit fits, a refusing limit with a
+// Block blocks the key, and Granted is 0. A Peek reports the decision and
+// the grant a Take would make now and writes nothing.
+//
 // # Concurrency
 //
 // A Store is safe for concurrent use. Each Take is atomic: concurrent Takes

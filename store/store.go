@@ -283,6 +283,13 @@ type Request struct {
 	// means the override is not read at all (no cost). An override takes
 	// precedence over the key's block.
 	ApplyOverride bool
+	// Partial takes up to Cost units instead of all or none: the request
+	// is admitted with as many units as every limit admits now, reported
+	// in [Decision.Granted], and refused only when not even one unit fits
+	// (its RetryAfter is then the time until one does). Cost may exceed
+	// the limits' capacity. Not with CountDenied, DedupID, ApplyOverride,
+	// [Suppressed] or in a stack (package store, "Partial grants").
+	Partial bool
 }
 
 // cost returns the effective cost (zero means one).
@@ -319,6 +326,9 @@ func (r Request) Validate() error {
 	if r.DedupWindow < 0 {
 		return fmt.Errorf("%w: negative DedupWindow %s", ErrInvalidRequest, r.DedupWindow)
 	}
+	if err := r.validatePartial(); err != nil {
+		return err
+	}
 	c := r.cost()
 	alg := r.Limits[0].Algorithm
 	if r.CountDenied && !alg.window() {
@@ -336,7 +346,7 @@ func (r Request) Validate() error {
 				return fmt.Errorf("%w: limits %d and %d share the id %q", ErrInvalidRequest, j, i, l.ID())
 			}
 		}
-		if c > l.Capacity() && !r.ApplyOverride {
+		if c > l.Capacity() && !r.ApplyOverride && !r.Partial {
 			return costError(c, l)
 		}
 	}
@@ -411,6 +421,10 @@ type Decision struct {
 	// PerLimit holds each limit's state, in request order, when the request
 	// has more than one limit; nil for single-limit requests.
 	PerLimit []LimitState
+	// Granted is, for a [Request.Partial] request, the units taken (or,
+	// for Peek, that a Take would take now): 1 to Cost when Allowed, 0
+	// when refused. Zero for other requests.
+	Granted int64
 }
 
 // LimitState is one limit's part of a [Decision].

@@ -33,20 +33,26 @@ const (
 	// leanOverride decides a plain request that applies its key's
 	// override.
 	leanOverride
+	// partialGrant decides a request with store.Request.Partial: the full
+	// script's calling convention, one integer more in the reply.
+	partialGrant
 
 	variants // the number of variants
 )
 
 // scriptSuffix is the lua script name of each variant after the
 // algorithm's name.
-var scriptSuffix = [variants]string{full: "", lean: "/lean", leanOverride: "/lean-override"}
+var scriptSuffix = [variants]string{full: "", lean: "/lean", leanOverride: "/lean-override", partialGrant: "/partial"}
 
 // variantOf returns the script family that decides a validated request:
 // lean for a plain request of a counting algorithm, leanOverride for one
-// that also applies its key's override, else full (the suppressed
-// strategy always runs its full script).
+// that also applies its key's override, partialGrant for a partial
+// request, else full (the suppressed strategy always runs its full
+// script).
 func variantOf(req *store.Request) variant {
 	switch {
+	case req.Partial:
+		return partialGrant
 	case !contract.Plain(req) || req.Limits[0].Algorithm == store.Suppressed:
 		return full
 	case req.ApplyOverride:

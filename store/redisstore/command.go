@@ -39,7 +39,7 @@ func (s *Store) command(mode string, req *store.Request, cost int64) command {
 	alg := req.Limits[0].Algorithm
 	c := command{variant: variantOf(req), li: li}
 	c.sc = &s.scripts.byAlgorithm[alg][c.variant]
-	if c.variant == full {
+	if c.variant == full || c.variant == partialGrant {
 		c.args = s.fullArgs(mode, keyBase(s.prefix, encodeKey(req.Key)), c.sc, req, cost)
 		c.key = c.args[3+4].(string) // the first state key
 		return c
@@ -71,6 +71,8 @@ func (c *command) decode(v any, req *store.Request, cost int64) (store.Decision,
 		return decodeLeanOverride(v, req.Limits[0], cost, c.li)
 	case lean:
 		return decodeLean(v, c.li)
+	case partialGrant:
+		return decodePartial(v, req, cost)
 	}
 	r, err := decodeReply(v, req.Limits, cost)
 	if err != nil {

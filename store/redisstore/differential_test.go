@@ -159,7 +159,7 @@ func sameDecision(a, b store.Decision) bool {
 		a.ResetAfter != b.ResetAfter || a.RetryAfter != b.RetryAfter ||
 		a.LimitID != b.LimitID || a.Index != b.Index || a.Blocked != b.Blocked ||
 		a.BlockStarted != b.BlockStarted || a.Duplicate != b.Duplicate ||
-		a.Suppression != b.Suppression || a.Suppressed != b.Suppressed ||
+		a.Suppression != b.Suppression || a.Suppressed != b.Suppressed || a.Granted != b.Granted ||
 		(a.PerLimit == nil) != (b.PerLimit == nil) || len(a.PerLimit) != len(b.PerLimit) {
 		return false
 	}
@@ -182,7 +182,7 @@ func fmtDecision(d store.Decision) string {
 // package store with the same arithmetic. Configurations marked extended
 // also draw de-duplication ids from a small pool, count refusals (window
 // algorithms) and reset the key now and then; their limits block and
-// escalate.
+// escalate. Requests without either are partial grants now and then.
 func TestMatchesMemstore(t *testing.T) {
 	requireServer(t)
 	configs := []struct {
@@ -243,7 +243,7 @@ func TestMatchesMemstore(t *testing.T) {
 					steps = 400
 				}
 				var last store.Decision
-				var admitted, denied, started, blocked, duplicates int
+				var admitted, denied, started, blocked, duplicates, cut int
 				for step := 0; step < steps; step++ {
 					switch r := rng.IntN(10); {
 					case r < 3:
@@ -268,6 +268,10 @@ func TestMatchesMemstore(t *testing.T) {
 						if rng.IntN(2) == 0 {
 							req.DedupID = string(rune('a' + rng.IntN(4)))
 						}
+					}
+					if !req.CountDenied && req.DedupID == "" && rng.IntN(4) == 0 {
+						// A partial grant of up to twice the capacity.
+						req.Partial, req.Cost = true, 1+rng.Int64N(2*minCap)
 					}
 					op := "take"
 					switch r := rng.IntN(100); {
@@ -306,8 +310,8 @@ func TestMatchesMemstore(t *testing.T) {
 						t.Fatalf("step %d: errors: redis %v, memory %v", step, gerr, werr)
 					}
 					if !sameDecision(got, want) {
-						t.Fatalf("step %d (%s cost %d counted %v id %q at +%dµs): got %s, want %s (memstore)",
-							step, op, req.Cost, req.CountDenied, req.DedupID, clock.now-start, fmtFull(got), fmtFull(want))
+						t.Fatalf("step %d (%s cost %d counted %v id %q partial %v at +%dµs): got %s granted %d, want %s granted %d (memstore)",
+							step, op, req.Cost, req.CountDenied, req.DedupID, req.Partial, clock.now-start, fmtFull(got), got.Granted, fmtFull(want), want.Granted)
 					}
 					last = got
 					switch {
@@ -325,6 +329,12 @@ func TestMatchesMemstore(t *testing.T) {
 					if got.Duplicate {
 						duplicates++
 					}
+					if req.Partial && got.Allowed && got.Granted < req.Cost {
+						cut++
+					}
+				}
+				if cut == 0 {
+					t.Fatal("no partial grant below its request: want partial grants exercised")
 				}
 				if admitted == 0 || denied == 0 {
 					t.Fatalf("%d admitted, %d denied: want both outcomes exercised", admitted, denied)

@@ -136,6 +136,16 @@
 //     (Duplicate, Remaining unchanged); refused ids are not remembered;
 //     ids are per key, distinct ids (storage syntax, long ones) count
 //     apart, and an id lasts the longest period of the request's limits.
+//   - partial: a [store.Request.Partial] request takes what fits (of 5/h,
+//     requests for 3, 4 and 4 units are granted 3, 2 and none; 100 units
+//     on a fresh key are granted 5), a peek reports the grant a take would
+//     make, a refusal waits for one unit (exact: with its RetryAfter), and
+//     each is decided as a plain request of its grant's cost on a twin
+//     key; granted less than asked leaves the deciding limit empty.
+//   - partial-multi: a grant is what every limit admits; partial-block: a
+//     partial request granted nothing starts the block of a blocking
+//     limit and is refused by it; partial-concurrent: 24 concurrent
+//     requests for 3 units against 10/h are granted 10 in all.
 //
 // The suppressed strategy ([store.Suppressed], subtests
 // "suppressed/<property>"), with [Harness.Rand] choosing each draw (they
@@ -164,7 +174,9 @@
 //
 // Across algorithms: invalid-requests (every malformed request is an error
 // matching its sentinel, never ErrStoreUnavailable),
-// invalid-requests-record-nothing, reset-ignores-cost.
+// invalid-requests-record-nothing, reset-ignores-cost, partial-invalid
+// (Partial with CountDenied, DedupID, ApplyOverride, the suppressed
+// strategy or in a stack is ErrInvalidRequest).
 //
 // [Harness.Store] is checked as a black box: the suite's own tests run it
 // against broken stores (a Reset that never reports ErrNotFound, a store
@@ -185,7 +197,9 @@
 // with a Block, BlockStarted only by a Take, Duplicate only for an
 // admitted request with a DedupID. Suppression is within [0, 1] and 0 for
 // every algorithm but the suppressed strategy, Suppressed only for a
-// refusal against a factor above 0.
+// refusal against a factor above 0. Granted is 0 but for a Partial
+// request, which is granted 1 to its cost when admitted and 0 when
+// refused.
 //
 // Blocks are asserted in whole milliseconds, as Redis keeps TTLs: with an
 // exact clock a block is checked a millisecond before its end, not a

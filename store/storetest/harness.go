@@ -413,6 +413,7 @@ func (e *env) checkDecision(op string, r store.Request, d store.Decision) {
 		e.Errorf("%s(%s) = %s: %s", op, describe(r), show(d), fmt.Sprintf(format, args...))
 	}
 	e.checkFlags(op, r, d, fail)
+	e.checkGranted(r, d, fail)
 	e.checkPerLimit(r, d, fail)
 	if d.Blocked {
 		e.checkBlockedDecision(r, d, fail)

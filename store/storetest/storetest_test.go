@@ -104,6 +104,36 @@ var mutants = map[string]struct {
 		}},
 		[]string{"suppressed/regimes", "suppressed/cost-above-soft-limit"},
 	},
+	"partial grant all or nothing": {
+		broken{request: func(r store.Request) store.Request {
+			if r.Partial {
+				r.Partial = false
+				r.Cost = min(r.Cost, r.Limits[0].Capacity())
+			}
+			return r
+		}, take: func(s store.Store, ctx context.Context, r store.Request) (store.Decision, error) {
+			d, err := s.Take(ctx, r)
+			if d.Allowed {
+				d.Granted = r.Cost
+			}
+			return d, err
+		}},
+		[]string{"gcra/partial", "fixed_window/partial-multi", "sliding_window_log/partial-concurrent"},
+	},
+	"partial grant one unit short": {
+		broken{take: func(s store.Store, ctx context.Context, r store.Request) (store.Decision, error) {
+			if !r.Partial {
+				return s.Take(ctx, r)
+			}
+			d, err := s.Peek(ctx, r)
+			if err != nil || d.Granted < 2 {
+				return s.Take(ctx, r)
+			}
+			r.Cost = d.Granted - 1
+			return s.Take(ctx, r)
+		}},
+		[]string{"token_bucket/partial", "sliding_window_counter/partial-multi", "fixed_window/partial-block"},
+	},
 	"peek records": {
 		broken{peek: func(s store.Store, ctx context.Context, r store.Request) (store.Decision, error) {
 			return s.Take(ctx, r)
@@ -330,7 +360,8 @@ func TestMutant(t *testing.T) {
 // limit ignored, multi-limit requests recorded limit by limit, cost
 // errors turned into denials, check-then-act, blocks ignored, no
 // escalation, BlockStarted on every blocked refusal, peeks that start
-// blocks, CountDenied or DedupID ignored, ids remembered forever, a
+// blocks, CountDenied or DedupID ignored, ids remembered forever, partial
+// grants taken all or nothing or one unit short, a
 // suppressed strategy without its hard limit, its offered load or its
 // factor), it fails, and in the subtests that test that promise.
 func TestSuiteCatchesBrokenStores(t *testing.T) {

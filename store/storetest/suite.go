@@ -64,6 +64,10 @@ var algorithmTests = []algorithmTest{
 	{"override-expiry", nil, testOverrideExpiry},
 	{"override-concurrent", nil, testOverrideConcurrent},
 	{"override-cost", nil, testOverrideCost},
+	{"partial", nil, testPartial},
+	{"partial-multi", nil, testPartialMulti},
+	{"partial-block", nil, testPartialBlock},
+	{"partial-concurrent", nil, testPartialConcurrent},
 }
 
 var generalTests = []generalTest{
@@ -72,6 +76,7 @@ var generalTests = []generalTest{
 	{"reset-ignores-cost", testResetIgnoresCost},
 	{"override-invalid", testOverrideInvalid},
 	{"block-listing", testBlockListing},
+	{"partial-invalid", testPartialInvalid},
 }
 
 // Run runs the conformance suite: one subtest per algorithm and property
