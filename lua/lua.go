@@ -41,7 +41,16 @@ var counter string
 var slidingWindowCounter string
 
 //go:embed fixed_window.lua
-var fixedWindow string
+var fixedWindowFile string
+
+//go:embed window.lua
+var alignedWindow string
+
+//go:embed calendar.lua
+var calendarArgs string
+
+//go:embed calendar_window.lua
+var calendarWindow string
 
 //go:embed suppressed.lua
 var suppressed string
@@ -62,10 +71,12 @@ var refund string
 var partialDriver string
 
 // The algorithm files, each with what it follows: sliding_window_counter
-// and suppressed count in counter.lua's windows.
+// and suppressed count in counter.lua's windows; fixed_window follows
+// window.lua, its windows (calendar_window.lua in the calendar script).
 var (
 	windowCounter  = counter + "\n" + slidingWindowCounter
 	suppressedBody = counter + "\n" + suppressed
+	fixedWindow    = alignedWindow + "\n" + fixedWindowFile
 )
 
 // scripts is the one table of every script: its name (see [Names]) and the
@@ -102,6 +113,8 @@ var scripts = [...]struct {
 	{"sliding_window_log/partial", partial(slidingWindowLog)},
 	{"sliding_window_counter/partial", partial(windowCounter)},
 	{"fixed_window/partial", partial(fixedWindow)},
+	// Calendar quotas (calendar.go).
+	{"fixed_window/calendar", calendar()},
 }
 
 // full is the full script of an algorithm file: every feature of a
@@ -165,8 +178,8 @@ var ErrUnknownScript = errors.New("lua: unknown script")
 // for each algorithm of package store, by its name, "<algorithm>" (the
 // full script), "<algorithm>/lean" and "<algorithm>/lean-override" (none
 // for the suppressed strategy); then "stacked", "stacked/lean" and
-// "refund"; then "<algorithm>/partial" for each counting algorithm. The
-// slice is a fresh copy.
+// "refund"; then "<algorithm>/partial" for each counting algorithm and
+// "fixed_window/calendar". The slice is a fresh copy.
 func Names() []string {
 	out := make([]string, len(scripts))
 	for i := range scripts {

@@ -123,6 +123,16 @@ type Limit struct {
 	// a key lasts min(Block·2^(n-1), BlockMax). Offences are forgotten
 	// BlockMax after the last block ends. Zero disables escalation.
 	BlockMax time.Duration
+	// Calendar, when set, makes a [FixedWindow] limit count in calendar
+	// windows of Location instead of windows of Period (which must then
+	// be 0): "day" (from midnight to midnight), "week" (from Monday
+	// midnight) or "month" (from midnight on the 1st), each ending at the
+	// real boundary across daylight saving changes and months of any
+	// length (package store, "Calendar quotas").
+	Calendar string
+	// Location is the time zone of a Calendar limit's windows. Nil means
+	// UTC. Only with Calendar.
+	Location *time.Location
 }
 
 // PerSecond returns a GCRA limit of n per second with burst n.
@@ -166,10 +176,13 @@ const DefaultHardFactor = 2
 const SuppressionCache = 100 * time.Millisecond
 
 // ID returns the limit's identity within a request: Name when set, else
-// "<algorithm>/<period>".
+// "<algorithm>/<period>", or "<algorithm>/<calendar>" for a Calendar limit.
 func (l Limit) ID() string {
 	if l.Name != "" {
 		return l.Name
+	}
+	if l.Calendar != "" {
+		return l.Algorithm.String() + "/" + l.Calendar
 	}
 	return l.Algorithm.String() + "/" + l.Period.String()
 }
@@ -190,6 +203,13 @@ const maxDrain = 100 * maxPeriod
 // Validate reports whether l is usable. Errors wrap [ErrInvalidLimit] and
 // name the offending field.
 func (l Limit) Validate() error {
+	if l.Calendar != "" || l.Location != nil {
+		span, err := l.validateCalendar()
+		if err != nil {
+			return err
+		}
+		l.Period = span // this copy only: the checks below then hold
+	}
 	switch {
 	case !l.Algorithm.valid():
 		return fmt.Errorf("%w: Algorithm: unknown value %d", ErrInvalidLimit, int(l.Algorithm))
@@ -327,6 +347,9 @@ func (r Request) Validate() error {
 		return fmt.Errorf("%w: negative DedupWindow %s", ErrInvalidRequest, r.DedupWindow)
 	}
 	if err := r.validatePartial(); err != nil {
+		return err
+	}
+	if err := r.calendarRequest(); err != nil {
 		return err
 	}
 	c := r.cost()

@@ -39,8 +39,11 @@ func (s *Store) command(mode string, req *store.Request, cost int64) command {
 	alg := req.Limits[0].Algorithm
 	c := command{variant: variantOf(req), li: li}
 	c.sc = &s.scripts.byAlgorithm[alg][c.variant]
-	if c.variant == full || c.variant == partialGrant {
+	if c.variant == full || c.variant == partialGrant || c.variant == calendarWindows {
 		c.args = s.fullArgs(mode, keyBase(s.prefix, encodeKey(req.Key)), c.sc, req, cost)
+		if c.variant == calendarWindows {
+			c.args = s.appendBounds(c.args, req.Limits)
+		}
 		c.key = c.args[3+4].(string) // the first state key
 		return c
 	}

@@ -139,6 +139,7 @@ func newClockedStore(t testing.TB, start int64, realTTL bool) (*Store, *fakeCloc
 		}
 	}
 	fc.set(start)
+	s.clock = func() time.Time { return time.UnixMicro(fc.now) }
 	return s, fc
 }
 
