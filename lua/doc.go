@@ -32,6 +32,8 @@
 //	refund                       common, refund                              stacked decisions (refund)
 //	<algorithm>/partial          the full script as the body of a            partial grants
 //	                             function, then partial
+//	fixed_window/calendar        common, calendar, unreadable, override,     calendar quotas
+//	                             prelude, calendar_window, fixed_window
 //
 // common.lua holds rounding helpers, the clock and the mode;
 // unreadable.lua repairs state the script cannot read; override.lua reads
@@ -44,7 +46,8 @@
 //
 // The algorithm files (bucket.lua for GCRA and the token bucket, which are
 // one algorithm; sliding_window_log.lua, sliding_window_counter.lua,
-// fixed_window.lua) evaluate every limit and supply the function that
+// fixed_window.lua, which follows window.lua, its aligned windows)
+// evaluate every limit and supply the function that
 // records a request; they run under either prelude. suppressed.lua, the
 // suppressed strategy, has only its full script, which the Redis store runs
 // for every request of the strategy. sliding_window_counter.lua and
@@ -249,6 +252,24 @@
 // the call writes what a full script of cost g (or a refused one of cost
 // 1) writes.
 //
+// # Calendar quotas
+//
+// The calendar script ("fixed_window/calendar") decides a fixed-window
+// request of which some limits count in calendar windows (package store's
+// Limit.Calendar). Its KEYS are the full script's; its ARGV the full
+// script's, then per limit four integers: the starts (µs) of four
+// consecutive calendar windows, the one before the window that holds the
+// store's clock, that window and the two after it, or four zeros for a
+// limit of aligned windows. For a calendar limit the period argument is
+// its longest window (a day of 25 hours, a week and an hour, 31 days and
+// an hour), which bounds the de-duplication window as a period would.
+// calendar.lua checks and takes the bounds off ARGV before the prelude
+// runs; calendar_window.lua, in place of window.lua, gives fixed_window.lua
+// the window that holds the server's time: for a calendar limit the one of
+// the four that does (an error when none does), else the aligned one. The
+// reply is the full script's; the state is the fixed window's, {w, cur},
+// expiring at the end of its window.
+//
 // # Stacked decisions
 //
 // The stacked script ("stacked") decides several requests, each with its own key, limits and
@@ -327,7 +348,7 @@
 //   - sliding_window_counter: one hash {w, cur, prev} per limit, w the start
 //     of the window cur counts; expires at the end of the window after w.
 //   - fixed_window: one hash {w, cur} per limit; expires at the end of
-//     window w.
+//     window w (a calendar window's end for a calendar limit).
 //   - override: a string ("exempt", "suspend" or "scale:<factor>"), PX
 //     the override's duration; written by the store's SetOverride, never
 //     by a script.

@@ -222,6 +222,28 @@
 // Block blocks the key, and Granted is 0. A Peek reports the decision and
 // the grant a Take would make now and writes nothing.
 //
+// # Calendar quotas
+//
+// A [FixedWindow] limit with [Limit.Calendar] counts in calendar windows
+// of its [Limit.Location] (UTC when nil) instead of windows of Period
+// (which is then 0): "day" runs from one local midnight to the next,
+// "week" from Monday's midnight to the next Monday's, "month" from
+// midnight on the 1st to midnight on the next 1st. The windows end at the
+// real boundaries: a day is 23 or 25 hours long when daylight saving time
+// starts or ends, a month 28 to 31 days (plus or minus the hour of a
+// change inside it), and where the clocks skip midnight the day starts at
+// the instant they jump to. Within its window a calendar limit is
+// decided exactly as a fixed window: admitted iff cur + c ≤ B, and
+// ResetAfter (and a refusal's RetryAfter) is the time to the window's
+// end. Its state expires at that end, and its default ID is
+// "fixed_window/<calendar>". A request may mix calendar limits with
+// fixed windows of a Period, and carry blocks, counted refusals,
+// de-duplication ids and overrides as any request; not Partial, and not
+// in a stack. The memory store computes the window from its clock; the
+// Redis store computes the windows around its own clock and the script
+// picks the one that holds the server's TIME (an error when the two
+// clocks differ by more than a window).
+//
 // # Concurrency
 //
 // A Store is safe for concurrent use. Each Take is atomic: concurrent Takes

@@ -104,10 +104,10 @@ type Store struct {
 	rand    func() float64 // never nil
 	// clock, when set, replaces time.Now for the calendar windows' bounds
 	// (calendar.go): tests whose scripts run on a fake clock set it.
-	clock func() time.Time
-	limits  limitCache
-	deny    *denyCache // nil when disabled
-	pipes   *pipes
+	clock  func() time.Time
+	limits limitCache
+	deny   *denyCache // nil when disabled
+	pipes  *pipes
 
 	eviction evictionCheck
 

@@ -176,7 +176,16 @@
 // matching its sentinel, never ErrStoreUnavailable),
 // invalid-requests-record-nothing, reset-ignores-cost, partial-invalid
 // (Partial with CountDenied, DedupID, ApplyOverride, the suppressed
-// strategy or in a stack is ErrInvalidRequest).
+// strategy or in a stack is ErrInvalidRequest); calendar (a calendar day
+// counts like a fixed window ending at UTC midnight, which a one-day
+// fixed window confirms; exact clock: refused a microsecond before the
+// boundary and fresh at it; state keys expire by the boundary),
+// calendar-zones (days in Kolkata and Kathmandu end 5h30m and 5h45m
+// before UTC's, modulo a day; a week and a month end on a UTC midnight),
+// calendar-months (exact clock: three months in a row last 28 to 31
+// whole days, not all alike; weeks 7 days),
+// calendar-mixed (a calendar day beside an hourly fixed window) and
+// calendar-invalid (each bad calendar field is an error naming it).
 //
 // [Harness.Store] is checked as a black box: the suite's own tests run it
 // against broken stores (a Reset that never reports ErrNotFound, a store

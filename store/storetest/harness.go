@@ -382,7 +382,7 @@ func bucketLike(alg store.Algorithm) bool {
 func lifetime(r store.Request) time.Duration {
 	var m time.Duration
 	for _, l := range r.Limits {
-		d := l.Period
+		d := contract.Span(l)
 		switch l.Algorithm {
 		case store.GCRA, store.TokenBucket:
 			d = ceilDiv(l.Period, l.Capacity(), l.Rate)

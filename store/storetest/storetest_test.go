@@ -134,6 +134,23 @@ var mutants = map[string]struct {
 		}},
 		[]string{"token_bucket/partial", "sliding_window_counter/partial-multi", "fixed_window/partial-block"},
 	},
+	"calendar zone ignored": {
+		broken{limit: func(l store.Limit) store.Limit {
+			l.Location = nil
+			return l
+		}},
+		[]string{"calendar-zones"},
+	},
+	"calendar month as 30 days": {
+		broken{limit: func(l store.Limit) store.Limit {
+			if l.Calendar == "month" {
+				// Named as the month was, so that only its windows differ.
+				l.Name, l.Calendar, l.Location, l.Period = l.ID(), "", nil, 30*24*time.Hour
+			}
+			return l
+		}},
+		[]string{"calendar-months"},
+	},
 	"peek records": {
 		broken{peek: func(s store.Store, ctx context.Context, r store.Request) (store.Decision, error) {
 			return s.Take(ctx, r)
@@ -361,7 +378,8 @@ func TestMutant(t *testing.T) {
 // errors turned into denials, check-then-act, blocks ignored, no
 // escalation, BlockStarted on every blocked refusal, peeks that start
 // blocks, CountDenied or DedupID ignored, ids remembered forever, partial
-// grants taken all or nothing or one unit short, a
+// grants taken all or nothing or one unit short, calendar windows in UTC
+// whatever the zone or a month of 30 days, a
 // suppressed strategy without its hard limit, its offered load or its
 // factor), it fails, and in the subtests that test that promise.
 func TestSuiteCatchesBrokenStores(t *testing.T) {

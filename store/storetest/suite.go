@@ -77,6 +77,11 @@ var generalTests = []generalTest{
 	{"override-invalid", testOverrideInvalid},
 	{"block-listing", testBlockListing},
 	{"partial-invalid", testPartialInvalid},
+	{"calendar", testCalendar},
+	{"calendar-zones", testCalendarZones},
+	{"calendar-months", testCalendarMonths},
+	{"calendar-mixed", testCalendarMixed},
+	{"calendar-invalid", testCalendarInvalid},
 }
 
 // Run runs the conformance suite: one subtest per algorithm and property

@@ -37,17 +37,33 @@ func Window(l store.Limit, t int64) (start, end int64) {
 	var s, e time.Time
 	switch l.Calendar {
 	case "day":
-		s, e = time.Date(y, m, d, 0, 0, 0, 0, loc), time.Date(y, m, d+1, 0, 0, 0, 0, loc)
+		s, e = midnight(y, m, d, loc), midnight(y, m, d+1, loc)
 	case "week":
 		d -= (int(local.Weekday()) + 6) % 7 // back to Monday
-		s, e = time.Date(y, m, d, 0, 0, 0, 0, loc), time.Date(y, m, d+7, 0, 0, 0, 0, loc)
+		s, e = midnight(y, m, d, loc), midnight(y, m, d+7, loc)
 	default: // month
-		s, e = time.Date(y, m, 1, 0, 0, 0, 0, loc), time.Date(y, m+1, 1, 0, 0, 0, 0, loc)
+		s, e = midnight(y, m, 1, loc), midnight(y, m+1, 1, loc)
 	}
-	// Where a midnight does not exist (a daylight saving change at
-	// midnight), time.Date gives the instant the day starts; the window
-	// holds t all the same.
+	// The window holds t whatever the zone's rules.
 	return min(s.UnixMicro(), t), max(e.UnixMicro(), t+1)
+}
+
+// midnight returns the first instant of the day y-m-d (normalized as
+// time.Date does) in loc: its midnight, or, where the clocks skip
+// midnight (daylight saving time starting at 00:00), the instant they
+// jump to.
+func midnight(y int, m time.Month, d int, loc *time.Location) time.Time {
+	t := time.Date(y, m, d, 0, 0, 0, 0, loc)
+	wy, wm, wd := time.Date(y, m, d, 12, 0, 0, 0, loc).Date()
+	if ty, tm, td := t.Date(); ty != wy || tm != wm || td != wd {
+		// time.Date resolved the missing midnight to the evening
+		// before: the day starts where that zone period ends.
+		_, end := t.ZoneBounds()
+		if !end.IsZero() {
+			t = end
+		}
+	}
+	return t
 }
 
 // Bounds returns the starts of four consecutive calendar windows of a
