@@ -29,7 +29,7 @@
 //	                             algorithm file (unreadable, prelude,
 //	                             part and the file), multi
 //	stacked/lean                 common, unreadable, lean_multi              stacked decisions, lean
-//	refund                       common, refund                              stacked decisions (refund)
+//	refund                       common, refund                              stacked decisions (refund), settlements
 //	<algorithm>/partial          the full script as the body of a            partial grants
 //	                             function, then partial
 //	fixed_window/calendar        common, calendar, unreadable, override,     calendar quotas
@@ -321,6 +321,16 @@
 // by "refunded" with its TTL, in one atomic step. The reply is 1 (refunded
 // now), 2 (refunded before: a resent refund changes nothing) or 0 (no
 // receipt: the take did not record, or its units have expired).
+//
+// The refund script also settles a reserved cost (package store's
+// Refunder.Settle), for GCRA and the token bucket: KEYS are the request's
+// state keys; ARGV "settle", the units to charge (the actual cost less
+// the reserved one, negative to give back), n and per limit rate and
+// period µs. Each limit's state is drained to now and the units added,
+// down to none (the key deleted) and past the capacity if need be, with
+// the TTL of the units left; an absent state is written only for a
+// charge. The reply is 1. Settling is not idempotent: the store sends it
+// once.
 //
 // # Re-sent commands
 //

@@ -244,6 +244,21 @@
 // picks the one that holds the server's TIME (an error when the two
 // clocks differ by more than a window).
 //
+// # Costs settled after the response
+//
+// A cost known only once the request is served (tokens of a model's
+// answer, bytes sent) is reserved and then settled: a Take with the
+// estimated cost c reserves it like any request, and [Refunder.Settle]
+// with the actual cost a applies d = a − c to the key's limits at once,
+// for GCRA and the token bucket. At now, for each limit, used =
+// max(0, used − (now − ts)·R/P) + d, floored at 0, and ts = now (absent
+// state counts as 0 used; a result of 0 leaves the limit as fresh). So a
+// charge may take used past B, and requests are refused until it has
+// drained (RetryAfter (used + c − B)·P/R as ever); a give-back returns at
+// most what is still counted, the newest units first. A settlement is
+// one write, applied once per call: a reservation never settled (its
+// instance crashed) stays charged with the estimate and drains as usual.
+//
 // # Concurrency
 //
 // A Store is safe for concurrent use. Each Take is atomic: concurrent Takes

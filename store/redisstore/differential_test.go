@@ -139,6 +139,11 @@ func newClockedStore(t testing.TB, start int64, realTTL bool) (*Store, *fakeCloc
 			table.byAlgorithm[alg][v] = newScript(shim + src)
 		}
 	}
+	src, err := lua.Source("refund")
+	if err != nil {
+		t.Fatal(err)
+	}
+	table.refund = newScript(shim + src) // settlements run on the clock too
 	fc.set(start)
 	s.clock = func() time.Time { return time.UnixMicro(fc.now) }
 	return s, fc
@@ -185,7 +190,8 @@ func fmtDecision(d store.Decision) string {
 // also draw de-duplication ids from a small pool, count refusals (window
 // algorithms) and reset the key now and then; their limits block and
 // escalate. Requests without either are partial grants now and then.
-// Calendar configurations start before a daylight saving change or a
+// GCRA and token bucket requests are settled now and then at another
+// cost. Calendar configurations start before a daylight saving change or a
 // month's end in their zone, and compare the windows' ends too.
 func TestMatchesMemstore(t *testing.T) {
 	requireServer(t)
@@ -262,7 +268,7 @@ func TestMatchesMemstore(t *testing.T) {
 					steps = 400
 				}
 				var last store.Decision
-				var admitted, denied, started, blocked, duplicates, cut int
+				var admitted, denied, started, blocked, duplicates, cut, settled int
 				for step := 0; step < steps; step++ {
 					switch r := rng.IntN(10); {
 					case r < 3:
@@ -298,6 +304,8 @@ func TestMatchesMemstore(t *testing.T) {
 						op = "peek"
 					case r < 21 && cfg.extended:
 						op = "reset"
+					case r < 30 && !req.Partial && !calendar && !window:
+						op = "settle"
 					}
 					var got, want store.Decision
 					var gerr, werr error
@@ -308,6 +316,16 @@ func TestMatchesMemstore(t *testing.T) {
 					case "peek":
 						got, gerr = rs.Peek(ctx, req)
 						want, werr = ms.Peek(ctx, req)
+					case "settle":
+						// A settlement of an earlier reservation of this
+						// cost, at an actual cost of 0 to twice it.
+						actual := rng.Int64N(2*req.Cost + 1)
+						gerr, werr = rs.Settle(ctx, req, actual), ms.Settle(ctx, req, actual)
+						if gerr != nil || werr != nil {
+							t.Fatalf("step %d: settle errors: redis %v, memory %v", step, gerr, werr)
+						}
+						settled++
+						continue
 					case "reset":
 						gerr, werr = rs.Reset(ctx, req), ms.Reset(ctx, req)
 						// On the fake clock Redis keeps expired keys (with
@@ -351,6 +369,9 @@ func TestMatchesMemstore(t *testing.T) {
 					if req.Partial && got.Allowed && got.Granted < req.Cost {
 						cut++
 					}
+				}
+				if settled == 0 && !window {
+					t.Fatal("no settlement: want settlements exercised")
 				}
 				if cut == 0 && !calendar {
 					t.Fatal("no partial grant below its request: want partial grants exercised")

@@ -68,6 +68,8 @@ var algorithmTests = []algorithmTest{
 	{"partial-multi", nil, testPartialMulti},
 	{"partial-block", nil, testPartialBlock},
 	{"partial-concurrent", nil, testPartialConcurrent},
+	{"settle", onlyBuckets, testSettle},
+	{"settle-concurrent", onlyBuckets, testSettleConcurrent},
 }
 
 var generalTests = []generalTest{
@@ -82,6 +84,7 @@ var generalTests = []generalTest{
 	{"calendar-months", testCalendarMonths},
 	{"calendar-mixed", testCalendarMixed},
 	{"calendar-invalid", testCalendarInvalid},
+	{"settle-invalid", testSettleInvalid},
 }
 
 // Run runs the conformance suite: one subtest per algorithm and property
