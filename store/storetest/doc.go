@@ -146,6 +146,13 @@
 //     partial request granted nothing starts the block of a blocking
 //     limit and is refused by it; partial-concurrent: 24 concurrent
 //     requests for 3 units against 10/h are granted 10 in all.
+//   - settle, settle-concurrent (GCRA and the token bucket; they skip
+//     unless the store implements [store.Refunder]): a reservation
+//     settled at a higher actual cost charges the difference, at a lower
+//     one gives it back (at most what is counted), at its estimate
+//     changes nothing, never settled stays charged; an overrun past the
+//     capacity refuses until it has drained (exact: to the microsecond);
+//     20 concurrent reservations of 5 settled at 2 leave exactly 40 used.
 //
 // The suppressed strategy ([store.Suppressed], subtests
 // "suppressed/<property>"), with [Harness.Rand] choosing each draw (they
@@ -185,7 +192,10 @@
 // calendar-months (exact clock: three months in a row last 28 to 31
 // whole days, not all alike; weeks 7 days),
 // calendar-mixed (a calendar day beside an hourly fixed window) and
-// calendar-invalid (each bad calendar field is an error naming it).
+// calendar-invalid (each bad calendar field is an error naming it),
+// settle-invalid (a settlement of a window algorithm, of an actual cost
+// out of range, with ApplyOverride or Partial, is refused and charges
+// nothing).
 //
 // [Harness.Store] is checked as a black box: the suite's own tests run it
 // against broken stores (a Reset that never reports ErrNotFound, a store
