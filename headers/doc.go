@@ -1,6 +1,6 @@
 // Package headers owns the rate-limit response header fields: it is the
 // one place that says what each field means and that formats them. Choose
-// the fields with [Options] (the middleware's WithHeaders option takes
+// the fields with [Options] (the middleware's Options.Headers field takes
 // one); an adapter that writes them itself (an HTTP middleware, an RPC
 // interceptor writing metadata) formats a policy's values once with
 // [NewPolicy] and writes a decision's with [Policy.Write].
@@ -18,8 +18,8 @@
 //     [Options.ResetDelta], as seconds from now. On a refusal it is the
 //     moment the request may be retried, the instant Retry-After names.
 //
-// On every response of a route whose limits use the suppressed strategy
-// ([github.com/ratekeeper/ratekeeper/store.Suppressed]), unless
+// With [Options.Suppression], for a route whose store sheds load above a
+// soft limit (package store/suppressed), on every response unless
 // [Options.Omit]:
 //
 //   - X-RateLimit-Suppression: the suppression factor the request met, a
@@ -61,7 +61,7 @@
 // # Names
 //
 // With [Options.Bucket], X-RateLimit-Bucket names the limiter (its
-// WithName) and X-RateLimit-Tier the request's tier, for limiters with
+// Options.Name) and X-RateLimit-Tier the request's tier, for limiters with
 // tiers.
 //
 // Dry-run limiters write the same fields on the responses they let

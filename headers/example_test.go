@@ -18,9 +18,11 @@ func ExampleOptions() {
 	st, _ := memstore.New(memstore.Options{})
 	lim, err := middleware.New(st, keyfunc.RemoteIP,
 		store.Limit{Name: "minute", Algorithm: store.FixedWindow, Rate: 10, Period: time.Minute},
-		middleware.WithLimits(store.Limit{Name: "hour", Algorithm: store.FixedWindow, Rate: 100, Period: time.Hour}),
-		middleware.WithName("api"),
-		middleware.WithHeaders(headers.Options{IETF: true, Bucket: true}))
+		middleware.Options{
+			Name:    "api",
+			Headers: headers.Options{IETF: true, Bucket: true},
+			Limits:  []store.Limit{store.Limit{Name: "hour", Algorithm: store.FixedWindow, Rate: 100, Period: time.Hour}},
+		})
 	if err != nil {
 		panic(err)
 	}

@@ -35,6 +35,10 @@ type Options struct {
 	// Bucket adds X-RateLimit-Bucket, the limiter's name, and, for a
 	// limiter with tiers, X-RateLimit-Tier, the request's tier.
 	Bucket bool
+	// Suppression adds X-RateLimit-Suppression, the suppression factor
+	// the request met: set it for a limiter on a store of package
+	// store/suppressed.
+	Suppression bool
 }
 
 // Canonical names of the fields (see the package documentation for their
@@ -64,7 +68,6 @@ type Policy struct {
 	policyVal  []string   // RateLimit-Policy value; nil without IETF
 	bucketVal  []string   // X-RateLimit-Bucket value
 	tierVal    []string   // X-RateLimit-Tier value; nil without a tier
-	suppressed bool       // the limits use the suppressed strategy
 }
 
 var errUnprintable = errors.New("ratekeeper: headers: IETF item names must be printable ASCII")
@@ -87,7 +90,6 @@ func NewPolicy(o Options, bucket, tier string, limits []store.Limit) (*Policy, e
 		limitVals:  make([][]string, len(limits)),
 		items:      make([]string, len(limits)),
 		bucketVal:  []string{bucket},
-		suppressed: len(limits) > 0 && limits[0].Algorithm == store.Suppressed,
 	}
 	if tier != "" {
 		p.tierVal = []string{tier}
@@ -188,7 +190,7 @@ func (p *Policy) Write(h map[string][]string, d *store.Decision, reset time.Time
 		h[fieldPolicy] = p.policyVal
 		h[fieldRateLimit] = b.value(p.appendRateLimit(stack[:0], d))
 	}
-	if p.suppressed {
+	if p.opts.Suppression {
 		var digits [24]byte
 		h[fieldSuppression] = b.value(strconv.AppendFloat(digits[:0], d.Suppression, 'f', -1, 64))
 	}

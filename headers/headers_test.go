@@ -254,13 +254,14 @@ func TestQuoteSFString(t *testing.T) {
 	}
 }
 
-// TestSuppressionHeader: X-RateLimit-Suppression carries the factor on
-// every response of a suppressed-strategy policy, refusals included, and
-// on no other policy's; Omit drops it with the other rate-limit fields.
+// TestSuppressionHeader: with Options.Suppression, X-RateLimit-Suppression
+// carries the factor on every response, refusals included; without it no
+// response has it; Omit drops it with the other rate-limit fields.
 func TestSuppressionHeader(t *testing.T) {
 	now := time.Unix(1_767_225_600, 0)
-	supp := []store.Limit{{Algorithm: store.Suppressed, Rate: 10, Period: time.Minute}}
+	supp := []store.Limit{{Algorithm: store.SlidingWindowCounter, Rate: 20, Period: time.Minute}}
 	gcra := []store.Limit{{Rate: 10, Period: time.Minute}}
+	on := Options{Suppression: true}
 	tests := []struct {
 		name   string
 		w      Options
@@ -268,11 +269,12 @@ func TestSuppressionHeader(t *testing.T) {
 		d      store.Decision
 		want   string // "" = absent
 	}{
-		{"below the soft limit", Options{}, supp, store.Decision{Allowed: true, Capacity: 20, Remaining: 15, ResetAfter: time.Minute}, "0"},
-		{"between the limits", Options{}, supp, store.Decision{Allowed: true, Capacity: 20, Remaining: 5, ResetAfter: time.Minute, Suppression: 0.090909}, "0.090909"},
-		{"suppressed", Options{}, supp, store.Decision{Capacity: 20, Remaining: 5, ResetAfter: time.Minute, RetryAfter: time.Second, Suppression: 0.5, Suppressed: true}, "0.5"},
-		{"over the hard limit", Options{IETF: true, NoLegacy: true}, supp, store.Decision{Capacity: 20, ResetAfter: time.Minute, RetryAfter: time.Second, Suppression: 1}, "1"},
-		{"omitted", Options{Omit: true}, supp, store.Decision{Allowed: true, Capacity: 20, Remaining: 5, ResetAfter: time.Minute, Suppression: 0.25}, ""},
+		{"below the soft limit", on, supp, store.Decision{Allowed: true, Capacity: 20, Remaining: 15, ResetAfter: time.Minute}, "0"},
+		{"between the limits", on, supp, store.Decision{Allowed: true, Capacity: 20, Remaining: 5, ResetAfter: time.Minute, Suppression: 0.090909}, "0.090909"},
+		{"suppressed", on, supp, store.Decision{Capacity: 20, Remaining: 5, ResetAfter: time.Minute, RetryAfter: time.Second, Suppression: 0.5, Suppressed: true}, "0.5"},
+		{"over the hard limit", Options{IETF: true, NoLegacy: true, Suppression: true}, supp, store.Decision{Capacity: 20, ResetAfter: time.Minute, RetryAfter: time.Second, Suppression: 1}, "1"},
+		{"omitted", Options{Omit: true, Suppression: true}, supp, store.Decision{Allowed: true, Capacity: 20, Remaining: 5, ResetAfter: time.Minute, Suppression: 0.25}, ""},
+		{"not asked for", Options{}, supp, store.Decision{Allowed: true, Capacity: 20, Remaining: 5, ResetAfter: time.Minute, Suppression: 0.25}, ""},
 		{"another algorithm", Options{}, gcra, store.Decision{Allowed: true, Capacity: 10, Remaining: 5, ResetAfter: time.Minute}, ""},
 	}
 	for _, tt := range tests {

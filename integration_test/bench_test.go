@@ -147,7 +147,7 @@ func BenchmarkMiddlewareRedis(b *testing.B) {
 			s := newStore(b, c, randomPrefix(b))
 			l, err := middleware.New(s, func(r *http.Request) (string, error) {
 				return r.Header.Get("X-Client"), nil
-			}, store.PerMinute(1000))
+			}, store.PerMinute(1000), middleware.Options{})
 			if err != nil {
 				b.Fatalf("middleware.New: %v", err)
 			}

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"github.com/ratekeeper/ratekeeper/middleware/limiter"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -28,7 +29,7 @@ const shardBreakerThreshold = 3
 // all identities.
 //
 //   - per-node: the Redis store tells the middleware which master serves
-//     each key ([redisstore.Store.NodeFor]), so the dead master's breaker
+//     each key ([store.NodeLocator]), so the dead master's breaker
 //     opens after three failures and its keys are refused without calling
 //     the store, while every request for the other masters' keys is
 //     decided (200).
@@ -88,11 +89,15 @@ func TestRedisClusterShardBreaker(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var mu sync.Mutex
-			var last middleware.Event
+			var last limiter.Event
 			lim, err := middleware.New(tc.store, func(r *http.Request) (string, error) { return r.Header.Get("X-Client"), nil },
-				store.PerMinute(1000), middleware.WithName(policy), middleware.WithFailureMode(middleware.FailClosed),
-				middleware.WithBreaker(shardBreakerThreshold, time.Minute),
-				middleware.WithObserver(func(e middleware.Event) { mu.Lock(); last = e; mu.Unlock() }))
+				store.PerMinute(1000), middleware.Options{
+					Name:             policy,
+					FailureMode:      limiter.FailClosed,
+					BreakerThreshold: shardBreakerThreshold,
+					BreakerCooldown:  time.Minute,
+					Observer:         func(e limiter.Event) { mu.Lock(); last = e; mu.Unlock() },
+				})
 			if err != nil {
 				t.Fatalf("middleware.New: %v", err)
 			}

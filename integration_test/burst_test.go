@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"github.com/ratekeeper/ratekeeper/middleware/limiter"
 	"net/http"
 	"sync"
 	"testing"
@@ -61,8 +62,8 @@ func TestBurstNeverFailsOpen(t *testing.T) {
 							t.Fatal(err)
 						}
 						l, err := middleware.New(s, constKey("burst"), lim,
-							middleware.WithObserver(func(e middleware.Event) {
-								if e.Outcome == middleware.OutcomeFailedOpen {
+							middleware.Options{Observer: func(e limiter.Event) {
+								if e.Outcome == limiter.OutcomeFailedOpen {
 									mu.Lock()
 									failedOpen++
 									if failedOpen == 1 {
@@ -70,7 +71,7 @@ func TestBurstNeverFailsOpen(t *testing.T) {
 									}
 									mu.Unlock()
 								}
-							}))
+							}})
 						if err != nil {
 							t.Fatal(err)
 						}

@@ -30,7 +30,7 @@ func TestHybridForwardsRedisCapabilities(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var lister store.BlockLister = h
+	lister := h.(store.BlockLister)
 	var blocks []store.Block
 	for cursor, pages := "", 0; ; pages++ {
 		if pages > 10000 {
@@ -52,7 +52,7 @@ func TestHybridForwardsRedisCapabilities(t *testing.T) {
 		t.Errorf("got %+v, want login:192.0.2.1 blocked by minute for at most a minute", b)
 	}
 
-	var reporter store.EvictionPolicyReporter = h
+	reporter := h.(store.EvictionPolicyReporter)
 	for reporter.EvictionPolicy() == "" {
 		if ctx.Err() != nil {
 			t.Fatal("the eviction policy stays unknown")
@@ -62,7 +62,7 @@ func TestHybridForwardsRedisCapabilities(t *testing.T) {
 	if got, want := reporter.EvictionPolicy(), rs.EvictionPolicy(); got != want {
 		t.Errorf("EvictionPolicy: got %q, want the Redis store's %q", got, want)
 	}
-	var refunder store.Refunder = h
+	refunder := h.(store.Refunder)
 	if refunder.Refunds() != rs.Refunds() || refunder.Unrefunded() != rs.Unrefunded() {
 		t.Errorf("refunds: got %d and %d, want the Redis store's %d and %d", refunder.Refunds(), refunder.Unrefunded(), rs.Refunds(), rs.Unrefunded())
 	}

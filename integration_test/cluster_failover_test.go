@@ -102,7 +102,7 @@ type failover struct {
 	cluster *testCluster
 	cc      *redis.ClusterClient
 	loaded  time.Time // when cc had loaded its topology, at the latest
-	s       *redisstore.Store
+	s       redisStore
 	prefix  string
 	req     store.Request
 	master  *clusterProc
@@ -244,7 +244,7 @@ type probeResult struct {
 	// ambiguous counts the takes that timed out late enough to have
 	// reached the new master, and so may have been recorded there.
 	ambiguous int
-	kinds     map[store.ErrorKind]int
+	kinds     map[string]int
 	timedOut  []time.Time // when each take that timed out returned
 }
 
@@ -259,7 +259,7 @@ func (f *failover) probe(t *testing.T, window time.Duration) probeResult {
 	promoted := make(chan time.Time, 1)
 	go watchPromotion(ctx, f.replica, promoted)
 
-	r := probeResult{kinds: map[store.ErrorKind]int{}}
+	r := probeResult{kinds: map[string]int{}}
 	promotionDeadline := time.Now().Add(20 * time.Second)
 	for {
 		tctx, tcancel := context.WithTimeout(ctx, 5*time.Second)
@@ -279,7 +279,7 @@ func (f *failover) probe(t *testing.T, window time.Duration) probeResult {
 		r.failed++
 		k := store.KindOf(err)
 		r.kinds[k]++
-		if k == store.KindTimeout {
+		if k == "timeout" {
 			r.timedOut = append(r.timedOut, now)
 		}
 		if r.promoted.IsZero() && now.After(promotionDeadline) {

@@ -11,7 +11,6 @@ import (
 
 	"github.com/ratekeeper/ratekeeper/internal/redistest"
 	"github.com/ratekeeper/ratekeeper/store"
-	"github.com/ratekeeper/ratekeeper/store/redisstore"
 	"github.com/ratekeeper/ratekeeper/store/storetest"
 )
 
@@ -213,7 +212,7 @@ func testClusterSpread(t *testing.T, cc *redis.ClusterClient, masters int) {
 
 // hashTag returns the Redis Cluster hash tag of every key s writes for
 // client key (the encoded client key), read from a state key s names.
-func hashTag(t testing.TB, s *redisstore.Store, key string) string {
+func hashTag(t testing.TB, s redisStore, key string) string {
 	t.Helper()
 	keys, err := s.StateKeys(store.Request{Key: key, Limits: []store.Limit{store.PerMinute(1)}})
 	if err != nil {

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"github.com/ratekeeper/ratekeeper/middleware/limiter"
 	"net/http"
 	"sort"
 	"testing"
@@ -51,11 +52,7 @@ func exactRounds(t *testing.T, clients []redis.UniversalClient, alg store.Algori
 			s := newStore(t, c, prefix)
 			checkStore(t, s, lim)
 			handlers[i] = newHandler(t, s, "client-1", lim,
-				middleware.WithName(name),
-				// A store failure must show up as 503, never as a pass:
-				// the store's budget (newStore: 10 s) is generous so
-				// that none occurs.
-				middleware.WithFailureMode(middleware.FailClosed),
+				middleware.Options{Name: name, FailureMode: limiter.FailClosed},
 			)
 		}
 		awayFromWindowEdge(t, clients[0], lim.Period, 10*time.Second)
@@ -108,11 +105,8 @@ func TestInstancesShareOneLimit(t *testing.T) {
 			lim := store.Limit{Algorithm: alg, Rate: rate, Period: time.Hour}
 			s1, s2 := newStore(t, c1, prefix), newStore(t, c2, prefix)
 			checkStore(t, s1, lim)
-			opts := []middleware.Option{
-				middleware.WithName("shared"),
-				middleware.WithFailureMode(middleware.FailClosed),
-			}
-			h := []http.Handler{newHandler(t, s1, "client-1", lim, opts...), newHandler(t, s2, "client-1", lim, opts...)}
+			o := middleware.Options{Name: "shared", FailureMode: limiter.FailClosed}
+			h := []http.Handler{newHandler(t, s1, "client-1", lim, o), newHandler(t, s2, "client-1", lim, o)}
 			awayFromWindowEdge(t, c1, lim.Period, 10*time.Second)
 
 			for i := range rate + 2 {

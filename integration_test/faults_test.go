@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/ratekeeper/ratekeeper/middleware/limiter"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -29,19 +30,19 @@ const (
 
 var failureModes = []struct {
 	name string
-	mode middleware.FailureMode
+	mode limiter.FailureMode
 }{
-	{"fail_open", middleware.FailOpen},
-	{"fail_closed", middleware.FailClosed},
+	{"fail_open", limiter.FailOpen},
+	{"fail_closed", limiter.FailClosed},
 }
 
 // checkFailureResponse asserts the response a failed store decision gets:
 // fail-open passes the request on without rate-limit headers; fail-closed
 // answers 503 with a JSON body.
-func checkFailureResponse(t *testing.T, mode middleware.FailureMode, rec *httptest.ResponseRecorder) {
+func checkFailureResponse(t *testing.T, mode limiter.FailureMode, rec *httptest.ResponseRecorder) {
 	t.Helper()
 	switch mode {
-	case middleware.FailOpen:
+	case limiter.FailOpen:
 		if rec.Code != http.StatusOK || rec.Body.String() != "ok" {
 			t.Errorf("fail-open: got %d %q, want 200 \"ok\" from the wrapped handler", rec.Code, rec.Body.String())
 		}
@@ -50,7 +51,7 @@ func checkFailureResponse(t *testing.T, mode middleware.FailureMode, rec *httpte
 				t.Errorf("fail-open: got header %s: %q, want none (no decision was made)", h, v)
 			}
 		}
-	case middleware.FailClosed:
+	case limiter.FailClosed:
 		if rec.Code != http.StatusServiceUnavailable {
 			t.Errorf("fail-closed: got status %d, want 503", rec.Code)
 		}
@@ -124,8 +125,8 @@ func TestFaultRedisPaused(t *testing.T) {
 			if !errors.Is(err, store.ErrStoreUnavailable) {
 				t.Errorf("take %d while paused: got error %v, want one matching ErrStoreUnavailable", i, err)
 			}
-			if k := store.KindOf(err); k != store.KindTimeout {
-				t.Errorf("take %d while paused: got kind %q, want %q", i, k, store.KindTimeout)
+			if k := store.KindOf(err); k != "timeout" {
+				t.Errorf("take %d while paused: got kind %q, want %q", i, k, "timeout")
 			}
 		}
 		srv.unpause(t)
@@ -178,7 +179,7 @@ func TestFaultRedisPaused(t *testing.T) {
 		time.Sleep(readTimeout + 1500*time.Millisecond)
 		srv.unpause(t)
 		r := <-done
-		if r.err == nil || store.KindOf(r.err) != store.KindTimeout {
+		if r.err == nil || store.KindOf(r.err) != "timeout" {
 			t.Fatalf("take across the pause: got %+v, %v, want a timeout (no re-send)", r.d, r.err)
 		}
 		d, err := long.Take(t.Context(), req)
@@ -197,9 +198,11 @@ func TestFaultRedisPaused(t *testing.T) {
 			const rate = 100
 			events := &eventLog{}
 			h := newHandler(t, s, "client-"+fm.name, store.PerHour(rate),
-				middleware.WithName("paused"),
-				middleware.WithFailureMode(fm.mode),
-				middleware.WithObserver(events.Observe))
+				middleware.Options{
+					Name:        "paused",
+					FailureMode: fm.mode,
+					Observer:    events.Observe,
+				})
 			for i := range 3 {
 				if rec := awaitDecision(t, h, "warm-up", 5*time.Second); rec.Code != http.StatusOK {
 					t.Fatalf("warm-up request %d: got %d, want 200", i, rec.Code)
@@ -253,8 +256,7 @@ func TestFaultRedisStopped(t *testing.T) {
 	handlers := make(map[string]http.Handler)
 	for _, fm := range failureModes {
 		h := newHandler(t, s, "client", lim,
-			middleware.WithName("stopped-"+fm.name),
-			middleware.WithFailureMode(fm.mode))
+			middleware.Options{Name: "stopped-" + fm.name, FailureMode: fm.mode})
 		if rec := awaitDecision(t, h, fm.name+" before stop", 5*time.Second); rec.Code != http.StatusOK {
 			t.Fatalf("%s: request before stop: got %d, want 200", fm.name, rec.Code)
 		}
@@ -335,8 +337,7 @@ func TestFaultScriptFlush(t *testing.T) {
 			lim := store.Limit{Algorithm: alg, Rate: 10, Period: time.Hour}
 			req := store.Request{Key: "client", Limits: []store.Limit{lim}}
 			h := newHandler(t, s, "client", lim,
-				middleware.WithName("flush-"+alg.String()),
-				middleware.WithFailureMode(middleware.FailClosed))
+				middleware.Options{Name: "flush-" + alg.String(), FailureMode: limiter.FailClosed})
 			awayFromWindowEdge(t, c, lim.Period, 10*time.Second)
 
 			if d, err := s.Take(ctx, req); err != nil || d.Remaining != 9 {

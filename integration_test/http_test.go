@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"github.com/ratekeeper/ratekeeper/middleware/limiter"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -28,22 +29,34 @@ var okHandler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 	_, _ = w.Write([]byte("ok"))
 })
 
+// redisStore is the Redis store with every capability it implements and
+// the state-key listing the cluster tests use to find a decision's slot.
+type redisStore interface {
+	store.MultiStore
+	store.OverrideStore
+	store.BlockLister
+	store.EvictionPolicyReporter
+	store.Refunder
+	store.NodeLocator
+	StateKeys(req store.Request) ([]string, error)
+}
+
 // newStore returns a Redis store over c under prefix with a per-call
 // timeout generous enough for a loaded machine under the race detector;
 // the fault tests use newStoreWith and the default timeout instead.
-func newStore(t testing.TB, c redis.UniversalClient, prefix string) *redisstore.Store {
+func newStore(t testing.TB, c redis.UniversalClient, prefix string) redisStore {
 	t.Helper()
 	return newStoreWith(t, c, redisstore.Options{Prefix: prefix, Timeout: 10 * time.Second})
 }
 
 // newStoreWith returns a Redis store over c with opts.
-func newStoreWith(t testing.TB, c redis.UniversalClient, opts redisstore.Options) *redisstore.Store {
+func newStoreWith(t testing.TB, c redis.UniversalClient, opts redisstore.Options) redisStore {
 	t.Helper()
 	s, err := redisstore.New(c, opts)
 	if err != nil {
 		t.Fatalf("redisstore.New: %v", err)
 	}
-	return s
+	return s.(redisStore)
 }
 
 // checkStore fails the test with the store's own error when a read-only
@@ -59,9 +72,16 @@ func checkStore(t testing.TB, s store.Store, lim store.Limit) {
 }
 
 // newHandler builds a limiter over s and returns it wrapped around okHandler.
-func newHandler(t testing.TB, s store.Store, key string, limit store.Limit, opts ...middleware.Option) http.Handler {
+func newHandler(t testing.TB, s store.Store, key string, limit store.Limit, opts ...middleware.Options) http.Handler {
 	t.Helper()
-	l, err := middleware.New(s, constKey(key), limit, opts...)
+	if len(opts) > 1 {
+		t.Fatalf("newHandler: got %d Options, want at most one", len(opts))
+	}
+	var o middleware.Options
+	if len(opts) == 1 {
+		o = opts[0]
+	}
+	l, err := middleware.New(s, constKey(key), limit, o)
 	if err != nil {
 		t.Fatalf("middleware.New: %v", err)
 	}
@@ -141,16 +161,16 @@ func awayFromWindowEdge(t testing.TB, c redis.UniversalClient, period, margin ti
 // eventLog is a middleware observer that counts outcomes.
 type eventLog struct {
 	mu       sync.Mutex
-	outcomes map[middleware.Outcome]int
+	outcomes map[limiter.Outcome]int
 	failed   int // store calls made that failed (not skipped by the breaker)
 	skipped  int // requests for which the breaker skipped the store
 }
 
-func (l *eventLog) Observe(e middleware.Event) {
+func (l *eventLog) Observe(e limiter.Event) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.outcomes == nil {
-		l.outcomes = make(map[middleware.Outcome]int)
+		l.outcomes = make(map[limiter.Outcome]int)
 	}
 	l.outcomes[e.Outcome]++
 	switch {
@@ -166,5 +186,5 @@ func (l *eventLog) Observe(e middleware.Event) {
 func (l *eventLog) counts() (decided, failed, skipped int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.outcomes[middleware.OutcomeAllowed] + l.outcomes[middleware.OutcomeLimited], l.failed, l.skipped
+	return l.outcomes[limiter.OutcomeAllowed] + l.outcomes[limiter.OutcomeLimited], l.failed, l.skipped
 }

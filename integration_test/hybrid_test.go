@@ -35,7 +35,7 @@ func TestHybridOvershoot(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			prefix := randomPrefix(t)
-			stores := make([]*hybrid.Store, tc.instances)
+			stores := make([]hybrid.Store, tc.instances)
 			for i := range stores {
 				s, err := hybrid.New(newStore(t, newClient(t, srv), prefix), hybrid.Options{SyncInterval: tc.sync})
 				if err != nil {
@@ -116,7 +116,7 @@ func TestHybridCommitsReachRedis(t *testing.T) {
 // hybridHammer sends req from workers goroutines per store until each has
 // seen stop consecutive refusals or max has passed, and returns the
 // admissions.
-func hybridHammer(t *testing.T, stores []*hybrid.Store, req store.Request, workers, stop int, limit time.Duration) int64 {
+func hybridHammer(t *testing.T, stores []hybrid.Store, req store.Request, workers, stop int, limit time.Duration) int64 {
 	t.Helper()
 	var admitted atomic.Int64
 	var wg sync.WaitGroup

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"github.com/ratekeeper/ratekeeper/middleware/limiter"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -27,15 +28,15 @@ func TestPoisonedKeyDoesNotSwitchLimitingOff(t *testing.T) {
 			prefix := randomPrefix(t)
 			s := newStore(t, c, prefix)
 			var mu sync.Mutex
-			events := map[string][]middleware.Event{}
+			events := map[string][]limiter.Event{}
 			lim, err := middleware.New(s,
 				func(r *http.Request) (string, error) { return r.Header.Get("X-Client"), nil },
 				store.Limit{Algorithm: alg, Rate: 10, Period: time.Hour},
-				middleware.WithObserver(func(e middleware.Event) {
+				middleware.Options{Observer: func(e limiter.Event) {
 					mu.Lock()
 					defer mu.Unlock()
 					events[string(e.Outcome)] = append(events[string(e.Outcome)], e)
-				}))
+				}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -88,12 +89,12 @@ func TestPoisonedKeyDoesNotSwitchLimitingOff(t *testing.T) {
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			for _, o := range []middleware.Outcome{middleware.OutcomeFailedOpen, middleware.OutcomeFailedClosed} {
+			for _, o := range []limiter.Outcome{limiter.OutcomeFailedOpen, limiter.OutcomeFailedClosed} {
 				if n := len(events[string(o)]); n != 0 {
 					t.Fatalf("got %d requests %s (first error: %v), want none", n, o, events[string(o)][0].Err)
 				}
 			}
-			allowed := events[string(middleware.OutcomeAllowed)]
+			allowed := events[string(limiter.OutcomeAllowed)]
 			if len(allowed) == 0 || !allowed[0].Repaired {
 				t.Fatal("the first decision after the poisoning does not report the repair")
 			}

@@ -3,6 +3,7 @@ package integration
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/ratekeeper/ratekeeper/middleware/limiter"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -65,10 +66,10 @@ func TestTiersOnRedis(t *testing.T) {
 		t.Fatal(err)
 	}
 	classify := middleware.AuthOptions{Subject: sub, Anonymous: keyfunc.RemoteIP}
-	lim, err := middleware.NewTiered(st, classify, []middleware.Tier{
-		{Name: middleware.TierAnonymous, Limits: []store.Limit{{Rate: 10, Period: time.Minute}}},
-		{Name: middleware.TierAuthenticated, Limits: []store.Limit{{Rate: 30, Period: time.Minute}}},
-	}, middleware.WithName("api"), middleware.WithFailureMode(middleware.FailClosed))
+	lim, err := middleware.NewTiered(st, classify, []limiter.Tier{
+		{Name: "anonymous", Limits: []store.Limit{{Rate: 10, Period: time.Minute}}},
+		{Name: "authenticated", Limits: []store.Limit{{Rate: 30, Period: time.Minute}}},
+	}, middleware.Options{Name: "api", FailureMode: limiter.FailClosed})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +121,7 @@ func TestLoginAbuseBlockOnRedis(t *testing.T) {
 			st := newStore(t, c, randomPrefix(t))
 			var mu sync.Mutex
 			blocksStarted := 0
-			obs := func(e middleware.Event) {
+			obs := func(e limiter.Event) {
 				if e.BlockStarted {
 					mu.Lock()
 					blocksStarted++
@@ -129,9 +130,13 @@ func TestLoginAbuseBlockOnRedis(t *testing.T) {
 			}
 			lim, err := middleware.New(st, keyfunc.RemoteIP,
 				store.Limit{Name: "short", Algorithm: store.SlidingWindowLog, Rate: int64(tc.admit), Period: 2 * time.Second, Block: 5 * time.Second},
-				middleware.WithLimits(store.Limit{Name: "long", Algorithm: store.SlidingWindowLog, Rate: 20, Period: time.Hour, Block: time.Hour}),
-				middleware.WithName("login"), middleware.WithCountDenied(), middleware.WithObserver(obs),
-				middleware.WithFailureMode(middleware.FailClosed))
+				middleware.Options{
+					Name:        "login",
+					CountDenied: true,
+					Observer:    obs,
+					FailureMode: limiter.FailClosed,
+					Limits:      []store.Limit{store.Limit{Name: "long", Algorithm: store.SlidingWindowLog, Rate: 20, Period: time.Hour, Block: time.Hour}},
+				})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -182,8 +187,11 @@ func TestDedupOnRedis(t *testing.T) {
 	st := newStore(t, newClient(t, srv), randomPrefix(t))
 	t.Run("one key does not bypass the limit", func(t *testing.T) {
 		lim, err := middleware.New(st, keyfunc.RemoteIP, store.Limit{Algorithm: store.SlidingWindowLog, Rate: 100, Period: time.Hour},
-			middleware.WithDedup(func(r *http.Request) string { return r.Header.Get("Idempotency-Key") }),
-			middleware.WithName("bypass"), middleware.WithFailureMode(middleware.FailClosed))
+			middleware.Options{
+				Dedup:       func(r *http.Request) string { return r.Header.Get("Idempotency-Key") },
+				Name:        "bypass",
+				FailureMode: limiter.FailClosed,
+			})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -196,9 +204,12 @@ func TestDedupOnRedis(t *testing.T) {
 		}
 	})
 	lim, err := middleware.New(st, keyfunc.RemoteIP, store.Limit{Algorithm: store.SlidingWindowLog, Rate: 8, Period: time.Minute},
-		middleware.WithDedup(func(r *http.Request) string { return r.Header.Get("Idempotency-Key") }),
-		middleware.WithDedupBound(9, 0),
-		middleware.WithFailureMode(middleware.FailClosed))
+		middleware.Options{
+			Dedup:        func(r *http.Request) string { return r.Header.Get("Idempotency-Key") },
+			DedupReplays: 9,
+			DedupWindow:  0,
+			FailureMode:  limiter.FailClosed,
+		})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,8 +236,7 @@ func TestMultiWindowOnRedis(t *testing.T) {
 	srv := sharedRedis(t)
 	st := newStore(t, newClient(t, srv), randomPrefix(t))
 	lim, err := middleware.New(st, keyfunc.RemoteIP, store.Limit{Name: "second", Algorithm: store.SlidingWindowLog, Rate: 10, Period: time.Second},
-		middleware.WithLimits(store.Limit{Name: "minute", Algorithm: store.SlidingWindowLog, Rate: 15, Period: time.Minute}),
-		middleware.WithFailureMode(middleware.FailClosed))
+		middleware.Options{FailureMode: limiter.FailClosed, Limits: []store.Limit{store.Limit{Name: "minute", Algorithm: store.SlidingWindowLog, Rate: 15, Period: time.Minute}}})
 	if err != nil {
 		t.Fatal(err)
 	}

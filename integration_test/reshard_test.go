@@ -275,7 +275,7 @@ func reshard(t *testing.T, cluster *testCluster, cc *redis.ClusterClient, tc res
 					if len(msg) > 120 {
 						msg = msg[:120]
 					}
-					r.failures[string(store.KindOf(err))+": "+msg]++
+					r.failures[store.KindOf(err)+": "+msg]++
 				case d.Duplicate:
 					t.Errorf("%s: a new de-duplication id admitted as a duplicate: %+v", req.Key, d)
 				case req.Key == small.Key:
@@ -349,7 +349,7 @@ func reshard(t *testing.T, cluster *testCluster, cc *redis.ClusterClient, tc res
 // wantUsed fails unless req's key shows admitted units used in its first
 // limit of capacity cp, or up to failed more (a failed decision may have
 // run: a timeout after sending).
-func wantUsed(ctx context.Context, t *testing.T, s *redisstore.Store, req store.Request, cp int64, admitted, failed int) {
+func wantUsed(ctx context.Context, t *testing.T, s redisStore, req store.Request, cp int64, admitted, failed int) {
 	t.Helper()
 	req.DedupID = ""
 	d, err := s.Peek(ctx, req)
@@ -487,7 +487,7 @@ func (m *migrator) move(t *testing.T, from, to *reshardNode, migrating func()) i
 
 // sameSlotKey returns the first client key base, base-1, base-2, ... whose
 // hash tag in s hashes to slot.
-func sameSlotKey(t *testing.T, s *redisstore.Store, base string, slot int) string {
+func sameSlotKey(t *testing.T, s redisStore, base string, slot int) string {
 	t.Helper()
 	for i := range 1 << 22 {
 		k := base + "-" + strconv.Itoa(i)

@@ -17,7 +17,6 @@ import (
 	"github.com/ratekeeper/ratekeeper/keyfunc"
 	"github.com/ratekeeper/ratekeeper/middleware"
 	"github.com/ratekeeper/ratekeeper/store"
-	"github.com/ratekeeper/ratekeeper/store/redisstore"
 )
 
 // The scenario of the stacking issue: a per-IP limit of 10 per minute
@@ -34,11 +33,11 @@ const (
 // stackLimiters returns the per-IP and the route-wide limiter over s.
 func stackLimiters(t testing.TB, s store.Store) (perIP, perRoute *middleware.Limiter) {
 	t.Helper()
-	perIP, err := middleware.New(s, keyfunc.RemoteIP, store.PerMinute(stackIPRate), middleware.WithName("ip"))
+	perIP, err := middleware.New(s, keyfunc.RemoteIP, store.PerMinute(stackIPRate), middleware.Options{Name: "ip"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	perRoute, err = middleware.New(s, keyfunc.Constant("/search"), store.PerMinute(stackRouteRate), middleware.WithName("route"))
+	perRoute, err = middleware.New(s, keyfunc.Constant("/search"), store.PerMinute(stackRouteRate), middleware.Options{Name: "route"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +108,7 @@ func TestStackRedisRefusalsChargeNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	admitted, charged := runStackScenario(t, st.Handler(okHandler), perIP)
+	admitted, charged := runStackScenario(t, st(okHandler), perIP)
 	t.Logf("stacked: %d admitted, IP policy charged %d units, %d of them for refused requests", admitted, charged, charged-admitted)
 	if admitted != stackRouteRate || charged != admitted {
 		t.Fatalf("stacked: %d admitted, IP charged %d; want %d and as many", admitted, charged, stackRouteRate)
@@ -130,11 +129,11 @@ func TestStackRedisHeaders(t *testing.T) {
 	s := newStore(t, newClient(t, sharedRedis(t)), randomPrefix(t))
 	// A route of 12 per minute: the IP (10) decides admissions and the
 	// 11th request of a client; the route refuses the 13th admission.
-	perIP, err := middleware.New(s, keyfunc.RemoteIP, store.PerMinute(stackIPRate), middleware.WithName("ip"))
+	perIP, err := middleware.New(s, keyfunc.RemoteIP, store.PerMinute(stackIPRate), middleware.Options{Name: "ip"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	perRoute, err := middleware.New(s, keyfunc.Constant("/search"), store.PerMinute(12), middleware.WithName("route"))
+	perRoute, err := middleware.New(s, keyfunc.Constant("/search"), store.PerMinute(12), middleware.Options{Name: "route"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +141,7 @@ func TestStackRedisHeaders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := st.Handler(okHandler)
+	h := st(okHandler)
 	a, b := clientIP(0), clientIP(1)
 	for n := 0; n < stackIPRate; n++ {
 		rec := get(h, a)
@@ -194,11 +193,11 @@ func TestStackRedisConcurrent(t *testing.T) {
 	var perIP0 *middleware.Limiter
 	for i := range handlers {
 		s := newStore(t, newClient(t, srv), prefix)
-		perIP, err := middleware.New(s, keyfunc.RemoteIP, store.PerMinute(ipRate), middleware.WithName("ip"))
+		perIP, err := middleware.New(s, keyfunc.RemoteIP, store.PerMinute(ipRate), middleware.Options{Name: "ip"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		perRoute, err := middleware.New(s, keyfunc.Constant("/search"), store.PerMinute(routeRate), middleware.WithName("route"))
+		perRoute, err := middleware.New(s, keyfunc.Constant("/search"), store.PerMinute(routeRate), middleware.Options{Name: "route"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -206,7 +205,7 @@ func TestStackRedisConcurrent(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		handlers[i] = st.Handler(okHandler)
+		handlers[i] = st(okHandler)
 		if i == 0 {
 			perIP0 = perIP
 		}
@@ -278,7 +277,7 @@ func TestStackRedisCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	admitted, charged := runStackScenario(t, st.Handler(okHandler), perIP)
+	admitted, charged := runStackScenario(t, st(okHandler), perIP)
 	t.Logf("cluster, stacked: %d admitted, IP policy charged %d units, %d refunds", admitted, charged, s.Refunds())
 	if admitted != stackRouteRate || charged != admitted {
 		t.Fatalf("%d admitted, IP charged %d; want %d and as many", admitted, charged, stackRouteRate)
@@ -325,16 +324,16 @@ func testStackClusterConcurrent(t *testing.T, cluster *testCluster) {
 	prefix := randomPrefix(t)
 	const instances, goroutines, perGoroutine, clients = 3, 24, 10, 6
 	const ipRate, routeRate = 40, 120
-	stores := make([]*redisstore.Store, instances)
+	stores := make([]redisStore, instances)
 	handlers := make([]http.Handler, instances)
 	var perIP0 *middleware.Limiter
 	for i := range handlers {
 		stores[i] = newStore(t, cluster.client(t), prefix)
-		perIP, err := middleware.New(stores[i], keyfunc.RemoteIP, store.PerMinute(ipRate), middleware.WithName("ip"))
+		perIP, err := middleware.New(stores[i], keyfunc.RemoteIP, store.PerMinute(ipRate), middleware.Options{Name: "ip"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		perRoute, err := middleware.New(stores[i], keyfunc.Constant("/search"), store.PerMinute(routeRate), middleware.WithName("route"))
+		perRoute, err := middleware.New(stores[i], keyfunc.Constant("/search"), store.PerMinute(routeRate), middleware.Options{Name: "route"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -342,7 +341,7 @@ func testStackClusterConcurrent(t *testing.T, cluster *testCluster) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		handlers[i] = st.Handler(okHandler)
+		handlers[i] = st(okHandler)
 		if i == 0 {
 			perIP0 = perIP
 		}
@@ -394,7 +393,7 @@ func testStackClusterConcurrent(t *testing.T, cluster *testCluster) {
 // checkStackCounts checks, through the store, that a stack with its
 // parts in two slots refunds the first step at the store level too, and
 // reports it in the decision.
-func checkStackCounts(t *testing.T, cc *redis.ClusterClient, s *redisstore.Store) {
+func checkStackCounts(t *testing.T, cc *redis.ClusterClient, s redisStore) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

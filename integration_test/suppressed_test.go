@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"github.com/ratekeeper/ratekeeper/middleware/limiter"
 	"math/rand/v2"
 	"net/http"
 	"sort"
@@ -9,9 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratekeeper/ratekeeper/headers"
 	"github.com/ratekeeper/ratekeeper/middleware"
 	"github.com/ratekeeper/ratekeeper/store"
 	"github.com/ratekeeper/ratekeeper/store/redisstore"
+	"github.com/ratekeeper/ratekeeper/store/suppressed"
 )
 
 // TestSuppressedConvergesRedis offers a suppressed limit of 100 per second
@@ -33,8 +36,12 @@ func TestSuppressedConvergesRedis(t *testing.T) {
 	for _, load := range []int64{2, 5} {
 		t.Run(strconv.FormatInt(load, 10)+"x", func(t *testing.T) {
 			src := rand.New(rand.NewPCG(11, uint64(load)))
-			st := newStoreWith(t, c, redisstore.Options{Prefix: randomPrefix(t), Timeout: 10 * time.Second, Rand: src.Float64})
-			l := store.Limit{Algorithm: store.Suppressed, Rate: rate, Period: time.Second}
+			rs := newStoreWith(t, c, redisstore.Options{Prefix: randomPrefix(t), Timeout: 10 * time.Second, Rand: src.Float64})
+			st, err := suppressed.New(rs, suppressed.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			l := store.Limit{Algorithm: store.SlidingWindowCounter, Rate: 2 * rate, Period: time.Second}
 			r := store.Request{Key: "client", Limits: []store.Limit{l}}
 			step := time.Second / time.Duration(rate*load)
 			ctx := context.Background()
@@ -98,13 +105,17 @@ func TestSuppressedExactUnderConcurrency(t *testing.T) {
 		soft, hard = 20, 50
 	)
 	srv := sharedRedis(t)
-	lim := store.Limit{Algorithm: store.Suppressed, Rate: soft, Burst: hard, Period: time.Hour}
+	lim := store.Limit{Algorithm: store.SlidingWindowCounter, Rate: hard, Period: time.Hour}
+	opts := suppressed.Options{Soft: func(store.Limit) int64 { return soft }}
 	for round := range 3 {
 		prefix := randomPrefix(t)
 		handlers := make([]http.Handler, 4)
 		for i := range handlers {
-			s := newStore(t, newClient(t, srv), prefix)
-			handlers[i] = newHandler(t, s, "client-1", lim, middleware.WithName("search"), middleware.WithFailureMode(middleware.FailClosed))
+			s, err := suppressed.New(newStore(t, newClient(t, srv), prefix), opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			handlers[i] = newHandler(t, s, "client-1", lim, middleware.Options{Name: "search", FailureMode: limiter.FailClosed, Headers: headers.Options{Suppression: true}})
 		}
 		awayFromWindowEdge(t, newClient(t, srv), lim.Period, 10*time.Second)
 		var left []int64

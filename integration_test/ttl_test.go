@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"github.com/ratekeeper/ratekeeper/middleware/limiter"
 	"net/http"
 	"strconv"
 	"testing"
@@ -91,9 +92,11 @@ func TestEveryKeyHasTTL(t *testing.T) {
 					t.Fatalf("no request started or met a block; the traffic does not trip it")
 				}
 				h := newHandler(t, s, "client-http", limits[0],
-					middleware.WithName("ttl"),
-					middleware.WithLimits(limits[1:]...),
-					middleware.WithFailureMode(middleware.FailClosed))
+					middleware.Options{
+						Name:        "ttl",
+						FailureMode: limiter.FailClosed,
+						Limits:      limits[1:],
+					})
 				for i := range 5 {
 					if rec := serve(h); rec.Code != http.StatusOK && rec.Code != http.StatusTooManyRequests {
 						t.Fatalf("request %d: got status %d, want 200 or 429", i, rec.Code)

@@ -24,7 +24,7 @@ func TestMaxHopsAnswers400(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lim, err := middleware.New(st, ip.Key, store.Limit{Rate: 100, Period: time.Minute})
+	lim, err := middleware.New(st, ip.Key, store.Limit{Rate: 100, Period: time.Minute}, middleware.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

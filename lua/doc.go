@@ -10,10 +10,11 @@
 //
 // # Scripts
 //
-// [Source] returns a script by name and [Names] lists the names; one table
-// in lua.go says which files make each script. A script name is
-// "<algorithm>[/<variant>]", with the algorithm names of package store,
-// or a stacked or refund script. Each family has one calling convention,
+// [Source] returns a script by name; one table in lua.go says which files
+// make each script. A script name is "<algorithm>[/<variant>]", with the
+// algorithm names of package store ("gcra/lean", "fixed_window"),
+// "suppressed" (the strategy of package store/suppressed), or a stacked
+// or refund script ("stacked", "stacked/lean", "refund"). Each family has one calling convention,
 // stated below:
 //
 //	name                         files                                       convention
@@ -92,7 +93,7 @@
 // # User scripts
 //
 // An application may write its own limiter in Lua and run it through the
-// Redis store ([github.com/ratekeeper/ratekeeper/store/redisstore.Store.WithScript]).
+// Redis store ([github.com/ratekeeper/ratekeeper/store/redisstore.WithScript]).
 // The contract is the lean one above, so a user script gets the same
 // inputs as a built-in lean script and answers the same way:
 //

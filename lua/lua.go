@@ -79,7 +79,7 @@ var (
 	fixedWindow    = alignedWindow + "\n" + fixedWindowFile
 )
 
-// scripts is the one table of every script: its name (see [Names]) and the
+// scripts is the one table of every script: its name (see the script names) and the
 // texts it is made of, in order, joined with newlines. The calling
 // convention of each family (full, lean, lean-override, stacked,
 // stacked/lean, refund) is in the package documentation.
@@ -170,17 +170,17 @@ func stacked() []string {
 		multi}
 }
 
-// ErrUnknownScript is returned by [Source] for a name that is not one of
-// [Names].
-var ErrUnknownScript = errors.New("lua: unknown script")
+// errUnknownScript is returned by [Source] for a name that is not one of
+// the script names.
+var errUnknownScript = errors.New("lua: unknown script")
 
-// Names returns the name of every script [Source] knows, in table order:
+// names returns the name of every script [Source] knows, in table order:
 // for each algorithm of package store, by its name, "<algorithm>" (the
 // full script), "<algorithm>/lean" and "<algorithm>/lean-override" (none
 // for the suppressed strategy); then "stacked", "stacked/lean" and
 // "refund"; then "<algorithm>/partial" for each counting algorithm and
 // "fixed_window/calendar". The slice is a fresh copy.
-func Names() []string {
+func names() []string {
 	out := make([]string, len(scripts))
 	for i := range scripts {
 		out[i] = scripts[i].name
@@ -188,16 +188,15 @@ func Names() []string {
 	return out
 }
 
-// Source returns the complete text of the script name (one of [Names]),
-// the exact text to pass to EVAL or SCRIPT LOAD; its SHA-1 is stable for a
+// Source returns the complete text of the script name (see "Scripts" in
+// the package documentation), the exact text to pass to EVAL or SCRIPT LOAD; its SHA-1 is stable for a
 // given build. The calling convention of each family is in the package
-// documentation. It returns an error wrapping [ErrUnknownScript] for any
-// other name. Source is safe for concurrent use.
+// documentation. It returns an error for any other name. Source is safe for concurrent use.
 func Source(name string) (string, error) {
 	for i := range scripts {
 		if scripts[i].name == name {
 			return strings.Join(scripts[i].parts, "\n"), nil
 		}
 	}
-	return "", fmt.Errorf("%w %q", ErrUnknownScript, name)
+	return "", fmt.Errorf("%w %q", errUnknownScript, name)
 }

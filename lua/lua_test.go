@@ -38,8 +38,8 @@ func TestSource(t *testing.T) {
 				src, err := Source(scriptName)
 				if name == "suppressed" && lean {
 					// The suppressed strategy runs its full script for every request.
-					if !errors.Is(err, ErrUnknownScript) {
-						t.Fatalf("got %v, want ErrUnknownScript (no lean script)", err)
+					if !errors.Is(err, errUnknownScript) {
+						t.Fatalf("got %v, want errUnknownScript (no lean script)", err)
 					}
 					return
 				}
@@ -86,8 +86,8 @@ func TestSource(t *testing.T) {
 			})
 		}
 	}
-	if _, err := Source("leaky_bucket"); !errors.Is(err, ErrUnknownScript) {
-		t.Fatalf("unknown name: got %v, want ErrUnknownScript", err)
+	if _, err := Source("leaky_bucket"); !errors.Is(err, errUnknownScript) {
+		t.Fatalf("unknown name: got %v, want errUnknownScript", err)
 	}
 }
 
@@ -95,8 +95,8 @@ func TestLeanOverrideSources(t *testing.T) {
 	for _, name := range algorithms {
 		src, err := Source(name + "/lean-override")
 		if name == "suppressed" {
-			if !errors.Is(err, ErrUnknownScript) {
-				t.Errorf("%s: got %v, want ErrUnknownScript (no lean script with overrides)", name, err)
+			if !errors.Is(err, errUnknownScript) {
+				t.Errorf("%s: got %v, want errUnknownScript (no lean script with overrides)", name, err)
 			}
 			continue
 		}
@@ -134,12 +134,12 @@ func TestNames(t *testing.T) {
 		}
 	}
 	want = append(want, "fixed_window/calendar")
-	got := Names()
+	got := names()
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("got %v, want %v", got, want)
 	}
 	got[0] = "changed"
-	if Names()[0] != "gcra" {
+	if names()[0] != "gcra" {
 		t.Fatal("Names returned shared storage")
 	}
 }
@@ -152,7 +152,7 @@ func TestEveryFileIsUsed(t *testing.T) {
 		t.Fatal(err)
 	}
 	var all strings.Builder
-	for _, n := range Names() {
+	for _, n := range names() {
 		all.WriteString(source(t, n))
 	}
 	for _, f := range files {
@@ -208,7 +208,7 @@ func TestScriptsCompile(t *testing.T) {
 	}
 	defer conn.Close()
 	rd := bufio.NewReader(conn)
-	for _, name := range Names() {
+	for _, name := range names() {
 		scriptLoads(t, conn, rd, name, source(t, name))
 	}
 	// The check works: a broken script is refused.

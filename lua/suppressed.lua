@@ -1,4 +1,4 @@
--- suppressed.lua: the suppressed strategy (package store, "Suppression"),
+-- suppressed.lua: the suppressed strategy (package store/suppressed),
 -- after the full prelude and counter.lua. state[i] is a hash for limit i:
 -- {w, cur, prev} as in sliding_window_counter.lua for the accepted units,
 -- {ocur, oprev} for the offered units (accepted or not) of the same two

@@ -6,7 +6,7 @@
 // returns a [Collector], whose Observe method a limiter reports to:
 //
 //	m, err := metrics.New(reg, metrics.Options{Store: st})
-//	lim, err := middleware.New(st, key, limit, middleware.WithObserver(m.Observe))
+//	lim, err := middleware.New(st, key, limit, middleware.Options{Observer: m.Observe})
 //
 // One Collector serves any number of limiters; the policy name separates
 // them. Given the store ([Options.Store]), it also exports what the
@@ -39,8 +39,8 @@
 // may then evict limiter state under memory pressure, admitting clients
 // afresh.
 //
-// suppressed_refusals_total counts the refusals of [store.Suppressed]
-// limits that were random draws against the suppression factor; those
+// suppressed_refusals_total counts the refusals of a store of package
+// store/suppressed that were random draws against the suppression factor; those
 // refusals are also in decisions_total as limited (or dry_run), like the
 // refusals by the hard limit, which it leaves out.
 //

@@ -31,7 +31,7 @@ func ExampleNew() {
 		log.Fatal(err)
 	}
 	api, err := middleware.New(st, keyfunc.RemoteIP, store.Limit{Rate: 2, Period: time.Minute},
-		middleware.WithName("api"), middleware.WithObserver(m.Observe))
+		middleware.Options{Name: "api", Observer: m.Observe})
 	if err != nil {
 		log.Fatal(err)
 	}

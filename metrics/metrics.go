@@ -3,10 +3,10 @@ package metrics
 import (
 	"errors"
 	"fmt"
+	"github.com/ratekeeper/ratekeeper/middleware/limiter"
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/ratekeeper/ratekeeper/middleware"
 	"github.com/ratekeeper/ratekeeper/store"
 )
 
@@ -43,7 +43,7 @@ type Options struct {
 }
 
 // Collector counts limiter decisions: give its [Collector.Observe] method to
-// [middleware.WithObserver]. It is safe for concurrent use.
+// [middleware.Options].Observer. It is safe for concurrent use.
 type Collector struct {
 	decisions   *prometheus.CounterVec
 	blocks      *prometheus.CounterVec
@@ -145,9 +145,9 @@ func registerAll(reg prometheus.Registerer, cols []prometheus.Collector) error {
 	return nil
 }
 
-// Observe records one decision; pass it to [middleware.WithObserver]. It is
+// Observe records one decision; pass it to [middleware.Options].Observer. It is
 // safe for concurrent use.
-func (c *Collector) Observe(e middleware.Event) {
+func (c *Collector) Observe(e limiter.Event) {
 	c.decisions.WithLabelValues(e.Policy, string(e.Outcome)).Inc()
 	if e.Latency > 0 {
 		c.latency.WithLabelValues(e.Policy, e.Store).Observe(e.Latency.Seconds())
@@ -161,7 +161,7 @@ func (c *Collector) Observe(e middleware.Event) {
 	if e.Repaired {
 		c.repaired.WithLabelValues(e.Policy).Inc()
 	}
-	if e.Suppressed && e.Outcome == middleware.OutcomeLimited {
+	if e.Suppressed && e.Outcome == limiter.OutcomeLimited {
 		// A drawn refusal that dry-run let through refused nothing.
 		c.suppressed.WithLabelValues(e.Policy).Inc()
 	}
@@ -169,9 +169,9 @@ func (c *Collector) Observe(e middleware.Event) {
 	switch {
 	case e.Fallback:
 		degraded = "fallback"
-	case e.Outcome == middleware.OutcomeFailedOpen:
+	case e.Outcome == limiter.OutcomeFailedOpen:
 		degraded = "fail_open"
-	case e.Outcome == middleware.OutcomeFailedClosed:
+	case e.Outcome == limiter.OutcomeFailedClosed:
 		degraded = "fail_closed"
 	}
 	if degraded == "" {
@@ -184,12 +184,12 @@ func (c *Collector) Observe(e middleware.Event) {
 	// A skipped call is not a store error: the breaker counted the errors
 	// that opened it.
 	if !e.Skipped {
-		c.storeErrors.WithLabelValues(e.Policy, string(store.KindOf(e.Err))).Inc()
+		c.storeErrors.WithLabelValues(e.Policy, store.KindOf(e.Err)).Inc()
 	}
 	c.setUnavailable(e)
 }
 
-func (c *Collector) setUnavailable(e middleware.Event) {
+func (c *Collector) setUnavailable(e limiter.Event) {
 	v := 0.0
 	if e.StoreDown {
 		v = 1
@@ -199,9 +199,9 @@ func (c *Collector) setUnavailable(e middleware.Event) {
 
 // storeInvolved reports whether an outcome came from (or tried) the store,
 // as opposed to exemptions, tiers without limits and rejected keys.
-func storeInvolved(o middleware.Outcome) bool {
+func storeInvolved(o limiter.Outcome) bool {
 	switch o {
-	case middleware.OutcomeAllowed, middleware.OutcomeLimited, middleware.OutcomeBlocked, middleware.OutcomeDryRun:
+	case limiter.OutcomeAllowed, limiter.OutcomeLimited, limiter.OutcomeBlocked, limiter.OutcomeDryRun:
 		return true
 	}
 	return false

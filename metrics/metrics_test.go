@@ -3,6 +3,7 @@ package metrics
 import (
 	"context"
 	"errors"
+	"github.com/ratekeeper/ratekeeper/middleware/limiter"
 	"io"
 	"log/slog"
 	"net/http"
@@ -34,7 +35,7 @@ func (s *countingStore) Take(_ context.Context, req store.Request) (store.Decisi
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.down {
-		return store.Decision{}, &store.BackendError{Op: "take", Kind: store.KindTimeout, Err: context.DeadlineExceeded}
+		return store.Decision{}, &store.BackendError{Op: "take", Kind: "timeout", Err: context.DeadlineExceeded}
 	}
 	if s.seen == nil {
 		s.seen = map[string]int64{}
@@ -74,13 +75,25 @@ func TestScriptedSequenceCounts(t *testing.T) {
 	}
 	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {})
 	st := &countingStore{n: 3}
-	open, err := middleware.New(st, ipKey, store.PerMinute(3), middleware.WithName("api"), middleware.WithObserver(m.Observe), middleware.WithLogger(quiet), middleware.WithBreaker(0, 0))
+	open, err := middleware.New(st, ipKey, store.PerMinute(3), middleware.Options{
+		Name:             "api",
+		Observer:         m.Observe,
+		Logger:           quiet,
+		BreakerThreshold: -1,
+		BreakerCooldown:  0,
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	closedStore := &countingStore{n: 3, down: true}
-	closed, err := middleware.New(closedStore, ipKey, store.PerMinute(3), middleware.WithName("login"), middleware.WithObserver(m.Observe),
-		middleware.WithLogger(quiet), middleware.WithFailureMode(middleware.FailClosed), middleware.WithBreaker(0, 0))
+	closed, err := middleware.New(closedStore, ipKey, store.PerMinute(3), middleware.Options{
+		Name:             "login",
+		Observer:         m.Observe,
+		Logger:           quiet,
+		FailureMode:      limiter.FailClosed,
+		BreakerThreshold: -1,
+		BreakerCooldown:  0,
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +172,11 @@ func TestNoKeyInLabels(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := &countingStore{n: 1}
-	lim, err := middleware.New(st, ipKey, store.PerMinute(1), middleware.WithName("api"), middleware.WithObserver(m.Observe), middleware.WithLogger(quiet))
+	lim, err := middleware.New(st, ipKey, store.PerMinute(1), middleware.Options{
+		Name:     "api",
+		Observer: m.Observe,
+		Logger:   quiet,
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +237,7 @@ func TestCachedRefusals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := middleware.Event{Outcome: middleware.OutcomeLimited}
+	e := limiter.Event{Decision: limiter.Decision{Outcome: limiter.OutcomeLimited}}
 	e.Policy = "api"
 	e.Cached = true
 	c.Observe(e)
@@ -240,7 +257,7 @@ func TestRepairedState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := middleware.Event{Outcome: middleware.OutcomeAllowed}
+	e := limiter.Event{Decision: limiter.Decision{Outcome: limiter.OutcomeAllowed}}
 	e.Policy = "api"
 	e.Repaired = true
 	c.Observe(e)
@@ -262,7 +279,7 @@ func TestSuppressedRefusals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := middleware.Event{Outcome: middleware.OutcomeLimited}
+	e := limiter.Event{Decision: limiter.Decision{Outcome: limiter.OutcomeLimited}}
 	e.Policy = "api"
 	e.Suppression = 0.4
 	e.Suppressed = true
@@ -273,7 +290,7 @@ func TestSuppressedRefusals(t *testing.T) {
 	if got := testutil.ToFloat64(c.suppressed.WithLabelValues("api")); got != 2 {
 		t.Fatalf("suppressed refusals: got %v, want 2", got)
 	}
-	if got := testutil.ToFloat64(c.decisions.WithLabelValues("api", string(middleware.OutcomeLimited))); got != 3 {
+	if got := testutil.ToFloat64(c.decisions.WithLabelValues("api", string(limiter.OutcomeLimited))); got != 3 {
 		t.Fatalf("limited decisions: got %v, want 3", got)
 	}
 }

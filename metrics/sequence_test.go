@@ -34,10 +34,13 @@ func TestScriptedSequenceAllOutcomes(t *testing.T) {
 		h.ServeHTTP(w, r)
 		return w.Code
 	}
-	common := []middleware.Option{middleware.WithObserver(m.Observe), middleware.WithLogger(quiet)}
+	common := func(o middleware.Options) middleware.Options {
+		o.Observer, o.Logger = m.Observe, quiet
+		return o
+	}
 
 	login, err := middleware.New(mem, ipKey, store.Limit{Name: "minute", Algorithm: store.SlidingWindowLog, Rate: 2, Period: time.Minute, Block: 15 * time.Minute},
-		append(common, middleware.WithName("login"), middleware.WithExempt(middleware.ExemptPaths("/healthz")))...)
+		common(middleware.Options{Name: "login", Exempt: []func(*http.Request) bool{middleware.ExemptPaths("/healthz")}}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +51,7 @@ func TestScriptedSequenceAllOutcomes(t *testing.T) {
 	send(lh, "/login")   // refused: starts the block
 	send(lh, "/login")   // blocked
 
-	shadow, err := middleware.New(mem, ipKey, store.PerMinute(1), append(common, middleware.WithName("shadow"), middleware.WithDryRun())...)
+	shadow, err := middleware.New(mem, ipKey, store.PerMinute(1), common(middleware.Options{Name: "shadow", DryRun: true}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +63,12 @@ func TestScriptedSequenceAllOutcomes(t *testing.T) {
 
 	down := &countingStore{n: 1, down: true}
 	local, _ := memstore.New(memstore.Options{Clock: now})
-	fb, err := middleware.New(down, ipKey, store.PerMinute(5), append(common, middleware.WithName("fb"), middleware.WithLocalFallback(local), middleware.WithBreaker(2, time.Minute))...)
+	fb, err := middleware.New(down, ipKey, store.PerMinute(5), common(middleware.Options{
+		Name:             "fb",
+		Fallback:         local,
+		BreakerThreshold: 2,
+		BreakerCooldown:  time.Minute,
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}

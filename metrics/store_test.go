@@ -42,7 +42,7 @@ type fixedPolicy struct {
 
 func (p *fixedPolicy) EvictionPolicy() string { return p.p }
 
-func newMem(t *testing.T, opts memstore.Options) *memstore.Store {
+func newMem(t *testing.T, opts memstore.Options) store.Store {
 	t.Helper()
 	m, err := memstore.New(opts)
 	if err != nil {
@@ -175,7 +175,7 @@ func TestHybridStoreReportsItsBackend(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got := gathered(t, reg)["ratekeeper_store_evictions_total"]; got == 0 || got != float64(m.Evictions()) {
-		t.Fatalf("evictions: got %v, want the backend's %d (> 0)", got, m.Evictions())
+	if got := gathered(t, reg)["ratekeeper_store_evictions_total"]; got == 0 || got != float64(m.(store.EvictionCounter).Evictions()) {
+		t.Fatalf("evictions: got %v, want the backend's %d (> 0)", got, m.(store.EvictionCounter).Evictions())
 	}
 }

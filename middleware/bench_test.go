@@ -34,14 +34,13 @@ func clients(n int) []*http.Request {
 	return reqs
 }
 
-func benchLimiter(b *testing.B, alg store.Algorithm, opts ...Option) http.Handler {
+func benchLimiter(b *testing.B, alg store.Algorithm, opts ...Options) http.Handler {
 	b.Helper()
 	st, err := memstore.New(memstore.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	opts = append([]Option{WithLogger(quiet)}, opts...)
-	l, err := New(st, keyfunc.RemoteIP, store.Limit{Algorithm: alg, Rate: 1 << 20, Period: time.Minute}, opts...)
+	l, err := New(st, keyfunc.RemoteIP, store.Limit{Algorithm: alg, Rate: 1 << 20, Period: time.Minute}, quietly(opts))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -94,7 +93,7 @@ func TestHotPathAllocations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := New(st, keyfunc.RemoteIP, store.Limit{Rate: 1 << 30, Period: time.Hour}, WithLogger(quiet))
+	l, err := New(st, keyfunc.RemoteIP, store.Limit{Rate: 1 << 30, Period: time.Hour}, Options{Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

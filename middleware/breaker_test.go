@@ -3,6 +3,7 @@ package middleware
 import (
 	"context"
 	"errors"
+	"github.com/ratekeeper/ratekeeper/middleware/limiter"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -15,16 +16,20 @@ import (
 	"github.com/ratekeeper/ratekeeper/store"
 )
 
-var errDown = &store.BackendError{Op: "take", Kind: store.KindConnection, Err: errors.New("down")}
+var errDown = &store.BackendError{Op: "take", Kind: "connection", Err: errors.New("down")}
 
 // A request deadline that runs out is not a client that went away: the
 // failure mode must still answer, and the store is not blamed.
 func TestRequestDeadlineDoesNotOpenBreaker(t *testing.T) {
 	s := &funcStore{take: func(ctx context.Context, _ store.Request) (store.Decision, error) {
 		<-ctx.Done()
-		return store.Decision{}, &store.BackendError{Op: "take", Kind: store.KindTimeout, Err: ctx.Err()}
+		return store.Decision{}, &store.BackendError{Op: "take", Kind: "timeout", Err: ctx.Err()}
 	}}
-	lim := mustNew(t, s, constKey("k"), store.PerMinute(1), WithFailureMode(FailClosed), WithBreaker(1, time.Hour))
+	lim := mustNew(t, s, constKey("k"), store.PerMinute(1), Options{
+		FailureMode:      limiter.FailClosed,
+		BreakerThreshold: 1,
+		BreakerCooldown:  time.Hour,
+	})
 	h := lim.Handler(okHandler)
 	for range 3 {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
@@ -48,7 +53,11 @@ func TestCanceledClientDoesNotTripBreaker(t *testing.T) {
 		return store.Decision{}, ctx.Err()
 	}}
 	obs := &recObserver{}
-	lim := mustNew(t, s, constKey("k"), store.PerMinute(1), WithBreaker(1, time.Hour), WithObserver(obs.Observe))
+	lim := mustNew(t, s, constKey("k"), store.PerMinute(1), Options{
+		BreakerThreshold: 1,
+		BreakerCooldown:  time.Hour,
+		Observer:         obs.Observe,
+	})
 	h := lim.Handler(okHandler)
 	for range 3 {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -59,7 +68,7 @@ func TestCanceledClientDoesNotTripBreaker(t *testing.T) {
 		t.Fatalf("store calls: got %d, want 3", got)
 	}
 	for _, o := range obs.outcomes() {
-		if o != OutcomeCanceled {
+		if o != limiter.OutcomeCanceled {
 			t.Fatalf("outcome: got %s, want canceled", o)
 		}
 	}
@@ -81,7 +90,11 @@ func TestBreakerProbePanicReleasesProbe(t *testing.T) {
 	var mu sync.Mutex
 	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
 	advance := func(d time.Duration) { mu.Lock(); clock = clock.Add(d); mu.Unlock() }
-	lim := mustNew(t, s, constKey("k"), store.PerMinute(100), WithBreaker(1, time.Second), withClock(now))
+	lim := mustNew(t, s, constKey("k"), store.PerMinute(100), Options{
+		BreakerThreshold: 1,
+		BreakerCooldown:  time.Second,
+		Clock:            now,
+	})
 	h := lim.Handler(okHandler)
 	do(h) // opens
 	advance(2 * time.Second)
@@ -123,7 +136,11 @@ func TestBreakerSingleProbe(t *testing.T) {
 	clock := time.Unix(1000, 0)
 	var mu sync.Mutex
 	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
-	lim := mustNew(t, s, constKey("k"), store.PerMinute(100), WithBreaker(1, time.Second), withClock(now))
+	lim := mustNew(t, s, constKey("k"), store.PerMinute(100), Options{
+		BreakerThreshold: 1,
+		BreakerCooldown:  time.Second,
+		Clock:            now,
+	})
 	h := lim.Handler(okHandler)
 	do(h) // opens
 	mu.Lock()
@@ -148,7 +165,12 @@ func TestStoreDownWhileSkipping(t *testing.T) {
 	s := &funcStore{take: func(context.Context, store.Request) (store.Decision, error) { return store.Decision{}, errDown }}
 	obs := &recObserver{}
 	clock := time.Unix(1000, 0)
-	lim := mustNew(t, s, constKey("k"), store.PerMinute(1), WithBreaker(1, time.Second), WithObserver(obs.Observe), withClock(func() time.Time { return clock }))
+	lim := mustNew(t, s, constKey("k"), store.PerMinute(1), Options{
+		BreakerThreshold: 1,
+		BreakerCooldown:  time.Second,
+		Observer:         obs.Observe,
+		Clock:            func() time.Time { return clock },
+	})
 	h := lim.Handler(okHandler)
 	do(h)
 	clock = clock.Add(10 * time.Second) // past the cooldown
@@ -165,7 +187,7 @@ func TestStoreDownWhileSkipping(t *testing.T) {
 }
 
 func TestBreakerThresholdBounded(t *testing.T) {
-	_, err := New(&funcStore{}, constKey("k"), store.PerMinute(1), WithBreaker(1<<31, time.Second))
+	_, err := New(&funcStore{}, constKey("k"), store.PerMinute(1), Options{BreakerThreshold: 1 << 31, BreakerCooldown: time.Second})
 	if err == nil {
 		t.Fatal("got nil error for a threshold that overflows, want one")
 	}
@@ -181,7 +203,11 @@ func TestLocalFallback(t *testing.T) {
 		return mem.Take(ctx, req)
 	}}
 	obs := &recObserver{}
-	lim := mustNew(t, s, constKey("k"), store.PerMinute(2), WithLocalFallback(mustMem(t)), WithFailureMode(FailClosed), WithObserver(obs.Observe))
+	lim := mustNew(t, s, constKey("k"), store.PerMinute(2), Options{
+		Fallback:    mustMem(t),
+		FailureMode: limiter.FailClosed,
+		Observer:    obs.Observe,
+	})
 	h := lim.Handler(okHandler)
 	down.Store(true)
 	var got []int
@@ -205,12 +231,12 @@ func TestCapacityErrorsDoNotOpenBreaker(t *testing.T) {
 	mem := mustMem(t)
 	s := &funcStore{take: func(ctx context.Context, req store.Request) (store.Decision, error) {
 		if strings.Contains(req.Key, "flood-") {
-			return store.Decision{}, &store.BackendError{Op: "take", Kind: store.KindCapacity, Err: store.ErrTooManyKeys}
+			return store.Decision{}, &store.BackendError{Op: "take", Kind: "capacity", Err: store.ErrTooManyKeys}
 		}
 		return mem.Take(ctx, req)
 	}}
 	key := func(r *http.Request) (string, error) { return r.Header.Get("X-Client"), nil }
-	lim := mustNew(t, s, key, store.PerMinute(1), WithBreaker(2, time.Hour))
+	lim := mustNew(t, s, key, store.PerMinute(1), Options{BreakerThreshold: 2, BreakerCooldown: time.Hour})
 	h := lim.Handler(okHandler)
 	send := func(client string) int {
 		return serveReq(h, request("GET", "/", "192.0.2.1:1", "X-Client", client)).Code

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/ratekeeper/ratekeeper/middleware/limiter"
 	"io"
 	"net/http"
 	"strconv"
@@ -19,7 +20,7 @@ import (
 // headers and 429 the middleware writes.
 func TestAllowFromHandler(t *testing.T) {
 	obs := &recObserver{}
-	verify := mustNew(t, mustMem(t), nil, store.Limit{Rate: 2, Period: time.Hour}, WithName("verify"), WithObserver(obs.Observe))
+	verify := mustNew(t, mustMem(t), nil, store.Limit{Rate: 2, Period: time.Hour}, Options{Name: "verify", Observer: obs.Observe})
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		email, _ := io.ReadAll(r.Body)
 		d, err := verify.Allow(r.Context(), string(email))
@@ -54,7 +55,7 @@ func TestAllowFromHandler(t *testing.T) {
 	if res := send("bob@example.com"); res.StatusCode != 200 {
 		t.Errorf("another address: got %d, want 200", res.StatusCode)
 	}
-	if got := obs.outcomes(); len(got) != 4 || got[2] != OutcomeLimited {
+	if got := obs.outcomes(); len(got) != 4 || got[2] != limiter.OutcomeLimited {
 		t.Errorf("observed outcomes: got %v, want four with the third limited", got)
 	}
 }
@@ -94,7 +95,7 @@ func TestAllowErrors(t *testing.T) {
 	if _, err := down.Allow(ctx, "x"); !errors.Is(err, store.ErrStoreUnavailable) {
 		t.Errorf("store down: got %v, want an error wrapping ErrStoreUnavailable", err)
 	}
-	tiered, err := NewTiered(mustMem(t), AuthOptions{Subject: fakeSubject, Anonymous: keyfunc.RemoteIP}, fourTiers[:2], WithLogger(quiet))
+	tiered, err := NewTiered(mustMem(t), AuthOptions{Subject: fakeSubject, Anonymous: keyfunc.RemoteIP}, fourTiers[:2], Options{Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,16 +108,16 @@ func TestAllowErrors(t *testing.T) {
 // tier.
 func TestAllowUsesTheRequestTier(t *testing.T) {
 	st := &recordingStore{}
-	lim, err := NewTiered(st, AuthOptions{Subject: fakeSubject, Anonymous: keyfunc.RemoteIP}, fourTiers[:2], WithName("api"), WithLogger(quiet))
+	lim, err := NewTiered(st, AuthOptions{Subject: fakeSubject, Anonymous: keyfunc.RemoteIP}, fourTiers[:2], Options{Name: "api", Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var d Decision
+	var d limiter.Decision
 	h := lim.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		d, err = lim.AllowN(r.Context(), "alice", 7)
 	}))
 	serveReq(h, request("GET", "/", "192.0.2.1:1", "Authorization", "Bearer alice-token"))
-	if err != nil || d.Tier != TierAuthenticated || d.Policy != "api/authenticated" {
+	if err != nil || d.Tier != tierAuthenticated || d.Policy != "api/authenticated" {
 		t.Fatalf("got tier %q policy %q (%v), want authenticated", d.Tier, d.Policy, err)
 	}
 	if got := st.last(t); got.Key != "api/authenticated:alice" || got.Cost != 7 {
@@ -127,18 +128,21 @@ func TestAllowUsesTheRequestTier(t *testing.T) {
 // The wrapped handler sees the decision the headers describe.
 func TestDecisionFromDownstream(t *testing.T) {
 	now := time.Unix(1767225600, 0)
-	lim, err := NewTiered(mustMem(t), AuthOptions{Subject: fakeSubject, Anonymous: keyfunc.RemoteIP}, fourTiers, WithName("api"),
-		WithLogger(quiet), withClock(func() time.Time { return now }))
+	lim, err := NewTiered(mustMem(t), AuthOptions{Subject: fakeSubject, Anonymous: keyfunc.RemoteIP}, fourTiers, Options{
+		Name:   "api",
+		Logger: quiet,
+		Clock:  func() time.Time { return now },
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got Decision
+	var got limiter.Decision
 	var ok bool
 	h := lim.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got, ok = DecisionFrom(r.Context())
 	}))
 	rec := serveReq(h, request("GET", "/", "192.0.2.1:1"))
-	if !ok || got.Policy != "api/anonymous" || got.Tier != TierAnonymous || !got.Allowed || got.Capacity != 10 || got.Remaining != 9 {
+	if !ok || got.Policy != "api/anonymous" || got.Tier != tierAnonymous || !got.Allowed || got.Capacity != 10 || got.Remaining != 9 {
 		t.Fatalf("got %+v, %v; want the anonymous decision", got, ok)
 	}
 	if reset := strconv.FormatInt(got.Reset.Unix(), 10); reset != rec.Header().Get("X-Ratelimit-Reset") {
@@ -153,7 +157,7 @@ func TestDecisionFromDownstream(t *testing.T) {
 // Enforce writes what the middleware writes: in dry-run, the headers
 // without Retry-After, and the handler goes on.
 func TestEnforceDryRun(t *testing.T) {
-	lim := mustNew(t, mustMem(t), nil, store.PerMinute(1), WithDryRun())
+	lim := mustNew(t, mustMem(t), nil, store.PerMinute(1), Options{DryRun: true})
 	ctx := context.Background()
 	_, _ = lim.Allow(ctx, "x")
 	d, err := lim.Allow(ctx, "x")

@@ -15,19 +15,19 @@ import (
 
 // TestDedupIDDoesNotBypassLimit pins the bypass where 500 requests with
 // one Idempotency-Key all reached the handler against a limit of 100: the
-// first admission and its replays (3 by default, or as WithDedupBound
+// first admission and its replays (3 by default, or as DedupReplays and DedupWindow
 // says) reach the handler without being counted, and then every request
 // is counted, so the handler runs 100 + replays times and the rest are
 // refused with 429.
 func TestDedupIDDoesNotBypassLimit(t *testing.T) {
 	tests := []struct {
 		name    string
-		opts    []middleware.Option
+		o       middleware.Options
 		replays int
 	}{
-		{"default bound", nil, 3},
-		{"one replay", []middleware.Option{middleware.WithDedupBound(1, 0)}, 1},
-		{"ten replays within 30s", []middleware.Option{middleware.WithDedupBound(10, 30*time.Second)}, 10},
+		{"default bound", middleware.Options{}, 3},
+		{"one replay", middleware.Options{DedupReplays: 1}, 1},
+		{"ten replays within 30s", middleware.Options{DedupReplays: 10, DedupWindow: 30 * time.Second}, 10},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -35,10 +35,9 @@ func TestDedupIDDoesNotBypassLimit(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			opts := append([]middleware.Option{
-				middleware.WithDedup(func(r *http.Request) string { return r.Header.Get("Idempotency-Key") }),
-			}, tt.opts...)
-			lim, err := middleware.New(st, keyfunc.RemoteIP, store.Limit{Algorithm: store.SlidingWindowLog, Rate: 100, Period: time.Hour}, opts...)
+			o := tt.o
+			o.Dedup = func(r *http.Request) string { return r.Header.Get("Idempotency-Key") }
+			lim, err := middleware.New(st, keyfunc.RemoteIP, store.Limit{Algorithm: store.SlidingWindowLog, Rate: 100, Period: time.Hour}, o)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -77,8 +76,8 @@ func TestDedupBoundInvalid(t *testing.T) {
 		replays int
 		window  time.Duration
 	}{{-1, 0}, {0, -time.Second}} {
-		if _, err := middleware.New(st, keyfunc.RemoteIP, store.Limit{Rate: 1, Period: time.Second}, middleware.WithDedupBound(b.replays, b.window)); err == nil {
-			t.Errorf("WithDedupBound(%d, %s): got no error, want one", b.replays, b.window)
+		if _, err := middleware.New(st, keyfunc.RemoteIP, store.Limit{Rate: 1, Period: time.Second}, middleware.Options{DedupReplays: b.replays, DedupWindow: b.window}); err == nil {
+			t.Errorf("DedupReplays %d, DedupWindow %s: got no error, want one", b.replays, b.window)
 		}
 	}
 }

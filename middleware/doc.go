@@ -1,6 +1,8 @@
 // Package middleware rate-limits net/http handlers with a [store.Store]: one
 // atomic decision per request, shared by every replica that uses the same
-// store.
+// store. It is a thin adapter over the decision core, package
+// [limiter]: it derives each request's identity and tier, asks the core,
+// and writes the headers and the answer.
 //
 // # Use
 //
@@ -8,7 +10,7 @@
 // returns an error for bad configuration) and wrap handlers with
 // [Limiter.Handler], whose shape is func(http.Handler) http.Handler:
 //
-//	lim, err := middleware.New(st, keyfunc.RemoteIP, store.PerMinute(10), middleware.WithName("api"))
+//	lim, err := middleware.New(st, keyfunc.RemoteIP, store.PerMinute(10), middleware.Options{Name: "api"})
 //	r.With(lim.Handler).Get("/api/ping", ping)       // chi, one route
 //	r.Group(func(r chi.Router) { r.Use(lim.Handler) }) // chi, a route group
 //	mux.Handle("GET /api/ping", lim.Handler(ping))     // http.ServeMux
@@ -18,7 +20,12 @@
 // one, the client address otherwise. [Limiter.WithCost] makes a costly
 // route take several units of the same quota.
 //
-// The name ([WithName]) namespaces a limiter's counters in its store:
+// Everything optional is a field of [Options], whose zero value is the
+// default. For the common case, [LimitByIP] is a one-line start:
+//
+//	r.Use(middleware.LimitByIP(100, time.Minute))
+//
+// The name ([Options].Name) namespaces a limiter's counters in its store:
 // limiters with the same name on one store share one quota, on purpose.
 // [New] and [NewTiered] refuse a second limiter without a name on a store
 // another limiter without a name uses, so that two policies never end up
@@ -33,7 +40,7 @@
 // rate-limit headers (see package headers) are set before the wrapped
 // handler runs, so the ResponseWriter is never wrapped. An admitted
 // request goes on, and the handler finds the [Decision] with
-// [DecisionFrom]; a refused one gets 429, Retry-After and a JSON body such
+// [DecisionFrom] (a [limiter.Decision]); a refused one gets 429, Retry-After and a JSON body such
 // as
 //
 //	{"error":"rate_limit_exceeded","message":"Too many requests. Try again in 17 seconds.",
@@ -51,7 +58,7 @@
 // request passes only if every policy admits it, a refusal charges none of
 // them, and the headers and 429 describe the most restrictive policy.
 // Chaining the limiters' Handlers instead charges the first for requests
-// the second refuses. [Stack.Handler] has the same shape as
+// the second refuses. The stack's middleware has the same shape as
 // [Limiter.Handler].
 //
 // # From a handler
@@ -67,18 +74,18 @@
 // A decision's time budget lives in the store (the Redis store's
 // Options.Timeout; the memory store never blocks): the store gets the
 // request's context, and the middleware adds no deadline of its own. When
-// the store fails, [FailOpen] (the default) serves the request without
-// rate-limit headers, [FailClosed] answers 503 with a JSON body, and
-// [WithLocalFallback] decides with a store private to the process; the
-// error text goes to the log, never to the client. A circuit breaker
-// ([WithBreaker]) stops calling a store that keeps failing and probes it
+// the store fails, [limiter.FailOpen] (the default) serves the request
+// without rate-limit headers, [limiter.FailClosed] answers 503 with a JSON
+// body, and [Options].Fallback decides with a store private to the
+// process; the error text goes to the log, never to the client. A circuit
+// breaker ([Options].BreakerThreshold) stops calling a store that keeps failing and probes it
 // again after a cooldown, so a dead Redis does not cost every request a
 // full timeout.
 //
 // # Observability
 //
-// An observer ([WithObserver]) is told the [Outcome] of every request,
-// with its latency, but never its identity. Logs ([WithLogger]) use the
-// request's context, name the method and route pattern, and carry a keyed
-// hash of the identity ([WithLogSecret]).
+// An observer ([Options].Observer) is told the [limiter.Outcome] of every
+// request, with its latency, but never its identity. Logs
+// ([Options].Logger) use the request's context, name the method and route
+// pattern, and carry a keyed hash of the identity ([Options].LogSecret).
 package middleware

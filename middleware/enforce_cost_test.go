@@ -19,7 +19,7 @@ func TestEnforceCostExceedsCapacityNamesNoWait(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lim := mustNew(t, st, nil, store.Limit{Rate: 10, Period: time.Minute}, WithName("bulk"))
+	lim := mustNew(t, st, nil, store.Limit{Rate: 10, Period: time.Minute}, Options{Name: "bulk"})
 	d, err := lim.AllowN(t.Context(), "alice", 25)
 	if !errors.Is(err, store.ErrCostExceedsCapacity) {
 		t.Fatalf("AllowN(25) under 10/min: got error %v, want ErrCostExceedsCapacity", err)

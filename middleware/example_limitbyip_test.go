@@ -45,7 +45,7 @@ func ExampleLimitByIP() {
 }
 
 // LimitByIP on Redis: one limit shared by every replica.
-func ExampleWithStore() {
+func ExampleLimitByIP_store() {
 	// ContextTimeoutEnabled lets the store send a lone call from the caller's goroutine.
 	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379", ContextTimeoutEnabled: true})
 	st, err := redisstore.New(client, redisstore.Options{})
@@ -55,6 +55,6 @@ func ExampleWithStore() {
 	r := chi.NewRouter()
 
 	// snippet:limitbyip-redis
-	r.Use(middleware.LimitByIP(100, time.Minute, middleware.WithStore(st))) // one limit across every replica
+	r.Use(middleware.LimitByIP(100, time.Minute, middleware.Options{Store: st})) // one limit across every replica
 	// end snippet
 }

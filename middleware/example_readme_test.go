@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/ratekeeper/ratekeeper/middleware/limiter"
 	"io"
 	"log"
 	"log/slog"
@@ -46,7 +47,7 @@ func Example_quickStart() {
 		log.Fatal(err)
 	}
 	api, err := middleware.New(st, keyfunc.RemoteIP,
-		store.Limit{Rate: 10, Period: time.Minute, Burst: 10}, middleware.WithName("api"))
+		store.Limit{Rate: 10, Period: time.Minute, Burst: 10}, middleware.Options{Name: "api"})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -72,7 +73,7 @@ func Example_quickStartChi() {
 	doSearch := func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "results\n") }
 
 	api, err := middleware.New(st, keyfunc.RemoteIP,
-		store.Limit{Rate: 10, Period: time.Minute, Burst: 10}, middleware.WithName("api"))
+		store.Limit{Rate: 10, Period: time.Minute, Burst: 10}, middleware.Options{Name: "api"})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -121,11 +122,11 @@ func Example_tiersJWT() {
 		Anonymous: keyfunc.RemoteIP,
 		Trusted:   func(subject string, _ *http.Request) bool { return subject == "ops-bot" },
 	}
-	lim, err := middleware.NewTiered(st, classify, []middleware.Tier{
-		{Name: middleware.TierAnonymous, Limits: []store.Limit{{Rate: 10, Period: time.Minute}}},
-		{Name: middleware.TierAuthenticated, Limits: []store.Limit{{Rate: 100, Period: time.Minute}}},
-		{Name: middleware.TierTrusted, Unlimited: true},
-	}, middleware.WithName("api"), middleware.WithHeaders(headers.Options{Bucket: true}))
+	lim, err := middleware.NewTiered(st, classify, []limiter.Tier{
+		{Name: "anonymous", Limits: []store.Limit{{Rate: 10, Period: time.Minute}}},
+		{Name: "authenticated", Limits: []store.Limit{{Rate: 100, Period: time.Minute}}},
+		{Name: "trusted", Unlimited: true},
+	}, middleware.Options{Name: "api", Headers: headers.Options{Bucket: true}})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -159,10 +160,10 @@ func Example_refusalBody() {
 		Subject:   func(*http.Request) (string, error) { return "", keyfunc.ErrNoIdentity },
 		Anonymous: keyfunc.RemoteIP,
 	}
-	lim, err := middleware.NewTiered(st, anonymous, []middleware.Tier{
-		{Name: middleware.TierAnonymous, Limits: []store.Limit{{Rate: 1, Period: 20 * time.Second}}},
-		{Name: middleware.TierAuthenticated, Limits: []store.Limit{{Rate: 100, Period: time.Minute}}},
-	}, middleware.WithName("api"))
+	lim, err := middleware.NewTiered(st, anonymous, []limiter.Tier{
+		{Name: "anonymous", Limits: []store.Limit{{Rate: 1, Period: 20 * time.Second}}},
+		{Name: "authenticated", Limits: []store.Limit{{Rate: 100, Period: time.Minute}}},
+	}, middleware.Options{Name: "api"})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -185,7 +186,7 @@ func Example_refusalBody() {
 // request fits.
 func Example_costInsideGroup() {
 	st, _ := memstore.New(memstore.Options{})
-	api, _ := middleware.New(st, keyfunc.RemoteIP, store.Limit{Rate: 10, Period: time.Minute}, middleware.WithName("api"))
+	api, _ := middleware.New(st, keyfunc.RemoteIP, store.Limit{Rate: 10, Period: time.Minute}, middleware.Options{Name: "api"})
 	search, err := api.WithCost(5)
 	if err != nil {
 		log.Fatal(err)
@@ -212,7 +213,7 @@ func Example_costInsideGroup() {
 // request.
 func ExampleLimiter_AllowN() {
 	st, _ := memstore.New(memstore.Options{})
-	lim, _ := middleware.New(st, nil, store.Limit{Rate: 100, Period: time.Hour}, middleware.WithName("import"))
+	lim, _ := middleware.New(st, nil, store.Limit{Rate: 100, Period: time.Hour}, middleware.Options{Name: "import"})
 	identity := "alice" // as the key function would return it
 	for _, n := range []int64{60, 30, 20} {
 		d, err := lim.AllowN(context.Background(), identity, n)
@@ -229,16 +230,15 @@ func ExampleLimiter_AllowN() {
 
 // Limits chosen per request and tier: exports get a tighter limit than
 // the rest of the API; nil keeps the tier's own.
-func ExampleWithLimitsFunc() {
+func ExampleOptions_limitsFunc() {
 	st, _ := memstore.New(memstore.Options{})
 	lim, err := middleware.New(st, keyfunc.RemoteIP, store.Limit{Rate: 100, Period: time.Minute},
-		middleware.WithName("api"),
-		middleware.WithLimitsFunc(func(r *http.Request, tier string) ([]store.Limit, error) {
+		middleware.Options{Name: "api", LimitsFunc: func(r *http.Request, tier string) ([]store.Limit, error) {
 			if strings.HasPrefix(r.URL.Path, "/export/") {
 				return []store.Limit{{Name: "export", Rate: 2, Period: time.Minute}}, nil
 			}
 			return nil, nil
-		}))
+		}})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -260,7 +260,7 @@ func ExampleLimiter_Reset() {
 	st, _ := memstore.New(memstore.Options{})
 	lim, _ := middleware.New(st, keyfunc.RemoteIP,
 		store.Limit{Algorithm: store.SlidingWindowLog, Rate: 1, Period: time.Minute, Block: 15 * time.Minute},
-		middleware.WithName("login"))
+		middleware.Options{Name: "login"})
 	h := lim.Handler(http.HandlerFunc(hello))
 	for range 2 {
 		get(h, "/login", "198.51.100.23:7000")
@@ -295,7 +295,7 @@ func ExampleExemptCIDRs() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	lim, _ := middleware.New(st, clientIP.Key, store.Limit{Rate: 1, Period: time.Minute}, middleware.WithExempt(inside))
+	lim, _ := middleware.New(st, clientIP.Key, store.Limit{Rate: 1, Period: time.Minute}, middleware.Options{Exempt: []func(*http.Request) bool{inside}})
 	h := lim.Handler(http.HandlerFunc(hello))
 	for _, client := range []string{"192.0.2.44", "192.0.2.44", "203.0.113.7", "203.0.113.7"} {
 		res := get(h, "/", "10.0.0.5:41000", "X-Forwarded-For", client)
@@ -312,28 +312,28 @@ func ExampleExemptCIDRs() {
 type downStore struct{}
 
 func (downStore) Take(context.Context, store.Request) (store.Decision, error) {
-	return store.Decision{}, &store.BackendError{Op: "take", Kind: store.KindConnection, Err: errors.New("connection refused")}
+	return store.Decision{}, &store.BackendError{Op: "take", Kind: "connection", Err: errors.New("connection refused")}
 }
 
 func (downStore) Peek(context.Context, store.Request) (store.Decision, error) {
-	return store.Decision{}, &store.BackendError{Op: "peek", Kind: store.KindConnection, Err: errors.New("connection refused")}
+	return store.Decision{}, &store.BackendError{Op: "peek", Kind: "connection", Err: errors.New("connection refused")}
 }
 
 func (downStore) Reset(context.Context, store.Request) error {
-	return &store.BackendError{Op: "reset", Kind: store.KindConnection, Err: errors.New("connection refused")}
+	return &store.BackendError{Op: "reset", Kind: "connection", Err: errors.New("connection refused")}
 }
 
 // What a request gets when the store fails: FailOpen passes it without
 // rate-limit headers, FailClosed answers 503, and a local fallback store
 // decides in its place.
 func Example_failureModes() {
-	quiet := middleware.WithLogger(slog.New(slog.DiscardHandler))
+	quiet := slog.New(slog.DiscardHandler)
 	limit := store.Limit{Rate: 10, Period: time.Minute}
 	local, _ := memstore.New(memstore.Options{})
 
-	open, _ := middleware.New(downStore{}, keyfunc.RemoteIP, limit, quiet)
-	closed, _ := middleware.New(downStore{}, keyfunc.RemoteIP, limit, quiet, middleware.WithFailureMode(middleware.FailClosed))
-	fallback, _ := middleware.New(downStore{}, keyfunc.RemoteIP, limit, quiet, middleware.WithLocalFallback(local))
+	open, _ := middleware.New(downStore{}, keyfunc.RemoteIP, limit, middleware.Options{Name: "open", Logger: quiet})
+	closed, _ := middleware.New(downStore{}, keyfunc.RemoteIP, limit, middleware.Options{Name: "closed", Logger: quiet, FailureMode: limiter.FailClosed})
+	fallback, _ := middleware.New(downStore{}, keyfunc.RemoteIP, limit, middleware.Options{Name: "fallback", Logger: quiet, Fallback: local})
 	for _, c := range []struct {
 		name string
 		lim  *middleware.Limiter
@@ -362,9 +362,11 @@ func Example_logs() {
 	}))
 	st, _ := memstore.New(memstore.Options{})
 	lim, _ := middleware.New(st, keyfunc.RemoteIP, store.Limit{Rate: 10, Period: time.Minute},
-		middleware.WithName("api"),
-		middleware.WithLogger(logger),
-		middleware.WithLogSecret([]byte("shared by every replica, kept private")))
+		middleware.Options{
+			Name:      "api",
+			Logger:    logger,
+			LogSecret: []byte("shared by every replica, kept private"),
+		})
 	mux := http.NewServeMux()
 	mux.Handle("GET /api/ping", lim.Handler(http.HandlerFunc(hello)))
 	get(mux, "/api/ping", "203.0.113.7:51000")
@@ -388,9 +390,7 @@ func Example_behindProxy() {
 		log.Fatal(err)
 	}
 	api, err := middleware.New(st, clientIP.Key, store.Limit{Rate: 10, Period: time.Minute},
-		middleware.WithName("api"),
-		middleware.WithExempt(middleware.ExemptPaths("/healthz")),
-		middleware.WithExempt(office))
+		middleware.Options{Name: "api", Exempt: []func(*http.Request) bool{middleware.ExemptPaths("/healthz"), office}})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -424,11 +424,13 @@ func Example_loginBlock() {
 		Block: 15 * time.Minute, BlockMax: 24 * time.Hour} // repeat offences: 30m, 1h, ... up to 24h
 	day := store.Limit{Name: "day", Algorithm: store.SlidingWindowLog, Rate: 20, Period: 24 * time.Hour, Block: 24 * time.Hour}
 	login, err := middleware.New(st, keyfunc.RemoteIP, minute,
-		middleware.WithLimits(day),
-		middleware.WithName("login"),
-		middleware.WithCountDenied(),                        // refused attempts count too
-		middleware.WithHeaders(headers.Options{Omit: true}), // no X-RateLimit-* state; a 429 still has Retry-After
-		middleware.WithFailureMode(middleware.FailClosed))   // the store down: 503, not an open door
+		middleware.Options{
+			Name:        "login",
+			CountDenied: true,
+			Headers:     headers.Options{Omit: true},
+			FailureMode: limiter.FailClosed,
+			Limits:      []store.Limit{day},
+		}) // the store down: 503, not an open door
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -455,13 +457,13 @@ func Example_loginBlock() {
 
 // An operator raises one client's limit tenfold for a day, then suspends
 // it for an hour; a policy applies overrides only when built
-// WithOverrides.
+// Options.Overrides.
 func ExampleLimiter_SetOverride() {
 	st, _ := memstore.New(memstore.Options{})
 	ctx := context.Background()
 	// snippet:overrides
 	api, err := middleware.New(st, keyfunc.RemoteIP, store.Limit{Rate: 10, Period: time.Minute},
-		middleware.WithName("api"), middleware.WithOverrides())
+		middleware.Options{Name: "api", Overrides: true})
 	if err != nil {
 		log.Fatal(err)
 	}

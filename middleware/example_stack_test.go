@@ -21,11 +21,11 @@ import (
 // its first unit is back, is the longer).
 func ExampleNewStack() {
 	st, _ := memstore.New(memstore.Options{})
-	perClient, err := middleware.New(st, keyfunc.RemoteIP, store.Limit{Rate: 2, Period: time.Minute}, middleware.WithName("client"))
+	perClient, err := middleware.New(st, keyfunc.RemoteIP, store.Limit{Rate: 2, Period: time.Minute}, middleware.Options{Name: "client"})
 	if err != nil {
 		panic(err)
 	}
-	perRoute, err := middleware.New(st, keyfunc.Constant("search"), store.Limit{Rate: 3, Period: time.Minute}, middleware.WithName("search"))
+	perRoute, err := middleware.New(st, keyfunc.Constant("search"), store.Limit{Rate: 3, Period: time.Minute}, middleware.Options{Name: "search"})
 	if err != nil {
 		panic(err)
 	}
@@ -34,7 +34,7 @@ func ExampleNewStack() {
 		panic(err)
 	}
 	r := chi.NewRouter()
-	r.With(stack.Handler).Get("/search", hello)
+	r.With(stack).Get("/search", hello)
 
 	for _, client := range []string{"203.0.113.7:1", "203.0.113.7:1", "198.51.100.2:1", "198.51.100.2:1", "203.0.113.7:1"} {
 		res := get(r, "/search", client)

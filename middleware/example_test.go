@@ -3,6 +3,7 @@ package middleware_test
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/ratekeeper/ratekeeper/middleware/limiter"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -16,6 +17,7 @@ import (
 	"github.com/ratekeeper/ratekeeper/middleware"
 	"github.com/ratekeeper/ratekeeper/store"
 	"github.com/ratekeeper/ratekeeper/store/memstore"
+	"github.com/ratekeeper/ratekeeper/store/suppressed"
 )
 
 // line prints its arguments separated by spaces, without trailing blanks.
@@ -38,7 +40,7 @@ func get(h http.Handler, path, client string, hdr ...string) *http.Response {
 // A limiter on a plain http.ServeMux: 3 requests per minute per client IP.
 func Example_serveMux() {
 	st, _ := memstore.New(memstore.Options{})
-	lim, err := middleware.New(st, keyfunc.RemoteIP, store.Limit{Rate: 3, Period: time.Minute}, middleware.WithName("api"))
+	lim, err := middleware.New(st, keyfunc.RemoteIP, store.Limit{Rate: 3, Period: time.Minute}, middleware.Options{Name: "api"})
 	if err != nil {
 		panic(err)
 	}
@@ -59,7 +61,7 @@ func Example_serveMux() {
 // A route group on chi shares one policy; other routes are not limited.
 func Example_chiGroup() {
 	st, _ := memstore.New(memstore.Options{})
-	lim, _ := middleware.New(st, keyfunc.RemoteIP, store.Limit{Rate: 1, Period: time.Hour}, middleware.WithName("reports"))
+	lim, _ := middleware.New(st, keyfunc.RemoteIP, store.Limit{Rate: 1, Period: time.Hour}, middleware.Options{Name: "reports"})
 	r := chi.NewRouter()
 	r.Get("/healthz", hello)
 	r.Group(func(r chi.Router) {
@@ -88,10 +90,10 @@ func Example_tiers() {
 		return "", keyfunc.ErrNoIdentity
 	}
 	classify := middleware.AuthOptions{Subject: subject, Anonymous: keyfunc.RemoteIP}
-	lim, err := middleware.NewTiered(st, classify, []middleware.Tier{
-		{Name: middleware.TierAnonymous, Limits: []store.Limit{{Rate: 10, Period: time.Minute}}},
-		{Name: middleware.TierAuthenticated, Limits: []store.Limit{{Rate: 100, Period: time.Minute}}},
-	}, middleware.WithName("api"))
+	lim, err := middleware.NewTiered(st, classify, []limiter.Tier{
+		{Name: "anonymous", Limits: []store.Limit{{Rate: 10, Period: time.Minute}}},
+		{Name: "authenticated", Limits: []store.Limit{{Rate: 100, Period: time.Minute}}},
+	}, middleware.Options{Name: "api"})
 	if err != nil {
 		panic(err)
 	}
@@ -108,7 +110,7 @@ func Example_tiers() {
 // A costly route takes several units of the same quota.
 func ExampleLimiter_WithCost() {
 	st, _ := memstore.New(memstore.Options{})
-	ping, _ := middleware.New(st, keyfunc.RemoteIP, store.Limit{Rate: 10, Period: time.Minute}, middleware.WithName("api"))
+	ping, _ := middleware.New(st, keyfunc.RemoteIP, store.Limit{Rate: 10, Period: time.Minute}, middleware.Options{Name: "api"})
 	search, err := ping.WithCost(5)
 	if err != nil {
 		panic(err)
@@ -127,11 +129,10 @@ func ExampleLimiter_WithCost() {
 }
 
 // Health checks and CORS preflights bypass the limiter and get no headers.
-func ExampleWithExempt() {
+func ExampleOptions_exempt() {
 	st, _ := memstore.New(memstore.Options{})
 	lim, _ := middleware.New(st, keyfunc.RemoteIP, store.Limit{Rate: 1, Period: time.Minute},
-		middleware.WithExempt(middleware.ExemptPaths("/healthz")),
-		middleware.WithExempt(func(r *http.Request) bool { return r.Method == http.MethodOptions }))
+		middleware.Options{Exempt: []func(*http.Request) bool{middleware.ExemptPaths("/healthz"), func(r *http.Request) bool { return r.Method == http.MethodOptions }}})
 	h := lim.Handler(http.HandlerFunc(hello))
 	for range 2 {
 		res := get(h, "/healthz", "192.0.2.1:1")
@@ -144,9 +145,9 @@ func ExampleWithExempt() {
 
 // A new limit rolls out in dry-run: it counts and sets the X-RateLimit-*
 // headers but never refuses, and sends no Retry-After.
-func ExampleWithDryRun() {
+func ExampleOptions_dryRun() {
 	st, _ := memstore.New(memstore.Options{})
-	lim, _ := middleware.New(st, keyfunc.RemoteIP, store.Limit{Rate: 1, Period: time.Minute}, middleware.WithDryRun())
+	lim, _ := middleware.New(st, keyfunc.RemoteIP, store.Limit{Rate: 1, Period: time.Minute}, middleware.Options{DryRun: true})
 	h := lim.Handler(http.HandlerFunc(hello))
 	for range 2 {
 		res := get(h, "/", "192.0.2.1:1")
@@ -158,12 +159,11 @@ func ExampleWithDryRun() {
 }
 
 // The IETF RateLimit fields, one item per limit.
-func ExampleWithHeaders() {
+func ExampleOptions_headers() {
 	st, _ := memstore.New(memstore.Options{})
 	lim, _ := middleware.New(st, keyfunc.RemoteIP,
 		store.Limit{Name: "minute", Algorithm: store.FixedWindow, Rate: 10, Period: time.Minute},
-		middleware.WithLimits(store.Limit{Name: "hour", Algorithm: store.FixedWindow, Rate: 100, Period: time.Hour}),
-		middleware.WithHeaders(headers.Options{IETF: true, NoLegacy: true}))
+		middleware.Options{Headers: headers.Options{IETF: true, NoLegacy: true}, Limits: []store.Limit{store.Limit{Name: "hour", Algorithm: store.FixedWindow, Rate: 100, Period: time.Hour}}})
 	res := get(lim.Handler(http.HandlerFunc(hello)), "/", "192.0.2.1:1")
 	fmt.Println(res.Header.Get("RateLimit-Policy"))
 	// Output:
@@ -177,11 +177,13 @@ func Example_loginAbuse() {
 	st, _ := memstore.New(memstore.Options{})
 	lim, err := middleware.New(st, keyfunc.RemoteIP,
 		store.Limit{Name: "minute", Algorithm: store.SlidingWindowLog, Rate: 3, Period: time.Minute, Block: 15 * time.Minute},
-		middleware.WithLimits(store.Limit{Name: "day", Algorithm: store.SlidingWindowLog, Rate: 20, Period: 24 * time.Hour, Block: 24 * time.Hour}),
-		middleware.WithName("login"),
-		middleware.WithCountDenied(),
-		middleware.WithHeaders(headers.Options{Omit: true}),
-		middleware.WithFailureMode(middleware.FailClosed))
+		middleware.Options{
+			Name:        "login",
+			CountDenied: true,
+			Headers:     headers.Options{Omit: true},
+			FailureMode: limiter.FailClosed,
+			Limits:      []store.Limit{store.Limit{Name: "day", Algorithm: store.SlidingWindowLog, Rate: 20, Period: 24 * time.Hour, Block: 24 * time.Hour}},
+		})
 	if err != nil {
 		panic(err)
 	}
@@ -211,11 +213,14 @@ func Example_loginAbuse() {
 
 // De-duplication: a retried request carrying the same idempotency key is
 // admitted again without using more quota.
-func ExampleWithDedup() {
+func ExampleOptions_dedup() {
 	st, _ := memstore.New(memstore.Options{})
 	lim, _ := middleware.New(st, keyfunc.RemoteIP, store.Limit{Algorithm: store.SlidingWindowLog, Rate: 2, Period: time.Minute},
-		middleware.WithDedup(func(r *http.Request) string { return r.Header.Get("Idempotency-Key") }),
-		middleware.WithDedupBound(3, time.Minute))
+		middleware.Options{
+			Dedup:        func(r *http.Request) string { return r.Header.Get("Idempotency-Key") },
+			DedupReplays: 3,
+			DedupWindow:  time.Minute,
+		})
 	h := lim.Handler(http.HandlerFunc(hello))
 	for _, id := range []string{"a", "a", "a", "b", "c"} {
 		res := get(h, "/orders", "192.0.2.8:1", "Idempotency-Key", id)
@@ -234,7 +239,7 @@ func ExampleWithDedup() {
 // headers and 429 the middleware would.
 func ExampleLimiter_Allow() {
 	st, _ := memstore.New(memstore.Options{})
-	verify, err := middleware.New(st, nil, store.Limit{Rate: 2, Period: time.Hour}, middleware.WithName("verify"))
+	verify, err := middleware.New(st, nil, store.Limit{Rate: 2, Period: time.Hour}, middleware.Options{Name: "verify"})
 	if err != nil {
 		panic(err)
 	}
@@ -262,7 +267,7 @@ func ExampleLimiter_Allow() {
 // The wrapped handler reads the decision from the request's context.
 func ExampleDecisionFrom() {
 	st, _ := memstore.New(memstore.Options{})
-	lim, _ := middleware.New(st, keyfunc.RemoteIP, store.Limit{Rate: 5, Period: time.Minute}, middleware.WithName("api"))
+	lim, _ := middleware.New(st, keyfunc.RemoteIP, store.Limit{Rate: 5, Period: time.Minute}, middleware.Options{Name: "api"})
 	h := lim.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if d, ok := middleware.DecisionFrom(r.Context()); ok {
 			fmt.Fprintf(w, "%s: %d of %d left", d.Policy, d.Remaining, d.Capacity)
@@ -286,7 +291,7 @@ func ExampleDecisionFrom() {
 func Example_suppressed() {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	draws := []float64{0.5, 0.5, 0.5, 0.5, 0.1, 0.6, 0.3, 0.9, 0.8, 0.95, 0.4, 0.99}
-	st, _ := memstore.New(memstore.Options{
+	mem, _ := memstore.New(memstore.Options{
 		Clock: func() time.Time { return now },
 		Rand: func() float64 {
 			u := draws[0]
@@ -294,9 +299,14 @@ func Example_suppressed() {
 			return u
 		},
 	})
+	// The counting limit is the hard limit; the soft one is half of it.
+	st, err := suppressed.New(mem, suppressed.Options{})
+	if err != nil {
+		panic(err)
+	}
 	lim, err := middleware.New(st, keyfunc.RemoteIP,
-		store.Limit{Algorithm: store.Suppressed, Rate: 4, Burst: 8, Period: time.Minute},
-		middleware.WithName("search"))
+		store.Limit{Algorithm: store.SlidingWindowCounter, Rate: 8, Period: time.Minute},
+		middleware.Options{Name: "search", Headers: headers.Options{Suppression: true}})
 	if err != nil {
 		panic(err)
 	}

@@ -13,7 +13,7 @@ import (
 // of paths, or starts with it when it ends in "/*" (so "/static/*" covers
 // "/static/app.js" and "/static/"). It compares the request's URL.Path as
 // received, not cleaned: mount exemptions on the paths your router serves.
-// Use with [WithExempt]; health checks are the usual case.
+// Use in [Options].Exempt; health checks are the usual case.
 func ExemptPaths(paths ...string) func(*http.Request) bool {
 	exact := map[string]bool{}
 	var prefixes []string

@@ -1,6 +1,7 @@
 package middleware
 
 import (
+	"github.com/ratekeeper/ratekeeper/middleware/limiter"
 	"net/http"
 	"strconv"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/ratekeeper/ratekeeper/keyfunc"
 	"github.com/ratekeeper/ratekeeper/store"
 	"github.com/ratekeeper/ratekeeper/store/memstore"
+	"github.com/ratekeeper/ratekeeper/store/suppressed"
 )
 
 // Regression: with headers.Options{Omit: true} (the login route), a refusal
@@ -18,7 +20,11 @@ import (
 func TestOmitStillSendsRetryAfterOn429(t *testing.T) {
 	lim := mustNew(t, mustMem(t), keyfunc.RemoteIP,
 		store.Limit{Name: "minute", Algorithm: store.SlidingWindowLog, Rate: 1, Period: time.Minute, Block: 15 * time.Minute},
-		WithName("login"), WithCountDenied(), WithHeaders(headers.Options{Omit: true}))
+		Options{
+			Name:        "login",
+			CountDenied: true,
+			Headers:     headers.Options{Omit: true},
+		})
 	h := lim.Handler(okHandler)
 	send := func() *http.Response {
 		return serveReq(h, request("POST", "/login", "198.51.100.23:7000")).Result()
@@ -43,7 +49,11 @@ func TestOmitStillSendsRetryAfterOn429(t *testing.T) {
 // X-RateLimit-Bucket names the limiter and X-RateLimit-Tier the tier.
 func TestBucketAndTierHeaders(t *testing.T) {
 	lim, err := NewTiered(mustMem(t), AuthOptions{Subject: fakeSubject, Anonymous: keyfunc.RemoteIP}, fourTiers[:2],
-		WithName("read"), WithHeaders(headers.Options{Bucket: true}), WithLogger(quiet))
+		Options{
+			Name:    "read",
+			Headers: headers.Options{Bucket: true},
+			Logger:  quiet,
+		})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,25 +61,16 @@ func TestBucketAndTierHeaders(t *testing.T) {
 	if b, tier := rec.Header().Get("X-RateLimit-Bucket"), rec.Header().Get("X-RateLimit-Tier"); b != "read" || tier != "authenticated" {
 		t.Errorf("got bucket %q tier %q, want read and authenticated", b, tier)
 	}
-	plain := mustNew(t, mustMem(t), keyfunc.RemoteIP, store.PerMinute(5), WithName("write"), WithHeaders(headers.Options{Bucket: true}))
+	plain := mustNew(t, mustMem(t), keyfunc.RemoteIP, store.PerMinute(5), Options{Name: "write", Headers: headers.Options{Bucket: true}})
 	rec = serveReq(plain.Handler(okHandler), request("GET", "/", "192.0.2.1:1"))
 	if b, tier := rec.Header().Get("X-RateLimit-Bucket"), rec.Header().Values("X-RateLimit-Tier"); b != "write" || tier != nil {
 		t.Errorf("without tiers: got bucket %q tier %v, want write and no tier", b, tier)
 	}
 }
 
-func TestCompileRejectsUnprintableIETFNames(t *testing.T) {
-	_, err := compileLimits(headers.Options{IETF: true}, "api", "", []store.Limit{{Name: "é", Rate: 1, Period: time.Second}, {Rate: 2, Period: time.Minute}}, false)
-	if err == nil || !strings.Contains(err.Error(), "printable ASCII") {
-		t.Fatalf("got %v, want a printable-ASCII error", err)
-	}
-	if _, err := compileLimits(headers.Options{}, "api", "", nil, false); err == nil {
-		t.Fatal("got nil error for no limits, want one")
-	}
-}
-
-// TestSuppressedPolicyEndToEnd runs a suppressed-strategy limiter on the
-// memory store with every draw refusing: the soft limit's requests pass,
+// TestSuppressedPolicyEndToEnd runs a limiter on the suppressed store
+// over the memory store (soft limit 2, hard limit 3) with every draw
+// refusing: the soft limit's requests pass,
 // the next one is refused as suppressed (429, the factor in its header,
 // the refusal counted as such by the observer), and the hard limit holds.
 func TestSuppressedPolicyEndToEnd(t *testing.T) {
@@ -77,8 +78,12 @@ func TestSuppressedPolicyEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	sup, err := suppressed.New(st, suppressed.Options{Soft: func(store.Limit) int64 { return 2 }})
+	if err != nil {
+		t.Fatal(err)
+	}
 	obs := &recObserver{}
-	l := mustNew(t, st, constKey("k"), store.Limit{Algorithm: store.Suppressed, Rate: 2, Burst: 3, Period: time.Hour}, WithObserver(obs.Observe))
+	l := mustNew(t, sup, constKey("k"), store.Limit{Algorithm: store.SlidingWindowCounter, Rate: 3, Period: time.Hour}, Options{Observer: obs.Observe, Headers: headers.Options{Suppression: true}})
 	h := l.Handler(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
 	var codes, factors []string
 	for range 3 {
@@ -94,7 +99,7 @@ func TestSuppressedPolicyEndToEnd(t *testing.T) {
 	}
 	obs.mu.Lock()
 	defer obs.mu.Unlock()
-	if e := obs.events[2]; e.Outcome != OutcomeLimited || !e.Suppressed || e.Suppression != 0.333333 {
+	if e := obs.events[2]; e.Outcome != limiter.OutcomeLimited || !e.Suppressed || e.Suppression != 0.333333 {
 		t.Fatalf("third event: got outcome %s, suppressed %t, suppression %v; want limited, true, 0.333333", e.Outcome, e.Suppressed, e.Suppression)
 	}
 }

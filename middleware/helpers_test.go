@@ -2,6 +2,7 @@ package middleware
 
 import (
 	"context"
+	"github.com/ratekeeper/ratekeeper/middleware/limiter"
 	"io"
 	"log/slog"
 	"net/http"
@@ -18,7 +19,23 @@ import (
 
 // withClock sets the clock used for reset headers and the breaker (default
 // time.Now); the store keeps its own clock.
-func withClock(now func() time.Time) Option { return func(c *config) { c.now = now } }
+func withClock(now func() time.Time) Options { return Options{Clock: now} }
+
+// quietly returns the one Options of opts (or none), logging to quiet
+// unless it names a logger.
+func quietly(opts []Options) Options {
+	var o Options
+	if len(opts) > 1 {
+		panic("more than one Options")
+	}
+	if len(opts) == 1 {
+		o = opts[0]
+	}
+	if o.Logger == nil {
+		o.Logger = quiet
+	}
+	return o
+}
 
 // funcStore is a Store whose Take is a function, for failure injection.
 type funcStore struct {
@@ -93,15 +110,19 @@ func (s *recordingStore) clear() {
 
 type recObserver struct {
 	mu     sync.Mutex
-	events []Event
+	events []limiter.Event
 }
 
-func (o *recObserver) Observe(e Event) { o.mu.Lock(); o.events = append(o.events, e); o.mu.Unlock() }
+func (o *recObserver) Observe(e limiter.Event) {
+	o.mu.Lock()
+	o.events = append(o.events, e)
+	o.mu.Unlock()
+}
 
-func (o *recObserver) outcomes() []Outcome {
+func (o *recObserver) outcomes() []limiter.Outcome {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	var out []Outcome
+	var out []limiter.Outcome
 	for _, e := range o.events {
 		out = append(out, e.Outcome)
 	}
@@ -119,17 +140,18 @@ var okHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.WriteString(w, "ok")
 })
 
-func mustNew(t testing.TB, s store.Store, k keyfunc.KeyFunc, l store.Limit, opts ...Option) *Limiter {
+// mustNew builds a limiter with the options of opts (at most one), logging
+// to quiet unless they name a logger.
+func mustNew(t testing.TB, s store.Store, k keyfunc.KeyFunc, l store.Limit, opts ...Options) *Limiter {
 	t.Helper()
-	opts = append([]Option{WithLogger(quiet)}, opts...)
-	lim, err := New(s, k, l, opts...)
+	lim, err := New(s, k, l, quietly(opts))
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
 	return lim
 }
 
-func mustMem(t testing.TB) *memstore.Store {
+func mustMem(t testing.TB) store.Store {
 	t.Helper()
 	st, err := memstore.New(memstore.Options{})
 	if err != nil {
@@ -158,3 +180,8 @@ func serveReq(h http.Handler, r *http.Request) *httptest.ResponseRecorder {
 	h.ServeHTTP(rec, r)
 	return rec
 }
+
+// classifyFunc adapts a function to a Classifier.
+type classifyFunc func(r *http.Request) (tier, identity string, err error)
+
+func (f classifyFunc) Classify(r *http.Request) (string, string, error) { return f(r) }

@@ -1,6 +1,7 @@
 package middleware
 
 import (
+	"github.com/ratekeeper/ratekeeper/middleware/limiter"
 	"net/http"
 	"runtime"
 	"strings"
@@ -35,14 +36,14 @@ func TestLimitByIPLimitsEachAddress(t *testing.T) {
 	}
 }
 
-func TestLimitByIPWithStore(t *testing.T) {
+func TestLimitByIPOnAStore(t *testing.T) {
 	st, err := memstore.New(memstore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := LimitByIP(2, time.Minute, WithStore(st), WithName("per-ip"))(okHandler)
+	h := LimitByIP(2, time.Minute, Options{Store: st, Name: "per-ip"})(okHandler)
 	send(h, "192.0.2.1")
-	req := store.Request{Key: StoreKey("per-ip", "", "192.0.2.1"), Limits: []store.Limit{{Rate: 2, Period: time.Minute}}}
+	req := store.Request{Key: limiter.StoreKey("per-ip", "", "192.0.2.1"), Limits: []store.Limit{{Rate: 2, Period: time.Minute}}}
 	d, err := st.Peek(t.Context(), req)
 	if err != nil {
 		t.Fatal(err)
@@ -52,14 +53,14 @@ func TestLimitByIPWithStore(t *testing.T) {
 	}
 	// The naming rule holds: a second unnamed limiter on one store would
 	// share the first's quota by accident.
-	first := LimitByIP(2, time.Minute, WithStore(st))
-	msg := panicked(func() { LimitByIP(2, time.Minute, WithStore(st)) })
+	first := LimitByIP(2, time.Minute, Options{Store: st})
+	msg := panicked(func() { LimitByIP(2, time.Minute, Options{Store: st}) })
 	runtime.KeepAlive(first) // a limiter nobody holds any more does not count
 	if !strings.Contains(msg, "LimitByIP") || !strings.Contains(msg, "name") {
 		t.Fatalf("a second unnamed LimitByIP on one store: got panic %q, want one naming LimitByIP and the naming rule", msg)
 	}
-	if _, err := New(st, nil, store.PerMinute(1), WithStore(st), WithName("x")); err == nil || !strings.Contains(err.Error(), "WithStore") {
-		t.Fatalf("New with WithStore: got error %v, want one naming WithStore", err)
+	if _, err := New(st, nil, store.PerMinute(1), Options{Store: st, Name: "x"}); err == nil || !strings.Contains(err.Error(), "Options.Store") {
+		t.Fatalf("New with Options.Store: got error %v, want one naming Options.Store", err)
 	}
 }
 

@@ -76,12 +76,17 @@ func TestLogsHashIdentitiesAndThrottleWarnings(t *testing.T) {
 	var fail bool
 	s := &funcStore{take: func(context.Context, store.Request) (store.Decision, error) {
 		if fail {
-			return store.Decision{}, &store.BackendError{Op: "take", Kind: store.KindConnection, Err: errors.New("dial 10.1.2.3:6379 refused")}
+			return store.Decision{}, &store.BackendError{Op: "take", Kind: "connection", Err: errors.New("dial 10.1.2.3:6379 refused")}
 		}
 		return store.Decision{Allowed: true, Capacity: 5, Remaining: 4}, nil
 	}}
 	const identity = "198.51.100.77"
-	lim, err := New(s, constKey(identity), store.PerMinute(5), WithLogger(lines.logger(slog.LevelDebug)), WithBreaker(0, 0), WithName("api"))
+	lim, err := New(s, constKey(identity), store.PerMinute(5), Options{
+		Logger:           lines.logger(slog.LevelDebug),
+		BreakerThreshold: -1,
+		BreakerCooldown:  0,
+		Name:             "api",
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +112,7 @@ func TestLogsHashIdentitiesAndThrottleWarnings(t *testing.T) {
 // handler finds its trace id) and name the method and the route pattern.
 func TestDecisionLinesCarryContextMethodAndRoute(t *testing.T) {
 	var lines logLines
-	lim := mustNew(t, mustMem(t), keyfunc.RemoteIP, store.PerMinute(5), WithLogger(lines.logger(slog.LevelDebug)))
+	lim := mustNew(t, mustMem(t), keyfunc.RemoteIP, store.PerMinute(5), Options{Logger: lines.logger(slog.LevelDebug)})
 	r := chi.NewRouter()
 	r.With(lim.Handler).Post("/orders/{id}", okHandler)
 	req := request("POST", "/orders/42", "192.0.2.1:1")
@@ -125,10 +130,11 @@ func TestDecisionLinesCarryContextMethodAndRoute(t *testing.T) {
 // With a configured secret, two replicas log the same hash for one client;
 // without one, each process has its own.
 func TestLogSecretMakesHashesStableAcrossReplicas(t *testing.T) {
-	hash := func(opts ...Option) string {
+	hash := func(opts ...Options) string {
 		var lines logLines
-		opts = append(opts, WithLogger(lines.logger(slog.LevelDebug)))
-		lim, err := New(mustMem(t), keyfunc.RemoteIP, store.PerMinute(5), opts...)
+		o := quietly(opts)
+		o.Logger = lines.logger(slog.LevelDebug)
+		lim, err := New(mustMem(t), keyfunc.RemoteIP, store.PerMinute(5), o)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -140,11 +146,11 @@ func TestLogSecretMakesHashesStableAcrossReplicas(t *testing.T) {
 		return got[0]["key_hash"].(string)
 	}
 	secret := []byte("shared by every replica of the service")
-	a, b := hash(WithLogSecret(secret)), hash(WithLogSecret(secret))
+	a, b := hash(Options{LogSecret: secret}), hash(Options{LogSecret: secret})
 	if a != b {
 		t.Errorf("same secret: got hashes %s and %s, want equal", a, b)
 	}
-	if c := hash(WithLogSecret([]byte("another secret"))); c == a {
+	if c := hash(Options{LogSecret: []byte("another secret")}); c == a {
 		t.Errorf("different secrets: got the same hash %s", c)
 	}
 	if d := hash(); d == a {
@@ -169,7 +175,13 @@ func TestInfoLinesForBreakerAndBlocks(t *testing.T) {
 	}}
 	clock := time.Unix(1000, 0)
 	lim := mustNew(t, s, keyfunc.RemoteIP, store.Limit{Algorithm: store.FixedWindow, Rate: 1, Period: time.Minute, Block: time.Hour},
-		WithName("login"), WithLogger(lines.logger(slog.LevelInfo)), WithBreaker(2, time.Second), withClock(func() time.Time { return clock }))
+		Options{
+			Name:             "login",
+			Logger:           lines.logger(slog.LevelInfo),
+			BreakerThreshold: 2,
+			BreakerCooldown:  time.Second,
+			Clock:            func() time.Time { return clock },
+		})
 	h := lim.Handler(okHandler)
 	send := func() { serveReq(h, request("POST", "/login", "192.0.2.1:1")) }
 	send()

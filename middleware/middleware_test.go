@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/ratekeeper/ratekeeper/middleware/limiter"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -26,26 +27,25 @@ func TestNewValidates(t *testing.T) {
 		s     store.Store
 		k     keyfunc.KeyFunc
 		l     store.Limit
-		opts  []Option
+		o     Options
 		field string
 	}{
-		{"nil store", nil, k, l, nil, "nil store"},
-		{"zero rate", s, k, store.Limit{Period: time.Second}, nil, "Rate"},
-		{"zero period", s, k, store.Limit{Rate: 1}, nil, "Period"},
-		{"bad algorithm", s, k, store.Limit{Algorithm: 77, Rate: 1, Period: time.Second}, nil, "Algorithm"},
-		{"empty name", s, k, l, []Option{WithName("")}, "name"},
-		{"name with colon", s, k, l, []Option{WithName("a:b")}, "name"},
-		{"mixed algorithms", s, k, l, []Option{WithLimits(store.Limit{Algorithm: store.FixedWindow, Rate: 1, Period: time.Hour})}, "one algorithm"},
-		{"nil exemption", s, k, l, []Option{WithExempt(nil)}, "exemption 0"},
-		{"nil clock", s, k, l, []Option{withClock(nil)}, "clock"},
-		{"negative breaker", s, k, l, []Option{WithBreaker(-1, time.Second)}, "breaker threshold"},
-		{"breaker without cooldown", s, k, l, []Option{WithBreaker(3, 0)}, "breaker cooldown"},
-		{"unknown failure mode", s, k, l, []Option{WithFailureMode(9)}, "failure mode"},
-		{"nil option", s, k, l, []Option{nil}, "nil option"},
+		{"nil store", nil, k, l, Options{}, "nil store"},
+		{"zero rate", s, k, store.Limit{Period: time.Second}, Options{}, "Rate"},
+		{"zero period", s, k, store.Limit{Rate: 1}, Options{}, "Period"},
+		{"bad algorithm", s, k, store.Limit{Algorithm: 77, Rate: 1, Period: time.Second}, Options{}, "Algorithm"},
+		{"long name", s, k, l, Options{Name: strings.Repeat("a", 65)}, "Options.Name"},
+		{"name with colon", s, k, l, Options{Name: "a:b"}, "Options.Name"},
+		{"mixed algorithms", s, k, l, Options{Limits: []store.Limit{{Algorithm: store.FixedWindow, Rate: 1, Period: time.Hour}}}, "one algorithm"},
+		{"nil exemption", s, k, l, Options{Exempt: []func(*http.Request) bool{nil}}, "Options.Exempt[0]"},
+		{"breaker threshold too large", s, k, l, Options{BreakerThreshold: 1<<30 + 1}, "Options.BreakerThreshold"},
+		{"negative breaker cooldown", s, k, l, Options{BreakerThreshold: 3, BreakerCooldown: -time.Second}, "Options.BreakerCooldown"},
+		{"unknown failure mode", s, k, l, Options{FailureMode: 9}, "Options.FailureMode"},
+		{"store for LimitByIP", s, k, l, Options{Store: s}, "Options.Store"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := New(tt.s, tt.k, tt.l, tt.opts...)
+			_, err := New(tt.s, tt.k, tt.l, tt.o)
 			if err == nil {
 				t.Fatalf("got nil error, want one mentioning %q", tt.field)
 			}
@@ -63,7 +63,7 @@ func TestAllowedSetsHeaders(t *testing.T) {
 		got = req
 		return store.Decision{Allowed: true, Capacity: 10, Remaining: 9, ResetAfter: 6 * time.Second}, nil
 	}}
-	lim := mustNew(t, s, constKey("203.0.113.7"), store.PerMinute(10), WithName("api"), withClock(func() time.Time { return now }))
+	lim := mustNew(t, s, constKey("203.0.113.7"), store.PerMinute(10), Options{Name: "api", Clock: func() time.Time { return now }})
 	rec := do(lim.Handler(okHandler))
 	if rec.Code != http.StatusOK {
 		t.Fatalf("status: got %d, want 200", rec.Code)
@@ -110,7 +110,7 @@ func TestLimitedResponse(t *testing.T) {
 			}}
 			called := false
 			next := http.HandlerFunc(func(http.ResponseWriter, *http.Request) { called = true })
-			lim := mustNew(t, s, constKey("k"), store.PerHour(100), WithName("api"), withClock(func() time.Time { return now }))
+			lim := mustNew(t, s, constKey("k"), store.PerHour(100), Options{Name: "api", Clock: func() time.Time { return now }})
 			rec := do(lim.Handler(next))
 			if called {
 				t.Fatal("next was called for a limited request")
@@ -145,7 +145,7 @@ func TestStoreFailureModes(t *testing.T) {
 	secret := "dial tcp 10.0.0.5:6379: connection refused"
 	failing := func() *funcStore {
 		return &funcStore{take: func(context.Context, store.Request) (store.Decision, error) {
-			return store.Decision{}, &store.BackendError{Op: "take", Kind: store.KindConnection, Err: errors.New(secret)}
+			return store.Decision{}, &store.BackendError{Op: "take", Kind: "connection", Err: errors.New(secret)}
 		}}
 	}
 	t.Run("fail open", func(t *testing.T) {
@@ -160,7 +160,7 @@ func TestStoreFailureModes(t *testing.T) {
 	})
 	t.Run("fail closed", func(t *testing.T) {
 		called := false
-		lim := mustNew(t, failing(), constKey("k"), store.PerMinute(1), WithFailureMode(FailClosed))
+		lim := mustNew(t, failing(), constKey("k"), store.PerMinute(1), Options{FailureMode: limiter.FailClosed})
 		rec := do(lim.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { called = true })))
 		if called {
 			t.Fatal("next was called in fail-closed mode")
@@ -193,12 +193,16 @@ func TestStoreFailureModes(t *testing.T) {
 func TestHangingStoreBoundedByRequestDeadline(t *testing.T) {
 	s := &funcStore{take: func(ctx context.Context, _ store.Request) (store.Decision, error) {
 		<-ctx.Done() // a store that honours its context but never answers
-		return store.Decision{}, &store.BackendError{Op: "take", Kind: store.KindTimeout, Err: ctx.Err()}
+		return store.Decision{}, &store.BackendError{Op: "take", Kind: "timeout", Err: ctx.Err()}
 	}}
-	for _, mode := range []FailureMode{FailOpen, FailClosed} {
-		t.Run(mode.String(), func(t *testing.T) {
+	for _, mode := range []limiter.FailureMode{limiter.FailOpen, limiter.FailClosed} {
+		t.Run(map[limiter.FailureMode]string{limiter.FailOpen: "fail_open", limiter.FailClosed: "fail_closed"}[mode], func(t *testing.T) {
 			budget := 20 * time.Millisecond
-			lim := mustNew(t, s, constKey("k"), store.PerMinute(1), WithFailureMode(mode), WithBreaker(0, 0))
+			lim := mustNew(t, s, constKey("k"), store.PerMinute(1), Options{
+				FailureMode:      mode,
+				BreakerThreshold: -1,
+				BreakerCooldown:  0,
+			})
 			ctx, cancel := context.WithTimeout(context.Background(), budget)
 			defer cancel()
 			start := time.Now()
@@ -206,7 +210,7 @@ func TestHangingStoreBoundedByRequestDeadline(t *testing.T) {
 			if el := time.Since(start); el > budget+200*time.Millisecond {
 				t.Errorf("request took %s, want about the %s deadline", el, budget)
 			}
-			want := map[FailureMode]int{FailOpen: 200, FailClosed: 503}[mode]
+			want := map[limiter.FailureMode]int{limiter.FailOpen: 200, limiter.FailClosed: 503}[mode]
 			if rec.Code != want {
 				t.Errorf("status: got %d, want %d", rec.Code, want)
 			}
@@ -244,12 +248,16 @@ func TestBreakerSkipsDeadStoreAndProbes(t *testing.T) {
 		if healthy.Load() {
 			return store.Decision{Allowed: true, Capacity: 1, Remaining: 1}, nil
 		}
-		return store.Decision{}, &store.BackendError{Op: "take", Kind: store.KindConnection, Err: errors.New("down")}
+		return store.Decision{}, &store.BackendError{Op: "take", Kind: "connection", Err: errors.New("down")}
 	}}
 	clock := time.Unix(1000, 0)
 	var mu sync.Mutex
 	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
-	lim := mustNew(t, s, constKey("k"), store.PerMinute(100), WithBreaker(3, time.Second), withClock(now))
+	lim := mustNew(t, s, constKey("k"), store.PerMinute(100), Options{
+		BreakerThreshold: 3,
+		BreakerCooldown:  time.Second,
+		Clock:            now,
+	})
 	h := lim.Handler(okHandler)
 	for range 10 {
 		do(h)
@@ -283,16 +291,16 @@ func TestKeyErrors(t *testing.T) {
 	tests := []struct {
 		name string
 		k    keyfunc.KeyFunc
-		opts []Option
+		o    Options
 		code int
 	}{
-		{"no identity gives 401", noID, nil, 401},
-		{"malformed gives 400", bad, nil, 400},
-		{"empty identity is refused", empty, nil, 400},
+		{"no identity gives 401", noID, Options{}, 401},
+		{"malformed gives 400", bad, Options{}, 400},
+		{"empty identity is refused", empty, Options{}, 400},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rec := do(mustNew(t, s, tt.k, store.PerMinute(1), tt.opts...).Handler(okHandler))
+			rec := do(mustNew(t, s, tt.k, store.PerMinute(1), tt.o).Handler(okHandler))
 			if rec.Code != tt.code {
 				t.Fatalf("status: got %d, want %d", rec.Code, tt.code)
 			}
@@ -307,11 +315,11 @@ func TestDeniedHandler(t *testing.T) {
 	s := &funcStore{take: func(context.Context, store.Request) (store.Decision, error) {
 		return store.Decision{Allowed: false, Capacity: 1, RetryAfter: time.Second}, nil
 	}}
-	var got Decision
-	lim := mustNew(t, s, constKey("k"), store.PerMinute(1), WithName("api"), WithDeniedHandler(func(w http.ResponseWriter, r *http.Request, d Decision) {
+	var got limiter.Decision
+	lim := mustNew(t, s, constKey("k"), store.PerMinute(1), Options{Name: "api", DeniedHandler: func(w http.ResponseWriter, r *http.Request, d limiter.Decision) {
 		got = d
 		w.WriteHeader(http.StatusTeapot)
-	}))
+	}})
 	rec := do(lim.Handler(okHandler))
 	if rec.Code != http.StatusTeapot {
 		t.Fatalf("status: got %d, want 418", rec.Code)

@@ -3,6 +3,7 @@ package middleware
 import (
 	"context"
 	"encoding/json"
+	"github.com/ratekeeper/ratekeeper/middleware/limiter"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -47,14 +48,14 @@ func unitsLeft(t *testing.T, s store.Store, key string, l store.Limit) int64 {
 // nestedAPI builds a chi service whose /api group uses api (10 per minute
 // per client) and whose /api/export route, inside the group, also uses
 // api at cost 10: one quota seen twice on one request.
-func nestedAPI(t *testing.T) (http.Handler, *memstore.Store, *fakeClock) {
+func nestedAPI(t *testing.T) (http.Handler, store.Store, *fakeClock) {
 	t.Helper()
 	clock := &fakeClock{now: time.Unix(1767225600, 0)}
 	st, err := memstore.New(memstore.Options{Clock: clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
-	api := mustNew(t, st, keyfunc.RemoteIP, store.Limit{Rate: 10, Period: time.Minute}, WithName("api"), withClock(clock.Now))
+	api := mustNew(t, st, keyfunc.RemoteIP, store.Limit{Rate: 10, Period: time.Minute}, Options{Name: "api", Clock: clock.Now})
 	export, err := api.WithCost(10)
 	if err != nil {
 		t.Fatal(err)
@@ -130,9 +131,9 @@ func TestNestedRefusalRetryAfterHelps(t *testing.T) {
 // request once; a different limiter inside charges its own quota.
 func TestNestingChargesEachQuotaOnce(t *testing.T) {
 	st := mustMem(t)
-	api := mustNew(t, st, keyfunc.RemoteIP, store.PerMinute(10), WithName("api"))
-	other := mustNew(t, st, keyfunc.RemoteIP, store.PerMinute(10), WithName("other"))
-	var inner Decision
+	api := mustNew(t, st, keyfunc.RemoteIP, store.PerMinute(10), Options{Name: "api"})
+	other := mustNew(t, st, keyfunc.RemoteIP, store.PerMinute(10), Options{Name: "other"})
+	var inner limiter.Decision
 	capture := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		inner, _ = DecisionFrom(r.Context())
 	})

@@ -3,6 +3,7 @@ package middleware
 import (
 	"context"
 	"errors"
+	"github.com/ratekeeper/ratekeeper/middleware/limiter"
 	"net/http"
 	"strings"
 	"testing"
@@ -18,7 +19,7 @@ import (
 func TestOverrides(t *testing.T) {
 	ctx := context.Background()
 	var seen []store.OverrideKind
-	lim := mustNew(t, mustMem(t), keyfunc.RemoteIP, store.PerMinute(2), WithName("api"), WithOverrides())
+	lim := mustNew(t, mustMem(t), keyfunc.RemoteIP, store.PerMinute(2), Options{Name: "api", Overrides: true})
 	h := lim.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		d, _ := DecisionFrom(r.Context())
 		seen = append(seen, d.Override)
@@ -90,16 +91,16 @@ func TestOverrides(t *testing.T) {
 	}
 }
 
-// TestOverridesNotRead: a policy built without WithOverrides never reads
+// TestOverridesNotRead: a policy built without Options.Overrides never reads
 // the store's override for its clients, and refuses to set one.
 func TestOverridesNotRead(t *testing.T) {
 	ctx := context.Background()
 	mem := mustMem(t)
-	lim := mustNew(t, mem, keyfunc.RemoteIP, store.PerMinute(1), WithName("api"))
+	lim := mustNew(t, mem, keyfunc.RemoteIP, store.PerMinute(1), Options{Name: "api"})
 	if err := lim.SetOverride(ctx, "", "192.0.2.1", store.Override{Kind: store.OverrideExempt, TTL: time.Hour}); err == nil {
-		t.Fatal("SetOverride on a limiter without WithOverrides: got nil error, want one")
+		t.Fatal("SetOverride on a limiter without Options.Overrides: got nil error, want one")
 	}
-	if err := mem.SetOverride(ctx, "api:192.0.2.1", store.Override{Kind: store.OverrideSuspend, TTL: time.Hour}); err != nil {
+	if err := mem.(store.OverrideStore).SetOverride(ctx, "api:192.0.2.1", store.Override{Kind: store.OverrideSuspend, TTL: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
 	h := lim.Handler(okHandler)
@@ -115,22 +116,27 @@ func TestOverridesNotRead(t *testing.T) {
 // reported as dry-run.
 func TestOverridesDryRun(t *testing.T) {
 	obs := &recObserver{}
-	lim := mustNew(t, mustMem(t), keyfunc.RemoteIP, store.PerMinute(5), WithName("api"), WithOverrides(), WithDryRun(), WithObserver(obs.Observe))
+	lim := mustNew(t, mustMem(t), keyfunc.RemoteIP, store.PerMinute(5), Options{
+		Name:      "api",
+		Overrides: true,
+		DryRun:    true,
+		Observer:  obs.Observe,
+	})
 	if err := lim.SetOverride(context.Background(), "", "192.0.2.1", store.Override{Kind: store.OverrideSuspend, TTL: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
 	if code := serveReq(lim.Handler(okHandler), request("GET", "/", "192.0.2.1:1000")).Code; code != 200 {
 		t.Fatalf("suspended client in dry-run: got %d, want 200", code)
 	}
-	if got := obs.outcomes(); len(got) != 1 || got[0] != OutcomeDryRun {
+	if got := obs.outcomes(); len(got) != 1 || got[0] != limiter.OutcomeDryRun {
 		t.Fatalf("outcomes: got %v, want [dry_run]", got)
 	}
 }
 
-// TestOverridesNeedStore: WithOverrides on a store that keeps none is a
+// TestOverridesNeedStore: Options.Overrides on a store that keeps none is a
 // construction error.
 func TestOverridesNeedStore(t *testing.T) {
-	_, err := New(&funcStore{}, keyfunc.RemoteIP, store.PerMinute(1), WithOverrides())
+	_, err := New(&funcStore{}, keyfunc.RemoteIP, store.PerMinute(1), Options{Overrides: true})
 	if err == nil || !strings.Contains(err.Error(), "store.OverrideStore") {
 		t.Fatalf("got %v, want an error naming store.OverrideStore", err)
 	}
@@ -142,7 +148,7 @@ func TestOverridesNeedStore(t *testing.T) {
 // suspension.
 func TestOverridesCostAboveCapacity(t *testing.T) {
 	ctx := context.Background()
-	lim := mustNew(t, mustMem(t), keyfunc.RemoteIP, store.PerMinute(3), WithName("api"), WithOverrides())
+	lim := mustNew(t, mustMem(t), keyfunc.RemoteIP, store.PerMinute(3), Options{Name: "api", Overrides: true})
 	if _, err := lim.AllowN(ctx, "plain", 5); !errors.Is(err, store.ErrCostExceedsCapacity) {
 		t.Fatalf("no override: got %v, want ErrCostExceedsCapacity", err)
 	}
@@ -181,9 +187,13 @@ func (*downOverrides) ClearOverride(context.Context, string) error { return nil 
 // store's failure.
 func TestOverridesFallbackKeepsCostError(t *testing.T) {
 	down := &downOverrides{funcStore{take: func(context.Context, store.Request) (store.Decision, error) {
-		return store.Decision{}, &store.BackendError{Op: "take", Kind: store.KindConnection, Err: errors.New("refused")}
+		return store.Decision{}, &store.BackendError{Op: "take", Kind: "connection", Err: errors.New("refused")}
 	}}}
-	lim := mustNew(t, down, keyfunc.RemoteIP, store.PerMinute(3), WithName("api"), WithOverrides(), WithLocalFallback(mustMem(t)))
+	lim := mustNew(t, down, keyfunc.RemoteIP, store.PerMinute(3), Options{
+		Name:      "api",
+		Overrides: true,
+		Fallback:  mustMem(t),
+	})
 	if _, err := lim.AllowN(context.Background(), "192.0.2.1", 5); !errors.Is(err, store.ErrCostExceedsCapacity) {
 		t.Fatalf("cost 5 of 3 with the store down: got %v, want ErrCostExceedsCapacity", err)
 	}

@@ -2,6 +2,7 @@ package middleware_test
 
 import (
 	"context"
+	"github.com/ratekeeper/ratekeeper/middleware/limiter"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -25,15 +26,14 @@ func TestRefusalHookSeesIdentity(t *testing.T) {
 	var mu sync.Mutex
 	var got []string
 	lim, err := middleware.New(st, keyfunc.RemoteIP, store.Limit{Rate: 1, Period: time.Hour},
-		middleware.WithName("api"),
-		middleware.WithRefusalHook(func(_ context.Context, d middleware.Decision, identity string) {
+		middleware.Options{Name: "api", RefusalHook: func(_ context.Context, d limiter.Decision, identity string) {
 			mu.Lock()
 			defer mu.Unlock()
 			if d.Allowed || d.Policy != "api" {
 				t.Errorf("hook got %+v, want a refusal of policy api", d)
 			}
 			got = append(got, identity)
-		}))
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package middleware
 import (
 	"context"
 	"errors"
+	"github.com/ratekeeper/ratekeeper/middleware/limiter"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -28,13 +29,13 @@ func TestKeyScopedErrorsDoNotOpenBreaker(t *testing.T) {
 		err      error
 		wantOpen bool
 	}{
-		{"wrong type", &store.BackendError{Op: "take", Kind: store.KindScript,
+		{"wrong type", &store.BackendError{Op: "take", Kind: "script",
 			Err: keyErr{"WRONGTYPE Operation against a key holding the wrong kind of value"}}, false},
-		{"script error about every key", &store.BackendError{Op: "take", Kind: store.KindScript,
+		{"script error about every key", &store.BackendError{Op: "take", Kind: "script",
 			Err: errors.New("ERR Error compiling script")}, true},
-		{"connection", &store.BackendError{Op: "take", Kind: store.KindConnection,
+		{"connection", &store.BackendError{Op: "take", Kind: "connection",
 			Err: errors.New("connection refused")}, true},
-		{"timeout", &store.BackendError{Op: "take", Kind: store.KindTimeout,
+		{"timeout", &store.BackendError{Op: "take", Kind: "timeout",
 			Err: context.DeadlineExceeded}, true},
 	}
 	for _, tt := range tests {
@@ -48,7 +49,11 @@ func TestKeyScopedErrorsDoNotOpenBreaker(t *testing.T) {
 			}}
 			var obs recObserver
 			key := func(r *http.Request) (string, error) { return r.Header.Get("X-Client"), nil }
-			lim := mustNew(t, s, key, store.PerMinute(10), WithBreaker(2, time.Hour), WithObserver(obs.Observe))
+			lim := mustNew(t, s, key, store.PerMinute(10), Options{
+				BreakerThreshold: 2,
+				BreakerCooldown:  time.Hour,
+				Observer:         obs.Observe,
+			})
 			h := lim.Handler(okHandler)
 			send := func(client string) int {
 				return serveReq(h, request("GET", "/", "192.0.2.1:1", "X-Client", client)).Code
@@ -72,8 +77,8 @@ func TestKeyScopedErrorsDoNotOpenBreaker(t *testing.T) {
 				t.Fatalf("other client: got %d of 30 admitted, want %d", admitted, want)
 			}
 			for i, o := range obs.outcomes()[:5] {
-				if o != OutcomeFailedOpen {
-					t.Fatalf("poisoned request %d: got outcome %s, want %s", i, o, OutcomeFailedOpen)
+				if o != limiter.OutcomeFailedOpen {
+					t.Fatalf("poisoned request %d: got outcome %s, want %s", i, o, limiter.OutcomeFailedOpen)
 				}
 			}
 		})
@@ -92,7 +97,7 @@ func TestRepairIsReported(t *testing.T) {
 	var obs recObserver
 	var logs logLines
 	key := func(r *http.Request) (string, error) { return r.Header.Get("X-Client"), nil }
-	lim := mustNew(t, s, key, store.PerMinute(10), WithObserver(obs.Observe), WithLogger(logs.logger(slog.LevelInfo)))
+	lim := mustNew(t, s, key, store.PerMinute(10), Options{Observer: obs.Observe, Logger: logs.logger(slog.LevelInfo)})
 	h := lim.Handler(okHandler)
 	for _, client := range []string{"poisoned", "poisoned", "fine"} {
 		if code := serveReq(h, request("GET", "/", "192.0.2.1:1", "X-Client", client)).Code; code != http.StatusOK {

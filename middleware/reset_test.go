@@ -3,6 +3,7 @@ package middleware
 import (
 	"context"
 	"errors"
+	"github.com/ratekeeper/ratekeeper/middleware/limiter"
 	"testing"
 	"time"
 
@@ -12,7 +13,7 @@ import (
 
 func TestResetUnblocksClient(t *testing.T) {
 	lim := mustNew(t, mustMem(t), keyfunc.RemoteIP,
-		store.Limit{Algorithm: store.SlidingWindowLog, Rate: 1, Period: time.Minute, Block: time.Hour}, WithName("login"))
+		store.Limit{Algorithm: store.SlidingWindowLog, Rate: 1, Period: time.Minute, Block: time.Hour}, Options{Name: "login"})
 	h := lim.Handler(okHandler)
 	send := func() int { return serveReq(h, request("POST", "/login", "192.0.2.44:1000")).Code }
 	send()
@@ -39,11 +40,11 @@ func TestResetUnblocksClient(t *testing.T) {
 // nothing must say so.
 func TestResetTakesTheSubjectAndReportsNotFound(t *testing.T) {
 	lim, err := NewTiered(mustMem(t), AuthOptions{Subject: fakeSubject, Anonymous: keyfunc.RemoteIP},
-		[]Tier{
-			{Name: TierAnonymous, Limits: []store.Limit{store.PerMinute(1)}},
-			{Name: TierAuthenticated, Limits: []store.Limit{store.PerMinute(1)}},
-			{Name: TierTrusted, Unlimited: true},
-		}, WithName("api"), WithLogger(quiet))
+		[]limiter.Tier{
+			{Name: tierAnonymous, Limits: []store.Limit{store.PerMinute(1)}},
+			{Name: tierAuthenticated, Limits: []store.Limit{store.PerMinute(1)}},
+			{Name: tierTrusted, Unlimited: true},
+		}, Options{Name: "api", Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,21 +56,21 @@ func TestResetTakesTheSubjectAndReportsNotFound(t *testing.T) {
 		t.Fatalf("alice's second request: got %d, want 429", code)
 	}
 	ctx := context.Background()
-	if err := lim.Reset(ctx, TierAuthenticated, "alice"); err != nil {
+	if err := lim.Reset(ctx, tierAuthenticated, "alice"); err != nil {
 		t.Fatalf("Reset(authenticated, alice): %v", err)
 	}
 	if code := send(alice...); code != 200 {
 		t.Fatalf("alice after Reset: got %d, want 200", code)
 	}
 	send()
-	if err := lim.Reset(ctx, TierAnonymous, "192.0.2.5"); err != nil {
+	if err := lim.Reset(ctx, tierAnonymous, "192.0.2.5"); err != nil {
 		t.Fatalf("Reset(anonymous, address): %v", err)
 	}
 	for _, tt := range []struct{ tier, identity string }{
-		{TierAuthenticated, "sub:alice"}, // the old encoded form
-		{TierAuthenticated, "bob"},       // never seen
-		{TierAnonymous, "alice"},         // the wrong tier
-		{TierTrusted, "operator"},        // a tier that stores nothing
+		{tierAuthenticated, "sub:alice"}, // the old encoded form
+		{tierAuthenticated, "bob"},       // never seen
+		{tierAnonymous, "alice"},         // the wrong tier
+		{tierTrusted, "operator"},        // a tier that stores nothing
 	} {
 		if err := lim.Reset(ctx, tt.tier, tt.identity); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("Reset(%s, %s): got %v, want an error wrapping store.ErrNotFound", tt.tier, tt.identity, err)

@@ -6,13 +6,14 @@ import (
 	"strconv"
 
 	"github.com/ratekeeper/ratekeeper/headers"
+	"github.com/ratekeeper/ratekeeper/middleware/limiter"
 )
 
 const (
 	contentTypeJSON    = "application/json"
 	contentTypeProblem = "application/problem+json"
 	// problemTypeQuotaExceeded is the problem type of
-	// draft-ietf-httpapi-ratelimit-headers used by WithProblemDetails.
+	// draft-ietf-httpapi-ratelimit-headers used by Options.ProblemDetails.
 	problemTypeQuotaExceeded = "https://iana.org/assignments/http-problem-types#quota-exceeded"
 	problemTitle             = "Request cannot be satisfied as assigned quota has been exceeded"
 )
@@ -38,8 +39,8 @@ func writeJSON(w http.ResponseWriter, status int, contentType string, body []byt
 	_, _ = w.Write(body)
 }
 
-func (q *quota) contentType() string {
-	if q.problem {
+func (h *policy) contentType() string {
+	if h.problem {
 		return contentTypeProblem
 	}
 	return contentTypeJSON
@@ -64,16 +65,16 @@ func appendJSONString(b []byte, s string) []byte {
 // reset is the epoch second at which the request may be retried, the same
 // instant Retry-After names. A blocked key gets error "blocked", the
 // message "Too many attempts. Try again in N seconds." and a "scope" member
-// naming the limit that tripped. With WithProblemDetails the same members
+// naming the limit that tripped. With Options.ProblemDetails the same members
 // are carried in an RFC 9457 problem document.
-func (q *quota) limitedBody(d *Decision) []byte {
+func (h *policy) limitedBody(d *limiter.Decision) []byte {
 	secs := headers.RetryAfterSeconds(d.RetryAfter)
 	b := make([]byte, 0, 320)
 	code, msg := "rate_limit_exceeded", "Too many requests. Try again in "
 	if d.Blocked {
 		code, msg = "blocked", "Too many attempts. Try again in "
 	}
-	if q.problem {
+	if h.problem {
 		b = append(b, `{"type":"`+problemTypeQuotaExceeded+`","title":"`+problemTitle+`","status":429,"detail":"`...)
 	} else {
 		b = append(b, `{"error":"`...)
@@ -91,16 +92,19 @@ func (q *quota) limitedBody(d *Decision) []byte {
 	b = append(b, `,"reset":`...)
 	b = strconv.AppendInt(b, epochSeconds(d.Reset), 10)
 	b = append(b, `,"policy":`...)
-	b = append(b, d.t.policyJSON...)
+	b = strconv.AppendQuote(b, d.Policy) // names are plain ASCII: Go quoting is JSON quoting
 	if d.Blocked {
 		b = append(b, `,"scope":`...)
 		b = appendJSONString(b, d.LimitID)
 	}
-	if q.problem {
+	if h.problem {
 		// violated-policies names the RateLimit-Policy item that refused.
-		item := d.set.fields.Item(d.Index)
+		var item string
+		if d.Headers != nil {
+			item = d.Headers.Item(d.Index)
+		}
 		if item == "" {
-			item = d.t.policy
+			item = d.Policy
 		}
 		b = append(b, `,"error":"`...)
 		b = append(b, code...)
@@ -123,7 +127,7 @@ func appendDuration(b []byte, secs int64) []byte {
 }
 
 // costBody renders the body for a request whose cost no limit can hold.
-func costBody(cost, capacity int64, policyJSON []byte, problem bool) []byte {
+func costBody(cost, capacity int64, policy string, problem bool) []byte {
 	b := make([]byte, 0, 256)
 	if problem {
 		b = append(b, `{"type":"`+problemTypeQuotaExceeded+`","title":"`+problemTitle+`","status":429,"error":"cost_exceeds_limit","detail":"This request costs `...)
@@ -138,7 +142,7 @@ func costBody(cost, capacity int64, policyJSON []byte, problem bool) []byte {
 	b = append(b, `,"limit":`...)
 	b = strconv.AppendInt(b, capacity, 10)
 	b = append(b, `,"policy":`...)
-	b = append(b, policyJSON...)
+	b = strconv.AppendQuote(b, policy)
 	b = append(b, "}\n"...)
 	return b
 }

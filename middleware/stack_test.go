@@ -3,6 +3,7 @@ package middleware
 import (
 	"context"
 	"encoding/json"
+	"github.com/ratekeeper/ratekeeper/middleware/limiter"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -13,14 +14,18 @@ import (
 
 	"github.com/ratekeeper/ratekeeper/keyfunc"
 	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/store/suppressed"
 )
 
 // ipAndRoute returns a per-IP limiter of ip per minute and a route-wide
 // one of route per minute on s.
-func ipAndRoute(t *testing.T, s store.Store, ip, route int64, opts ...Option) (*Limiter, *Limiter) {
+func ipAndRoute(t *testing.T, s store.Store, ip, route int64, opts ...Options) (*Limiter, *Limiter) {
 	t.Helper()
-	perIP := mustNew(t, s, keyfunc.RemoteIP, store.PerMinute(ip), append([]Option{WithName("ip"), WithLogger(quiet)}, opts...)...)
-	perRoute := mustNew(t, s, keyfunc.Constant("/search"), store.PerMinute(route), append([]Option{WithName("route"), WithLogger(quiet)}, opts...)...)
+	o := quietly(opts)
+	o.Name = "ip"
+	perIP := mustNew(t, s, keyfunc.RemoteIP, store.PerMinute(ip), o)
+	o.Name = "route"
+	perRoute := mustNew(t, s, keyfunc.Constant("/search"), store.PerMinute(route), o)
 	return perIP, perRoute
 }
 
@@ -65,7 +70,7 @@ func TestStackRefusalChargesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := st.Handler(okHandler)
+	h := st(okHandler)
 	for n := 0; n < 6; n++ {
 		rec := send(h, "192.0.2.1")
 		if want := n < 3; (rec.Code == http.StatusOK) != want {
@@ -101,8 +106,8 @@ func TestStackHeadersNameMostRestrictive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var seen Decision
-	h := st.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	var seen limiter.Decision
+	h := st(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		seen, _ = DecisionFrom(r.Context())
 	}))
 	for n := 0; n < 10; n++ {
@@ -137,19 +142,23 @@ func TestNewStackErrors(t *testing.T) {
 	a := mustMem(t)
 	b := mustMem(t)
 	ip, route := ipAndRoute(t, a, 10, 100)
-	other := mustNew(t, b, keyfunc.RemoteIP, store.PerMinute(1), WithName("other"))
-	sameName := mustNew(t, a, keyfunc.RemoteIP, store.PerMinute(1), WithName("ip"))
-	dedup := mustNew(t, a, keyfunc.RemoteIP, store.PerMinute(1), WithName("d"), WithDedup(func(*http.Request) string { return "" }))
-	closed := mustNew(t, a, keyfunc.RemoteIP, store.PerMinute(1), WithName("c"), WithFailureMode(FailClosed))
-	overrides := mustNew(t, a, keyfunc.RemoteIP, store.PerMinute(1), WithName("o"), WithOverrides())
-	suppressed := mustNew(t, a, keyfunc.RemoteIP, store.Limit{Algorithm: store.Suppressed, Rate: 10, Period: time.Second}, WithName("s"))
-	dry := mustNew(t, a, keyfunc.RemoteIP, store.PerMinute(1), WithName("dry"), WithDryRun())
+	other := mustNew(t, b, keyfunc.RemoteIP, store.PerMinute(1), Options{Name: "other"})
+	sameName := mustNew(t, a, keyfunc.RemoteIP, store.PerMinute(1), Options{Name: "ip"})
+	dedup := mustNew(t, a, keyfunc.RemoteIP, store.PerMinute(1), Options{Name: "d", Dedup: func(*http.Request) string { return "" }})
+	closed := mustNew(t, a, keyfunc.RemoteIP, store.PerMinute(1), Options{Name: "c", FailureMode: limiter.FailClosed})
+	overrides := mustNew(t, a, keyfunc.RemoteIP, store.PerMinute(1), Options{Name: "o", Overrides: true})
+	sa, err := suppressed.New(a, suppressed.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shed := mustNew(t, sa, keyfunc.RemoteIP, store.Limit{Algorithm: store.SlidingWindowCounter, Rate: 20, Period: time.Second}, Options{Name: "s"})
+	dry := mustNew(t, a, keyfunc.RemoteIP, store.PerMinute(1), Options{Name: "dry", DryRun: true})
 	costly, err := ip.WithCost(2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	plain := mustNew(t, &funcStore{}, keyfunc.RemoteIP, store.PerMinute(1), WithName("plain"))
-	noKey, err := New(a, nil, store.PerMinute(1), WithName("nokey"))
+	plain := mustNew(t, &funcStore{}, keyfunc.RemoteIP, store.PerMinute(1), Options{Name: "plain"})
+	noKey, err := New(a, nil, store.PerMinute(1), Options{Name: "nokey"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +169,8 @@ func TestNewStackErrors(t *testing.T) {
 		"same name":    {ip, sameName},
 		"dedup":        {ip, dedup},
 		"overrides":    {ip, overrides},
-		"suppressed":   {ip, suppressed},
+		"suppressed":   {ip, shed},
+		"suppressed 0": {shed, ip},
 		"failure mode": {ip, closed},
 		"dry run":      {ip, dry},
 		"same quota":   {ip, costly},
@@ -178,12 +188,12 @@ func TestNewStackErrors(t *testing.T) {
 }
 
 func TestStackDryRun(t *testing.T) {
-	perIP, perRoute := ipAndRoute(t, mustMem(t), 1, 100, WithDryRun())
+	perIP, perRoute := ipAndRoute(t, mustMem(t), 1, 100, Options{DryRun: true})
 	st, err := NewStack(perIP, perRoute)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := st.Handler(okHandler)
+	h := st(okHandler)
 	for n := 0; n < 3; n++ {
 		if rec := send(h, "192.0.2.1"); rec.Code != http.StatusOK || rec.Header().Get("Retry-After") != "" {
 			t.Fatalf("request %d: %d, Retry-After %q; want passed without Retry-After", n, rec.Code, rec.Header().Get("Retry-After"))
@@ -196,15 +206,23 @@ func TestStackDryRun(t *testing.T) {
 }
 
 func TestStackExemptAndFailure(t *testing.T) {
-	down := &multiFunc{err: &store.BackendError{Op: "take", Kind: store.KindConnection, Err: context.DeadlineExceeded}}
-	perIP := mustNew(t, down, keyfunc.RemoteIP, store.PerMinute(1), WithName("ip"), WithLogger(quiet), WithFailureMode(FailClosed))
-	perRoute := mustNew(t, down, keyfunc.Constant("/search"), store.PerMinute(1), WithName("route"), WithLogger(quiet), WithFailureMode(FailClosed),
-		WithExempt(func(r *http.Request) bool { return r.Header.Get("X-Internal") != "" }))
+	down := &multiFunc{err: &store.BackendError{Op: "take", Kind: "connection", Err: context.DeadlineExceeded}}
+	perIP := mustNew(t, down, keyfunc.RemoteIP, store.PerMinute(1), Options{
+		Name:        "ip",
+		Logger:      quiet,
+		FailureMode: limiter.FailClosed,
+	})
+	perRoute := mustNew(t, down, keyfunc.Constant("/search"), store.PerMinute(1), Options{
+		Name:        "route",
+		Logger:      quiet,
+		FailureMode: limiter.FailClosed,
+		Exempt:      []func(*http.Request) bool{func(r *http.Request) bool { return r.Header.Get("X-Internal") != "" }},
+	})
 	st, err := NewStack(perIP, perRoute)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := st.Handler(okHandler)
+	h := st(okHandler)
 	if rec := send(h, "192.0.2.1"); rec.Code != http.StatusServiceUnavailable {
 		t.Fatalf("store down, fail closed: got %d, want 503", rec.Code)
 	}
@@ -243,7 +261,7 @@ func (m *multiFunc) TakeMulti(ctx context.Context, reqs []store.Request) (store.
 func TestStackNestedLimiterChargedOnce(t *testing.T) {
 	st := mustMem(t)
 	perIP, perRoute := ipAndRoute(t, st, 10, 100)
-	perHost := mustNew(t, st, keyfunc.Constant("host"), store.PerMinute(50), WithName("host"), WithLogger(quiet))
+	perHost := mustNew(t, st, keyfunc.Constant("host"), store.PerMinute(50), Options{Name: "host", Logger: quiet})
 	stack, err := NewStack(perIP, perRoute, perHost)
 	if err != nil {
 		t.Fatal(err)
@@ -252,11 +270,11 @@ func TestStackNestedLimiterChargedOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var seen Decision
+	var seen limiter.Decision
 	inner := perIP.Handler(perHost.Handler(costly.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		seen, _ = DecisionFrom(r.Context())
 	}))))
-	h := stack.Handler(inner)
+	h := stack(inner)
 	if rec := send(h, "192.0.2.1"); rec.Code != http.StatusOK {
 		t.Fatalf("status %d", rec.Code)
 	}
@@ -285,16 +303,16 @@ func TestStackTiers(t *testing.T) {
 		Subject: fakeSubject, Anonymous: keyfunc.RemoteIP,
 		Trusted:   func(sub string, _ *http.Request) bool { return sub == "ops" },
 		Suspended: func(sub string, _ *http.Request) bool { return sub == "mallory" },
-	}, fourTiers, WithName("api"), WithLogger(quiet))
+	}, fourTiers, Options{Name: "api", Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
-	perRoute := mustNew(t, st, keyfunc.Constant("/search"), store.PerMinute(1000), WithName("route"), WithLogger(quiet))
+	perRoute := mustNew(t, st, keyfunc.Constant("/search"), store.PerMinute(1000), Options{Name: "route", Logger: quiet})
 	stack, err := NewStack(tiered, perRoute)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := stack.Handler(okHandler)
+	h := stack(okHandler)
 	call := func(token string) *httptest.ResponseRecorder {
 		req := httptest.NewRequest(http.MethodGet, "/search", nil)
 		req.RemoteAddr = "192.0.2.1:1"
@@ -327,21 +345,29 @@ func TestStackTiers(t *testing.T) {
 // TestStackLocalFallback: when the main store fails, the shared fallback
 // store decides the stack.
 func TestStackLocalFallback(t *testing.T) {
-	down := &multiFunc{err: &store.BackendError{Op: "take", Kind: store.KindConnection, Err: context.DeadlineExceeded}}
+	down := &multiFunc{err: &store.BackendError{Op: "take", Kind: "connection", Err: context.DeadlineExceeded}}
 	local := mustMem(t)
-	perIP := mustNew(t, down, keyfunc.RemoteIP, store.PerMinute(2), WithName("ip"), WithLogger(quiet), WithLocalFallback(local))
-	perRoute := mustNew(t, down, keyfunc.Constant("/search"), store.PerMinute(100), WithName("route"), WithLogger(quiet), WithLocalFallback(local))
+	perIP := mustNew(t, down, keyfunc.RemoteIP, store.PerMinute(2), Options{
+		Name:     "ip",
+		Logger:   quiet,
+		Fallback: local,
+	})
+	perRoute := mustNew(t, down, keyfunc.Constant("/search"), store.PerMinute(100), Options{
+		Name:     "route",
+		Logger:   quiet,
+		Fallback: local,
+	})
 	stack, err := NewStack(perIP, perRoute)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := stack.Handler(okHandler)
+	h := stack(okHandler)
 	for n, want := range []int{http.StatusOK, http.StatusOK, http.StatusTooManyRequests} {
 		if rec := send(h, "192.0.2.1"); rec.Code != want {
 			t.Fatalf("request %d: %d, want %d", n, rec.Code, want)
 		}
 	}
-	if _, err := NewStack(perIP, mustNew(t, down, keyfunc.Constant("x"), store.PerMinute(1), WithName("x"))); err == nil {
+	if _, err := NewStack(perIP, mustNew(t, down, keyfunc.Constant("x"), store.PerMinute(1), Options{Name: "x"})); err == nil {
 		t.Fatal("limiters with and without a fallback store: got no error")
 	}
 }
@@ -351,13 +377,17 @@ func TestStackLocalFallback(t *testing.T) {
 func TestStackBlock(t *testing.T) {
 	st := mustMem(t)
 	login := mustNew(t, st, keyfunc.RemoteIP, store.Limit{Algorithm: store.FixedWindow, Rate: 2, Period: time.Minute, Block: time.Hour},
-		WithName("login"), WithLogger(quiet), WithCountDenied())
-	perRoute := mustNew(t, st, keyfunc.Constant("/login"), store.PerMinute(100), WithName("route"), WithLogger(quiet))
+		Options{
+			Name:        "login",
+			Logger:      quiet,
+			CountDenied: true,
+		})
+	perRoute := mustNew(t, st, keyfunc.Constant("/login"), store.PerMinute(100), Options{Name: "route", Logger: quiet})
 	stack, err := NewStack(perRoute, login)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := stack.Handler(okHandler)
+	h := stack(okHandler)
 	for n := 0; n < 5; n++ {
 		rec := send(h, "192.0.2.1")
 		if want := n < 2; (rec.Code == http.StatusOK) != want {

@@ -6,77 +6,39 @@ import (
 	"net/http"
 
 	"github.com/ratekeeper/ratekeeper/keyfunc"
+	"github.com/ratekeeper/ratekeeper/middleware/limiter"
 	"github.com/ratekeeper/ratekeeper/store"
 )
-
-// Tier is one class of client with its own limits, for [NewTiered].
-type Tier struct {
-	// Name identifies the tier: [A-Za-z0-9_.-], unique within a limiter. It
-	// is appended to the policy name ("api/authenticated") in bodies,
-	// metrics and storage keys, so tiers never share counters with each
-	// other or with any other policy.
-	Name string
-	// Limits apply to the tier's requests, all-or-nothing. Required unless
-	// Unlimited or Suspended.
-	Limits []store.Limit
-	// Unlimited tiers (trusted clients) pass without a decision and without
-	// rate-limit headers.
-	Unlimited bool
-	// Suspended tiers are always refused with 403 and a JSON body whose
-	// error is "suspended".
-	Suspended bool
-}
 
 // Classifier assigns a request its tier name and identity. An error
 // wrapping [keyfunc.ErrNoIdentity] answers 401, any other error 400; an
 // empty identity is refused with 400. [AuthOptions] is the usual
-// Classifier; [ClassifierFunc] adapts a function.
+// Classifier. A tier name that the limiter was not configured with is
+// only found at request time, where it answers 500 and is logged.
 type Classifier interface {
 	Classify(r *http.Request) (tier, identity string, err error)
 }
 
-// ClassifierFunc adapts a function to a [Classifier]. A tier name that the
-// limiter was not configured with is only found at request time, where it
-// answers 500 and is logged.
-type ClassifierFunc func(r *http.Request) (tier, identity string, err error)
-
-// Classify calls f(r).
-func (f ClassifierFunc) Classify(r *http.Request) (tier, identity string, err error) { return f(r) }
-
 // NewTiered builds a Limiter whose requests are classified into tiers, each
-// with its own limits, in one store s. Options apply to every tier.
-// [WithLimits] is refused: tiers carry their limits.
+// with its own limits ([limiter.Tier]), in one store s. Options apply to
+// every tier; [Options].Limits is refused: tiers carry their limits.
 //
 // When c is an [AuthOptions], NewTiered checks that tiers has a tier for
 // every name it can return (anonymous and authenticated, trusted when the
 // Trusted hook is set, suspended when Suspended is), so that no request
 // can meet an unknown tier.
-func NewTiered(s store.Store, c Classifier, tiers []Tier, opts ...Option) (*Limiter, error) {
+func NewTiered(s store.Store, c Classifier, tiers []limiter.Tier, o Options) (*Limiter, error) {
 	if c == nil {
 		return nil, errors.New("ratekeeper: middleware: nil classifier")
 	}
 	if len(tiers) == 0 {
 		return nil, errors.New("ratekeeper: middleware: no tiers")
 	}
-	cfg, err := collect(opts)
-	if err != nil {
-		return nil, err
+	if len(o.Limits) > 0 {
+		return nil, errors.New("ratekeeper: middleware: Options.Limits is not valid with NewTiered; put the limits in the tiers")
 	}
-	if len(cfg.extraLimits) > 0 {
-		return nil, errors.New("ratekeeper: middleware: WithLimits is not valid with NewTiered; put the limits in the tiers")
-	}
-	names := make(map[string]bool, len(tiers))
-	for i, t := range tiers {
-		if err := validName(fmt.Sprintf("tier %d name", i), t.Name); err != nil {
-			return nil, err
-		}
-		if t.Unlimited && t.Suspended {
-			return nil, fmt.Errorf("ratekeeper: middleware: tier %q is both Unlimited and Suspended", t.Name)
-		}
-		if !t.Unlimited && !t.Suspended && len(t.Limits) == 0 {
-			return nil, fmt.Errorf("ratekeeper: middleware: tier %q has no Limits", t.Name)
-		}
-		names[t.Name] = true
+	if o.Store != nil {
+		return nil, errors.New("ratekeeper: middleware: Options.Store is for LimitByIP; New and NewTiered take the store as their first argument")
 	}
 	var auth *AuthOptions
 	switch a := c.(type) {
@@ -90,44 +52,43 @@ func NewTiered(s store.Store, c Classifier, tiers []Tier, opts ...Option) (*Limi
 		auth = &cp
 	}
 	if auth == nil {
-		return build(s, cfg, c.Classify, tiers)
+		return build(s, &o, c.Classify, nil, tiers)
 	}
 	if err := auth.validate(); err != nil {
 		return nil, err
+	}
+	names := make(map[string]bool, len(tiers))
+	for _, t := range tiers {
+		names[t.Name] = true
 	}
 	for _, n := range auth.tierNames() {
 		if !names[n] {
 			return nil, fmt.Errorf("ratekeeper: middleware: AuthOptions can classify requests as %q, but no tier has that name", n)
 		}
 	}
-	l, err := build(s, cfg, nil, tiers)
+	l, err := build(s, &o, nil, nil, tiers)
 	if err != nil {
 		return nil, err
 	}
-	q := l.quota
-	q.classify = func(r *http.Request) (string, string, error) {
-		return auth.classify(r, q.invalidCredential)
+	h := l.h
+	h.classify = func(r *http.Request) (string, string, error) {
+		return auth.classify(r, h.invalidCredential)
 	}
 	return l, nil
 }
 
-// Tier names used by [AuthOptions].
+// The tier names [AuthOptions] classifies requests into.
 const (
-	// TierAnonymous holds callers without a credential (or with one that
-	// failed verification, unless AuthOptions.RejectInvalid).
-	TierAnonymous = "anonymous"
-	// TierAuthenticated holds callers with a verified subject.
-	TierAuthenticated = "authenticated"
-	// TierTrusted holds verified subjects AuthOptions.Trusted accepts.
-	TierTrusted = "trusted"
-	// TierSuspended holds verified subjects AuthOptions.Suspended names.
-	TierSuspended = "suspended"
+	tierAnonymous     = "anonymous"
+	tierAuthenticated = "authenticated"
+	tierTrusted       = "trusted"
+	tierSuspended     = "suspended"
 )
 
 // AuthOptions is the usual [Classifier]: a request with a verified subject
-// is [TierAuthenticated] (or [TierTrusted] / [TierSuspended] as the hooks
+// is in the tier "authenticated" (or "trusted" / "suspended" as the hooks
 // say) under that subject; a request without credentials is
-// [TierAnonymous] under its Anonymous identity (its address, say); a
+// in the tier "anonymous" under its Anonymous identity (its address, say); a
 // request whose credential fails verification is anonymous too, with the
 // reason logged at debug level, or refused with 401 when RejectInvalid.
 // Subjects and addresses live in separate tiers, so a subject can never
@@ -146,11 +107,11 @@ type AuthOptions struct {
 	// treating it as anonymous. Missing credentials are always anonymous.
 	RejectInvalid bool
 	// Trusted, when set, puts authenticated subjects for which it returns
-	// true in [TierTrusted]. It receives the subject as Subject returns it
+	// true in the tier "trusted". It receives the subject as Subject returns it
 	// ("alice"), and must be fast and safe for concurrent use.
 	Trusted func(subject string, r *http.Request) bool
 	// Suspended, when set, puts authenticated subjects for which it returns
-	// true in [TierSuspended]; it is asked before Trusted. It receives the
+	// true in the tier "suspended"; it is asked before Trusted. It receives the
 	// subject as Trusted does.
 	Suspended func(subject string, r *http.Request) bool
 }
@@ -164,12 +125,12 @@ func (o *AuthOptions) validate() error {
 
 // tierNames lists the tiers o can classify a request into.
 func (o *AuthOptions) tierNames() []string {
-	names := []string{TierAnonymous, TierAuthenticated}
+	names := []string{tierAnonymous, tierAuthenticated}
 	if o.Trusted != nil {
-		names = append(names, TierTrusted)
+		names = append(names, tierTrusted)
 	}
 	if o.Suspended != nil {
-		names = append(names, TierSuspended)
+		names = append(names, tierSuspended)
 	}
 	return names
 }
@@ -190,11 +151,11 @@ func (o *AuthOptions) classify(r *http.Request, invalid func(*http.Request, erro
 	if err == nil {
 		switch {
 		case o.Suspended != nil && o.Suspended(sub, r):
-			return TierSuspended, sub, nil
+			return tierSuspended, sub, nil
 		case o.Trusted != nil && o.Trusted(sub, r):
-			return TierTrusted, sub, nil
+			return tierTrusted, sub, nil
 		}
-		return TierAuthenticated, sub, nil
+		return tierAuthenticated, sub, nil
 	}
 	if !errors.Is(err, keyfunc.ErrNoIdentity) {
 		return "", "", err
@@ -208,5 +169,5 @@ func (o *AuthOptions) classify(r *http.Request, invalid func(*http.Request, erro
 		}
 	}
 	id, err := o.Anonymous(r)
-	return TierAnonymous, id, err
+	return tierAnonymous, id, err
 }

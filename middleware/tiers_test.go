@@ -3,6 +3,7 @@ package middleware
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/ratekeeper/ratekeeper/middleware/limiter"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -28,11 +29,11 @@ func fakeSubject(r *http.Request) (string, error) {
 	return "", keyfunc.ErrInvalidToken
 }
 
-var fourTiers = []Tier{
-	{Name: TierAnonymous, Limits: []store.Limit{store.PerMinute(10)}},
-	{Name: TierAuthenticated, Limits: []store.Limit{store.PerMinute(100)}},
-	{Name: TierTrusted, Unlimited: true},
-	{Name: TierSuspended, Suspended: true},
+var fourTiers = []limiter.Tier{
+	{Name: tierAnonymous, Limits: []store.Limit{store.PerMinute(10)}},
+	{Name: tierAuthenticated, Limits: []store.Limit{store.PerMinute(100)}},
+	{Name: tierTrusted, Unlimited: true},
+	{Name: tierSuspended, Suspended: true},
 }
 
 func TestTiers(t *testing.T) {
@@ -41,7 +42,7 @@ func TestTiers(t *testing.T) {
 		l, err := NewTiered(st, AuthOptions{Subject: fakeSubject, Anonymous: keyfunc.RemoteIP, RejectInvalid: rejectInvalid,
 			Trusted:   func(s string, _ *http.Request) bool { return s == "vip" },
 			Suspended: func(s string, _ *http.Request) bool { return s == "mallory" }},
-			fourTiers, WithName("api"), WithLogger(quiet))
+			fourTiers, Options{Name: "api", Logger: quiet})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -123,7 +124,7 @@ func TestAuthHooksSeeTheSubject(t *testing.T) {
 	lim, err := NewTiered(st, AuthOptions{Subject: sub, Anonymous: keyfunc.RemoteIP,
 		Suspended: func(s string, _ *http.Request) bool { seen = append(seen, s); return s == "mallory" },
 		Trusted:   func(s string, _ *http.Request) bool { return s == "operator" },
-	}, fourTiers, WithName("api"), WithLogger(quiet))
+	}, fourTiers, Options{Name: "api", Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,22 +151,22 @@ func TestAuthOptionsTiersCheckedAtConstruction(t *testing.T) {
 	tests := []struct {
 		name    string
 		opts    AuthOptions
-		tiers   []Tier
+		tiers   []limiter.Tier
 		missing string // "" = valid
 	}{
 		{"anonymous missing", AuthOptions{Subject: fakeSubject, Anonymous: keyfunc.RemoteIP},
-			[]Tier{{Name: TierAuthenticated, Limits: limits}}, TierAnonymous},
+			[]limiter.Tier{{Name: tierAuthenticated, Limits: limits}}, tierAnonymous},
 		{"trusted hook without tier", AuthOptions{Subject: fakeSubject, Anonymous: keyfunc.RemoteIP, Trusted: hook},
-			[]Tier{{Name: TierAnonymous, Limits: limits}, {Name: TierAuthenticated, Limits: limits}}, TierTrusted},
+			[]limiter.Tier{{Name: tierAnonymous, Limits: limits}, {Name: tierAuthenticated, Limits: limits}}, tierTrusted},
 		{"suspended hook without tier", AuthOptions{Subject: fakeSubject, Anonymous: keyfunc.RemoteIP, Suspended: hook},
-			[]Tier{{Name: TierAnonymous, Limits: limits}, {Name: TierAuthenticated, Limits: limits}, {Name: TierTrusted, Unlimited: true}}, TierSuspended},
+			[]limiter.Tier{{Name: tierAnonymous, Limits: limits}, {Name: tierAuthenticated, Limits: limits}, {Name: tierTrusted, Unlimited: true}}, tierSuspended},
 		{"complete without hooks", AuthOptions{Subject: fakeSubject, Anonymous: keyfunc.RemoteIP},
-			[]Tier{{Name: TierAnonymous, Limits: limits}, {Name: TierAuthenticated, Limits: limits}}, ""},
+			[]limiter.Tier{{Name: tierAnonymous, Limits: limits}, {Name: tierAuthenticated, Limits: limits}}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			for _, c := range []Classifier{tt.opts, &tt.opts} {
-				_, err := NewTiered(&recordingStore{}, c, tt.tiers)
+				_, err := NewTiered(&recordingStore{}, c, tt.tiers, Options{})
 				if tt.missing == "" {
 					if err != nil {
 						t.Fatalf("%T: got %v, want no error", c, err)
@@ -182,29 +183,29 @@ func TestAuthOptionsTiersCheckedAtConstruction(t *testing.T) {
 
 func TestNewTieredValidates(t *testing.T) {
 	st := &recordingStore{}
-	c := ClassifierFunc(func(*http.Request) (string, string, error) { return "a", "k", nil })
+	c := classifyFunc(func(*http.Request) (string, string, error) { return "a", "k", nil })
 	ok := []store.Limit{store.PerMinute(1)}
 	tests := []struct {
 		name  string
 		c     Classifier
-		tiers []Tier
-		opts  []Option
+		tiers []limiter.Tier
+		o     Options
 		want  string
 	}{
-		{"nil classifier", nil, []Tier{{Name: "a", Limits: ok}}, nil, "nil classifier"},
-		{"nil AuthOptions pointer", (*AuthOptions)(nil), []Tier{{Name: "a", Limits: ok}}, nil, "nil classifier"},
-		{"AuthOptions without Subject", AuthOptions{Anonymous: keyfunc.RemoteIP}, []Tier{{Name: "a", Limits: ok}}, nil, "required"},
-		{"no tiers", c, nil, nil, "no tiers"},
-		{"bad tier name", c, []Tier{{Name: "a b", Limits: ok}}, nil, "tier 0 name"},
-		{"duplicate tier", c, []Tier{{Name: "a", Limits: ok}, {Name: "a", Limits: ok}}, nil, "configured twice"},
-		{"tier without limits", c, []Tier{{Name: "a"}}, nil, "no Limits"},
-		{"unlimited and suspended", c, []Tier{{Name: "a", Unlimited: true, Suspended: true}}, nil, "both"},
-		{"invalid tier limit", c, []Tier{{Name: "a", Limits: []store.Limit{{Rate: 1}}}}, nil, "Period"},
-		{"WithLimits refused", c, []Tier{{Name: "a", Limits: ok}}, []Option{WithLimits(store.PerHour(5))}, "WithLimits"},
+		{"nil classifier", nil, []limiter.Tier{{Name: "a", Limits: ok}}, Options{}, "nil classifier"},
+		{"nil AuthOptions pointer", (*AuthOptions)(nil), []limiter.Tier{{Name: "a", Limits: ok}}, Options{}, "nil classifier"},
+		{"AuthOptions without Subject", AuthOptions{Anonymous: keyfunc.RemoteIP}, []limiter.Tier{{Name: "a", Limits: ok}}, Options{}, "required"},
+		{"no tiers", c, nil, Options{}, "no tiers"},
+		{"bad tier name", c, []limiter.Tier{{Name: "a b", Limits: ok}}, Options{}, "Options.Tiers[0].Name"},
+		{"duplicate tier", c, []limiter.Tier{{Name: "a", Limits: ok}, {Name: "a", Limits: ok}}, Options{}, "configured twice"},
+		{"tier without limits", c, []limiter.Tier{{Name: "a"}}, Options{}, "no Limits"},
+		{"unlimited and suspended", c, []limiter.Tier{{Name: "a", Unlimited: true, Suspended: true}}, Options{}, "both"},
+		{"invalid tier limit", c, []limiter.Tier{{Name: "a", Limits: []store.Limit{{Rate: 1}}}}, Options{}, "Period"},
+		{"Options.Limits refused", c, []limiter.Tier{{Name: "a", Limits: ok}}, Options{Limits: []store.Limit{store.PerHour(5)}}, "Options.Limits"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := NewTiered(st, tt.c, tt.tiers, tt.opts...)
+			_, err := NewTiered(st, tt.c, tt.tiers, tt.o)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("got %v, want an error mentioning %q", err, tt.want)
 			}
@@ -215,8 +216,8 @@ func TestNewTieredValidates(t *testing.T) {
 // A custom classifier may still name a tier that does not exist; that is
 // found at request time and answers 500.
 func TestUnknownTierIs500(t *testing.T) {
-	l, err := NewTiered(&recordingStore{}, ClassifierFunc(func(*http.Request) (string, string, error) { return "gold", "k", nil }),
-		[]Tier{{Name: "silver", Limits: []store.Limit{store.PerMinute(1)}}}, WithLogger(quiet))
+	l, err := NewTiered(&recordingStore{}, classifyFunc(func(*http.Request) (string, string, error) { return "gold", "k", nil }),
+		[]limiter.Tier{{Name: "silver", Limits: []store.Limit{store.PerMinute(1)}}}, Options{Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,13 +226,13 @@ func TestUnknownTierIs500(t *testing.T) {
 	}
 }
 
-// Regression: WithName("api.authenticated") and tier "authenticated" of
+// Regression: Options.Name "api.authenticated" and tier "authenticated" of
 // "api" shared one storage namespace.
 func TestTierNamespacesDoNotCollide(t *testing.T) {
 	st := mustMem(t)
-	one := mustNew(t, st, constKey("k"), store.PerMinute(1), WithName("api.authenticated"))
-	tiered, err := NewTiered(st, ClassifierFunc(func(*http.Request) (string, string, error) { return "authenticated", "k", nil }),
-		[]Tier{{Name: "authenticated", Limits: []store.Limit{store.PerMinute(1)}}}, WithName("api"), WithLogger(quiet))
+	one := mustNew(t, st, constKey("k"), store.PerMinute(1), Options{Name: "api.authenticated"})
+	tiered, err := NewTiered(st, classifyFunc(func(*http.Request) (string, string, error) { return "authenticated", "k", nil }),
+		[]limiter.Tier{{Name: "authenticated", Limits: []store.Limit{store.PerMinute(1)}}}, Options{Name: "api", Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,7 +249,7 @@ func TestTierNamespacesDoNotCollide(t *testing.T) {
 func TestAuthOptionsClassify(t *testing.T) {
 	o := AuthOptions{Subject: fakeSubject, Anonymous: keyfunc.RemoteIP}
 	tier, id, err := o.Classify(request("GET", "/", "192.0.2.9:1", "Authorization", "Bearer bob-token"))
-	if tier != TierAuthenticated || id != "bob" || err != nil {
+	if tier != tierAuthenticated || id != "bob" || err != nil {
 		t.Errorf("got %q %q %v, want authenticated bob", tier, id, err)
 	}
 	if _, _, err := (AuthOptions{}).Classify(request("GET", "/", "192.0.2.9:1")); err == nil {
@@ -262,7 +263,7 @@ func TestInvalidCredentialLoggedAtDebug(t *testing.T) {
 	var buf bytes.Buffer
 	logger := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	lim, err := NewTiered(&recordingStore{}, AuthOptions{Subject: fakeSubject, Anonymous: keyfunc.RemoteIP},
-		fourTiers[:2], WithName("api"), WithLogger(logger))
+		fourTiers[:2], Options{Name: "api", Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,10 +23,9 @@ import (
 // A stack holds 1 to [MaxParts] parts, each valid ([Request.Validate]),
 // without a DedupID (a stack has no single identity to de-duplicate for),
 // without Partial (a stack takes all or nothing), without Calendar
-// limits, without Overrides and without the [Suppressed] strategy (none is
-// decided in a stack), and with distinct keys (parts of one key would
-// count against each other before either is recorded; give one request
-// all the limits of a key instead).
+// limits, without Overrides (not decided in a stack), and with distinct
+// keys (parts of one key would count against each other before either is
+// recorded; give one request all the limits of a key instead).
 //
 // The memory store and the Redis store on one node decide a stack in one
 // atomic step. The Redis store on a Redis Cluster decides the parts whose

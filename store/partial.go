@@ -4,9 +4,8 @@ import "fmt"
 
 // validatePartial refuses the combinations a [Request.Partial] request
 // does not support: counted refusals and de-duplication ids (a grant is
-// not a repeatable unit), overrides (an override changes the limits the
-// grant is measured against) and the [Suppressed] strategy (whose
-// admissions are random draws, not a number of units that fit).
+// not a repeatable unit) and overrides (an override changes the limits
+// the grant is measured against).
 func (r Request) validatePartial() error {
 	if !r.Partial {
 		return nil
@@ -18,8 +17,6 @@ func (r Request) validatePartial() error {
 		return fmt.Errorf("%w: Partial and DedupID cannot be combined", ErrInvalidRequest)
 	case r.ApplyOverride:
 		return fmt.Errorf("%w: Partial and ApplyOverride cannot be combined", ErrInvalidRequest)
-	case r.Limits[0].Algorithm == Suppressed:
-		return fmt.Errorf("%w: Partial is not supported by %s", ErrInvalidRequest, Suppressed)
 	}
 	return nil
 }

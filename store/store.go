@@ -33,16 +33,6 @@ const (
 	// FixedWindow counts units in windows of Period aligned to the store's
 	// clock (multiples of Period since the Unix epoch).
 	FixedWindow
-	// Suppressed is a load-shedding strategy rather than a counting
-	// algorithm: Rate per Period is the target rate, the soft limit;
-	// Burst is the hard limit per Period (zero means 2·Rate). Below the
-	// soft limit every request is admitted, above the hard limit every
-	// request is refused, and in between a request is admitted with a
-	// probability chosen so that the admitted rate comes back to Rate
-	// ("Suppression" in the package doc). Accepted and offered units are
-	// counted like [SlidingWindowCounter] counts. It is not listed in
-	// [Algorithms].
-	Suppressed
 )
 
 var algorithmNames = [...]string{
@@ -51,13 +41,11 @@ var algorithmNames = [...]string{
 	SlidingWindowLog:     "sliding_window_log",
 	SlidingWindowCounter: "sliding_window_counter",
 	FixedWindow:          "fixed_window",
-	Suppressed:           "suppressed",
 }
 
-// Algorithms lists the counting algorithms, in declaration order: those
-// whose refusals are deterministic. [Suppressed], a valid [Algorithm]
-// whose refusals between its soft and hard limits are random, is not
-// listed.
+// Algorithms lists the algorithms, in declaration order. (Load shedding
+// above a soft limit, whose refusals are random, is not an algorithm but
+// a layer over a counting limit: package store/suppressed.)
 var Algorithms = []Algorithm{GCRA, TokenBucket, SlidingWindowLog, SlidingWindowCounter, FixedWindow}
 
 // String returns the algorithm's snake_case name, e.g. "token_bucket".
@@ -75,7 +63,7 @@ func (a Algorithm) window() bool {
 }
 
 // valid reports whether a is one of the declared algorithms.
-func (a Algorithm) valid() bool { return a >= GCRA && a <= Suppressed }
+func (a Algorithm) valid() bool { return a >= GCRA && a <= FixedWindow }
 
 // ParseAlgorithm returns the algorithm named by s (the [Algorithm.String]
 // form). It returns an error wrapping [ErrInvalidLimit] for unknown names.
@@ -109,15 +97,12 @@ type Limit struct {
 	Period time.Duration
 	// Burst is the capacity of GCRA and TokenBucket: how many units may be
 	// taken at once from a fresh key. Zero means Rate. Ignored (must be 0 or
-	// equal to Rate) by the window algorithms, whose capacity is Rate. For
-	// [Suppressed] it is the hard limit per Period, at least Rate; zero
-	// means 2·Rate ([DefaultHardFactor]).
+	// equal to Rate) by the window algorithms, whose capacity is Rate.
 	Burst int64
 	// Block, when > 0, turns a refusal by this limit into a block of the
 	// request's key for Block: while the block lasts every request for the
 	// key is refused with RetryAfter equal to the block's remaining time,
-	// even after the counting window has emptied. Whole milliseconds. Not
-	// supported by [Suppressed], which sheds load rather than punish it.
+	// even after the counting window has emptied. Whole milliseconds.
 	Block time.Duration
 	// BlockMax, when > Block, escalates repeat offences: the n-th block of
 	// a key lasts min(Block·2^(n-1), BlockMax). Offences are forgotten
@@ -145,35 +130,18 @@ func PerMinute(n int64) Limit { return Limit{Rate: n, Period: time.Minute} }
 func PerHour(n int64) Limit { return Limit{Rate: n, Period: time.Hour} }
 
 // Capacity returns the largest cost one request may have under l: Burst for
-// GCRA and TokenBucket (Rate when Burst is zero), the hard limit for
-// [Suppressed] (Burst, or [DefaultHardFactor]·Rate when Burst is zero),
-// Rate otherwise.
+// GCRA and TokenBucket (Rate when Burst is zero), Rate otherwise (the
+// other algorithms take no Burst but Rate's own value).
 //
 // A limit trips on the unit that would exceed its capacity (count + cost >
 // capacity refuses). A seed-style "refuse when the count reaches N" (>=)
 // limit is the same as a limit with Rate N-1.
 func (l Limit) Capacity() int64 {
-	switch {
-	case l.Algorithm == Suppressed && l.Burst == 0:
-		return DefaultHardFactor * l.Rate
-	case (l.Algorithm == GCRA || l.Algorithm == TokenBucket || l.Algorithm == Suppressed) && l.Burst > 0:
+	if l.Burst > 0 {
 		return l.Burst
 	}
 	return l.Rate
 }
-
-// DefaultHardFactor is the hard limit of a [Suppressed] limit whose Burst
-// is zero, as a multiple of its Rate: requests are shed from Rate per
-// Period and all refused from twice that.
-const DefaultHardFactor = 2
-
-// SuppressionCache is how long a [Suppressed] limit holds the
-// suppression factor it computed, per key: 100ms, or a tenth of the
-// Period when that is shorter. Until then a lower factor computed from
-// the load does not replace it (a higher one does, at once), so that the
-// admission probability eases off at most once per period of this length;
-// the factor is kept in the key's state, shared by every process.
-const SuppressionCache = 100 * time.Millisecond
 
 // ID returns the limit's identity within a request: Name when set, else
 // "<algorithm>/<period>", or "<algorithm>/<calendar>" for a Calendar limit.
@@ -227,13 +195,7 @@ func (l Limit) Validate() error {
 		return fmt.Errorf("%w: Burst must be >= 0, got %d", ErrInvalidLimit, l.Burst)
 	case l.Burst > maxRate:
 		return fmt.Errorf("%w: Burst must be <= %d, got %d", ErrInvalidLimit, maxRate, l.Burst)
-	case l.Algorithm == Suppressed && l.Burst != 0 && l.Burst < l.Rate:
-		return fmt.Errorf("%w: Burst (the hard limit of %s) must be 0 or >= Rate %d, got %d", ErrInvalidLimit, l.Algorithm, l.Rate, l.Burst)
-	case l.Algorithm == Suppressed && l.Capacity() > maxRate:
-		return fmt.Errorf("%w: the hard limit of %s (Burst, or %d·Rate when Burst is 0) must be <= %d, got %d", ErrInvalidLimit, l.Algorithm, DefaultHardFactor, maxRate, l.Capacity())
-	case l.Algorithm == Suppressed && l.Block != 0:
-		return fmt.Errorf("%w: Block is not supported by %s", ErrInvalidLimit, l.Algorithm)
-	case l.Burst != 0 && l.Burst != l.Rate && l.Algorithm != GCRA && l.Algorithm != TokenBucket && l.Algorithm != Suppressed:
+	case l.Burst != 0 && l.Burst != l.Rate && l.Algorithm != GCRA && l.Algorithm != TokenBucket:
 		return fmt.Errorf("%w: Burst is not supported by %s (capacity is Rate)", ErrInvalidLimit, l.Algorithm)
 	case l.Block < 0 || l.Block%time.Millisecond != 0:
 		return fmt.Errorf("%w: Block must be >= 0 and whole milliseconds, got %s", ErrInvalidLimit, l.Block)
@@ -243,7 +205,7 @@ func (l Limit) Validate() error {
 		return fmt.Errorf("%w: BlockMax must be 0 or whole milliseconds between Block and %s, got %s", ErrInvalidLimit, maxPeriod, l.BlockMax)
 	}
 	// Without a Burst above Rate a bucket drains within one Period.
-	if l.Burst > l.Rate && l.Algorithm != Suppressed {
+	if l.Burst > l.Rate {
 		if drain := float64(l.Burst) * float64(l.Period) / float64(l.Rate); drain > float64(maxDrain) {
 			return fmt.Errorf("%w: Burst·Period/Rate (the time a full bucket takes to drain) must be <= %s, got %.0fh", ErrInvalidLimit, maxDrain, drain/float64(time.Hour))
 		}
@@ -308,7 +270,8 @@ type Request struct {
 	// in [Decision.Granted], and refused only when not even one unit fits
 	// (its RetryAfter is then the time until one does). Cost may exceed
 	// the limits' capacity. Not with CountDenied, DedupID, ApplyOverride,
-	// [Suppressed] or in a stack (package store, "Partial grants").
+	// a Calendar limit, the suppressed strategy or in a stack (package
+	// store, "Partial grants").
 	Partial bool
 }
 
@@ -430,16 +393,16 @@ type Decision struct {
 	// full capacity remaining; under [OverrideSuspend] it is refused with
 	// RetryAfter the override's remaining time.
 	Override OverrideKind
-	// Suppression is, for [Suppressed] limits, the suppression factor the
-	// request met: the probability in [0, 1] that a request between the
-	// soft and the hard limit is refused. 0 below the soft limit, 1 at or
-	// over the hard limit; with several limits, the largest. Always 0 for
-	// other algorithms.
+	// Suppression is, for a store of package store/suppressed, the
+	// suppression factor the request met: the probability in [0, 1] that
+	// a request between the soft and the hard limit is refused. 0 below
+	// the soft limit, 1 at or over the hard limit; with several limits,
+	// the largest. Always 0 for other stores.
 	Suppression float64
 	// Suppressed reports a refusal that was a random draw against the
 	// suppression factor (the request was between the soft and the hard
 	// limit of every limit that refused it), as opposed to a refusal by
-	// a hard limit. Only [Suppressed] limits set it.
+	// a hard limit. Only stores of package store/suppressed set it.
 	Suppressed bool
 	// PerLimit holds each limit's state, in request order, when the request
 	// has more than one limit; nil for single-limit requests.
@@ -496,56 +459,41 @@ var (
 	ErrTooManyKeys = errors.New("ratekeeper: too many keys")
 )
 
-// ErrorKind classifies backend failures for metrics and logs.
-type ErrorKind string
-
-// Error kinds reported by [KindOf].
-const (
-	// KindTimeout: the call exceeded its deadline.
-	KindTimeout ErrorKind = "timeout"
-	// KindConnection: the backend could not be reached or the connection broke.
-	KindConnection ErrorKind = "connection"
-	// KindScript: the backend answered with an error or a reply that could
-	// not be decoded.
-	KindScript ErrorKind = "script"
-	// KindCapacity: a bounded store refused a new key.
-	KindCapacity ErrorKind = "capacity"
-	// KindOther: anything else.
-	KindOther ErrorKind = "other"
-)
-
 // BackendError is the error stores return when the backend fails. It
 // matches [ErrStoreUnavailable] with errors.Is and unwraps to the cause.
 type BackendError struct {
 	// Op is the store operation: "take", "peek" or "reset".
 	Op string
-	// Kind classifies the failure.
-	Kind ErrorKind
+	// Kind classifies the failure for metrics and logs (see [KindOf]):
+	// "timeout" (the call exceeded its deadline), "connection" (the
+	// backend could not be reached or the connection broke), "script"
+	// (the backend answered with an error or a reply that could not be
+	// decoded), "capacity" (a bounded store refused a new key) or "other".
+	Kind string
 	// Err is the underlying error.
 	Err error
 }
 
 // Error implements error.
 func (e *BackendError) Error() string {
-	return "ratekeeper: store unavailable: " + e.Op + ": " + string(e.Kind) + ": " + e.Err.Error()
+	return "ratekeeper: store unavailable: " + e.Op + ": " + e.Kind + ": " + e.Err.Error()
 }
 
 // Unwrap returns [ErrStoreUnavailable] and the cause, so errors.Is matches
 // either.
 func (e *BackendError) Unwrap() []error { return []error{ErrStoreUnavailable, e.Err} }
 
-// KindOf returns the [ErrorKind] of a [BackendError] in err's chain, or
-// [KindOther] when there is none. A context deadline counts as
-// [KindTimeout].
-func KindOf(err error) ErrorKind {
+// KindOf returns the Kind of a [BackendError] in err's chain, or "other"
+// when there is none. A context deadline counts as "timeout".
+func KindOf(err error) string {
 	var be *BackendError
 	if errors.As(err, &be) {
 		return be.Kind
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
-		return KindTimeout
+		return "timeout"
 	}
-	return KindOther
+	return "other"
 }
 
 // costError is the error of a request whose cost c exceeds l's capacity.

@@ -36,15 +36,6 @@ func TestRequestValidate(t *testing.T) {
 		{"count denied on window", Request{Key: "k", Limits: []Limit{{Algorithm: FixedWindow, Rate: 5, Period: time.Minute}}, CountDenied: true}, nil},
 		{"count denied on bucket", Request{Key: "k", Limits: []Limit{{Algorithm: TokenBucket, Rate: 5, Period: time.Minute}}, CountDenied: true}, ErrInvalidRequest},
 		{"control char in name", Request{Key: "k", Limits: []Limit{{Name: "a\nb", Rate: 1, Period: time.Second}}}, ErrInvalidLimit},
-		{"suppressed: default hard limit", Request{Key: "k", Limits: []Limit{{Algorithm: Suppressed, Rate: 10, Period: time.Minute}}, Cost: 20}, nil},
-		{"suppressed: cost above the default hard limit", Request{Key: "k", Limits: []Limit{{Algorithm: Suppressed, Rate: 10, Period: time.Minute}}, Cost: 21}, ErrCostExceedsCapacity},
-		{"suppressed: hard limit", Request{Key: "k", Limits: []Limit{{Algorithm: Suppressed, Rate: 10, Burst: 15, Period: time.Minute}}, Cost: 15}, nil},
-		{"suppressed: hard limit equal to the rate", Request{Key: "k", Limits: []Limit{{Algorithm: Suppressed, Rate: 10, Burst: 10, Period: time.Minute}}}, nil},
-		{"suppressed: hard limit below the rate", Request{Key: "k", Limits: []Limit{{Algorithm: Suppressed, Rate: 10, Burst: 9, Period: time.Minute}}}, ErrInvalidLimit},
-		{"suppressed: default hard limit too large", Request{Key: "k", Limits: []Limit{{Algorithm: Suppressed, Rate: maxRate, Period: time.Minute}}}, ErrInvalidLimit},
-		{"suppressed: block", Request{Key: "k", Limits: []Limit{{Algorithm: Suppressed, Rate: 10, Period: time.Minute, Block: time.Minute}}}, ErrInvalidLimit},
-		{"suppressed: count denied", Request{Key: "k", Limits: []Limit{{Algorithm: Suppressed, Rate: 10, Period: time.Minute}}, CountDenied: true}, ErrInvalidRequest},
-		{"suppressed: dedup", Request{Key: "k", Limits: []Limit{{Algorithm: Suppressed, Rate: 10, Period: time.Minute}}, DedupID: "x"}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -69,8 +60,10 @@ func TestAlgorithmNames(t *testing.T) {
 			t.Fatalf("ParseAlgorithm(%q) = %v, %v; want %v", a.String(), got, err, a)
 		}
 	}
-	if got, err := ParseAlgorithm("suppressed"); err != nil || got != Suppressed || !got.valid() {
-		t.Fatalf("ParseAlgorithm(%q) = %v, %v; want %v", "suppressed", got, err, Suppressed)
+	// Load shedding is a layer (package store/suppressed), not an
+	// algorithm.
+	if _, err := ParseAlgorithm("suppressed"); !errors.Is(err, ErrInvalidLimit) {
+		t.Fatalf("ParseAlgorithm(%q): got %v, want ErrInvalidLimit", "suppressed", err)
 	}
 	if _, err := ParseAlgorithm("leaky"); !errors.Is(err, ErrInvalidLimit) {
 		t.Fatalf("got %v, want ErrInvalidLimit", err)

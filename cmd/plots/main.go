@@ -29,6 +29,7 @@ import (
 
 	"github.com/ratekeeper/ratekeeper/store"
 	"github.com/ratekeeper/ratekeeper/store/memstore"
+	"github.com/ratekeeper/ratekeeper/store/suppressed"
 )
 
 // The scenario every algorithm runs.
@@ -80,7 +81,7 @@ type result struct {
 
 // simulate runs the scenario for alg on a fresh memory store whose clock
 // is moved to each arrival.
-func simulate(alg store.Algorithm) ([]result, error) {
+func simulate(alg string) ([]result, error) {
 	var now atomic.Int64 // nanoseconds since the epoch
 	st, err := memstore.New(memstore.Options{
 		Clock: func() time.Time { return epoch.Add(time.Duration(now.Load())) },
@@ -89,7 +90,21 @@ func simulate(alg store.Algorithm) ([]result, error) {
 	if err != nil {
 		return nil, err
 	}
-	limit := store.Limit{Algorithm: alg, Rate: rate, Period: period}
+	var limit store.Limit
+	if alg == shedding {
+		// Soft limit 10 (half the hard one) over a sliding window
+		// counter of 20.
+		if st, err = suppressed.New(st, suppressed.Options{}); err != nil {
+			return nil, err
+		}
+		limit = store.Limit{Algorithm: store.SlidingWindowCounter, Rate: 2 * rate, Period: period}
+	} else {
+		a, err := store.ParseAlgorithm(alg)
+		if err != nil {
+			return nil, err
+		}
+		limit = store.Limit{Algorithm: a, Rate: rate, Period: period}
+	}
 	var out []result
 	for _, t := range arrivals() {
 		now.Store(int64(t))
@@ -117,22 +132,26 @@ const (
 	fontSize = 12
 )
 
-var colors = map[store.Algorithm]string{
-	store.GCRA:                 "#1b6ca8",
-	store.TokenBucket:          "#2a9d8f",
-	store.SlidingWindowLog:     "#e76f51",
-	store.SlidingWindowCounter: "#8e5ea2",
-	store.FixedWindow:          "#c0392b",
-	store.Suppressed:           "#b8860b",
+// shedding names the last panel: load shedding (package store/suppressed)
+// over a sliding window counter.
+const shedding = "suppressed"
+
+var colors = map[string]string{
+	store.GCRA.String():                 "#1b6ca8",
+	store.TokenBucket.String():          "#2a9d8f",
+	store.SlidingWindowLog.String():     "#e76f51",
+	store.SlidingWindowCounter.String(): "#8e5ea2",
+	store.FixedWindow.String():          "#c0392b",
+	shedding:                            "#b8860b",
 }
 
-var notes = map[store.Algorithm][2]string{
-	store.GCRA:                 {"bursts up to 10, then an", "even 1 per 100 ms"},
-	store.TokenBucket:          {"the same arithmetic as GCRA", "(see package store)"},
-	store.SlidingWindowLog:     {"exact: at most 10 in any", "1 s; admits in clumps"},
-	store.SlidingWindowCounter: {"approximate: the previous", "window weighs in"},
-	store.FixedWindow:          {"10 at each window start:", "20 within 1 s at 0.5–1.5 s"},
-	store.Suppressed:           {"soft 10, hard 20: sheds a", "share; ~10 per s at 2×"},
+var notes = map[string][2]string{
+	store.GCRA.String():                 {"bursts up to 10, then an", "even 1 per 100 ms"},
+	store.TokenBucket.String():          {"the same arithmetic as GCRA", "(see package store)"},
+	store.SlidingWindowLog.String():     {"exact: at most 10 in any", "1 s; admits in clumps"},
+	store.SlidingWindowCounter.String(): {"approximate: the previous", "window weighs in"},
+	store.FixedWindow.String():          {"10 at each window start:", "20 within 1 s at 0.5–1.5 s"},
+	shedding:                            {"soft 10, hard 20: sheds a", "share; ~10 per s at 2×"},
 }
 
 func x(t time.Duration) float64 { return left + float64(t)/float64(horizon)*plotW }
@@ -143,7 +162,11 @@ func f(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
 
 // render simulates every algorithm and returns the SVG.
 func render() ([]byte, error) {
-	algs := append(store.Algorithms[:len(store.Algorithms):len(store.Algorithms)], store.Suppressed)
+	var algs []string
+	for _, a := range store.Algorithms {
+		algs = append(algs, a.String())
+	}
+	algs = append(algs, shedding)
 	height := top + len(algs)*panelH + bottom
 	var b bytes.Buffer
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="Helvetica, Arial, sans-serif" font-size="%d">`+"\n", width, height, width, height, fontSize)
@@ -163,7 +186,7 @@ func render() ([]byte, error) {
 }
 
 // panel draws one algorithm's run with its top edge at y0.
-func panel(b *bytes.Buffer, y0 int, alg store.Algorithm, res []result, last bool) {
+func panel(b *bytes.Buffer, y0 int, alg string, res []result, last bool) {
 	color := colors[alg]
 	fmt.Fprintf(b, `<g transform="translate(0,%d)">`+"\n", y0)
 	// Grid and axes.

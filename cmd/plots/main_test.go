@@ -56,7 +56,7 @@ func TestSimulation(t *testing.T) {
 	}
 	for _, alg := range store.Algorithms {
 		t.Run(alg.String(), func(t *testing.T) {
-			res, err := simulate(alg)
+			res, err := simulate(alg.String())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -90,7 +90,7 @@ func TestSimulation(t *testing.T) {
 	// The suppressed strategy: the soft limit's 10 pass at once, never
 	// more than the hard limit in a window, and about the rate in the
 	// steady seconds.
-	res, err := simulate(store.Suppressed)
+	res, err := simulate(shedding)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,8 +105,8 @@ func TestSimulation(t *testing.T) {
 	if n := count(res, 2*time.Second, horizon); n < 3*rate || n > 5*rate {
 		t.Errorf("suppressed: got %d admitted in [2s, 6s), want about %d", n, 4*rate)
 	}
-	gcra, _ := simulate(store.GCRA)
-	bucket, _ := simulate(store.TokenBucket)
+	gcra, _ := simulate(store.GCRA.String())
+	bucket, _ := simulate(store.TokenBucket.String())
 	for i := range gcra {
 		if gcra[i] != bucket[i] {
 			t.Fatalf("request %d: gcra %v, token bucket %v; the store specifies one arithmetic", i, gcra[i], bucket[i])

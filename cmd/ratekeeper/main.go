@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/ratekeeper/ratekeeper/middleware/limiter"
 	"io"
 	"os"
 	"os/signal"
@@ -20,10 +21,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ratekeeper/ratekeeper/middleware"
 	"github.com/ratekeeper/ratekeeper/middleware/policy"
 	"github.com/ratekeeper/ratekeeper/store"
 	"github.com/ratekeeper/ratekeeper/store/redisstore"
+	"github.com/ratekeeper/ratekeeper/store/suppressed"
 )
 
 const usage = `usage: ratekeeper <command> [flags] [arguments]
@@ -360,32 +361,51 @@ func (inv *invocation) run(ctx context.Context, out io.Writer) error {
 		return err
 	}
 	defer c.Close()
+	st, err := inv.open(c)
+	if err != nil {
+		return err
+	}
 	if inv.command == "blocks" {
-		st, err := redisstore.New(c, redisstore.Options{Prefix: inv.prefix, Timeout: inv.timeout})
-		if err != nil {
-			return err
-		}
 		return inv.blocks(ctx, st, out)
 	}
 	if strings.HasPrefix(inv.command, "override ") {
-		st, err := redisstore.New(c, redisstore.Options{Prefix: inv.prefix, Timeout: inv.timeout})
+		return inv.setOrClear(ctx, st, out)
+	}
+	req, q, err := inv.request()
+	if err != nil {
+		return err
+	}
+	if q.soft != nil {
+		// A policy that sheds load keeps its state as the suppressed
+		// store does.
+		sup, err := suppressed.New(st, suppressed.Options{Soft: q.soft})
 		if err != nil {
 			return err
 		}
-		return inv.setOrClear(ctx, st, out)
+		st = sup.(redisStore)
 	}
-	req, overrides, err := inv.request()
-	if err != nil {
-		return err
-	}
-	st, err := redisstore.New(c, redisstore.Options{Prefix: inv.prefix, Timeout: inv.timeout})
-	if err != nil {
-		return err
-	}
+	overrides := q.overrides
 	if inv.command == "reset" {
 		return inv.reset(ctx, st, req, out)
 	}
 	return inv.inspect(ctx, st, req, overrides, out)
+}
+
+// redisStore is what the commands use of the Redis store: decisions,
+// overrides and the list of blocks.
+type redisStore interface {
+	store.Store
+	store.OverrideStore
+	store.BlockLister
+}
+
+// open returns the Redis store on c with --prefix and --timeout.
+func (inv *invocation) open(c redis.UniversalClient) (redisStore, error) {
+	st, err := redisstore.New(c, redisstore.Options{Prefix: inv.prefix, Timeout: inv.timeout})
+	if err != nil {
+		return nil, err
+	}
+	return st.(redisStore), nil
 }
 
 // client connects to --redis-url.
@@ -411,12 +431,13 @@ type quota struct {
 	owner     string
 	limits    []store.Limit
 	overrides bool
+	soft      func(store.Limit) int64 // the soft limits of a policy that sheds load
 }
 
 // storeKey returns the key the middleware gives identity in the store
 // under --policy and --tier.
 func (inv *invocation) storeKey() string {
-	return middleware.StoreKey(inv.policy, inv.tier, inv.identity)
+	return limiter.StoreKey(inv.policy, inv.tier, inv.identity)
 }
 
 // quota returns the client's quota: from the policy file when there is
@@ -432,12 +453,12 @@ func (inv *invocation) quota() (quota, error) {
 // request returns the store request for the identity under the limits
 // of the flags or of the policy file, and whether the policy applies
 // overrides.
-func (inv *invocation) request() (store.Request, bool, error) {
+func (inv *invocation) request() (store.Request, quota, error) {
 	q, err := inv.quota()
 	if err != nil {
-		return store.Request{}, false, err
+		return store.Request{}, quota{}, err
 	}
-	return store.Request{Key: middleware.StoreKey(q.owner, inv.tier, inv.identity), Limits: q.limits}, q.overrides, nil
+	return store.Request{Key: limiter.StoreKey(q.owner, inv.tier, inv.identity), Limits: q.limits}, q, nil
 }
 
 // clientState is what inspect prints.
@@ -454,7 +475,7 @@ type clientState struct {
 	OverrideEnds *time.Time `json:"override_expires,omitempty"`
 }
 
-func (inv *invocation) inspect(ctx context.Context, st *redisstore.Store, req store.Request, overrides bool, out io.Writer) error {
+func (inv *invocation) inspect(ctx context.Context, st redisStore, req store.Request, overrides bool, out io.Writer) error {
 	now := time.Now()
 	// A client's override, when it has one, is shown, and the state read
 	// under it, as a policy with overrides: true reads it (one without
@@ -498,7 +519,7 @@ func (inv *invocation) inspect(ctx context.Context, st *redisstore.Store, req st
 			s.Reset.Format(time.RFC3339), strconv.FormatBool(s.Blocked), blockedUntil, overrideCol}})
 }
 
-func (inv *invocation) reset(ctx context.Context, st *redisstore.Store, req store.Request, out io.Writer) error {
+func (inv *invocation) reset(ctx context.Context, st redisStore, req store.Request, out io.Writer) error {
 	err := st.Reset(ctx, req)
 	if errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("nothing stored for %q under these limits (check the identity, --policy, --tier and --prefix)", req.Key)
@@ -582,7 +603,7 @@ func (inv *invocation) blocks(ctx context.Context, lister store.BlockLister, out
 
 // splitBlock splits a block's store key "<policy>[/<tier>]:<identity>".
 func splitBlock(b store.Block) blockedClient {
-	pol, tier, identity, _ := middleware.SplitStoreKey(b.Key)
+	pol, tier, identity, _ := limiter.SplitStoreKey(b.Key)
 	return blockedClient{Policy: pol, Tier: tier, Identity: identity, Scope: b.Scope, Remaining: b.Remaining.Round(time.Millisecond).String()}
 }
 
@@ -702,14 +723,14 @@ func fileQuota(path, name, tier string) (quota, error) {
 		return quota{}, fmt.Errorf("%s: no policy %q", path, name)
 	}
 	p := policies[i]
-	q := quota{owner: cmp.Or(p.Share, p.Name), limits: p.Limits, overrides: p.Overrides}
+	q := quota{owner: cmp.Or(p.Share, p.Name), limits: p.Limits, overrides: p.Overrides, soft: p.Soft}
 	if p.Tiers == nil {
 		if tier != "" {
 			return quota{}, fmt.Errorf("%s: policy %q has no tiers; leave --tier out", path, q.owner)
 		}
 		return q, nil
 	}
-	j := slices.IndexFunc(p.Tiers, func(t middleware.Tier) bool { return t.Name == tier })
+	j := slices.IndexFunc(p.Tiers, func(t limiter.Tier) bool { return t.Name == tier })
 	if j < 0 {
 		names := make([]string, len(p.Tiers))
 		for k, t := range p.Tiers {
@@ -763,7 +784,7 @@ func (inv *invocation) overrideKey() (string, error) {
 	if !q.overrides && inv.command == "override set" {
 		return "", fmt.Errorf("%s: policy %q does not apply overrides (set overrides: true), so this one would change nothing", inv.policyFile, q.owner)
 	}
-	return middleware.StoreKey(q.owner, inv.tier, inv.identity), nil
+	return limiter.StoreKey(q.owner, inv.tier, inv.identity), nil
 }
 
 // overrideLine is what override set and clear print.
@@ -775,7 +796,7 @@ type overrideLine struct {
 	Expires *time.Time `json:"expires,omitempty"`
 }
 
-func (inv *invocation) setOrClear(ctx context.Context, st *redisstore.Store, out io.Writer) error {
+func (inv *invocation) setOrClear(ctx context.Context, st redisStore, out io.Writer) error {
 	key, err := inv.overrideKey()
 	if err != nil {
 		return err

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"github.com/ratekeeper/ratekeeper/middleware/limiter"
 	"net"
 	"os"
 	"path/filepath"
@@ -15,7 +16,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ratekeeper/ratekeeper/middleware"
 	"github.com/ratekeeper/ratekeeper/store"
 	"github.com/ratekeeper/ratekeeper/store/redisstore"
 )
@@ -490,7 +490,7 @@ func TestOverrideAgainstRedis(t *testing.T) {
 	if d := take("carol"); d.Allowed || d.Override != store.OverrideSuspend || d.RetryAfter < 9*time.Minute {
 		t.Errorf("suspended client: got %+v, want refused for about 10 minutes", d)
 	}
-	if o, err := st.GetOverride(ctx, middleware.StoreKey("api", "free", "carol")); err != nil || o.TTL <= 9*time.Minute || o.TTL > 10*time.Minute {
+	if o, err := st.(store.OverrideStore).GetOverride(ctx, limiter.StoreKey("api", "free", "carol")); err != nil || o.TTL <= 9*time.Minute || o.TTL > 10*time.Minute {
 		t.Errorf("override in the store: got %+v, error %v; want one that lasts about 10m", o, err)
 	}
 

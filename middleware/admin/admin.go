@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/ratekeeper/ratekeeper/middleware/limiter"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -14,6 +15,7 @@ import (
 	"github.com/ratekeeper/ratekeeper/middleware"
 	"github.com/ratekeeper/ratekeeper/middleware/policy"
 	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/store/suppressed"
 )
 
 // ErrUnauthenticated is what an [Options.Authorize] function returns
@@ -210,7 +212,14 @@ func (a *api) showClient(w http.ResponseWriter, r *http.Request) {
 func (a *api) readClient(ctx context.Context, target *target, identity string, out *clientJSON) (string, error) {
 	now := a.now()
 	key := target.key(identity)
-	d, err := a.store.Peek(ctx, store.Request{Key: key, Limits: target.limits, ApplyOverride: target.overrides})
+	st := a.store
+	if target.soft != nil {
+		var err error
+		if st, err = suppressed.New(st, suppressed.Options{Soft: target.soft}); err != nil {
+			return "peek", err
+		}
+	}
+	d, err := st.Peek(ctx, store.Request{Key: key, Limits: target.limits, ApplyOverride: target.overrides})
 	if err != nil {
 		return "peek", err
 	}
@@ -371,7 +380,7 @@ func (a *api) listBlocked(w http.ResponseWriter, r *http.Request) {
 	now := a.now()
 	out := blockedJSON{Policy: p.Name, Cursor: next, Clients: make([]blockedClientJSON, 0, len(blocks))}
 	for _, b := range blocks {
-		owner, tier, identity, ok := middleware.SplitStoreKey(b.Key)
+		owner, tier, identity, ok := limiter.SplitStoreKey(b.Key)
 		if !ok || owner != target.owner {
 			continue // not a key of this policy's namespace
 		}

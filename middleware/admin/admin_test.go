@@ -51,7 +51,7 @@ policies:
 // the application's routes.
 type fixture struct {
 	set   *policy.Set
-	store *memstore.Store
+	store store.Store
 	api   http.Handler
 	app   *http.ServeMux
 	log   *testlog.Buffer
@@ -73,7 +73,7 @@ func newFixtureWith(t *testing.T, opts Options, wrap func(store.Store) store.Sto
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan := middleware.ClassifierFunc(func(r *http.Request) (string, string, error) {
+	plan := classifyFunc(func(r *http.Request) (string, string, error) {
 		return r.Header.Get("Plan"), r.Header.Get("User"), nil
 	})
 	set, err := policy.New("policies.yaml", []byte(testPolicies), st, policy.Options{
@@ -539,33 +539,33 @@ func TestBlockedOnMemoryStore(t *testing.T) {
 type failingStore struct{}
 
 func (failingStore) Take(context.Context, store.Request) (store.Decision, error) {
-	return store.Decision{}, &store.BackendError{Op: "take", Kind: store.KindConnection, Err: errors.New("secret-host:6379 refused")}
+	return store.Decision{}, &store.BackendError{Op: "take", Kind: "connection", Err: errors.New("secret-host:6379 refused")}
 }
 
 func (failingStore) Peek(context.Context, store.Request) (store.Decision, error) {
-	return store.Decision{}, &store.BackendError{Op: "peek", Kind: store.KindConnection, Err: errors.New("secret-host:6379 refused")}
+	return store.Decision{}, &store.BackendError{Op: "peek", Kind: "connection", Err: errors.New("secret-host:6379 refused")}
 }
 
 func (failingStore) Reset(context.Context, store.Request) error {
-	return &store.BackendError{Op: "reset", Kind: store.KindConnection, Err: errors.New("secret-host:6379 refused")}
+	return &store.BackendError{Op: "reset", Kind: "connection", Err: errors.New("secret-host:6379 refused")}
 }
 
 func (failingStore) SetOverride(context.Context, string, store.Override) error {
-	return &store.BackendError{Op: "override", Kind: store.KindConnection, Err: errors.New("secret-host:6379 refused")}
+	return &store.BackendError{Op: "override", Kind: "connection", Err: errors.New("secret-host:6379 refused")}
 }
 
 func (failingStore) GetOverride(context.Context, string) (store.Override, error) {
-	return store.Override{}, &store.BackendError{Op: "override", Kind: store.KindConnection, Err: errors.New("secret-host:6379 refused")}
+	return store.Override{}, &store.BackendError{Op: "override", Kind: "connection", Err: errors.New("secret-host:6379 refused")}
 }
 
 func (failingStore) ClearOverride(context.Context, string) error {
-	return &store.BackendError{Op: "override", Kind: store.KindConnection, Err: errors.New("secret-host:6379 refused")}
+	return &store.BackendError{Op: "override", Kind: "connection", Err: errors.New("secret-host:6379 refused")}
 }
 
 func TestStoreFailureIs503(t *testing.T) {
 	set, err := policy.New("p.yaml", []byte(testPolicies), failingStore{}, policy.Options{
 		Keys:        map[string]keyfunc.KeyFunc{"ip": keyfunc.RemoteIP},
-		Classifiers: map[string]middleware.Classifier{"plan": middleware.ClassifierFunc(func(*http.Request) (string, string, error) { return "free", "x", nil })},
+		Classifiers: map[string]middleware.Classifier{"plan": classifyFunc(func(*http.Request) (string, string, error) { return "free", "x", nil })},
 		Logger:      slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
@@ -645,3 +645,8 @@ func TestSecurityHeaders(t *testing.T) {
 		}
 	}
 }
+
+// classifyFunc adapts a function to a middleware.Classifier.
+type classifyFunc func(r *http.Request) (tier, identity string, err error)
+
+func (f classifyFunc) Classify(r *http.Request) (string, string, error) { return f(r) }

@@ -2,11 +2,11 @@ package admin
 
 import (
 	"fmt"
+	"github.com/ratekeeper/ratekeeper/middleware/limiter"
 	"slices"
 	"strconv"
 	"strings"
 
-	"github.com/ratekeeper/ratekeeper/middleware"
 	"github.com/ratekeeper/ratekeeper/middleware/policy"
 	"github.com/ratekeeper/ratekeeper/store"
 )
@@ -22,18 +22,21 @@ type target struct {
 	unlimited bool
 	suspended bool
 	overrides bool // the policy applies per-client overrides
+	// soft gives the soft limits of a policy that sheds load, whose state
+	// the store of package store/suppressed keeps; nil for other policies.
+	soft func(store.Limit) int64
 }
 
 // key returns the store key of identity, as the middleware builds it.
 func (t *target) key(identity string) string {
-	return middleware.StoreKey(t.owner, t.tier, identity)
+	return limiter.StoreKey(t.owner, t.tier, identity)
 }
 
 // resolve finds where the clients of p in tier keep their state, from the
 // policy as package policy decoded it. The target's owner and tiered are
 // set even when it returns an error.
 func (a *api) resolve(p policy.Policy, tier string) (target, error) {
-	t := target{owner: p.Name, tiered: p.Tiers != nil, overrides: p.Overrides}
+	t := target{owner: p.Name, tiered: p.Tiers != nil, overrides: p.Overrides, soft: p.Soft}
 	if p.Share != "" {
 		t.owner = p.Share
 	}
@@ -44,7 +47,7 @@ func (a *api) resolve(p policy.Policy, tier string) (target, error) {
 		t.limits = p.Limits
 		return t, nil
 	}
-	i := slices.IndexFunc(p.Tiers, func(mt middleware.Tier) bool { return mt.Name == tier })
+	i := slices.IndexFunc(p.Tiers, func(mt limiter.Tier) bool { return mt.Name == tier })
 	if i < 0 {
 		names := make([]string, len(p.Tiers))
 		for j, mt := range p.Tiers {

@@ -3,12 +3,11 @@ package admin
 import (
 	"cmp"
 	"fmt"
+	"github.com/ratekeeper/ratekeeper/middleware/limiter"
 	"sort"
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/ratekeeper/ratekeeper/middleware"
 )
 
 // Top is a bounded summary of the clients each policy refused most over
@@ -28,7 +27,7 @@ import (
 // The middleware's observers never see identities (package middleware,
 // Event), so a Top is fed by the application with [Top.Record], wherever
 // it knows both the decision and the identity: from
-// middleware.WithRefusalHook, or after [middleware.Limiter.Allow] in a
+// middleware.Options.RefusalHook, or after [middleware.Limiter.Allow] in a
 // handler. The zero value is ready to use, with the fields' defaults; set
 // the fields before the first Record and do not change them afterwards
 // ([New] refuses values out of range). A Top is safe for concurrent use;
@@ -122,7 +121,7 @@ type topEntry struct {
 // refusal, a block, or a refusal a dry-run policy let through); other
 // decisions, and those for suspended tiers, are ignored. d.Policy names
 // the policy and the tier ("api/authenticated"), as the middleware sets it.
-func (t *Top) Record(d middleware.Decision, identity string) {
+func (t *Top) Record(d limiter.Decision, identity string) {
 	if d.Allowed || d.Capacity == 0 || d.Policy == "" || identity == "" {
 		return
 	}

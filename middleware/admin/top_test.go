@@ -1,21 +1,21 @@
 package admin
 
 import (
+	"github.com/ratekeeper/ratekeeper/middleware/limiter"
 	"strconv"
 	"testing"
 	"time"
 
-	"github.com/ratekeeper/ratekeeper/middleware"
 	"github.com/ratekeeper/ratekeeper/store"
 )
 
 // refusal is a refused decision of policy (with tier, if any).
-func refusal(policy, tier string) middleware.Decision {
+func refusal(policy, tier string) limiter.Decision {
 	p := policy
 	if tier != "" {
 		p += "/" + tier
 	}
-	return middleware.Decision{Decision: store.Decision{Capacity: 10}, Policy: p, Tier: tier}
+	return limiter.Decision{Decision: store.Decision{Capacity: 10}, Policy: p, Tier: tier}
 }
 
 // newTestTop returns a Top whose clock is *now.
@@ -47,9 +47,9 @@ func TestTopValidates(t *testing.T) {
 func TestTopRecordsRefusalsOnly(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	top := newTestTop(t, 10, 5, &now)
-	top.Record(middleware.Decision{Decision: store.Decision{Allowed: true, Capacity: 10}, Policy: "api"}, "allowed")
-	top.Record(middleware.Decision{Policy: "api/suspended", Tier: "suspended"}, "suspended") // no limit applied
-	top.Record(refusal("api", ""), "")                                                       // no identity
+	top.Record(limiter.Decision{Decision: store.Decision{Allowed: true, Capacity: 10}, Policy: "api"}, "allowed")
+	top.Record(limiter.Decision{Policy: "api/suspended", Tier: "suspended"}, "suspended") // no limit applied
+	top.Record(refusal("api", ""), "")                                                    // no identity
 	top.Record(refusal("api", "free"), "dora")
 	got := top.top("api", 5*time.Minute, 10)
 	if len(got) != 1 || got[0] != (topEntry{Tier: "free", Identity: "dora", Count: 1}) {

@@ -8,7 +8,9 @@ import (
 	"strings"
 
 	"github.com/ratekeeper/ratekeeper/middleware"
+	"github.com/ratekeeper/ratekeeper/middleware/limiter"
 	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/store/suppressed"
 )
 
 // entry is one policy of a running configuration.
@@ -83,12 +85,12 @@ func authTiers(c middleware.Classifier) []string {
 	if a == nil {
 		return nil
 	}
-	names := []string{middleware.TierAnonymous, middleware.TierAuthenticated}
+	names := []string{"anonymous", "authenticated"}
 	if a.Trusted != nil {
-		names = append(names, middleware.TierTrusted)
+		names = append(names, "trusted")
 	}
 	if a.Suspended != nil {
-		names = append(names, middleware.TierSuspended)
+		names = append(names, "suspended")
 	}
 	return names
 }
@@ -121,59 +123,79 @@ func (b *builder) entry(ps *policySpec, m Mode) (*entry, error) {
 // base builds the limiter of the quota ps owns. Settings the file leaves
 // out keep the middleware's defaults, or what Options.Middleware chose.
 func (b *builder) base(ps *policySpec, dry bool) (*middleware.Limiter, error) {
-	opts := []middleware.Option{middleware.WithLogger(b.opts.logger())}
-	opts = append(opts, b.opts.Middleware...)
-	opts = append(opts, middleware.WithName(ps.name))
+	o := b.opts.Middleware
+	if o.Logger == nil {
+		o.Logger = b.opts.logger()
+	}
+	o.Name = ps.name
+	o.Exempt = slices.Clone(o.Exempt)
 	if ps.headers != nil {
-		opts = append(opts, middleware.WithHeaders(ps.headers.w))
+		o.Headers = ps.headers.w
+	}
+	st := b.st
+	if soft := ps.soft(); soft != nil {
+		var err error
+		if st, err = suppressed.New(st, suppressed.Options{Soft: soft}); err != nil {
+			return nil, fmt.Errorf("policy %q: %w", ps.name, err)
+		}
+		o.Headers.Suppression = true
 	}
 	if ps.has("failure") {
-		opts = append(opts, middleware.WithFailureMode(ps.failure))
+		o.FailureMode = ps.failure
 	}
 	if ps.fallback {
-		opts = append(opts, middleware.WithLocalFallback(b.opts.Fallback))
+		o.Fallback = b.opts.Fallback
 	}
 	if ps.breaker != nil {
-		opts = append(opts, middleware.WithBreaker(ps.breaker.threshold, ps.breaker.cooldown))
-	}
-	if ps.problem {
-		opts = append(opts, middleware.WithProblemDetails())
-	}
-	if ps.countDenied {
-		opts = append(opts, middleware.WithCountDenied())
-	}
-	if ps.overrides {
-		opts = append(opts, middleware.WithOverrides())
-	}
-	if e := ps.exempt; e != nil {
-		if len(e.paths) > 0 {
-			opts = append(opts, middleware.WithExempt(middleware.ExemptPaths(e.paths...)))
-		}
-		if len(e.cidrs) > 0 {
-			f, err := middleware.ExemptCIDRs(b.opts.ClientIP, e.cidrs...)
-			if err != nil {
-				return nil, err
-			}
-			opts = append(opts, middleware.WithExempt(f))
-		}
-		if len(e.methods) > 0 {
-			methods := slices.Clone(e.methods)
-			opts = append(opts, middleware.WithExempt(func(r *http.Request) bool { return slices.Contains(methods, r.Method) }))
+		o.BreakerThreshold, o.BreakerCooldown = ps.breaker.threshold, ps.breaker.cooldown
+		if o.BreakerThreshold == 0 {
+			o.BreakerThreshold = -1 // the file's 0 turns the breaker off
 		}
 	}
-	if dry {
-		opts = append(opts, middleware.WithDryRun())
+	o.ProblemDetails = o.ProblemDetails || ps.problem
+	o.CountDenied = o.CountDenied || ps.countDenied
+	o.Overrides = o.Overrides || ps.overrides
+	exempt, err := b.exemptions(ps.exempt)
+	if err != nil {
+		return nil, err
 	}
+	o.Exempt = append(o.Exempt, exempt...)
+	o.DryRun = dry
 	if ps.key != "" {
 		limits := storeLimits(ps.limits)
-		opts = append(opts, middleware.WithLimits(limits[1:]...))
-		return middleware.New(b.st, b.opts.Keys[ps.key], limits[0], opts...)
+		o.Limits = limits[1:]
+		return middleware.New(st, b.opts.Keys[ps.key], limits[0], o)
 	}
-	tiers := make([]middleware.Tier, len(ps.tiers))
+	o.Limits = nil
+	tiers := make([]limiter.Tier, len(ps.tiers))
 	for i := range ps.tiers {
 		tiers[i] = ps.tiers[i].middlewareTier()
 	}
-	return middleware.NewTiered(b.st, b.opts.Classifiers[ps.classifier], tiers, opts...)
+	return middleware.NewTiered(st, b.opts.Classifiers[ps.classifier], tiers, o)
+}
+
+// exemptions builds the exemption functions of a policy's exempt block
+// (nil when it has none).
+func (b *builder) exemptions(e *exemptSpec) ([]func(*http.Request) bool, error) {
+	if e == nil {
+		return nil, nil
+	}
+	var out []func(*http.Request) bool
+	if len(e.paths) > 0 {
+		out = append(out, middleware.ExemptPaths(e.paths...))
+	}
+	if len(e.cidrs) > 0 {
+		f, err := middleware.ExemptCIDRs(b.opts.ClientIP, e.cidrs...)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, f)
+	}
+	if len(e.methods) > 0 {
+		methods := slices.Clone(e.methods)
+		out = append(out, func(r *http.Request) bool { return slices.Contains(methods, r.Method) })
+	}
+	return out, nil
 }
 
 func storeLimits(specs []limitSpec) []store.Limit {

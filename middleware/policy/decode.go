@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"github.com/ratekeeper/ratekeeper/middleware/limiter"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -9,7 +10,6 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/ratekeeper/ratekeeper/middleware"
 	"github.com/ratekeeper/ratekeeper/store"
 )
 
@@ -336,16 +336,16 @@ func (ps *policySpec) boolField(key string) *bool {
 	return nil
 }
 
-func (d *decoder) failure(k, v *yaml.Node, f string) middleware.FailureMode {
+func (d *decoder) failure(k, v *yaml.Node, f string) limiter.FailureMode {
 	s, ok := d.str(v, f)
 	switch {
 	case !ok, s == "open":
-		return middleware.FailOpen
+		return limiter.FailOpen
 	case s == "closed":
-		return middleware.FailClosed
+		return limiter.FailClosed
 	}
 	d.add(k.Line, f, fmt.Sprintf("unknown failure mode %q (want open or closed)", s))
-	return middleware.FailOpen
+	return limiter.FailOpen
 }
 
 // checkPolicy checks the fields of a policy without problems of its own
@@ -397,11 +397,53 @@ func (d *decoder) checkPolicy(ps *policySpec) {
 	if has("key") {
 		d.checkLimits(ps, ps.limits, join(ps.path, "limits"), ps.at["limits"])
 	}
-	for _, t := range ps.tiers {
-		if t.limits != nil {
-			d.checkLimits(ps, t.limits, join(t.path, "limits"), t.line)
+	d.checkTierLimits(ps)
+}
+
+// checkTierLimits checks the limits of each tier of a policy, and that
+// its tiers all shed load (algorithm suppressed) or none does.
+func (d *decoder) checkTierLimits(ps *policySpec) {
+	var first *tierSpec
+	for i := range ps.tiers {
+		t := &ps.tiers[i]
+		if t.limits == nil {
+			continue
+		}
+		d.checkLimits(ps, t.limits, join(t.path, "limits"), t.line)
+		if first == nil {
+			first = t
+		} else if (t.limits[0].soft > 0) != (first.limits[0].soft > 0) {
+			// One limiter, one store: shedding load is the store's way.
+			d.add(t.line, join(t.path, "limits"), fmt.Sprintf("use %s but the tier %q uses %s: the tiers of a policy all use suppressed or none does", t.limits[0].algorithm(), first.name, first.limits[0].algorithm()))
 		}
 	}
+}
+
+// soft returns the soft limits of a policy that sheds load (algorithm
+// suppressed), by limit ID, as package store/suppressed takes them; nil
+// for other policies.
+func (ps *policySpec) soft() func(store.Limit) int64 {
+	softs := map[string]int64{}
+	add := func(limits []limitSpec) {
+		for _, l := range limits {
+			if l.soft > 0 {
+				softs[softKey(l.limit)] = l.soft
+			}
+		}
+	}
+	add(ps.limits)
+	for _, t := range ps.tiers {
+		add(t.limits)
+	}
+	if len(softs) == 0 {
+		return nil
+	}
+	return func(l store.Limit) int64 { return softs[softKey(l)] }
+}
+
+// softKey tells apart the counting limits of a policy's tiers.
+func softKey(l store.Limit) string {
+	return l.ID() + "\x00" + strconv.FormatInt(l.Rate, 10) + "\x00" + l.Period.String()
 }
 
 // checkLimits checks a policy's (or tier's) limits together: one
@@ -419,8 +461,8 @@ func (d *decoder) checkLimits(ps *policySpec, limits []limitSpec, path string, l
 	alg := limits[0].limit.Algorithm
 	for i, l := range limits {
 		f := index(path, i)
-		if l.limit.Algorithm != alg {
-			d.add(l.line, join(f, "algorithm"), fmt.Sprintf("is %s but %s[0] is %s: the limits of one policy or tier use one algorithm", l.limit.Algorithm, path, alg))
+		if l.limit.Algorithm != alg || (l.soft > 0) != (limits[0].soft > 0) {
+			d.add(l.line, join(f, "algorithm"), fmt.Sprintf("is %s but %s[0] is %s: the limits of one policy or tier use one algorithm", l.algorithm(), path, limits[0].algorithm()))
 		}
 		for j := range i {
 			if limits[j].limit.ID() == l.limit.ID() {
@@ -431,8 +473,8 @@ func (d *decoder) checkLimits(ps *policySpec, limits []limitSpec, path string, l
 			d.add(ps.at["cost"], join(ps.path, "cost"), fmt.Sprintf("%d exceeds the capacity %d of %s: no request could ever be admitted", ps.cost, l.limit.Capacity(), f))
 		}
 	}
-	if ps.countDenied && !window(alg) {
-		d.add(ps.at["count_denied"], join(ps.path, "count_denied"), fmt.Sprintf("needs a window algorithm (sliding_window_log, sliding_window_counter or fixed_window), not %s", alg))
+	if ps.countDenied && (!window(alg) || limits[0].soft > 0) {
+		d.add(ps.at["count_denied"], join(ps.path, "count_denied"), fmt.Sprintf("needs a window algorithm (sliding_window_log, sliding_window_counter or fixed_window), not %s", limits[0].algorithm()))
 	}
 }
 
@@ -551,8 +593,48 @@ func (d *decoder) limit(n *yaml.Node, path string) (limitSpec, bool) {
 	if d.count() > before {
 		return ls, false
 	}
+	if ls.soft < 0 {
+		d.suppressed(&ls, path)
+		return ls, d.count() == before
+	}
 	d.checkLimit(&ls, path, at)
 	return ls, d.count() == before
+}
+
+// algorithm returns the limit's algorithm as the file names it.
+func (ls *limitSpec) algorithm() string {
+	if ls.soft > 0 {
+		return suppressedName
+	}
+	return ls.limit.Algorithm.String()
+}
+
+// suppressedName is the algorithm of the file that sheds load above a
+// soft limit (package store/suppressed): rate is the soft limit, burst
+// the hard one (0: twice the rate).
+const suppressedName = "suppressed"
+
+// suppressed turns a limit of algorithm suppressed into its soft limit and
+// its counting limit, and checks them.
+func (d *decoder) suppressed(ls *limitSpec, path string) {
+	l := &ls.limit
+	ls.soft = l.Rate
+	hard := l.Burst
+	if hard == 0 {
+		hard = 2 * l.Rate
+	}
+	switch {
+	case hard < l.Rate:
+		d.add(ls.line, path, fmt.Sprintf("Burst (the hard limit of suppressed) must be 0 or >= Rate %d, got %d", l.Rate, l.Burst))
+		return
+	case l.Block != 0 || l.BlockMax != 0:
+		d.add(ls.line, path, "Block is not supported by suppressed, which sheds load rather than punish it")
+		return
+	}
+	l.Rate, l.Burst = hard, 0
+	if err := l.Validate(); err != nil {
+		d.add(ls.line, path, strings.TrimPrefix(err.Error(), store.ErrInvalidLimit.Error()+": "))
+	}
 }
 
 // limitField decodes the field key of a limit, at f.
@@ -568,6 +650,11 @@ func (d *decoder) limitField(ls *limitSpec, f, key string, k, v *yaml.Node) {
 		}
 	case "algorithm":
 		if s, ok := d.str(v, f); ok {
+			if s == suppressedName {
+				// Marked until the rate is known (see limit).
+				ls.soft, l.Algorithm = -1, store.SlidingWindowCounter
+				return
+			}
 			a, err := store.ParseAlgorithm(s)
 			if err != nil {
 				d.add(k.Line, f, fmt.Sprintf("unknown algorithm %q (want %s)", s, algorithmNames()))
@@ -619,7 +706,7 @@ func algorithmNames() string {
 	for _, a := range store.Algorithms {
 		names = append(names, a.String())
 	}
-	names = append(names, store.Suppressed.String())
+	names = append(names, suppressedName)
 	return strings.Join(names, ", ")
 }
 
@@ -651,7 +738,7 @@ func (d *decoder) breaker(n *yaml.Node, path string) *breakerSpec {
 	return b
 }
 
-// maxBreakerThreshold is the middleware's bound on WithBreaker's threshold.
+// maxBreakerThreshold is the middleware's bound on Options.BreakerThreshold.
 const maxBreakerThreshold = 1 << 20
 
 const headerFields = "dialect, reset, bucket"
@@ -750,7 +837,7 @@ func (d *decoder) exempt(n *yaml.Node, path string) *exemptSpec {
 }
 
 // validName checks a policy or tier name as the middleware does
-// (WithName, Tier.Name) and returns what is wrong, or "".
+// (Options.Name, Tier.Name) and returns what is wrong, or "".
 func validName(n string) string {
 	if n == "" || len(n) > 64 {
 		return fmt.Sprintf("must be 1 to 64 characters, got %q", n)

@@ -66,7 +66,7 @@
 //
 //   - key: the name of a key function in [Options].Keys, with limits: a
 //     list of 1 to 8 limits, all of one algorithm, that a request must all
-//     pass (as [middleware.New] with [middleware.WithLimits]).
+//     pass (as [middleware.New] with [middleware.Options].Limits).
 //   - classifier: the name of a classifier in [Options].Classifiers, with
 //     tiers: a mapping from tier name to exactly one of limits,
 //     "unlimited: true" or "suspended: true" (as [middleware.NewTiered]).
@@ -83,23 +83,23 @@
 //   - cost: units per request, at least 1 and at most every limit's
 //     capacity (default 1).
 //   - mode: enforce (default), dry_run or off; see Switches.
-//   - failure: open (default) or closed ([middleware.WithFailureMode]).
+//   - failure: open (default) or closed ([middleware.Options].FailureMode).
 //   - local_fallback: true decides with Options.Fallback when the store
-//     fails ([middleware.WithLocalFallback]).
+//     fails ([middleware.Options].Fallback).
 //   - breaker: {threshold: 5, cooldown: 1s}; threshold 0 disables it
-//     ([middleware.WithBreaker]).
+//     ([middleware.Options].BreakerThreshold).
 //   - headers: dialect x-ratelimit (default: X-RateLimit-*), ietf (the
 //     IETF RateLimit and RateLimit-Policy fields only), both, or omit (only
 //     Retry-After, on refusals); reset epoch (default) or delta; bucket:
 //     true adds X-RateLimit-Bucket and X-RateLimit-Tier (see
 //     [headers.Options]).
 //   - problem_details: true answers refusals with RFC 9457
-//     application/problem+json ([middleware.WithProblemDetails]).
+//     application/problem+json ([middleware.Options].ProblemDetails).
 //   - count_denied: true records refused attempts too, for window
-//     algorithms ([middleware.WithCountDenied]).
+//     algorithms ([middleware.Options].CountDenied).
 //   - overrides: true applies per-client overrides set through the admin
 //     API, the command-line tool or [middleware.Limiter.SetOverride]
-//     ([middleware.WithOverrides]); the store must keep overrides.
+//     ([middleware.Options].Overrides); the store must keep overrides.
 //   - exempt: paths (exact, or a prefix ending in "/*"), cidrs (prefixes
 //     or addresses, matched against the address Options.ClientIP finds)
 //     and methods, whose requests pass without a decision
@@ -118,7 +118,11 @@
 //   - algorithm: gcra (default), token_bucket, sliding_window_log,
 //     sliding_window_counter, fixed_window ([store.Algorithm]) or
 //     suppressed, the strategy that sheds load between rate (the soft
-//     limit) and burst (the hard limit) ([store.Suppressed]).
+//     limit) and burst (the hard limit): the policy's limiter then runs
+//     on the store of package store/suppressed over the Set's store, with
+//     a sliding window counter of the hard limit, and sends
+//     X-RateLimit-Suppression. All limits of a policy, all its tiers
+//     included, are suppressed or none is.
 //   - burst: the capacity of gcra and token_bucket (default: rate); the
 //     hard limit of suppressed, at least rate (default: 2·rate); the
 //     window algorithms hold rate.

@@ -35,7 +35,7 @@ func Example_loadFile() {
 	set, err := policy.Load(path, st, policy.Options{
 		Keys:        map[string]keyfunc.KeyFunc{"ip": keyfunc.RemoteIP},
 		Classifiers: map[string]middleware.Classifier{"auth": middleware.AuthOptions{Subject: jwtSubject, Anonymous: keyfunc.RemoteIP}},
-		Middleware:  []middleware.Option{middleware.WithObserver(collector.Observe)},
+		Middleware:  middleware.Options{Observer: collector.Observe},
 	})
 	if err != nil {
 		log.Fatal(err) // every problem with its file, line and field

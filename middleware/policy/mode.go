@@ -10,7 +10,7 @@ import "fmt"
 //   - "dry_run" decides and records every request, sets the rate-limit
 //     headers (never Retry-After) and reports the refusals it would make
 //     as dry_run outcomes, but lets every request through (see
-//     middleware.WithDryRun).
+//     middleware.Options.DryRun).
 //   - "off" bypasses the policy: requests reach the handler without a
 //     decision, without rate-limit headers and without being counted, so
 //     that nothing is recorded and no observer is told. It is the

@@ -2,8 +2,8 @@ package policy
 
 import (
 	"encoding/json"
+	"github.com/ratekeeper/ratekeeper/middleware/limiter"
 
-	"github.com/ratekeeper/ratekeeper/middleware"
 	"github.com/ratekeeper/ratekeeper/store"
 )
 
@@ -11,7 +11,7 @@ import (
 // form in which the file reaches code. [Parse] returns the policies of a
 // file, [Set.Status] those of the running configuration; the admin API and
 // the command-line tool read them to find a client's limits and its store
-// key ([middleware.StoreKey] of the policy that owns the quota, the tier
+// key ([limiter.StoreKey] of the policy that owns the quota, the tier
 // and the identity). A threshold N in the file is rate N-1 in Limits.
 //
 // For a policy with share, Key, Classifier, Limits, Tiers and Overrides
@@ -40,7 +40,12 @@ type Policy struct {
 	Limits []store.Limit
 	// Tiers are the tiers of a policy with classifier, in file order; nil
 	// for one with key. A tier has Limits, or is Unlimited or Suspended.
-	Tiers []middleware.Tier
+	Tiers []limiter.Tier
+	// Soft gives, for a policy that sheds load (algorithm suppressed), the
+	// soft limit of each of its counting limits, as the store of package
+	// store/suppressed takes it ([suppressed.Options]); nil for other
+	// policies.
+	Soft func(store.Limit) int64
 	// Overrides reports that the policy applies per-client overrides
 	// ("overrides: true").
 	Overrides bool
@@ -75,12 +80,12 @@ func (ps *policySpec) public(m Mode, overridden bool) Policy {
 	if ps.owner != nil {
 		q = ps.owner
 	}
-	p.Key, p.Classifier, p.Overrides = q.key, q.classifier, q.overrides
+	p.Key, p.Classifier, p.Overrides, p.Soft = q.key, q.classifier, q.overrides, q.soft()
 	if q.key != "" {
 		p.Limits = storeLimits(q.limits)
 	}
 	if len(q.tiers) > 0 {
-		p.Tiers = make([]middleware.Tier, len(q.tiers))
+		p.Tiers = make([]limiter.Tier, len(q.tiers))
 		for i, t := range q.tiers {
 			p.Tiers[i] = t.middlewareTier()
 		}
@@ -89,8 +94,8 @@ func (ps *policySpec) public(m Mode, overridden bool) Policy {
 }
 
 // middlewareTier returns the tier as middleware.NewTiered takes it.
-func (t *tierSpec) middlewareTier() middleware.Tier {
-	mt := middleware.Tier{Name: t.name, Unlimited: t.unlimited, Suspended: t.suspended}
+func (t *tierSpec) middlewareTier() limiter.Tier {
+	mt := limiter.Tier{Name: t.name, Unlimited: t.unlimited, Suspended: t.suspended}
 	if t.limits != nil {
 		mt.Limits = storeLimits(t.limits)
 	}

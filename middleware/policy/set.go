@@ -54,19 +54,20 @@ type Options struct {
 	ClientIP *keyfunc.ClientIP
 	// Fallback is the store of policies with "local_fallback: true",
 	// typically a memory store private to the process (see
-	// middleware.WithLocalFallback). A file that asks for it without one
+	// middleware.Options.Fallback). A file that asks for it without one
 	// is invalid.
 	Fallback store.Store
 	// Logger receives reloads, failed reloads and mode switches, and is
-	// given to every limiter (middleware.WithLogger) before Middleware.
-	// Nil means slog.Default().
+	// every limiter's logger unless Middleware names one. Nil means
+	// slog.Default().
 	Logger *slog.Logger
-	// Middleware options are applied to every limiter before the file's
-	// settings, so the file wins where both say something: use them for
-	// what only code can say, such as middleware.WithObserver,
-	// middleware.WithLogSecret or middleware.WithDeniedHandler. Do not
-	// pass options the file controls (WithName, WithLimits, WithDryRun).
-	Middleware []middleware.Option
+	// Middleware holds the options every limiter starts from; the file's
+	// settings are applied over them, so the file wins where both say
+	// something (its exemptions are added to Middleware.Exempt, its flags
+	// can only turn on). Use it for what only code can say, such as
+	// Observer, LogSecret or DeniedHandler. The fields the file controls
+	// (Name, Limits, DryRun) are ignored.
+	Middleware middleware.Options
 }
 
 func (o *Options) logger() *slog.Logger {
@@ -177,7 +178,7 @@ func newSet(name string, st store.Store, opts Options) (*Set, error) {
 	}
 	opts.Keys = maps.Clone(opts.Keys)
 	opts.Classifiers = maps.Clone(opts.Classifiers)
-	opts.Middleware = slices.Clone(opts.Middleware)
+	opts.Middleware.Exempt = slices.Clone(opts.Middleware.Exempt)
 	return &Set{
 		st: st, opts: opts, log: opts.logger(), name: name,
 		slots: map[string]int{}, used: map[string]bool{}, overrides: map[string]Mode{},

@@ -5,12 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -24,7 +26,7 @@ import (
 	"github.com/ratekeeper/ratekeeper/store/memstore"
 )
 
-func newStore(t *testing.T) *memstore.Store {
+func newStore(t *testing.T) store.Store {
 	t.Helper()
 	st, err := memstore.New(memstore.Options{})
 	if err != nil {
@@ -401,7 +403,7 @@ func TestHandlerAllocations(t *testing.T) {
     key: ip
     limits: [{rate: 1000000000, period: 1h}]
 `), st)
-	direct, err := middleware.New(st, keyfunc.RemoteIP, store.Limit{Rate: 1e9, Period: time.Hour}, middleware.WithName("direct"), middleware.WithLogger(slog.New(slog.DiscardHandler)))
+	direct, err := middleware.New(st, keyfunc.RemoteIP, store.Limit{Rate: 1e9, Period: time.Hour}, middleware.Options{Name: "direct", Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -484,5 +486,44 @@ func TestModeText(t *testing.T) {
 	}
 	if err := (&policy.Set{}).SetMode("x", "dry-run"); err == nil {
 		t.Fatal("SetMode of an invalid mode: got nil, want an error")
+	}
+}
+
+// A policy of algorithm suppressed sheds load through package
+// store/suppressed over the Set's store: the soft limit's requests pass
+// with factor 0, the hard limit (X-RateLimit-Limit) holds, every response
+// carries the factor, and the policy's exported form gives the soft limit.
+func TestSuppressedPolicy(t *testing.T) {
+	st, err := memstore.New(memstore.Options{Rand: func() float64 { return 0 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const file = `policies:
+  search:
+    key: ip
+    limits: [{algorithm: suppressed, rate: 2, burst: 3, period: 1h}]
+`
+	set := load(t, writeFile(t, file), st)
+	h := set.Handler("search")(okHandler)
+	var got []string
+	for range 4 {
+		w := serve(h, "192.0.2.20:1")
+		got = append(got, fmt.Sprintf("%d %s %s", w.Code, w.Header().Get("X-RateLimit-Limit"), w.Header().Get("X-RateLimit-Suppression")))
+	}
+	// Two below the soft limit; the third meets 1 − 2·(3−2)/((3−2)·3) and
+	// is refused by the draw 0; the fourth, 1 − 2/4.
+	if want := []string{"200 3 0", "200 3 0", "429 3 0.333333", "429 3 0.5"}; !slices.Equal(got, want) {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+	ps, err := policy.Parse("policies.yaml", []byte(file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := ps[0].Limits[0]
+	if l.Algorithm != store.SlidingWindowCounter || l.Rate != 3 || ps[0].Soft == nil || ps[0].Soft(l) != 2 {
+		t.Fatalf("exported form: got limit %+v, soft set %t; want a sliding window counter of 3 with soft limit 2", l, ps[0].Soft != nil)
+	}
+	if _, err := policy.Parse("policies.yaml", []byte(strings.Replace(file, "[{algorithm: suppressed", "[{rate: 5, period: 1m}, {algorithm: suppressed", 1))); err == nil {
+		t.Error("a policy mixing suppressed and counting limits: got no error, want one")
 	}
 }

@@ -3,10 +3,10 @@ package policy
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/ratekeeper/ratekeeper/middleware/limiter"
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/headers"
-	"github.com/ratekeeper/ratekeeper/middleware"
 	"github.com/ratekeeper/ratekeeper/store"
 )
 
@@ -29,7 +29,7 @@ type policySpec struct {
 	mode                   Mode
 	limits                 []limitSpec
 	tiers                  []tierSpec
-	failure                middleware.FailureMode
+	failure                limiter.FailureMode
 	fallback               bool
 	breaker                *breakerSpec
 	headers                *headersSpec
@@ -52,7 +52,12 @@ type tierSpec struct {
 type limitSpec struct {
 	limit     store.Limit
 	threshold int64 // as written, when the file used threshold
-	line      int
+	// soft is the soft limit of algorithm: suppressed (the rate as
+	// written), whose limit is then the counting limit under it: a
+	// sliding window counter of the hard limit (burst, or twice the rate).
+	// Zero for other algorithms.
+	soft int64
+	line int
 }
 
 type breakerSpec struct {
@@ -91,7 +96,7 @@ func (ps *policySpec) marshal() json.RawMessage {
 	}
 	if ps.has("failure") {
 		f := "open"
-		if ps.failure == middleware.FailClosed {
+		if ps.failure == limiter.FailClosed {
 			f = "closed"
 		}
 		o.str("failure", f)
@@ -174,7 +179,14 @@ func marshalLimits(limits []limitSpec) json.RawMessage {
 		l := ls.limit
 		o := object{b: &b}
 		o.str("name", l.Name)
-		o.str("algorithm", l.Algorithm.String())
+		if ls.soft > 0 {
+			// As written: the soft limit as the rate, the hard one as the
+			// burst.
+			o.str("algorithm", suppressedName)
+			l.Rate, l.Burst = ls.soft, l.Rate
+		} else {
+			o.str("algorithm", l.Algorithm.String())
+		}
 		if ls.threshold > 0 {
 			o.val("threshold", ls.threshold)
 		} else {

@@ -11,17 +11,17 @@ import (
 // The capabilities of package store that a Store forwards to its backend
 // (see "Capabilities" in the package documentation).
 var (
-	_ store.BlockLister            = (*Store)(nil)
-	_ store.EvictionCounter        = (*Store)(nil)
-	_ store.EvictionPolicyReporter = (*Store)(nil)
-	_ store.Refunder               = (*Store)(nil)
+	_ store.BlockLister            = (*hybridStore)(nil)
+	_ store.EvictionCounter        = (*hybridStore)(nil)
+	_ store.EvictionPolicyReporter = (*hybridStore)(nil)
+	_ store.Refunder               = (*hybridStore)(nil)
 )
 
 // Blocks implements [store.BlockLister] with the backend's listing: blocks
 // are only ever started and kept by the backend, since a request with a
 // blocking limit is never decided locally. For a backend that does not
 // list its blocks it returns an error wrapping [errors.ErrUnsupported].
-func (s *Store) Blocks(ctx context.Context, keyPrefix, cursor string, count int) ([]store.Block, string, error) {
+func (s *hybridStore) Blocks(ctx context.Context, keyPrefix, cursor string, count int) ([]store.Block, string, error) {
 	bl, ok := s.backend.(store.BlockLister)
 	if !ok {
 		return nil, "", fmt.Errorf("hybrid: the backend (%T) does not list its blocks: %w", s.backend, errors.ErrUnsupported)
@@ -32,7 +32,7 @@ func (s *Store) Blocks(ctx context.Context, keyPrefix, cursor string, count int)
 // Evictions implements [store.EvictionCounter] with the backend's count,
 // or 0 for a backend that does not evict. The local leases are not
 // bounded by a key count and are never evicted, only forgotten when idle.
-func (s *Store) Evictions() uint64 {
+func (s *hybridStore) Evictions() uint64 {
 	if ec, ok := s.backend.(store.EvictionCounter); ok {
 		return ec.Evictions()
 	}
@@ -41,7 +41,7 @@ func (s *Store) Evictions() uint64 {
 
 // EvictionPolicy implements [store.EvictionPolicyReporter] with the
 // backend's policy, or "" for a backend that has none.
-func (s *Store) EvictionPolicy() string {
+func (s *hybridStore) EvictionPolicy() string {
 	if ep, ok := s.backend.(store.EvictionPolicyReporter); ok {
 		return ep.EvictionPolicy()
 	}
@@ -51,7 +51,7 @@ func (s *Store) EvictionPolicy() string {
 // Refunds implements [store.Refunder] with the backend's count, or 0 for
 // a backend that never refunds. The stacked decisions it counts are the
 // ones made on the backend directly: a Store makes none.
-func (s *Store) Refunds() uint64 {
+func (s *hybridStore) Refunds() uint64 {
 	if r, ok := s.backend.(store.Refunder); ok {
 		return r.Refunds()
 	}
@@ -60,7 +60,7 @@ func (s *Store) Refunds() uint64 {
 
 // Unrefunded implements [store.Refunder] with the backend's count, or 0
 // for a backend that never refunds.
-func (s *Store) Unrefunded() uint64 {
+func (s *hybridStore) Unrefunded() uint64 {
 	if r, ok := s.backend.(store.Refunder); ok {
 		return r.Unrefunded()
 	}
@@ -72,7 +72,7 @@ func (s *Store) Unrefunded() uint64 {
 // [store.ErrInvalidRequest] when the backend cannot settle. The key's
 // units taken locally and not yet committed are not touched: the
 // settlement's units apply to the backend's state at once.
-func (s *Store) Settle(ctx context.Context, req store.Request, actual int64) error {
+func (s *hybridStore) Settle(ctx context.Context, req store.Request, actual int64) error {
 	if r, ok := s.backend.(store.Refunder); ok {
 		return r.Settle(ctx, req, actual)
 	}

@@ -42,17 +42,17 @@ func TestForwardsCapabilities(t *testing.T) {
 			}
 		}
 	}
-	blocks, next, err := s.Blocks(ctx, "login:", "", 10)
-	want, _, _ := m.Blocks(ctx, "login:", "", 10)
+	blocks, next, err := s.(store.BlockLister).Blocks(ctx, "login:", "", 10)
+	want, _, _ := m.(store.BlockLister).Blocks(ctx, "login:", "", 10)
 	if err != nil || next != "" || len(blocks) == 0 || len(blocks) != len(want) {
 		t.Errorf("Blocks: got %v, %q, %v; want the backend's %v", blocks, next, err, want)
 	}
-	if got := s.Evictions(); got == 0 || got != m.Evictions() {
-		t.Errorf("Evictions: got %d, want the backend's %d (> 0)", got, m.Evictions())
+	if got := s.(store.EvictionCounter).Evictions(); got == 0 || got != m.(store.EvictionCounter).Evictions() {
+		t.Errorf("Evictions: got %d, want the backend's %d (> 0)", got, m.(store.EvictionCounter).Evictions())
 	}
 
 	r := newHybrid(t, reportingBackend{m}, hybrid.Options{})
-	if p, n, u := r.EvictionPolicy(), r.Refunds(), r.Unrefunded(); p != "noeviction" || n != 3 || u != 1 {
+	if p, n, u := r.(store.EvictionPolicyReporter).EvictionPolicy(), r.(store.Refunder).Refunds(), r.(store.Refunder).Unrefunded(); p != "noeviction" || n != 3 || u != 1 {
 		t.Errorf("got policy %q, refunds %d, unrefunded %d; want the backend's noeviction, 3, 1", p, n, u)
 	}
 }
@@ -66,14 +66,14 @@ func TestCapabilitiesOfAPlainBackend(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := newHybrid(t, plainBackend{m}, hybrid.Options{})
-	if _, _, err := s.Blocks(context.Background(), "", "", 10); !errors.Is(err, errors.ErrUnsupported) {
+	if _, _, err := s.(store.BlockLister).Blocks(context.Background(), "", "", 10); !errors.Is(err, errors.ErrUnsupported) {
 		t.Errorf("Blocks: got %v, want errors.ErrUnsupported", err)
 	}
-	if e, p, n, u := s.Evictions(), s.EvictionPolicy(), s.Refunds(), s.Unrefunded(); e != 0 || p != "" || n != 0 || u != 0 {
+	if e, p, n, u := s.(store.EvictionCounter).Evictions(), s.(store.EvictionPolicyReporter).EvictionPolicy(), s.(store.Refunder).Refunds(), s.(store.Refunder).Unrefunded(); e != 0 || p != "" || n != 0 || u != 0 {
 		t.Errorf("got evictions %d, policy %q, refunds %d, unrefunded %d; want 0, \"\", 0, 0", e, p, n, u)
 	}
 	r := store.Request{Key: "k", Limits: []store.Limit{{Rate: 10, Period: time.Hour}}, Cost: 4}
-	if err := s.Settle(context.Background(), r, 7); !errors.Is(err, store.ErrInvalidRequest) {
+	if err := s.(store.Refunder).Settle(context.Background(), r, 7); !errors.Is(err, store.ErrInvalidRequest) {
 		t.Errorf("Settle: got %v, want ErrInvalidRequest (the backend does not settle)", err)
 	}
 }
@@ -88,7 +88,7 @@ func TestSettlePassesToTheBackend(t *testing.T) {
 	}
 	s := newHybrid(t, m, hybrid.Options{SyncInterval: time.Hour})
 	r := store.Request{Key: "k", Limits: []store.Limit{{Rate: 10, Period: time.Hour}}, Cost: 4}
-	if err := s.Settle(ctx, r, 7); err != nil {
+	if err := s.(store.Refunder).Settle(ctx, r, 7); err != nil {
 		t.Fatalf("Settle: got %v, want nil", err)
 	}
 	d, err := m.Peek(ctx, store.Request{Key: "k", Limits: r.Limits})

@@ -12,8 +12,7 @@
 //
 // # What is decided locally
 //
-// Only lean requests: one limit of a counting algorithm (not
-// [store.Suppressed], which needs every instance's offered load) without
+// Only lean requests: one limit without
 // [store.Limit.Block], without [store.Request.CountDenied], without
 // [store.Request.DedupID], without [store.Request.Partial] and without
 // [store.Request.ApplyOverride]. Every

@@ -138,7 +138,7 @@ func (e *entry) end() {
 // units not applied become debt (those refused beyond what was already
 // owed are counted as overadmitted), units of unknown outcome are counted
 // as unconfirmed, and a successful answer renews the lease.
-func (e *entry) settle(s *Store, now, owed int64, x *exchange) {
+func (e *entry) settle(s *hybridStore, now, owed int64, x *exchange) {
 	e.end()
 	if x.unknown > 0 {
 		s.unconfirmed.Add(uint64(x.unknown))
@@ -178,7 +178,7 @@ func (e *entry) settle(s *Store, now, owed int64, x *exchange) {
 // finish completes a request's refresh: it settles the exchange and
 // returns the request's decision, degrading to local knowledge when the
 // backend failed before deciding it.
-func (e *entry) finish(s *Store, now, owed int64, x *exchange) (store.Decision, error) {
+func (e *entry) finish(s *hybridStore, now, owed int64, x *exchange) (store.Decision, error) {
 	e.settle(s, now, owed, x)
 	if !x.decided {
 		applied := int64(0)

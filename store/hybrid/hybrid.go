@@ -78,12 +78,28 @@ type Stats struct {
 
 // Store is a [store.Store] that decides lean requests from local leases and
 // commits them to a backend in the background (see the package
-// documentation). Create it with New and stop it with Close; the zero value
-// is not usable.
+// documentation). Create it with [New] and stop it with Close. Besides
+// Store, the value [New] returns implements [store.BlockLister],
+// [store.EvictionCounter], [store.EvictionPolicyReporter] and
+// [store.Refunder] with the backend's (see "Capabilities" in the package
+// documentation); reach them by type assertion.
 //
 // A Store is safe for concurrent use. No lock is held across a backend
 // call: each key has its own mutex, held for the in-memory update only.
-type Store struct {
+type Store interface {
+	store.Store
+	// Close stops the syncer, commits every key's pending units within
+	// [Options.CloseTimeout], and returns once every goroutine the store
+	// started has ended. It returns an error when units could not be
+	// committed; later calls return the same result.
+	Close() error
+	// Stats returns the store's counters, without locking.
+	Stats() Stats
+}
+
+// hybridStore is the [Store] that [New] returns; the zero value is not
+// usable.
+type hybridStore struct {
 	backend      store.Store
 	interval     time.Duration
 	timeout      time.Duration
@@ -109,7 +125,7 @@ type Store struct {
 	down     atomic.Bool
 	probeAt  atomic.Int64
 	backoff  time.Duration
-	lastKind store.ErrorKind
+	lastKind string
 
 	refreshes, commits, committed, failures, unconfirmed, overadmitted atomic.Uint64
 }
@@ -122,7 +138,7 @@ type shard struct {
 // New returns a Store deciding lean requests locally on behalf of backend,
 // and starts its syncer. It returns an error when backend is nil or an
 // option is out of range.
-func New(backend store.Store, opts Options) (*Store, error) {
+func New(backend store.Store, opts Options) (Store, error) {
 	if backend == nil {
 		return nil, errors.New("hybrid: nil backend")
 	}
@@ -149,7 +165,7 @@ func New(backend store.Store, opts Options) (*Store, error) {
 	if clock == nil {
 		clock = time.Now
 	}
-	s := &Store{
+	s := &hybridStore{
 		backend:      backend,
 		interval:     interval,
 		timeout:      timeout,
@@ -182,7 +198,7 @@ func orDefault(name string, v, def time.Duration) (time.Duration, error) {
 
 // Stats returns the store's counters. It is safe for concurrent use and
 // does not lock.
-func (s *Store) Stats() Stats {
+func (s *hybridStore) Stats() Stats {
 	return Stats{
 		Refreshes:      s.refreshes.Load(),
 		Commits:        s.commits.Load(),
@@ -194,16 +210,14 @@ func (s *Store) Stats() Stats {
 }
 
 // Name returns "hybrid", the backend name used in metrics labels.
-func (s *Store) Name() string { return "hybrid" }
+func (s *hybridStore) Name() string { return "hybrid" }
 
 // now returns the store clock in nanoseconds since New.
-func (s *Store) now() int64 { return int64(s.clock().Sub(s.base)) }
+func (s *hybridStore) now() int64 { return int64(s.clock().Sub(s.base)) }
 
-// lean reports whether req may be decided locally. The suppressed
-// strategy never is: its decisions need the offered load of every
-// instance.
+// lean reports whether req may be decided locally.
 func lean(req *store.Request) bool {
-	return contract.Plain(req) && !req.ApplyOverride && req.Cost >= 0 && req.Limits[0].Algorithm != store.Suppressed
+	return contract.Plain(req) && !req.ApplyOverride && req.Cost >= 0
 }
 
 // Take implements [store.Store]. A lean request (see the package
@@ -216,7 +230,7 @@ func lean(req *store.Request) bool {
 // Errors are the backend's: invalid requests, and backend failures for a
 // key whose known remaining is spent while the backend fails (see "Outages"
 // in the package documentation).
-func (s *Store) Take(ctx context.Context, req store.Request) (store.Decision, error) {
+func (s *hybridStore) Take(ctx context.Context, req store.Request) (store.Decision, error) {
 	if !lean(&req) || s.closed.Load() {
 		return s.backend.Take(ctx, req)
 	}
@@ -240,7 +254,7 @@ func (s *Store) Take(ctx context.Context, req store.Request) (store.Decision, er
 // covering its cost, or a cached refusal, it answers from memory; otherwise
 // it asks the backend and subtracts the key's pending units from the
 // Remaining it reports. It writes nothing.
-func (s *Store) Peek(ctx context.Context, req store.Request) (store.Decision, error) {
+func (s *hybridStore) Peek(ctx context.Context, req store.Request) (store.Decision, error) {
 	if !lean(&req) || s.closed.Load() {
 		return s.backend.Peek(ctx, req)
 	}
@@ -269,7 +283,7 @@ func (s *Store) Peek(ctx context.Context, req store.Request) (store.Decision, er
 // under req.Limits (pending units included) and resets the backend. It
 // returns the backend's [store.ErrNotFound] only when no local state
 // existed either.
-func (s *Store) Reset(ctx context.Context, req store.Request) error {
+func (s *hybridStore) Reset(ctx context.Context, req store.Request) error {
 	local := s.forget(req.Key, req.Limits)
 	err := s.backend.Reset(ctx, req)
 	if local && errors.Is(err, store.ErrNotFound) {
@@ -284,7 +298,7 @@ func (s *Store) Reset(ctx context.Context, req store.Request) error {
 // could not be committed. Later calls return the same result. Requests
 // made after Close go straight to the backend; pending units of requests
 // decided while Close runs may be left uncommitted.
-func (s *Store) Close() error {
+func (s *hybridStore) Close() error {
 	s.closing.Do(func() {
 		s.closed.Store(true)
 		close(s.stop)
@@ -303,7 +317,7 @@ func (s *Store) Close() error {
 }
 
 // lookup returns the local state of key under lim, or nil.
-func (s *Store) lookup(key string, lim *store.Limit) *entry {
+func (s *hybridStore) lookup(key string, lim *store.Limit) *entry {
 	sh := &s.shards[maphash.String(s.seed, key)%shardCount]
 	sh.mu.RLock()
 	for _, e := range sh.m[key] {
@@ -317,7 +331,7 @@ func (s *Store) lookup(key string, lim *store.Limit) *entry {
 }
 
 // obtain returns the local state of key under lim, creating it.
-func (s *Store) obtain(key string, lim *store.Limit) *entry {
+func (s *hybridStore) obtain(key string, lim *store.Limit) *entry {
 	if e := s.lookup(key, lim); e != nil {
 		return e
 	}
@@ -336,7 +350,7 @@ func (s *Store) obtain(key string, lim *store.Limit) *entry {
 
 // forget drops the local states of key under limits (matched by ID) and
 // reports whether any held information.
-func (s *Store) forget(key string, limits []store.Limit) bool {
+func (s *hybridStore) forget(key string, limits []store.Limit) bool {
 	sh := &s.shards[maphash.String(s.seed, key)%shardCount]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -372,7 +386,7 @@ func (s *Store) forget(key string, limits []store.Limit) bool {
 
 // refresh decides req with the backend for a key whose lease does not
 // cover cost, committing its pending units in the same call.
-func (s *Store) refresh(ctx context.Context, req store.Request, cost int64) (store.Decision, error) {
+func (s *hybridStore) refresh(ctx context.Context, req store.Request, cost int64) (store.Decision, error) {
 	lim := &req.Limits[0]
 	if err := req.Validate(); err != nil {
 		return store.Decision{}, err
@@ -441,7 +455,7 @@ type exchange struct {
 
 // exchange commits send pending units and decides a request of cost (cost
 // 0: commit only), in one backend Take when they fit in the capacity.
-func (s *Store) exchange(ctx context.Context, key string, lim *store.Limit, send, cost int64) exchange {
+func (s *hybridStore) exchange(ctx context.Context, key string, lim *store.Limit, send, cost int64) exchange {
 	capacity := lim.Capacity()
 	if cost > 0 && send+cost <= capacity {
 		d, err := s.take(ctx, key, lim, send+cost)
@@ -481,7 +495,7 @@ func (s *Store) exchange(ctx context.Context, key string, lim *store.Limit, send
 // commit records units in the backend, in Takes of at most the capacity;
 // a refused Take is retried with what the backend reports as remaining,
 // and what does not fit is returned as left.
-func (s *Store) commit(ctx context.Context, key string, lim *store.Limit, units int64) exchange {
+func (s *hybridStore) commit(ctx context.Context, key string, lim *store.Limit, units int64) exchange {
 	var x exchange
 	next := min(units, lim.Capacity())
 	for refusals := 0; units > 0 && refusals < 3; {
@@ -513,7 +527,7 @@ func (s *Store) commit(ctx context.Context, key string, lim *store.Limit, units 
 }
 
 // take sends one backend Take of cost units for key under lim.
-func (s *Store) take(ctx context.Context, key string, lim *store.Limit, cost int64) (store.Decision, error) {
+func (s *hybridStore) take(ctx context.Context, key string, lim *store.Limit, cost int64) (store.Decision, error) {
 	return s.backend.Take(ctx, store.Request{Key: key, Limits: []store.Limit{*lim}, Cost: cost})
 }
 
@@ -525,7 +539,7 @@ func notSent(err error) bool {
 
 // isDown reports whether the backend is marked down and may not be probed
 // yet; when the probe time has come, the caller's call is the probe.
-func (s *Store) isDown(now int64) bool {
+func (s *hybridStore) isDown(now int64) bool {
 	if !s.down.Load() {
 		return false
 	}
@@ -538,7 +552,7 @@ func (s *Store) isDown(now int64) bool {
 }
 
 // fail counts a failed backend call and marks the backend down.
-func (s *Store) fail(err error, now int64) {
+func (s *hybridStore) fail(err error, now int64) {
 	s.failures.Add(1)
 	s.downMu.Lock()
 	defer s.downMu.Unlock()
@@ -555,7 +569,7 @@ func (s *Store) fail(err error, now int64) {
 // failed counts a failed backend call and, unless it failed because ctx
 // ended (a caller gone or out of time says nothing about the backend),
 // marks the backend down.
-func (s *Store) failed(ctx context.Context, err error, now int64) {
+func (s *hybridStore) failed(ctx context.Context, err error, now int64) {
 	if ctx.Err() != nil {
 		s.failures.Add(1)
 		return
@@ -564,7 +578,7 @@ func (s *Store) failed(ctx context.Context, err error, now int64) {
 }
 
 // recover marks the backend up after a successful call.
-func (s *Store) recover() {
+func (s *hybridStore) recover() {
 	if s.down.Load() {
 		s.downMu.Lock()
 		s.down.Store(false)
@@ -577,7 +591,7 @@ func (s *Store) recover() {
 // while the backend is marked down.
 var errBackendDown = errors.New("hybrid: backend marked down after a failure")
 
-func (s *Store) downError(op string) error {
+func (s *hybridStore) downError(op string) error {
 	s.downMu.Lock()
 	kind := s.lastKind
 	s.downMu.Unlock()

@@ -20,7 +20,7 @@ import (
 
 // frozenMem returns a memory store whose clock never moves, so that no
 // capacity refills during a test and admitted counts are exact.
-func frozenMem(t testing.TB) (*memstore.Store, *fakeclock.Clock) {
+func frozenMem(t testing.TB) (store.Store, *fakeclock.Clock) {
 	t.Helper()
 	clock := fakeclock.New(time.Time{})
 	m, err := memstore.New(memstore.Options{Clock: clock.Now})
@@ -31,7 +31,7 @@ func frozenMem(t testing.TB) (*memstore.Store, *fakeclock.Clock) {
 }
 
 // newHybrid returns a hybrid store over backend, closed when the test ends.
-func newHybrid(t testing.TB, backend store.Store, opts hybrid.Options) *hybrid.Store {
+func newHybrid(t testing.TB, backend store.Store, opts hybrid.Options) hybrid.Store {
 	t.Helper()
 	s, err := hybrid.New(backend, opts)
 	if err != nil {
@@ -48,7 +48,7 @@ func req(key string, lim store.Limit) store.Request {
 // hammer sends requests for r from workers goroutines per store until
 // each worker has seen stop consecutive refusals, and returns the
 // admissions.
-func hammer(t testing.TB, stores []*hybrid.Store, r store.Request, workers, stop int) int64 {
+func hammer(t testing.TB, stores []hybrid.Store, r store.Request, workers, stop int) int64 {
 	t.Helper()
 	var admitted atomic.Int64
 	var wg sync.WaitGroup
@@ -111,7 +111,7 @@ func TestOneInstanceExact(t *testing.T) {
 			s := newHybrid(t, m, hybrid.Options{SyncInterval: 2 * time.Millisecond})
 			lim := store.Limit{Algorithm: alg, Rate: 3000, Period: time.Second} // L = 6
 			r := req("k", lim)
-			got := hammer(t, []*hybrid.Store{s}, r, 8, 3)
+			got := hammer(t, []hybrid.Store{s}, r, 8, 3)
 			if got != 3000 {
 				t.Errorf("admitted %d, want 3000", got)
 			}
@@ -150,7 +150,7 @@ func TestOvershootBound(t *testing.T) {
 		bound := tc.rate + int64(tc.instances-1)*lease
 		t.Run(fmt.Sprintf("N=%d/sync=%s/rate=%d", tc.instances, tc.sync, tc.rate), func(t *testing.T) {
 			m, _ := frozenMem(t)
-			stores := make([]*hybrid.Store, tc.instances)
+			stores := make([]hybrid.Store, tc.instances)
 			for i := range stores {
 				stores[i] = newHybrid(t, m, hybrid.Options{SyncInterval: tc.sync})
 			}
@@ -221,7 +221,6 @@ func TestPassThrough(t *testing.T) {
 		{"dedup id", store.Request{Key: "k", Limits: []store.Limit{lim}, DedupID: "x"}},
 		{"count denied", store.Request{Key: "k", Limits: []store.Limit{{Algorithm: store.FixedWindow, Rate: 5, Period: time.Second}}, CountDenied: true}},
 		{"block", store.Request{Key: "k", Limits: []store.Limit{{Rate: 5, Period: time.Second, Block: time.Second}}}},
-		{"suppressed", store.Request{Key: "k", Limits: []store.Limit{{Algorithm: store.Suppressed, Rate: 100, Period: time.Minute}}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m, _ := frozenMem(t)
@@ -475,14 +474,14 @@ func (f *faultyStore) Take(ctx context.Context, r store.Request) (store.Decision
 			f.appliedUnits.Add(contract.Cost(&r))
 			f.recorded.Add(contract.Cost(&r))
 		}
-		return store.Decision{}, &store.BackendError{Op: "take", Kind: store.KindTimeout, Err: context.DeadlineExceeded}
+		return store.Decision{}, &store.BackendError{Op: "take", Kind: "timeout", Err: context.DeadlineExceeded}
 	}
-	return store.Decision{}, &store.BackendError{Op: "take", Kind: store.KindConnection, Err: syscall.ECONNREFUSED}
+	return store.Decision{}, &store.BackendError{Op: "take", Kind: "connection", Err: syscall.ECONNREFUSED}
 }
 
 func (f *faultyStore) Peek(ctx context.Context, r store.Request) (store.Decision, error) {
 	if f.failing.Load() {
-		return store.Decision{}, &store.BackendError{Op: "peek", Kind: store.KindConnection, Err: syscall.ECONNREFUSED}
+		return store.Decision{}, &store.BackendError{Op: "peek", Kind: "connection", Err: syscall.ECONNREFUSED}
 	}
 	return f.Store.Peek(ctx, r)
 }
@@ -496,7 +495,7 @@ type hangingStore struct {
 func (h *hangingStore) Take(ctx context.Context, r store.Request) (store.Decision, error) {
 	if h.hang.Load() {
 		<-ctx.Done()
-		return store.Decision{}, &store.BackendError{Op: "take", Kind: store.KindTimeout, Err: ctx.Err()}
+		return store.Decision{}, &store.BackendError{Op: "take", Kind: "timeout", Err: ctx.Err()}
 	}
 	return h.Store.Take(ctx, r)
 }

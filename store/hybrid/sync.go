@@ -11,7 +11,7 @@ import (
 )
 
 // syncLoop commits pending units every interval until Close.
-func (s *Store) syncLoop() {
+func (s *hybridStore) syncLoop() {
 	defer close(s.done)
 	t := time.NewTicker(s.interval)
 	defer t.Stop()
@@ -37,7 +37,7 @@ func (s *Store) syncLoop() {
 // collect appends the entries with units to commit to batch, and drops
 // idle entries that hold nothing. Shards are read-locked unless they hold
 // an idle entry.
-func (s *Store) collect(batch []*entry, now int64) []*entry {
+func (s *hybridStore) collect(batch []*entry, now int64) []*entry {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		idle := false
@@ -63,7 +63,7 @@ func (s *Store) collect(batch []*entry, now int64) []*entry {
 
 // dropIdle forgets the entries of sh that hold nothing and have been idle
 // for the idle timeout.
-func (s *Store) dropIdle(sh *shard, now int64) {
+func (s *hybridStore) dropIdle(sh *shard, now int64) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	for key, es := range sh.m {
@@ -89,7 +89,7 @@ func (s *Store) dropIdle(sh *shard, now int64) {
 // probe asks the backend, once its probe time has come, whether it answers
 // again, with a Peek of e's key (which writes nothing). It reports whether
 // commits may be sent.
-func (s *Store) probe(e *entry) bool {
+func (s *hybridStore) probe(e *entry) bool {
 	now := s.now()
 	if s.isDown(now) {
 		return false
@@ -108,7 +108,7 @@ func (s *Store) probe(e *entry) bool {
 // commitAll commits the pending units of entries, at most maxCommitters
 // at a time, each call bounded by timeout, and returns when all are done.
 // It returns the first failure and the units left uncommitted.
-func (s *Store) commitAll(ctx context.Context, entries []*entry, timeout time.Duration) (int64, error) {
+func (s *hybridStore) commitAll(ctx context.Context, entries []*entry, timeout time.Duration) (int64, error) {
 	var (
 		wg    sync.WaitGroup
 		mu    sync.Mutex
@@ -138,7 +138,7 @@ func (s *Store) commitAll(ctx context.Context, entries []*entry, timeout time.Du
 
 // commitEntry sends e's pending units and debt to the backend and renews
 // its lease from the answer. It returns the units still uncommitted.
-func (s *Store) commitEntry(ctx context.Context, e *entry, timeout time.Duration) (int64, error) {
+func (s *hybridStore) commitEntry(ctx context.Context, e *entry, timeout time.Duration) (int64, error) {
 	now := s.now()
 	e.mu.Lock()
 	for e.syncing {
@@ -175,7 +175,7 @@ func (s *Store) commitEntry(ctx context.Context, e *entry, timeout time.Duration
 }
 
 // flush commits every entry's units for Close, within ctx.
-func (s *Store) flush(ctx context.Context) error {
+func (s *hybridStore) flush(ctx context.Context) error {
 	var all []*entry
 	for i := range s.shards {
 		sh := &s.shards[i]

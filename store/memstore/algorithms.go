@@ -5,6 +5,7 @@ import (
 	"sort"
 
 	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/store/internal/contract"
 )
 
 // The functions below compute in integer microseconds and float64, in the
@@ -39,7 +40,7 @@ type outcome struct {
 // suppressed strategy reads.
 func evaluate(l *store.Limit, st *counts, now, c int64, u float64, o *outcome) {
 	switch l.Algorithm {
-	case store.Suppressed:
+	case contract.Suppressed:
 		suppressed(l, st, now, c, u, o)
 	case store.SlidingWindowCounter:
 		slidingCounter(l, st, now, c, o)
@@ -57,26 +58,39 @@ func evaluate(l *store.Limit, st *counts, now, c int64, u float64, o *outcome) {
 // has a resolution of 0.25µs today) and lets a changed limit apply at once
 // to what was used.
 func bucket(l *store.Limit, st *counts, now, c int64, o *outcome) {
+	bucketOf(l, st, now, c, o, true)
+}
+
+// bucketOf is bucket; without before, an admitting outcome leaves rem0
+// and reset0 zero, for a caller that reads them only from a refusal.
+func bucketOf(l *store.Limit, st *counts, now, c int64, o *outcome, before bool) {
 	capacity := l.Capacity()
 	r, p, b := float64(l.Rate), float64(l.Period.Microseconds()), float64(capacity)
 	cf := float64(c)
 	u := usedAt(st, now, r, p)
-	o.rem0, o.reset0 = floorUnits(b-u, capacity), ceilUS(u*p/r)
+	if before || u+cf > b {
+		o.rem0, o.reset0 = floorUnits(b-u, capacity), ceilUS(u*p/r)
+	}
 	if u+cf <= b {
 		used := u + cf
 		o.allowed = true
 		o.rem1 = floorUnits(b-used, capacity)
 		o.reset1 = ceilUS(used * p / r)
-		next := counts{ts: now, used: used}
 		// The state expires once it decides exactly like no state: the
-		// first microsecond at which used, in float64, has drained to 0.
-		// The closed form reset1 may be a microsecond short, and state
-		// dropped a microsecond early would admit a whole-capacity
-		// request before the RetryAfter it was told.
-		next.exp = now + earliest(o.reset1, func(d int64) bool {
-			return usedAt(&next, now+d, r, p) <= 0
-		})
-		o.next = next
+		// first microsecond at which used, in float64, has drained to 0
+		// (usedAt of the new state, whose ts is now). The closed form
+		// reset1 may be a microsecond short, and state dropped a
+		// microsecond early would admit a whole-capacity request before
+		// the RetryAfter it was told. This is earliest, written out: it
+		// runs on every admission.
+		d := max(o.reset1, 1)
+		for i := 0; i < fixupSteps && !(used-float64(d)*r/p <= 0); i++ {
+			d++
+		}
+		for i := 0; i < fixupSteps && d > 1 && used-float64(d-1)*r/p <= 0; i++ {
+			d--
+		}
+		o.next = counts{exp: now + d, ts: now, used: used}
 		return
 	}
 	o.retry = earliest(ceilUS((u+cf-b)*p/r), func(d int64) bool {
@@ -182,14 +196,14 @@ func slidingCounter(l *store.Limit, st *counts, now, c int64, o *outcome) {
 const ppm = 1_000_000
 
 // suppressionCacheUS returns how long a suppression factor computed for a
-// limit of period p (µs) is reused: store.SuppressionCache, or p/10 when
+// limit of period p (µs) is reused: contract.SuppressionCache, or p/10 when
 // shorter.
 func suppressionCacheUS(p int64) int64 {
-	return min(store.SuppressionCache.Microseconds(), p/10)
+	return min(contract.SuppressionCache.Microseconds(), p/10)
 }
 
-// suppressed implements the suppressed strategy (package store,
-// "Suppression"): accepted and offered units counted in the windows of the
+// suppressed implements the suppressed strategy (package
+// store/suppressed): accepted and offered units counted in the windows of the
 // sliding window counter, a soft limit (the rate) up to which every
 // request is admitted, a hard limit (the capacity) past which every
 // request is refused, and in between an admission when u is at least the
@@ -332,34 +346,44 @@ func fixedWindow(l *store.Limit, st *counts, now, c int64, o *outcome) {
 // window log lg (nil when the key has none) and reports whether all admit.
 func evaluateLog(limits []store.Limit, lg *runLog, now, c int64, out []outcome) bool {
 	allowed := true
-	for i, l := range limits {
-		p, capacity := l.Period.Microseconds(), l.Capacity()
-		var count, before int64
-		idx := 0
+	for i := range limits {
+		l := &limits[i]
+		var idx int
+		var before int64
 		if lg != nil {
-			idx, before = lg.after(now - p)
-			count = lg.total() - before
+			idx, before = lg.after(now - l.Period.Microseconds())
 		}
-		o := outcome{rem0: floorUnits(float64(capacity-count), capacity)}
-		if count > 0 {
-			// The newest entry overall is inside every window that holds any.
-			o.reset0 = lg.newest() + p - now
-		}
-		if count+c <= capacity {
-			// Admitted, the newest entry would be at now.
-			o.allowed = true
-			o.rem1 = capacity - count - c
-			o.reset1 = p
-		} else {
-			allowed = false
-			// count+c > capacity >= c, so count > 0 and lg holds entries:
-			// once the k-th oldest entry in the window leaves it, the
-			// request fits.
-			o.retry = lg.kth(idx, before, count+c-capacity) + p - now
-		}
-		out[i] = o
+		out[i] = outcome{} // out may hold an earlier evaluation (multi.go)
+		logOutcome(l, lg, idx, before, now, c, &out[i])
+		allowed = allowed && out[i].allowed
 	}
 	return allowed
+}
+
+// logOutcome sets o, which must be zero, to limit l's outcome against the
+// sliding window log lg (nil when the key has none), idx and before being
+// lg.after(now − l's period).
+func logOutcome(l *store.Limit, lg *runLog, idx int, before, now, c int64, o *outcome) {
+	p, capacity := l.Period.Microseconds(), l.Capacity()
+	var count int64
+	if lg != nil {
+		count = lg.total() - before
+	}
+	o.rem0 = floorUnits(float64(capacity-count), capacity)
+	if count > 0 {
+		// The newest entry overall is inside every window that holds any.
+		o.reset0 = lg.newest() + p - now
+	}
+	if count+c <= capacity {
+		// Admitted, the newest entry would be at now.
+		o.allowed = true
+		o.rem1 = capacity - count - c
+		o.reset1 = p
+		return
+	}
+	// count+c > capacity >= c, so count > 0 and lg holds entries: once the
+	// k-th oldest entry in the window leaves it, the request fits.
+	o.retry = lg.kth(idx, before, count+c-capacity) + p - now
 }
 
 // run is a group of log entries sharing one timestamp. cum counts every
@@ -394,7 +418,16 @@ func (l *runLog) newest() int64 { return l.runs[len(l.runs)-1].ts }
 // the cumulative count before it.
 func (l *runLog) after(cutoff int64) (int, int64) {
 	r := l.live()
-	i := sort.Search(len(r), func(i int) bool { return r[i].ts > cutoff })
+	// sort.Search, written out: this runs on every decision of a log.
+	i, j := 0, len(r)
+	for i < j {
+		h := int(uint(i+j) >> 1)
+		if r[h].ts > cutoff {
+			j = h
+		} else {
+			i = h + 1
+		}
+	}
 	if i == 0 {
 		return 0, l.base
 	}
@@ -415,6 +448,11 @@ func (l *runLog) kth(i int, before, k int64) int64 {
 // prune drops the entries at or before cutoff.
 func (l *runLog) prune(cutoff int64) {
 	i, before := l.after(cutoff)
+	l.pruneAt(i, before)
+}
+
+// pruneAt is prune for i and before given by l.after(cutoff).
+func (l *runLog) pruneAt(i int, before int64) {
 	l.head += i
 	l.base = before
 	l.compact()

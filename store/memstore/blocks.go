@@ -12,7 +12,7 @@ import (
 	"github.com/ratekeeper/ratekeeper/store"
 )
 
-var _ store.BlockLister = (*Store)(nil)
+var _ store.BlockLister = (*memStore)(nil)
 
 // Blocks implements [store.BlockLister]: it lists the keys starting with
 // keyPrefix that are blocked now, with the limit that started each block
@@ -30,7 +30,7 @@ var _ store.BlockLister = (*Store)(nil)
 //
 // It returns an error wrapping [store.ErrInvalidRequest] for a count
 // below 1 or a cursor it did not issue.
-func (s *Store) Blocks(_ context.Context, keyPrefix, cursor string, count int) ([]store.Block, string, error) {
+func (s *memStore) Blocks(_ context.Context, keyPrefix, cursor string, count int) ([]store.Block, string, error) {
 	if count < 1 {
 		return nil, "", fmt.Errorf("%w: block listing: count must be positive, got %d", store.ErrInvalidRequest, count)
 	}
@@ -79,7 +79,7 @@ func blockCursor(pos int, key string) string {
 }
 
 // parseBlockCursor undoes blockCursor; "" starts at the first shard.
-func (s *Store) parseBlockCursor(cursor string) (pos int, after string, err error) {
+func (s *memStore) parseBlockCursor(cursor string) (pos int, after string, err error) {
 	if cursor == "" {
 		return 0, "", nil
 	}

@@ -15,7 +15,7 @@ import (
 // blocked while the listing runs.
 func TestBlocksPagesOnce(t *testing.T) {
 	clock := fakeclock.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	s, err := New(Options{Shards: 4, Clock: clock.Now})
+	s, err := newMem(Options{Shards: 4, Clock: clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}

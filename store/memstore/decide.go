@@ -17,7 +17,7 @@ import (
 
 // op is one decision in progress under its shard's lock.
 type op struct {
-	s     *Store
+	s     *memStore
 	sh    *shard
 	req   store.Request
 	cost  int64
@@ -47,10 +47,15 @@ type verdict struct {
 	created   bool // the write created a record or a state
 }
 
-func (s *Store) decide(req store.Request, take bool) (store.Decision, error) {
+func (s *memStore) decide(req store.Request, take bool) (store.Decision, error) {
 	if err := req.Validate(); err != nil {
 		return store.Decision{}, err
 	}
+	return s.run(req, take)
+}
+
+// run is decide on a request already checked.
+func (s *memStore) run(req store.Request, take bool) (store.Decision, error) {
 	var o op
 	o.s, o.req, o.cost = s, req, contract.Cost(&req)
 	// One outcome per limit: most requests have one limit, and zeroing
@@ -115,7 +120,7 @@ func (o *op) isLog() bool { return o.req.Limits[0].Algorithm == store.SlidingWin
 
 // isSuppressed reports a request of the suppressed strategy, whose takes
 // record refused requests as offered load.
-func (o *op) isSuppressed() bool { return o.req.Limits[0].Algorithm == store.Suppressed }
+func (o *op) isSuppressed() bool { return o.req.Limits[0].Algorithm == contract.Suppressed }
 
 // stateIDs returns the IDs of the request's states: one per limit, or the
 // one sliding window log.
@@ -210,7 +215,7 @@ func (o *op) write(out []outcome) error {
 			}
 		}
 		if !o.room(need) {
-			err = &store.BackendError{Op: "take", Kind: store.KindCapacity, Err: store.ErrTooManyKeys}
+			err = &store.BackendError{Op: "take", Kind: "capacity", Err: store.ErrTooManyKeys}
 			break
 		}
 		o.record(out)

@@ -2,7 +2,7 @@
 // the process, for single-instance services, tests, and as the local
 // fallback when the shared store is unavailable.
 //
-// A [Store] implements the semantics of package [store], where every
+// The store [New] returns implements the semantics of package [store], where every
 // algorithm, blocks, counted refusals, de-duplication and changed limits
 // are specified once. It computes in integer microseconds of its clock and
 // evaluates the float64 expressions given there in the order the Redis
@@ -46,14 +46,14 @@
 // A write that needs new states in a full store makes room. It first drops
 // state that carries no information (expired state, in any shard), then
 // evicts the least recently taken keys, each with all its states, block,
-// strike count and remembered ids; [Store.Evictions] counts them. A Take
+// strike count and remembered ids; [memStore.Evictions] counts them. A Take
 // is a use of its key, admitted or refused; a Peek is not. Recency is the
 // store's clock in microseconds, so keys taken in the same microsecond may
 // go in either order. An evicted key starts afresh, as if its state had
 // expired: a store smaller than its set of active clients forgets some of
 // them and admits them again, so size MaxKeys for the clients seen within
 // the longest Period and watch Evictions. Only a request that cannot fit
-// even in an otherwise empty store fails (see [Store.Take]).
+// even in an otherwise empty store fails (see [memStore.Take]).
 //
 // A key with one limit costs about 165 bytes plus its length: keys are
 // stored as given, so a very long key costs its length in memory. A

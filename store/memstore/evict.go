@@ -50,7 +50,7 @@ const evictRounds = 64
 // States dropped or evicted to make room are handed to the write rather
 // than returned to the budget, so that a concurrent write elsewhere
 // cannot take them first.
-func (s *Store) makeRoom(sh *shard, now int64, need int, keep *record) bool {
+func (s *memStore) makeRoom(sh *shard, now int64, need int, keep *record) bool {
 	if s.budget.take(need) {
 		return true
 	}
@@ -85,7 +85,7 @@ func (s *Store) makeRoom(sh *shard, now int64, need int, keep *record) bool {
 // published minExp has passed), sh first, until need states are freed,
 // and returns how many it freed. Other shards are swept only when their
 // lock can be had without risking a deadlock; a busy one is skipped.
-func (s *Store) dropExpired(sh *shard, now int64, keep *record, need int) int {
+func (s *memStore) dropExpired(sh *shard, now int64, keep *record, need int) int {
 	got := 0
 	if sh.minExp <= now {
 		got += sh.sweep(now, keep)
@@ -110,7 +110,7 @@ func (s *Store) dropExpired(sh *shard, now int64, keep *record, need int) int {
 // sh's own oldest record goes instead, so that the store stays close to
 // least-recently-used order without waiting. It reports false when
 // nothing can be evicted.
-func (s *Store) evictOne(sh *shard, now int64, keep *record) (int, bool) {
+func (s *memStore) evictOne(sh *shard, now int64, keep *record) (int, bool) {
 	for round := 0; round < evictRounds; round++ {
 		own := sh.oldest(keep)
 		var victim *shard
@@ -153,7 +153,7 @@ func (s *Store) evictOne(sh *shard, now int64, keep *record) (int, bool) {
 
 // evict removes record r from shard o, both locked, and returns how many
 // states it held. A record with anything live counts as one eviction.
-func (s *Store) evict(o *shard, r *record, now int64) int {
+func (s *memStore) evict(o *shard, r *record, now int64) int {
 	if r.live(now) {
 		s.evictions.Add(1)
 	}
@@ -166,7 +166,7 @@ func (s *Store) evict(o *shard, r *record, now int64) int {
 // lockOther locks shard o while sh is held. Locks are taken in shard
 // order, so it blocks only for a shard after sh and otherwise tries once:
 // two stores making room in each other's shards cannot deadlock.
-func (s *Store) lockOther(sh, o *shard) bool {
+func (s *memStore) lockOther(sh, o *shard) bool {
 	if o.pos > sh.pos {
 		o.mu.Lock()
 		return true

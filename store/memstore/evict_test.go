@@ -249,8 +249,8 @@ func TestRequestLargerThanStore(t *testing.T) {
 	switch {
 	case !errors.As(err, &be):
 		t.Fatalf("three states in a store of two: got error %v, want a *store.BackendError", err)
-	case be.Kind != store.KindCapacity || be.Op != "take":
-		t.Fatalf("three states in a store of two: got Kind %q Op %q, want %q %q", be.Kind, be.Op, store.KindCapacity, "take")
+	case be.Kind != "capacity" || be.Op != "take":
+		t.Fatalf("three states in a store of two: got Kind %q Op %q, want %q %q", be.Kind, be.Op, "capacity", "take")
 	case !errors.Is(err, store.ErrTooManyKeys) || !errors.Is(err, store.ErrStoreUnavailable):
 		t.Fatalf("three states in a store of two: got %v, want it to match ErrTooManyKeys and ErrStoreUnavailable", err)
 	}
@@ -272,7 +272,7 @@ func TestRequestLargerThanStore(t *testing.T) {
 // key beyond MaxKeys.
 func TestConcurrentEviction(t *testing.T) {
 	const maxKeys, workers, each = 64, 8, 2000
-	s, err := New(Options{MaxKeys: maxKeys, Shards: 8})
+	s, err := newMem(Options{MaxKeys: maxKeys, Shards: 8})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 // shard's size is the sum of its records' sizes, its map and its list hold
 // the same non-empty records, and the budget counts every state of every
 // shard.
-func checkCounts(t *testing.T, s *Store) {
+func checkCounts(t *testing.T, s *memStore) {
 	t.Helper()
 	total := 0
 	for i := range s.shards {
@@ -47,7 +47,7 @@ func checkCounts(t *testing.T, s *Store) {
 }
 
 // findRecord returns the record of key, or nil.
-func findRecord(s *Store, key string) *record {
+func findRecord(s *memStore, key string) *record {
 	sh := s.shardFor(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()

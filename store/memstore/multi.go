@@ -8,7 +8,7 @@ import (
 	"github.com/ratekeeper/ratekeeper/store/internal/contract"
 )
 
-var _ store.MultiStore = (*Store)(nil)
+var _ store.MultiStore = (*memStore)(nil)
 
 // TakeMulti implements [store.MultiStore] in one atomic step: it locks the
 // shards of every part's key, in shard order (so that concurrent stacks
@@ -21,9 +21,9 @@ var _ store.MultiStore = (*Store)(nil)
 // Room for the states the stack creates is reserved before anything is
 // written, evicting as Take does when the store is full; when it cannot be
 // had, TakeMulti records nothing and returns a *[store.BackendError] of
-// Kind [store.KindCapacity], as Take does. Errors for invalid stacks are those
+// Kind "capacity", as Take does. Errors for invalid stacks are those
 // of [contract.ValidateStack]. ctx is not consulted.
-func (s *Store) TakeMulti(_ context.Context, reqs []store.Request) (store.MultiDecision, error) {
+func (s *memStore) TakeMulti(_ context.Context, reqs []store.Request) (store.MultiDecision, error) {
 	if err := contract.ValidateStack(reqs); err != nil {
 		return store.MultiDecision{}, err
 	}
@@ -74,7 +74,7 @@ func (s *Store) TakeMulti(_ context.Context, reqs []store.Request) (store.MultiD
 // again. It returns with every shard locked, whether all parts admit and
 // the room reserved; or, when no room can be had, with none locked and
 // nothing reserved, and the error Take returns then.
-func (s *Store) lockAndReserve(reqs []store.Request, ops []op, outs [][]outcome, shards []*shard) (all bool, reserved int, err error) {
+func (s *memStore) lockAndReserve(reqs []store.Request, ops []op, outs [][]outcome, shards []*shard) (all bool, reserved int, err error) {
 	for attempt := 0; ; attempt++ {
 		for _, sh := range shards {
 			sh.mu.Lock()
@@ -96,7 +96,7 @@ func (s *Store) lockAndReserve(reqs []store.Request, ops []op, outs [][]outcome,
 		top.mu.Unlock()
 		if !ok {
 			s.budget.give(reserved)
-			return false, 0, &store.BackendError{Op: "take", Kind: store.KindCapacity, Err: store.ErrTooManyKeys}
+			return false, 0, &store.BackendError{Op: "take", Kind: "capacity", Err: store.ErrTooManyKeys}
 		}
 		reserved = need
 	}
@@ -127,7 +127,7 @@ func stackDecision(ops []op, outs [][]outcome, held []bool, all bool) store.Mult
 
 // evaluateStack evaluates every part, whose shards the caller holds
 // locked, afresh, and reports whether all admit.
-func (s *Store) evaluateStack(reqs []store.Request, ops []op, outs [][]outcome) bool {
+func (s *memStore) evaluateStack(reqs []store.Request, ops []op, outs [][]outcome) bool {
 	now := s.now()
 	all := true
 	for i := range ops {

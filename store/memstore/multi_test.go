@@ -19,7 +19,7 @@ func stackOf(a, b store.Algorithm, ipRate, routeRate int64) []store.Request {
 }
 
 // left peeks how many units part i of reqs has left.
-func left(t *testing.T, s *Store, reqs []store.Request, i int) int64 {
+func left(t *testing.T, s *memStore, reqs []store.Request, i int) int64 {
 	t.Helper()
 	d, err := s.Peek(context.Background(), reqs[i])
 	if err != nil {
@@ -148,7 +148,7 @@ func TestTakeMultiFullStore(t *testing.T) {
 	}
 	// A stack needing more than MaxKeys fails cleanly.
 	three := append(stackOf(store.GCRA, store.GCRA, 5, 5), store.Request{Key: "c", Limits: reqs[0].Limits})
-	if _, err := s.TakeMulti(ctx, three); store.KindOf(err) != store.KindCapacity {
+	if _, err := s.TakeMulti(ctx, three); store.KindOf(err) != "capacity" {
 		t.Fatalf("stack of 3 states in a store of 2: got %v, want a capacity error", err)
 	}
 	if s.Len() > 2 {

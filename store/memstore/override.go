@@ -10,8 +10,8 @@ import (
 	"github.com/ratekeeper/ratekeeper/store/internal/contract"
 )
 
-// maxOverrides is the most live overrides a [Store] holds (65,536; see
-// [Store.SetOverride]).
+// maxOverrides is the most live overrides a store holds (65,536; see
+// [memStore.SetOverride]).
 const maxOverrides = 1 << 16
 
 // overrideEntry is a stored override: its kind and factor, and its expiry
@@ -60,7 +60,7 @@ func leftMS(exp, now int64) time.Duration {
 // operators, not by traffic, and are not evicted: a store holding 65,536
 // live overrides refuses new ones with an error wrapping
 // [store.ErrTooManyKeys] until some expire or are cleared.
-func (s *Store) SetOverride(_ context.Context, key string, o store.Override) error {
+func (s *memStore) SetOverride(_ context.Context, key string, o store.Override) error {
 	if key == "" {
 		return fmt.Errorf("%w: empty key", store.ErrInvalidRequest)
 	}
@@ -101,7 +101,7 @@ func (sh *shard) pruneOverrides(now int64, count *atomic.Int64) {
 // GetOverride implements [store.OverrideStore]: key's live override with the
 // time it has left (in whole milliseconds, rounded up), or an error
 // wrapping [store.ErrNotFound].
-func (s *Store) GetOverride(_ context.Context, key string) (store.Override, error) {
+func (s *memStore) GetOverride(_ context.Context, key string) (store.Override, error) {
 	if key == "" {
 		return store.Override{}, fmt.Errorf("%w: empty key", store.ErrInvalidRequest)
 	}
@@ -117,7 +117,7 @@ func (s *Store) GetOverride(_ context.Context, key string) (store.Override, erro
 }
 
 // ClearOverride implements [store.OverrideStore]: it removes key's override.
-func (s *Store) ClearOverride(_ context.Context, key string) error {
+func (s *memStore) ClearOverride(_ context.Context, key string) error {
 	if key == "" {
 		return fmt.Errorf("%w: empty key", store.ErrInvalidRequest)
 	}
@@ -172,4 +172,4 @@ func (o *op) applyOverride(take bool, lim *[store.MaxLimits]store.Limit) (store.
 	}
 }
 
-var _ store.OverrideStore = (*Store)(nil)
+var _ store.OverrideStore = (*memStore)(nil)

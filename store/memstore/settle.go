@@ -7,16 +7,16 @@ import (
 	"github.com/ratekeeper/ratekeeper/store/internal/contract"
 )
 
-var _ store.Refunder = (*Store)(nil)
+var _ store.Refunder = (*memStore)(nil)
 
 // Settle implements [store.Refunder]: under the key's lock it drains each
 // limit's units to now and adds actual − req.Cost, as package store
 // specifies ("Costs settled after the response"). A charge to a key with
 // no state creates it; when the store holds MaxKeys and no room can be
 // made, nothing is charged and Settle returns a *[store.BackendError]
-// with Kind [store.KindCapacity]. It never blocks on I/O, so ctx is not
+// with Kind "capacity". It never blocks on I/O, so ctx is not
 // consulted.
-func (s *Store) Settle(_ context.Context, req store.Request, actual int64) error {
+func (s *memStore) Settle(_ context.Context, req store.Request, actual int64) error {
 	delta, err := contract.SettleDelta(&req, actual)
 	if err != nil || delta == 0 {
 		return err
@@ -38,7 +38,7 @@ func (s *Store) Settle(_ context.Context, req store.Request, actual int64) error
 	}
 	if delta > 0 && !o.room(o.missing()) {
 		o.finish()
-		return &store.BackendError{Op: "settle", Kind: store.KindCapacity, Err: store.ErrTooManyKeys}
+		return &store.BackendError{Op: "settle", Kind: "capacity", Err: store.ErrTooManyKeys}
 	}
 	df := float64(delta)
 	for i, l := range req.Limits {
@@ -78,7 +78,7 @@ func (s *Store) Settle(_ context.Context, req store.Request, actual int64) error
 
 // Refunds implements [store.Refunder]: 0, as the memory store decides
 // every stack in one step and never refunds one.
-func (s *Store) Refunds() uint64 { return 0 }
+func (s *memStore) Refunds() uint64 { return 0 }
 
 // Unrefunded implements [store.Refunder]: 0, as for Refunds.
-func (s *Store) Unrefunded() uint64 { return 0 }
+func (s *memStore) Unrefunded() uint64 { return 0 }

@@ -224,9 +224,13 @@ func (sh *shard) touch(r *record, now int64) {
 		}
 		return
 	}
+	// unlink and pushFront, written out: r was linked and not first, so
+	// the list does not become empty or start with a new tail.
 	tail := sh.lru.prev == r
-	sh.unlink(r)
-	sh.pushFront(r)
+	r.prev.next, r.next.prev = r.next, r.prev
+	r.prev, r.next = &sh.lru, sh.lru.next
+	r.next.prev = r
+	sh.lru.next = r
 	if tail {
 		sh.publishOldest()
 	}

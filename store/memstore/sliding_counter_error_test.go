@@ -305,7 +305,7 @@ func countAfter(ts []int64, t int64) int {
 	return len(ts) - i
 }
 
-func newClockedStore(t *testing.T, clock func() time.Time) *memstore.Store {
+func newClockedStore(t *testing.T, clock func() time.Time) store.Store {
 	t.Helper()
 	s, err := memstore.New(memstore.Options{Clock: clock})
 	if err != nil {

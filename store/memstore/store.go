@@ -3,7 +3,6 @@ package memstore
 import (
 	"context"
 	"fmt"
-	"hash/maphash"
 	"math"
 	"math/bits"
 	"math/rand/v2"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/store/internal/contract"
 )
 
 // Defaults applied by [New] to zero fields of [Options].
@@ -21,7 +21,7 @@ const (
 	defaultShards  = 64
 )
 
-// Options configures a [Store]. The zero value selects every default; [New]
+// Options configures the store [New] returns. The zero value selects every default; [New]
 // never modifies the caller's value.
 type Options struct {
 	// Clock returns the current time. Nil means time.Now. The store measures
@@ -35,7 +35,7 @@ type Options struct {
 	// de-duplication ids, and one per remembered id. It bounds memory
 	// against floods of distinct keys and ids. Zero means 1,000,000;
 	// negative is an error. A full store makes room by
-	// evicting (see [Store.Take]).
+	// evicting (see Take).
 	MaxKeys int
 	// Shards is the number of independently locked maps the states are
 	// spread over (by a seeded hash of the key). Zero means 64;
@@ -43,20 +43,20 @@ type Options struct {
 	// larger. Shards do not divide MaxKeys: any shard may hold any share.
 	Shards int
 	// Rand returns the uniform random value in [0, 1) that a request of
-	// the [store.Suppressed] strategy is drawn against (one per request,
+	// the suppressed strategy (package store/suppressed) is drawn against (one per request,
 	// Take or Peek). Nil means math/rand/v2's Float64. Tests inject a
 	// fixed sequence. A value outside [0, 1) is clamped into it (NaN
 	// counts as 0). It must be safe for concurrent use.
 	Rand func() float64
 }
 
-// Store is an in-memory [store.Store]. Create it with [New]; the zero value
-// is not usable.
+// memStore is the in-memory [store.Store] that [New] returns; the zero
+// value is not usable.
 //
-// A Store is safe for concurrent use. State is spread over shards, each
+// A memStore is safe for concurrent use. State is spread over shards, each
 // with its own mutex that is held only for the in-memory update of one
 // request; there is no process-wide lock and no background goroutine, so a
-// Store needs no Close and is reclaimed by the garbage collector like any
+// memStore needs no Close and is reclaimed by the garbage collector like any
 // value.
 //
 // State never outlives its use: every state carries the expiry the Redis
@@ -64,25 +64,37 @@ type Options struct {
 // state expired for more than a second a few records at a time (a key
 // back sooner renews its record in place), a full store drops every
 // expired state at once, and then evicts the least recently used keys
-// (see [Store.Take]).
-type Store struct {
+// (see Take).
+type memStore struct {
 	clock   func() time.Time // nil: time.Now, read as time.Since(start)
 	rand    func() float64   // never nil
 	start   time.Time        // first clock reading
 	startUS int64            // start in µs since the Unix epoch, truncated
 	startNS int64            // start's nanoseconds below the microsecond
-	seed    maphash.Seed
+	seed    uint64           // of the key hash that picks a shard
 	shards  []shard
 	ids     idCache
+	plans   planCache
 
 	budget    budget
 	evictions atomic.Uint64
 	overrides atomic.Int64 // live overrides, expired ones not yet dropped included
 }
 
-// New returns a Store configured by opts. It returns an error when MaxKeys
-// or Shards is negative.
-func New(opts Options) (*Store, error) {
+// New returns an in-memory [store.Store] configured by opts. It returns an
+// error when MaxKeys or Shards is negative. Besides [store.Store] the value
+// implements [store.MultiStore], [store.OverrideStore], [store.BlockLister]
+// and [store.EvictionCounter]; reach them by type assertion.
+func New(opts Options) (store.Store, error) {
+	s, err := newMem(opts)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// newMem is [New] with the concrete type.
+func newMem(opts Options) (*memStore, error) {
 	if opts.MaxKeys < 0 {
 		return nil, fmt.Errorf("memstore: MaxKeys must be >= 0, got %d", opts.MaxKeys)
 	}
@@ -102,12 +114,12 @@ func New(opts Options) (*Store, error) {
 		n = defaultShards
 	}
 	n = min(n, maxKeys)
-	s := &Store{
+	s := &memStore{
 		clock:   opts.Clock,
 		start:   start,
 		startUS: start.UnixMicro(),
 		startNS: int64(start.Nanosecond() % 1000),
-		seed:    maphash.MakeSeed(),
+		seed:    rand.Uint64(),
 		shards:  make([]shard, n),
 		rand:    opts.Rand,
 	}
@@ -124,7 +136,7 @@ func New(opts Options) (*Store, error) {
 // now returns the store's clock in µs since the Unix epoch: the first
 // reading plus the time elapsed since, which time.Since reads from the
 // monotonic clock alone, at half the cost of time.Now.
-func (s *Store) now() int64 {
+func (s *memStore) now() int64 {
 	var elapsed time.Duration
 	if s.clock == nil {
 		elapsed = time.Since(s.start)
@@ -140,7 +152,7 @@ func (s *Store) now() int64 {
 }
 
 // draw returns the store's random value, clamped into [0, 1).
-func (s *Store) draw() float64 {
+func (s *memStore) draw() float64 {
 	return clampUnit(s.rand())
 }
 
@@ -156,12 +168,48 @@ func clampUnit(u float64) float64 {
 	return u
 }
 
-func (s *Store) shardFor(key string) *shard {
+func (s *memStore) shardFor(key string) *shard {
 	if len(s.shards) == 1 {
 		return &s.shards[0]
 	}
-	hi, _ := bits.Mul64(maphash.String(s.seed, key), uint64(len(s.shards)))
+	hi, _ := bits.Mul64(keyHash(s.seed, key), uint64(len(s.shards)))
 	return &s.shards[hi]
+}
+
+// keyHash returns a hash of key seeded by seed, which only has to spread
+// keys evenly over shards: it reads the key eight bytes at a time and
+// folds each word into the state by a 128-bit multiplication, at a third
+// of the cost of hash/maphash for the short keys of rate limiting.
+func keyHash(seed uint64, key string) uint64 {
+	const m1, m2 = 0xa0761d6478bd642f, 0xe7037ed1a0b428db
+	n := len(key)
+	h := seed ^ uint64(n)*m1
+	if n < 8 {
+		var w uint64
+		for i := 0; i < n; i++ {
+			w |= uint64(key[i]) << (8 * i)
+		}
+		return fold(fold(h^w, m2), m1)
+	}
+	for i := 0; i < n-8; i += 8 {
+		h = fold(h^le64(key[i:]), m2)
+	}
+	// The last eight bytes, overlapping the word before when n is not a
+	// multiple of 8.
+	return fold(fold(h^le64(key[n-8:]), m2), m1)
+}
+
+// le64 reads the first eight bytes of s as a little-endian word.
+func le64(s string) uint64 {
+	_ = s[7]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+}
+
+// fold mixes x by m: the two halves of their 128-bit product, xored.
+func fold(x, m uint64) uint64 {
+	hi, lo := bits.Mul64(x, m)
+	return hi ^ lo
 }
 
 // Take implements [store.Store]: in one step under the key's lock it
@@ -178,19 +226,24 @@ func (s *Store) shardFor(key string) *shard {
 // When a write needs new states and the store holds MaxKeys, Take makes
 // room: it drops expired states (which decide exactly like no state)
 // first, then evicts the least recently taken keys, each with all its
-// states, block and remembered ids; [Store.Evictions] counts them. An
+// states, block and remembered ids; [memStore.Evictions] counts them. An
 // evicted key starts afresh, as if it had expired. Only when the request
 // cannot fit even in an otherwise empty store (MaxKeys is smaller than
 // its states, plus what its key already holds), or in the rare case that
 // every shard it could evict from stays busy, does an admission record
 // nothing and return a *[store.BackendError] with Kind
-// [store.KindCapacity] wrapping [store.ErrTooManyKeys] (so it also
+// "capacity" wrapping [store.ErrTooManyKeys] (so it also
 // matches [store.ErrStoreUnavailable]): the caller applies its failure
 // mode. A refusal is never turned into an error: a counted refusal or a
 // new block that cannot fit is not written, and the refusal is returned.
 //
 // Take never blocks on I/O, so ctx is not consulted.
-func (s *Store) Take(_ context.Context, req store.Request) (store.Decision, error) {
+func (s *memStore) Take(_ context.Context, req store.Request) (d store.Decision, err error) {
+	if p := s.planFor(&req); p != nil {
+		// The decision is written in place: it is large to copy.
+		err = s.takePlain(&req, p, &d)
+		return
+	}
 	return s.decide(req, true)
 }
 
@@ -201,7 +254,7 @@ func (s *Store) Take(_ context.Context, req store.Request) (store.Decision, erro
 // reports the limits' refusal without Blocked, since no block exists yet.
 // Errors are those of Take for invalid requests; Peek never fails
 // otherwise.
-func (s *Store) Peek(_ context.Context, req store.Request) (store.Decision, error) {
+func (s *memStore) Peek(_ context.Context, req store.Request) (store.Decision, error) {
 	return s.decide(req, false)
 }
 
@@ -212,11 +265,28 @@ func (s *Store) Peek(_ context.Context, req store.Request) (store.Decision, erro
 // limits is kept. It returns [store.ErrNotFound] when none of that state
 // was live (expired state counts as none). req.Cost is ignored; other
 // fields are validated as for Take.
-func (s *Store) Reset(_ context.Context, req store.Request) error {
+func (s *memStore) Reset(_ context.Context, req store.Request) error {
 	req.Cost = 0
 	if err := req.Validate(); err != nil {
 		return err
 	}
+	return s.reset(req)
+}
+
+// Suppress implements contract.Suppressor: req, checked by package
+// store/suppressed, is decided like any other request.
+func (s *memStore) Suppress(_ context.Context, req store.Request, mode contract.Mode) (store.Decision, error) {
+	switch mode {
+	case contract.Take:
+		return s.run(req, true)
+	case contract.Peek:
+		return s.run(req, false)
+	}
+	return store.Decision{}, s.reset(req)
+}
+
+// reset is Reset on a request already checked.
+func (s *memStore) reset(req store.Request) error {
 	var ids [store.MaxLimits]string
 	s.limitIDs(req.Limits, &ids)
 	alg := req.Limits[0].Algorithm
@@ -259,7 +329,7 @@ func (s *Store) Reset(_ context.Context, req store.Request) error {
 // Len returns the number of states currently stored, counted as for
 // [Options.MaxKeys], expired ones not yet dropped included. It reads one
 // counter and does not lock.
-func (s *Store) Len() int { return int(s.budget.used.Load()) }
+func (s *memStore) Len() int { return int(s.budget.used.Load()) }
 
 // Evictions returns how many keys the store has evicted to make room
 // since it was created: keys whose state still mattered when it was
@@ -270,14 +340,14 @@ func (s *Store) Len() int { return int(s.budget.used.Load()) }
 //
 // It implements [store.EvictionCounter], through which metrics
 // collectors find it. It is safe for concurrent use.
-func (s *Store) Evictions() uint64 { return s.evictions.Load() }
+func (s *memStore) Evictions() uint64 { return s.evictions.Load() }
 
 // Name returns "memory", the backend name used in metrics labels.
-func (s *Store) Name() string { return "memory" }
+func (s *memStore) Name() string { return "memory" }
 
 // limitIDs writes the ID of each limit to ids, without allocating for
 // limits seen before.
-func (s *Store) limitIDs(limits []store.Limit, ids *[store.MaxLimits]string) {
+func (s *memStore) limitIDs(limits []store.Limit, ids *[store.MaxLimits]string) {
 	for i, l := range limits {
 		if l.Name != "" || l.Calendar != "" {
 			ids[i] = l.ID()
@@ -291,7 +361,7 @@ func (s *Store) limitIDs(limits []store.Limit, ids *[store.MaxLimits]string) {
 // its one limit, or the IDs of its limits, sorted, each preceded by a NUL.
 // Limit IDs contain no control characters, so the encoding is injective
 // and a log of several limits never shares an ID with a limit.
-func (s *Store) logID(limits []store.Limit) string {
+func (s *memStore) logID(limits []store.Limit) string {
 	var ids [store.MaxLimits]string
 	s.limitIDs(limits, &ids)
 	if len(limits) == 1 {

@@ -16,13 +16,13 @@ import (
 var ctx = context.Background()
 
 // newTestStore returns a store on a fake clock.
-func newTestStore(t *testing.T, opts Options) (*Store, *fakeclock.Clock) {
+func newTestStore(t *testing.T, opts Options) (*memStore, *fakeclock.Clock) {
 	t.Helper()
 	clk := &fakeclock.Clock{}
 	opts.Clock = clk.Now
-	s, err := New(opts)
+	s, err := newMem(opts)
 	if err != nil {
-		t.Fatalf("New(%+v): got error %v, want nil", opts, err)
+		t.Fatalf("newMem(%+v): got error %v, want nil", opts, err)
 	}
 	return s, clk
 }
@@ -31,7 +31,7 @@ func perSecond(alg store.Algorithm, n int64) store.Limit {
 	return store.Limit{Algorithm: alg, Rate: n, Period: time.Second}
 }
 
-func mustTake(t *testing.T, s *Store, r store.Request) store.Decision {
+func mustTake(t *testing.T, s *memStore, r store.Request) store.Decision {
 	t.Helper()
 	d, err := s.Take(ctx, r)
 	if err != nil {
@@ -54,7 +54,7 @@ func TestNewOptions(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s, err := New(tt.opts)
+			s, err := newMem(tt.opts)
 			if err != nil {
 				t.Fatalf("got error %v, want nil", err)
 			}
@@ -67,8 +67,8 @@ func TestNewOptions(t *testing.T) {
 		})
 	}
 	for _, opts := range []Options{{MaxKeys: -1}, {Shards: -1}} {
-		if _, err := New(opts); err == nil {
-			t.Errorf("New(%+v): got nil error, want an error", opts)
+		if _, err := newMem(opts); err == nil {
+			t.Errorf("newMem(%+v): got nil error, want an error", opts)
 		}
 	}
 }

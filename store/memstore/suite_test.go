@@ -16,7 +16,7 @@ import (
 // remembered ids "<key>:dedup", each with the lifetime of its part; a
 // limit state as "<key>/<algorithm>/<id>" and an override as "<key>:o".
 // Request keys are shown in hex, so that names stay readable in messages.
-func storedKeys(s *Store) func(context.Context) (storetest.StoredKeys, error) {
+func storedKeys(s *memStore) func(context.Context) (storetest.StoredKeys, error) {
 	return func(context.Context) (storetest.StoredKeys, error) {
 		now := s.now()
 		var keys storetest.StoredKeys
@@ -58,7 +58,7 @@ func storedKeys(s *Store) func(context.Context) (storetest.StoredKeys, error) {
 
 // keyTTLs lists every live state of s with its time to live, whatever its
 // kind (see storedKeys).
-func keyTTLs(s *Store) func(context.Context) (map[string]time.Duration, error) {
+func keyTTLs(s *memStore) func(context.Context) (map[string]time.Duration, error) {
 	return func(ctx context.Context) (map[string]time.Duration, error) {
 		keys, err := storedKeys(s)(ctx)
 		out := map[string]time.Duration{}
@@ -73,7 +73,7 @@ func keyTTLs(s *Store) func(context.Context) (map[string]time.Duration, error) {
 
 // forEachRecord calls f for every record of s, each under its shard's
 // lock.
-func forEachRecord(s *Store, f func(*shard, *record)) {
+func forEachRecord(s *memStore, f func(*shard, *record)) {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
@@ -88,7 +88,7 @@ func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) storetest.Harness {
 		clk := &fakeclock.Clock{}
 		rnd := &storetest.FakeRand{}
-		s, err := New(Options{Clock: clk.Now, Rand: rnd.Float64})
+		s, err := newMem(Options{Clock: clk.Now, Rand: rnd.Float64})
 		if err != nil {
 			t.Fatalf("New: got error %v, want nil", err)
 		}

@@ -35,7 +35,7 @@ func BenchmarkTake(b *testing.B) {
 		for _, workers := range []int{1, 16, 64} {
 			b.Run(alg.String()+"/callers="+strconv.Itoa(workers), func(b *testing.B) {
 				c := newClient(b, srv, &redis.Options{PoolSize: 64})
-				s, err := New(c, Options{Prefix: randomPrefix(b), Timeout: time.Second})
+				s, err := newRedis(c, Options{Prefix: randomPrefix(b), Timeout: time.Second})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -95,7 +95,7 @@ func BenchmarkEncodeKey(b *testing.B) {
 // BenchmarkArgs measures building a take's keys and arguments for the full
 // script: the client-side work of a Take besides the network.
 func BenchmarkArgs(b *testing.B) {
-	s, err := New(nilClient(), Options{})
+	s, err := newRedis(nilClient(), Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

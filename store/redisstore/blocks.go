@@ -14,9 +14,9 @@ import (
 	"github.com/ratekeeper/ratekeeper/store"
 )
 
-var _ store.BlockLister = (*Store)(nil)
+var _ store.BlockLister = (*redisStore)(nil)
 
-// blockScansPerPage bounds the SCAN calls of one page of [Store.Blocks],
+// blockScansPerPage bounds the SCAN calls of one page of Blocks,
 // so that a page costs a bounded amount of work however sparse the blocks
 // are among the keys.
 const blockScansPerPage = 16
@@ -46,7 +46,7 @@ const blockScansPerPage = 16
 // below 1 or a cursor it did not issue (one naming a master the cluster
 // no longer has among them), and a *[store.BackendError] when Redis
 // fails. ctx bounds the whole listing.
-func (s *Store) Blocks(ctx context.Context, keyPrefix, cursor string, count int) ([]store.Block, string, error) {
+func (s *redisStore) Blocks(ctx context.Context, keyPrefix, cursor string, count int) ([]store.Block, string, error) {
 	if count < 1 {
 		return nil, "", fmt.Errorf("%w: block listing: count must be positive, got %d", store.ErrInvalidRequest, count)
 	}
@@ -79,7 +79,7 @@ func (s *Store) Blocks(ctx context.Context, keyPrefix, cursor string, count int)
 }
 
 // parseScanCursor returns the master and SCAN position a cursor of
-// [Store.Blocks] names: "<master>-<redis cursor>", or "" for the start.
+// Blocks names: "<master>-<redis cursor>", or "" for the start.
 func parseScanCursor(cursor string, nodes int) (node int, pos uint64, err error) {
 	if cursor == "" {
 		return 0, 0, nil
@@ -95,7 +95,7 @@ func parseScanCursor(cursor string, nodes int) (node int, pos uint64, err error)
 
 // scanNodes returns the clients to scan: every master of a cluster,
 // sorted by address, or the client itself.
-func (s *Store) scanNodes(ctx context.Context) ([]redis.UniversalClient, error) {
+func (s *redisStore) scanNodes(ctx context.Context) ([]redis.UniversalClient, error) {
 	cc, ok := s.client.(*redis.ClusterClient)
 	if !ok {
 		return []redis.UniversalClient{s.client}, nil
@@ -122,7 +122,7 @@ func (s *Store) scanNodes(ctx context.Context) ([]redis.UniversalClient, error) 
 // readBlocks fetches the scope and remaining time of the block keys, in
 // one pipeline, and decodes their request keys. Keys that expired
 // meanwhile are left out.
-func (s *Store) readBlocks(ctx context.Context, keys []string) ([]store.Block, error) {
+func (s *redisStore) readBlocks(ctx context.Context, keys []string) ([]store.Block, error) {
 	if len(keys) == 0 {
 		return nil, nil
 	}

@@ -28,7 +28,7 @@ func withAlgorithm(limits []store.Limit, alg store.Algorithm) []store.Limit {
 }
 
 // mustTake runs Take and fails the test on an error.
-func mustTake(t *testing.T, s *Store, req store.Request) store.Decision {
+func mustTake(t *testing.T, s *redisStore, req store.Request) store.Decision {
 	t.Helper()
 	d, err := s.Take(context.Background(), req)
 	if err != nil {
@@ -38,7 +38,7 @@ func mustTake(t *testing.T, s *Store, req store.Request) store.Decision {
 }
 
 // mustPeek runs Peek and fails the test on an error.
-func mustPeek(t *testing.T, s *Store, req store.Request) store.Decision {
+func mustPeek(t *testing.T, s *redisStore, req store.Request) store.Decision {
 	t.Helper()
 	d, err := s.Peek(context.Background(), req)
 	if err != nil {
@@ -67,7 +67,7 @@ func wantBlocked(t *testing.T, d store.Decision, scope string, index int, limit 
 // blockLeft returns what remains of key's block (0 when it has none),
 // read apart from any limit's wait: a peek with a blocking limit of its
 // own that admits, so that the block alone decides RetryAfter.
-func blockLeft(t *testing.T, s *Store, key string) time.Duration {
+func blockLeft(t *testing.T, s *redisStore, key string) time.Duration {
 	t.Helper()
 	probe := store.Limit{Name: "probe", Algorithm: store.FixedWindow, Rate: 1000, Period: time.Hour, Block: time.Millisecond}
 	d, err := s.Peek(context.Background(), store.Request{Key: key, Limits: []store.Limit{probe}})
@@ -83,7 +83,7 @@ func blockLeft(t *testing.T, s *Store, key string) time.Duration {
 // limitsWait returns what req's limits alone make it wait: the RetryAfter
 // of a peek with the same limits (the same state) without their blocks,
 // and without a de-duplication id; 0 when they admit it.
-func limitsWait(t *testing.T, s *Store, req store.Request) time.Duration {
+func limitsWait(t *testing.T, s *redisStore, req store.Request) time.Duration {
 	t.Helper()
 	ls := make([]store.Limit, len(req.Limits))
 	for i, l := range req.Limits {
@@ -99,7 +99,7 @@ func limitsWait(t *testing.T, s *Store, req store.Request) time.Duration {
 }
 
 // exhaust takes until a request is refused and returns that refusal.
-func exhaust(t *testing.T, s *Store, req store.Request) store.Decision {
+func exhaust(t *testing.T, s *redisStore, req store.Request) store.Decision {
 	t.Helper()
 	for i := 0; i < 100; i++ {
 		if d := mustTake(t, s, req); !d.Allowed {
@@ -196,7 +196,7 @@ func TestBlockStartedOnceUnderConcurrency(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			srv := requireServer(t)
 			c := newClient(t, srv, &redis.Options{PoolSize: 32})
-			s, err := New(c, Options{Prefix: randomPrefix(t), Timeout: 5 * time.Second})
+			s, err := newRedis(c, Options{Prefix: randomPrefix(t), Timeout: 5 * time.Second})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -670,7 +670,7 @@ func TestPeekWithBlocksAndDedup(t *testing.T) {
 	// verdict (no block where a take would start one), and writes nothing.
 	ctx := context.Background()
 	c := newClient(t, requireServer(t), &redis.Options{DB: 8})
-	s, err := New(c, Options{Prefix: randomPrefix(t), Timeout: 2 * time.Second})
+	s, err := newRedis(c, Options{Prefix: randomPrefix(t), Timeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -59,7 +59,7 @@ func variantOf(req *store.Request) variant {
 		return partialGrant
 	case calendarRequest(req):
 		return calendarWindows
-	case !contract.Plain(req) || req.Limits[0].Algorithm == store.Suppressed:
+	case !contract.Plain(req) || req.Limits[0].Algorithm == contract.Suppressed:
 		return full
 	case req.ApplyOverride:
 		return leanOverride
@@ -71,10 +71,20 @@ func variantOf(req *store.Request) variant {
 // (the zero script where package lua has none), and the stacked and
 // refund scripts. It is the same for every Store.
 type scriptTable struct {
-	byAlgorithm [store.Suppressed + 1][variants]script
+	byAlgorithm [contract.Suppressed + 1][variants]script
 	stacked     script // the stacked decision (store.MultiStore)
 	stackedLean script // the stacked decision of plain GCRA and token bucket parts
 	refund      script // the refund of one part of a stacked decision
+}
+
+// scriptName returns the name of alg's scripts in package lua: the
+// algorithm's, or "suppressed" for the strategy of package
+// store/suppressed.
+func scriptName(alg store.Algorithm) string {
+	if alg == contract.Suppressed {
+		return "suppressed"
+	}
+	return alg.String()
 }
 
 // builtinScripts returns the table, built once.
@@ -90,13 +100,13 @@ var builtinScripts = sync.OnceValues(func() (*scriptTable, error) {
 	var err error
 	for alg := range t.byAlgorithm {
 		for v := range variants {
-			if store.Algorithm(alg) == store.Suppressed && v != full {
+			if store.Algorithm(alg) == contract.Suppressed && v != full {
 				continue // the suppressed strategy has only its full script
 			}
 			if v == calendarWindows && store.Algorithm(alg) != store.FixedWindow {
 				continue // only fixed windows follow a calendar
 			}
-			if t.byAlgorithm[alg][v], err = src(store.Algorithm(alg).String() + scriptSuffix[v]); err != nil {
+			if t.byAlgorithm[alg][v], err = src(scriptName(store.Algorithm(alg)) + scriptSuffix[v]); err != nil {
 				return nil, err
 			}
 		}

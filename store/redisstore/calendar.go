@@ -23,7 +23,7 @@ func calendarRequest(req *store.Request) bool {
 // calendar windows around the store's clock, or four zeros for a limit of
 // aligned windows. The script picks the window that holds the server's
 // time, which may differ from the store's by up to a window.
-func (s *Store) appendBounds(args []any, limits []store.Limit) []any {
+func (s *redisStore) appendBounds(args []any, limits []store.Limit) []any {
 	now := time.Now
 	if s.clock != nil {
 		now = s.clock

@@ -34,7 +34,7 @@ type command struct {
 // variantOf chooses. Only plain requests without an override are
 // answered from the deny cache: an operator's change of an override must
 // apply to the next request.
-func (s *Store) command(mode string, req *store.Request, cost int64) command {
+func (s *redisStore) command(mode string, req *store.Request, cost int64) command {
 	li := s.limits.get(req.Limits[0])
 	alg := req.Limits[0].Algorithm
 	c := command{variant: variantOf(req), li: li}
@@ -115,7 +115,7 @@ func escalates(limits []store.Limit) bool {
 // during the migration of the slot: Redis serves a multi-key command
 // there only when every key it names exists on one node, and a block key
 // that was never set never exists. The first key names the slot.
-func (s *Store) fullArgs(mode, base string, sc *script, req *store.Request, cost int64) []any {
+func (s *redisStore) fullArgs(mode, base string, sc *script, req *store.Request, cost int64) []any {
 	n := len(req.Limits)
 	args := make([]any, 0, 3+4+n+9+6*n)
 	args = append(args, "evalsha", sc.sha, 0) // the key count is set below
@@ -146,7 +146,7 @@ func (s *Store) fullArgs(mode, base string, sc *script, req *store.Request, cost
 }
 
 // appendFullArgv appends the full script's ARGV for req to args.
-func (s *Store) appendFullArgv(args []any, mode string, req *store.Request, cost int64) []any {
+func (s *redisStore) appendFullArgv(args []any, mode string, req *store.Request, cost int64) []any {
 	var dedup any = ""
 	var replays, window int64
 	if req.DedupID != "" {
@@ -157,7 +157,7 @@ func (s *Store) appendFullArgv(args []any, mode string, req *store.Request, cost
 	switch alg := req.Limits[0].Algorithm; {
 	case mode == modeTake && alg == store.SlidingWindowLog:
 		nonce = s.nonce()
-	case alg == store.Suppressed:
+	case alg == contract.Suppressed:
 		// The nonce's place carries the request's random value.
 		nonce = strconv.FormatFloat(s.draw(), 'g', -1, 64)
 	}
@@ -183,7 +183,7 @@ func flag(b bool) any {
 }
 
 // draw returns the store's random value, clamped into [0, 1).
-func (s *Store) draw() float64 {
+func (s *redisStore) draw() float64 {
 	switch u := s.rand(); {
 	case !(u >= 0):
 		return 0
@@ -196,7 +196,7 @@ func (s *Store) draw() float64 {
 
 // nonce returns an identifier unique to one take: a random per-store part
 // and a counter. Sliding window log members carry it.
-func (s *Store) nonce() string {
+func (s *redisStore) nonce() string {
 	var b [11 + 13]byte
 	n := copy(b[:], s.nonceBase)
 	return string(strconv.AppendUint(b[:n], s.seq.Add(1), 36))

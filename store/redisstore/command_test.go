@@ -44,7 +44,7 @@ func TestNewOptions(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			before := tt.opts
-			s, err := New(nilClient(), tt.opts)
+			s, err := newRedis(nilClient(), tt.opts)
 			if tt.wantErr {
 				if err == nil {
 					t.Fatal("got nil error, want one")
@@ -63,23 +63,23 @@ func TestNewOptions(t *testing.T) {
 			}
 		})
 	}
-	if _, err := New(nil, Options{}); err == nil {
-		t.Fatal("New(nil): got nil error, want one")
+	if _, err := newRedis(nil, Options{}); err == nil {
+		t.Fatal("newRedis(nil): got nil error, want one")
 	}
 }
 
 func TestNonceUnique(t *testing.T) {
-	a, err := New(nilClient(), Options{})
+	a, err := newRedis(nilClient(), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := New(nilClient(), Options{})
+	b, err := newRedis(nilClient(), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	seen := make(map[string]bool)
 	for i := 0; i < 1000; i++ {
-		for _, s := range []*Store{a, b} {
+		for _, s := range []*redisStore{a, b} {
 			n := s.nonce()
 			if seen[n] {
 				t.Fatalf("nonce %q repeated", n)
@@ -94,7 +94,7 @@ func TestNonceUnique(t *testing.T) {
 
 func TestInvalidRequestNoIO(t *testing.T) {
 	// The client points nowhere: any I/O would surface as a backend error.
-	s, err := New(nilClient(), Options{})
+	s, err := newRedis(nilClient(), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func TestInvalidRequestNoIO(t *testing.T) {
 }
 
 func TestCancelledContextNoIO(t *testing.T) {
-	s, err := New(nilClient(), Options{})
+	s, err := newRedis(nilClient(), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +147,7 @@ func TestCancelledContextNoIO(t *testing.T) {
 	if !errors.As(err, &be) || !errors.Is(err, context.Canceled) {
 		t.Fatalf("got %v, want a BackendError wrapping context.Canceled", err)
 	}
-	if be.Op != "take" || be.Kind != store.KindOther {
+	if be.Op != "take" || be.Kind != "other" {
 		t.Fatalf("got op %q kind %q, want take/other", be.Op, be.Kind)
 	}
 }
@@ -156,21 +156,21 @@ func TestClassify(t *testing.T) {
 	tests := []struct {
 		name string
 		err  error
-		want store.ErrorKind
+		want string
 	}{
-		{"deadline", context.DeadlineExceeded, store.KindTimeout},
-		{"wrapped deadline", fmt.Errorf("x: %w", context.DeadlineExceeded), store.KindTimeout},
-		{"pool timeout", redis.ErrPoolTimeout, store.KindTimeout},
-		{"net timeout", &net.OpError{Op: "read", Err: timeoutErr{}}, store.KindTimeout},
-		{"cancelled", context.Canceled, store.KindOther},
-		{"error reply", redis.ErrNoScript, store.KindScript},
-		{"bad reply", fmt.Errorf("%w: x", errBadReply), store.KindScript},
-		{"eof", io.EOF, store.KindConnection},
-		{"unexpected eof", io.ErrUnexpectedEOF, store.KindConnection},
-		{"refused", &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}, store.KindConnection},
-		{"reset", syscall.ECONNRESET, store.KindConnection},
-		{"closed client", redis.ErrClosed, store.KindConnection},
-		{"other", errors.New("boom"), store.KindOther},
+		{"deadline", context.DeadlineExceeded, "timeout"},
+		{"wrapped deadline", fmt.Errorf("x: %w", context.DeadlineExceeded), "timeout"},
+		{"pool timeout", redis.ErrPoolTimeout, "timeout"},
+		{"net timeout", &net.OpError{Op: "read", Err: timeoutErr{}}, "timeout"},
+		{"cancelled", context.Canceled, "other"},
+		{"error reply", redis.ErrNoScript, "script"},
+		{"bad reply", fmt.Errorf("%w: x", errBadReply), "script"},
+		{"eof", io.EOF, "connection"},
+		{"unexpected eof", io.ErrUnexpectedEOF, "connection"},
+		{"refused", &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}, "connection"},
+		{"reset", syscall.ECONNRESET, "connection"},
+		{"closed client", redis.ErrClosed, "connection"},
+		{"other", errors.New("boom"), "other"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -294,7 +294,7 @@ func TestDecodeReply(t *testing.T) {
 				if !errors.Is(err, errBadReply) {
 					t.Fatalf("got %v, want errBadReply", err)
 				}
-				if classify(err) != store.KindScript {
+				if classify(err) != "script" {
 					t.Fatalf("got kind %q, want script", classify(err))
 				}
 				return
@@ -311,7 +311,7 @@ func TestDecodeReply(t *testing.T) {
 }
 
 func TestCommandLayout(t *testing.T) {
-	s, err := New(nilClient(), Options{Prefix: "rk"})
+	s, err := newRedis(nilClient(), Options{Prefix: "rk"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -423,7 +423,7 @@ func (panicHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proce
 func TestClientPanicIsAnError(t *testing.T) {
 	c := nilClient()
 	c.AddHook(panicHook{})
-	s, err := New(c, Options{})
+	s, err := newRedis(c, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

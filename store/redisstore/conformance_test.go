@@ -34,7 +34,7 @@ func TestConformance(t *testing.T) {
 				c := newClient(t, srv, &redis.Options{ContextTimeoutEnabled: honoured})
 				prefix := randomPrefix(t)
 				rnd := &storetest.FakeRand{}
-				s, err := New(c, Options{Prefix: prefix, Timeout: 5 * time.Second, Rand: rnd.Float64})
+				s, err := newRedis(c, Options{Prefix: prefix, Timeout: 5 * time.Second, Rand: rnd.Float64})
 				if err != nil {
 					t.Fatal(err)
 				}

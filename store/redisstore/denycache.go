@@ -15,7 +15,7 @@ const denyShards = 64
 // denyCache remembers refusals until their retry time. A refusal records
 // nothing in Redis, and only time frees capacity, so a request of the
 // same key, limit and cost is refused until then whatever other requests
-// do (see [Store.Take] for what it cannot see). It answers only what
+// do (see Take for what it cannot see). It answers only what
 // Redis would answer, to the microsecond: a request of another cost has
 // another wait, so it asks Redis; and a refusal of a cost above 1 is not
 // kept at all unless a block decided it, since the units remaining may
@@ -172,7 +172,7 @@ func ceilMicros(ns int64) time.Duration {
 // refusalQuery is a call's question to the deny cache, the one way the
 // store consults it: is a refusal cached for the call's state key and
 // limit that covers its cost? Only calls of plain requests without an
-// override ask (see [Store.command]); the zero value, for every other
+// override ask (see command); the zero value, for every other
 // call, finds nothing and remembers nothing.
 type refusalQuery struct {
 	cache *denyCache // nil: the call is not answered from the cache

@@ -21,7 +21,7 @@ func TestDenyCacheNeverRefusesWhatRedisAdmits(t *testing.T) {
 	for _, alg := range store.Algorithms {
 		t.Run(alg.String(), func(t *testing.T) {
 			cached, c := newStore(t, Options{})
-			plain, err := New(c, Options{Prefix: cached.prefix, Timeout: 2 * time.Second, DenyCacheSize: -1})
+			plain, err := newRedis(c, Options{Prefix: cached.prefix, Timeout: 2 * time.Second, DenyCacheSize: -1})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -129,7 +129,7 @@ func TestDenyCacheAnswersOnlyTheRefusedCost(t *testing.T) {
 	for _, alg := range store.Algorithms {
 		t.Run(alg.String(), func(t *testing.T) {
 			cached, c := newStore(t, Options{})
-			plain, err := New(c, Options{Prefix: cached.prefix, Timeout: 2 * time.Second, DenyCacheSize: -1})
+			plain, err := newRedis(c, Options{Prefix: cached.prefix, Timeout: 2 * time.Second, DenyCacheSize: -1})
 			if err != nil {
 				t.Fatal(err)
 			}

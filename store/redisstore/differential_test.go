@@ -16,6 +16,7 @@ import (
 	"github.com/ratekeeper/ratekeeper/store"
 	"github.com/ratekeeper/ratekeeper/store/internal/contract"
 	"github.com/ratekeeper/ratekeeper/store/memstore"
+	"github.com/ratekeeper/ratekeeper/store/suppressed"
 )
 
 // fakeClock drives a store whose scripts read the time from a hash in Redis
@@ -111,7 +112,7 @@ end)(redis)
 // counters and every other TTL behave as on a server whose clock is the
 // fake one; with realTTL keys keep the TTLs the scripts give them, in real
 // time.
-func newClockedStore(t testing.TB, start int64, realTTL bool) (*Store, *fakeClock) {
+func newClockedStore(t testing.TB, start int64, realTTL bool) (*redisStore, *fakeClock) {
 	t.Helper()
 	// The deny cache measures time on the local clock: off for a store
 	// on a fake one.
@@ -128,7 +129,7 @@ func newClockedStore(t testing.TB, start int64, realTTL bool) (*Store, *fakeCloc
 			if table.byAlgorithm[alg][v].src == "" {
 				continue // the suppressed strategy has only its full script
 			}
-			name := store.Algorithm(alg).String() + scriptSuffix[v]
+			name := scriptName(store.Algorithm(alg)) + scriptSuffix[v]
 			src, err := lua.Source(name)
 			if err != nil {
 				t.Fatal(err)
@@ -320,7 +321,7 @@ func TestMatchesMemstore(t *testing.T) {
 						// A settlement of an earlier reservation of this
 						// cost, at an actual cost of 0 to twice it.
 						actual := rng.Int64N(2*req.Cost + 1)
-						gerr, werr = rs.Settle(ctx, req, actual), ms.Settle(ctx, req, actual)
+						gerr, werr = rs.Settle(ctx, req, actual), ms.(store.Refunder).Settle(ctx, req, actual)
 						if gerr != nil || werr != nil {
 							t.Fatalf("step %d: settle errors: redis %v, memory %v", step, gerr, werr)
 						}
@@ -411,25 +412,42 @@ func TestMatchesMemstoreSuppressed(t *testing.T) {
 	const start = 1_767_225_600_000_000
 	for ci, cfg := range configs {
 		t.Run(cfg.name, func(t *testing.T) {
+			// Each configured limit is Rate (the soft limit) per Period
+			// under the hard limit Burst (0: twice Rate): the counting
+			// limit is a sliding window counter of Burst.
 			limits := make([]store.Limit, len(cfg.limits))
-			copy(limits, cfg.limits)
+			softs := map[string]int64{}
 			minCap, shortest := int64(1<<40), int64(1<<62)
-			for i := range limits {
-				limits[i].Algorithm = store.Suppressed
-				minCap = min(minCap, limits[i].Capacity())
-				shortest = min(shortest, limits[i].Period.Microseconds())
+			for i, l := range cfg.limits {
+				hard := l.Burst
+				if hard == 0 {
+					hard = 2 * l.Rate
+				}
+				limits[i] = store.Limit{Name: l.Name, Algorithm: store.SlidingWindowCounter, Rate: hard, Period: l.Period}
+				softs[limits[i].ID()] = l.Rate
+				minCap = min(minCap, hard)
+				shortest = min(shortest, l.Period.Microseconds())
 			}
+			opts := suppressed.Options{Soft: func(l store.Limit) int64 { return softs[l.ID()] }}
 			rng := rand.New(rand.NewPCG(99, uint64(ci)))
 			var u float64
 			draw := func() float64 { return u }
 			rs, clock := newClockedStore(t, start+rng.Int64N(5_000_000), false)
 			rs.rand = draw
-			ms, err := memstore.New(memstore.Options{Clock: func() time.Time { return time.UnixMicro(clock.now) }, Rand: draw})
+			mem, err := memstore.New(memstore.Options{Clock: func() time.Time { return time.UnixMicro(clock.now) }, Rand: draw})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rss, err := suppressed.New(rs, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ms, err := suppressed.New(mem, opts)
 			if err != nil {
 				t.Fatal(err)
 			}
 			ctx := context.Background()
-			var admitted, hard, suppressed, between int
+			var admitted, hard, drawn, between int
 			for step := 0; step < 600; step++ {
 				switch r := rng.IntN(10); {
 				case r < 4:
@@ -453,10 +471,10 @@ func TestMatchesMemstoreSuppressed(t *testing.T) {
 				op := "take"
 				if rng.IntN(5) == 0 {
 					op = "peek"
-					got, gerr = rs.Peek(ctx, req)
+					got, gerr = rss.Peek(ctx, req)
 					want, werr = ms.Peek(ctx, req)
 				} else {
-					got, gerr = rs.Take(ctx, req)
+					got, gerr = rss.Take(ctx, req)
 					want, werr = ms.Take(ctx, req)
 				}
 				if gerr != nil || werr != nil {
@@ -470,7 +488,7 @@ func TestMatchesMemstoreSuppressed(t *testing.T) {
 				case got.Allowed:
 					admitted++
 				case got.Suppressed:
-					suppressed++
+					drawn++
 				default:
 					hard++
 				}
@@ -478,13 +496,13 @@ func TestMatchesMemstoreSuppressed(t *testing.T) {
 					between++
 				}
 			}
-			if limits[0].Capacity() == limits[0].Rate {
+			if softs[limits[0].ID()] == limits[0].Rate {
 				// No room between the limits: a plain hard limit.
-				suppressed, between = -1, -1
+				drawn, between = -1, -1
 			}
-			if admitted == 0 || hard == 0 || suppressed == 0 || between == 0 {
+			if admitted == 0 || hard == 0 || drawn == 0 || between == 0 {
 				t.Fatalf("%d admitted, %d refused by the hard limit, %d suppressed, %d between the limits: want every regime exercised",
-					admitted, hard, suppressed, between)
+					admitted, hard, drawn, between)
 			}
 		})
 	}

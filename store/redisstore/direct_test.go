@@ -64,7 +64,7 @@ func TestLoneCallFromCaller(t *testing.T) {
 			c := newClient(t, srv, &redis.Options{ContextTimeoutEnabled: honoured})
 			h := &callerHook{}
 			c.AddHook(h)
-			s, err := New(c, Options{Prefix: randomPrefix(t), Timeout: 2 * time.Second})
+			s, err := newRedis(c, Options{Prefix: randomPrefix(t), Timeout: 2 * time.Second})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -29,16 +29,16 @@
 // value is the scope, its TTL the block's remaining time), ":strikes" (the
 // escalation counter) and ":dedup" (one hash of remembered
 // de-duplication ids, each with its expiry in microseconds, so that
-// [Store.Reset] can delete them all; Redis 7.0 has no per-field TTL, so
+// Reset can delete them all; Redis 7.0 has no per-field TTL, so
 // expired ids are pruned as the hash grows). The key encoding makes k and the
 // IDs safe: the braces make the encoded key the Redis Cluster hash tag, so
-// all keys of one decision are in one slot. [Store.StateKeys] lists a
+// all keys of one decision are in one slot. StateKeys lists a
 // request's per-limit state keys. Every key has a TTL in milliseconds that
 // ends when its state stops mattering (a block: its duration; strikes: the
 // block's duration plus BlockMax; remembered ids: the longest period);
 // nothing needs a sweeper, and no key is written per request.
 //
-// A stacked decision ([Store.TakeMulti]) adds one key per part while it
+// A stacked decision (TakeMulti) adds one key per part while it
 // may be refunded: "<prefix>:{<enc k>}:receipt:<nonce>", the take's time,
 // then "refunded"; it expires once no refund can come (a few store
 // Timeouts, at least a second, at most the part's longest period).
@@ -94,11 +94,11 @@
 // asks Redis, and a refusal of a larger cost is not cached, since the
 // units remaining grow while its wait runs. Only time frees capacity, so
 // the cache refuses nothing Redis would admit, except after a
-// [Store.Reset] made through another process, which this process sees
+// Reset made through another process, which this process sees
 // once the cached RetryAfter has passed. [Options.DenyCacheSize] bounds
 // it.
 //
-// Requests of the suppressed strategy ([store.Suppressed]) are never lean:
+// Requests of the suppressed strategy (package store/suppressed) are never lean:
 // they always run the full script, with the request's random value
 // ([Options.Rand]) as an argument, and their refusals are not cached,
 // since a refused request still counts as offered load and the next draw
@@ -190,7 +190,7 @@
 // another migration of the slot, the take fails: inside a script, Redis
 // refuses a write on a migrating source to a key the script deleted. The
 // target's node client is one the ClusterClient made, so its options
-// (TLS, credentials, timeouts) apply. [Store.Reset] deletes a client's
+// (TLS, credentials, timeouts) apply. Reset deletes a client's
 // keys in one DEL; when that is refused with TRYAGAIN (after the call's
 // budget of retries), it deletes them one DEL at a time, each on the node
 // that holds it: the end state is the same, though not reached in one

@@ -17,7 +17,7 @@ import (
 // script error about the key's own data is wrapped in a keyError.
 func backendError(op string, err error) *store.BackendError {
 	kind := classify(err)
-	if kind == store.KindScript && aboutKey(err) {
+	if kind == "script" && aboutKey(err) {
 		err = &keyError{err}
 	}
 	return &store.BackendError{Op: op, Kind: kind, Err: err}
@@ -50,29 +50,29 @@ func (e *keyError) Error() string   { return e.err.Error() }
 func (e *keyError) Unwrap() error   { return e.err }
 func (e *keyError) KeyScoped() bool { return true }
 
-// classify maps a go-redis or context error to an ErrorKind: deadlines and
+// classify maps a go-redis or context error to a BackendError Kind: deadlines and
 // network timeouts are timeouts; error replies and undecodable replies are
 // script errors; dial failures, resets, EOF and a closed client are
 // connection errors; the rest (a cancelled context among them) is other.
-func classify(err error) store.ErrorKind {
+func classify(err error) string {
 	var rerr redis.Error
 	var nerr net.Error
 	var operr *net.OpError
 	switch {
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, redis.ErrPoolTimeout):
-		return store.KindTimeout
+		return "timeout"
 	case errors.Is(err, context.Canceled):
-		return store.KindOther
+		return "other"
 	case errors.Is(err, errBadReply), errors.As(err, &rerr):
-		return store.KindScript
+		return "script"
 	case errors.As(err, &nerr) && nerr.Timeout():
-		return store.KindTimeout
+		return "timeout"
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
 		errors.Is(err, redis.ErrClosed), errors.Is(err, redis.ErrPoolExhausted),
 		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET),
 		errors.Is(err, syscall.EPIPE), errors.Is(err, net.ErrClosed),
 		errors.As(err, &operr):
-		return store.KindConnection
+		return "connection"
 	}
-	return store.KindOther
+	return "other"
 }

@@ -94,7 +94,7 @@ func unsafeEviction(policy string) bool {
 // and every dropped key admits its client afresh; the store then logs a
 // warning once. Use noeviction, or a volatile-* policy (every limiter key
 // has a TTL).
-func (s *Store) EvictionPolicy() string {
+func (s *redisStore) EvictionPolicy() string {
 	if p := s.eviction.policy.Load(); p != nil {
 		return *p
 	}

@@ -25,7 +25,7 @@ func TestEvictionPolicyChecked(t *testing.T) {
 			s := redistest.Require(t, "--maxmemory", "64mb", "--maxmemory-policy", tc.policy)
 			srv := &server{Server: s, addr: s.Addr}
 			var log testlog.Buffer
-			st, err := New(newClient(t, srv, nil), Options{Prefix: randomPrefix(t), Logger: slog.New(slog.NewTextHandler(&log, nil))})
+			st, err := newRedis(newClient(t, srv, nil), Options{Prefix: randomPrefix(t), Logger: slog.New(slog.NewTextHandler(&log, nil))})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -54,7 +54,7 @@ func TestEvictionPolicyChecked(t *testing.T) {
 func TestEvictionPolicyUnknown(t *testing.T) {
 	s := redistest.Require(t, "--rename-command", "CONFIG", "")
 	srv := &server{Server: s, addr: s.Addr}
-	st, err := New(newClient(t, srv, nil), Options{Prefix: randomPrefix(t)})
+	st, err := newRedis(newClient(t, srv, nil), Options{Prefix: randomPrefix(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,7 @@ import (
 // the middleware: the limiter takes a slot before the handler runs, and a
 // small wrapper gives it back when the handler returns. (It needs a Redis
 // on localhost:6379, so it has no output to check.)
-func ExampleStore_WithScript() {
+func ExampleWithScript() {
 	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
 	rs, err := redisstore.New(rdb, redisstore.Options{})
 	if err != nil {
@@ -28,14 +28,14 @@ func ExampleStore_WithScript() {
 	if err != nil {
 		panic(err)
 	}
-	inflight, err := rs.WithScript("inflight", string(src))
+	inflight, err := redisstore.WithScript(rs, "inflight", string(src))
 	if err != nil {
 		panic(err)
 	}
 	// At most 4 requests per client at once; a slot a crashed process
 	// never gave back is freed after a minute.
 	slots := store.Limit{Rate: 4, Period: time.Minute}
-	lim, err := middleware.New(inflight, keyfunc.RemoteIP, slots, middleware.WithName("inflight"))
+	lim, err := middleware.New(inflight, keyfunc.RemoteIP, slots, middleware.Options{Name: "inflight"})
 	if err != nil {
 		panic(err)
 	}
@@ -44,7 +44,7 @@ func ExampleStore_WithScript() {
 			next.ServeHTTP(w, r)
 			if id, err := keyfunc.RemoteIP(r); err == nil {
 				req := store.Request{Key: "inflight:" + id, Limits: []store.Limit{slots}}
-				_, _, _ = inflight.Call(r.Context(), "release", req)
+				_, _, _ = redisstore.Call(r.Context(), inflight, "release", req)
 			}
 		})
 	}

@@ -123,7 +123,7 @@ func TestClientResendCountsOnce(t *testing.T) {
 	viaProxy := redis.NewClient(&redis.Options{Addr: proxy.l.Addr().String()})
 	t.Cleanup(func() { viaProxy.Close() })
 	prefix := randomPrefix(t)
-	s, err := New(viaProxy, Options{Prefix: prefix, Timeout: 3 * time.Second})
+	s, err := newRedis(viaProxy, Options{Prefix: prefix, Timeout: 3 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,10 +140,10 @@ func TestClientResendCountsOnce(t *testing.T) {
 	if proxy.drops.Load() > 0 {
 		t.Fatalf("the proxy dropped no reply (take: %v)", err)
 	}
-	if err == nil || store.KindOf(err) != store.KindConnection {
+	if err == nil || store.KindOf(err) != "connection" {
 		t.Fatalf("take through a dropped reply: got %v, want a connection error", err)
 	}
-	check, err := New(direct, Options{Prefix: prefix})
+	check, err := newRedis(direct, Options{Prefix: prefix})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,10 +191,10 @@ func testTimeoutBound(t *testing.T, ctxDeadlines bool) {
 	const slack = 150 * time.Millisecond
 	ctx := context.Background()
 	req := store.Request{Key: "paused", Limits: []store.Limit{{Rate: 10, Period: time.Hour}}}
-	newPaused := func(t *testing.T, srv *server) *Store {
+	newPaused := func(t *testing.T, srv *server) *redisStore {
 		t.Helper()
 		c := newClient(t, srv, &redis.Options{ContextTimeoutEnabled: ctxDeadlines, ReadTimeout: 3 * time.Second})
-		s, err := New(c, Options{Timeout: timeout, Prefix: randomPrefix(t)})
+		s, err := newRedis(c, Options{Timeout: timeout, Prefix: randomPrefix(t)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -204,7 +204,7 @@ func testTimeoutBound(t *testing.T, ctxDeadlines bool) {
 		}
 		return s
 	}
-	expectTimeout := func(t *testing.T, s *Store) {
+	expectTimeout := func(t *testing.T, s *redisStore) {
 		t.Helper()
 		calls := map[string]func(context.Context) error{
 			"take":  func(ctx context.Context) error { _, err := s.Take(ctx, req); return err },
@@ -216,7 +216,7 @@ func testTimeoutBound(t *testing.T, ctxDeadlines bool) {
 			err := call(ctx)
 			elapsed := time.Since(start)
 			var be *store.BackendError
-			if !errors.As(err, &be) || be.Kind != store.KindTimeout || be.Op != op {
+			if !errors.As(err, &be) || be.Kind != "timeout" || be.Op != op {
 				t.Fatalf("%s: got %v, want a %s BackendError of kind timeout", op, err, op)
 			}
 			if elapsed > timeout+slack {
@@ -227,7 +227,7 @@ func testTimeoutBound(t *testing.T, ctxDeadlines bool) {
 			start = time.Now()
 			err = call(short)
 			cancel()
-			if elapsed := time.Since(start); elapsed > 20*time.Millisecond+slack || store.KindOf(err) != store.KindTimeout {
+			if elapsed := time.Since(start); elapsed > 20*time.Millisecond+slack || store.KindOf(err) != "timeout" {
 				t.Fatalf("%s with a 20ms deadline: got %v after %s", op, err, elapsed)
 			}
 		}
@@ -288,7 +288,7 @@ func TestRefusedConnectionIsAConnectionError(t *testing.T) {
 		t.Run(fmt.Sprintf("ContextTimeoutEnabled=%t", honoured), func(t *testing.T) {
 			c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: honoured})
 			t.Cleanup(func() { c.Close() })
-			s, err := New(c, Options{})
+			s, err := newRedis(c, Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -296,7 +296,7 @@ func TestRefusedConnectionIsAConnectionError(t *testing.T) {
 			for i := range 5 {
 				start := time.Now()
 				_, err := s.Take(context.Background(), req)
-				if kind := store.KindOf(err); kind != store.KindConnection {
+				if kind := store.KindOf(err); kind != "connection" {
 					t.Fatalf("take %d: got %v (kind %s), want a connection error", i, err, kind)
 				}
 				if elapsed := time.Since(start); elapsed > defaultTimeout+150*time.Millisecond {

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/store/internal/contract"
 )
 
 // maxEncodedLen is the longest escaped form [encodeKey] returns; longer
@@ -103,7 +104,7 @@ var algorithmTags = [...]string{
 	store.SlidingWindowLog:     tagLog,
 	store.SlidingWindowCounter: tagCounter,
 	store.FixedWindow:          tagFixed,
-	store.Suppressed:           tagSupp,
+	contract.Suppressed:        tagSupp,
 }
 
 // keyBase returns "<prefix>:{<encoded key>}:", the start of every key of

@@ -125,7 +125,7 @@ func TestKeySlotReference(t *testing.T) {
 }
 
 func TestDecisionKeysShareOneSlot(t *testing.T) {
-	s, err := New(nilClient(), Options{Prefix: "rk"})
+	s, err := newRedis(nilClient(), Options{Prefix: "rk"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +167,7 @@ func TestDecisionKeysShareOneSlot(t *testing.T) {
 }
 
 func TestStateKeys(t *testing.T) {
-	s, err := New(nilClient(), Options{Prefix: "rk"})
+	s, err := newRedis(nilClient(), Options{Prefix: "rk"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -157,7 +157,7 @@ func TestResetDuringMigration(t *testing.T) {
 	source, target, sourceID, targetID := clusterPair(ctx, t)
 	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{source.Options().Addr, target.Options().Addr}})
 	t.Cleanup(func() { _ = cc.Close() })
-	s, err := New(cc, Options{Prefix: "reset", DenyCacheSize: -1, Timeout: time.Second})
+	s, err := newRedis(cc, Options{Prefix: "reset", DenyCacheSize: -1, Timeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

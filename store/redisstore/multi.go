@@ -11,7 +11,7 @@ import (
 	"github.com/ratekeeper/ratekeeper/store/internal/contract"
 )
 
-var _ store.MultiStore = (*Store)(nil)
+var _ store.MultiStore = (*redisStore)(nil)
 
 // refundAttempts is how many times a refund is sent before its outcome is
 // given up as unknown. A receipt makes every attempt safe to repeat.
@@ -23,18 +23,18 @@ type stackCounts struct {
 	unrefunded atomic.Uint64
 }
 
-// Refunds returns how many parts of stacked decisions ([Store.TakeMulti])
+// Refunds returns how many parts of stacked decisions (TakeMulti)
 // recorded a request and were refunded because a later step refused it,
 // since the Store was created. Only stacks whose keys lie in several Redis
 // Cluster slots take several steps. Metrics collectors find it through
 // the method set, as an interface{ Refunds() uint64 }. Safe for
 // concurrent use.
-func (s *Store) Refunds() uint64 { return s.stack.refunds.Load() }
+func (s *redisStore) Refunds() uint64 { return s.stack.refunds.Load() }
 
 // Unrefunded returns how many parts of stacked decisions should have been
 // refunded but could not be, because Redis failed for every attempt: their
 // units stay charged until they expire. Safe for concurrent use.
-func (s *Store) Unrefunded() uint64 { return s.stack.unrefunded.Load() }
+func (s *redisStore) Unrefunded() uint64 { return s.stack.unrefunded.Load() }
 
 // stackPart is one request of a stack, with its full-script call.
 type stackPart struct {
@@ -70,13 +70,13 @@ type stackPart struct {
 //     to three times, each within the store's Timeout and detached from
 //     ctx (a client that goes away does not leave units charged); only
 //     when all fail is the part counted in the decision's Unrefunded
-//     ([store.MultiDecision]) and [Store.Unrefunded], its units charged until they expire (the error
+//     ([store.MultiDecision]) and Unrefunded, its units charged until they expire (the error
 //     errs on the strict side, never on the lenient one). Likewise, a
 //     step whose reply timed out may still run after its refund found no
 //     receipt; its units then stay charged until they expire.
 //
 // Refunded parts are counted in the decision's Refunded and in
-// [Store.Refunds]. Parts with CountDenied are not refunded: their attempt
+// Refunds. Parts with CountDenied are not refunded: their attempt
 // counts. Steps after a refusing one are not taken: they are peeked, to
 // describe the refusal with the longest retry time, and so start no block
 // and count no refusal. Between a step and its refund, other requests see
@@ -84,10 +84,10 @@ type stackPart struct {
 // it finally charges, not atomic.
 //
 // Refusals of stacked decisions are not cached. A refusal that Take
-// cached (see [Store.Take]) is not undone by a refund that frees units of
+// cached (see Take) is not undone by a refund that frees units of
 // its key: it refuses until its retry time, as after a Reset made
 // elsewhere. Errors are as for Take.
-func (s *Store) TakeMulti(ctx context.Context, reqs []store.Request) (store.MultiDecision, error) {
+func (s *redisStore) TakeMulti(ctx context.Context, reqs []store.Request) (store.MultiDecision, error) {
 	if err := contract.ValidateStack(reqs); err != nil {
 		return store.MultiDecision{}, err
 	}
@@ -148,7 +148,7 @@ func (s *Store) TakeMulti(ctx context.Context, reqs []store.Request) (store.Mult
 
 // stackPart builds the full-script call of a validated request in mode
 // take.
-func (s *Store) stackPart(req *store.Request) stackPart {
+func (s *redisStore) stackPart(req *store.Request) stackPart {
 	cost := contract.Cost(req)
 	base := keyBase(s.prefix, encodeKey(req.Key))
 	args := s.fullArgs(modeTake, base, &s.scripts.byAlgorithm[req.Limits[0].Algorithm][full], req, cost)
@@ -160,7 +160,7 @@ func (s *Store) stackPart(req *store.Request) stackPart {
 // single node, one per hash slot on a Redis Cluster (in the order of
 // their first part), one per part for other clients (a Ring), whose
 // sharding the store does not know.
-func (s *Store) stackGroups(reqs []store.Request) [][]int {
+func (s *redisStore) stackGroups(reqs []store.Request) [][]int {
 	if _, single := s.client.(*redis.Client); single {
 		all := make([]int, len(reqs))
 		for i := range all {
@@ -215,13 +215,13 @@ func (st *stackStep) lean() bool {
 
 // runStep runs the stacked script for st in mode, writing its parts'
 // decisions into st.out, and reports whether every part admitted.
-func (s *Store) runStep(ctx context.Context, mode string, st stackStep) (bool, error) {
+func (s *redisStore) runStep(ctx context.Context, mode string, st stackStep) (bool, error) {
 	return s.runStepWith(ctx, mode, &st, st.lean())
 }
 
 // runStepWith is runStep with the lean stacked script when leanStep is
 // set (st.lean must then hold), else the general one.
-func (s *Store) runStepWith(ctx context.Context, mode string, st *stackStep, leanStep bool) (bool, error) {
+func (s *redisStore) runStepWith(ctx context.Context, mode string, st *stackStep, leanStep bool) (bool, error) {
 	cmd := command{sc: &s.scripts.stacked}
 	if leanStep {
 		cmd.sc = &s.scripts.stackedLean
@@ -318,7 +318,7 @@ func (st *stackStep) appendReceipts(args []any, mode string) []any {
 
 // leanArgs returns the lean stacked script sc's EVALSHA arguments for st
 // (whose every part st.lean accepts) in mode.
-func (st *stackStep) leanArgs(s *Store, mode string, sc *script) []any {
+func (st *stackStep) leanArgs(s *redisStore, mode string, sc *script) []any {
 	nk := len(st.g)
 	if st.receiptMS > 0 {
 		nk *= 2
@@ -339,7 +339,7 @@ func (st *stackStep) leanArgs(s *Store, mode string, sc *script) []any {
 
 // refundSteps refunds every part of the steps groups that has a receipt,
 // and counts the outcomes in md and the store.
-func (s *Store) refundSteps(ctx context.Context, parts []stackPart, groups [][]int, md *store.MultiDecision) {
+func (s *redisStore) refundSteps(ctx context.Context, parts []stackPart, groups [][]int, md *store.MultiDecision) {
 	for _, g := range groups {
 		for _, i := range g {
 			p := &parts[i]
@@ -382,7 +382,7 @@ const (
 
 // refund gives back what part p recorded, at most once, trying up to
 // refundAttempts times.
-func (s *Store) refund(ctx context.Context, p *stackPart) int {
+func (s *redisStore) refund(ctx context.Context, p *stackPart) int {
 	sc := &s.scripts.refund
 	state := p.keys[4:] // after the block, strike, de-duplication and override keys
 	n := len(p.req.Limits)

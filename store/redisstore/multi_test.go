@@ -127,12 +127,12 @@ func TestTakeMultiInvalid(t *testing.T) {
 // ringStore returns a store on a one-shard Ring over the shared server:
 // a client whose sharding the store does not know, so that every part is
 // its own step and refusals are refunded.
-func ringStore(t *testing.T) (*Store, *redis.Client) {
+func ringStore(t *testing.T) (*redisStore, *redis.Client) {
 	t.Helper()
 	srv := requireServer(t)
 	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"one": srv.addr}})
 	t.Cleanup(func() { _ = ring.Close() })
-	s, err := New(ring, Options{Prefix: randomPrefix(t), Timeout: 2 * time.Second})
+	s, err := newRedis(ring, Options{Prefix: randomPrefix(t), Timeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +238,7 @@ func TestRefundFailureIsCounted(t *testing.T) {
 	srv := requireServer(t)
 	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"one": srv.addr}})
 	prefix := randomPrefix(t)
-	s, err := New(ring, Options{Prefix: prefix, Timeout: 200 * time.Millisecond})
+	s, err := newRedis(ring, Options{Prefix: prefix, Timeout: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,9 +266,9 @@ func TestRefundFailureIsCounted(t *testing.T) {
 }
 
 // newStoreOn returns a store on c with prefix.
-func newStoreOn(t *testing.T, c *redis.Client, prefix string) *Store {
+func newStoreOn(t *testing.T, c *redis.Client, prefix string) *redisStore {
 	t.Helper()
-	s, err := New(c, Options{Prefix: prefix, Timeout: 2 * time.Second})
+	s, err := newRedis(c, Options{Prefix: prefix, Timeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -313,7 +313,7 @@ func TestStackConformanceSteps(t *testing.T) {
 		ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"one": srv.addr}})
 		t.Cleanup(func() { _ = ring.Close() })
 		prefix := randomPrefix(t)
-		s, err := New(ring, Options{Prefix: prefix, Timeout: 5 * time.Second})
+		s, err := newRedis(ring, Options{Prefix: prefix, Timeout: 5 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -327,7 +327,7 @@ func TestStackConformanceSteps(t *testing.T) {
 // must answer as the general one does.
 func TestLeanStackMatchesStacked(t *testing.T) {
 	srv := requireServer(t)
-	s, err := New(newClient(t, srv, nil), Options{Prefix: randomPrefix(t), Timeout: 5 * time.Second})
+	s, err := newRedis(newClient(t, srv, nil), Options{Prefix: randomPrefix(t), Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

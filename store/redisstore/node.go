@@ -16,7 +16,7 @@ import (
 //
 // The middleware uses it to keep a circuit breaker per master, so that a
 // failing shard does not switch limiting off for the keys of the others.
-func (s *Store) NodeFor(ctx context.Context, req store.Request) string {
+func (s *redisStore) NodeFor(ctx context.Context, req store.Request) string {
 	cc := s.pipes.cluster
 	if cc == nil || req.Key == "" {
 		return ""

@@ -15,7 +15,7 @@ import (
 func TestNodeForSingleServer(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	defer c.Close()
-	s, err := New(c, Options{})
+	s, err := newRedis(c, Options{})
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

@@ -14,7 +14,7 @@ import (
 
 // overrideKey returns the Redis key of key's override:
 // "<prefix>:{<encoded key>}:o", in the slot of the key's state.
-func (s *Store) overrideKey(key string) string {
+func (s *redisStore) overrideKey(key string) string {
 	return keyBase(s.prefix, encodeKey(key)) + tagOverride
 }
 
@@ -31,7 +31,7 @@ return {v, redis.call('PTTL', KEYS[1])}`
 // any override the key has. Scripts read it for requests with
 // [store.Request.ApplyOverride]. It returns o.Validate's error for an invalid
 // override or an empty key, and a *store.BackendError when Redis fails.
-func (s *Store) SetOverride(ctx context.Context, key string, o store.Override) error {
+func (s *redisStore) SetOverride(ctx context.Context, key string, o store.Override) error {
 	if key == "" {
 		return fmt.Errorf("%w: empty key", store.ErrInvalidRequest)
 	}
@@ -52,7 +52,7 @@ func (s *Store) SetOverride(ctx context.Context, key string, o store.Override) e
 // GetOverride implements [store.OverrideStore]. An override that cannot be
 // read (another type, a malformed value or no TTL; never written by this
 // package) is reported as none, as the scripts treat it.
-func (s *Store) GetOverride(ctx context.Context, key string) (store.Override, error) {
+func (s *redisStore) GetOverride(ctx context.Context, key string) (store.Override, error) {
 	if key == "" {
 		return store.Override{}, fmt.Errorf("%w: empty key", store.ErrInvalidRequest)
 	}
@@ -79,7 +79,7 @@ func (s *Store) GetOverride(ctx context.Context, key string) (store.Override, er
 }
 
 // ClearOverride implements [store.OverrideStore]: it deletes key's override.
-func (s *Store) ClearOverride(ctx context.Context, key string) error {
+func (s *redisStore) ClearOverride(ctx context.Context, key string) error {
 	if key == "" {
 		return fmt.Errorf("%w: empty key", store.ErrInvalidRequest)
 	}
@@ -110,4 +110,4 @@ return n`
 	return &script{src: src, sha: redis.NewScript(src).Hash()}
 })
 
-var _ store.OverrideStore = (*Store)(nil)
+var _ store.OverrideStore = (*redisStore)(nil)

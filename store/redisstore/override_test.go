@@ -93,7 +93,7 @@ func testUnreadableOverride(t *testing.T, limit store.Limit) {
 // blocking limit, several limits or another algorithm run the full
 // script.
 func TestLeanOverrideScript(t *testing.T) {
-	s, err := New(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}), Options{})
+	s, err := newRedis(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func TestLeanOverrideScript(t *testing.T) {
 		{"two limits", []store.Limit{plain, {Rate: 100, Period: time.Hour}}, false},
 		{"fixed window", []store.Limit{{Algorithm: store.FixedWindow, Rate: 2, Period: time.Minute}}, true},
 		{"sliding window log", []store.Limit{{Algorithm: store.SlidingWindowLog, Rate: 2, Period: time.Minute}}, true},
-		{"suppressed", []store.Limit{{Algorithm: store.Suppressed, Rate: 2, Period: time.Minute}}, false},
+		{"suppressed", []store.Limit{{Algorithm: contract.Suppressed, Rate: 2, Burst: 4, Period: time.Minute}}, false},
 	} {
 		req := store.Request{Key: "client", Limits: tc.limits, Cost: 1, ApplyOverride: true}
 		cmd := s.command(modeTake, &req, 1)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ratekeeper/ratekeeper/lua"
 	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/store/internal/contract"
 )
 
 // putPlaceholder writes key as the store's migration code does: the
@@ -37,26 +38,26 @@ func wantSnapshot(t *testing.T, c *redis.Client, prefix string, want map[string]
 // TTL over the placeholder, and reports no repair.
 func TestPlaceholderStateIsAbsent(t *testing.T) {
 	ctx := context.Background()
-	algs := append(store.Algorithms[:len(store.Algorithms):len(store.Algorithms)], store.Suppressed)
-	leanAndFull(t, algs, "migrating", 3, func(t *testing.T, s *Store, c *redis.Client, req store.Request, keys []string) {
+	algs := append(store.Algorithms[:len(store.Algorithms):len(store.Algorithms)], contract.Suppressed)
+	leanAndFull(t, algs, "migrating", 3, func(t *testing.T, s *redisStore, c *redis.Client, req store.Request, keys []string) {
 		alg, capacity := req.Limits[0].Algorithm, req.Limits[0].Capacity()
 		for _, k := range keys {
 			putPlaceholder(t, c, k)
 		}
 		before := snapshot(t, c, s.prefix)
-		d, err := s.Peek(ctx, req)
+		d, err := s.peekAny(ctx, req)
 		if err != nil || !d.Allowed || d.Repaired || d.Remaining != capacity-1 {
 			t.Fatalf("peek: got %s repaired %v, %v; want admitted as fresh, not repaired", fmtFull(d), d.Repaired, err)
 		}
 		wantSnapshot(t, c, s.prefix, before, "a peek")
-		d, err = s.Take(ctx, req)
+		d, err = s.takeAny(ctx, req)
 		if err != nil || !d.Allowed || d.Repaired || d.Remaining != capacity-1 {
 			t.Fatalf("take: got %s repaired %v, %v; want admitted as fresh, not repaired", fmtFull(d), d.Repaired, err)
 		}
 		for _, k := range keys {
 			wantValidState(t, c, k, alg)
 		}
-		d = mustTake(t, s, req)
+		d = mustTakeAny(t, s, req)
 		if !d.Allowed || d.Repaired || d.Remaining != capacity-2 {
 			t.Fatalf("next take: got %s repaired %v; want admitted with remaining %d", fmtFull(d), d.Repaired, capacity-2)
 		}
@@ -315,7 +316,7 @@ func TestClearOverridePlaceholder(t *testing.T) {
 // takeStackOverPlaceholders puts a placeholder in every state key of the
 // stack reqs, takes it, checks that every part admitted it as a fresh key
 // without reporting a repair, and returns the state keys in part order.
-func takeStackOverPlaceholders(ctx context.Context, t *testing.T, s *Store, c *redis.Client, reqs []store.Request) []string {
+func takeStackOverPlaceholders(ctx context.Context, t *testing.T, s *redisStore, c *redis.Client, reqs []store.Request) []string {
 	t.Helper()
 	var all []string
 	for _, req := range reqs {

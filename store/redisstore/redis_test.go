@@ -136,7 +136,7 @@ func TestPeekWritesNothing(t *testing.T) {
 			// A database of its own, so that DBSIZE sees only this test's
 			// keys, and limits long enough that none of them expires.
 			c := newClient(t, requireServer(t), &redis.Options{DB: 7})
-			s, err := New(c, Options{Prefix: randomPrefix(t), Timeout: 2 * time.Second})
+			s, err := newRedis(c, Options{Prefix: randomPrefix(t), Timeout: 2 * time.Second})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -286,13 +286,13 @@ func TestNoKeyPerRequest(t *testing.T) {
 func TestErrorKinds(t *testing.T) {
 	ctx := context.Background()
 	t.Run("connection refused", func(t *testing.T) {
-		s, err := New(nilClient(), Options{Timeout: 2 * time.Second})
+		s, err := newRedis(nilClient(), Options{Timeout: 2 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
 		_, err = s.Take(ctx, store.Request{Key: "k", Limits: []store.Limit{store.PerSecond(1)}})
 		var be *store.BackendError
-		if !errors.As(err, &be) || be.Kind != store.KindConnection || be.Op != "take" {
+		if !errors.As(err, &be) || be.Kind != "connection" || be.Op != "take" {
 			t.Fatalf("got %v, want a take BackendError of kind connection", err)
 		}
 		if !errors.Is(err, store.ErrStoreUnavailable) {

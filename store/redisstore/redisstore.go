@@ -30,7 +30,7 @@ const (
 	defaultDenyCacheSize = 65536
 )
 
-// Options configures a [Store]. The zero value selects every default; New
+// Options configures the store [New] returns. The zero value selects every default; New
 // reads the fields and never writes to them.
 type Options struct {
 	// Prefix starts every key, followed by ':'. Default "rk".
@@ -63,15 +63,15 @@ type Options struct {
 	// every decision on its own; negative is an error.
 	MaxBatch int
 	// Logger receives the store's warnings (an unsafe eviction policy,
-	// see [Store.EvictionPolicy]). Nil means slog.Default().
+	// see EvictionPolicy). Nil means slog.Default().
 	Logger *slog.Logger
 	// DenyCacheSize bounds the local cache of refusals: a key refused with
 	// RetryAfter T is refused again without a round trip until T has
-	// passed (see [Store.Take]). Zero means 65536 refusals; negative
+	// passed (see Take). Zero means 65536 refusals; negative
 	// disables the cache.
 	DenyCacheSize int
 	// Rand returns the uniform random value in [0, 1) that a request of
-	// the [store.Suppressed] strategy is drawn against (one per request,
+	// the suppressed strategy (package store/suppressed) is drawn against (one per request,
 	// Take or Peek). It is drawn here and passed to the script, which has
 	// no randomness of its own, so that replicas replay the same decision
 	// and tests can inject the sequence. Nil means math/rand/v2's
@@ -85,18 +85,19 @@ type reloader interface {
 	ReloadState(ctx context.Context)
 }
 
-// Store is a [store.Store] that keeps state in Redis and makes every
-// decision with one Lua script, so that all processes sharing the Redis
-// share the limits. It works with single nodes, Sentinel and Cluster: every
-// key of a decision carries the same hash tag.
+// redisStore is the [store.Store] that [New] returns: it keeps state in
+// Redis and makes every decision with one Lua script, so that all
+// processes sharing the Redis share the limits. It works with single
+// nodes, Sentinel and Cluster: every key of a decision carries the same
+// hash tag.
 //
-// A Store is safe for concurrent use and holds no lock around network I/O.
+// A redisStore is safe for concurrent use and holds no lock around network I/O.
 // Scripts run with EVALSHA and fall back to EVAL when the server does not
 // have them (after a restart or SCRIPT FLUSH). Script calls are sent with
 // the client's re-send on failure switched off (go-redis re-sends a
 // command whose connection broke, although Redis may have run it): a call
 // whose outcome is unknown fails once instead of counting twice.
-type Store struct {
+type redisStore struct {
 	client  redis.UniversalClient
 	prefix  string
 	timeout time.Duration
@@ -121,16 +122,28 @@ type Store struct {
 	lastReloadNS atomic.Int64  // unix nanos of the last triggered reload
 }
 
-var _ store.Store = (*Store)(nil)
+var _ store.Store = (*redisStore)(nil)
 
-// New returns a Store that runs on client with opts. It returns an error
-// for a nil client or invalid options; it does not contact Redis (scripts
-// are sent on first use).
-func New(client redis.UniversalClient, opts Options) (*Store, error) {
+// New returns a [store.Store] that runs on client with opts. It returns an
+// error for a nil client or invalid options; it does not contact Redis
+// (scripts are sent on first use). Besides [store.Store] the value
+// implements [store.MultiStore], [store.OverrideStore], [store.BlockLister],
+// [store.EvictionPolicyReporter], [store.Refunder] and [store.NodeLocator];
+// reach them by type assertion.
+func New(client redis.UniversalClient, opts Options) (store.Store, error) {
+	s, err := newRedis(client, opts)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// newRedis is [New] with the concrete type.
+func newRedis(client redis.UniversalClient, opts Options) (*redisStore, error) {
 	if client == nil {
 		return nil, errors.New("redisstore: nil client")
 	}
-	s := &Store{client: client, rand: opts.Rand}
+	s := &redisStore{client: client, rand: opts.Rand}
 	maxBatch, err := s.configure(&opts)
 	if err != nil {
 		return nil, err
@@ -160,7 +173,7 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 
 // configure checks opts and sets the store's prefix, timeout and deny
 // cache from them; it returns the batch size.
-func (s *Store) configure(opts *Options) (maxBatch int, err error) {
+func (s *redisStore) configure(opts *Options) (maxBatch int, err error) {
 	s.prefix = orDefault(opts.Prefix, defaultPrefix)
 	switch {
 	case strings.ContainsAny(s.prefix, "{}"):
@@ -208,7 +221,7 @@ func orDefault[T comparable](v, def T) T {
 // same cost; such decisions report [store.Decision.Cached]. A refusal
 // records nothing and only time frees capacity, so this refuses nothing
 // Redis would admit, with one exception an operator should know: a
-// [Store.Reset] made through another Store (another process) takes effect
+// Reset made through another Store (another process) takes effect
 // here only once T has passed. A changed limit is a different limit and
 // is asked afresh.
 //
@@ -216,7 +229,7 @@ func orDefault[T comparable](v, def T) T {
 // resolution: RetryAfter of a blocked request is the key's PTTL (or later,
 // when a limit refuses beyond the block), never shorter than the block's
 // true remaining time.
-func (s *Store) Take(ctx context.Context, req store.Request) (store.Decision, error) {
+func (s *redisStore) Take(ctx context.Context, req store.Request) (store.Decision, error) {
 	return s.decide(ctx, modeTake, req)
 }
 
@@ -225,7 +238,7 @@ func (s *Store) Take(ctx context.Context, req store.Request) (store.Decision, er
 // else the limits' verdict. Where Take would start a block, Peek reports
 // the refusal without Blocked, since no block exists yet. A refusal cached
 // by Take answers Peek too. Errors are as for Take.
-func (s *Store) Peek(ctx context.Context, req store.Request) (store.Decision, error) {
+func (s *redisStore) Peek(ctx context.Context, req store.Request) (store.Decision, error) {
 	return s.decide(ctx, modePeek, req)
 }
 
@@ -238,11 +251,28 @@ func (s *Store) Peek(ctx context.Context, req store.Request) (store.Decision, er
 // request, an error wrapping [store.ErrNotFound] when Redis held none of
 // these keys, and a *store.BackendError when Redis fails or does not
 // answer within the timeout.
-func (s *Store) Reset(ctx context.Context, req store.Request) error {
+func (s *redisStore) Reset(ctx context.Context, req store.Request) error {
 	keys, err := s.StateKeys(req)
 	if err != nil {
 		return err
 	}
+	return s.reset(ctx, req, keys)
+}
+
+// Suppress implements contract.Suppressor: req, checked by package
+// store/suppressed, is decided like any other request.
+func (s *redisStore) Suppress(ctx context.Context, req store.Request, mode contract.Mode) (store.Decision, error) {
+	switch mode {
+	case contract.Take:
+		return s.run(ctx, modeTake, req)
+	case contract.Peek:
+		return s.run(ctx, modePeek, req)
+	}
+	return store.Decision{}, s.reset(ctx, req, s.stateKeys(req))
+}
+
+// reset is Reset on a request already checked, whose state keys are keys.
+func (s *redisStore) reset(ctx context.Context, req store.Request, keys []string) error {
 	if s.deny != nil {
 		s.deny.forget(keys[0])
 	}
@@ -275,7 +305,7 @@ func (s *Store) Reset(ctx context.Context, req store.Request) error {
 // migrated. It is not atomic: a decision made meanwhile may see some of
 // the keys deleted and others not, as it could see them all before or
 // after.
-func (s *Store) delEach(ctx context.Context, keys []string) (any, error) {
+func (s *redisStore) delEach(ctx context.Context, keys []string) (any, error) {
 	var n int64
 	for _, k := range keys {
 		v, err := s.do(ctx, "reset", &command{key: k, args: []any{"del", k}})
@@ -297,22 +327,32 @@ func (s *Store) delEach(ctx context.Context, keys []string) (any, error) {
 // and de-duplication hash ("<prefix>:{<enc key>}:block", ":strikes",
 // ":dedup") are not included. req.Cost is ignored; otherwise it returns
 // req.Validate's error for an invalid request.
-func (s *Store) StateKeys(req store.Request) ([]string, error) {
+func (s *redisStore) StateKeys(req store.Request) ([]string, error) {
 	req.Cost = 0 // not part of the state's identity
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
+	return s.stateKeys(req), nil
+}
+
+// stateKeys is StateKeys on a request already checked.
+func (s *redisStore) stateKeys(req store.Request) []string {
 	base := keyBase(s.prefix, encodeKey(req.Key))
-	return appendStateKeys(make([]string, 0, len(req.Limits)), base, req.Limits), nil
+	return appendStateKeys(make([]string, 0, len(req.Limits)), base, req.Limits)
 }
 
 // decide runs the request's script in mode take or peek: a refusal the
 // deny cache holds answers without a round trip, and a refusal Redis
 // answers to a cacheable call is remembered.
-func (s *Store) decide(ctx context.Context, mode string, req store.Request) (store.Decision, error) {
+func (s *redisStore) decide(ctx context.Context, mode string, req store.Request) (store.Decision, error) {
 	if err := req.Validate(); err != nil {
 		return store.Decision{}, err
 	}
+	return s.run(ctx, mode, req)
+}
+
+// run is decide on a request already checked.
+func (s *redisStore) run(ctx context.Context, mode string, req store.Request) (store.Decision, error) {
 	if err := ctx.Err(); err != nil {
 		return store.Decision{}, backendError(mode, err)
 	}
@@ -345,7 +385,7 @@ func (s *Store) decide(ctx context.Context, mode string, req store.Request) (sto
 
 // do sends cmd and waits for its reply within the budget: the store's
 // Timeout or ctx's earlier deadline. Errors are *store.BackendError.
-func (s *Store) do(ctx context.Context, op string, cmd *command) (any, error) {
+func (s *redisStore) do(ctx context.Context, op string, cmd *command) (any, error) {
 	deadline := time.Now().Add(s.timeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
@@ -360,9 +400,9 @@ func (s *Store) do(ctx context.Context, op string, cmd *command) (any, error) {
 // failed classifies err and, for a cluster client whose node may have
 // failed over, triggers a topology reload (at most one per reloadEvery, in
 // the background, never on the request's time).
-func (s *Store) failed(op string, err error) *store.BackendError {
+func (s *redisStore) failed(op string, err error) *store.BackendError {
 	be := backendError(op, err)
-	if s.reloader != nil && (be.Kind == store.KindConnection || be.Kind == store.KindTimeout) {
+	if s.reloader != nil && (be.Kind == "connection" || be.Kind == "timeout") {
 		now := time.Now().UnixNano()
 		last := s.lastReloadNS.Load()
 		if now-last >= int64(s.reloadEvery) && s.lastReloadNS.CompareAndSwap(last, now) {
@@ -377,4 +417,4 @@ func (s *Store) failed(op string, err error) *store.BackendError {
 }
 
 // Name returns "redis", the backend name used in metrics labels.
-func (s *Store) Name() string { return "redis" }
+func (s *redisStore) Name() string { return "redis" }

@@ -32,13 +32,13 @@ func TestClusterReloadAfterConnectionErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := &reloadingClient{Client: redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 100 * time.Millisecond, DialerRetries: 1})}
 			t.Cleanup(func() { _ = c.Close() })
-			s, err := New(c, Options{Timeout: time.Second, ClusterReload: tc.reload})
+			s, err := newRedis(c, Options{Timeout: time.Second, ClusterReload: tc.reload})
 			if err != nil {
 				t.Fatal(err)
 			}
 			req := store.Request{Key: "k", Limits: []store.Limit{store.PerMinute(1)}}
 			for range 5 {
-				if _, err := s.Take(context.Background(), req); store.KindOf(err) != store.KindConnection {
+				if _, err := s.Take(context.Background(), req); store.KindOf(err) != "connection" {
 					t.Fatalf("got %v (kind %s), want a connection error", err, store.KindOf(err))
 				}
 			}

@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/store/internal/contract"
 )
 
 // stateType is the Redis type of an algorithm's state key.
@@ -16,7 +17,7 @@ func stateType(alg store.Algorithm) string {
 	switch alg {
 	case store.SlidingWindowLog:
 		return "zset"
-	case store.SlidingWindowCounter, store.FixedWindow, store.Suppressed:
+	case store.SlidingWindowCounter, store.FixedWindow, contract.Suppressed:
 		return "hash"
 	}
 	return "string"
@@ -57,7 +58,7 @@ func poisons(alg store.Algorithm) []poison {
 				return c.HSet(ctx, key, "w", "0", "cur", "many", "prev", "x").Err()
 			}})
 	}
-	if alg == store.Suppressed {
+	if alg == contract.Suppressed {
 		out = append(out,
 			poison{"missing offered units", func(ctx context.Context, c *redis.Client, key string) error {
 				return c.HSet(ctx, key, "w", "0", "cur", "1", "prev", "0").Err()
@@ -96,7 +97,7 @@ func wantValidState(t *testing.T, c *redis.Client, key string, alg store.Algorit
 // store error (which then opened the middleware's breaker for everyone).
 func TestPoisonedStateIsRepaired(t *testing.T) {
 	ctx := context.Background()
-	for _, alg := range append(store.Algorithms[:len(store.Algorithms):len(store.Algorithms)], store.Suppressed) {
+	for _, alg := range append(store.Algorithms[:len(store.Algorithms):len(store.Algorithms)], contract.Suppressed) {
 		for _, p := range poisons(alg) {
 			for _, full := range []bool{false, true} {
 				name := alg.String() + "/" + p.name + "/lean"
@@ -109,8 +110,8 @@ func TestPoisonedStateIsRepaired(t *testing.T) {
 					if full {
 						limits = append(limits, store.Limit{Name: "hour", Algorithm: alg, Rate: 100, Period: time.Hour})
 					}
-					req := store.Request{Key: "poisoned", Limits: limits}
-					keys, err := s.StateKeys(req)
+					req := store.Request{Key: "poisoned", Limits: suppressedForm(limits)}
+					keys, err := s.stateKeysAny(req)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -118,14 +119,14 @@ func TestPoisonedStateIsRepaired(t *testing.T) {
 						t.Fatal(err)
 					}
 					// A peek decides as for a fresh key and writes nothing.
-					d, err := s.Peek(ctx, req)
+					d, err := s.peekAny(ctx, req)
 					if err != nil || !d.Allowed || d.Repaired {
 						t.Fatalf("peek: got %+v, %v; want admitted, not repaired, no error", d, err)
 					}
 					if n := c.Exists(ctx, keys[0]).Val(); n != 1 {
 						t.Fatal("peek deleted the poisoned key")
 					}
-					d, err = s.Take(ctx, req)
+					d, err = s.takeAny(ctx, req)
 					if err != nil {
 						t.Fatalf("take: got error %v, want a decision", err)
 					}
@@ -136,7 +137,7 @@ func TestPoisonedStateIsRepaired(t *testing.T) {
 					for _, k := range keys {
 						wantValidState(t, c, k, alg)
 					}
-					d, err = s.Take(ctx, req)
+					d, err = s.takeAny(ctx, req)
 					if err != nil || d.Repaired || !d.Allowed || d.Remaining != capacity-2 {
 						t.Fatalf("next take: got %+v, %v; want admitted with remaining %d, not repaired", d, err, capacity-2)
 					}
@@ -244,7 +245,7 @@ func wantTTL(t *testing.T, c *redis.Client, key string) {
 // forever: a refusal writes nothing, so nothing gave it a TTL again.
 func TestRefusalGivesStateATTL(t *testing.T) {
 	ctx := context.Background()
-	leanAndFull(t, store.Algorithms, "persisted", 2, func(t *testing.T, s *Store, c *redis.Client, req store.Request, keys []string) {
+	leanAndFull(t, store.Algorithms, "persisted", 2, func(t *testing.T, s *redisStore, c *redis.Client, req store.Request, keys []string) {
 		exhaust(t, s, req)
 		for _, k := range keys {
 			if !c.Persist(ctx, k).Val() {
@@ -271,7 +272,7 @@ func TestRefusalGivesStateATTL(t *testing.T) {
 // alone (a lean script, but for the suppressed strategy) and with a
 // second, hourly limit (the full script). keys are the request's state
 // keys.
-func leanAndFull(t *testing.T, algs []store.Algorithm, key string, rate int64, fn func(t *testing.T, s *Store, c *redis.Client, req store.Request, keys []string)) {
+func leanAndFull(t *testing.T, algs []store.Algorithm, key string, rate int64, fn func(t *testing.T, s *redisStore, c *redis.Client, req store.Request, keys []string)) {
 	for _, alg := range algs {
 		for _, full := range []bool{false, true} {
 			name := alg.String() + "/lean"
@@ -284,8 +285,8 @@ func leanAndFull(t *testing.T, algs []store.Algorithm, key string, rate int64, f
 				if full {
 					limits = append(limits, store.Limit{Name: "hour", Algorithm: alg, Rate: 100, Period: time.Hour})
 				}
-				req := store.Request{Key: key, Limits: limits}
-				keys, err := s.StateKeys(req)
+				req := store.Request{Key: key, Limits: suppressedForm(limits)}
+				keys, err := s.stateKeysAny(req)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -313,7 +314,7 @@ func TestKeyScopedErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s, c := newStore(t, Options{})
-			u, err := s.WithScript("probe", tt.src)
+			u, err := scriptOf(s, "probe", tt.src)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -322,7 +323,7 @@ func TestKeyScopedErrors(t *testing.T) {
 				t.Fatal(err)
 			}
 			_, err = u.Take(ctx, req)
-			if store.KindOf(err) != store.KindScript {
+			if store.KindOf(err) != "script" {
 				t.Fatalf("got %v (kind %s), want a script error", err, store.KindOf(err))
 			}
 			var ks interface{ KeyScoped() bool }
@@ -331,4 +332,53 @@ func TestKeyScopedErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// suppressedForm returns limits as package store/suppressed hands them to
+// the store when they are of the suppressed strategy: the soft limit in
+// Rate, the hard one (here twice the soft one) in Burst.
+func suppressedForm(limits []store.Limit) []store.Limit {
+	for i := range limits {
+		if limits[i].Algorithm == contract.Suppressed {
+			limits[i].Burst = 2 * limits[i].Rate
+		}
+	}
+	return limits
+}
+
+// suppressedReq reports a request of the suppressed strategy.
+func suppressedReq(req store.Request) bool { return req.Limits[0].Algorithm == contract.Suppressed }
+
+// takeAny, peekAny and stateKeysAny are Take, Peek and StateKeys, for a
+// request of the suppressed strategy as package store/suppressed has it
+// decided.
+func (s *redisStore) takeAny(ctx context.Context, req store.Request) (store.Decision, error) {
+	if suppressedReq(req) {
+		return s.Suppress(ctx, req, contract.Take)
+	}
+	return s.Take(ctx, req)
+}
+
+func (s *redisStore) peekAny(ctx context.Context, req store.Request) (store.Decision, error) {
+	if suppressedReq(req) {
+		return s.Suppress(ctx, req, contract.Peek)
+	}
+	return s.Peek(ctx, req)
+}
+
+func (s *redisStore) stateKeysAny(req store.Request) ([]string, error) {
+	if suppressedReq(req) {
+		return s.stateKeys(req), nil
+	}
+	return s.StateKeys(req)
+}
+
+// mustTakeAny is mustTake for any request (see takeAny).
+func mustTakeAny(t *testing.T, s *redisStore, req store.Request) store.Decision {
+	t.Helper()
+	d, err := s.takeAny(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }

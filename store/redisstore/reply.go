@@ -74,7 +74,7 @@ func readFullReply(v any, alg store.Algorithm, n int) (fullReply, error) {
 	if !ok {
 		return f, fmt.Errorf("%w: got %T, want an array", errBadReply, v)
 	}
-	if alg == store.Suppressed && len(arr) == replyHead+2*n+4 {
+	if alg == contract.Suppressed && len(arr) == replyHead+2*n+4 {
 		arr, f.suppression = arr[:len(arr)-2], arr[len(arr)-2:]
 	}
 	if len(arr) != replyHead+2*n+2 {
@@ -222,7 +222,7 @@ func (f *fullReply) readLimits(r *reply, n int) error {
 // answered first.
 func (f *fullReply) readSuppression(r *reply, alg store.Algorithm) error {
 	if f.suppression == nil {
-		if alg == store.Suppressed && r.override != store.OverrideExempt && r.override != store.OverrideSuspend {
+		if alg == contract.Suppressed && r.override != store.OverrideExempt && r.override != store.OverrideSuspend {
 			return fmt.Errorf("%w: suppressed reply without its factor", errBadReply)
 		}
 		return nil

@@ -9,41 +9,47 @@ import (
 	"github.com/ratekeeper/ratekeeper/store/internal/contract"
 )
 
-// ScriptStore is a [store.Store] that decides with a limiter written in
-// Lua by the application, run under the contract of package
-// [github.com/ratekeeper/ratekeeper/lua] ("User scripts"): the store
-// builds the key and passes the request's limit, the script answers allow
-// or refuse with the values the headers and the 429 body need. It runs on
-// a [Store]'s Redis: the same client, prefix, batching and budget. Create
-// it with [Store.WithScript]. It decides requests with one limit and
-// without Block, CountDenied, DedupID or Overrides; other requests are refused with
-// an error wrapping [store.ErrInvalidRequest]. Its refusals are not cached
-// (a script may free capacity on its own, as a concurrency cap does when
-// a request ends). It is safe for concurrent use.
-type ScriptStore struct {
-	s       *Store
+// scriptStore is the [store.Store] that [WithScript] returns.
+type scriptStore struct {
+	s       *redisStore
 	name    string
 	sc      script
 	options []any
 }
 
-var _ store.Store = (*ScriptStore)(nil)
+var _ store.Store = (*scriptStore)(nil)
 
-// WithScript returns a store that decides with the Lua script source,
-// called name. The name identifies the script in its keys, its errors and
+// WithScript returns a [store.Store] that decides with a limiter written
+// in Lua by the application, the script source, run under the contract of
+// package [github.com/ratekeeper/ratekeeper/lua] ("User scripts"): the
+// store builds the key and passes the request's limit, the script answers
+// allow or refuse with the values the headers and the 429 body need. It
+// runs on s's Redis (s must come from [New]): the same client, prefix,
+// batching and budget. It decides requests with one limit and without
+// Block, CountDenied, DedupID or Overrides; other requests are refused
+// with an error wrapping [store.ErrInvalidRequest]. Its refusals are not
+// cached (a script may free capacity on its own, as a concurrency cap does
+// when a request ends). It is safe for concurrent use; [Call] runs the
+// script's other modes.
+//
+// The script is called name. The name identifies the script in its keys, its errors and
 // [store.Decision.LimitID]: 1 to 64 bytes of [A-Za-z0-9_.-]. options are
 // passed to the script after the built-in arguments, as ARGV[6],
 // ARGV[7], ... WithScript returns an error for an invalid name or an
 // empty source; the script is sent to Redis on first use, and a syntax
 // error then fails every call with a script error naming it.
-func (s *Store) WithScript(name, source string, options ...string) (*ScriptStore, error) {
+func WithScript(s store.Store, name, source string, options ...string) (store.Store, error) {
+	rs, ok := s.(*redisStore)
+	if !ok {
+		return nil, fmt.Errorf("redisstore: script %q: the store is a %T, not one from redisstore.New", name, s)
+	}
 	if err := validScriptName(name); err != nil {
 		return nil, err
 	}
 	if source == "" {
 		return nil, fmt.Errorf("redisstore: script %q: empty source", name)
 	}
-	u := &ScriptStore{s: s, name: name, sc: newScript(source)}
+	u := &scriptStore{s: rs, name: name, sc: newScript(source)}
 	for _, o := range options {
 		u.options = append(u.options, o)
 	}
@@ -64,21 +70,21 @@ func validScriptName(n string) error {
 }
 
 // Take runs the script in mode "take".
-func (u *ScriptStore) Take(ctx context.Context, req store.Request) (store.Decision, error) {
-	d, _, err := u.Call(ctx, modeTake, req)
+func (u *scriptStore) Take(ctx context.Context, req store.Request) (store.Decision, error) {
+	d, _, err := u.call(ctx, modeTake, req)
 	return d, err
 }
 
 // Peek runs the script in mode "peek"; the contract says a script writes
 // nothing then.
-func (u *ScriptStore) Peek(ctx context.Context, req store.Request) (store.Decision, error) {
-	d, _, err := u.Call(ctx, modePeek, req)
+func (u *scriptStore) Peek(ctx context.Context, req store.Request) (store.Decision, error) {
+	d, _, err := u.call(ctx, modePeek, req)
 	return d, err
 }
 
 // Reset deletes the request's state key. It returns an error wrapping
 // [store.ErrNotFound] when there was none.
-func (u *ScriptStore) Reset(ctx context.Context, req store.Request) error {
+func (u *scriptStore) Reset(ctx context.Context, req store.Request) error {
 	req.Cost = 0
 	if err := u.check(&req); err != nil {
 		return err
@@ -94,13 +100,24 @@ func (u *ScriptStore) Reset(ctx context.Context, req store.Request) error {
 	return nil
 }
 
-// Call runs the script in mode (ARGV[1]): "take" and "peek" as the store
-// interface uses them, or any other mode the script understands, such as
-// "release" for a concurrency cap. It returns the decision and the
-// reply's optional extras (elements after the fourth, as go-redis decodes
-// them). A Lua error, a malformed reply or no reply within the budget is a
-// *store.BackendError that names the script.
-func (u *ScriptStore) Call(ctx context.Context, mode string, req store.Request) (store.Decision, []any, error) {
+// Call runs the script of s, a store from [WithScript], in mode (ARGV[1]):
+// "take" and "peek" as the store interface uses them, or any other mode
+// the script understands, such as "release" for a concurrency cap. It
+// returns the decision and the reply's optional extras (elements after the
+// fourth, as go-redis decodes them). A Lua error, a malformed reply or no
+// reply within the budget is a *store.BackendError that names the script;
+// a store not from WithScript is an error wrapping
+// [store.ErrInvalidRequest].
+func Call(ctx context.Context, s store.Store, mode string, req store.Request) (store.Decision, []any, error) {
+	u, ok := s.(*scriptStore)
+	if !ok {
+		return store.Decision{}, nil, fmt.Errorf("%w: redisstore.Call: the store is a %T, not one from WithScript", store.ErrInvalidRequest, s)
+	}
+	return u.call(ctx, mode, req)
+}
+
+// call is [Call] on u.
+func (u *scriptStore) call(ctx context.Context, mode string, req store.Request) (store.Decision, []any, error) {
 	if mode == "" {
 		return store.Decision{}, nil, fmt.Errorf("%w: script %q: empty mode", store.ErrInvalidRequest, u.name)
 	}
@@ -132,7 +149,7 @@ func (u *ScriptStore) Call(ctx context.Context, mode string, req store.Request) 
 }
 
 // check validates req and refuses what the contract does not cover.
-func (u *ScriptStore) check(req *store.Request) error {
+func (u *scriptStore) check(req *store.Request) error {
 	if err := req.Validate(); err != nil {
 		return err
 	}
@@ -144,12 +161,12 @@ func (u *ScriptStore) check(req *store.Request) error {
 
 // key returns the request's state key: the store's prefix and hash tag,
 // "u", the script's name and the limit's part.
-func (u *ScriptStore) key(req *store.Request) string {
+func (u *scriptStore) key(req *store.Request) string {
 	return u.s.prefix + ":{" + encodeKey(req.Key) + "}:u:" + u.name + ":" + limitKey(req.Limits[0])
 }
 
 // wrap names the script in a backend error.
-func (u *ScriptStore) wrap(err error) error {
+func (u *scriptStore) wrap(err error) error {
 	var be *store.BackendError
 	if errors.As(err, &be) {
 		return &store.BackendError{Op: be.Op, Kind: be.Kind, Err: fmt.Errorf("script %q: %w", u.name, be.Err)}
@@ -158,4 +175,4 @@ func (u *ScriptStore) wrap(err error) error {
 }
 
 // Name returns "redis", the backend name used in metrics labels.
-func (u *ScriptStore) Name() string { return "redis" }
+func (u *scriptStore) Name() string { return "redis" }

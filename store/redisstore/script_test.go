@@ -34,11 +34,11 @@ func TestUserScriptConformance(t *testing.T) {
 	storetest.RunPlain(t, []store.Algorithm{store.FixedWindow}, func(t *testing.T) storetest.Harness {
 		c := newClient(t, srv, nil)
 		prefix := randomPrefix(t)
-		s, err := New(c, Options{Prefix: prefix, Timeout: 5 * time.Second})
+		s, err := newRedis(c, Options{Prefix: prefix, Timeout: 5 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
-		u, err := s.WithScript("fw", src)
+		u, err := scriptOf(s, "fw", src)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -57,7 +57,7 @@ func TestUserScriptConformanceExact(t *testing.T) {
 		s, clock := newClockedStore(t, time.Date(2025, time.March, 14, 15, 9, 26, 535897000, time.UTC).UnixMicro(), false)
 		shim := strings.Replace(clockShim, "CLOCK", "'"+clock.key+"'", 1)
 		shim = strings.Replace(shim, "EMULATE", "true", 1)
-		u, err := s.WithScript("fw", shim+src)
+		u, err := scriptOf(s, "fw", shim+src)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -70,11 +70,11 @@ func TestUserScriptConformanceExact(t *testing.T) {
 }
 
 // limitIDs reports the request's limit ID as LimitID, as the built-in
-// stores do; a ScriptStore reports its script's name.
-type limitIDs struct{ *ScriptStore }
+// stores do; a scriptStore reports its script's name.
+type limitIDs struct{ *scriptStore }
 
 func (l limitIDs) Take(ctx context.Context, req store.Request) (store.Decision, error) {
-	d, err := l.ScriptStore.Take(ctx, req)
+	d, err := l.scriptStore.Take(ctx, req)
 	if err == nil && len(req.Limits) == 1 {
 		d.LimitID = req.Limits[0].ID()
 	}
@@ -82,7 +82,7 @@ func (l limitIDs) Take(ctx context.Context, req store.Request) (store.Decision, 
 }
 
 func (l limitIDs) Peek(ctx context.Context, req store.Request) (store.Decision, error) {
-	d, err := l.ScriptStore.Peek(ctx, req)
+	d, err := l.scriptStore.Peek(ctx, req)
 	if err == nil && len(req.Limits) == 1 {
 		d.LimitID = req.Limits[0].ID()
 	}
@@ -94,7 +94,7 @@ func (l limitIDs) Peek(ctx context.Context, req store.Request) (store.Decision, 
 // frees its slots on release.
 func TestUserScriptConcurrencyCap(t *testing.T) {
 	s, c := newStore(t, Options{})
-	u, err := s.WithScript("inflight", exampleScript(t, "concurrency.lua"))
+	u, err := scriptOf(s, "inflight", exampleScript(t, "concurrency.lua"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,14 +125,14 @@ func TestUserScriptConcurrencyCap(t *testing.T) {
 	if admitted != 3 {
 		t.Fatalf("50 simultaneous takes under a cap of 3: got %d admitted, want 3", admitted)
 	}
-	if d, _, err := u.Call(ctx, "release", req); err != nil || d.Remaining != 1 {
+	if d, _, err := u.call(ctx, "release", req); err != nil || d.Remaining != 1 {
 		t.Fatalf("release: got %+v, %v, want 1 slot free", d, err)
 	}
 	if d, err := u.Take(ctx, req); err != nil || !d.Allowed || d.Remaining != 0 {
 		t.Fatalf("take after a release: got %+v, %v, want admitted with 0 free", d, err)
 	}
 	for range 3 {
-		if _, _, err := u.Call(ctx, "release", req); err != nil {
+		if _, _, err := u.call(ctx, "release", req); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -153,20 +153,20 @@ func TestUserScriptErrors(t *testing.T) {
 	cases := []struct {
 		name string
 		src  string
-		kind store.ErrorKind
+		kind string
 	}{
-		{"lua-error", "error('quota service says no')", store.KindScript},
-		{"not-an-array", "return 'yes'", store.KindScript},
-		{"short-reply", "return {1, 2}", store.KindScript},
-		{"allowed-with-retry", "return {1, 2, 0, 5}", store.KindScript},
-		{"refused-without-retry", "return {0, 0, 0, 0}", store.KindScript},
-		{"remaining-above-capacity", "return {1, 4, 0, 0}", store.KindScript},
-		{"syntax-error", "return {", store.KindScript},
+		{"lua-error", "error('quota service says no')", "script"},
+		{"not-an-array", "return 'yes'", "script"},
+		{"short-reply", "return {1, 2}", "script"},
+		{"allowed-with-retry", "return {1, 2, 0, 5}", "script"},
+		{"refused-without-retry", "return {0, 0, 0, 0}", "script"},
+		{"remaining-above-capacity", "return {1, 4, 0, 0}", "script"},
+		{"syntax-error", "return {", "script"},
 	}
 	s, _ := newStore(t, Options{})
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			u, err := s.WithScript(tc.name, tc.src)
+			u, err := scriptOf(s, tc.name, tc.src)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -180,17 +180,17 @@ func TestUserScriptErrors(t *testing.T) {
 		})
 	}
 	t.Run("extras", func(t *testing.T) {
-		u, err := s.WithScript("extras", "return {1, 2, 0, 0, 'gold', ARGV[6]}", "eu-west")
+		u, err := scriptOf(s, "extras", "return {1, 2, 0, 0, 'gold', ARGV[6]}", "eu-west")
 		if err != nil {
 			t.Fatal(err)
 		}
-		d, extra, err := u.Call(ctx, modeTake, req)
+		d, extra, err := u.call(ctx, modeTake, req)
 		if err != nil || !d.Allowed || d.Remaining != 2 || len(extra) != 2 || extra[0] != "gold" || extra[1] != "eu-west" {
 			t.Fatalf("got %+v, %v, %v; want admitted, 2 left, extras [gold eu-west]", d, extra, err)
 		}
 	})
 	t.Run("outside the contract", func(t *testing.T) {
-		u, err := s.WithScript("plain", "return {1, 0, 0, 0}")
+		u, err := scriptOf(s, "plain", "return {1, 0, 0, 0}")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -200,7 +200,7 @@ func TestUserScriptErrors(t *testing.T) {
 		}
 	})
 	for _, bad := range []struct{ name, source string }{{"", "return 1"}, {"a b", "return 1"}, {"ok", ""}} {
-		if _, err := s.WithScript(bad.name, bad.source); err == nil {
+		if _, err := scriptOf(s, bad.name, bad.source); err == nil {
 			t.Errorf("WithScript(%q, %q): got nil error, want one", bad.name, bad.source)
 		}
 	}
@@ -211,14 +211,14 @@ func TestUserScriptErrors(t *testing.T) {
 func TestUserScriptBudget(t *testing.T) {
 	srv := privateServer(t)
 	c := newClient(t, srv, &redis.Options{})
-	s, err := New(c, Options{Prefix: randomPrefix(t), Timeout: 50 * time.Millisecond})
+	s, err := newRedis(c, Options{Prefix: randomPrefix(t), Timeout: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	slow := "local t = redis.call('TIME'); local s = t[1] * 1000000 + t[2]\n" +
 		"while true do t = redis.call('TIME'); if t[1] * 1000000 + t[2] - s > 300000 then break end end\n" +
 		"return {1, 0, 0, 0}"
-	u, err := s.WithScript("slow", slow)
+	u, err := scriptOf(s, "slow", slow)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,8 +227,17 @@ func TestUserScriptBudget(t *testing.T) {
 	if took := time.Since(start); took > 250*time.Millisecond {
 		t.Fatalf("took %s, want about the 50ms budget", took)
 	}
-	if store.KindOf(err) != store.KindTimeout || !strings.Contains(err.Error(), `script "slow"`) {
+	if store.KindOf(err) != "timeout" || !strings.Contains(err.Error(), `script "slow"`) {
 		t.Fatalf("got %v, want a timeout naming the script", err)
 	}
 	time.Sleep(400 * time.Millisecond) // let the script end before the server stops
+}
+
+// scriptOf is [WithScript] with the concrete type.
+func scriptOf(s *redisStore, name, source string, options ...string) (*scriptStore, error) {
+	u, err := WithScript(s, name, source, options...)
+	if err != nil {
+		return nil, err
+	}
+	return u.(*scriptStore), nil
 }

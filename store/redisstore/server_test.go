@@ -79,7 +79,7 @@ func randomPrefix(t testing.TB) string {
 }
 
 // newStore returns a store with a private prefix on the shared server.
-func newStore(t testing.TB, opts Options) (*Store, *redis.Client) {
+func newStore(t testing.TB, opts Options) (*redisStore, *redis.Client) {
 	t.Helper()
 	srv := requireServer(t)
 	c := newClient(t, srv, nil)
@@ -90,7 +90,7 @@ func newStore(t testing.TB, opts Options) (*Store, *redis.Client) {
 		// Generous: the race detector and a busy 2-core machine are slow.
 		opts.Timeout = 2 * time.Second
 	}
-	s, err := New(c, opts)
+	s, err := newRedis(c, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

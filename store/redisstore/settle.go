@@ -8,14 +8,14 @@ import (
 	"github.com/ratekeeper/ratekeeper/store/internal/contract"
 )
 
-var _ store.Refunder = (*Store)(nil)
+var _ store.Refunder = (*redisStore)(nil)
 
 // Settle implements [store.Refunder]: it runs the refund script in mode
 // "settle" (package lua, "Stacked decisions") on req's state keys, once:
 // like every script call it is never re-sent, so a call whose reply is
 // lost fails and may or may not have applied. A settlement of the
 // reserved cost itself sends nothing.
-func (s *Store) Settle(ctx context.Context, req store.Request, actual int64) error {
+func (s *redisStore) Settle(ctx context.Context, req store.Request, actual int64) error {
 	delta, err := contract.SettleDelta(&req, actual)
 	if err != nil || delta == 0 {
 		return err

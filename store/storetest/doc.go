@@ -45,7 +45,7 @@
 // clock it moves to a window start, which makes durations predictable.
 //
 // [Harness.Rand] is optional: a [FakeRand] whose Float64 method the store
-// draws from for [store.Suppressed] requests (the stores' Rand option),
+// draws from for the suppressed strategy (the stores' Rand option),
 // so that the suite chooses every draw.
 //
 // [Harness.KeyTTLs] is optional. When set, it must list only this
@@ -154,8 +154,8 @@
 //     capacity refuses until it has drained (exact: to the microsecond);
 //     20 concurrent reservations of 5 settled at 2 leave exactly 40 used.
 //
-// The suppressed strategy ([store.Suppressed], subtests
-// "suppressed/<property>"), with [Harness.Rand] choosing each draw (they
+// The suppressed strategy (package store/suppressed over the harness's
+// store, subtests "suppressed/<property>"), with [Harness.Rand] choosing each draw (they
 // skip without it, but for invalid): regimes (below the soft limit
 // admitted whatever the draw; between the limits refused by a draw below
 // the factor, Suppressed, admitted by one at or above it, the factor
@@ -163,13 +163,14 @@
 // with factor 1 and not Suppressed; exact RetryAfter for both refusals),
 // factor-follows-offered-load (refusals count as offered),
 // factor-held-for-the-cache-period (a lower factor waits for
-// [store.SuppressionCache]; exact clock), cost-above-soft-limit, exact
+// the 100ms cache period; exact clock), cost-above-soft-limit, exact
 // (concurrent takes with random draws accept at most the hard limit and
 // count every accepted unit once), peek (writes nothing, decides like the
 // take after it), reset, multi (all-or-nothing, one draw, Suppressed when
-// every refusing limit drew), ttl and invalid (a hard limit below the
-// rate, Block, CountDenied, a cost over the hard limit; Burst 0 is
-// [store.DefaultHardFactor]·Rate).
+// every refusing limit drew), ttl and invalid (a soft limit above the
+// hard one, Block, CountDenied, a counting limit other than a sliding
+// window counter, a cost over the hard limit; the default soft limit is
+// half the hard one).
 //
 // Stacked decisions ([store.MultiStore]; subtests skip for a store that
 // does not implement it), per algorithm of the first part, the second

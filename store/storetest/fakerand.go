@@ -3,7 +3,7 @@ package storetest
 import "sync"
 
 // FakeRand is a source of the random values a store draws for
-// [store.Suppressed] requests, chosen by the suite: give its Float64
+// the suppressed strategy (package store/suppressed), chosen by the suite: give its Float64
 // method as the store's Rand option and the FakeRand as [Harness.Rand].
 // Its zero value returns 0.5 until the suite chooses. It is safe for
 // concurrent use.

@@ -54,7 +54,7 @@ type Harness struct {
 	// stacked decisions then skip.
 	RealTimeStacks bool
 	// Rand, when set, is the source of the random values the store under
-	// test draws for [store.Suppressed] requests (its Float64 method
+	// test draws for the suppressed strategy (its Float64 method
 	// given as the store's Rand option), so that the suite chooses each
 	// draw. Optional: the suppressed subtests need it.
 	Rand *FakeRand
@@ -110,6 +110,13 @@ type env struct {
 	// the larger one may take longer to drain than the new limit's
 	// lifetime.
 	capacity map[string]int64
+
+	// suppressing is set while h.Store is the store of package
+	// store/suppressed over the harness's store, and softs holds the soft
+	// limit of each of its limits, by name (see suppress).
+	suppressing bool
+	softs       sync.Map
+	base        store.Store // the harness's own store, while suppressing
 }
 
 // note records what a request may cause, before it is sent.
@@ -303,6 +310,24 @@ func (e *env) exhaust(r store.Request, max int) (int, store.Decision) {
 	return 0, store.Decision{}
 }
 
+// boundary returns the time to the end of the current window of period p,
+// as a fixed-window Peek on a fresh key of the harness's store reveals.
+func (e *env) boundary(p time.Duration) time.Duration {
+	e.Helper()
+	st := e.h.Store
+	if e.base != nil {
+		st = e.base
+	}
+	r := req(e.key(), 1, limit(store.FixedWindow, 1, p))
+	e.note(r)
+	d, err := st.Peek(e.ctx, r)
+	if err != nil {
+		e.Fatalf("Peek(%s): got error %v, want nil", describe(r), err)
+	}
+	e.checkDecision("Peek", r, d)
+	return d.ResetAfter
+}
+
 // windowRoom prepares a window algorithm's test: with an exact clock it
 // moves to the start of a window of the longest period, which must be a
 // multiple of the others, so that durations are predictable; with real
@@ -313,7 +338,7 @@ func (e *env) exhaust(r store.Request, max int) (int, store.Decision) {
 // reveals.
 func (e *env) windowRoom(alg store.Algorithm, need time.Duration, periods ...time.Duration) {
 	e.Helper()
-	if alg != store.FixedWindow && alg != store.SlidingWindowCounter && alg != store.Suppressed {
+	if alg != store.FixedWindow && alg != store.SlidingWindowCounter {
 		return
 	}
 	ps := append([]time.Duration(nil), periods...)
@@ -322,7 +347,7 @@ func (e *env) windowRoom(alg store.Algorithm, need time.Duration, periods ...tim
 		ps = ps[len(ps)-1:]
 	}
 	for _, p := range ps {
-		left := e.peek(req(e.key(), 1, limit(store.FixedWindow, 1, p))).ResetAfter
+		left := e.boundary(p)
 		switch {
 		case e.h.Exact:
 			e.advance(left)
@@ -386,7 +411,7 @@ func lifetime(r store.Request) time.Duration {
 		switch l.Algorithm {
 		case store.GCRA, store.TokenBucket:
 			d = ceilDiv(l.Period, l.Capacity(), l.Rate)
-		case store.SlidingWindowCounter, store.Suppressed:
+		case store.SlidingWindowCounter:
 			d = 2 * l.Period
 		}
 		m = max(m, d)
@@ -507,7 +532,7 @@ func (e *env) checkDurations(r store.Request, d store.Decision, fail func(string
 	if !d.Allowed && !d.Suppressed && d.Remaining >= contract.Cost(&r) {
 		fail("Remaining: got %d, want < cost %d when denied (and not Suppressed)", d.Remaining, contract.Cost(&r))
 	}
-	suppressed := r.Limits[0].Algorithm == store.Suppressed
+	suppressed := e.suppressing
 	switch {
 	case !(d.Suppression >= 0 && d.Suppression <= 1):
 		fail("Suppression: got %v, want 0..1", d.Suppression)

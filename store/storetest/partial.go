@@ -174,8 +174,8 @@ func testPartialConcurrent(e *env, alg store.Algorithm) {
 	}
 }
 
-// testPartialInvalid: a Partial request with CountDenied, a DedupID,
-// ApplyOverride or the suppressed strategy is refused with
+// testPartialInvalid: a Partial request with CountDenied, a DedupID or
+// ApplyOverride is refused with
 // ErrInvalidRequest, and so is a stack with a Partial part.
 func testPartialInvalid(e *env) {
 	w := limit(store.FixedWindow, 5, time.Hour)
@@ -186,7 +186,6 @@ func testPartialInvalid(e *env) {
 		{"CountDenied", func(r *store.Request) { r.CountDenied = true }},
 		{"DedupID", func(r *store.Request) { r.DedupID = "id" }},
 		{"ApplyOverride", func(r *store.Request) { r.ApplyOverride = true }},
-		{"Suppressed", func(r *store.Request) { r.Limits = []store.Limit{limit(store.Suppressed, 5, time.Hour)} }},
 	} {
 		r := partial(e.key(), 2, w)
 		tc.edit(&r)

@@ -20,7 +20,7 @@ const stackMutantEnv = "STORETEST_STACK_MUTANT"
 
 // chainedStore decides a stack the way two chained middlewares do: each
 // part in turn, stopping at the first refusal, with no refund.
-type chainedStore struct{ *memstore.Store }
+type chainedStore struct{ store.Store }
 
 func (c chainedStore) TakeMulti(ctx context.Context, reqs []store.Request) (store.MultiDecision, error) {
 	if err := contract.ValidateStack(reqs); err != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/store/internal/contract"
 	"github.com/ratekeeper/ratekeeper/store/internal/fakeclock"
 	"github.com/ratekeeper/ratekeeper/store/memstore"
 	"github.com/ratekeeper/ratekeeper/store/storetest"
@@ -67,6 +68,40 @@ func (b broken) Reset(ctx context.Context, r store.Request) error {
 		return b.reset(b.Store, ctx, b.fix(r))
 	}
 	return b.Store.Reset(ctx, b.fix(r))
+}
+
+// Suppress is the stores' entry point for the suppressed strategy (package
+// store/suppressed decides through it), broken as Take, Peek and Reset
+// are, so that the suppressed subtests run against the broken store too.
+func (b broken) Suppress(ctx context.Context, r store.Request, mode contract.Mode) (store.Decision, error) {
+	inner := suppressing{b.Store.(contract.Suppressor)}
+	r = b.fix(r)
+	switch {
+	case mode == contract.Take && b.take != nil:
+		return b.take(inner, ctx, r)
+	case mode == contract.Peek && b.peek != nil:
+		return b.peek(inner, ctx, r)
+	case mode == contract.Reset && b.reset != nil:
+		return store.Decision{}, b.reset(inner, ctx, r)
+	}
+	return inner.s.Suppress(ctx, r, mode)
+}
+
+// suppressing is a store's suppressed-strategy entry point as a
+// store.Store, for the broken operations to call.
+type suppressing struct{ s contract.Suppressor }
+
+func (s suppressing) Take(ctx context.Context, r store.Request) (store.Decision, error) {
+	return s.s.Suppress(ctx, r, contract.Take)
+}
+
+func (s suppressing) Peek(ctx context.Context, r store.Request) (store.Decision, error) {
+	return s.s.Suppress(ctx, r, contract.Peek)
+}
+
+func (s suppressing) Reset(ctx context.Context, r store.Request) error {
+	_, err := s.s.Suppress(ctx, r, contract.Reset)
+	return err
 }
 
 // mutants are stores that each break one promise, with subtests that must
@@ -335,7 +370,7 @@ func firstLimitSeen(op func(store.Store, context.Context, store.Request) (store.
 
 // suppressedReq reports a request of the suppressed strategy.
 func suppressedReq(r store.Request) bool {
-	return len(r.Limits) > 0 && r.Limits[0].Algorithm == store.Suppressed
+	return len(r.Limits) > 0 && r.Limits[0].Algorithm == contract.Suppressed
 }
 
 func newMemHarness(t *testing.T, wrap func(store.Store) store.Store) storetest.Harness {

@@ -109,8 +109,10 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		}
 	}
 	for _, tc := range suppressedTests {
-		t.Run(store.Suppressed.String()+"/"+tc.name, func(t *testing.T) {
-			tc.fn(newEnv(t, newHarness))
+		t.Run("suppressed/"+tc.name, func(t *testing.T) {
+			e := newEnv(t, newHarness)
+			e.suppress()
+			tc.fn(e)
 		})
 	}
 	for _, tc := range generalTests {

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/store/internal/contract"
+	"github.com/ratekeeper/ratekeeper/store/suppressed"
 )
 
 // suppressedTests run once each, as "suppressed/<name>", on harnesses
@@ -33,10 +35,34 @@ func (e *env) needRand() {
 	}
 }
 
-// suppressedLimit returns a named suppressed limit: soft rate per period,
-// hard limit hard (0: the default).
-func suppressedLimit(name string, soft, hard int64, period time.Duration) store.Limit {
-	return store.Limit{Name: name, Algorithm: store.Suppressed, Rate: soft, Burst: hard, Period: period}
+// suppress has the subtest decide through the store of package
+// store/suppressed over the harness's store, with the soft limits that
+// suppressedLimit registers.
+func (e *env) suppress() {
+	e.Helper()
+	st, err := suppressed.New(e.h.Store, suppressed.Options{Soft: func(l store.Limit) int64 {
+		if v, ok := e.softs.Load(l.Name); ok {
+			return v.(int64)
+		}
+		return max(l.Rate/2, 1) // the default, which limits with hard 0 test
+	}})
+	if err != nil {
+		e.Fatalf("suppressed.New: %v", err)
+	}
+	e.base, e.h.Store, e.suppressing = e.h.Store, st, true
+}
+
+// suppressedLimit returns a named counting limit of hard units per period
+// and registers soft as its soft limit; a hard of 0 asks for the default
+// soft limit (half the hard one) under a hard limit of 2·soft.
+func (e *env) suppressedLimit(name string, soft, hard int64, period time.Duration) store.Limit {
+	if hard == 0 {
+		hard = 2 * soft
+		e.softs.Delete(name)
+	} else {
+		e.softs.Store(name, soft)
+	}
+	return store.Limit{Name: name, Algorithm: store.SlidingWindowCounter, Rate: hard, Period: period}
 }
 
 // factor returns the suppression factor as the stores compute it for a
@@ -71,8 +97,8 @@ func (e *env) suppression(what string, d store.Decision, want float64, suppresse
 func testSuppressedRegimes(e *env) {
 	e.needRand()
 	const p = time.Minute
-	e.windowRoom(store.Suppressed, 2*time.Second, p)
-	l := suppressedLimit("s", 10, 20, p)
+	e.windowRoom(store.SlidingWindowCounter, 2*time.Second, p)
+	l := e.suppressedLimit("s", 10, 20, p)
 	k := e.key()
 	e.h.Rand.always(0)
 	for i := int64(1); i <= 10; i++ {
@@ -111,8 +137,8 @@ func testSuppressedRegimes(e *env) {
 func testSuppressedFactor(e *env) {
 	e.needRand()
 	const p = time.Minute
-	e.windowRoom(store.Suppressed, 2*time.Second, p)
-	l := suppressedLimit("s", 10, 0, p)
+	e.windowRoom(store.SlidingWindowCounter, 2*time.Second, p)
+	l := e.suppressedLimit("s", 10, 0, p)
 	k := e.key()
 	e.h.Rand.always(0)
 	e.exhaust(req(k, 1, l), 10)
@@ -120,14 +146,14 @@ func testSuppressedFactor(e *env) {
 		d := e.take(req(k, 1, l))
 		e.suppression("between the limits", d, factor(10, 20, 10, float64(12+i)), true)
 	}
-	e.past(store.SuppressionCache)
+	e.past(contract.SuppressionCache)
 	d := e.take(req(k, 1, l))
 	e.check("after the cache period", d, expect{remaining: 10, resetAfter: -1, retryAfter: -1})
 	e.suppression("after the cache period", d, factor(10, 20, 10, 41), true)
 }
 
 // testSuppressedFactorHeld: a factor lower than the cached one does not
-// replace it before store.SuppressionCache has passed. With a period of
+// replace it before contract.SuppressionCache has passed. With a period of
 // one second: 10 accepted and 30 offered in one window; at the start of
 // the next, a refusal meets 1 − 10/31 and caches it; 50ms later the
 // weights have fallen to 0.95 and the factor computed would be lower, but
@@ -137,8 +163,8 @@ func testSuppressedFactorHeld(e *env) {
 	e.needRand()
 	e.needExact()
 	const p = time.Second
-	e.windowRoom(store.Suppressed, 0, p)
-	l := suppressedLimit("s", 10, 20, p)
+	e.windowRoom(store.SlidingWindowCounter, 0, p)
+	l := e.suppressedLimit("s", 10, 20, p)
 	k := e.key()
 	e.h.Rand.always(0)
 	for i := 0; i < 30; i++ {
@@ -167,8 +193,8 @@ func testSuppressedFactorHeld(e *env) {
 func testSuppressedCostAboveSoft(e *env) {
 	e.needRand()
 	const p = time.Minute
-	e.windowRoom(store.Suppressed, 2*time.Second, p)
-	l := suppressedLimit("s", 2, 6, p)
+	e.windowRoom(store.SlidingWindowCounter, 2*time.Second, p)
+	l := e.suppressedLimit("s", 2, 6, p)
 	k := e.key()
 	e.h.Rand.always(0)
 	e.allow(req(k, 1, l))
@@ -195,8 +221,8 @@ func testSuppressedExact(e *env) {
 		each       = 20
 	)
 	p := time.Hour
-	e.windowRoom(store.Suppressed, 5*time.Second, p)
-	l := suppressedLimit("s", soft, hard, p)
+	e.windowRoom(store.SlidingWindowCounter, 5*time.Second, p)
+	l := e.suppressedLimit("s", soft, hard, p)
 	k := e.key()
 	src := rand.New(rand.NewPCG(1, 2))
 	e.h.Rand.drawFrom(src.Float64)
@@ -242,8 +268,8 @@ func testSuppressedExact(e *env) {
 func testSuppressedPeek(e *env) {
 	e.needRand()
 	const p = time.Minute
-	e.windowRoom(store.Suppressed, 2*time.Second, p)
-	l := suppressedLimit("s", 3, 6, p)
+	e.windowRoom(store.SlidingWindowCounter, 2*time.Second, p)
+	l := e.suppressedLimit("s", 3, 6, p)
 	k := e.key()
 	e.h.Rand.always(0)
 	d := e.peek(req(k, 1, l))
@@ -257,7 +283,7 @@ func testSuppressedPeek(e *env) {
 	// Three accepted and four offered: once the factor cached by the
 	// refusal has lapsed, a peek meets 1 − 3/5, and so does the take
 	// after it, which would meet 1 − 3/6 had the peek been recorded.
-	e.past(store.SuppressionCache)
+	e.past(contract.SuppressionCache)
 	peeked := e.peek(req(k, 1, l))
 	e.suppression("peek between the limits", peeked, factor(3, 6, 3, 5), true)
 	e.sameDecision("take after a peek", e.take(req(k, 1, l)), peeked)
@@ -266,7 +292,7 @@ func testSuppressedPeek(e *env) {
 // testSuppressedReset: Reset forgets accepted and offered units alike.
 func testSuppressedReset(e *env) {
 	e.needRand()
-	l := suppressedLimit("s", 2, 4, time.Hour)
+	l := e.suppressedLimit("s", 2, 4, time.Hour)
 	k := e.key()
 	e.h.Rand.always(0)
 	e.exhaust(req(k, 1, l), 2)
@@ -282,9 +308,9 @@ func testSuppressedReset(e *env) {
 // offered in both and as accepted in neither.
 func testSuppressedMulti(e *env) {
 	e.needRand()
-	e.windowRoom(store.Suppressed, 2*time.Second, time.Minute, time.Hour)
-	a := suppressedLimit("a", 5, 10, time.Minute)
-	b := suppressedLimit("b", 100, 200, time.Hour)
+	e.windowRoom(store.SlidingWindowCounter, 2*time.Second, time.Minute, time.Hour)
+	a := e.suppressedLimit("a", 5, 10, time.Minute)
+	b := e.suppressedLimit("b", 100, 200, time.Hour)
 	k := e.key()
 	e.h.Rand.always(0)
 	for i := 0; i < 5; i++ {
@@ -305,7 +331,7 @@ func testSuppressedTTL(e *env) {
 	e.needRand()
 	e.needKeyTTLs()
 	p := pick(e, time.Minute, 2*time.Second)
-	l := suppressedLimit("s", 2, 3, p)
+	l := e.suppressedLimit("s", 2, 3, p)
 	e.h.Rand.always(0)
 	k := e.key()
 	e.exhaust(req(k, 1, l), 2)
@@ -325,9 +351,10 @@ func testSuppressedTTL(e *env) {
 	}
 }
 
-// testSuppressedInvalid: a hard limit below the soft one, a Block or
-// counted refusals are invalid; Burst 0 means a hard limit of
-// store.DefaultHardFactor times the rate.
+// testSuppressedInvalid: a hard limit below the soft one, a Block,
+// counted refusals or a counting limit other than a sliding window counter
+// are invalid; without a soft limit of its own a limit's soft limit is
+// half its hard one.
 func testSuppressedInvalid(e *env) {
 	k := e.key()
 	for _, tc := range []struct {
@@ -335,10 +362,11 @@ func testSuppressedInvalid(e *env) {
 		r    store.Request
 		want error
 	}{
-		{"Burst below Rate", req(k, 1, suppressedLimit("s", 10, 5, time.Minute)), store.ErrInvalidLimit},
-		{"Block", req(k, 1, store.Limit{Algorithm: store.Suppressed, Rate: 10, Period: time.Minute, Block: time.Second}), store.ErrInvalidLimit},
-		{"CountDenied", store.Request{Key: k, Limits: []store.Limit{suppressedLimit("s", 10, 0, time.Minute)}, CountDenied: true}, store.ErrInvalidRequest},
-		{"cost above the hard limit", req(k, 21, suppressedLimit("s", 10, 20, time.Minute)), store.ErrCostExceedsCapacity},
+		{"hard limit below the soft one", req(k, 1, e.suppressedLimit("s", 10, 5, time.Minute)), store.ErrInvalidLimit},
+		{"Block", req(k, 1, store.Limit{Algorithm: store.SlidingWindowCounter, Rate: 10, Period: time.Minute, Block: time.Second}), store.ErrInvalidLimit},
+		{"not a sliding window counter", req(k, 1, store.Limit{Algorithm: store.FixedWindow, Rate: 10, Period: time.Minute}), store.ErrInvalidLimit},
+		{"CountDenied", store.Request{Key: k, Limits: []store.Limit{e.suppressedLimit("s", 10, 0, time.Minute)}, CountDenied: true}, store.ErrInvalidRequest},
+		{"cost above the hard limit", req(k, 21, e.suppressedLimit("s", 10, 20, time.Minute)), store.ErrCostExceedsCapacity},
 	} {
 		if _, err := e.h.Store.Take(e.ctx, tc.r); !isErr(err, tc.want) {
 			e.Errorf("%s: Take: got error %v, want %v", tc.what, err, tc.want)
@@ -348,8 +376,8 @@ func testSuppressedInvalid(e *env) {
 		return
 	}
 	e.h.Rand.always(0)
-	d := e.take(req(k, 1, suppressedLimit("s", 10, 0, time.Minute)))
-	if d.Capacity != store.DefaultHardFactor*10 || !d.Allowed {
-		e.Errorf("Burst 0: got %s, want allowed with Limit %d", show(d), store.DefaultHardFactor*10)
+	d := e.take(req(k, 1, e.suppressedLimit("s", 10, 0, time.Minute)))
+	if d.Capacity != 2*10 || !d.Allowed || d.Suppression != 0 {
+		e.Errorf("default soft limit: got %s, want allowed with Limit %d, factor 0", show(d), 2*10)
 	}
 }

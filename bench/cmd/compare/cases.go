@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ratekeeper/ratekeeper/middleware/limiter"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -25,6 +26,7 @@ import (
 	"github.com/ratekeeper/ratekeeper/store"
 	"github.com/ratekeeper/ratekeeper/store/memstore"
 	"github.com/ratekeeper/ratekeeper/store/redisstore"
+	"github.com/ratekeeper/ratekeeper/store/suppressed"
 )
 
 // Names of the reference cases the ratio columns divide by.
@@ -141,7 +143,7 @@ func allCases() []*caseDef {
 		cases = append(cases, &caseDef{name: "ratekeeper/redis/" + alg.String(), redis: true, make: rkRedisCase(alg, true, true)})
 	}
 	cases = append(cases,
-		&caseDef{name: "ratekeeper/redis/suppressed", redis: true, make: rkRedisCase(store.Suppressed, true, true)},
+		&caseDef{name: "ratekeeper/redis/suppressed", redis: true, make: rkSuppressedCase},
 		&caseDef{name: "ratekeeper/redis/gcra overrides", redis: true, make: rkOverridesCase},
 		&caseDef{name: "ratekeeper/redis/gcra stacked", redis: true, make: rkStackCase},
 		&caseDef{name: "ratekeeper/redis/gcra no batching", redis: true, make: rkRedisCase(store.GCRA, false, true)},
@@ -233,9 +235,6 @@ func closeIfCloser(v any) {
 func rkRequests(e *env, g group, alg store.Algorithm) []store.Request {
 	n, per := g.limit()
 	limits := []store.Limit{{Algorithm: alg, Rate: n, Period: per}}
-	if alg == store.Suppressed {
-		limits[0].Burst = n // hard limit = soft limit: the rate stays within the valid range
-	}
 	reqs := make([]store.Request, g.keys)
 	for i := range reqs {
 		reqs[i] = store.Request{Key: e.keys[i], Limits: limits}
@@ -265,9 +264,30 @@ func rkRedisCaseOf(alg store.Algorithm, batch, deny, overrides bool) func(*env, 
 	}
 }
 
+// rkSuppressedCase is load shedding (package store/suppressed) over a
+// sliding window counter on the Redis store, with the soft limit equal to
+// the hard one: the rate stays within the valid range.
+func rkSuppressedCase(e *env, g group, prefix string) (*instance, error) {
+	reqs := rkRequests(e, g, store.SlidingWindowCounter)
+	wrap := func(s store.Store) (store.Store, error) {
+		return suppressed.New(s, suppressed.Options{Soft: func(l store.Limit) int64 { return l.Rate }})
+	}
+	return rkTakeCaseOf(e.rdb, rkOptions(prefix, true, true), reqs, wrap)
+}
+
 // rkTakeCase returns the case of Take for reqs on a Redis store over c.
 func rkTakeCase(c *redis.Client, opts redisstore.Options, reqs []store.Request) (*instance, error) {
-	s, err := redisstore.New(c, opts)
+	return rkTakeCaseOf(c, opts, reqs, func(s store.Store) (store.Store, error) { return s, nil })
+}
+
+// rkTakeCaseOf is rkTakeCase on the store wrap returns for the Redis
+// store.
+func rkTakeCaseOf(c *redis.Client, opts redisstore.Options, reqs []store.Request, wrap func(store.Store) (store.Store, error)) (*instance, error) {
+	rs, err := redisstore.New(c, opts)
+	if err != nil {
+		return nil, err
+	}
+	s, err := wrap(rs)
 	if err != nil {
 		return nil, err
 	}
@@ -294,6 +314,7 @@ func rkStackCase(e *env, g group, prefix string) (*instance, error) {
 	if err != nil {
 		return nil, err
 	}
+	ms := s.(store.MultiStore)
 	reqs := rkRequests(e, g, store.GCRA)
 	route := store.Request{Key: "route:/api", Limits: []store.Limit{{Rate: 1 << 30, Period: time.Second}}}
 	stacks := make([][]store.Request, len(reqs))
@@ -302,7 +323,7 @@ func rkStackCase(e *env, g group, prefix string) (*instance, error) {
 	}
 	return &instance{
 		do: func(w *worker, k int) (bool, error) {
-			d, err := s.TakeMulti(w.ctx, stacks[k])
+			d, err := ms.TakeMulti(w.ctx, stacks[k])
 			return d.Allowed, err
 		},
 		close: func() { closeIfCloser(s) },
@@ -341,8 +362,7 @@ func rkMiddlewareCase(onRedis bool) func(*env, group, string) (*instance, error)
 		// failure or a blown budget answers 503, counted as an error.
 		n, per := g.limit()
 		l, err := middleware.New(s, keyfunc.RemoteIP, store.Limit{Rate: n, Period: per},
-			middleware.WithFailureMode(middleware.FailClosed),
-			middleware.WithLogger(discardLogger),
+			middleware.Options{FailureMode: limiter.FailClosed, Logger: discardLogger},
 		)
 		if err != nil {
 			return nil, err

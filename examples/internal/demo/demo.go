@@ -7,6 +7,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"github.com/ratekeeper/ratekeeper/middleware/limiter"
 	"log/slog"
 	"net/http"
 	"os"
@@ -235,9 +236,9 @@ func NewPolicies(st *Store, env Env, logger *slog.Logger) (*Policies, error) {
 		Keys:        map[string]keyfunc.KeyFunc{"ip": ip},
 		Classifiers: map[string]middleware.Classifier{"auth": middleware.AuthOptions{Subject: sub, Anonymous: ip}},
 		Logger:      logger,
-		Middleware: []middleware.Option{
-			middleware.WithObserver(obs.Observe),
-			middleware.WithRefusalHook(func(_ context.Context, d middleware.Decision, identity string) { top.Record(d, identity) }),
+		Middleware: middleware.Options{
+			Observer:    obs.Observe,
+			RefusalHook: func(_ context.Context, d limiter.Decision, identity string) { top.Record(d, identity) },
 		},
 	}
 	var set *policy.Set

@@ -54,9 +54,8 @@ func DecodeOverride(s string) (store.Override, error) {
 // become floor(x·scale), at most 2³⁰ and at least 1 and min(cost, x), so
 // that a cut never makes a cost the configured limit holds impossible,
 // while a cost above the configured limit fits only if the scaled one
-// holds it (Burst stays 0 when it was, except for [store.Suppressed],
-// whose default hard limit is scaled as an explicit Burst). The Redis
-// scripts compute the same numbers.
+// holds it (Burst stays 0 when it was). The Redis scripts compute the
+// same numbers.
 func ScaleLimit(l store.Limit, scale float64, cost int64) store.Limit {
 	sc := func(x int64) int64 {
 		v := math.Floor(float64(x) * scale)
@@ -65,9 +64,6 @@ func ScaleLimit(l store.Limit, scale float64, cost int64) store.Limit {
 		}
 		n := int64(v)
 		return max(n, 1, min(cost, x))
-	}
-	if l.Algorithm == store.Suppressed && l.Burst == 0 {
-		l.Burst = l.Capacity() // the default hard limit, scaled as given
 	}
 	if l.Burst != 0 {
 		l.Burst = sc(l.Burst)

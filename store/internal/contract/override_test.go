@@ -43,13 +43,22 @@ func TestScaleLimit(t *testing.T) {
 		{store.Limit{Rate: 10, Period: time.Minute}, 0.05, 3, 3, 3},
 		{store.Limit{Algorithm: store.FixedWindow, Rate: 7, Period: time.Minute}, 1.0 / 3, 1, 2, 2},
 		{store.Limit{Rate: 1 << 29, Period: time.Minute}, 1 << 20, 1, 1 << 30, 1 << 30},
-		{store.Limit{Algorithm: store.Suppressed, Rate: 100, Period: time.Minute}, 0.005, 1, 1, 1},
-		{store.Limit{Algorithm: store.Suppressed, Rate: 100, Period: time.Minute}, 0.333, 1, 33, 66},
+		{store.Limit{Algorithm: Suppressed, Rate: 100, Burst: 200, Period: time.Minute}, 0.005, 1, 1, 1},
+		{store.Limit{Algorithm: Suppressed, Rate: 100, Burst: 200, Period: time.Minute}, 0.333, 1, 33, 66},
 	}
 	for _, tt := range tests {
 		got := ScaleLimit(tt.l, tt.scale, tt.cost)
-		if got.Rate != tt.rate || got.Capacity() != tt.capy || got.Validate() != nil {
-			t.Errorf("ScaleLimit(%+v, %v, %d): got rate %d capacity %d (%v), want %d and %d", tt.l, tt.scale, tt.cost, got.Rate, got.Capacity(), got.Validate(), tt.rate, tt.capy)
+		valid := got.Validate()
+		if got.Algorithm == Suppressed {
+			// A suppressed limit is valid when its hard limit (Burst) is
+			// a valid counting limit that holds the soft one (Rate).
+			valid = store.Limit{Algorithm: store.SlidingWindowCounter, Rate: got.Burst, Period: got.Period}.Validate()
+			if got.Rate > got.Burst {
+				valid = store.ErrInvalidLimit
+			}
+		}
+		if got.Rate != tt.rate || got.Capacity() != tt.capy || valid != nil {
+			t.Errorf("ScaleLimit(%+v, %v, %d): got rate %d capacity %d (%v), want %d and %d", tt.l, tt.scale, tt.cost, got.Rate, got.Capacity(), valid, tt.rate, tt.capy)
 		}
 	}
 }

@@ -22,7 +22,7 @@ const (
 // it.
 func Plain(req *store.Request) bool {
 	return len(req.Limits) == 1 && req.Limits[0].Block == 0 && !req.CountDenied && req.DedupID == "" && !req.Partial &&
-		req.Limits[0].Calendar == ""
+		req.Limits[0].Calendar == "" && req.Limits[0].Location == nil
 }
 
 // Cost returns the cost req takes: req.Cost, or 1 when it is zero.

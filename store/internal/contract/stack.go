@@ -9,8 +9,8 @@ import (
 // ValidateStack checks a stack as every [store.MultiStore] does before
 // touching state, by the rules [store.MultiStore] states: 1 to
 // [store.MaxParts] parts, each valid, without a DedupID, without
-// Overrides, without Partial, without Calendar limits and without the [store.Suppressed] strategy, and with distinct
-// keys. Errors wrap [store.ErrInvalidRequest] or the error of the invalid
+// Overrides, without Partial and without Calendar limits, and with
+// distinct keys. Errors wrap [store.ErrInvalidRequest] or the error of the invalid
 // part.
 func ValidateStack(reqs []store.Request) error {
 	if len(reqs) == 0 || len(reqs) > store.MaxParts {
@@ -22,9 +22,6 @@ func ValidateStack(reqs []store.Request) error {
 		}
 		if r.DedupID != "" {
 			return fmt.Errorf("%w: part %d: a stacked decision does not de-duplicate (DedupID set)", store.ErrInvalidRequest, i)
-		}
-		if r.Limits[0].Algorithm == store.Suppressed {
-			return fmt.Errorf("%w: part %d: a stacked decision does not take the suppressed strategy", store.ErrInvalidRequest, i)
 		}
 		if r.ApplyOverride {
 			return fmt.Errorf("%w: part %d: a stacked decision does not apply overrides (Overrides set)", store.ErrInvalidRequest, i)

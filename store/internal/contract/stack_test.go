@@ -17,7 +17,7 @@ func TestValidateStack(t *testing.T) {
 	costly.Cost = 6
 	overridden := b
 	overridden.ApplyOverride = true
-	suppressed := store.Request{Key: "s", Limits: []store.Limit{{Algorithm: store.Suppressed, Rate: 5, Period: time.Minute}}}
+	suppressed := store.Request{Key: "s", Limits: []store.Limit{{Algorithm: Suppressed, Rate: 5, Burst: 10, Period: time.Minute}}}
 	nine := make([]store.Request, store.MaxParts+1)
 	for i := range nine {
 		nine[i] = store.Request{Key: string(rune('a' + i)), Limits: []store.Limit{store.PerMinute(5)}}
@@ -33,7 +33,7 @@ func TestValidateStack(t *testing.T) {
 		"same key":   {[]store.Request{a, a}, store.ErrInvalidRequest},
 		"dedup":      {[]store.Request{a, withID}, store.ErrInvalidRequest},
 		"overrides":  {[]store.Request{a, overridden}, store.ErrInvalidRequest},
-		"suppressed": {[]store.Request{a, suppressed}, store.ErrInvalidRequest},
+		"suppressed": {[]store.Request{a, suppressed}, store.ErrInvalidLimit},
 		"costly":     {[]store.Request{a, costly}, store.ErrCostExceedsCapacity},
 	} {
 		err := ValidateStack(tc.reqs)

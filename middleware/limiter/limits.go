@@ -1,8 +1,8 @@
-package middleware
+package limiter
 
 import (
+	"context"
 	"fmt"
-	"net/http"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -38,7 +38,7 @@ func compileLimits(o headers.Options, name, tier string, limits []store.Limit, c
 	return set, nil
 }
 
-// maxDynamicSets bounds the distinct WithLimitsFunc results kept per tier.
+// maxDynamicSets bounds the distinct LimitsFunc results kept per tier.
 const maxDynamicSets = 64
 
 // limitCache holds the compiled distinct results of a limits function:
@@ -89,22 +89,33 @@ func (t *tierState) sets() []*limitSet {
 	return out
 }
 
-// dynamicLimits asks the limits function for r's limits in tier t and
-// returns them compiled, from the cache when they were seen before.
-func (q *quota) dynamicLimits(r *http.Request, t *tierState) (*limitSet, error) {
-	limits, err := q.limitsFunc(r, t.name)
-	if err != nil {
-		return nil, fmt.Errorf("%w: limits function: %w", errMisconfigured, err)
+// limitsFor returns the compiled limits of a request in tier t: explicit
+// when the request names its limits, else the limits function's result,
+// else the tier's configured limits. Results seen before come from the
+// tier's cache.
+func (l *Limiter) limitsFor(ctx context.Context, t *tierState, explicit []store.Limit) (*limitSet, error) {
+	limits := explicit
+	if len(limits) == 0 {
+		if l.limitsFunc == nil {
+			return t.limits, nil
+		}
+		var err error
+		if limits, err = l.limitsFunc(ctx, t.name); err != nil {
+			return nil, fmt.Errorf("%w: limits function: %w", errMisconfigured, err)
+		}
+		if len(limits) == 0 {
+			return t.limits, nil
+		}
 	}
-	if len(limits) == 0 || slices.Equal(limits, t.limits.limits) {
+	if &limits[0] == &t.limits.limits[0] || slices.Equal(limits, t.limits.limits) {
 		return t.limits, nil
 	}
 	if set := t.dynamic.find(limits); set != nil {
 		return set, nil
 	}
-	set, err := compileLimits(q.headerOpts, q.name, t.name, limits, q.countDenied)
+	set, err := compileLimits(l.headerOpts, l.name, t.name, limits, l.countDenied)
 	if err != nil {
-		return nil, fmt.Errorf("%w: limits function: %w", errMisconfigured, err)
+		return nil, fmt.Errorf("%w: limits: %w", errMisconfigured, err)
 	}
 	return t.dynamic.add(set), nil
 }

@@ -1,4 +1,4 @@
-package middleware
+package limiter
 
 import "strings"
 
@@ -15,10 +15,10 @@ func policyLabel(name, tier string) string {
 }
 
 // StoreKey returns the key under which a store keeps the state of identity
-// for a policy (the limiter's [WithName]) and tier (a [Tier]'s Name; ""
-// for a limiter built with [New]): "<policy>:<identity>", or
+// for a policy ([Options].Name) and tier (a [Tier]'s Name; ""
+// for a limiter without tiers): "<policy>:<identity>", or
 // "<policy>/<tier>:<identity>" with a tier. It is the one place that
-// builds the key: the middleware gives it to every store call, and tools
+// builds the key: the limiter gives it to every store call, and tools
 // that read or change a client's state directly ([store.Store.Peek], the
 // store's overrides) use it too. Limiters that share a name and tier share
 // the key, which is how a quota is shared on purpose.

@@ -1,4 +1,4 @@
-package middleware
+package limiter
 
 import (
 	"errors"
@@ -13,8 +13,8 @@ import (
 // errUnnamedShared refuses a second limiter without a name on a store that
 // already serves one: both would be named "default" and share one quota
 // without anyone asking for it.
-var errUnnamedShared = errors.New("ratekeeper: middleware: another limiter without a name uses this store; " +
-	"give each limiter on one store its own name (WithName), or the same name to share a quota on purpose")
+var errUnnamedShared = errors.New("ratekeeper: limiter: another limiter without a name uses this store; " +
+	"give each limiter on one store its own name (Options.Name), or the same name to share a quota on purpose")
 
 // unnamed remembers, per store, the limiter without a name that uses it.
 // A store is found by its address and the limiter is held weakly, so
@@ -23,20 +23,20 @@ var errUnnamedShared = errors.New("ratekeeper: middleware: another limiter witho
 // collected its entry is stale and replaced.
 var unnamed struct {
 	mu     sync.Mutex
-	owners map[uintptr]weak.Pointer[quota]
+	owners map[uintptr]weak.Pointer[Limiter]
 }
 
-// claimUnnamed records q as the limiter without a name on each of stores
+// claimUnnamed records l as the limiter without a name on each of stores
 // (its store and fallback store), or returns errUnnamedShared when a live
 // limiter without a name already uses one of them. A limiter that is no
 // longer referenced but not yet collected does not count: a conflict runs
 // a collection before it is reported. Stores that are not pointers (no
 // store of this module) are not tracked.
-func claimUnnamed(q *quota, stores ...store.Store) error {
+func claimUnnamed(l *Limiter, stores ...store.Store) error {
 	unnamed.mu.Lock()
 	defer unnamed.mu.Unlock()
 	if unnamed.owners == nil {
-		unnamed.owners = make(map[uintptr]weak.Pointer[quota])
+		unnamed.owners = make(map[uintptr]weak.Pointer[Limiter])
 	}
 	var addrs []uintptr
 	for _, s := range stores {
@@ -56,7 +56,7 @@ func claimUnnamed(q *quota, stores ...store.Store) error {
 		}
 	}
 	for _, a := range addrs {
-		unnamed.owners[a] = weak.Make(q)
+		unnamed.owners[a] = weak.Make(l)
 	}
 	return nil
 }

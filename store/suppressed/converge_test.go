@@ -1,4 +1,4 @@
-package memstore
+package suppressed_test
 
 import (
 	"context"
@@ -9,10 +9,12 @@ import (
 
 	"github.com/ratekeeper/ratekeeper/store"
 	"github.com/ratekeeper/ratekeeper/store/internal/fakeclock"
+	"github.com/ratekeeper/ratekeeper/store/memstore"
+	"github.com/ratekeeper/ratekeeper/store/suppressed"
 )
 
 // TestSuppressedConverges offers a suppressed limit of 100 per second
-// (hard limit 200) two and five times its rate, evenly spaced, for two
+// (hard limit 200) on the memory store two and five times its rate, evenly spaced, for two
 // simulated minutes, and requires the admitted rate to come back to the
 // configured one: within 5% of it over the steady periods (all but the
 // first, in which the offered load is still being measured), never above
@@ -27,11 +29,15 @@ func TestSuppressedConverges(t *testing.T) {
 		t.Run(strconv.FormatInt(load, 10)+"x", func(t *testing.T) {
 			clk := fakeclock.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 			src := rand.New(rand.NewPCG(7, uint64(load)))
-			s, err := New(Options{Clock: clk.Now, Rand: src.Float64})
+			m, err := memstore.New(memstore.Options{Clock: clk.Now, Rand: src.Float64})
 			if err != nil {
 				t.Fatal(err)
 			}
-			l := store.Limit{Algorithm: store.Suppressed, Rate: rate, Period: time.Second}
+			s, err := suppressed.New(m, suppressed.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			l := store.Limit{Algorithm: store.SlidingWindowCounter, Rate: 2 * rate, Period: time.Second}
 			r := store.Request{Key: "k", Limits: []store.Limit{l}}
 			perPeriod := rate * load
 			step := time.Second / time.Duration(perPeriod)

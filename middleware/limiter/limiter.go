@@ -1,0 +1,615 @@
+package limiter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/ratekeeper/ratekeeper/headers"
+	"github.com/ratekeeper/ratekeeper/store"
+)
+
+// Limiter decides, for one policy, whether a client (an identity in a
+// tier) may spend some units of its quota: through the circuit breaker of
+// the store's node, then the fallback store when the store fails, under
+// the failure mode, overrides and dry run, and tells the observer, the
+// refusal hook and the log. Build it once with [New]; it is safe for
+// concurrent use.
+type Limiter struct {
+	store       store.Store
+	local       store.Store // fallback store, or nil
+	storeName   string
+	tiers       []*tierState
+	tierIndex   map[string]int
+	limitsFunc  func(context.Context, string) ([]store.Limit, error)
+	dedupMax    int
+	dedupTTL    time.Duration
+	countDenied bool
+	overrides   bool
+	dryRun      bool
+	name        string
+	failure     FailureMode
+	headerOpts  headers.Options
+	logger      *slog.Logger
+	logSecret   []byte
+	now         func() time.Time
+	observer    func(Event)
+	refused     func(ctx context.Context, d Decision, identity string)
+	breaker     breakers
+	locate      store.NodeLocator // the store's, when it has one
+	lastWarn    atomic.Int64      // unix nanos of the last store-failure warning
+	lastError   atomic.Int64      // unix nanos of the last misconfiguration error
+	lastRepair  atomic.Int64      // unix nanos of the last repaired-state warning
+}
+
+// tierState is a tier compiled at construction.
+type tierState struct {
+	name      string // "" for a limiter without tiers
+	policy    string // metrics and refusal label: the name, or name/tier
+	unlimited bool
+	suspended bool
+	limits    *limitSet  // the configured limits; nil when unlimited or suspended
+	dynamic   limitCache // compiled results of LimitsFunc and Request.Limits
+}
+
+// Request asks a [Limiter] for a decision about one client.
+type Request struct {
+	// Tier is the client's tier: one of Options.Tiers, or "" for a limiter
+	// without tiers.
+	Tier string
+	// Identity is the client as the application knows it ("203.0.113.7",
+	// "alice"). Required: an empty identity is refused, never shared.
+	Identity string
+	// Cost is the number of units the request takes; 0 means 1.
+	Cost int64
+	// Limits, when set, are the limits to decide under instead of the
+	// tier's (or Options.LimitsFunc's), such as those of an earlier
+	// [Decision] of the same request.
+	Limits []store.Limit
+	// DedupID is a de-duplication id (an idempotency key), or "" for none;
+	// see Options.DedupReplays.
+	DedupID string
+	// Charged is the part of Cost that an enclosing decision of this
+	// limiter already took for the same request (a costly route inside a
+	// group of the same quota): only the rest is taken. When nothing is
+	// left, Decide takes and reports nothing and returns an admitting
+	// Decision without an Outcome. If the rest is refused, the Decision's
+	// RetryAfter is the time when the whole Cost fits.
+	Charged int64
+	// Peek reads the decision Decide would take now, recording, logging
+	// and reporting nothing.
+	Peek bool
+	// Exempt marks a request its caller exempted (a health check): nothing
+	// is decided; Decide reports [OutcomeExempt] and admits it.
+	Exempt bool
+	// IdentityErr is why the caller could not derive the client's identity
+	// (no credential, a malformed address): nothing is decided; Decide
+	// reports [OutcomeRejected] with this error, without an identity, and
+	// returns it.
+	IdentityErr error
+}
+
+// Decision is a limiter's answer about one request: the store's decision
+// for the deciding limit (Allowed, Capacity, Remaining, ResetAfter,
+// RetryAfter, LimitID, Blocked, Override...), the policy and tier it was
+// taken under, and what the limiter made of it.
+type Decision struct {
+	store.Decision
+	// Policy is the policy's name as refusals and metrics show it: the
+	// limiter's name, followed by "/" and the tier for a limiter with tiers
+	// ("api/authenticated").
+	Policy string
+	// Tier is the request's tier; "" for a limiter without tiers.
+	Tier string
+	// Reset is when the deciding limit is back to full capacity, or, for a
+	// refusal, when the request may be retried: the instant
+	// X-RateLimit-Reset names. Zero when no limit applied.
+	Reset time.Time
+	// Outcome is what the limiter made of the request. The request may go
+	// on when Allowed is true ([OutcomeAllowed], [OutcomeUnlimited],
+	// [OutcomeExempt], [OutcomeFailedOpen]) or the outcome is
+	// [OutcomeDryRun]: a dry-run refusal keeps the store's Allowed false.
+	// A refusal whose cost no limit can hold is [OutcomeLimited] with
+	// Capacity, the smallest capacity of its limits, below Cost and no
+	// RetryAfter. A failed closed decision carries the breaker's cooldown
+	// as RetryAfter.
+	Outcome Outcome
+	// Cost is the number of units the request asked for.
+	Cost int64
+	// Limits are the limits the decision applied, nil when none did (an
+	// unlimited or suspended tier, an exempt client, a failure). They are
+	// shared: do not modify them.
+	Limits []store.Limit
+	// Headers holds the rate-limit header values of Limits, formatted once
+	// per limit set (Options.Headers): write them with
+	// Headers.Write(h, &d.Decision, d.Reset, &buf, retry), to an HTTP
+	// header or gRPC metadata. Nil when Limits is.
+	Headers *headers.Policy
+}
+
+// New builds a Limiter on store s. It returns an error, never a
+// half-built limiter, when s is nil, a limit is invalid, the limits mix
+// algorithms, or an option is out of range; the message names the field.
+func New(s store.Store, o Options) (*Limiter, error) {
+	if err := o.validate(s); err != nil {
+		return nil, err
+	}
+	l := &Limiter{
+		store:       s,
+		local:       o.Fallback,
+		storeName:   storeName(s),
+		limitsFunc:  o.LimitsFunc,
+		dedupMax:    o.DedupReplays,
+		dedupTTL:    o.DedupWindow,
+		countDenied: o.CountDenied,
+		overrides:   o.Overrides,
+		dryRun:      o.DryRun,
+		name:        cmpOr(o.Name, defaultName),
+		failure:     o.FailureMode,
+		headerOpts:  o.Headers,
+		logger:      o.Logger,
+		logSecret:   slices.Clone(o.LogSecret),
+		now:         o.Clock,
+		observer:    o.Observer,
+		refused:     o.RefusalHook,
+	}
+	threshold, cooldown := o.BreakerThreshold, o.BreakerCooldown
+	switch {
+	case threshold == 0:
+		threshold = defaultBreakerThreshold
+	case threshold < 0:
+		threshold = 0
+	}
+	if cooldown == 0 {
+		cooldown = defaultBreakerCooldown
+	}
+	l.breaker = breakers{breaker: breaker{threshold: int32(threshold), cooldown: cooldown}}
+	if l.logger == nil {
+		l.logger = slog.Default()
+	}
+	if len(l.logSecret) == 0 {
+		l.logSecret = processSecret
+	}
+	if l.now == nil {
+		l.now = time.Now
+	}
+	l.locate, _ = s.(store.NodeLocator)
+	tiers := o.Tiers
+	if len(tiers) == 0 {
+		tiers = []Tier{{Limits: o.Limits}}
+	}
+	if err := l.compileTiers(tiers); err != nil {
+		return nil, err
+	}
+	if o.Name == "" {
+		if err := claimUnnamed(l, s, o.Fallback); err != nil {
+			return nil, err
+		}
+	}
+	return l, nil
+}
+
+func cmpOr(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// compileTiers compiles tiers into l: their policy labels and, for tiers
+// with limits, the validated limits and their header values.
+func (l *Limiter) compileTiers(tiers []Tier) error {
+	l.tierIndex = make(map[string]int, len(tiers))
+	for i, t := range tiers {
+		if _, dup := l.tierIndex[t.Name]; dup {
+			return fmt.Errorf("ratekeeper: limiter: tier %q configured twice", t.Name)
+		}
+		l.tierIndex[t.Name] = i
+		ts := &tierState{name: t.Name, policy: policyLabel(l.name, t.Name), unlimited: t.Unlimited, suspended: t.Suspended}
+		if !t.Unlimited && !t.Suspended {
+			set, err := compileLimits(l.headerOpts, l.name, t.Name, t.Limits, l.countDenied)
+			if err != nil {
+				return fmt.Errorf("ratekeeper: limiter: policy %q: %w", ts.policy, err)
+			}
+			ts.limits = set
+		}
+		l.tiers = append(l.tiers, ts)
+	}
+	return nil
+}
+
+// storeName returns the backend name used in metrics labels: the store's
+// Name method when it has one ("redis", "memory"), else its Go type.
+func storeName(s store.Store) string {
+	if n, ok := s.(interface{ Name() string }); ok {
+		return n.Name()
+	}
+	return fmt.Sprintf("%T", s)
+}
+
+var (
+	errEmptyKey      = errors.New("ratekeeper: empty identity")
+	errMisconfigured = errors.New("ratekeeper: misconfigured policy")
+	errBreakerOpen   = fmt.Errorf("%w: skipped: circuit breaker open", store.ErrStoreUnavailable)
+	errClientGone    = errors.New("ratekeeper: client went away")
+)
+
+// storeFailure marks a backend failure; skipped means the breaker kept the
+// store from being called at all.
+type storeFailure struct {
+	err     error
+	skipped bool
+}
+
+func (e *storeFailure) Error() string { return e.err.Error() }
+func (e *storeFailure) Unwrap() error { return e.err }
+
+func isStoreFailure(err error) bool {
+	var sf *storeFailure
+	return errors.As(err, &sf)
+}
+
+// storeCall describes how a decision was reached.
+type storeCall struct {
+	latency  time.Duration
+	skipped  bool  // the breaker kept the main store from being called
+	fallback bool  // the fallback store decided
+	cause    error // the main store's failure, when the fallback decided
+}
+
+// Decide takes req.Cost units (1 by default) of req.Identity's quota in
+// req.Tier and returns the decision, which says in Allowed whether the
+// request may go on and in Outcome why. The same Decision is reported to
+// the observer and, for a refusal, to the refusal hook (not for a peek).
+//
+// The error is nil for every answer of the store, admissions and refusals
+// alike. It is not nil when the limiter could not decide as asked, and the
+// Decision then still carries the outcome: a store failure (an error
+// wrapping [store.ErrStoreUnavailable], with [OutcomeFailedOpen] or
+// [OutcomeFailedClosed] as the failure mode says, unless the fallback
+// store decided), a cost above a limit's capacity (wrapping
+// [store.ErrCostExceedsCapacity], [OutcomeLimited] with a Capacity below Cost:
+// no wait can admit it), a context canceled during the store call
+// ([OutcomeCanceled]), an unknown tier or invalid limits from
+// Options.LimitsFunc ([OutcomeRejected], logged at error level), and an
+// empty identity or negative cost (no Outcome, nothing reported).
+func (l *Limiter) Decide(ctx context.Context, req Request) (Decision, error) {
+	if req.Exempt {
+		d := Decision{Decision: store.Decision{Allowed: true}, Policy: l.name, Outcome: OutcomeExempt}
+		if !req.Peek && l.watching(ctx) {
+			l.report(ctx, &Event{Decision: d}, "")
+		}
+		return d, nil
+	}
+	if req.IdentityErr != nil {
+		d := Decision{Policy: l.name, Tier: req.Tier, Outcome: OutcomeRejected}
+		if !req.Peek && l.watching(ctx) {
+			l.report(ctx, &Event{Decision: d, Err: req.IdentityErr}, "")
+		}
+		return d, req.IdentityErr
+	}
+	cost := req.Cost
+	switch {
+	case cost == 0:
+		cost = 1
+	case cost < 0:
+		return Decision{Policy: l.name}, fmt.Errorf("ratekeeper: limiter: cost must be >= 0, got %d", cost)
+	}
+	if req.Identity == "" {
+		return Decision{Policy: l.name}, errEmptyKey
+	}
+	t, err := l.tier(req.Tier)
+	if err != nil {
+		d := Decision{Policy: l.name, Tier: req.Tier, Cost: cost}
+		return l.fail(ctx, &req, d, err, storeCall{})
+	}
+	d := Decision{Policy: t.policy, Tier: t.name, Cost: cost}
+	switch {
+	case t.suspended:
+		d.Outcome = OutcomeSuspended
+		l.reportUnlessPeek(ctx, &req, &Event{Decision: d})
+		return d, nil
+	case t.unlimited:
+		d.Allowed, d.Outcome = true, OutcomeUnlimited
+		l.reportUnlessPeek(ctx, &req, &Event{Decision: d})
+		return d, nil
+	case req.Charged >= cost:
+		// An enclosing decision of this quota already took at least this
+		// much: its decision stands.
+		d.Allowed = true
+		return d, nil
+	}
+	set, err := l.limitsFor(ctx, t, req.Limits)
+	if err != nil {
+		return l.fail(ctx, &req, d, err, storeCall{})
+	}
+	return l.decide(ctx, &req, d, set)
+}
+
+// tier returns the tier named name.
+func (l *Limiter) tier(name string) (*tierState, error) {
+	if len(l.tiers) == 1 && l.tiers[0].name == name {
+		return l.tiers[0], nil
+	}
+	if i, ok := l.tierIndex[name]; ok {
+		return l.tiers[i], nil
+	}
+	return nil, fmt.Errorf("%w: unknown tier %q", errMisconfigured, name)
+}
+
+func (l *Limiter) reportUnlessPeek(ctx context.Context, req *Request, e *Event) {
+	if !req.Peek && l.watching(ctx) {
+		l.report(ctx, e, req.Identity)
+	}
+}
+
+// storeRequest is the store request for req under set, taking need units.
+func (l *Limiter) storeRequest(req *Request, d *Decision, set *limitSet, need int64) store.Request {
+	sr := store.Request{Key: StoreKey(l.name, d.Tier, req.Identity), Limits: set.limits, Cost: need, CountDenied: l.countDenied, ApplyOverride: l.overrides}
+	if req.DedupID != "" && !req.Peek {
+		sr.DedupID, sr.DedupReplays, sr.DedupWindow = req.DedupID, l.dedupMax, l.dedupTTL
+	}
+	return sr
+}
+
+// decide takes the rest of the request's cost under set. When an
+// enclosing decision of the same quota already charged part of the cost
+// and the rest is refused, the decision describes a retry of the whole
+// request (see nestedRefusal).
+func (l *Limiter) decide(ctx context.Context, req *Request, d Decision, set *limitSet) (Decision, error) {
+	d.Limits, d.Headers = set.limits, set.fields
+	sr := l.storeRequest(req, &d, set, d.Cost-max(req.Charged, 0))
+	now := l.now()
+	sd, call, err := l.call(ctx, sr, now, req.Peek)
+	if err != nil {
+		return l.fail(ctx, req, d, err, call)
+	}
+	if !req.Peek && !sd.Allowed && req.Charged > 0 && !sd.Blocked && sd.Override != store.OverrideSuspend {
+		sd = l.nestedRefusal(ctx, sr, d.Cost, sd, call)
+	}
+	return l.finish(ctx, req, d, sd, now, call), nil
+}
+
+// finish completes d with the store's decision sd, taken at now, and
+// reports it.
+func (l *Limiter) finish(ctx context.Context, req *Request, d Decision, sd store.Decision, now time.Time, call storeCall) Decision {
+	d.Decision = sd
+	d.Reset = now.Add(resetAfter(&sd))
+	switch {
+	case sd.Override == store.OverrideExempt:
+		// An exempt client has no limit to describe.
+		d.Limits, d.Headers, d.Reset = nil, nil, time.Time{}
+		d.Outcome = OutcomeExempt
+	case sd.Override == store.OverrideSuspend && !l.dryRun:
+		d.Allowed = false
+		d.Outcome = OutcomeSuspended
+	case sd.Allowed:
+		d.Outcome = OutcomeAllowed
+	case l.dryRun:
+		d.Outcome = OutcomeDryRun
+	case sd.Blocked:
+		d.Outcome = OutcomeBlocked
+	default:
+		d.Outcome = OutcomeLimited
+	}
+	if req.Peek {
+		return d
+	}
+	if call.fallback {
+		l.warn(ctx, d.Policy, call.cause)
+	}
+	if sd.BlockStarted {
+		l.blockStarted(ctx, req.Identity, &d)
+	}
+	if l.watching(ctx) {
+		l.report(ctx, &Event{Decision: d, Latency: call.latency, Fallback: call.fallback, Err: call.cause}, req.Identity)
+	}
+	return d
+}
+
+// resetAfter is the wait X-RateLimit-Reset names: until the deciding limit
+// is full again, or for a refusal until the request may be retried.
+func resetAfter(d *store.Decision) time.Duration {
+	if d.Allowed {
+		return d.ResetAfter
+	}
+	return d.RetryAfter
+}
+
+// fail completes d for a request the limiter could not decide. It is the
+// one place that classifies failures: a configuration mistake found at
+// request time, a cost no limit can hold, a client that went away, and
+// store failures (the failure mode).
+func (l *Limiter) fail(ctx context.Context, req *Request, d Decision, err error, call storeCall) (Decision, error) {
+	d.Decision = store.Decision{}
+	if !errors.Is(err, store.ErrCostExceedsCapacity) {
+		d.Limits, d.Headers = nil, nil
+	}
+	misconfigured := errors.Is(err, errMisconfigured) || errors.Is(err, store.ErrInvalidRequest) || errors.Is(err, store.ErrInvalidLimit)
+	switch {
+	case errors.Is(err, store.ErrCostExceedsCapacity):
+		d.Outcome = OutcomeLimited
+		if d.Limits != nil {
+			d.Capacity = d.Limits[0].Capacity()
+			for _, lim := range d.Limits[1:] {
+				d.Capacity = min(d.Capacity, lim.Capacity())
+			}
+		}
+	case misconfigured:
+		d.Outcome = OutcomeRejected
+	case errors.Is(err, errClientGone):
+		d.Outcome = OutcomeCanceled
+	case l.failure == FailClosed:
+		d.Outcome = OutcomeFailedClosed
+		d.RetryAfter = l.breaker.cooldown
+	default:
+		d.Allowed = true
+		d.Outcome = OutcomeFailedOpen
+	}
+	if req.Peek {
+		return d, err
+	}
+	switch {
+	case misconfigured:
+		// Throttled like store warnings: a limits function that parses
+		// client input could otherwise log once per request.
+		if l.throttle(&l.lastError) {
+			l.logger.LogAttrs(ctx, slog.LevelError, "ratekeeper: misconfigured policy",
+				slog.String("policy", d.Policy), slog.String("error", err.Error()))
+		}
+	case d.Outcome == OutcomeFailedOpen || d.Outcome == OutcomeFailedClosed:
+		l.warn(ctx, d.Policy, err)
+	}
+	if l.watching(ctx) {
+		l.report(ctx, &Event{Decision: d, Err: err, Latency: call.latency, Skipped: call.skipped}, req.Identity)
+	}
+	return d, err
+}
+
+// nestedRefusal turns the refusal of the rest of a cost (cost minus what
+// an enclosing decision charged) into the decision for the whole request:
+// a retry passes the enclosing decision again, which charges its part
+// first, so the request fits only when the full cost does. A peek at the
+// full cost gives that time; if the peek fails the refusal stands as it is.
+func (l *Limiter) nestedRefusal(ctx context.Context, req store.Request, cost int64, d store.Decision, call storeCall) store.Decision {
+	s := l.store
+	if call.fallback {
+		s = l.local
+	}
+	req.Cost, req.DedupID = cost, ""
+	p, err := s.Peek(ctx, req)
+	if err != nil {
+		return d
+	}
+	p.Allowed = false
+	p.RetryAfter = max(p.RetryAfter, d.RetryAfter)
+	return p
+}
+
+// call runs one store operation, then the fallback store if the main store
+// failed. Its errors are the store's invalid-request errors, errClientGone
+// or a *storeFailure.
+func (l *Limiter) call(ctx context.Context, req store.Request, now time.Time, peek bool) (store.Decision, storeCall, error) {
+	d, c, err := l.callMain(ctx, req, now, peek)
+	if err == nil && d.Repaired {
+		l.repaired(ctx, &d)
+	}
+	if err == nil || l.local == nil || !isStoreFailure(err) {
+		return d, c, err
+	}
+	var lerr error
+	if peek {
+		d, lerr = l.local.Peek(ctx, req)
+	} else {
+		d, lerr = l.local.Take(ctx, req)
+	}
+	if lerr != nil {
+		if errors.Is(lerr, store.ErrCostExceedsCapacity) || errors.Is(lerr, store.ErrInvalidRequest) {
+			// The fallback could decide, and found the request itself
+			// wrong (a cost the main store checks only once it has read
+			// the client's override): that answer stands.
+			return d, c, lerr
+		}
+		return d, c, err
+	}
+	c.fallback, c.cause = true, err
+	return d, c, nil
+}
+
+// callMain calls the main store through the breaker, with the caller's
+// context: the time budget of a decision is the store's (the Redis store's
+// Options.Timeout), not the limiter's. For a store that tells which node
+// serves the request (a Redis Cluster master) the breaker is that node's:
+// a failing shard is skipped, the others are still called.
+func (l *Limiter) callMain(ctx context.Context, req store.Request, now time.Time, peek bool) (d store.Decision, c storeCall, err error) {
+	node := l.nodeFor(ctx, req)
+	b := l.breaker.of(node)
+	ok, probe := b.allow(now)
+	if !ok {
+		c.skipped = true
+		return d, c, &storeFailure{err: errBreakerOpen, skipped: true}
+	}
+	settled := false
+	if probe {
+		defer func() {
+			if !settled { // the store panicked
+				b.release()
+			}
+		}()
+	}
+	// Latency is only reported in events: do not read the clock twice
+	// more per request when nobody watches.
+	var start time.Time
+	timed := l.watching(ctx)
+	if timed {
+		start = time.Now()
+	}
+	if peek {
+		d, err = l.store.Peek(ctx, req)
+	} else {
+		d, err = l.store.Take(ctx, req)
+	}
+	if timed {
+		c.latency = time.Since(start)
+	}
+	settled = true
+	return d, c, l.settle(ctx, b, probe, node, err)
+}
+
+// nodeFor returns the node that serves req, for a store that tells (see
+// store.NodeLocator) and a limiter with a breaker; "" otherwise.
+func (l *Limiter) nodeFor(ctx context.Context, req store.Request) string {
+	if l.locate == nil || l.breaker.threshold == 0 {
+		return ""
+	}
+	return l.locate.NodeFor(ctx, req)
+}
+
+// settle tells breaker b how a store call ended and classifies its error:
+// the store's invalid-request errors as they are, a client that went away
+// as errClientGone, and the rest as a *storeFailure. Only failures that
+// say something about the store's health count towards the breaker; a
+// probe that says nothing is released.
+func (l *Limiter) settle(ctx context.Context, b *breaker, probe bool, node string, err error) error {
+	switch {
+	case err == nil:
+		if b.success(probe) {
+			l.logger.LogAttrs(ctx, slog.LevelInfo, "ratekeeper: store answers again; circuit breaker closed",
+				slog.String("policy", l.name), slog.String("store", l.storeName), slog.String("node", node))
+		}
+		return nil
+	case errors.Is(err, store.ErrCostExceedsCapacity) || errors.Is(err, store.ErrInvalidRequest) || errors.Is(err, store.ErrInvalidLimit):
+		err = releasing(b, probe, err)
+	case errors.Is(ctx.Err(), context.Canceled):
+		// The client went away; that says nothing about the store.
+		err = releasing(b, probe, fmt.Errorf("%w: %w", errClientGone, err))
+	case ctx.Err() != nil || keyScoped(err) || store.KindOf(err) == "capacity":
+		// The request's own deadline ran out first, the store answered
+		// about this key's data alone, or a bounded store refused a new
+		// key: the failure mode applies to this request, but the breaker,
+		// which stands for every key, is not told.
+		err = releasing(b, probe, &storeFailure{err: err})
+	default:
+		if b.failure(l.now(), probe) {
+			l.logger.LogAttrs(ctx, slog.LevelInfo, "ratekeeper: store failing; circuit breaker opened",
+				slog.String("policy", l.name), slog.String("store", l.storeName), slog.String("node", node),
+				slog.String("kind", store.KindOf(err)), slog.Duration("cooldown", l.breaker.cooldown),
+				slog.String("failure_mode", l.failure.name()))
+		}
+		err = &storeFailure{err: err}
+	}
+	return err
+}
+
+// releasing gives a probe's slot back when its call said nothing about
+// the store, and returns err.
+func releasing(b *breaker, probe bool, err error) error {
+	if probe {
+		b.release()
+	}
+	return err
+}
