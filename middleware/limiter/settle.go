@@ -27,9 +27,10 @@ func (l *Limiter) partialRequest(req *Request) error {
 // Settle charges or gives back the difference between the units d took
 // and actual, the request's real cost known once it was served, in one
 // step on the store that took them (package store, "Costs settled after
-// the response"). A decision that took nothing (a refusal, a peek, an
-// exempt or unlimited request) settles nothing; neither does an actual
-// cost equal to the units taken. Settle runs with ctx's values but not its
+// the response"), once per decision. Of a request an enclosing decision
+// already charged part of (Request.Charged), that part stands and only
+// the units d took are settled. A decision that took nothing (a refusal,
+// a peek, an exempt or unlimited request) settles nothing. Settle runs with ctx's values but not its
 // cancellation, so a client that went away does not cancel it; the store's
 // own time budget bounds it. Only GCRA and token-bucket limits settle. It
 // returns an error wrapping [store.ErrInvalidRequest] for a negative
@@ -39,7 +40,7 @@ func (l *Limiter) Settle(ctx context.Context, d *Decision, actual int64) error {
 	if actual < 0 {
 		return fmt.Errorf("%w: actual cost must be >= 0, got %d", store.ErrInvalidRequest, actual)
 	}
-	if d.key == "" || d.Limits == nil || actual == d.reserved {
+	if d.key == "" || d.Limits == nil {
 		return nil
 	}
 	s := l.store
@@ -49,6 +50,11 @@ func (l *Limiter) Settle(ctx context.Context, d *Decision, actual int64) error {
 	r, ok := s.(store.Refunder)
 	if !ok {
 		return fmt.Errorf("ratekeeper: limiter %q: store %T cannot settle costs: %w", l.name, s, errors.ErrUnsupported)
+	}
+	if d.Granted == 0 {
+		// Of the whole cost, an enclosing decision of this quota took
+		// the part d did not (Request.Charged): that part stands.
+		actual = max(actual-(d.Cost-d.reserved), 0)
 	}
 	req := store.Request{Key: d.key, Limits: d.Limits, Cost: d.reserved}
 	if err := r.Settle(context.WithoutCancel(ctx), req, actual); err != nil {
