@@ -9,8 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/ratekeeper/ratekeeper/headers"
+	"github.com/ratekeeper/ratekeeper/internal/redistest"
 	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/store/redisstore"
 )
 
 // tokenRoute is a route under a request budget (1 unit a request) and a
@@ -105,5 +109,37 @@ func TestReportCostSettles(t *testing.T) {
 	// A request the limiter did not admit cannot report.
 	if err := tokens.ReportCost(context.Background(), 1); err == nil {
 		t.Fatal("ReportCost outside an admitted request: got nil error")
+	}
+}
+
+// TestReportCostOnRedis: two instances of a route, each with its own
+// limiter and Redis store on one Redis, share the token budget: each
+// settles what its handler reported, also after a panic and after the
+// client went away (a canceled context would fail a Redis call).
+func TestReportCostOnRedis(t *testing.T) {
+	srv := redistest.Require(t)
+	var routes [2]http.Handler
+	var tokens [2]*Limiter
+	for i := range routes {
+		c := redis.NewClient(&redis.Options{Addr: srv.Addr})
+		t.Cleanup(func() { _ = c.Close() })
+		s, err := redisstore.New(c, redisstore.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		routes[i], _, tokens[i] = tokenRoute(t, s)
+	}
+	serveReq(routes[0], httptest.NewRequest(http.MethodGet, "/complete?used=250", nil))
+	func() {
+		defer func() { _ = recover() }()
+		serveReq(routes[1], httptest.NewRequest(http.MethodGet, "/complete?used=40&panic=1", nil))
+	}()
+	ctx, cancel := context.WithCancel(context.Background())
+	gone := httptest.NewRequest(http.MethodGet, "/complete?used=3", nil)
+	serveReq(routes[0], gone.WithContext(context.WithValue(ctx, cancelKey{}, cancel)))
+	for i, lim := range tokens {
+		if got := left(t, lim); got != 707 {
+			t.Errorf("instance %d: %d tokens left, want 1000-250-40-3 = 707", i, got)
+		}
 	}
 }
