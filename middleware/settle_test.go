@@ -143,3 +143,28 @@ func TestReportCostOnRedis(t *testing.T) {
 		}
 	}
 }
+
+// TestAllowAtMost: a handler takes as many items of a batch as its quota
+// has room for, then none with a RetryAfter; the refusal is enforced as
+// any other.
+func TestAllowAtMost(t *testing.T) {
+	lim := mustNew(t, mustMem(t), constKey("alice"), store.Limit{Algorithm: store.SlidingWindowLog, Rate: 10, Period: time.Hour})
+	ctx := context.Background()
+	for _, tc := range []struct{ n, granted int64 }{{4, 4}, {50, 6}} {
+		d, err := lim.AllowAtMost(ctx, "bob", tc.n)
+		if err != nil || !d.Allowed || d.Granted != tc.granted {
+			t.Fatalf("AllowAtMost(%d): got allowed %t granted %d err %v, want %d granted", tc.n, d.Allowed, d.Granted, err, tc.granted)
+		}
+	}
+	d, err := lim.AllowAtMost(ctx, "bob", 3)
+	if err != nil || d.Allowed || d.Granted != 0 || d.RetryAfter <= 0 {
+		t.Fatalf("full: got allowed %t granted %d retry %v err %v, want a refusal", d.Allowed, d.Granted, d.RetryAfter, err)
+	}
+	rec := httptest.NewRecorder()
+	if lim.Enforce(rec, httptest.NewRequest(http.MethodGet, "/", nil), d) || rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") == "" {
+		t.Fatalf("Enforce: status %d, Retry-After %q, want 429 with one", rec.Code, rec.Header().Get("Retry-After"))
+	}
+	if _, err := lim.AllowAtMost(ctx, "bob", 0); err == nil {
+		t.Fatal("AllowAtMost(0): got nil error")
+	}
+}
