@@ -40,7 +40,7 @@ type reqState struct {
 	identity        string
 	charged         int64 // units of lim charged for identity on this request
 	dec             limiter.Decision
-	actual          int64 // the cost the handler reported (ReportCost), or -1
+	actual          int64 // the cost the handler reported (ReportCost), -1 for none, -2 when nothing settles
 	req             http.Request
 	hb              headers.Buffer
 }
@@ -71,7 +71,7 @@ func (s *reqState) chargedFor(lim *limiter.Limiter, tier, identity string) int64
 
 // newState returns a state for r under lim, with the copy of r to pass on.
 func newState(r *http.Request, lim *limiter.Limiter) *reqState {
-	st := &reqState{Context: r.Context(), prev: stateFrom(r.Context()), lim: lim, actual: -1}
+	st := &reqState{Context: r.Context(), prev: stateFrom(r.Context()), lim: lim, actual: -2}
 	st.req = *r.WithContext(st)
 	return st
 }

@@ -28,6 +28,9 @@ func (l *Limiter) ReportCost(ctx context.Context, n int64) error {
 	}
 	for s := stateFrom(ctx); s != nil; s = s.prev {
 		if s.lim == l.Limiter && s.dec.Outcome == limiter.OutcomeAllowed {
+			if s.actual == -2 {
+				break // admitted by a Stack
+			}
 			s.actual = n
 			return nil
 		}
@@ -38,6 +41,7 @@ func (l *Limiter) ReportCost(ctx context.Context, n int64) error {
 // serveSettling passes an admitted request on and settles the cost its
 // handler reported, after the handler returns or panics.
 func (l *Limiter) serveSettling(w http.ResponseWriter, st *reqState, next http.Handler) {
+	st.actual = -1
 	defer l.settleReported(st)
 	next.ServeHTTP(w, &st.req)
 }
@@ -46,13 +50,14 @@ func (l *Limiter) serveSettling(w http.ResponseWriter, st *reqState, next http.H
 // if it reported one.
 func (l *Limiter) settleReported(st *reqState) {
 	if st.actual < 0 {
+		st.actual = -2
 		return
 	}
 	if err := l.Settle(st, &st.dec, st.actual); err != nil {
 		l.h.logger.LogAttrs(st, slog.LevelWarn, "ratekeeper: cost not settled",
 			slog.String("policy", st.dec.Policy), slog.Int64("reserved", st.dec.Cost), slog.Int64("actual", st.actual), slog.Any("error", err))
 	}
-	st.actual = -1
+	st.actual = -2
 }
 
 // writeNestedHeaders writes the headers of st's decision for a request an

@@ -168,3 +168,26 @@ func TestAllowAtMost(t *testing.T) {
 		t.Fatal("AllowAtMost(0): got nil error")
 	}
 }
+
+// TestReportCostInAStack: a stack decides all or nothing and settles
+// nothing: ReportCost says so, and the estimate stands.
+func TestReportCostInAStack(t *testing.T) {
+	s := mustMem(t)
+	a := mustNew(t, s, constKey("alice"), store.Limit{Name: "a", Algorithm: store.TokenBucket, Rate: 100, Period: time.Hour}, Options{Name: "a"})
+	b := mustNew(t, s, constKey("alice"), store.Limit{Name: "b", Algorithm: store.TokenBucket, Rate: 100, Period: time.Hour}, Options{Name: "b"})
+	stack, err := NewStack(a, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reportErr error
+	h := stack(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { reportErr = b.ReportCost(r.Context(), 50) }))
+	if rec := serveReq(h, httptest.NewRequest(http.MethodGet, "/", nil)); rec.Code != http.StatusOK {
+		t.Fatalf("status %d", rec.Code)
+	}
+	if reportErr == nil {
+		t.Error("ReportCost in a stack: got nil error")
+	}
+	if got := left(t, b); got != 99 {
+		t.Errorf("after a stacked request: %d left, want 99", got)
+	}
+}
