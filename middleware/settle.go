@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/ratekeeper/ratekeeper/middleware/limiter"
+	"github.com/ratekeeper/ratekeeper/store"
 )
 
 // ReportCost tells l the actual cost of the request ctx belongs to, once
@@ -20,8 +21,9 @@ import (
 // away, within the store's own time budget; its failure is logged, never
 // answered. The last report counts; without one the estimate stands.
 // ReportCost returns an error when l's Handler did not admit the request
-// ctx belongs to (a request of a [Stack], which decides all or nothing,
-// is not settled) or n is negative.
+// ctx belongs to (a request of a stack, which decides all or nothing, is
+// not settled), when l's limits are not GCRA or token-bucket ones, or
+// when n is negative.
 func (l *Limiter) ReportCost(ctx context.Context, n int64) error {
 	if n < 0 {
 		return fmt.Errorf("ratekeeper: middleware: ReportCost: n must be >= 0, got %d", n)
@@ -30,6 +32,11 @@ func (l *Limiter) ReportCost(ctx context.Context, n int64) error {
 		if s.lim == l.Limiter && s.dec.Outcome == limiter.OutcomeAllowed {
 			if s.actual == -2 {
 				break // admitted by a Stack
+			}
+			for _, lim := range s.dec.Limits {
+				if lim.Algorithm != store.GCRA && lim.Algorithm != store.TokenBucket {
+					return fmt.Errorf("ratekeeper: middleware: ReportCost: policy %q: only gcra and token_bucket limits settle, got %s", l.h.name, lim.Algorithm)
+				}
 			}
 			s.actual = n
 			return nil

@@ -191,3 +191,15 @@ func TestReportCostInAStack(t *testing.T) {
 		t.Errorf("after a stacked request: %d left, want 99", got)
 	}
 }
+
+// TestReportCostOfAWindowLimit: a window algorithm cannot settle, and
+// ReportCost says so at once rather than after the handler.
+func TestReportCostOfAWindowLimit(t *testing.T) {
+	lim := mustNew(t, mustMem(t), constKey("alice"), store.Limit{Algorithm: store.FixedWindow, Rate: 10, Period: time.Hour})
+	var reportErr error
+	h := lim.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { reportErr = lim.ReportCost(r.Context(), 5) }))
+	serveReq(h, httptest.NewRequest(http.MethodGet, "/", nil))
+	if reportErr == nil || !strings.Contains(reportErr.Error(), "fixed_window") {
+		t.Errorf("ReportCost under a fixed window: got %v, want an error naming it", reportErr)
+	}
+}

@@ -30,12 +30,13 @@ func (l *Limiter) partialRequest(req *Request) error {
 // the response"), once per decision. Of a request an enclosing decision
 // already charged part of (Request.Charged), that part stands and only
 // the units d took are settled. A decision that took nothing (a refusal,
-// a peek, an exempt or unlimited request) settles nothing. Settle runs with ctx's values but not its
-// cancellation, so a client that went away does not cancel it; the store's
-// own time budget bounds it. Only GCRA and token-bucket limits settle. It
-// returns an error wrapping [store.ErrInvalidRequest] for a negative
-// actual cost or limits of another algorithm, and
-// errors.ErrUnsupported for a store that cannot settle.
+// a peek, an exempt or unlimited request) settles nothing. Settle runs
+// with ctx's values but not its cancellation, so a client that went away
+// does not cancel it; the store's own time budget bounds it. Only GCRA
+// and token-bucket limits settle. It returns an error wrapping
+// [store.ErrInvalidRequest] for a negative actual cost or limits of
+// another algorithm, and errors.ErrUnsupported for a store that cannot
+// settle.
 func (l *Limiter) Settle(ctx context.Context, d *Decision, actual int64) error {
 	if actual < 0 {
 		return fmt.Errorf("%w: actual cost must be >= 0, got %d", store.ErrInvalidRequest, actual)
