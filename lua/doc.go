@@ -30,7 +30,11 @@
 //	                             algorithm file (unreadable, prelude,
 //	                             part and the file), multi
 //	stacked/lean                 common, unreadable, lean_multi              stacked decisions, lean
-//	refund                       common, refund                              stacked decisions (refund)
+//	refund                       common, refund                              stacked decisions (refund), settlements
+//	<algorithm>/partial          the full script as the body of a            partial grants
+//	                             function, then partial
+//	fixed_window/calendar        common, calendar, unreadable, override,     calendar quotas
+//	                             prelude, calendar_window, fixed_window
 //
 // common.lua holds rounding helpers, the clock and the mode;
 // unreadable.lua repairs state the script cannot read; override.lua reads
@@ -43,7 +47,8 @@
 //
 // The algorithm files (bucket.lua for GCRA and the token bucket, which are
 // one algorithm; sliding_window_log.lua, sliding_window_counter.lua,
-// fixed_window.lua) evaluate every limit and supply the function that
+// fixed_window.lua, which follows window.lua, its aligned windows)
+// evaluate every limit and supply the function that
 // records a request; they run under either prelude. suppressed.lua, the
 // suppressed strategy, has only its full script, which the Redis store runs
 // for every request of the strategy. sliding_window_counter.lua and
@@ -234,6 +239,38 @@
 // refused it refused by the draw, else 0. Its refused takes also write
 // (the offered units), through the prelude's settle.
 //
+// # Partial grants
+//
+// The partial-grant scripts ("<algorithm>/partial", for every counting
+// algorithm) decide a request with package store's Partial: they take the
+// full script's KEYS and ARGV, with ARGV[2] the most units wanted (which
+// may exceed the capacity). partial.lua runs the full script twice in the
+// one call: as a peek of one unit, whose reply gives the grant g (0 when
+// refused, else the smaller of the units wanted and the deciding limit's
+// remaining plus one), then in the request's mode with cost g, or 1 when
+// g is 0. The reply is the second run's full reply with one integer
+// appended: g, or 0 when that run refused. The peek writes nothing, so
+// the call writes what a full script of cost g (or a refused one of cost
+// 1) writes.
+//
+// # Calendar quotas
+//
+// The calendar script ("fixed_window/calendar") decides a fixed-window
+// request of which some limits count in calendar windows (package store's
+// Limit.Calendar). Its KEYS are the full script's; its ARGV the full
+// script's, then per limit four integers: the starts (µs) of four
+// consecutive calendar windows, the one before the window that holds the
+// store's clock, that window and the two after it, or four zeros for a
+// limit of aligned windows. For a calendar limit the period argument is
+// its longest window (a day of 25 hours, a week and an hour, 31 days and
+// an hour), which bounds the de-duplication window as a period would.
+// calendar.lua checks and takes the bounds off ARGV before the prelude
+// runs; calendar_window.lua, in place of window.lua, gives fixed_window.lua
+// the window that holds the server's time: for a calendar limit the one of
+// the four that does (an error when none does), else the aligned one. The
+// reply is the full script's; the state is the fixed window's, {w, cur},
+// expiring at the end of its window.
+//
 // # Stacked decisions
 //
 // The stacked script ("stacked") decides several requests, each with its own key, limits and
@@ -286,6 +323,16 @@
 // now), 2 (refunded before: a resent refund changes nothing) or 0 (no
 // receipt: the take did not record, or its units have expired).
 //
+// The refund script also settles a reserved cost (package store's
+// Refunder.Settle), for GCRA and the token bucket: KEYS are the request's
+// state keys; ARGV "settle", the units to charge (the actual cost less
+// the reserved one, negative to give back), n and per limit rate and
+// period µs. Each limit's state is drained to now and the units added,
+// down to none (the key deleted) and past the capacity if need be, with
+// the TTL of the units left; an absent state is written only for a
+// charge. The reply is 1. Settling is not idempotent: the store sends it
+// once.
+//
 // # Re-sent commands
 //
 // A client library may re-send a command after a broken connection although
@@ -312,7 +359,7 @@
 //   - sliding_window_counter: one hash {w, cur, prev} per limit, w the start
 //     of the window cur counts; expires at the end of the window after w.
 //   - fixed_window: one hash {w, cur} per limit; expires at the end of
-//     window w.
+//     window w (a calendar window's end for a calendar limit).
 //   - override: a string ("exempt", "suspend" or "scale:<factor>"), PX
 //     the override's duration; written by the store's SetOverride, never
 //     by a script.

@@ -1,11 +1,11 @@
 -- fixed_window.lua: state[i] is a hash {w, cur} for limit i: the start w
--- of the window (microseconds, a multiple of the period) and the units cur
--- counted in it. Window algorithms count up to the capacity, the
--- rate.
-local start, cur = {}, {}
+-- of the window (microseconds, from window: a multiple of the period, or a
+-- calendar window's start) and the units cur counted in it. Window
+-- algorithms count up to the capacity, the rate.
+local start, stop, cur = {}, {}, {}
 for i = 1, n do
-  local p, r = period[i], cap[i]
-  local ws = now - math.fmod(now, p)
+  local r = cap[i]
+  local ws, we = window(i, now)
   local c = 0
   local st = redis.pcall('HMGET', state[i], 'w', 'cur')
   local w, sc
@@ -21,9 +21,10 @@ for i = 1, n do
     -- w > ws only when the server clock went back (after a failover):
     -- keep the newer window rather than forget its count.
     ws, c = w, sc
+    we = select(2, window(i, ws))
   end
-  local left = ws + p - now
-  start[i], cur[i] = ws, c + cost
+  local left = we - now
+  start[i], stop[i], cur[i] = ws, we, c + cost
   rem0[i] = floor_units(r - c, r)
   reset0[i] = 0
   if c > 0 then
@@ -44,7 +45,7 @@ end
 -- settle gives a state key left without TTL the one its window calls for.
 local function settle()
   for i = 1, n do
-    expire(state[i], start[i] + period[i] - now)
+    expire(state[i], stop[i] - now)
   end
 end
 
@@ -53,7 +54,7 @@ end
 local function record()
   for i = 1, n do
     redis.call('HSET', state[i], 'w', int(start[i]), 'cur', int(cur[i]))
-    redis.call('PEXPIRE', state[i], int(ttl_ms(start[i] + period[i] - now)))
+    redis.call('PEXPIRE', state[i], int(ttl_ms(stop[i] - now)))
   end
 end
 

@@ -41,7 +41,16 @@ var counter string
 var slidingWindowCounter string
 
 //go:embed fixed_window.lua
-var fixedWindow string
+var fixedWindowFile string
+
+//go:embed window.lua
+var alignedWindow string
+
+//go:embed calendar.lua
+var calendarArgs string
+
+//go:embed calendar_window.lua
+var calendarWindow string
 
 //go:embed suppressed.lua
 var suppressed string
@@ -58,11 +67,16 @@ var leanMulti string
 //go:embed refund.lua
 var refund string
 
+//go:embed partial.lua
+var partialDriver string
+
 // The algorithm files, each with what it follows: sliding_window_counter
-// and suppressed count in counter.lua's windows.
+// and suppressed count in counter.lua's windows; fixed_window follows
+// window.lua, its windows (calendar_window.lua in the calendar script).
 var (
 	windowCounter  = counter + "\n" + slidingWindowCounter
 	suppressedBody = counter + "\n" + suppressed
+	fixedWindow    = alignedWindow + "\n" + fixedWindowFile
 )
 
 // scripts is the one table of every script: its name (see the script names) and the
@@ -93,6 +107,14 @@ var scripts = [...]struct {
 	{"stacked", stacked()},
 	{"stacked/lean", []string{common, unreadable, leanMulti}},
 	{"refund", []string{common, refund}},
+	// Partial grants (partial.go).
+	{"gcra/partial", partial(bucket)},
+	{"token_bucket/partial", partial(bucket)},
+	{"sliding_window_log/partial", partial(slidingWindowLog)},
+	{"sliding_window_counter/partial", partial(windowCounter)},
+	{"fixed_window/partial", partial(fixedWindow)},
+	// Calendar quotas (calendar.go).
+	{"fixed_window/calendar", calendar()},
 }
 
 // full is the full script of an algorithm file: every feature of a
@@ -156,7 +178,8 @@ var errUnknownScript = errors.New("lua: unknown script")
 // for each algorithm of package store, by its name, "<algorithm>" (the
 // full script), "<algorithm>/lean" and "<algorithm>/lean-override" (none
 // for the suppressed strategy); then "stacked", "stacked/lean" and
-// "refund". The slice is a fresh copy.
+// "refund"; then "<algorithm>/partial" for each counting algorithm and
+// "fixed_window/calendar". The slice is a fresh copy.
 func names() []string {
 	out := make([]string, len(scripts))
 	for i := range scripts {

@@ -128,6 +128,12 @@ func TestNames(t *testing.T) {
 		}
 	}
 	want = append(want, "stacked", "stacked/lean", "refund")
+	for _, a := range algorithms {
+		if a != "suppressed" {
+			want = append(want, a+"/partial")
+		}
+	}
+	want = append(want, "fixed_window/calendar")
 	got := names()
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("got %v, want %v", got, want)
@@ -251,4 +257,24 @@ func command(conn net.Conn, rd *bufio.Reader, args ...string) (string, error) {
 func startRedis(t *testing.T) string {
 	t.Helper()
 	return redistest.Require(t).Addr
+}
+
+func TestPartialSources(t *testing.T) {
+	for _, a := range algorithms {
+		if a == "suppressed" {
+			continue
+		}
+		src, err := Source(a + "/partial")
+		if err != nil {
+			t.Fatalf("Source(%q): got error %v, want nil", a+"/partial", err)
+		}
+		body, err := Source(a)
+		if err != nil {
+			t.Fatalf("Source(%q): got error %v, want nil", a, err)
+		}
+		want := "local function decide()\n" + body + "\nend\n" + partialDriver
+		if src != want {
+			t.Errorf("%s/partial: the script is not the full script as decide, then partial.lua", a)
+		}
+	}
 }

@@ -15,6 +15,62 @@
 -- 0 nothing to refund (the take recorded nothing, or its receipt expired:
 -- it lives a few store timeouts, or the part's longest period when that
 -- is shorter, so units still counted then stay charged until they expire).
+--
+-- The same script settles a reserved cost (package store, "Costs settled
+-- after the response"), GCRA and the token bucket only:
+--
+--   KEYS       the request's state keys, one per limit
+--   ARGV[1]    "settle"
+--   ARGV[2]    the units to charge: the actual cost less the reserved one,
+--              negative to give back
+--   ARGV[3]    n, then per limit: rate, period µs
+--
+-- Reply: 1.
+
+-- adjust_bucket adds delta units to the GCRA or token bucket state key of
+-- rate r per period p (µs), drained to now first: more units when delta
+-- is positive (an absent or unreadable state counting as none, which is
+-- then written over), fewer, down to none, when negative. The state is
+-- written at now with the TTL of its units, or deleted when none are left.
+local function adjust_bucket(key, r, p, delta)
+  local st = redis.pcall('GET', key)
+  local u = 0
+  if type(st) == 'string' and #st == 16 then
+    local ts, used = struct.unpack('<d<d', st)
+    local d = now - ts
+    if d < 0 then
+      d = 0
+    end
+    u = used - d * r / p
+    if u < 0 then
+      u = 0
+    end
+  elseif delta <= 0 then
+    return
+  end
+  u = u + delta
+  if u > 0 then
+    redis.call('SET', key, struct.pack('<d<d', now, u), 'PX', int(ttl_ms(ceil_us(u * p / r))))
+  else
+    redis.call('DEL', key)
+  end
+end
+
+if mode == 'settle' then
+  local delta, n = tonumber(ARGV[2]), tonumber(ARGV[3])
+  if not delta or not n or n < 1 or #ARGV ~= 3 + 2 * n or #KEYS ~= n then
+    error('ratekeeper: malformed arguments')
+  end
+  for i = 1, n do
+    local r, p = tonumber(ARGV[2 + 2 * i]), tonumber(ARGV[3 + 2 * i])
+    if not r or r < 1 or not p or p < 1 then
+      error('ratekeeper: malformed arguments')
+    end
+    adjust_bucket(KEYS[i], r, p, delta)
+  end
+  return 1
+end
+
 local alg, cost, nonce, n = tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5])
 if mode ~= 'refund' or not alg or alg < 0 or alg > 4 or not cost or cost < 1
     or not n or n < 1 or #ARGV ~= 5 + 3 * n or #KEYS < 2 then
@@ -38,21 +94,7 @@ for i = 1, n do
   if alg <= 1 then
     -- GCRA and the token bucket: the units drain linearly, so the units
     -- the take added are still counted now, unless drained to zero.
-    local key = KEYS[1 + i]
-    local st = redis.pcall('GET', key)
-    if type(st) == 'string' and #st == 16 then
-      local ts, used = struct.unpack('<d<d', st)
-      local d = now - ts
-      if d < 0 then
-        d = 0
-      end
-      local u = used - d * r / p - cost
-      if u > 0 then
-        redis.call('SET', key, struct.pack('<d<d', now, u), 'PX', int(ttl_ms(ceil_us(u * p / r))))
-      else
-        redis.call('DEL', key)
-      end
-    end
+    adjust_bucket(KEYS[1 + i], r, p, -cost)
   elseif alg == 2 then
     -- The sliding window log: the take's own members.
     if i == 1 then

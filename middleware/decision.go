@@ -46,6 +46,7 @@ type reqState struct {
 	identity        string
 	charged         int64 // units of lim charged for identity on this request
 	dec             limiter.Decision
+	actual          int64 // the cost the handler reported (ReportCost), -1 for none, -2 when nothing settles
 	req             http.Request
 	hb              headers.Buffer
 }
@@ -104,7 +105,7 @@ func (s *reqState) chargedFor(lim *limiter.Limiter, tier, identity string) int64
 
 // newState returns a state for r under lim, with the copy of r to pass on.
 func newState(r *http.Request, lim *limiter.Limiter) *reqState {
-	st := &reqState{Context: r.Context(), prev: stateFrom(r.Context()), lim: lim}
+	st := &reqState{Context: r.Context(), prev: stateFrom(r.Context()), lim: lim, actual: -2}
 	st.req = *r.WithContext(st)
 	return st
 }
@@ -135,7 +136,7 @@ func newState(r *http.Request, lim *limiter.Limiter) *reqState {
 // above a limit's capacity as one wrapping [store.ErrCostExceedsCapacity];
 // see [limiter.Limiter.Decide].
 func (l *Limiter) Allow(ctx context.Context, identity string) (limiter.Decision, error) {
-	return l.decideFor(ctx, identity, l.cost, false)
+	return l.decideFor(ctx, identity, l.cost, false, false)
 }
 
 // AllowN is [Limiter.Allow] for n units, for a cost known only inside the
@@ -149,18 +150,32 @@ func (l *Limiter) AllowN(ctx context.Context, identity string, n int64) (limiter
 	if n < 1 {
 		return limiter.Decision{}, fmt.Errorf("ratekeeper: middleware: AllowN: n must be >= 1, got %d", n)
 	}
-	return l.decideFor(ctx, identity, n, false)
+	return l.decideFor(ctx, identity, n, false, false)
+}
+
+// AllowAtMost is [Limiter.AllowN] for up to n units: it takes as many as
+// fit now, at least 1, and the Decision's Granted says how many (serve
+// that many items of a batch); it is refused, with a RetryAfter until one
+// unit fits, only when none does. n may exceed the limits' capacity. Not
+// for a policy with CountDenied, Overrides or a calendar quota (package
+// store, "Partial grants"); [Limiter.Enforce] answers its refusals as
+// AllowN's.
+func (l *Limiter) AllowAtMost(ctx context.Context, identity string, n int64) (limiter.Decision, error) {
+	if n < 1 {
+		return limiter.Decision{}, fmt.Errorf("ratekeeper: middleware: AllowAtMost: n must be >= 1, got %d", n)
+	}
+	return l.decideFor(ctx, identity, n, false, true)
 }
 
 // Peek returns the decision [Limiter.Allow] would return now, recording
 // nothing and reporting nothing to the observer.
 func (l *Limiter) Peek(ctx context.Context, identity string) (limiter.Decision, error) {
-	return l.decideFor(ctx, identity, l.cost, true)
+	return l.decideFor(ctx, identity, l.cost, true, false)
 }
 
 var errNoTier = errors.New("ratekeeper: middleware: a limiter with tiers decides from a handler only for requests its own Handler classified")
 
-func (l *Limiter) decideFor(ctx context.Context, identity string, n int64, peek bool) (limiter.Decision, error) {
+func (l *Limiter) decideFor(ctx context.Context, identity string, n int64, peek, partial bool) (limiter.Decision, error) {
 	if identity == "" {
 		return limiter.Decision{}, errEmptyKey
 	}
@@ -168,7 +183,7 @@ func (l *Limiter) decideFor(ctx context.Context, identity string, n int64, peek 
 	if err != nil {
 		return limiter.Decision{}, err
 	}
-	return l.Decide(ctx, limiter.Request{Tier: tier, Identity: identity, Cost: n, Limits: limits, Peek: peek})
+	return l.Decide(ctx, limiter.Request{Tier: tier, Identity: identity, Cost: n, Limits: limits, Peek: peek, Partial: partial})
 }
 
 // tierFor returns the tier and limits for a decision asked from a handler:

@@ -288,7 +288,15 @@ func (l *Limiter) finish(w http.ResponseWriter, r *http.Request, next http.Handl
 		if d.Outcome == limiter.OutcomeAllowed {
 			st.charged = d.Cost
 		}
-		writeHeaders(w.Header(), &st.dec, &st.hb, false)
+		if st.prev != nil && st.prev.lim != st.lim {
+			writeNestedHeaders(w.Header(), st)
+		} else {
+			writeHeaders(w.Header(), &st.dec, &st.hb, false)
+		}
+		if d.Outcome == limiter.OutcomeAllowed {
+			l.serveSettling(w, st, next)
+			return
+		}
 		next.ServeHTTP(w, &st.req)
 	case limiter.OutcomeSuspended:
 		writeJSON(w, http.StatusForbidden, contentTypeJSON, bodySuspended)

@@ -22,8 +22,9 @@ import (
 //
 // A stack holds 1 to [MaxParts] parts, each valid ([Request.Validate]),
 // without a DedupID (a stack has no single identity to de-duplicate for),
-// without Overrides (not decided in a stack), and with distinct keys
-// (parts of one key would count against each other before either is
+// without Partial (a stack takes all or nothing), without Calendar
+// limits, without Overrides (not decided in a stack), and with distinct
+// keys (parts of one key would count against each other before either is
 // recorded; give one request all the limits of a key instead).
 //
 // The memory store and the Redis store on one node decide a stack in one
@@ -117,12 +118,29 @@ type EvictionPolicyReporter interface {
 	EvictionPolicy() string
 }
 
-// Refunder is implemented by stores that may decide a stacked decision
-// ([MultiStore]) in several steps and give back what earlier steps
-// recorded when a later one refuses: the Redis store (whose stacks take
-// several steps on a Redis Cluster), and the hybrid store when its
-// backend does. Both counts only grow and are safe to read concurrently.
+// Refunder is implemented by stores that give back, or charge, units
+// after a decision: the memory store, the Redis store and the hybrid
+// store when its backend does. The Redis store may decide a stacked
+// decision ([MultiStore]) in several steps and gives back what earlier
+// steps recorded when a later one refuses (its stacks take several steps
+// on a Redis Cluster); the counts report those refunds, only grow and are
+// safe to read concurrently (always 0 on the memory store). Settle
+// charges the difference between a reserved and an actual cost (package
+// store, "Costs settled after the response").
 type Refunder interface {
+	// Settle settles a Take of req whose cost (req.Cost, the estimate it
+	// reserved) turned out to be actual: it charges actual − req.Cost to
+	// req.Key under req.Limits in one atomic step, more units when
+	// positive (possibly past the capacity: the key is then refused until
+	// the overrun has drained), fewer when negative (at most the units
+	// still counted). Call it at most once per admitted Take: each call
+	// applies; a Take never settled stays charged with its estimate. It
+	// returns an error wrapping [ErrInvalidRequest] for a request that is
+	// not a valid GCRA or token bucket request without ApplyOverride or
+	// Partial, or for an actual cost below 0 or above 2³⁰, and a
+	// *[BackendError] when the backend fails (then the settlement may or
+	// may not have applied; do not repeat it).
+	Settle(ctx context.Context, req Request, actual int64) error
 	// Refunds returns how many parts of stacked decisions were refunded
 	// because a later step refused the request.
 	Refunds() uint64

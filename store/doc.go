@@ -150,6 +150,59 @@
 // refusal without Blocked. Reset forgets the key's block, strike count and
 // remembered ids along with the state of the given limits.
 //
+// # Partial grants
+//
+// A [Request.Partial] request of cost c takes as many of its c units as
+// fit now instead of all or none. Its grant g is the largest number of
+// units, at most c, that every limit admits at this moment: ⌊B − used⌋
+// for GCRA and the token bucket, B − count for the sliding window log
+// (each limit's count in its window), ⌊B − est⌋ for the sliding window
+// counter and B − cur for the fixed window (c may exceed B; g never
+// does). When g ≥ 1 the request is decided and recorded exactly as a
+// request of cost g, in one atomic step with the measurement, and
+// [Decision.Granted] is g. When g is 0 (a limit is full, or the key is
+// blocked) it is decided as a request of cost 1, which is refused: its
+// RetryAfter is the time until one unit fits, a refusing limit with a
+// Block blocks the key, and Granted is 0. A Peek reports the decision and
+// the grant a Take would make now and writes nothing.
+//
+// # Calendar quotas
+//
+// A [FixedWindow] limit with [Limit.Calendar] counts in calendar windows
+// of its [Limit.Location] (UTC when nil) instead of windows of Period
+// (which is then 0): "day" runs from one local midnight to the next,
+// "week" from Monday's midnight to the next Monday's, "month" from
+// midnight on the 1st to midnight on the next 1st. The windows end at the
+// real boundaries: a day is 23 or 25 hours long when daylight saving time
+// starts or ends, a month 28 to 31 days (plus or minus the hour of a
+// change inside it), and where the clocks skip midnight the day starts at
+// the instant they jump to. Within its window a calendar limit is
+// decided exactly as a fixed window: admitted iff cur + c ≤ B, and
+// ResetAfter (and a refusal's RetryAfter) is the time to the window's
+// end. Its state expires at that end, and its default ID is
+// "fixed_window/<calendar>". A request may mix calendar limits with
+// fixed windows of a Period, and carry blocks, counted refusals,
+// de-duplication ids and overrides as any request; not Partial, and not
+// in a stack. The memory store computes the window from its clock; the
+// Redis store computes the windows around its own clock and the script
+// picks the one that holds the server's TIME (an error when the two
+// clocks differ by more than a window).
+//
+// # Costs settled after the response
+//
+// A cost known only once the request is served (tokens of a model's
+// answer, bytes sent) is reserved and then settled: a Take with the
+// estimated cost c reserves it like any request, and [Refunder.Settle]
+// with the actual cost a applies d = a − c to the key's limits at once,
+// for GCRA and the token bucket. At now, for each limit, used =
+// max(0, used − (now − ts)·R/P) + d, floored at 0, and ts = now (absent
+// state counts as 0 used; a result of 0 leaves the limit as fresh). So a
+// charge may take used past B, and requests are refused until it has
+// drained (RetryAfter (used + c − B)·P/R as ever); a give-back returns at
+// most what is still counted, the newest units first. A settlement is
+// one write, applied once per call: a reservation never settled (its
+// instance crashed) stays charged with the estimate and drains as usual.
+//
 // # Concurrency
 //
 // A Store is safe for concurrent use. Each Take is atomic: concurrent Takes

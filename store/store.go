@@ -108,6 +108,16 @@ type Limit struct {
 	// a key lasts min(Block·2^(n-1), BlockMax). Offences are forgotten
 	// BlockMax after the last block ends. Zero disables escalation.
 	BlockMax time.Duration
+	// Calendar, when set, makes a [FixedWindow] limit count in calendar
+	// windows of Location instead of windows of Period (which must then
+	// be 0): "day" (from midnight to midnight), "week" (from Monday
+	// midnight) or "month" (from midnight on the 1st), each ending at the
+	// real boundary across daylight saving changes and months of any
+	// length (package store, "Calendar quotas").
+	Calendar string
+	// Location is the time zone of a Calendar limit's windows. Nil means
+	// UTC. Only with Calendar.
+	Location *time.Location
 }
 
 // PerSecond returns a GCRA limit of n per second with burst n.
@@ -158,10 +168,13 @@ func (l Limit) Window() time.Duration {
 }
 
 // ID returns the limit's identity within a request: Name when set, else
-// "<algorithm>/<period>".
+// "<algorithm>/<period>", or "<algorithm>/<calendar>" for a Calendar limit.
 func (l Limit) ID() string {
 	if l.Name != "" {
 		return l.Name
+	}
+	if l.Calendar != "" {
+		return l.Algorithm.String() + "/" + l.Calendar
 	}
 	return l.Algorithm.String() + "/" + l.Period.String()
 }
@@ -182,6 +195,13 @@ const maxDrain = 100 * maxPeriod
 // Validate reports whether l is usable. Errors wrap [ErrInvalidLimit] and
 // name the offending field.
 func (l Limit) Validate() error {
+	if l.Calendar != "" || l.Location != nil {
+		span, err := l.validateCalendar()
+		if err != nil {
+			return err
+		}
+		l.Period = span // this copy only: the checks below then hold
+	}
 	switch {
 	case !l.Algorithm.valid():
 		return fmt.Errorf("%w: Algorithm: unknown value %d", ErrInvalidLimit, int(l.Algorithm))
@@ -269,6 +289,14 @@ type Request struct {
 	// means the override is not read at all (no cost). An override takes
 	// precedence over the key's block.
 	ApplyOverride bool
+	// Partial takes up to Cost units instead of all or none: the request
+	// is admitted with as many units as every limit admits now, reported
+	// in [Decision.Granted], and refused only when not even one unit fits
+	// (its RetryAfter is then the time until one does). Cost may exceed
+	// the limits' capacity. Not with CountDenied, DedupID, ApplyOverride,
+	// a Calendar limit, the suppressed strategy or in a stack (package
+	// store, "Partial grants").
+	Partial bool
 }
 
 // cost returns the effective cost (zero means one).
@@ -305,6 +333,12 @@ func (r Request) Validate() error {
 	if r.DedupWindow < 0 {
 		return fmt.Errorf("%w: negative DedupWindow %s", ErrInvalidRequest, r.DedupWindow)
 	}
+	if err := r.validatePartial(); err != nil {
+		return err
+	}
+	if err := r.calendarRequest(); err != nil {
+		return err
+	}
 	c := r.cost()
 	alg := r.Limits[0].Algorithm
 	if r.CountDenied && !alg.window() {
@@ -322,7 +356,7 @@ func (r Request) Validate() error {
 				return fmt.Errorf("%w: limits %d and %d share the id %q", ErrInvalidRequest, j, i, l.ID())
 			}
 		}
-		if c > l.Capacity() && !r.ApplyOverride {
+		if c > l.Capacity() && !r.ApplyOverride && !r.Partial {
 			return costError(c, l)
 		}
 	}
@@ -397,6 +431,10 @@ type Decision struct {
 	// PerLimit holds each limit's state, in request order, when the request
 	// has more than one limit; nil for single-limit requests.
 	PerLimit []LimitState
+	// Granted is, for a [Request.Partial] request, the units taken (or,
+	// for Peek, that a Take would take now): 1 to Cost when Allowed, 0
+	// when refused. Zero for other requests.
+	Granted int64
 }
 
 // LimitState is one limit's part of a [Decision].

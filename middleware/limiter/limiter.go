@@ -91,6 +91,11 @@ type Request struct {
 	// reports [OutcomeRejected] with this error, without an identity, and
 	// returns it.
 	IdentityErr error
+	// Partial admits as much of Cost as fits now instead of all or none:
+	// the Decision's Granted is the units taken, and it is refused only
+	// when not even one unit fits (package store, "Partial grants"). Not
+	// with Charged, a DedupID, Options.CountDenied or Options.Overrides.
+	Partial bool
 }
 
 // Decision is a limiter's answer about one request: the store's decision
@@ -129,6 +134,10 @@ type Decision struct {
 	// Headers.Write(h, &d.Decision, d.Reset, &buf, retry), to an HTTP
 	// header or gRPC metadata. Nil when Limits is.
 	Headers *headers.Policy
+
+	key      string // the store key units were taken under, for Settle
+	reserved int64  // the units taken under key
+	local    bool   // the fallback store took them
 }
 
 // New builds a Limiter on store s. It returns an error, never a
@@ -302,6 +311,11 @@ func (l *Limiter) Decide(ctx context.Context, req Request) (Decision, error) {
 	if req.Identity == "" {
 		return Decision{Policy: l.name}, errEmptyKey
 	}
+	if req.Partial {
+		if err := l.partialRequest(&req); err != nil {
+			return Decision{Policy: l.name}, err
+		}
+	}
 	t, err := l.tier(req.Tier)
 	if err != nil {
 		d := Decision{Policy: l.name, Tier: req.Tier, Cost: cost}
@@ -349,7 +363,7 @@ func (l *Limiter) reportUnlessPeek(ctx context.Context, req *Request, e *Event) 
 
 // storeRequest is the store request for req under set, taking need units.
 func (l *Limiter) storeRequest(req *Request, d *Decision, set *limitSet, need int64) store.Request {
-	sr := store.Request{Key: StoreKey(l.name, d.Tier, req.Identity), Limits: set.limits, Cost: need, CountDenied: l.countDenied, ApplyOverride: l.overrides}
+	sr := store.Request{Key: StoreKey(l.name, d.Tier, req.Identity), Limits: set.limits, Cost: need, CountDenied: l.countDenied, ApplyOverride: l.overrides, Partial: req.Partial}
 	if req.DedupID != "" && !req.Peek {
 		sr.DedupID, sr.DedupReplays, sr.DedupWindow = req.DedupID, l.dedupMax, l.dedupTTL
 	}
@@ -373,6 +387,12 @@ func (l *Limiter) decide(ctx context.Context, req *Request, d Decision, set *lim
 	}
 	if !req.Peek && !sd.Allowed && req.Charged > 0 && !sd.Blocked && sd.Override != store.OverrideSuspend {
 		sd = l.nestedRefusal(ctx, sr, d.Cost, sd, call)
+	}
+	if !req.Peek && sd.Allowed {
+		d.key, d.reserved, d.local = sr.Key, sr.Cost, call.fallback
+		if sr.Partial {
+			d.reserved = sd.Granted
+		}
 	}
 	return l.finish(ctx, req, d, sd, now, call), nil
 }

@@ -306,6 +306,50 @@ policies:
         period: 1m
         block_max: 1h
 `, 8, "policies.login.limits[0].block_max", "needs block"},
+		{"calendar and period", "", `
+policies:
+  api:
+    key: ip
+    limits:
+      - rate: 1000
+        calendar: month
+        period: 1h
+`, 8, "policies.api.limits[0].period", "excludes calendar"},
+		{"unknown calendar", "", `
+policies:
+  api:
+    key: ip
+    limits:
+      - rate: 1000
+        calendar: fortnight
+`, 7, "policies.api.limits[0].calendar", `unknown calendar "fortnight"`},
+		{"unknown time zone", "", `
+policies:
+  api:
+    key: ip
+    limits:
+      - rate: 1000
+        calendar: day
+        timezone: Mars/Olympus
+`, 8, "policies.api.limits[0].timezone", `unknown time zone "Mars/Olympus"`},
+		{"time zone without calendar", "", `
+policies:
+  api:
+    key: ip
+    limits:
+      - rate: 1000
+        period: 1h
+        timezone: Europe/Berlin
+`, 8, "policies.api.limits[0].timezone", "needs calendar"},
+		{"calendar of another algorithm", "", `
+policies:
+  api:
+    key: ip
+    limits:
+      - rate: 1000
+        algorithm: gcra
+        calendar: day
+`, 6, "policies.api.limits[0]", "Calendar needs the fixed_window algorithm"},
 		{"negative block", "", `
 policies:
   login:

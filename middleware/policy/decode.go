@@ -563,7 +563,7 @@ func (d *decoder) limits(n *yaml.Node, path string) []limitSpec {
 	return out
 }
 
-const limitFields = "name, algorithm, rate, threshold, period, burst, block, block_max"
+const limitFields = "name, algorithm, rate, threshold, period, calendar, timezone, burst, block, block_max"
 
 func (d *decoder) limit(n *yaml.Node, path string) (limitSpec, bool) {
 	ls := limitSpec{line: n.Line}
@@ -587,8 +587,19 @@ func (d *decoder) limit(n *yaml.Node, path string) (limitSpec, bool) {
 	case !rate && !threshold:
 		d.add(ls.line, join(path, "rate"), "required (or threshold)")
 	}
-	if _, ok := at["period"]; !ok {
-		d.add(ls.line, join(path, "period"), "required")
+	_, period := at["period"]
+	_, calendar := at["calendar"]
+	switch {
+	case calendar && period:
+		d.add(at["period"], join(path, "period"), "excludes calendar: the calendar sets the window")
+	case !calendar && !period:
+		d.add(ls.line, join(path, "period"), "required (or calendar)")
+	}
+	if _, ok := at["timezone"]; ok && !calendar {
+		d.add(at["timezone"], join(path, "timezone"), "needs calendar: it places calendar windows")
+	}
+	if _, ok := at["algorithm"]; calendar && !ok {
+		ls.limit.Algorithm = store.FixedWindow // the one algorithm a calendar counts with
 	}
 	if d.count() > before {
 		return ls, false
@@ -672,6 +683,21 @@ func (d *decoder) limitField(ls *limitSpec, f, key string, k, v *yaml.Node) {
 		}
 	case "period":
 		l.Period, _ = d.duration(v, f, false)
+	case "calendar":
+		if s, ok := d.str(v, f); ok {
+			if s != "day" && s != "week" && s != "month" {
+				d.add(k.Line, f, fmt.Sprintf("unknown calendar %q (want day, week or month)", s))
+			}
+			l.Calendar = s
+		}
+	case "timezone":
+		if s, ok := d.str(v, f); ok {
+			loc, err := time.LoadLocation(s)
+			if err != nil || s == "" || s == "Local" {
+				d.add(k.Line, f, fmt.Sprintf("unknown time zone %q (want an IANA name such as Europe/Berlin, or UTC)", s))
+			}
+			l.Location = loc
+		}
 	case "burst":
 		l.Burst, _ = d.integer(v, f, 0)
 	case "block":

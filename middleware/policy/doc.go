@@ -113,8 +113,14 @@
 //   - rate: units per period, at least 1; or threshold: N, a limit that
 //     refuses the request that would bring the count to N (">=" rather
 //     than ">"), which is rate N-1. One of the two is required.
-//   - period: required, a Go duration of whole milliseconds ("1m",
-//     "24h", "250ms").
+//   - period: required unless calendar is set, a Go duration of whole
+//     milliseconds ("1m", "24h", "250ms").
+//   - calendar: day, week or month, instead of period: a quota counted in
+//     the calendar's windows from local midnight (Monday's, the 1st's),
+//     with the fixed_window algorithm (the default then), ending at the
+//     real boundary ([store.Limit].Calendar).
+//   - timezone: the IANA time zone of a calendar's windows
+//     ("Europe/Berlin"); default UTC. Only with calendar.
 //   - algorithm: gcra (default), token_bucket, sliding_window_log,
 //     sliding_window_counter, fixed_window ([store.Algorithm]) or
 //     suppressed, the strategy that sheds load between rate (the soft

@@ -192,7 +192,14 @@ func marshalLimits(limits []limitSpec) json.RawMessage {
 		} else {
 			o.val("rate", l.Rate)
 		}
-		o.str("period", fmtDuration(l.Period))
+		if l.Calendar != "" {
+			o.str("calendar", l.Calendar)
+			if l.Location != nil {
+				o.str("timezone", l.Location.String())
+			}
+		} else {
+			o.str("period", fmtDuration(l.Period))
+		}
 		if l.Burst > 0 {
 			o.val("burst", l.Burst)
 		}

@@ -21,6 +21,9 @@ type reportingBackend struct{ store.Store }
 func (reportingBackend) EvictionPolicy() string { return "noeviction" }
 func (reportingBackend) Refunds() uint64        { return 3 }
 func (reportingBackend) Unrefunded() uint64     { return 1 }
+func (reportingBackend) Settle(context.Context, store.Request, int64) error {
+	return nil
+}
 
 // TestForwardsCapabilities: the blocks, evictions, eviction policy and
 // refunds a hybrid store reports are its backend's.
@@ -55,8 +58,8 @@ func TestForwardsCapabilities(t *testing.T) {
 }
 
 // TestCapabilitiesOfAPlainBackend: over a backend without them, a hybrid
-// store reports no evictions, no policy and no refunds, and its block
-// listing fails with errors.ErrUnsupported.
+// store reports no evictions, no policy and no refunds, its block
+// listing fails with errors.ErrUnsupported and it settles nothing.
 func TestCapabilitiesOfAPlainBackend(t *testing.T) {
 	m, err := memstore.New(memstore.Options{})
 	if err != nil {
@@ -68,5 +71,28 @@ func TestCapabilitiesOfAPlainBackend(t *testing.T) {
 	}
 	if e, p, n, u := s.(store.EvictionCounter).Evictions(), s.(store.EvictionPolicyReporter).EvictionPolicy(), s.(store.Refunder).Refunds(), s.(store.Refunder).Unrefunded(); e != 0 || p != "" || n != 0 || u != 0 {
 		t.Errorf("got evictions %d, policy %q, refunds %d, unrefunded %d; want 0, \"\", 0, 0", e, p, n, u)
+	}
+	r := store.Request{Key: "k", Limits: []store.Limit{{Rate: 10, Period: time.Hour}}, Cost: 4}
+	if err := s.(store.Refunder).Settle(context.Background(), r, 7); !errors.Is(err, store.ErrInvalidRequest) {
+		t.Errorf("Settle: got %v, want ErrInvalidRequest (the backend does not settle)", err)
+	}
+}
+
+// TestSettlePassesToTheBackend: a settlement through a hybrid store
+// charges the backend's state at once.
+func TestSettlePassesToTheBackend(t *testing.T) {
+	ctx := context.Background()
+	m, err := memstore.New(memstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newHybrid(t, m, hybrid.Options{SyncInterval: time.Hour})
+	r := store.Request{Key: "k", Limits: []store.Limit{{Rate: 10, Period: time.Hour}}, Cost: 4}
+	if err := s.(store.Refunder).Settle(ctx, r, 7); err != nil {
+		t.Fatalf("Settle: got %v, want nil", err)
+	}
+	d, err := m.Peek(ctx, store.Request{Key: "k", Limits: r.Limits})
+	if err != nil || d.Remaining != 6 {
+		t.Errorf("backend after a charge of 3: got %+v, %v, want 6 remaining after one more unit", d, err)
 	}
 }

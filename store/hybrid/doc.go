@@ -14,7 +14,8 @@
 //
 // Only lean requests: one limit without
 // [store.Limit.Block], without [store.Request.CountDenied], without
-// [store.Request.DedupID] and without [store.Request.ApplyOverride]. Every
+// [store.Request.DedupID], without [store.Request.Partial] and without
+// [store.Request.ApplyOverride]. Every
 // other request goes straight to the backend, unchanged, and is exactly as
 // precise as the backend is. Local state is kept per key and [store.Limit]
 // (the whole value, so a changed limit starts a new local state).

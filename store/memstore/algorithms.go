@@ -318,20 +318,21 @@ func retryUnder(st *counts, now, p int64, cf, limit float64) int64 {
 
 // fixedWindow implements the fixed window, in integer counts only.
 func fixedWindow(l *store.Limit, st *counts, now, c int64, o *outcome) {
-	p, capacity := l.Period.Microseconds(), l.Capacity()
-	ws := windowStart(now, p)
+	capacity := l.Capacity()
+	ws, end := fixedWindowAt(l, now)
 	var cur int64
 	if st != nil && st.ts >= ws {
 		// st.ts > ws only when the clock stepped back: keep the newer
 		// window rather than forget its count.
 		ws, cur = st.ts, st.cur
+		_, end = fixedWindowAt(l, ws)
 	}
-	left := ws + p - now
+	left := end - now
 	o.rem0 = floorUnits(float64(capacity-cur), capacity)
 	if cur > 0 {
 		o.reset0 = left
 	}
-	o.next = counts{exp: ws + p, ts: ws, cur: cur + c}
+	o.next = counts{exp: end, ts: ws, cur: cur + c}
 	if cur+c <= capacity {
 		o.allowed = true
 		o.rem1 = capacity - cur - c

@@ -94,7 +94,12 @@ func (s *memStore) run(req store.Request, take bool) (store.Decision, error) {
 			return store.Decision{}, err
 		}
 	}
-	o.evaluate(out)
+	var granted int64
+	if req.Partial {
+		granted = o.grant(out)
+	} else {
+		o.evaluate(out)
+	}
 	var err error
 	if take {
 		err = o.write(out)
@@ -105,6 +110,9 @@ func (s *memStore) run(req store.Request, take bool) (store.Decision, error) {
 	}
 	d := o.decision(out)
 	d.Override = kind
+	if d.Allowed {
+		d.Granted = granted
+	}
 	return d, nil
 }
 

@@ -349,8 +349,8 @@ func (s *memStore) Name() string { return "memory" }
 // limits seen before.
 func (s *memStore) limitIDs(limits []store.Limit, ids *[store.MaxLimits]string) {
 	for i, l := range limits {
-		if l.Name != "" {
-			ids[i] = l.Name
+		if l.Name != "" || l.Calendar != "" {
+			ids[i] = l.ID()
 		} else {
 			ids[i] = s.ids.get(l.Algorithm, l.Period)
 		}

@@ -33,20 +33,32 @@ const (
 	// leanOverride decides a plain request that applies its key's
 	// override.
 	leanOverride
+	// partialGrant decides a request with store.Request.Partial: the full
+	// script's calling convention, one integer more in the reply.
+	partialGrant
+	// calendarWindows decides a request with a calendar limit
+	// (store.Limit.Calendar): the full script's calling convention, four
+	// window bounds per limit more in ARGV.
+	calendarWindows
 
 	variants // the number of variants
 )
 
 // scriptSuffix is the lua script name of each variant after the
 // algorithm's name.
-var scriptSuffix = [variants]string{full: "", lean: "/lean", leanOverride: "/lean-override"}
+var scriptSuffix = [variants]string{full: "", lean: "/lean", leanOverride: "/lean-override", partialGrant: "/partial", calendarWindows: "/calendar"}
 
 // variantOf returns the script family that decides a validated request:
 // lean for a plain request of a counting algorithm, leanOverride for one
-// that also applies its key's override, else full (the suppressed
-// strategy always runs its full script).
+// that also applies its key's override, partialGrant for a partial
+// request, calendarWindows for one with a calendar limit, else full (the suppressed strategy always runs its full
+// script).
 func variantOf(req *store.Request) variant {
 	switch {
+	case req.Partial:
+		return partialGrant
+	case calendarRequest(req):
+		return calendarWindows
 	case !contract.Plain(req) || req.Limits[0].Algorithm == contract.Suppressed:
 		return full
 	case req.ApplyOverride:
@@ -90,6 +102,9 @@ var builtinScripts = sync.OnceValues(func() (*scriptTable, error) {
 		for v := range variants {
 			if store.Algorithm(alg) == contract.Suppressed && v != full {
 				continue // the suppressed strategy has only its full script
+			}
+			if v == calendarWindows && store.Algorithm(alg) != store.FixedWindow {
+				continue // only fixed windows follow a calendar
 			}
 			if t.byAlgorithm[alg][v], err = src(scriptName(store.Algorithm(alg)) + scriptSuffix[v]); err != nil {
 				return nil, err

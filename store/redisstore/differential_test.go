@@ -14,6 +14,7 @@ import (
 
 	"github.com/ratekeeper/ratekeeper/lua"
 	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/store/internal/contract"
 	"github.com/ratekeeper/ratekeeper/store/memstore"
 	"github.com/ratekeeper/ratekeeper/store/suppressed"
 )
@@ -139,7 +140,13 @@ func newClockedStore(t testing.TB, start int64, realTTL bool) (*redisStore, *fak
 			table.byAlgorithm[alg][v] = newScript(shim + src)
 		}
 	}
+	src, err := lua.Source("refund")
+	if err != nil {
+		t.Fatal(err)
+	}
+	table.refund = newScript(shim + src) // settlements run on the clock too
 	fc.set(start)
+	s.clock = func() time.Time { return time.UnixMicro(fc.now) }
 	return s, fc
 }
 
@@ -160,7 +167,7 @@ func sameDecision(a, b store.Decision) bool {
 		a.ResetAfter != b.ResetAfter || a.RetryAfter != b.RetryAfter ||
 		a.LimitID != b.LimitID || a.Index != b.Index || a.Blocked != b.Blocked ||
 		a.BlockStarted != b.BlockStarted || a.Duplicate != b.Duplicate ||
-		a.Suppression != b.Suppression || a.Suppressed != b.Suppressed ||
+		a.Suppression != b.Suppression || a.Suppressed != b.Suppressed || a.Granted != b.Granted ||
 		(a.PerLimit == nil) != (b.PerLimit == nil) || len(a.PerLimit) != len(b.PerLimit) {
 		return false
 	}
@@ -183,29 +190,41 @@ func fmtDecision(d store.Decision) string {
 // package store with the same arithmetic. Configurations marked extended
 // also draw de-duplication ids from a small pool, count refusals (window
 // algorithms) and reset the key now and then; their limits block and
-// escalate.
+// escalate. Requests without either are partial grants now and then.
+// GCRA and token bucket requests are settled now and then at another
+// cost. Calendar configurations start before a daylight saving change or a
+// month's end in their zone, and compare the windows' ends too.
 func TestMatchesMemstore(t *testing.T) {
 	requireServer(t)
+	ny, berlin := mustZone(t, "America/New_York"), mustZone(t, "Europe/Berlin")
 	configs := []struct {
 		name     string
 		limits   []store.Limit
 		extended bool
+		start    time.Time // zero: the common start
 	}{
-		{"3 per second", []store.Limit{{Rate: 3, Period: time.Second}}, false},
-		{"6 per second", []store.Limit{{Rate: 6, Period: time.Second}}, false},
-		{"7 per 1001ms", []store.Limit{{Rate: 7, Period: 1001 * time.Millisecond}}, false},
-		{"burst", []store.Limit{{Rate: 2, Period: time.Second, Burst: 5}}, false},
-		{"1000 per minute", []store.Limit{{Rate: 1000, Period: time.Minute}}, false},
-		{"1 per hour", []store.Limit{{Rate: 1, Period: time.Hour}}, false},
-		{"two limits", []store.Limit{{Name: "short", Rate: 3, Period: 250 * time.Millisecond}, {Name: "long", Rate: 10, Period: 3 * time.Second}}, false},
-		{"three limits", []store.Limit{{Name: "a", Rate: 5, Period: time.Second}, {Name: "b", Rate: 9, Period: 2 * time.Second}, {Name: "c", Rate: 13, Period: 7 * time.Second}}, false},
-		{"dedup and counted refusals", []store.Limit{{Rate: 4, Period: 700 * time.Millisecond}}, true},
-		{"block", []store.Limit{{Rate: 3, Period: time.Second, Block: 1500 * time.Millisecond}}, true},
-		{"escalating block", []store.Limit{{Rate: 2, Period: 500 * time.Millisecond, Block: 300 * time.Millisecond, BlockMax: 2 * time.Second}}, true},
+		{"3 per second", []store.Limit{{Rate: 3, Period: time.Second}}, false, time.Time{}},
+		{"6 per second", []store.Limit{{Rate: 6, Period: time.Second}}, false, time.Time{}},
+		{"7 per 1001ms", []store.Limit{{Rate: 7, Period: 1001 * time.Millisecond}}, false, time.Time{}},
+		{"burst", []store.Limit{{Rate: 2, Period: time.Second, Burst: 5}}, false, time.Time{}},
+		{"1000 per minute", []store.Limit{{Rate: 1000, Period: time.Minute}}, false, time.Time{}},
+		{"1 per hour", []store.Limit{{Rate: 1, Period: time.Hour}}, false, time.Time{}},
+		{"two limits", []store.Limit{{Name: "short", Rate: 3, Period: 250 * time.Millisecond}, {Name: "long", Rate: 10, Period: 3 * time.Second}}, false, time.Time{}},
+		{"three limits", []store.Limit{{Name: "a", Rate: 5, Period: time.Second}, {Name: "b", Rate: 9, Period: 2 * time.Second}, {Name: "c", Rate: 13, Period: 7 * time.Second}}, false, time.Time{}},
+		{"dedup and counted refusals", []store.Limit{{Rate: 4, Period: 700 * time.Millisecond}}, true, time.Time{}},
+		{"block", []store.Limit{{Rate: 3, Period: time.Second, Block: 1500 * time.Millisecond}}, true, time.Time{}},
+		{"escalating block", []store.Limit{{Rate: 2, Period: 500 * time.Millisecond, Block: 300 * time.Millisecond, BlockMax: 2 * time.Second}}, true, time.Time{}},
 		{"two blocking limits", []store.Limit{
 			{Name: "short", Rate: 3, Period: 250 * time.Millisecond, Block: 700 * time.Millisecond, BlockMax: 3 * time.Second},
 			{Name: "long", Rate: 10, Period: 3 * time.Second, Block: 1500 * time.Millisecond},
-		}, true},
+		}, true, time.Time{}},
+		// Calendar quotas (fixed windows only), from before a daylight
+		// saving change or the end of a leap year's February.
+		{"day in New York, spring forward", []store.Limit{{Rate: 5, Calendar: "day", Location: ny}}, false, time.Date(2025, 3, 8, 20, 0, 0, 0, ny)},
+		{"day in Berlin, fall back", []store.Limit{{Rate: 5, Calendar: "day", Location: berlin}}, false, time.Date(2025, 10, 25, 18, 0, 0, 0, berlin)},
+		{"week and month in Berlin, leap February", []store.Limit{{Name: "w", Rate: 20, Calendar: "week", Location: berlin}, {Name: "m", Rate: 40, Calendar: "month", Location: berlin}}, false, time.Date(2024, 2, 26, 0, 0, 0, 0, berlin)},
+		{"3 per second and a day in New York, at midnight", []store.Limit{{Name: "s", Rate: 3, Period: time.Second}, {Name: "d", Rate: 10, Calendar: "day", Location: ny}}, false, time.Date(2025, 11, 2, 23, 59, 57, 0, ny)},
+		{"blocking day in New York, fall back", []store.Limit{{Rate: 4, Calendar: "day", Location: ny, Block: 1500 * time.Millisecond}}, true, time.Date(2025, 11, 1, 21, 0, 0, 0, ny)},
 	}
 	// A fixed start on a window boundary, then random offsets.
 	const start = 1_767_225_600_000_000
@@ -229,22 +248,28 @@ func TestMatchesMemstore(t *testing.T) {
 				}
 				window := alg == store.SlidingWindowLog || alg == store.SlidingWindowCounter || alg == store.FixedWindow
 				rng := rand.New(rand.NewPCG(uint64(alg), uint64(ci)))
-				rs, clock := newClockedStore(t, start+rng.Int64N(5_000_000), false)
+				from := int64(start)
+				if !cfg.start.IsZero() {
+					from = cfg.start.UnixMicro()
+				}
+				rs, clock := newClockedStore(t, from+rng.Int64N(5_000_000), false)
 				ms, err := memstore.New(memstore.Options{Clock: func() time.Time { return time.UnixMicro(clock.now) }})
 				if err != nil {
 					t.Fatal(err)
 				}
 				ctx := context.Background()
-				shortest := limits[0].Period.Microseconds()
+				shortest := contract.Span(limits[0]).Microseconds()
+				calendar := false
 				for _, l := range limits {
-					shortest = min(shortest, l.Period.Microseconds())
+					shortest = min(shortest, contract.Span(l).Microseconds())
+					calendar = calendar || l.Calendar != ""
 				}
 				steps := 150
 				if cfg.extended {
 					steps = 400
 				}
 				var last store.Decision
-				var admitted, denied, started, blocked, duplicates int
+				var admitted, denied, started, blocked, duplicates, cut, settled int
 				for step := 0; step < steps; step++ {
 					switch r := rng.IntN(10); {
 					case r < 3:
@@ -270,12 +295,18 @@ func TestMatchesMemstore(t *testing.T) {
 							req.DedupID = string(rune('a' + rng.IntN(4)))
 						}
 					}
+					if !calendar && !req.CountDenied && req.DedupID == "" && rng.IntN(4) == 0 {
+						// A partial grant of up to twice the capacity.
+						req.Partial, req.Cost = true, 1+rng.Int64N(2*minCap)
+					}
 					op := "take"
 					switch r := rng.IntN(100); {
 					case r < 20:
 						op = "peek"
 					case r < 21 && cfg.extended:
 						op = "reset"
+					case r < 30 && !req.Partial && !calendar && !window:
+						op = "settle"
 					}
 					var got, want store.Decision
 					var gerr, werr error
@@ -286,6 +317,16 @@ func TestMatchesMemstore(t *testing.T) {
 					case "peek":
 						got, gerr = rs.Peek(ctx, req)
 						want, werr = ms.Peek(ctx, req)
+					case "settle":
+						// A settlement of an earlier reservation of this
+						// cost, at an actual cost of 0 to twice it.
+						actual := rng.Int64N(2*req.Cost + 1)
+						gerr, werr = rs.Settle(ctx, req, actual), ms.(store.Refunder).Settle(ctx, req, actual)
+						if gerr != nil || werr != nil {
+							t.Fatalf("step %d: settle errors: redis %v, memory %v", step, gerr, werr)
+						}
+						settled++
+						continue
 					case "reset":
 						gerr, werr = rs.Reset(ctx, req), ms.Reset(ctx, req)
 						// On the fake clock Redis keeps expired keys (with
@@ -307,8 +348,8 @@ func TestMatchesMemstore(t *testing.T) {
 						t.Fatalf("step %d: errors: redis %v, memory %v", step, gerr, werr)
 					}
 					if !sameDecision(got, want) {
-						t.Fatalf("step %d (%s cost %d counted %v id %q at +%dµs): got %s, want %s (memstore)",
-							step, op, req.Cost, req.CountDenied, req.DedupID, clock.now-start, fmtFull(got), fmtFull(want))
+						t.Fatalf("step %d (%s cost %d counted %v id %q partial %v at +%dµs): got %s granted %d, want %s granted %d (memstore)",
+							step, op, req.Cost, req.CountDenied, req.DedupID, req.Partial, clock.now-start, fmtFull(got), got.Granted, fmtFull(want), want.Granted)
 					}
 					last = got
 					switch {
@@ -326,6 +367,15 @@ func TestMatchesMemstore(t *testing.T) {
 					if got.Duplicate {
 						duplicates++
 					}
+					if req.Partial && got.Allowed && got.Granted < req.Cost {
+						cut++
+					}
+				}
+				if settled == 0 && !window {
+					t.Fatal("no settlement: want settlements exercised")
+				}
+				if cut == 0 && !calendar {
+					t.Fatal("no partial grant below its request: want partial grants exercised")
 				}
 				if admitted == 0 || denied == 0 {
 					t.Fatalf("%d admitted, %d denied: want both outcomes exercised", admitted, denied)
@@ -456,4 +506,14 @@ func TestMatchesMemstoreSuppressed(t *testing.T) {
 			}
 		})
 	}
+}
+
+// mustZone loads a time zone or fails the test.
+func mustZone(t *testing.T, name string) *time.Location {
+	t.Helper()
+	loc, err := time.LoadLocation(name)
+	if err != nil {
+		t.Fatalf("LoadLocation(%q): %v", name, err)
+	}
+	return loc
 }

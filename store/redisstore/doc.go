@@ -19,8 +19,9 @@
 // State of request key k lives under "<prefix>:{<enc k>}:<tag>:<limit>":
 // tag is g (GCRA), t (token bucket), c (sliding window counter) or f (fixed
 // window), and limit is "~" and the period for a limit with the default ID
-// ("<algorithm>/<period>", whose algorithm the tag names), else the encoded
-// ID; the sliding window log keeps one sorted set per key and set of
+// ("<algorithm>/<period>", whose algorithm the tag names; "~" and the
+// calendar for a calendar limit's, "<algorithm>/<calendar>"), else the
+// encoded ID; the sliding window log keeps one sorted set per key and set of
 // limits, "<prefix>:{<enc k>}:l:" followed by those parts, sorted and
 // joined by ':'. The default prefix is "rk", so a GCRA identity costs
 // about as much Redis memory as go-redis/redis_rate's. What all limits of

@@ -116,9 +116,12 @@ func keyBase(prefix, encodedKey string) string {
 // limitKey returns a limit's part of its state key, a function of its ID
 // alone: the encoded ID, or, for the ID a limit gets by default
 // ("<algorithm>/<period>", whose algorithm the key's tag already names),
-// '~' and the period. No encoded ID has that form: escaped forms never
+// '~' and the period (for a calendar limit, '~' and the calendar). No encoded ID has that form: escaped forms never
 // contain '~', and hashed ones are 44 bytes long.
 func limitKey(l store.Limit) string {
+	if l.Calendar != "" && (l.Name == "" || l.Name == l.Algorithm.String()+"/"+l.Calendar) {
+		return "~" + l.Calendar
+	}
 	if l.Name == "" || l.Name == l.Algorithm.String()+"/"+l.Period.String() {
 		return "~" + l.Period.String()
 	}

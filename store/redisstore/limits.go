@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/store/internal/contract"
 )
 
 // limitInfo is what the store derives from one [store.Limit] once: script
@@ -23,7 +24,7 @@ func newLimitInfo(l store.Limit) *limitInfo {
 	id := l.ID()
 	return &limitInfo{
 		rate:     l.Rate,
-		period:   l.Period.Microseconds(),
+		period:   contract.Span(l).Microseconds(),
 		capacity: l.Capacity(),
 		limit:    l.Capacity(),
 		id:       id,

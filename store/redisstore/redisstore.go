@@ -103,9 +103,12 @@ type redisStore struct {
 	timeout time.Duration
 	scripts *scriptTable
 	rand    func() float64 // never nil
-	limits  limitCache
-	deny    *denyCache // nil when disabled
-	pipes   *pipes
+	// clock, when set, replaces time.Now for the calendar windows' bounds
+	// (calendar.go): tests whose scripts run on a fake clock set it.
+	clock  func() time.Time
+	limits limitCache
+	deny   *denyCache // nil when disabled
+	pipes  *pipes
 
 	eviction evictionCheck
 

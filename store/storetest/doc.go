@@ -136,6 +136,23 @@
 //     (Duplicate, Remaining unchanged); refused ids are not remembered;
 //     ids are per key, distinct ids (storage syntax, long ones) count
 //     apart, and an id lasts the longest period of the request's limits.
+//   - partial: a [store.Request.Partial] request takes what fits (of 5/h,
+//     requests for 3, 4 and 4 units are granted 3, 2 and none; 100 units
+//     on a fresh key are granted 5), a peek reports the grant a take would
+//     make, a refusal waits for one unit (exact: with its RetryAfter), and
+//     each is decided as a plain request of its grant's cost on a twin
+//     key; granted less than asked leaves the deciding limit empty.
+//   - partial-multi: a grant is what every limit admits; partial-block: a
+//     partial request granted nothing starts the block of a blocking
+//     limit and is refused by it; partial-concurrent: 24 concurrent
+//     requests for 3 units against 10/h are granted 10 in all.
+//   - settle, settle-concurrent (GCRA and the token bucket; they skip
+//     unless the store implements [store.Refunder]): a reservation
+//     settled at a higher actual cost charges the difference, at a lower
+//     one gives it back (at most what is counted), at its estimate
+//     changes nothing, never settled stays charged; an overrun past the
+//     capacity refuses until it has drained (exact: to the microsecond);
+//     20 concurrent reservations of 5 settled at 2 leave exactly 40 used.
 //
 // The suppressed strategy (package store/suppressed over the harness's
 // store, subtests "suppressed/<property>"), with [Harness.Rand] choosing each draw (they
@@ -165,7 +182,21 @@
 //
 // Across algorithms: invalid-requests (every malformed request is an error
 // matching its sentinel, never ErrStoreUnavailable),
-// invalid-requests-record-nothing, reset-ignores-cost.
+// invalid-requests-record-nothing, reset-ignores-cost, partial-invalid
+// (Partial with CountDenied, DedupID, ApplyOverride, the suppressed
+// strategy or in a stack is ErrInvalidRequest); calendar (a calendar day
+// counts like a fixed window ending at UTC midnight, which a one-day
+// fixed window confirms; exact clock: refused a microsecond before the
+// boundary and fresh at it; state keys expire by the boundary),
+// calendar-zones (days in Kolkata and Kathmandu end 5h30m and 5h45m
+// before UTC's, modulo a day; a week and a month end on a UTC midnight),
+// calendar-months (exact clock: three months in a row last 28 to 31
+// whole days, not all alike; weeks 7 days),
+// calendar-mixed (a calendar day beside an hourly fixed window) and
+// calendar-invalid (each bad calendar field is an error naming it),
+// settle-invalid (a settlement of a window algorithm, of an actual cost
+// out of range, with ApplyOverride or Partial, is refused and charges
+// nothing).
 //
 // [Harness.Store] is checked as a black box: the suite's own tests run it
 // against broken stores (a Reset that never reports ErrNotFound, a store
@@ -186,7 +217,9 @@
 // with a Block, BlockStarted only by a Take, Duplicate only for an
 // admitted request with a DedupID. Suppression is within [0, 1] and 0 for
 // every algorithm but the suppressed strategy, Suppressed only for a
-// refusal against a factor above 0.
+// refusal against a factor above 0. Granted is 0 but for a Partial
+// request, which is granted 1 to its cost when admitted and 0 when
+// refused.
 //
 // Blocks are asserted in whole milliseconds, as Redis keeps TTLs: with an
 // exact clock a block is checked a millisecond before its end, not a

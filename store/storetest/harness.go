@@ -407,7 +407,7 @@ func bucketLike(alg store.Algorithm) bool {
 func lifetime(r store.Request) time.Duration {
 	var m time.Duration
 	for _, l := range r.Limits {
-		d := l.Period
+		d := contract.Span(l)
 		switch l.Algorithm {
 		case store.GCRA, store.TokenBucket:
 			d = ceilDiv(l.Period, l.Capacity(), l.Rate)
@@ -438,6 +438,7 @@ func (e *env) checkDecision(op string, r store.Request, d store.Decision) {
 		e.Errorf("%s(%s) = %s: %s", op, describe(r), show(d), fmt.Sprintf(format, args...))
 	}
 	e.checkFlags(op, r, d, fail)
+	e.checkGranted(r, d, fail)
 	e.checkPerLimit(r, d, fail)
 	if d.Blocked {
 		e.checkBlockedDecision(r, d, fail)

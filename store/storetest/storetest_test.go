@@ -139,6 +139,53 @@ var mutants = map[string]struct {
 		}},
 		[]string{"suppressed/regimes", "suppressed/cost-above-soft-limit"},
 	},
+	"partial grant all or nothing": {
+		broken{request: func(r store.Request) store.Request {
+			if r.Partial {
+				r.Partial = false
+				r.Cost = min(r.Cost, r.Limits[0].Capacity())
+			}
+			return r
+		}, take: func(s store.Store, ctx context.Context, r store.Request) (store.Decision, error) {
+			d, err := s.Take(ctx, r)
+			if d.Allowed {
+				d.Granted = r.Cost
+			}
+			return d, err
+		}},
+		[]string{"gcra/partial", "fixed_window/partial-multi", "sliding_window_log/partial-concurrent"},
+	},
+	"partial grant one unit short": {
+		broken{take: func(s store.Store, ctx context.Context, r store.Request) (store.Decision, error) {
+			if !r.Partial {
+				return s.Take(ctx, r)
+			}
+			d, err := s.Peek(ctx, r)
+			if err != nil || d.Granted < 2 {
+				return s.Take(ctx, r)
+			}
+			r.Cost = d.Granted - 1
+			return s.Take(ctx, r)
+		}},
+		[]string{"token_bucket/partial", "sliding_window_counter/partial-multi", "fixed_window/partial-block"},
+	},
+	"calendar zone ignored": {
+		broken{limit: func(l store.Limit) store.Limit {
+			l.Location = nil
+			return l
+		}},
+		[]string{"calendar-zones"},
+	},
+	"calendar month as 30 days": {
+		broken{limit: func(l store.Limit) store.Limit {
+			if l.Calendar == "month" {
+				// Named as the month was, so that only its windows differ.
+				l.Name, l.Calendar, l.Location, l.Period = l.ID(), "", nil, 30*24*time.Hour
+			}
+			return l
+		}},
+		[]string{"calendar-months"},
+	},
 	"peek records": {
 		broken{peek: func(s store.Store, ctx context.Context, r store.Request) (store.Decision, error) {
 			return s.Take(ctx, r)
@@ -365,7 +412,9 @@ func TestMutant(t *testing.T) {
 // limit ignored, multi-limit requests recorded limit by limit, cost
 // errors turned into denials, check-then-act, blocks ignored, no
 // escalation, BlockStarted on every blocked refusal, peeks that start
-// blocks, CountDenied or DedupID ignored, ids remembered forever, a
+// blocks, CountDenied or DedupID ignored, ids remembered forever, partial
+// grants taken all or nothing or one unit short, calendar windows in UTC
+// whatever the zone or a month of 30 days, a
 // suppressed strategy without its hard limit, its offered load or its
 // factor), it fails, and in the subtests that test that promise.
 func TestSuiteCatchesBrokenStores(t *testing.T) {

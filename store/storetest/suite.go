@@ -64,6 +64,12 @@ var algorithmTests = []algorithmTest{
 	{"override-expiry", nil, testOverrideExpiry},
 	{"override-concurrent", nil, testOverrideConcurrent},
 	{"override-cost", nil, testOverrideCost},
+	{"partial", nil, testPartial},
+	{"partial-multi", nil, testPartialMulti},
+	{"partial-block", nil, testPartialBlock},
+	{"partial-concurrent", nil, testPartialConcurrent},
+	{"settle", onlyBuckets, testSettle},
+	{"settle-concurrent", onlyBuckets, testSettleConcurrent},
 }
 
 var generalTests = []generalTest{
@@ -72,6 +78,13 @@ var generalTests = []generalTest{
 	{"reset-ignores-cost", testResetIgnoresCost},
 	{"override-invalid", testOverrideInvalid},
 	{"block-listing", testBlockListing},
+	{"partial-invalid", testPartialInvalid},
+	{"calendar", testCalendar},
+	{"calendar-zones", testCalendarZones},
+	{"calendar-months", testCalendarMonths},
+	{"calendar-mixed", testCalendarMixed},
+	{"calendar-invalid", testCalendarInvalid},
+	{"settle-invalid", testSettleInvalid},
 }
 
 // Run runs the conformance suite: one subtest per algorithm and property

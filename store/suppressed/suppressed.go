@@ -102,6 +102,9 @@ func (s *suppressedStore) limits(req *store.Request, out *[store.MaxLimits]store
 	if req.CountDenied {
 		return 0, fmt.Errorf("%w: CountDenied: the suppressed strategy counts every request as offered load already", store.ErrInvalidRequest)
 	}
+	if req.Partial {
+		return 0, fmt.Errorf("%w: Partial: the suppressed strategy admits by random draws, not by the units that fit", store.ErrInvalidRequest)
+	}
 	for i, l := range req.Limits {
 		switch {
 		case l.Algorithm != store.SlidingWindowCounter:

@@ -56,6 +56,7 @@ func TestValidate(t *testing.T) {
 		{"hard limit too large", store.Request{Key: "k", Limits: []store.Limit{swc("d", 2<<30)}}, store.ErrInvalidLimit},
 		{"block", store.Request{Key: "k", Limits: []store.Limit{{Algorithm: store.SlidingWindowCounter, Rate: 10, Period: time.Minute, Block: time.Minute}}}, store.ErrInvalidLimit},
 		{"count denied", store.Request{Key: "k", Limits: []store.Limit{swc("d", 20)}, CountDenied: true}, store.ErrInvalidRequest},
+		{"partial", store.Request{Key: "k", Limits: []store.Limit{swc("d", 20)}, Partial: true}, store.ErrInvalidRequest},
 		{"dedup", store.Request{Key: "k", Limits: []store.Limit{swc("d", 20)}, DedupID: "x"}, nil},
 		{"another counting algorithm", store.Request{Key: "k", Limits: []store.Limit{{Algorithm: store.GCRA, Rate: 10, Period: time.Minute}}}, store.ErrInvalidLimit},
 	}

@@ -16,12 +16,13 @@ const (
 
 // Plain reports a request with one limit and none of the features that
 // need a key's shared state: no block, no counted refusals, no
-// de-duplication id (ApplyOverride aside, which each store weighs on its
+// de-duplication id, no partial grant, no calendar window (ApplyOverride aside, which each store weighs on its
 // own). It is the one test of a plain request: the Redis store's lean
 // scripts and deny cache, and the hybrid store's local decisions, follow
 // it.
 func Plain(req *store.Request) bool {
-	return len(req.Limits) == 1 && req.Limits[0].Block == 0 && !req.CountDenied && req.DedupID == ""
+	return len(req.Limits) == 1 && req.Limits[0].Block == 0 && !req.CountDenied && req.DedupID == "" && !req.Partial &&
+		req.Limits[0].Calendar == "" && req.Limits[0].Location == nil
 }
 
 // Cost returns the cost req takes: req.Cost, or 1 when it is zero.
@@ -47,7 +48,7 @@ func DedupBound(req *store.Request) (replays, windowUS int64) {
 	}
 	longest := time.Duration(0)
 	for _, l := range req.Limits {
-		longest = max(longest, l.Period)
+		longest = max(longest, Span(l))
 	}
 	w = min(w, longest)
 	return replays, w.Microseconds()

@@ -9,7 +9,8 @@ import (
 // ValidateStack checks a stack as every [store.MultiStore] does before
 // touching state, by the rules [store.MultiStore] states: 1 to
 // [store.MaxParts] parts, each valid, without a DedupID, without
-// Overrides, and with distinct keys. Errors wrap [store.ErrInvalidRequest] or the error of the invalid
+// Overrides, without Partial and without Calendar limits, and with
+// distinct keys. Errors wrap [store.ErrInvalidRequest] or the error of the invalid
 // part.
 func ValidateStack(reqs []store.Request) error {
 	if len(reqs) == 0 || len(reqs) > store.MaxParts {
@@ -24,6 +25,14 @@ func ValidateStack(reqs []store.Request) error {
 		}
 		if r.ApplyOverride {
 			return fmt.Errorf("%w: part %d: a stacked decision does not apply overrides (Overrides set)", store.ErrInvalidRequest, i)
+		}
+		for _, l := range r.Limits {
+			if l.Calendar != "" {
+				return fmt.Errorf("%w: part %d: a stacked decision does not take Calendar limits", store.ErrInvalidRequest, i)
+			}
+		}
+		if r.Partial {
+			return fmt.Errorf("%w: part %d: a stacked decision takes all or nothing (Partial set)", store.ErrInvalidRequest, i)
 		}
 		for j := 0; j < i; j++ {
 			if reqs[j].Key == r.Key {
