@@ -354,16 +354,24 @@ func evaluateLog(limits []store.Limit, lg *runLog, now, c int64, out []outcome) 
 			idx, before = lg.after(now - l.Period.Microseconds())
 		}
 		out[i] = outcome{} // out may hold an earlier evaluation (multi.go)
-		logOutcome(l, lg, idx, before, now, c, &out[i])
+		logOutcome(l, lg, logCut{idx, before}, now, c, &out[i])
 		allowed = allowed && out[i].allowed
 	}
 	return allowed
 }
 
+// logCut is where a limit's window starts in a log: the index and the
+// units before it, as runLog.after reports them.
+type logCut struct {
+	idx    int
+	before int64
+}
+
 // logOutcome sets o, which must be zero, to limit l's outcome against the
-// sliding window log lg (nil when the key has none), idx and before being
-// lg.after(now − l's period).
-func logOutcome(l *store.Limit, lg *runLog, idx int, before, now, c int64, o *outcome) {
+// sliding window log lg (nil when the key has none), cut being where
+// lg.after(now − l's period) puts the window's start.
+func logOutcome(l *store.Limit, lg *runLog, cut logCut, now, c int64, o *outcome) {
+	idx, before := cut.idx, cut.before
 	p, capacity := l.Period.Microseconds(), l.Capacity()
 	var count int64
 	if lg != nil {

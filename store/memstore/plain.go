@@ -150,28 +150,7 @@ func (s *memStore) takePlain(req *store.Request, p *plan, d *store.Decision) err
 	case store.SlidingWindowCounter:
 		slidingCounter(l, c, now, cost, &out[0])
 	case store.SlidingWindowLog:
-		// evaluateLog and, when admitted, op.record for a log of one
-		// limit, which prunes at the window's start that evaluateLog
-		// looks up.
-		period := l.Period.Microseconds()
-		var idx int
-		var before int64
-		if lg != nil {
-			idx, before = lg.after(now - period)
-		}
-		if logOutcome(l, lg, idx, before, now, cost, &out[0]); out[0].allowed {
-			if st.log == nil {
-				st.log = &runLog{}
-			}
-			if lg != nil {
-				st.log.pruneAt(idx, before)
-			} else {
-				st.log.prune(now - period)
-			}
-			st.log.add(now, cost)
-			st.exp = st.log.newest() + period
-			sh.expiresAt(st.exp)
-		}
+		sh.plainLog(st, lg, l, now, cost, &out[0])
 	default:
 		bucketOf(l, c, now, cost, &out[0], false) // rem0, reset0: refusals only
 	}
@@ -191,6 +170,33 @@ func (s *memStore) takePlain(req *store.Request, p *plan, d *store.Decision) err
 		d.Remaining, d.ResetAfter, d.RetryAfter = o.rem0, micros(o.reset0), micros(o.retry)
 	}
 	return nil
+}
+
+// plainLog is evaluateLog and, when admitted, op.record for a log of one
+// limit l, which prunes at the window's start that evaluateLog looks up:
+// it sets o (zero) to l's outcome against lg (st's log, or nil when st
+// holds none or an expired one) and records an admitted request in st.
+func (sh *shard) plainLog(st *limitState, lg *runLog, l *store.Limit, now, cost int64, o *outcome) {
+	period := l.Period.Microseconds()
+	var idx int
+	var before int64
+	if lg != nil {
+		idx, before = lg.after(now - period)
+	}
+	if logOutcome(l, lg, logCut{idx, before}, now, cost, o); !o.allowed {
+		return
+	}
+	if st.log == nil {
+		st.log = &runLog{}
+	}
+	if lg != nil {
+		st.log.pruneAt(idx, before)
+	} else {
+		st.log.prune(now - period)
+	}
+	st.log.add(now, cost)
+	st.exp = st.log.newest() + period
+	sh.expiresAt(st.exp)
 }
 
 // plainState returns r's state for p, live or not, when the general path
