@@ -21,9 +21,9 @@ import (
 func ExampleLimiter_ReportCost() {
 	st, _ := memstore.New(memstore.Options{})
 	requests, _ := middleware.New(st, keyfunc.RemoteIP,
-		store.Limit{Name: "requests", Rate: 60, Period: time.Minute}, middleware.Options{Name: "requests"})
+		store.Limit{Name: "requests", Rate: 60, Period: time.Minute}, middleware.Options{Name: "requests", DecisionInContext: true})
 	budget, _ := middleware.New(st, keyfunc.RemoteIP,
-		store.Limit{Name: "tokens", Algorithm: store.TokenBucket, Rate: 100_000, Period: time.Hour}, middleware.Options{Name: "tokens"})
+		store.Limit{Name: "tokens", Algorithm: store.TokenBucket, Rate: 100_000, Period: time.Hour}, middleware.Options{Name: "tokens", DecisionInContext: true})
 	// snippet:report-cost
 	tokens, err := budget.WithCost(500) // the estimate, reserved before the handler runs
 	if err != nil {

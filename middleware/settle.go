@@ -20,8 +20,11 @@ import (
 // settlement also runs when the handler panics and when the client went
 // away, within the store's own time budget; its failure is logged, never
 // answered. The last report counts; without one the estimate stands.
-// ReportCost returns an error when l's Handler did not admit the request
-// ctx belongs to (a request of a stack, which decides all or nothing, is
+// ReportCost finds the request's decision in ctx, so l (and, for headers
+// that describe both budgets, an enclosing limiter of another quota) must
+// be built with [Options].DecisionInContext. It returns an error when
+// l's Handler did not admit the request ctx belongs to, or left no
+// decision in it (a request of a stack, which decides all or nothing, is
 // not settled), when l's limits are not GCRA or token-bucket ones, or
 // when n is negative.
 func (l *Limiter) ReportCost(ctx context.Context, n int64) error {
@@ -42,7 +45,7 @@ func (l *Limiter) ReportCost(ctx context.Context, n int64) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("ratekeeper: middleware: ReportCost: policy %q did not admit this request", l.h.name)
+	return fmt.Errorf("ratekeeper: middleware: ReportCost: policy %q did not admit this request or left no decision in its context (Options.DecisionInContext)", l.h.name)
 }
 
 // serveSettling passes an admitted request on and settles the cost its

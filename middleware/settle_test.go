@@ -23,8 +23,8 @@ import (
 // reporting).
 func tokenRoute(t *testing.T, s store.Store) (h http.Handler, requests, tokens *Limiter) {
 	t.Helper()
-	requests = mustNew(t, s, constKey("alice"), store.Limit{Name: "requests", Algorithm: store.TokenBucket, Rate: 100, Period: time.Hour}, Options{Name: "requests", Headers: headers.Options{IETF: true}})
-	base := mustNew(t, s, constKey("alice"), store.Limit{Name: "tokens", Algorithm: store.TokenBucket, Rate: 1000, Period: time.Hour}, Options{Name: "tokens", Headers: headers.Options{IETF: true}})
+	requests = mustNew(t, s, constKey("alice"), store.Limit{Name: "requests", Algorithm: store.TokenBucket, Rate: 100, Period: time.Hour}, Options{Name: "requests", Headers: headers.Options{IETF: true}, DecisionInContext: true})
+	base := mustNew(t, s, constKey("alice"), store.Limit{Name: "tokens", Algorithm: store.TokenBucket, Rate: 1000, Period: time.Hour}, Options{Name: "tokens", Headers: headers.Options{IETF: true}, DecisionInContext: true})
 	tokens, err := base.WithCost(10)
 	if err != nil {
 		t.Fatal(err)
@@ -195,7 +195,7 @@ func TestReportCostInAStack(t *testing.T) {
 // TestReportCostOfAWindowLimit: a window algorithm cannot settle, and
 // ReportCost says so at once rather than after the handler.
 func TestReportCostOfAWindowLimit(t *testing.T) {
-	lim := mustNew(t, mustMem(t), constKey("alice"), store.Limit{Algorithm: store.FixedWindow, Rate: 10, Period: time.Hour})
+	lim := mustNew(t, mustMem(t), constKey("alice"), store.Limit{Algorithm: store.FixedWindow, Rate: 10, Period: time.Hour}, Options{DecisionInContext: true})
 	var reportErr error
 	h := lim.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { reportErr = lim.ReportCost(r.Context(), 5) }))
 	serveReq(h, httptest.NewRequest(http.MethodGet, "/", nil))
