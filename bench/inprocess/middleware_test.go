@@ -2,12 +2,11 @@ package inprocess
 
 import (
 	"context"
+	"github.com/ratekeeper/ratekeeper/bench/internal/peers"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -94,13 +93,6 @@ func clients(n int) []*http.Request {
 	return reqs
 }
 
-// remoteHost keys a request by its peer address, as the peers' IP key
-// functions do.
-func remoteHost(r *http.Request) (string, error) {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	return host, err
-}
-
 // A middleware case builds the handler for a group; done, when not nil,
 // releases what the middleware runs in the background.
 type mwCase struct {
@@ -126,7 +118,7 @@ var cases = []mwCase{
 		if err != nil {
 			b.Fatal(err)
 		}
-		m, err := golimiter.NewMiddleware(s, remoteHost)
+		m, err := golimiter.NewMiddleware(s, peers.RemoteHost)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -134,7 +126,7 @@ var cases = []mwCase{
 	}},
 	{"httprate", func(_ *testing.B, g group) (http.Handler, func()) {
 		mw := httprate.LimitBy(int(g.rate()), ratePeriod, func(r *http.Request) (string, error) {
-			host, err := remoteHost(r)
+			host, err := peers.RemoteHost(r)
 			return httprate.CanonicalizeIP(host), err
 		})
 		return mw(okHandler), nil
@@ -144,7 +136,7 @@ var cases = []mwCase{
 		return ululestdlib.NewMiddleware(l).Handler(okHandler), nil
 	}},
 	{"x-time-rate", func(_ *testing.B, g group) (http.Handler, func()) {
-		return &xrateMiddleware{m: make(map[string]*rate.Limiter), limit: rate.Limit(float64(g.rate()) / ratePeriod.Seconds()), burst: int(g.rate()), next: okHandler}, nil
+		return peers.NewXRate(rate.Limit(float64(g.rate())/ratePeriod.Seconds()), int(g.rate()), okHandler), nil
 	}},
 }
 
@@ -202,35 +194,4 @@ func BenchmarkMiddleware(b *testing.B) {
 			})
 		}
 	}
-}
-
-// xrateMiddleware is the usual hand-written per-client middleware on
-// golang.org/x/time/rate: one token bucket per client address in a map
-// under a mutex, never evicted, and no headers.
-type xrateMiddleware struct {
-	mu    sync.Mutex
-	m     map[string]*rate.Limiter
-	limit rate.Limit
-	burst int
-	next  http.Handler
-}
-
-func (x *xrateMiddleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	host, err := remoteHost(r)
-	if err != nil {
-		w.WriteHeader(http.StatusBadRequest)
-		return
-	}
-	x.mu.Lock()
-	l, ok := x.m[host]
-	if !ok {
-		l = rate.NewLimiter(x.limit, x.burst)
-		x.m[host] = l
-	}
-	x.mu.Unlock()
-	if !l.Allow() {
-		w.WriteHeader(http.StatusTooManyRequests)
-		return
-	}
-	x.next.ServeHTTP(w, r)
 }

@@ -4,11 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ratekeeper/ratekeeper/bench/internal/peers"
 	"github.com/ratekeeper/ratekeeper/middleware/limiter"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"time"
 
 	"github.com/go-chi/httprate"
@@ -436,51 +435,13 @@ func sethvargoCase(e *env, g group, _ string) (*instance, error) {
 	}, nil
 }
 
-// remoteHost keys a request by its peer address without the port, as the
-// peers' own IP key functions do.
-func remoteHost(r *http.Request) (string, error) {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	return host, err
-}
-
 func httprateCase(e *env, g group, _ string) (*instance, error) {
 	n, per := g.limit()
 	mw := httprate.LimitBy(int(n), per, func(r *http.Request) (string, error) {
-		host, err := remoteHost(r)
+		host, err := peers.RemoteHost(r)
 		return httprate.CanonicalizeIP(host), err
 	})
 	return &instance{do: serve(mw(okHandler), e.reqs)}, nil
-}
-
-// xrateMiddleware is the usual hand-written per-client middleware on
-// golang.org/x/time/rate: one token bucket per client IP in a map under a
-// mutex, never evicted.
-type xrateMiddleware struct {
-	mu    sync.Mutex
-	m     map[string]*rate.Limiter
-	limit rate.Limit
-	burst int
-	next  http.Handler
-}
-
-func (x *xrateMiddleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	host, err := remoteHost(r)
-	if err != nil {
-		w.WriteHeader(http.StatusBadRequest)
-		return
-	}
-	x.mu.Lock()
-	l, ok := x.m[host]
-	if !ok {
-		l = rate.NewLimiter(x.limit, x.burst)
-		x.m[host] = l
-	}
-	x.mu.Unlock()
-	if !l.Allow() {
-		w.WriteHeader(http.StatusTooManyRequests)
-		return
-	}
-	x.next.ServeHTTP(w, r)
 }
 
 // xrateLimit returns the x/time/rate form of the group's limit.
@@ -491,7 +452,7 @@ func xrateLimit(g group) (rate.Limit, int) {
 
 func xrateMiddlewareCase(e *env, g group, _ string) (*instance, error) {
 	lim, burst := xrateLimit(g)
-	h := &xrateMiddleware{m: make(map[string]*rate.Limiter), limit: lim, burst: burst, next: okHandler}
+	h := peers.NewXRate(lim, burst, okHandler)
 	return &instance{do: serve(h, e.reqs)}, nil
 }
 
