@@ -5,7 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -22,20 +21,6 @@ import (
 	grpclimit "github.com/ratekeeper/ratekeeper/middleware/grpc"
 	"github.com/ratekeeper/ratekeeper/middleware/policy"
 )
-
-// routes are the HTTP routes of examples/stdlib.
-func routes(p *demo.Policies) http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", demo.Healthz)
-	mux.Handle("GET /metrics", p.Metrics)
-	mux.Handle("GET /api/ping", p.Set.Handler("api")(http.HandlerFunc(demo.Ping)))
-	mux.Handle("GET /api/search", p.Set.Handler("search")(http.HandlerFunc(demo.Search)))
-	mux.Handle("POST /login", p.Set.Handler("login")(http.HandlerFunc(demo.Login)))
-	if p.Admin != nil {
-		mux.Handle("/admin/", p.Admin)
-	}
-	return mux
-}
 
 // newGRPCServer returns the gRPC server: the health service, whose calls
 // the api policy limits as it limits GET /api/ping (one quota per client
@@ -154,4 +139,4 @@ func (c *policyCalls) stream(srv any, ss grpc.ServerStream, info *grpc.StreamSer
 	return ic.Stream()(srv, ss, info, h)
 }
 
-func main() { demo.Main("grpc", routes, serveGRPC) }
+func main() { demo.Main("grpc", demo.Routes, serveGRPC) }

@@ -21,7 +21,7 @@ import (
 )
 
 // TestService: the HTTP side is the stdlib example's.
-func TestService(t *testing.T) { demotest.Run(t, routes) }
+func TestService(t *testing.T) { demotest.Run(t, demo.Routes) }
 
 // service is the example on loopback: its HTTP server and a client of its
 // gRPC server, both on the embedded policy file and the memory store.
@@ -43,7 +43,7 @@ func startService(t *testing.T) *service {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &service{p: p, http: httptest.NewServer(routes(p))}
+	s := &service{p: p, http: httptest.NewServer(demo.Routes(p))}
 	t.Cleanup(s.http.Close)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -150,3 +150,18 @@ func reloadOnHangup(ctx context.Context, p *Policies, logger *slog.Logger) {
 		}
 	}
 }
+
+// Routes are the service's routes on a net/http ServeMux, each behind the
+// policy of the file that names it (examples/stdlib and examples/grpc).
+func Routes(p *Policies) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", Healthz)
+	mux.Handle("GET /metrics", p.Metrics)
+	mux.Handle("GET /api/ping", p.Set.Handler("api")(http.HandlerFunc(Ping)))
+	mux.Handle("GET /api/search", p.Set.Handler("search")(http.HandlerFunc(Search)))
+	mux.Handle("POST /login", p.Set.Handler("login")(http.HandlerFunc(Login)))
+	if p.Admin != nil {
+		mux.Handle("/admin/", p.Admin)
+	}
+	return mux
+}
