@@ -13,10 +13,13 @@ import (
 	"github.com/go-chi/httprate"
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
+	"github.com/sethvargo/go-limiter/httplimit"
 	"github.com/sethvargo/go-limiter/memorystore"
 	"github.com/throttled/throttled/v2"
 	goredisstore "github.com/throttled/throttled/v2/store/goredisstore.v9"
 	ulule "github.com/ulule/limiter/v3"
+	ululestdlib "github.com/ulule/limiter/v3/drivers/middleware/stdlib"
+	ululememory "github.com/ulule/limiter/v3/drivers/store/memory"
 	ululeredis "github.com/ulule/limiter/v3/drivers/store/redis"
 	"golang.org/x/time/rate"
 
@@ -155,9 +158,12 @@ func allCases() []*caseDef {
 		&caseDef{name: "ulule/redis", redis: true, make: ululeCase},
 		&caseDef{name: "throttled/redis", redis: true, make: throttledCase},
 		&caseDef{name: "sethvargo/memory", make: sethvargoCase},
-		&caseDef{name: "httprate/middleware/memory", make: httprateCase},
+		&caseDef{name: caseSethvargoMiddleware, make: sethvargoMiddlewareCase},
+		&caseDef{name: caseHttprateMiddleware, make: httprateCase},
+		&caseDef{name: caseUluleMiddleware, make: ululeMiddlewareCase},
 		&caseDef{name: "x/time/rate/middleware", make: xrateMiddlewareCase},
 		&caseDef{name: "x/time/rate/Allow one limiter", oneKey: true, make: xrateAllowCase},
+		&caseDef{name: caseXRateKeys, make: xrateKeysCase},
 	)
 	return cases
 }
@@ -435,6 +441,36 @@ func sethvargoCase(e *env, g group, _ string) (*instance, error) {
 	}, nil
 }
 
+// sethvargoMiddlewareCase is go-limiter's httplimit middleware on its
+// memory store, keyed by the peer address.
+func sethvargoMiddlewareCase(e *env, g group, _ string) (*instance, error) {
+	n, per := g.limit()
+	st, err := memorystore.New(&memorystore.Config{Tokens: uint64(n), Interval: per})
+	if err != nil {
+		return nil, err
+	}
+	mw, err := httplimit.NewMiddleware(st, peers.RemoteHost)
+	if err != nil {
+		return nil, err
+	}
+	return &instance{
+		do: serve(mw.Handle(okHandler), e.reqs),
+		close: func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = st.Close(ctx)
+		},
+	}, nil
+}
+
+// ululeMiddlewareCase is ulule/limiter's net/http middleware on its
+// memory store (it keys by the peer address by default).
+func ululeMiddlewareCase(e *env, g group, _ string) (*instance, error) {
+	n, per := g.limit()
+	l := ulule.New(ululememory.NewStore(), ulule.Rate{Period: per, Limit: n})
+	return &instance{do: serve(ululestdlib.NewMiddleware(l).Handler(okHandler), e.reqs)}, nil
+}
+
 func httprateCase(e *env, g group, _ string) (*instance, error) {
 	n, per := g.limit()
 	mw := httprate.LimitBy(int(n), per, func(r *http.Request) (string, error) {
@@ -460,6 +496,15 @@ func xrateAllowCase(_ *env, g group, _ string) (*instance, error) {
 	lim, burst := xrateLimit(g)
 	l := rate.NewLimiter(lim, burst)
 	return &instance{do: func(*worker, int) (bool, error) { return l.Allow(), nil }}, nil
+}
+
+// xrateKeysCase is x/time/rate's Allow on one rate.Limiter per identity
+// in a map under a mutex, as a user writes it: the in-process baseline of
+// the memory store's Take over many keys.
+func xrateKeysCase(e *env, g group, _ string) (*instance, error) {
+	lim, burst := xrateLimit(g)
+	x := peers.NewXRateKeys(lim, burst)
+	return &instance{do: func(_ *worker, k int) (bool, error) { return x.Allow(e.keys[k]), nil }}, nil
 }
 
 // prefixed returns each key with p in front.

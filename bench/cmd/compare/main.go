@@ -13,6 +13,14 @@
 //
 //	go run ./cmd/compare [-redis ADDR] [-duration 1s] [-rounds 3]
 //	    [-callers 1,16,64,256] [-keys 1,10000] [-cases REGEXP] [-markdown FILE]
+//	    [-targets]
+//
+// The report opens with a Targets table: each speed target of the project
+// (the middleware on the memory store against the fastest peer
+// middleware, a lone caller and a crowd on Redis against redis_rate and
+// PING, Redis CPU per decision) beside what this run measured, for the
+// targets whose cases ran. -targets selects the cases and caller counts
+// that answer all of them.
 package main
 
 import (
@@ -77,8 +85,19 @@ func parseFlags(args []string) (config, error) {
 	fs.BoolVar(&c.memory, "memory", true, "measure Redis memory per identity")
 	fs.IntVar(&c.identities, "identities", 10000, "identities of the memory measurement")
 	fs.DurationVar(&c.timeout, "timeout", 0, "abort after this long (0: twice the planned time plus two minutes)")
+	targets := fs.Bool("targets", false, "run what the speed targets need (1, 64 and 256 callers and the cases of the Targets table) unless -callers or -cases say otherwise")
 	if err := fs.Parse(args); err != nil {
 		return c, err
+	}
+	if *targets {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if !set["cases"] {
+			*cases = targetsCases
+		}
+		if !set["callers"] {
+			*callers = "1,64,256"
+		}
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments %q", fs.Args())

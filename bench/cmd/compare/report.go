@@ -54,6 +54,7 @@ func writeReport(w io.Writer, f facts, plan []groupPlan, mem []memResult, memErr
 		fmt.Fprintf(w, "- the ratekeeper \"no batching\" and \"no deny cache\" cases run the same store as the default one: this redisstore.Options has no batching or deny-cache settings\n")
 	}
 	fmt.Fprintln(w)
+	writeTargets(w, plan)
 
 	for _, gp := range plan {
 		fmt.Fprintf(w, "#### %s\n\n", gp.g)
