@@ -76,7 +76,9 @@ type Options struct {
 	// Wait returns when its turn comes (package store, "Waiting instead of
 	// refusing"). Decide never waits. Zero refuses at once, as before.
 	// Needs GCRA or token-bucket limits and a store (and Fallback) that
-	// implements [store.Waiter]; not with Overrides.
+	// implements [store.Waiter]; not with Overrides. Limits of another
+	// algorithm from LimitsFunc or Request.Limits are refused at request
+	// time ([OutcomeRejected]) when the request waits.
 	MaxWait time.Duration
 	// FailureMode chooses [FailOpen] (the default) or [FailClosed].
 	FailureMode FailureMode
