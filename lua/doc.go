@@ -35,6 +35,9 @@
 //	                             function, then partial
 //	fixed_window/calendar        common, calendar, unreadable, override,     calendar quotas
 //	                             prelude, calendar_window, fixed_window
+//	gcra/wait, token_bucket/wait common, then unreadable, override,          waiting
+//	                             prelude and bucket as the body of a
+//	                             function, then wait
 //
 // common.lua holds rounding helpers, the clock and the mode;
 // unreadable.lua repairs state the script cannot read; override.lua reads
@@ -270,6 +273,34 @@
 // the four that does (an error when none does), else the aligned one. The
 // reply is the full script's; the state is the fixed window's, {w, cur},
 // expiring at the end of its window.
+//
+// # Waiting
+//
+// The waiting scripts ("gcra/wait", "token_bucket/wait") decide a request
+// with package store's MaxWait and give back the place one reserved. They
+// are common.lua, then unreadable.lua, override.lua, prelude.lua and
+// bucket.lua as the function decide, which reads the clock (now) and the
+// mode (mode, take) of common.lua when it runs, then wait.lua. A decision
+// takes the full script's KEYS and ARGV, then one more argument, the most
+// µs the request may wait (at least 0), which wait.lua takes off ARGV.
+// It runs decide (as a peek when a limit blocks, so that a refusal that
+// will wait starts no block); an admission, a block or a retry after
+// beyond the most is answered as is (for a blocking take, by decide in
+// take mode). Otherwise the retry after is the delay d: decide runs
+// again as a peek with now moved d ahead, and each limit's state is
+// written at the real now with its units then plus the units that drain
+// in d (nothing is written for a peek). The reply is the full reply
+// (reset after counted from now, remaining as it will be after d), then
+// d in µs and the reservation: for a take admitted with d > 0, per limit
+// the state before (its 16 bytes, or those of {0, 0} for none or
+// unreadable state) and after the reservation, else "".
+//
+// Mode "cancel" gives a place back: KEYS are the request's state keys,
+// ARGV[2] the reservation, ARGV[3] n, then per limit rate and period
+// in µs. A state key that still holds the state the reservation wrote is
+// put back to the state before it (deleted when that has drained, else
+// with the TTL of its units); others are left alone. The reply is the
+// number of limits put back.
 //
 // # Stacked decisions
 //

@@ -70,6 +70,9 @@ var refund string
 //go:embed partial.lua
 var partialDriver string
 
+//go:embed wait.lua
+var waitDriver string
+
 // The algorithm files, each with what it follows: sliding_window_counter
 // and suppressed count in counter.lua's windows; fixed_window follows
 // window.lua, its windows (calendar_window.lua in the calendar script).
@@ -115,7 +118,16 @@ var scripts = [...]struct {
 	{"fixed_window/partial", partial(fixedWindow)},
 	// Calendar quotas (calendar.go).
 	{"fixed_window/calendar", calendar()},
+	// Waiting instead of refusing.
+	{"gcra/wait", waiting},
+	{"token_bucket/wait", waiting},
 }
+
+// waiting is the script of a request that may wait: common.lua, then the
+// full script of GCRA and the token bucket as the function decide (which
+// sees the clock and the mode of common.lua, which wait.lua sets), then
+// wait.lua.
+var waiting = []string{common, "local function decide()", unreadable, override, prelude, bucket, "end", waitDriver}
 
 // full is the full script of an algorithm file: every feature of a
 // request (several limits, blocks, counted refusals, de-duplication,
@@ -178,8 +190,9 @@ var errUnknownScript = errors.New("lua: unknown script")
 // for each algorithm of package store, by its name, "<algorithm>" (the
 // full script), "<algorithm>/lean" and "<algorithm>/lean-override" (none
 // for the suppressed strategy); then "stacked", "stacked/lean" and
-// "refund"; then "<algorithm>/partial" for each counting algorithm and
-// "fixed_window/calendar". The slice is a fresh copy.
+// "refund"; then "<algorithm>/partial" for each counting algorithm,
+// "fixed_window/calendar", "gcra/wait" and "token_bucket/wait". The slice
+// is a fresh copy.
 func names() []string {
 	out := make([]string, len(scripts))
 	for i := range scripts {

@@ -27,6 +27,8 @@
 //	ratekeeper_cached_refusals_total{policy}              counter
 //	ratekeeper_repaired_state_total{policy}               counter
 //	ratekeeper_suppressed_refusals_total{policy}          counter
+//	ratekeeper_delayed_admissions_total{policy}           counter
+//	ratekeeper_admission_delay_seconds_total{policy}      counter
 //	ratekeeper_store_evictions_total                      counter (store.EvictionCounter)
 //	ratekeeper_stack_refunds_total                        counter (store.Refunder)
 //	ratekeeper_stack_unrefunded_total                     counter (store.Refunder)
@@ -52,6 +54,12 @@
 // store/suppressed that were random draws against the suppression factor; those
 // refusals are also in decisions_total as limited (or dry_run), like the
 // refusals by the hard limit, which it leaves out.
+//
+// delayed_admissions_total counts the admissions that waited for their
+// turn instead of being refused (a MaxWait of package middleware or
+// middleware/limiter), also counted in decisions_total as allowed, and
+// admission_delay_seconds_total the waits they were given: their ratio
+// is the mean wait.
 //
 // [RegisterPolicySet] adds the reload and mode series of a policy set.
 //

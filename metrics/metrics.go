@@ -56,6 +56,8 @@ type Collector struct {
 	cached      *prometheus.CounterVec
 	repaired    *prometheus.CounterVec
 	suppressed  *prometheus.CounterVec
+	delayed     *prometheus.CounterVec
+	delay       *prometheus.CounterVec
 }
 
 // Metric names without the namespace (the package documentation lists
@@ -70,6 +72,8 @@ const (
 	nameCached      = "cached_refusals_total"
 	nameRepaired    = "repaired_state_total"
 	nameSuppressed  = "suppressed_refusals_total"
+	nameDelayed     = "delayed_admissions_total"
+	nameDelay       = "admission_delay_seconds_total"
 )
 
 // New creates the collectors, with those of [Options.Store]'s
@@ -126,7 +130,15 @@ func New(reg prometheus.Registerer, opts Options) (*Collector, error) {
 		Namespace: ns, Name: nameSuppressed, ConstLabels: opts.ConstLabels,
 		Help: "Refusals of the suppressed strategy drawn against its suppression factor (between the soft and the hard limit), by policy; refusals by the hard limit are not counted here.",
 	}, []string{"policy"})
-	cols := []prometheus.Collector{c.decisions, c.blocks, c.storeErrors, c.latency, c.degraded, c.unavailable, c.cached, c.repaired, c.suppressed}
+	c.delayed = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: ns, Name: nameDelayed, ConstLabels: opts.ConstLabels,
+		Help: "Admissions that waited for their turn instead of being refused (MaxWait), by policy; they count as allowed decisions too.",
+	}, []string{"policy"})
+	c.delay = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: ns, Name: nameDelay, ConstLabels: opts.ConstLabels,
+		Help: "Total time delayed admissions were told to wait for their turn, in seconds, by policy.",
+	}, []string{"policy"})
+	cols := []prometheus.Collector{c.decisions, c.blocks, c.storeErrors, c.latency, c.degraded, c.unavailable, c.cached, c.repaired, c.suppressed, c.delayed, c.delay}
 	if err := registerAll(reg, append(cols, storeCollectors(opts.Store, ns, opts.ConstLabels)...)); err != nil {
 		return nil, err
 	}
@@ -163,6 +175,10 @@ func (c *Collector) Observe(_ context.Context, e limiter.Event) {
 	}
 	if e.Repaired {
 		c.repaired.WithLabelValues(e.Policy).Inc()
+	}
+	if e.Delay > 0 && e.Allowed {
+		c.delayed.WithLabelValues(e.Policy).Inc()
+		c.delay.WithLabelValues(e.Policy).Add(e.Delay.Seconds())
 	}
 	if e.Suppressed && e.Outcome == limiter.OutcomeLimited {
 		// A drawn refusal that dry-run let through refused nothing.

@@ -20,6 +20,7 @@ import (
 	"github.com/ratekeeper/ratekeeper/middleware"
 	"github.com/ratekeeper/ratekeeper/middleware/limiter"
 	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/store/memstore"
 )
 
 // countingStore admits the first n takes per key and refuses the rest; it
@@ -292,5 +293,38 @@ func TestSuppressedRefusals(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(c.decisions.WithLabelValues("api", string(limiter.OutcomeLimited))); got != 3 {
 		t.Fatalf("limited decisions: got %v, want 3", got)
+	}
+}
+
+// TestDelayedAdmissions: a limiter's admissions that waited for their
+// turn are counted per policy with the waits they were given, and as
+// allowed decisions too.
+func TestDelayedAdmissions(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	c, err := New(reg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := memstore.New(memstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := limiter.New(st, limiter.Options{Name: "api", Limits: []store.Limit{{Rate: 1, Period: 50 * time.Millisecond}}, MaxWait: time.Second, Observer: c.Observe})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if d, err := l.Wait(context.Background(), limiter.Request{Identity: "alice"}); err != nil || !d.Allowed {
+			t.Fatalf("Wait: got %+v, %v, want admitted", d.Decision, err)
+		}
+	}
+	if got := testutil.ToFloat64(c.delayed.WithLabelValues("api")); got != 1 {
+		t.Errorf("delayed admissions: got %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(c.delay.WithLabelValues("api")); got < 0.02 || got > 0.05 {
+		t.Errorf("admission delay: got %vs, want about 0.05s", got)
+	}
+	if got := testutil.ToFloat64(c.decisions.WithLabelValues("api", string(limiter.OutcomeAllowed))); got != 2 {
+		t.Errorf("allowed decisions: got %v, want 2", got)
 	}
 }

@@ -186,7 +186,7 @@ func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 	if !ok {
 		return
 	}
-	d, err := l.Decide(st, req)
+	d, err := l.Wait(st, req)
 	l.finish(w, r, next, st, &req, decided{d, err})
 }
 
@@ -207,7 +207,7 @@ func (l *Limiter) serveLight(w http.ResponseWriter, r *http.Request, next http.H
 	if l.h.dedup != nil {
 		req.DedupID = l.h.dedup(r)
 	}
-	d, err := l.Decide(st, req)
+	d, err := l.Wait(st, req)
 	switch d.Outcome {
 	case limiter.OutcomeAllowed:
 		writeHeaders(w.Header(), &d, &st.hb, false)

@@ -43,6 +43,16 @@ type Options struct {
 	// headers (never Retry-After) and reports [limiter.OutcomeDryRun] for
 	// requests it would refuse, but always calls the wrapped handler.
 	DryRun bool
+	// MaxWait, when > 0, delays a request that would be refused but whose
+	// turn comes within MaxWait, instead of answering 429: its place is
+	// reserved at once, the handler runs when its turn comes, with headers
+	// that describe the limits as they then stand. A client that goes
+	// away while waiting gives its place back and the handler never runs.
+	// Zero refuses at once. Needs GCRA or token-bucket limits and a store
+	// that implements [store.Waiter] (both stores of this module do); not
+	// with Overrides (see [limiter.Options].MaxWait). Each waiting request
+	// holds its goroutine and connection: keep MaxWait short.
+	MaxWait time.Duration
 	// FailureMode chooses [limiter.FailOpen] (the default: the request is
 	// served without rate-limit headers) or [limiter.FailClosed] (503 with
 	// a JSON body and Retry-After).
@@ -135,6 +145,7 @@ func (o *Options) core(limits []store.Limit, tiers []limiter.Tier, logger *slog.
 		CountDenied:      o.CountDenied,
 		Overrides:        o.Overrides,
 		DryRun:           o.DryRun,
+		MaxWait:          o.MaxWait,
 		FailureMode:      o.FailureMode,
 		Fallback:         o.Fallback,
 		BreakerThreshold: o.BreakerThreshold,

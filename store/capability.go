@@ -162,3 +162,24 @@ type NodeLocator interface {
 	// waits on the network for long, and is safe for concurrent use.
 	NodeFor(ctx context.Context, req Request) string
 }
+
+// Waiter is implemented by stores that admit a request later instead of
+// refusing it ([Request.MaxWait]) and can give back the place such an
+// admission reserved: the memory store and the Redis store. A store
+// without it decides a MaxWait request as it would any other, by its
+// limits alone, so callers that wait check for it first.
+type Waiter interface {
+	// CancelWait gives back the place that d, a Take of req admitted with
+	// a Delay, reserved, when the caller will not proceed (its context
+	// ended first): in one atomic step, each limit is put back as it
+	// stood before the reservation if no later request has written it
+	// since; a limit written since (a later request queued behind this
+	// one) keeps the units, so that the later ones' times stay exact, and
+	// the place goes unused (package store, "Waiting instead of
+	// refusing"). It returns an error wrapping [ErrInvalidRequest] when d
+	// holds no reservation of req, and a *[BackendError] when the backend
+	// fails. Call it at most once per decision; a call for a decision
+	// whose Delay has passed changes nothing a later request relies on
+	// only while nothing was written since.
+	CancelWait(ctx context.Context, req Request, d Decision) error
+}

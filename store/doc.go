@@ -166,6 +166,35 @@
 // Block blocks the key, and Granted is 0. A Peek reports the decision and
 // the grant a Take would make now and writes nothing.
 //
+// # Waiting instead of refusing
+//
+// A [Request.MaxWait] request of cost c (GCRA and the token bucket) that
+// its limits refuse now but would admit within MaxWait is admitted with
+// a delay instead: d is the smallest wait after which every limit admits
+// it (each limit's RetryAfter, the longest of them), and when d ≤
+// MaxWait the request is recorded in the same atomic step as the
+// decision as if it arrived at now + d: each limit's units then (used
+// drained to now + d, plus c) are written at now on the same line, that
+// is with the units that drain until then added. The state then holds
+// more than the capacity, so that every later request is decided behind
+// the reserved one, exactly as the request will proceed: waiters never
+// exceed the limit, and a crowd of waiters leaves in turn instead of at
+// once. [Decision.Delay] is d; Remaining (and PerLimit's) is what the
+// limit will have left when the request proceeds, ResetAfter is counted
+// from now. A request whose d exceeds MaxWait is refused as without
+// MaxWait (RetryAfter d), and one that fits at once is decided exactly as
+// without it (Delay 0). A refusal by a limit that blocks, beyond MaxWait,
+// starts the block; a request admitted with a delay starts none. A Peek
+// reports what a Take would, writing nothing.
+//
+// The place is given back with [Waiter.CancelWait] when the caller will
+// not proceed: each limit whose state is still the one the reservation
+// wrote is put back as it was before the reservation. A limit written
+// since (a later request reserved behind it) keeps the units: giving them
+// back would let a newcomer take a turn at the same time as the later
+// waiter's, so the cancelled turn goes unused. Places given back from the
+// last one backwards are all given back.
+//
 // # Calendar quotas
 //
 // A [FixedWindow] limit with [Limit.Calendar] counts in calendar windows

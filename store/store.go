@@ -297,6 +297,15 @@ type Request struct {
 	// a Calendar limit, the suppressed strategy or in a stack (package
 	// store, "Partial grants").
 	Partial bool
+	// MaxWait, when > 0, admits later instead of refusing: a request that
+	// every limit would admit within MaxWait (rounded down to the
+	// microsecond) is admitted now with its units reserved at the time it
+	// may proceed, which [Decision.Delay] reports; later requests queue
+	// behind it, and [Waiter.CancelWait] gives its place back. A request
+	// that would wait longer is refused as without MaxWait. GCRA and
+	// TokenBucket only; not with Partial, DedupID or ApplyOverride, nor in
+	// a stack (package store, "Waiting instead of refusing").
+	MaxWait time.Duration
 }
 
 // cost returns the effective cost (zero means one).
@@ -334,6 +343,9 @@ func (r Request) Validate() error {
 		return fmt.Errorf("%w: negative DedupWindow %s", ErrInvalidRequest, r.DedupWindow)
 	}
 	if err := r.validatePartial(); err != nil {
+		return err
+	}
+	if err := r.validateWait(); err != nil {
 		return err
 	}
 	if err := r.calendarRequest(); err != nil {
@@ -435,6 +447,17 @@ type Decision struct {
 	// for Peek, that a Take would take now): 1 to Cost when Allowed, 0
 	// when refused. Zero for other requests.
 	Granted int64
+	// Delay is, for an admission of a [Request.MaxWait] request, how long
+	// the caller must wait before it proceeds: 0 when it may proceed at
+	// once. Remaining, ResetAfter and PerLimit then describe the limits
+	// as they will stand when it proceeds, after its units (ResetAfter
+	// counted from then).
+	Delay time.Duration
+	// Reservation is, for a Take admitted with a Delay, the store's
+	// opaque record of the place it reserved, which [Waiter.CancelWait]
+	// reads to give the place back; "" otherwise. Only meaningful to the
+	// store that issued it.
+	Reservation string
 }
 
 // LimitState is one limit's part of a [Decision].

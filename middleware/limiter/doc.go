@@ -22,6 +22,9 @@
 // Blocked), the instant it resets, the [Outcome], the limits that applied
 // and their header values ([headers.Policy]), ready to write as HTTP
 // headers or gRPC metadata. [Stack] decides under several limiters at once.
+// [Limiter.Wait] waits for the request's turn instead of refusing it, up
+// to [Options].MaxWait, with its place reserved at once: a client that
+// throttles its own outgoing calls calls it before each.
 // [Limiter.Reset], [Limiter.SetOverride] and [Limiter.ClearOverride]
 // change a client's state by the same identity; [StoreKey] is the one
 // place that builds a client's store key.

@@ -31,6 +31,7 @@ type Limiter struct {
 	countDenied bool
 	overrides   bool
 	dryRun      bool
+	maxWait     time.Duration
 	name        string
 	failure     FailureMode
 	headerOpts  headers.Options
@@ -96,6 +97,8 @@ type Request struct {
 	// when not even one unit fits (package store, "Partial grants"). Not
 	// with Charged, a DedupID, Options.CountDenied or Options.Overrides.
 	Partial bool
+
+	wait bool // set by Wait: the store may admit it later (Options.MaxWait)
 }
 
 // Decision is a limiter's answer about one request: the store's decision
@@ -157,6 +160,7 @@ func New(s store.Store, o Options) (*Limiter, error) {
 		countDenied: o.CountDenied,
 		overrides:   o.Overrides,
 		dryRun:      o.DryRun,
+		maxWait:     o.MaxWait,
 		name:        cmpOr(o.Name, defaultName),
 		failure:     o.FailureMode,
 		headerOpts:  o.Headers,
@@ -364,6 +368,9 @@ func (l *Limiter) reportUnlessPeek(ctx context.Context, req *Request, e *Event) 
 // storeRequest is the store request for req under set, taking need units.
 func (l *Limiter) storeRequest(req *Request, d *Decision, set *limitSet, need int64) store.Request {
 	sr := store.Request{Key: StoreKey(l.name, d.Tier, req.Identity), Limits: set.limits, Cost: need, CountDenied: l.countDenied, ApplyOverride: l.overrides, Partial: req.Partial}
+	if req.wait {
+		sr.MaxWait = l.maxWait
+	}
 	if req.DedupID != "" && !req.Peek {
 		sr.DedupID, sr.DedupReplays, sr.DedupWindow = req.DedupID, l.dedupMax, l.dedupTTL
 	}

@@ -71,6 +71,15 @@ type Options struct {
 	// DryRun runs the policy in shadow mode: it decides and records, but a
 	// refusal is reported as [OutcomeDryRun] and the request is admitted.
 	DryRun bool
+	// MaxWait, when > 0, lets [Limiter.Wait] admit a request that would be
+	// refused but fits within MaxWait: its place is reserved at once and
+	// Wait returns when its turn comes (package store, "Waiting instead of
+	// refusing"). Decide never waits. Zero refuses at once, as before.
+	// Needs GCRA or token-bucket limits and a store (and Fallback) that
+	// implements [store.Waiter]; not with Overrides. Limits of another
+	// algorithm from LimitsFunc or Request.Limits are refused at request
+	// time ([OutcomeRejected]) when the request waits.
+	MaxWait time.Duration
 	// FailureMode chooses [FailOpen] (the default) or [FailClosed].
 	FailureMode FailureMode
 	// Fallback decides, when set, with this store (typically a memory
@@ -200,6 +209,9 @@ func (o *Options) validate(s store.Store) error {
 		return errors.New("ratekeeper: limiter: give Options.Limits or Options.Tiers, not both")
 	case len(o.Limits) == 0 && len(o.Tiers) == 0:
 		return errors.New("ratekeeper: limiter: Options.Limits or Options.Tiers is required")
+	}
+	if err := o.validateWait(s); err != nil {
+		return err
 	}
 	if o.Overrides {
 		if _, ok := s.(store.OverrideStore); !ok {

@@ -155,6 +155,9 @@ func (b *builder) base(ps *policySpec, dry bool) (*middleware.Limiter, error) {
 	o.ProblemDetails = o.ProblemDetails || ps.problem
 	o.CountDenied = o.CountDenied || ps.countDenied
 	o.Overrides = o.Overrides || ps.overrides
+	if ps.maxWait > 0 {
+		o.MaxWait = ps.maxWait
+	}
 	exempt, err := b.exemptions(ps.exempt)
 	if err != nil {
 		return nil, err

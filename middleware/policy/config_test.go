@@ -359,6 +359,35 @@ policies:
         period: 1m
         block: -15m
 `, 8, "policies.login.limits[0].block", "must be zero or positive, got -15m"},
+		{"max_wait with a fixed window", "", `
+policies:
+  api:
+    key: ip
+    max_wait: 2s
+    limits: [{rate: 5, period: 1m, algorithm: fixed_window}]
+`, 5, "policies.api.max_wait", "needs gcra or token_bucket limits, not fixed_window"},
+		{"max_wait with overrides", "", `
+policies:
+  api:
+    key: ip
+    max_wait: 2s
+    overrides: true
+    limits: [{rate: 5, period: 1m}]
+`, 5, "policies.api.max_wait", "cannot be combined with overrides"},
+		{"negative max_wait", "", `
+policies:
+  api:
+    key: ip
+    max_wait: -2s
+    limits: [{rate: 5, period: 1m}]
+`, 5, "policies.api.max_wait", "must be zero or positive, got -2s"},
+		{"max_wait without a unit", "", `
+policies:
+  api:
+    key: ip
+    max_wait: 2
+    limits: [{rate: 5, period: 1m}]
+`, 5, "policies.api.max_wait", "must be a duration with a unit"},
 		{"count_denied with gcra", "", `
 policies:
   login:

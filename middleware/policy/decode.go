@@ -250,7 +250,7 @@ func (d *decoder) policies(s *spec, n *yaml.Node) {
 	}
 }
 
-const policyFields = "key, classifier, share, cost, mode, limits, tiers, failure, local_fallback, breaker, headers, problem_details, count_denied, overrides, exempt"
+const policyFields = "key, classifier, share, cost, mode, limits, tiers, failure, local_fallback, breaker, headers, problem_details, count_denied, overrides, max_wait, exempt"
 
 func (d *decoder) policy(name string, k, v *yaml.Node) *policySpec {
 	path := join("policies", name)
@@ -303,6 +303,8 @@ func (d *decoder) policyField(ps *policySpec, key string, kk, vv *yaml.Node) {
 		ps.headers = d.headers(vv, f)
 	case "exempt":
 		ps.exempt = d.exempt(vv, f)
+	case "max_wait":
+		ps.maxWait, _ = d.duration(vv, f, true)
 	default:
 		d.unknown(kk, f, policyFields)
 	}
@@ -352,6 +354,9 @@ func (d *decoder) failure(k, v *yaml.Node, f string) limiter.FailureMode {
 // against each other.
 func (d *decoder) checkPolicy(ps *policySpec) {
 	before := d.count()
+	if ps.maxWait > 0 && ps.overrides {
+		d.add(ps.at["max_wait"], join(ps.path, "max_wait"), "cannot be combined with overrides")
+	}
 	has := func(f string) bool { _, ok := ps.at[f]; return ok }
 	kinds := 0
 	for _, f := range []string{"key", "classifier", "share"} {
@@ -475,6 +480,9 @@ func (d *decoder) checkLimits(ps *policySpec, limits []limitSpec, path string, l
 	}
 	if ps.countDenied && (!window(alg) || limits[0].soft > 0) {
 		d.add(ps.at["count_denied"], join(ps.path, "count_denied"), fmt.Sprintf("needs a window algorithm (sliding_window_log, sliding_window_counter or fixed_window), not %s", limits[0].algorithm()))
+	}
+	if ps.maxWait > 0 && (window(alg) || limits[0].soft > 0) {
+		d.add(ps.at["max_wait"], join(ps.path, "max_wait"), fmt.Sprintf("needs gcra or token_bucket limits, not %s", limits[0].algorithm()))
 	}
 }
 

@@ -100,6 +100,10 @@
 //   - overrides: true applies per-client overrides set through the admin
 //     API, the command-line tool or [middleware.Limiter.SetOverride]
 //     ([middleware.Options].Overrides); the store must keep overrides.
+//   - max_wait: a duration such as 2s: a request that would be refused
+//     but whose turn comes within it waits for its turn instead
+//     ([middleware.Options].MaxWait); gcra or token_bucket limits only,
+//     not with overrides.
 //   - exempt: paths (exact, or a prefix ending in "/*"), cidrs (prefixes
 //     or addresses, matched against the address Options.ClientIP finds)
 //     and methods, whose requests pass without a decision

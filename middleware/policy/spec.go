@@ -36,6 +36,7 @@ type policySpec struct {
 	problem                bool
 	countDenied            bool
 	overrides              bool
+	maxWait                time.Duration // 0: refuse at once
 	exempt                 *exemptSpec
 }
 
@@ -111,6 +112,9 @@ func (ps *policySpec) marshal() json.RawMessage {
 	o.flag("problem_details", ps.problem)
 	o.flag("count_denied", ps.countDenied)
 	o.flag("overrides", ps.overrides)
+	if ps.maxWait > 0 {
+		o.str("max_wait", fmtDuration(ps.maxWait))
+	}
 	if ps.exempt != nil {
 		o.raw("exempt", ps.exempt.marshal())
 	}

@@ -94,11 +94,15 @@ func (s *memStore) run(req store.Request, take bool) (store.Decision, error) {
 			return store.Decision{}, err
 		}
 	}
-	var granted int64
+	var granted, delay int64
+	var res []byte
 	if req.Partial {
 		granted = o.grant(out)
 	} else {
 		o.evaluate(out)
+		if req.MaxWait > 0 {
+			delay, res = o.wait(out)
+		}
 	}
 	var err error
 	if take {
@@ -112,6 +116,10 @@ func (s *memStore) run(req store.Request, take bool) (store.Decision, error) {
 	d.Override = kind
 	if d.Allowed {
 		d.Granted = granted
+		d.Delay = micros(delay)
+		if take && delay > 0 {
+			d.Reservation = string(res)
+		}
 	}
 	return d, nil
 }

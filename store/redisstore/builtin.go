@@ -40,21 +40,28 @@ const (
 	// (store.Limit.Calendar): the full script's calling convention, four
 	// window bounds per limit more in ARGV.
 	calendarWindows
+	// waiting decides a request with store.Request.MaxWait (GCRA and the
+	// token bucket): the full script's calling convention with the most
+	// µs to wait last, and the delay and reservation after the reply.
+	waiting
 
 	variants // the number of variants
 )
 
 // scriptSuffix is the lua script name of each variant after the
 // algorithm's name.
-var scriptSuffix = [variants]string{full: "", lean: "/lean", leanOverride: "/lean-override", partialGrant: "/partial", calendarWindows: "/calendar"}
+var scriptSuffix = [variants]string{full: "", lean: "/lean", leanOverride: "/lean-override", partialGrant: "/partial", calendarWindows: "/calendar", waiting: "/wait"}
 
 // variantOf returns the script family that decides a validated request:
 // lean for a plain request of a counting algorithm, leanOverride for one
 // that also applies its key's override, partialGrant for a partial
-// request, calendarWindows for one with a calendar limit, else full (the suppressed strategy always runs its full
+// request, calendarWindows for one with a calendar limit, waiting for one
+// that may wait, else full (the suppressed strategy always runs its full
 // script).
 func variantOf(req *store.Request) variant {
 	switch {
+	case req.MaxWait > 0:
+		return waiting
 	case req.Partial:
 		return partialGrant
 	case calendarRequest(req):
@@ -105,6 +112,9 @@ var builtinScripts = sync.OnceValues(func() (*scriptTable, error) {
 			}
 			if v == calendarWindows && store.Algorithm(alg) != store.FixedWindow {
 				continue // only fixed windows follow a calendar
+			}
+			if v == waiting && store.Algorithm(alg) != store.GCRA && store.Algorithm(alg) != store.TokenBucket {
+				continue // only GCRA and the token bucket wait
 			}
 			if t.byAlgorithm[alg][v], err = src(scriptName(store.Algorithm(alg)) + scriptSuffix[v]); err != nil {
 				return nil, err

@@ -39,10 +39,13 @@ func (s *redisStore) command(mode string, req *store.Request, cost int64) comman
 	alg := req.Limits[0].Algorithm
 	c := command{variant: variantOf(req), li: li}
 	c.sc = &s.scripts.byAlgorithm[alg][c.variant]
-	if c.variant == full || c.variant == partialGrant || c.variant == calendarWindows {
+	if c.variant == full || c.variant == partialGrant || c.variant == calendarWindows || c.variant == waiting {
 		c.args = s.fullArgs(mode, keyBase(s.prefix, encodeKey(req.Key)), c.sc, req, cost)
-		if c.variant == calendarWindows {
+		switch c.variant {
+		case calendarWindows:
 			c.args = s.appendBounds(c.args, req.Limits)
+		case waiting:
+			c.args = append(c.args, req.MaxWait.Microseconds())
 		}
 		c.key = c.args[3+4].(string) // the first state key
 		return c
@@ -76,6 +79,8 @@ func (c *command) decode(v any, req *store.Request, cost int64) (store.Decision,
 		return decodeLean(v, c.li)
 	case partialGrant:
 		return decodePartial(v, req, cost)
+	case waiting:
+		return decodeWait(v, req, cost)
 	}
 	r, err := decodeReply(v, req.Limits, cost)
 	if err != nil {

@@ -153,6 +153,19 @@
 //     changes nothing, never settled stays charged; an overrun past the
 //     capacity refuses until it has drained (exact: to the microsecond);
 //     20 concurrent reservations of 5 settled at 2 leave exactly 40 used.
+//   - wait, wait-cancel, wait-concurrent, wait-block (GCRA and the token
+//     bucket; they skip unless the store implements [store.Waiter]): on a
+//     full key of 4 per period, requests allowed to wait get Delays of a
+//     quarter and a half period, exact to the microsecond with an exact
+//     clock, Remaining 0 and ResetAfter counted from now, and hold their
+//     places (a plain request is refused until both have passed); one
+//     whose turn is beyond MaxWait is refused and records nothing; a Peek
+//     reports the Delay and writes nothing; a request that fits at once
+//     is decided as without MaxWait. A place given back with CancelWait
+//     is taken by the next request only when no later waiter holds one
+//     behind it. 16 concurrent waiters: 12 admitted, in turns a quarter
+//     period apart. A waiter starts no block; a refusal beyond MaxWait
+//     does.
 //
 // The suppressed strategy (package store/suppressed over the harness's
 // store, subtests "suppressed/<property>"), with [Harness.Rand] choosing each draw (they
@@ -196,7 +209,9 @@
 // calendar-invalid (each bad calendar field is an error naming it),
 // settle-invalid (a settlement of a window algorithm, of an actual cost
 // out of range, with ApplyOverride or Partial, is refused and charges
-// nothing).
+// nothing), wait-invalid (MaxWait below 0, with a window algorithm,
+// Partial, a DedupID or ApplyOverride, or holding more than 2³⁰ units,
+// and a CancelWait without a reservation, are refused).
 //
 // [Harness.Store] is checked as a black box: the suite's own tests run it
 // against broken stores (a Reset that never reports ErrNotFound, a store

@@ -439,6 +439,7 @@ func (e *env) checkDecision(op string, r store.Request, d store.Decision) {
 	}
 	e.checkFlags(op, r, d, fail)
 	e.checkGranted(r, d, fail)
+	e.checkWait(op, r, d, fail)
 	e.checkPerLimit(r, d, fail)
 	if d.Blocked {
 		e.checkBlockedDecision(r, d, fail)

@@ -30,6 +30,17 @@ type broken struct {
 	limit func(store.Limit) store.Limit
 	// request, when set, rewrites every request.
 	request func(store.Request) store.Request
+	// cancel, when set, replaces the wrapped store's CancelWait.
+	cancel func(s store.Store, ctx context.Context, r store.Request, d store.Decision) error
+}
+
+// CancelWait forwards to the wrapped store's (a [store.Waiter]), or to
+// cancel.
+func (b broken) CancelWait(ctx context.Context, r store.Request, d store.Decision) error {
+	if b.cancel != nil {
+		return b.cancel(b.Store, ctx, b.fix(r), d)
+	}
+	return b.Store.(store.Waiter).CancelWait(ctx, b.fix(r), d)
 }
 
 func (b broken) fix(r store.Request) store.Request {
@@ -110,6 +121,16 @@ var mutants = map[string]struct {
 	store     broken
 	mustCatch []string
 }{
+	"MaxWait ignored": {
+		broken{request: func(r store.Request) store.Request { r.MaxWait = 0; return r }},
+		[]string{"gcra/wait", "token_bucket/wait-cancel", "gcra/wait-concurrent"},
+	},
+	"places given back with waiters behind them": {
+		broken{cancel: func(s store.Store, ctx context.Context, r store.Request, d store.Decision) error {
+			return s.(store.Refunder).Settle(ctx, r, 0) // the cost off the end of the line
+		}},
+		[]string{"gcra/wait-cancel", "token_bucket/wait-cancel"},
+	},
 	"suppressed: hard limit ignored": {
 		broken{take: func(s store.Store, ctx context.Context, r store.Request) (store.Decision, error) {
 			d, err := s.Take(ctx, r)
@@ -414,7 +435,8 @@ func TestMutant(t *testing.T) {
 // escalation, BlockStarted on every blocked refusal, peeks that start
 // blocks, CountDenied or DedupID ignored, ids remembered forever, partial
 // grants taken all or nothing or one unit short, calendar windows in UTC
-// whatever the zone or a month of 30 days, a
+// whatever the zone or a month of 30 days, MaxWait ignored, places
+// given back with waiters behind them, a
 // suppressed strategy without its hard limit, its offered load or its
 // factor), it fails, and in the subtests that test that promise.
 func TestSuiteCatchesBrokenStores(t *testing.T) {

@@ -70,6 +70,10 @@ var algorithmTests = []algorithmTest{
 	{"partial-concurrent", nil, testPartialConcurrent},
 	{"settle", onlyBuckets, testSettle},
 	{"settle-concurrent", onlyBuckets, testSettleConcurrent},
+	{"wait", onlyBuckets, testWait},
+	{"wait-cancel", onlyBuckets, testWaitCancel},
+	{"wait-concurrent", onlyBuckets, testWaitConcurrent},
+	{"wait-block", onlyBuckets, testWaitBlock},
 }
 
 var generalTests = []generalTest{
@@ -85,6 +89,7 @@ var generalTests = []generalTest{
 	{"calendar-mixed", testCalendarMixed},
 	{"calendar-invalid", testCalendarInvalid},
 	{"settle-invalid", testSettleInvalid},
+	{"wait-invalid", testWaitInvalid},
 }
 
 // Run runs the conformance suite: one subtest per algorithm and property

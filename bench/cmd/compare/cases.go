@@ -148,6 +148,7 @@ func allCases() []*caseDef {
 		&caseDef{name: "ratekeeper/redis/suppressed", redis: true, make: rkSuppressedCase},
 		&caseDef{name: "ratekeeper/redis/gcra overrides", redis: true, make: rkOverridesCase},
 		&caseDef{name: "ratekeeper/redis/gcra stacked", redis: true, make: rkStackCase},
+		&caseDef{name: "ratekeeper/redis/gcra max wait", redis: true, make: rkWaitCase},
 		&caseDef{name: "ratekeeper/redis/gcra no batching", redis: true, make: rkRedisCase(store.GCRA, false, true)},
 		&caseDef{name: "ratekeeper/redis/gcra no deny cache", redis: true, make: rkRedisCase(store.GCRA, true, false)},
 		&caseDef{name: "ratekeeper/redis/gcra ctx deadlines", redis: true, make: rkDeadlinesCase},
@@ -267,6 +268,19 @@ func rkRedisCaseOf(alg store.Algorithm, batch, deny, overrides bool) func(*env, 
 		}
 		return rkTakeCase(e.rdb, rkOptions(prefix, batch, deny), reqs)
 	}
+}
+
+// rkWaitCase is GCRA for requests that may wait a second for their turn
+// (store.Request.MaxWait): the waiting script, which decides like the full
+// script and, for a request that would wait, reserves its place. Where the
+// limit refuses (the denial-heavy groups), the turn is beyond the second
+// and the request is refused.
+func rkWaitCase(e *env, g group, prefix string) (*instance, error) {
+	reqs := rkRequests(e, g, store.GCRA)
+	for i := range reqs {
+		reqs[i].MaxWait = time.Second
+	}
+	return rkTakeCase(e.rdb, rkOptions(prefix, true, true), reqs)
 }
 
 // rkSuppressedCase is load shedding (package store/suppressed) over a

@@ -1,0 +1,132 @@
+package middleware
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratekeeper/ratekeeper/internal/redistest"
+	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/store/redisstore"
+)
+
+// waitStores returns, by name, a function that builds n stores sharing
+// their state: one memory store n times, or n Redis stores on one Redis
+// (skipped when no redis-server can start, unless it is required).
+func waitStores() map[string]func(t *testing.T, n int) []store.Store {
+	return map[string]func(t *testing.T, n int) []store.Store{
+		"memory": func(t *testing.T, n int) []store.Store {
+			st := mustMem(t)
+			out := make([]store.Store, n)
+			for i := range out {
+				out[i] = st
+			}
+			return out
+		},
+		"redis": func(t *testing.T, n int) []store.Store {
+			srv := redistest.Require(t)
+			out := make([]store.Store, n)
+			for i := range out {
+				c := redis.NewClient(&redis.Options{Addr: srv.Addr})
+				t.Cleanup(func() { _ = c.Close() })
+				s, err := redisstore.New(c, redisstore.Options{Prefix: "wait-" + t.Name()})
+				if err != nil {
+					t.Fatal(err)
+				}
+				out[i] = s
+			}
+			return out
+		},
+	}
+}
+
+// waitRoutes returns one route per store, each behind its own limiter of
+// the policy "api": alice may make one request per 100ms and wait up to
+// 250ms for her turn. The handler notes when it runs.
+func waitRoutes(t *testing.T, stores []store.Store, ran func(time.Time)) []http.Handler {
+	t.Helper()
+	var out []http.Handler
+	for _, s := range stores {
+		l := mustNew(t, s, constKey("alice"), store.Limit{Rate: 1, Period: 100 * time.Millisecond}, Options{Name: "api", MaxWait: 250 * time.Millisecond})
+		out = append(out, l.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			ran(time.Now())
+			w.WriteHeader(http.StatusOK)
+		})))
+	}
+	return out
+}
+
+// TestMaxWaitDelaysInsteadOfRefusing: four requests at once through two
+// instances of a route (one memory store, or two Redis stores on one
+// Redis): three are served in turn, about 100ms apart, with headers that
+// describe the limit as it stood when they ran, and the fourth, whose turn
+// is beyond MaxWait, is refused at once.
+func TestMaxWaitDelaysInsteadOfRefusing(t *testing.T) {
+	for name, stores := range waitStores() {
+		t.Run(name, func(t *testing.T) {
+			var mu sync.Mutex
+			var ran []time.Time
+			routes := waitRoutes(t, stores(t, 2), func(at time.Time) { mu.Lock(); ran = append(ran, at); mu.Unlock() })
+			recs := make([]*httptest.ResponseRecorder, 4)
+			var wg sync.WaitGroup
+			for i := range recs {
+				wg.Go(func() { recs[i] = do(routes[i%2]) })
+			}
+			wg.Wait()
+			refused := 0
+			for i, rec := range recs {
+				switch rec.Code {
+				case http.StatusTooManyRequests:
+					refused++
+				case http.StatusOK:
+					if got := rec.Header().Get("X-RateLimit-Remaining"); got != "0" {
+						t.Errorf("request %d: X-RateLimit-Remaining %q, want 0", i, got)
+					}
+				default:
+					t.Errorf("request %d: status %d, want 200 or 429", i, rec.Code)
+				}
+			}
+			slices.SortFunc(ran, func(a, b time.Time) int { return a.Compare(b) })
+			if refused != 1 || len(ran) != 3 {
+				t.Fatalf("got %d refused and %d served, want 1 and 3", refused, len(ran))
+			}
+			for i := 1; i < len(ran); i++ {
+				if gap := ran[i].Sub(ran[i-1]); gap < 90*time.Millisecond {
+					t.Errorf("served requests %d and %d ran %s apart, want about 100ms", i-1, i, gap)
+				}
+			}
+		})
+	}
+}
+
+// TestMaxWaitClientGone: a client that goes away while waiting gives its
+// place back and its handler never runs: the next request's turn is the
+// one it had.
+func TestMaxWaitClientGone(t *testing.T) {
+	for name, stores := range waitStores() {
+		t.Run(name, func(t *testing.T) {
+			var runs atomic.Int32
+			routes := waitRoutes(t, stores(t, 2), func(time.Time) { runs.Add(1) })
+			if rec := do(routes[0]); rec.Code != http.StatusOK {
+				t.Fatalf("first: status %d, want 200", rec.Code)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			time.AfterFunc(20*time.Millisecond, cancel)
+			rec := serveReq(routes[1], httptest.NewRequest(http.MethodGet, "/", nil).WithContext(ctx))
+			if runs.Load() != 1 || rec.Body.Len() != 0 {
+				t.Fatalf("the client that went away: handler runs %d, body %q, want 1 (the first's) and empty", runs.Load(), rec.Body.String())
+			}
+			start := time.Now()
+			if rec := do(routes[0]); rec.Code != http.StatusOK || time.Since(start) > 150*time.Millisecond {
+				t.Errorf("next: status %d after %s, want 200 after about 80ms, the rest of the first's period (the place given back), not 180ms", rec.Code, time.Since(start))
+			}
+		})
+	}
+}
