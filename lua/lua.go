@@ -70,6 +70,9 @@ var refund string
 //go:embed partial.lua
 var partialDriver string
 
+//go:embed slots.lua
+var slots string
+
 // The algorithm files, each with what it follows: sliding_window_counter
 // and suppressed count in counter.lua's windows; fixed_window follows
 // window.lua, its windows (calendar_window.lua in the calendar script).
@@ -115,6 +118,8 @@ var scripts = [...]struct {
 	{"fixed_window/partial", partial(fixedWindow)},
 	// Calendar quotas (calendar.go).
 	{"fixed_window/calendar", calendar()},
+	// In-flight caps.
+	{"slots", []string{common, slots}},
 }
 
 // full is the full script of an algorithm file: every feature of a
