@@ -36,6 +36,7 @@
 //	                             function, then partial
 //	fixed_window/calendar        common, calendar, unreadable, override,     calendar quotas
 //	                             prelude, calendar_window, fixed_window
+//	slots                        common, slots                               in-flight caps
 //
 // common.lua holds rounding helpers, the clock and the mode;
 // unreadable.lua repairs state the script cannot read; override.lua reads
