@@ -188,7 +188,8 @@ func (l *Limiter) acquireSlot(ctx context.Context, slot store.Slot, now time.Tim
 	sc := l.slots
 	var c storeCall
 	main := l.store.(store.SlotStore) // checked by New
-	b := l.breaker.of("")
+	node := l.nodeFor(ctx, store.Request{Key: slot.Key}) // a cap's slots share its key's hash tag
+	b := l.breaker.of(node)
 	allowed, probe := b.allow(now)
 	var (
 		ok   bool
@@ -202,7 +203,7 @@ func (l *Limiter) acquireSlot(ctx context.Context, slot store.Slot, now time.Tim
 		start := time.Now()
 		ok, held, err = main.Acquire(ctx, slot, sc.max, sc.lease)
 		c.latency = time.Since(start)
-		err = l.settle(ctx, b, probe, "", err)
+		err = l.settle(ctx, b, probe, node, err)
 	}
 	if err == nil {
 		return ok, held, main, c, nil

@@ -150,3 +150,13 @@ func TestInFlightRenewalKeepsSlot(t *testing.T) {
 		t.Fatalf("after the release: got %+v, want admitted", d)
 	}
 }
+
+func TestInFlightNotStacked(t *testing.T) {
+	mem := mustMem(t)
+	lim := []store.Limit{{Rate: 10, Period: time.Second}}
+	a := mustNew(t, mem, Options{Name: "a", Limits: lim})
+	b := mustNew(t, mem, Options{Name: "b", Limits: lim, InFlight: InFlight{Max: 2}})
+	if _, err := NewStack(a, b); err == nil || !strings.Contains(err.Error(), `limiter 1 ("b") has an in-flight cap`) {
+		t.Fatalf("got %v, want the stack refused naming limiter 1", err)
+	}
+}
