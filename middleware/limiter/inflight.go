@@ -187,7 +187,7 @@ func (l *Limiter) reportSlot(ctx context.Context, req *Request, d *Decision, cal
 func (l *Limiter) acquireSlot(ctx context.Context, slot store.Slot, now time.Time) (bool, int64, store.SlotStore, storeCall, error) {
 	sc := l.slots
 	var c storeCall
-	main := l.store.(store.SlotStore) // checked by New
+	main := l.store.(store.SlotStore)                    // checked by New
 	node := l.nodeFor(ctx, store.Request{Key: slot.Key}) // a cap's slots share its key's hash tag
 	b := l.breaker.of(node)
 	allowed, probe := b.allow(now)
