@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -203,7 +204,13 @@ func (l *Limiter) acquireSlot(ctx context.Context, slot store.Slot, now time.Tim
 		start := time.Now()
 		ok, held, err = main.Acquire(ctx, slot, sc.max, sc.lease)
 		c.latency = time.Since(start)
-		err = l.settle(ctx, b, probe, node, err)
+		if errors.Is(err, errors.ErrUnsupported) {
+			// A decorator whose backend keeps no caps (a hybrid store's):
+			// a configuration mistake, not a failing store.
+			err = releasing(b, probe, fmt.Errorf("%w: in-flight cap: %w", errMisconfigured, err))
+		} else {
+			err = l.settle(ctx, b, probe, node, err)
+		}
 	}
 	if err == nil {
 		return ok, held, main, c, nil

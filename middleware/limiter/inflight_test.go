@@ -2,6 +2,7 @@ package limiter
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -158,5 +159,33 @@ func TestInFlightNotStacked(t *testing.T) {
 	b := mustNew(t, mem, Options{Name: "b", Limits: lim, InFlight: InFlight{Max: 2}})
 	if _, err := NewStack(a, b); err == nil || !strings.Contains(err.Error(), `limiter 1 ("b") has an in-flight cap`) {
 		t.Fatalf("got %v, want the stack refused naming limiter 1", err)
+	}
+}
+
+// unsupportedSlots keeps caps in name only, as a hybrid store over a
+// backend without them does.
+type unsupportedSlots struct{ store.Store }
+
+func (unsupportedSlots) Acquire(context.Context, store.Slot, int64, time.Duration) (bool, int64, error) {
+	return false, 0, errors.ErrUnsupported
+}
+func (unsupportedSlots) Release(context.Context, store.Slot) error { return errors.ErrUnsupported }
+func (unsupportedSlots) Renew(context.Context, []store.Slot, time.Duration) (int, error) {
+	return 0, errors.ErrUnsupported
+}
+
+// TestInFlightUnsupportedIsAMistake: a store that turns out to keep no
+// caps is a configuration mistake (rejected), never a store failure that
+// would open the breaker and fail open.
+func TestInFlightUnsupportedIsAMistake(t *testing.T) {
+	l := mustNew(t, unsupportedSlots{mustMem(t)}, Options{Name: "p", InFlight: InFlight{Max: 1}, BreakerThreshold: 1})
+	for range 3 {
+		_, d, err := l.Acquire(context.Background(), Request{Identity: "a"})
+		if d.Outcome != OutcomeRejected || !errors.Is(err, errors.ErrUnsupported) {
+			t.Fatalf("got %s, %v; want rejected wrapping ErrUnsupported", d.Outcome, err)
+		}
+	}
+	if l.breaker.down() {
+		t.Fatal("the breaker opened on a configuration mistake")
 	}
 }

@@ -93,7 +93,9 @@ func (s *hybridStore) slotStore() (store.SlotStore, error) {
 // Acquire implements [store.SlotStore] with the backend's slots: a cap
 // holds across every instance only where its slots are kept, so none are
 // kept locally. For a backend that keeps none it returns an error
-// wrapping [errors.ErrUnsupported].
+// wrapping [errors.ErrUnsupported], which the middleware's limiter treats
+// as a configuration mistake (the request is rejected), not as a failing
+// store.
 func (s *hybridStore) Acquire(ctx context.Context, slot store.Slot, max int64, lease time.Duration) (bool, int64, error) {
 	ss, err := s.slotStore()
 	if err != nil {
