@@ -26,7 +26,10 @@ import (
 // Lease (one goroutine per limiter, running only while it holds slots),
 // so a slot whose holder died (a crashed instance) comes back by itself
 // at most Lease after its last renewal, and a live request keeps its slot
-// however long it runs.
+// however long it runs, as long as its renewals reach the store: while
+// the store fails they are logged (throttled), and a slot whose lease
+// ran out meanwhile is not taken back, so the cap may admit more than
+// Max until those requests end.
 type InFlight struct {
 	// Max is the most requests of one identity that hold a slot at once:
 	// 1 to store.MaxSlots; 0 (the default) means no cap.
