@@ -14,7 +14,8 @@
 // make each script. A script name is "<algorithm>[/<variant>]", with the
 // algorithm names of package store ("gcra/lean", "fixed_window"),
 // "suppressed" (the strategy of package store/suppressed), or a stacked
-// or refund script ("stacked", "stacked/lean", "refund"). Each family has one calling convention,
+// or refund script ("stacked", "stacked/lean", "refund"), or the slots of
+// in-flight caps ("slots"). Each family has one calling convention,
 // stated below:
 //
 //	name                         files                                       convention
@@ -38,6 +39,7 @@
 //	gcra/wait, token_bucket/wait common, then unreadable, override,          waiting
 //	                             prelude and bucket as the body of a
 //	                             function, then wait
+//	slots                        common, slots                               in-flight caps
 //
 // common.lua holds rounding helpers, the clock and the mode;
 // unreadable.lua repairs state the script cannot read; override.lua reads
@@ -363,6 +365,26 @@
 // the TTL of the units left; an absent state is written only for a
 // charge. The reply is 1. Settling is not idempotent: the store sends it
 // once.
+//
+// # In-flight caps
+//
+// The slots script ("slots": common, slots) keeps the slots of an
+// in-flight cap (package store's SlotStore) in one sorted set per cap key,
+// a member per holder id scored with the end of its lease (µs on TIME).
+// Every call first drops the leases that ended at or before now (a key
+// of another type, or a placeholder, is deleted and holds nothing), then:
+//
+//	KEYS[1]   the cap's sorted set
+//	ARGV[1]   "acquire": ARGV[2] id, ARGV[3] max, ARGV[4] lease µs. A held
+//	          id, or any id while fewer than max are held, is (re)scored
+//	          now + lease. Reply {acquired (1 or 0), slots held after}.
+//	          "release": ARGV[2] id, removed. Reply: slots held after.
+//	          "renew": ARGV[2] lease µs, ARGV[3..] ids; each id still held
+//	          is rescored now + lease (ZADD XX: an ended lease is never
+//	          taken back). Reply: ids renewed.
+//
+// After every call the set has the TTL of its latest lease end, or is
+// deleted when empty. O(log n) per id.
 //
 // # Re-sent commands
 //

@@ -73,6 +73,9 @@ var partialDriver string
 //go:embed wait.lua
 var waitDriver string
 
+//go:embed slots.lua
+var slots string
+
 // The algorithm files, each with what it follows: sliding_window_counter
 // and suppressed count in counter.lua's windows; fixed_window follows
 // window.lua, its windows (calendar_window.lua in the calendar script).
@@ -121,6 +124,8 @@ var scripts = [...]struct {
 	// Waiting instead of refusing.
 	{"gcra/wait", waiting},
 	{"token_bucket/wait", waiting},
+	// In-flight caps.
+	{"slots", []string{common, slots}},
 }
 
 // waiting is the script of a request that may wait: common.lua, then the

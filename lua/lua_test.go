@@ -133,7 +133,7 @@ func TestNames(t *testing.T) {
 			want = append(want, a+"/partial")
 		}
 	}
-	want = append(want, "fixed_window/calendar", "gcra/wait", "token_bucket/wait")
+	want = append(want, "fixed_window/calendar", "gcra/wait", "token_bucket/wait", "slots")
 	got := names()
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("got %v, want %v", got, want)

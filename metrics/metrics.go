@@ -95,7 +95,7 @@ func New(reg prometheus.Registerer, opts Options) (*Collector, error) {
 	c := &Collector{
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: ns, Name: nameDecisions, ConstLabels: opts.ConstLabels,
-			Help: "Rate-limit decisions by policy and outcome (allowed, limited, blocked, exempt, dry_run, failed_open, failed_closed, rejected, canceled, unlimited, suspended).",
+			Help: "Rate-limit decisions by policy and outcome (allowed, limited, blocked, in_flight, exempt, dry_run, failed_open, failed_closed, rejected, canceled, unlimited, suspended).",
 		}, []string{"policy", "outcome"}),
 		blocks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: ns, Name: nameBlocks, ConstLabels: opts.ConstLabels,
@@ -220,7 +220,7 @@ func (c *Collector) setUnavailable(e limiter.Event) {
 // as opposed to exemptions, tiers without limits and rejected keys.
 func storeInvolved(o limiter.Outcome) bool {
 	switch o {
-	case limiter.OutcomeAllowed, limiter.OutcomeLimited, limiter.OutcomeBlocked, limiter.OutcomeDryRun:
+	case limiter.OutcomeAllowed, limiter.OutcomeLimited, limiter.OutcomeBlocked, limiter.OutcomeDryRun, limiter.OutcomeInFlight:
 		return true
 	}
 	return false

@@ -62,6 +62,17 @@
 // the second refuses. The stack's middleware has the same shape as
 // [Limiter.Handler].
 //
+// # Requests in flight
+//
+// [Options].InFlight caps the requests of one identity that run at once
+// (per client, or per route with keyfunc.Route), beside the rate limits
+// or alone: a slot is taken before the rate limits are decided and given
+// back when the wrapped handler returns, panics or loses its client, and
+// a slot whose instance died comes back when its lease ends (live ones
+// are renewed in one batch per limiter). A request that finds every slot
+// taken gets [Options].InFlightStatus (429 or 503), a Retry-After that
+// estimates when a slot frees, and no X-RateLimit-* fields.
+//
 // # From a handler
 //
 // [Limiter.Allow] and [Limiter.AllowN] decide for an identity known only

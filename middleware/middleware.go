@@ -41,6 +41,10 @@ type policy struct {
 	denied      func(http.ResponseWriter, *http.Request, limiter.Decision)
 	logger      *slog.Logger
 	name        string
+	// inFlight is the status of an in-flight refusal, 0 without a cap;
+	// rateless is set for a cap without rate limits (inflight.go).
+	inFlight int
+	rateless bool
 	// attach is set when every request carries its state (the decision
 	// and what it was charged) in its context: Options.DecisionInContext,
 	// tiers or a limits function (Allow reads the request's tier and
@@ -68,7 +72,11 @@ func New(s store.Store, key keyfunc.KeyFunc, limit store.Limit, o Options) (*Lim
 			return "", id, err
 		}
 	}
-	return build(s, &o, classify, append([]store.Limit{limit}, o.Limits...), nil)
+	limits := append([]store.Limit{limit}, o.Limits...)
+	if limit == (store.Limit{}) && o.InFlight.Max != 0 {
+		limits = o.Limits // an in-flight cap alone, or with Options.Limits
+	}
+	return build(s, &o, classify, limits, nil)
 }
 
 // build builds the limiter of limits or tiers in store s.
@@ -77,6 +85,10 @@ func build(s store.Store, o *Options, classify func(*http.Request) (string, stri
 		if f == nil {
 			return nil, fmt.Errorf("ratekeeper: middleware: Options.Exempt[%d] is nil", i)
 		}
+	}
+	inFlight, err := inFlightStatus(o)
+	if err != nil {
+		return nil, err
 	}
 	logger := o.Logger
 	if logger == nil {
@@ -87,7 +99,7 @@ func build(s store.Store, o *Options, classify func(*http.Request) (string, stri
 	if err != nil {
 		return nil, err
 	}
-	if tiers == nil {
+	if tiers == nil && len(limits) > 0 {
 		tiers = []limiter.Tier{{Limits: limits}}
 	}
 	h := &policy{
@@ -102,6 +114,11 @@ func build(s store.Store, o *Options, classify func(*http.Request) (string, stri
 		logger:      logger,
 		name:        cmpOr(o.Name, "default"),
 		attach:      o.DecisionInContext || len(tiers) > 1 || o.LimitsFunc != nil,
+		inFlight:    inFlight,
+		rateless:    len(tiers) == 0,
+	}
+	if h.rateless {
+		h.tiers = []limiter.Tier{{Unlimited: true}} // as the core sees it
 	}
 	return &Limiter{Limiter: core, h: h, cost: 1}, nil
 }
@@ -177,6 +194,16 @@ func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 		next.ServeHTTP(w, r)
 		return
 	}
+	if l.h.inFlight != 0 {
+		l.serveInFlight(w, r, next)
+		return
+	}
+	l.serveRate(w, r, next)
+}
+
+// serveRate is the rate-limit part of serve, after the exemptions and
+// the in-flight cap.
+func (l *Limiter) serveRate(w http.ResponseWriter, r *http.Request, next http.Handler) {
 	if !l.h.attach && l.h.uses.Load() <= 1 {
 		l.serveLight(w, r, next)
 		return

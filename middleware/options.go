@@ -125,6 +125,22 @@ type Options struct {
 	// RefusalHook is called for every request the limiter refuses; see
 	// [limiter.Options].RefusalHook.
 	RefusalHook func(ctx context.Context, d limiter.Decision, identity string)
+	// InFlight caps the requests of one identity that run at once (the
+	// identity of the key function: a client, or a route with package
+	// keyfunc's route pattern); see [limiter.InFlight]. A slot is taken
+	// before the rate limits are decided and given back when the wrapped
+	// handler returns, panics included. With a cap, the limit given to
+	// [New] may be the zero store.Limit: the limiter then limits
+	// concurrency alone, sets no rate-limit headers and attaches no
+	// decision. A refusal is answered with InFlightStatus, Retry-After (an
+	// estimate: see [limiter.Limiter.Acquire]) and a JSON body whose error
+	// is "too_many_in_flight"; no X-RateLimit-* field, which would describe
+	// a rate limit; DeniedHandler, when set, answers it instead (its
+	// decision's Outcome is [limiter.OutcomeInFlight]).
+	InFlight limiter.InFlight
+	// InFlightStatus is the status of an in-flight refusal: 429 (the
+	// default) or 503.
+	InFlightStatus int
 	// Store is the store [LimitByIP] counts on (a Redis store, to share
 	// one limit across replicas) instead of a memory store of its own. New
 	// and NewTiered take their store as their first argument and refuse
@@ -157,6 +173,7 @@ func (o *Options) core(limits []store.Limit, tiers []limiter.Tier, logger *slog.
 		LogSecret:        o.LogSecret,
 		Observer:         o.Observer,
 		RefusalHook:      o.RefusalHook,
+		InFlight:         o.InFlight,
 		Clock:            o.Clock,
 	}
 	if f := o.LimitsFunc; f != nil {

@@ -183,3 +183,48 @@ type Waiter interface {
 	// only while nothing was written since.
 	CancelWait(ctx context.Context, req Request, d Decision) error
 }
+
+// Slot is one slot of an in-flight cap ([SlotStore]): the key whose
+// concurrent requests it counts and the id of the request that holds it.
+type Slot struct {
+	// Key is the cap's key, like a [Request.Key] (a client under a policy,
+	// or a route); the store keeps its slots apart from its rate-limit
+	// state.
+	Key string
+	// ID names the holder, unique among the key's live holders (a random
+	// per-process prefix and a sequence number will do).
+	ID string
+}
+
+// MaxSlots is the largest cap a [SlotStore] accepts: 2³⁰.
+const MaxSlots = 1 << 30
+
+// SlotStore is implemented by stores that keep in-flight caps: at most max
+// requests of one key hold a slot at once. The memory store and the Redis
+// store implement it, and the hybrid store passes it to its backend.
+//
+// Every slot is leased: it counts until it is released or until its lease
+// runs out, whichever comes first, so that a slot whose holder died (a
+// crashed instance) comes back by itself. A live holder renews its lease
+// before it runs out. Leases are kept on the store's clock (Redis TIME),
+// and a slot whose lease ends at the store's now has ended. Each method is
+// one atomic step per key.
+//
+// The methods return an error wrapping [ErrInvalidRequest] for an empty
+// key or id, a max outside 1 to [MaxSlots], or a lease outside 1ms to 24h,
+// and a *[BackendError] when the backend fails.
+type SlotStore interface {
+	// Acquire takes a slot of slot.Key for slot.ID, leased for lease, when
+	// fewer than max live slots of the key are held, and reports whether
+	// it took it and how many live slots the key holds after the call. An
+	// id that already holds a slot keeps it with a fresh lease (acquired).
+	Acquire(ctx context.Context, slot Slot, max int64, lease time.Duration) (acquired bool, held int64, err error)
+	// Release gives slot back; releasing a slot that is not held (already
+	// released, or its lease ran out) does nothing.
+	Release(ctx context.Context, slot Slot) error
+	// Renew gives each of slots that is still held a fresh lease of lease;
+	// it never takes a slot that is not held (one whose lease ran out may
+	// have been taken by another holder), and returns how many it renewed.
+	// The Redis store sends one call per key, concurrently.
+	Renew(ctx context.Context, slots []Slot, lease time.Duration) (renewed int, err error)
+}

@@ -39,6 +39,10 @@ const (
 	// OutcomeSuspended: the request's tier is suspended, or the client has
 	// a suspending override (HTTP answers 403).
 	OutcomeSuspended Outcome = "suspended"
+	// OutcomeInFlight: the identity already runs as many requests as its
+	// in-flight cap allows ([Options].InFlight, [Limiter.Acquire]); HTTP
+	// answers 429, or 503 when configured.
+	OutcomeInFlight Outcome = "in_flight"
 )
 
 // Event describes what the limiter did with one request, for an observer

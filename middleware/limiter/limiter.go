@@ -42,6 +42,7 @@ type Limiter struct {
 	refused     func(ctx context.Context, d Decision, identity string)
 	breaker     breakers
 	locate      store.NodeLocator // the store's, when it has one
+	slots       *slots            // the in-flight cap, nil without one (inflight.go)
 	lastWarn    atomic.Int64      // unix nanos of the last store-failure warning
 	lastError   atomic.Int64      // unix nanos of the last misconfiguration error
 	lastRepair  atomic.Int64      // unix nanos of the last repaired-state warning
@@ -192,9 +193,14 @@ func New(s store.Store, o Options) (*Limiter, error) {
 	}
 	l.locate, _ = s.(store.NodeLocator)
 	tiers := o.Tiers
-	if len(tiers) == 0 {
+	rateless := len(tiers) == 0 && len(o.Limits) == 0
+	switch {
+	case rateless:
+		tiers = []Tier{{Unlimited: true}} // a cap alone
+	case len(tiers) == 0:
 		tiers = []Tier{{Limits: o.Limits}}
 	}
+	l.slots = newSlots(o.InFlight, rateless)
 	if err := l.compileTiers(tiers); err != nil {
 		return nil, err
 	}

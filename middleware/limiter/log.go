@@ -41,7 +41,7 @@ func (l *Limiter) report(ctx context.Context, e *Event, identity string) {
 		e.StoreDown = l.breaker.down()
 		l.observer(ctx, *e)
 	}
-	if l.refused != nil && (e.Outcome == OutcomeLimited || e.Outcome == OutcomeBlocked || e.Outcome == OutcomeDryRun) {
+	if l.refused != nil && (e.Outcome == OutcomeLimited || e.Outcome == OutcomeBlocked || e.Outcome == OutcomeDryRun || e.Outcome == OutcomeInFlight) {
 		l.refused(ctx, e.Decision, identity)
 	}
 }

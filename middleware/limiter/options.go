@@ -145,14 +145,21 @@ type Options struct {
 	// span): see the metrics package's Collector.Observe. It must be fast
 	// and safe for concurrent use; it is not called for peeks.
 	Observer func(context.Context, Event)
-	// RefusalHook, when set, is called for every refusal (limited or
-	// blocked, and refusals dry-run admits) with the decision's context,
+	// RefusalHook, when set, is called for every refusal (limited,
+	// blocked or in flight, and refusals dry-run admits) with the decision's context,
 	// the decision and the identity as the caller gave it, for example to
 	// feed an admin summary of the most limited clients (package
 	// middleware/admin's Top). Unlike Observer, the hook sees identities:
 	// keep what it stores bounded and private. It runs on the caller's
 	// goroutine, so it must be fast and safe for concurrent use.
 	RefusalHook func(ctx context.Context, d Decision, identity string)
+	// InFlight caps the requests of one identity that run at once (see
+	// [InFlight] and [Limiter.Acquire]); off by default. The store must
+	// keep in-flight caps ([store.SlotStore]: the memory, Redis and hybrid
+	// stores do). A limiter may have a cap and no Limits or Tiers: it
+	// then limits concurrency alone, and Decide admits every request as
+	// [OutcomeUnlimited].
+	InFlight InFlight
 	// Clock tells the time for [Decision].Reset and the breaker's cooldown
 	// (default time.Now); the store keeps its own clock.
 	Clock func() time.Time
@@ -207,8 +214,11 @@ func (o *Options) validate(s store.Store) error {
 		return fmt.Errorf("ratekeeper: limiter: Options.BreakerCooldown must be >= 0, got %s", o.BreakerCooldown)
 	case len(o.Limits) > 0 && len(o.Tiers) > 0:
 		return errors.New("ratekeeper: limiter: give Options.Limits or Options.Tiers, not both")
-	case len(o.Limits) == 0 && len(o.Tiers) == 0:
-		return errors.New("ratekeeper: limiter: Options.Limits or Options.Tiers is required")
+	case len(o.Limits) == 0 && len(o.Tiers) == 0 && o.InFlight.Max == 0:
+		return errors.New("ratekeeper: limiter: Options.Limits, Options.Tiers or Options.InFlight is required")
+	}
+	if err := o.InFlight.validate("Options.InFlight", s); err != nil {
+		return err
 	}
 	if err := o.validateWait(s); err != nil {
 		return err

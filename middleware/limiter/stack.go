@@ -103,6 +103,8 @@ func (first *Limiter) stackable(i int, l *Limiter) error {
 	switch {
 	case l.overrides:
 		return fmt.Errorf("ratekeeper: limiter: stack: limiter %d (%q) applies per-client overrides (Options.Overrides), which a stack does not", i, l.name)
+	case l.slots != nil:
+		return fmt.Errorf("ratekeeper: limiter: stack: limiter %d (%q) has an in-flight cap (Options.InFlight), which a stack does not take", i, l.name)
 	case !sameStore(l.store, first.store):
 		return fmt.Errorf("ratekeeper: limiter: stack: limiter %d (%q) uses another store than limiter 0 (%q)", i, l.name, first.name)
 	case !sameStore(l.local, first.local):

@@ -164,7 +164,15 @@ func (b *builder) base(ps *policySpec, dry bool) (*middleware.Limiter, error) {
 	}
 	o.Exempt = append(o.Exempt, exempt...)
 	o.DryRun = dry
+	if c := ps.inFlight; c != nil {
+		o.InFlight = limiter.InFlight{Max: c.max, Lease: c.lease}
+		o.InFlightStatus = c.status
+	}
 	if ps.key != "" {
+		if len(ps.limits) == 0 {
+			o.Limits = nil
+			return middleware.New(st, b.opts.Keys[ps.key], store.Limit{}, o) // in_flight alone
+		}
 		limits := storeLimits(ps.limits)
 		o.Limits = limits[1:]
 		return middleware.New(st, b.opts.Keys[ps.key], limits[0], o)

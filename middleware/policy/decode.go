@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"github.com/ratekeeper/ratekeeper/middleware/limiter"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -250,7 +251,7 @@ func (d *decoder) policies(s *spec, n *yaml.Node) {
 	}
 }
 
-const policyFields = "key, classifier, share, cost, mode, limits, tiers, failure, local_fallback, breaker, headers, problem_details, count_denied, overrides, max_wait, exempt"
+const policyFields = "key, classifier, share, cost, mode, limits, tiers, in_flight, failure, local_fallback, breaker, headers, problem_details, count_denied, overrides, max_wait, exempt"
 
 func (d *decoder) policy(name string, k, v *yaml.Node) *policySpec {
 	path := join("policies", name)
@@ -299,6 +300,8 @@ func (d *decoder) policyField(ps *policySpec, key string, kk, vv *yaml.Node) {
 		ps.failure = d.failure(kk, vv, f)
 	case "breaker":
 		ps.breaker = d.breaker(vv, f)
+	case "in_flight":
+		ps.inFlight = d.inFlight(vv, f)
 	case "headers":
 		ps.headers = d.headers(vv, f)
 	case "exempt":
@@ -383,8 +386,8 @@ func (d *decoder) checkPolicy(ps *policySpec) {
 		if has("tiers") {
 			d.add(ps.at["tiers"], join(ps.path, "tiers"), "needs classifier instead of key: a key function gives no tier")
 		}
-		if !has("limits") {
-			d.add(ps.line, join(ps.path, "limits"), "required with key")
+		if !has("limits") && !has("in_flight") {
+			d.add(ps.line, join(ps.path, "limits"), "required with key (unless the policy has in_flight)")
 		}
 	case has("classifier"):
 		if has("limits") {
@@ -399,7 +402,7 @@ func (d *decoder) checkPolicy(ps *policySpec) {
 	if d.count() > before {
 		return
 	}
-	if has("key") {
+	if has("key") && has("limits") {
 		d.checkLimits(ps, ps.limits, join(ps.path, "limits"), ps.at["limits"])
 	}
 	d.checkTierLimits(ps)
@@ -770,6 +773,47 @@ func (d *decoder) breaker(n *yaml.Node, path string) *breakerSpec {
 		d.add(n.Line, path, "needs threshold (0 turns the breaker off) and, unless it is 0, cooldown")
 	}
 	return b
+}
+
+const inFlightFields = "max, lease, status"
+
+// inFlight decodes an in_flight block: max (required), lease (1s to 24h,
+// default 30s) and status (429 or 503).
+func (d *decoder) inFlight(n *yaml.Node, path string) *inFlightSpec {
+	c := &inFlightSpec{}
+	d.mapping(n, path, func(key string, k, v *yaml.Node) {
+		f := join(path, key)
+		c.at = append(c.at, key)
+		switch key {
+		case "max":
+			if m, ok := d.integer(v, f, 1); ok {
+				if m > store.MaxSlots {
+					d.add(k.Line, f, fmt.Sprintf("must be at most %d, got %d", int64(store.MaxSlots), m))
+				}
+				c.max = m
+			}
+		case "lease":
+			if l, ok := d.duration(v, f, false); ok {
+				if l < time.Second || l > 24*time.Hour {
+					d.add(k.Line, f, "must be 1s to 24h, got "+fmtDuration(l))
+				}
+				c.lease = l
+			}
+		case "status":
+			if st, ok := d.integer(v, f, 0); ok {
+				if st != 429 && st != 503 {
+					d.add(k.Line, f, fmt.Sprintf("must be 429 or 503, got %d", st))
+				}
+				c.status = int(st)
+			}
+		default:
+			d.unknown(k, f, inFlightFields)
+		}
+	})
+	if !slices.Contains(c.at, "max") {
+		d.add(d.deref(n).Line, path, "needs max, the most requests of one key that run at once")
+	}
+	return c
 }
 
 // maxBreakerThreshold is the middleware's bound on Options.BreakerThreshold.

@@ -88,6 +88,11 @@
 //     fails ([middleware.Options].Fallback).
 //   - breaker: {threshold: 5, cooldown: 1s}; threshold 0 disables it
 //     ([middleware.Options].BreakerThreshold).
+//   - in_flight: {max: 10, lease: 30s, status: 503} caps the requests of
+//     the policy's key that run at once (max, required, 1 to 2³⁰; lease 1s
+//     to 24h, default 30s; status 429, the default, or 503); with key, it
+//     may replace limits ([middleware.Options].InFlight and
+//     InFlightStatus).
 //   - headers: dialect x-ratelimit (default: X-RateLimit-*), ietf (the
 //     IETF RateLimit and RateLimit-Policy fields only), both, or omit (only
 //     Retry-After, on refusals); reset epoch (default) or delta; bucket:

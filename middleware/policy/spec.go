@@ -38,6 +38,7 @@ type policySpec struct {
 	overrides              bool
 	maxWait                time.Duration // 0: refuse at once
 	exempt                 *exemptSpec
+	inFlight               *inFlightSpec
 }
 
 func (ps *policySpec) has(field string) bool { _, ok := ps.at[field]; return ok }
@@ -67,6 +68,27 @@ type breakerSpec struct {
 	line      int
 }
 
+// inFlightSpec is a policy's in_flight block.
+type inFlightSpec struct {
+	max    int64
+	lease  time.Duration // 0: the default
+	status int           // 0: the default, 429
+	at     []string      // the fields present
+}
+
+func (c *inFlightSpec) marshal() json.RawMessage {
+	var b bytes.Buffer
+	o := object{b: &b}
+	o.val("max", c.max)
+	if c.lease > 0 {
+		o.str("lease", fmtDuration(c.lease))
+	}
+	if c.status > 0 {
+		o.val("status", c.status)
+	}
+	return o.close()
+}
+
 type headersSpec struct {
 	w              headers.Options
 	dialect, reset string
@@ -94,6 +116,9 @@ func (ps *policySpec) marshal() json.RawMessage {
 	}
 	if len(ps.tiers) > 0 {
 		o.raw("tiers", marshalTiers(ps.tiers))
+	}
+	if ps.inFlight != nil {
+		o.raw("in_flight", ps.inFlight.marshal())
 	}
 	if ps.has("failure") {
 		f := "open"

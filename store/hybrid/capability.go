@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/ratekeeper/ratekeeper/store"
 )
@@ -15,6 +16,7 @@ var (
 	_ store.EvictionCounter        = (*hybridStore)(nil)
 	_ store.EvictionPolicyReporter = (*hybridStore)(nil)
 	_ store.Refunder               = (*hybridStore)(nil)
+	_ store.SlotStore              = (*hybridStore)(nil)
 )
 
 // Blocks implements [store.BlockLister] with the backend's listing: blocks
@@ -77,4 +79,45 @@ func (s *hybridStore) Settle(ctx context.Context, req store.Request, actual int6
 		return r.Settle(ctx, req, actual)
 	}
 	return fmt.Errorf("%w: the hybrid store's backend does not settle costs", store.ErrInvalidRequest)
+}
+
+// slotStore returns the backend as a [store.SlotStore], or an error
+// wrapping [errors.ErrUnsupported].
+func (s *hybridStore) slotStore() (store.SlotStore, error) {
+	if ss, ok := s.backend.(store.SlotStore); ok {
+		return ss, nil
+	}
+	return nil, fmt.Errorf("hybrid: the backend (%T) keeps no in-flight caps: %w", s.backend, errors.ErrUnsupported)
+}
+
+// Acquire implements [store.SlotStore] with the backend's slots: a cap
+// holds across every instance only where its slots are kept, so none are
+// kept locally. For a backend that keeps none it returns an error
+// wrapping [errors.ErrUnsupported], which the middleware's limiter treats
+// as a configuration mistake (the request is rejected), not as a failing
+// store.
+func (s *hybridStore) Acquire(ctx context.Context, slot store.Slot, max int64, lease time.Duration) (bool, int64, error) {
+	ss, err := s.slotStore()
+	if err != nil {
+		return false, 0, err
+	}
+	return ss.Acquire(ctx, slot, max, lease)
+}
+
+// Release implements [store.SlotStore] with the backend's slots.
+func (s *hybridStore) Release(ctx context.Context, slot store.Slot) error {
+	ss, err := s.slotStore()
+	if err != nil {
+		return err
+	}
+	return ss.Release(ctx, slot)
+}
+
+// Renew implements [store.SlotStore] with the backend's slots.
+func (s *hybridStore) Renew(ctx context.Context, slots []store.Slot, lease time.Duration) (int, error) {
+	ss, err := s.slotStore()
+	if err != nil {
+		return 0, err
+	}
+	return ss.Renew(ctx, slots, lease)
 }

@@ -24,8 +24,10 @@
 // Of the optional capabilities of package store, a Store forwards to its
 // backend those that describe state the backend keeps: [store.BlockLister]
 // (blocks are only started by backend calls), [store.EvictionCounter],
-// [store.EvictionPolicyReporter] and [store.Refunder], so that metrics
-// and the admin API work on a hybrid store as on its backend. A backend
+// [store.EvictionPolicyReporter], [store.Refunder] and [store.SlotStore]
+// (in-flight caps, kept by the backend alone so that a cap holds across
+// instances), so that metrics, the admin API and the middleware work on a
+// hybrid store as on its backend. A backend
 // without one of them answers as a store that has nothing to report: no
 // evictions, no policy, no refunds, and a block listing that fails with
 // [errors.ErrUnsupported].

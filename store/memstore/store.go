@@ -75,6 +75,7 @@ type memStore struct {
 	shards  []shard
 	ids     idCache
 	plans   planCache
+	slots   slotTable // in-flight caps (slots.go)
 
 	budget    budget
 	evictions atomic.Uint64
@@ -83,8 +84,9 @@ type memStore struct {
 
 // New returns an in-memory [store.Store] configured by opts. It returns an
 // error when MaxKeys or Shards is negative. Besides [store.Store] the value
-// implements [store.MultiStore], [store.OverrideStore], [store.BlockLister]
-// and [store.EvictionCounter]; reach them by type assertion.
+// implements [store.MultiStore], [store.OverrideStore], [store.BlockLister],
+// [store.EvictionCounter], [store.Refunder] and [store.SlotStore]; reach
+// them by type assertion.
 func New(opts Options) (store.Store, error) {
 	s, err := newMem(opts)
 	if err != nil {

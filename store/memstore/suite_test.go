@@ -14,7 +14,9 @@ import (
 // as storetest.Harness.KeyTTLs asks: a key state shows as up to three
 // keys, a block "<key>:block", a strike counter "<key>:strikes" and the
 // remembered ids "<key>:dedup", each with the lifetime of its part; a
-// limit state as "<key>/<algorithm>/<id>" and an override as "<key>:o".
+// limit state as "<key>/<algorithm>/<id>", an override as "<key>:o" and
+// the slots of an in-flight cap as "<key>:if", living as long as its
+// latest lease.
 // Request keys are shown in hex, so that names stay readable in messages.
 func storedKeys(s *memStore) func(context.Context) (storetest.StoredKeys, error) {
 	return func(context.Context) (storetest.StoredKeys, error) {
@@ -49,6 +51,18 @@ func storedKeys(s *memStore) func(context.Context) (storetest.StoredKeys, error)
 			sh.mu.Lock()
 			for k, e := range sh.ov.m {
 				add(&keys.Override, fmt.Sprintf("%x:o", k), e.exp)
+			}
+			sh.mu.Unlock()
+		}
+		for i := range s.slots.shards {
+			sh := &s.slots.shards[i]
+			sh.mu.Lock()
+			for k, ids := range sh.keys {
+				var last int64
+				for _, end := range ids {
+					last = max(last, end)
+				}
+				add(&keys.State, fmt.Sprintf("%x:if", k), last)
 			}
 			sh.mu.Unlock()
 		}

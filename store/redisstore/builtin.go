@@ -82,6 +82,7 @@ type scriptTable struct {
 	stacked     script // the stacked decision (store.MultiStore)
 	stackedLean script // the stacked decision of plain GCRA and token bucket parts
 	refund      script // the refund of one part of a stacked decision
+	slots       script // the slots of in-flight caps (slots.go)
 }
 
 // scriptName returns the name of alg's scripts in package lua: the
@@ -124,7 +125,7 @@ var builtinScripts = sync.OnceValues(func() (*scriptTable, error) {
 	for _, s := range []struct {
 		dst  *script
 		name string
-	}{{&t.stacked, "stacked"}, {&t.stackedLean, "stacked/lean"}, {&t.refund, "refund"}} {
+	}{{&t.stacked, "stacked"}, {&t.stackedLean, "stacked/lean"}, {&t.refund, "refund"}, {&t.slots, "slots"}} {
 		if *s.dst, err = src(s.name); err != nil {
 			return nil, err
 		}

@@ -145,6 +145,10 @@ func newClockedStore(t testing.TB, start int64, realTTL bool) (*redisStore, *fak
 		t.Fatal(err)
 	}
 	table.refund = newScript(shim + src) // settlements run on the clock too
+	if src, err = lua.Source("slots"); err != nil {
+		t.Fatal(err)
+	}
+	table.slots = newScript(shim + src) // and in-flight caps
 	fc.set(start)
 	s.clock = func() time.Time { return time.UnixMicro(fc.now) }
 	return s, fc

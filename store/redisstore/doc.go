@@ -43,6 +43,15 @@
 // then "refunded"; it expires once no refund can come (a few store
 // Timeouts, at least a second, at most the part's longest period).
 //
+// An in-flight cap ([store.SlotStore]) of key k is one sorted set,
+// "<prefix>:{<enc k>}:if", a member per holder id scored with the end of
+// its lease in microseconds on the server's TIME; every call drops the
+// ended leases first and gives the set the TTL of its longest lease (or
+// deletes it when empty), so a crashed holder's slot frees itself and the
+// key never outlives its last lease. Acquire, Release and each key of a
+// Renew are one call of the "slots" script (package lua, "In-flight
+// caps").
+//
 // # Blocks, counted refusals and de-duplication
 //
 // The script checks the block first, then a remembered

@@ -129,8 +129,8 @@ var _ store.Store = (*redisStore)(nil)
 // error for a nil client or invalid options; it does not contact Redis
 // (scripts are sent on first use). Besides [store.Store] the value
 // implements [store.MultiStore], [store.OverrideStore], [store.BlockLister],
-// [store.EvictionPolicyReporter], [store.Refunder] and [store.NodeLocator];
-// reach them by type assertion.
+// [store.EvictionPolicyReporter], [store.Refunder], [store.NodeLocator] and
+// [store.SlotStore]; reach them by type assertion.
 func New(client redis.UniversalClient, opts Options) (store.Store, error) {
 	s, err := newRedis(client, opts)
 	if err != nil {

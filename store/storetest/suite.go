@@ -90,6 +90,13 @@ var generalTests = []generalTest{
 	{"calendar-invalid", testCalendarInvalid},
 	{"settle-invalid", testSettleInvalid},
 	{"wait-invalid", testWaitInvalid},
+	{"slots-cap", testSlotsCap},
+	{"slots-concurrent", testSlotsConcurrent},
+	{"slots-release", testSlotsRelease},
+	{"slots-lease", testSlotsLease},
+	{"slots-renew", testSlotsRenew},
+	{"slots-invalid", testSlotsInvalid},
+	{"slots-ttl", testSlotsTTL},
 }
 
 // Run runs the conformance suite: one subtest per algorithm and property

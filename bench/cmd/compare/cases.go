@@ -8,6 +8,8 @@ import (
 	"github.com/ratekeeper/ratekeeper/middleware/limiter"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-chi/httprate"
@@ -149,6 +151,7 @@ func allCases() []*caseDef {
 		&caseDef{name: "ratekeeper/redis/gcra overrides", redis: true, make: rkOverridesCase},
 		&caseDef{name: "ratekeeper/redis/gcra stacked", redis: true, make: rkStackCase},
 		&caseDef{name: "ratekeeper/redis/gcra max wait", redis: true, make: rkWaitCase},
+		&caseDef{name: "ratekeeper/redis/in-flight acquire+release", redis: true, make: rkInFlightCase},
 		&caseDef{name: "ratekeeper/redis/gcra no batching", redis: true, make: rkRedisCase(store.GCRA, false, true)},
 		&caseDef{name: "ratekeeper/redis/gcra no deny cache", redis: true, make: rkRedisCase(store.GCRA, true, false)},
 		&caseDef{name: "ratekeeper/redis/gcra ctx deadlines", redis: true, make: rkDeadlinesCase},
@@ -535,4 +538,34 @@ func plural(n int, one, many string) string {
 		return "1 " + one
 	}
 	return groupDigits(int64(n)) + " " + many
+}
+
+// rkInFlightCase is an in-flight cap on the Redis store (store.SlotStore):
+// each decision acquires a slot of the key's cap and, when admitted,
+// releases it, two script calls, as the middleware makes around a
+// handler. The cap is the group's rate (10 for the denial-heavy group,
+// whose callers then contend for ten slots; open otherwise).
+func rkInFlightCase(e *env, g group, prefix string) (*instance, error) {
+	rs, err := redisstore.New(e.rdb, rkOptions(prefix, true, true))
+	if err != nil {
+		return nil, err
+	}
+	ss, ok := rs.(store.SlotStore)
+	if !ok {
+		return nil, errors.New("the Redis store keeps no in-flight caps")
+	}
+	n, _ := g.limit()
+	n = min(n, store.MaxSlots)
+	var seq atomic.Uint64
+	return &instance{
+		do: func(w *worker, k int) (bool, error) {
+			slot := store.Slot{Key: e.keys[k], ID: strconv.FormatUint(seq.Add(1), 36)}
+			ok, _, err := ss.Acquire(w.ctx, slot, n, 30*time.Second)
+			if err != nil || !ok {
+				return false, err
+			}
+			return true, ss.Release(w.ctx, slot)
+		},
+		close: func() { closeIfCloser(rs) },
+	}, nil
 }
