@@ -115,6 +115,12 @@ var scripts = [...]struct {
 	{"fixed_window/partial", partial(fixedWindow)},
 	// Calendar quotas (calendar.go).
 	{"fixed_window/calendar", calendar()},
+	// Reservations (reserve.go).
+	{"gcra/reserve", reserve(bucket)},
+	{"token_bucket/reserve", reserve(bucket)},
+	{"sliding_window_log/reserve", reserve(slidingWindowLog)},
+	{"sliding_window_counter/reserve", reserve(windowCounter)},
+	{"fixed_window/reserve", reserve(fixedWindow)},
 }
 
 // full is the full script of an algorithm file: every feature of a

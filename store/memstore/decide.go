@@ -112,6 +112,9 @@ func (s *memStore) run(req store.Request, take bool) (store.Decision, error) {
 	d.Override = kind
 	if d.Allowed {
 		d.Granted = granted
+		if take && req.Reserve && !d.Duplicate {
+			d.Taken = time.UnixMicro(o.now)
+		}
 	}
 	return d, nil
 }

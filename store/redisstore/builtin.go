@@ -40,21 +40,28 @@ const (
 	// (store.Limit.Calendar): the full script's calling convention, four
 	// window bounds per limit more in ARGV.
 	calendarWindows
+	// reservation decides a request with store.Request.Reserve: the full
+	// script's calling convention, the decision's time (µs) more in the
+	// reply.
+	reservation
 
 	variants // the number of variants
 )
 
 // scriptSuffix is the lua script name of each variant after the
 // algorithm's name.
-var scriptSuffix = [variants]string{full: "", lean: "/lean", leanOverride: "/lean-override", partialGrant: "/partial", calendarWindows: "/calendar"}
+var scriptSuffix = [variants]string{full: "", lean: "/lean", leanOverride: "/lean-override", partialGrant: "/partial", calendarWindows: "/calendar", reservation: "/reserve"}
 
 // variantOf returns the script family that decides a validated request:
 // lean for a plain request of a counting algorithm, leanOverride for one
 // that also applies its key's override, partialGrant for a partial
-// request, calendarWindows for one with a calendar limit, else full (the suppressed strategy always runs its full
+// request, calendarWindows for one with a calendar limit, reservation for
+// a reservation, else full (the suppressed strategy always runs its full
 // script).
 func variantOf(req *store.Request) variant {
 	switch {
+	case req.Reserve:
+		return reservation
 	case req.Partial:
 		return partialGrant
 	case calendarRequest(req):

@@ -69,7 +69,9 @@ var algorithmTests = []algorithmTest{
 	{"partial-block", nil, testPartialBlock},
 	{"partial-concurrent", nil, testPartialConcurrent},
 	{"settle", onlyBuckets, testSettle},
-	{"settle-concurrent", onlyBuckets, testSettleConcurrent},
+	{"settle-windows", windowAlg, testSettleWindows},
+	{"settle-window-moved", windowAlg, testSettleWindowMoved},
+	{"settle-concurrent", nil, testSettleConcurrent},
 }
 
 var generalTests = []generalTest{

@@ -9,7 +9,7 @@ import (
 // ValidateStack checks a stack as every [store.MultiStore] does before
 // touching state, by the rules [store.MultiStore] states: 1 to
 // [store.MaxParts] parts, each valid, without a DedupID, without
-// Overrides, without Partial and without Calendar limits, and with
+// Overrides, without Partial, Reserve or Calendar limits, and with
 // distinct keys. Errors wrap [store.ErrInvalidRequest] or the error of the invalid
 // part.
 func ValidateStack(reqs []store.Request) error {
@@ -33,6 +33,9 @@ func ValidateStack(reqs []store.Request) error {
 		}
 		if r.Partial {
 			return fmt.Errorf("%w: part %d: a stacked decision takes all or nothing (Partial set)", store.ErrInvalidRequest, i)
+		}
+		if r.Reserve {
+			return fmt.Errorf("%w: part %d: a stacked decision is not settled (Reserve set)", store.ErrInvalidRequest, i)
 		}
 		for j := 0; j < i; j++ {
 			if reqs[j].Key == r.Key {
