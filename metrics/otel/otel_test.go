@@ -411,7 +411,7 @@ type capableStore struct {
 func (capableStore) Evictions() uint64                                  { return 7 }
 func (capableStore) Refunds() uint64                                    { return 3 }
 func (capableStore) Unrefunded() uint64                                 { return 1 }
-func (capableStore) Settle(context.Context, store.Request, int64) error { return nil }
+func (capableStore) Settle(context.Context, store.Request, store.Decision, int64) error { return nil }
 func (s capableStore) EvictionPolicy() string                           { return s.policy }
 
 // TestStoreSeries: given the store, its capabilities' series have the
