@@ -33,6 +33,7 @@
 // store's node, the fallback store, the failure modes ([FailOpen],
 // [FailClosed]), per-client overrides, dry run, counting refused
 // attempts, de-duplication bounds, nested charging ([Request].Charged),
+// costs settled after the decision ([Request].Reserve, [Limiter.Settle]),
 // logging (log/slog, identities hashed with a keyed hash), the observer's
 // [Event] and the refusal hook. It never sees an HTTP request: whatever
 // derives the identity (package keyfunc for HTTP) stays with the adapter.
