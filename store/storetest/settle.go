@@ -167,6 +167,37 @@ func testSettleWindowMoved(e *env, alg store.Algorithm) {
 	}
 }
 
+// testSettleTTL: the keys a settlement writes carry a TTL no longer than
+// their state can matter: after a charge, an overrun past the capacity
+// (for GCRA and the token bucket, the time a capacity of 20 takes to
+// drain) and a give-back of everything reserved, every key expires within
+// that lifetime, and none is left once it has passed.
+func testSettleTTL(e *env, alg store.Algorithm) {
+	e.refunder()
+	e.needKeyTTLs()
+	p := 500 * time.Millisecond
+	l := limit(alg, 10, p)
+	if bucketLike(alg) {
+		e.note(req(e.key(), 1, store.Limit{Algorithm: alg, Rate: 10, Period: p, Burst: 20}))
+	}
+	e.windowRoom(alg, p/2, p)
+	for _, tc := range []struct{ cost, actual int64 }{{4, 9}, {8, 15}, {4, 0}} {
+		k := e.key()
+		d := e.reserved(reserve(k, tc.cost, l))
+		e.settle(reserve(k, tc.cost, l), d, tc.actual)
+	}
+	longest := e.lifetime([]store.Limit{l})
+	for _, k := range sortedKeys(e.keys()) {
+		if ttl := e.keys()[k]; ttl <= 0 || ttl > longest+ttlSlack {
+			e.Errorf("key %q after settlements: got TTL %s, want within (0, %s]", k, ttl, longest)
+		}
+	}
+	e.past(longest)
+	if left := e.keys(); len(left) != 0 {
+		e.Errorf("%s after the settlements: got keys %q, want none", longest, sortedKeys(left))
+	}
+}
+
 // testSettleConcurrent: 20 concurrent reservations of 5 against 1000 per
 // hour (per 4 seconds on real time for the window algorithms), each
 // settled at 2, leave 40 units used (39 to 40 for GCRA and the token

@@ -72,6 +72,7 @@ var algorithmTests = []algorithmTest{
 	{"settle-windows", windowAlg, testSettleWindows},
 	{"settle-window-moved", windowAlg, testSettleWindowMoved},
 	{"settle-concurrent", nil, testSettleConcurrent},
+	{"settle-ttl", nil, testSettleTTL},
 }
 
 var generalTests = []generalTest{
