@@ -408,6 +408,8 @@ type capableStore struct {
 	policy string
 }
 
+var _ store.Refunder = capableStore{}
+
 func (capableStore) Evictions() uint64                                                  { return 7 }
 func (capableStore) Refunds() uint64                                                    { return 3 }
 func (capableStore) Unrefunded() uint64                                                 { return 1 }

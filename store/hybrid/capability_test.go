@@ -18,10 +18,12 @@ type plainBackend struct{ store.Store }
 // refunds.
 type reportingBackend struct{ store.Store }
 
+var _ store.Refunder = reportingBackend{}
+
 func (reportingBackend) EvictionPolicy() string { return "noeviction" }
 func (reportingBackend) Refunds() uint64        { return 3 }
 func (reportingBackend) Unrefunded() uint64     { return 1 }
-func (reportingBackend) Settle(context.Context, store.Request, int64) error {
+func (reportingBackend) Settle(context.Context, store.Request, store.Decision, int64) error {
 	return nil
 }
 
