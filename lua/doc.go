@@ -40,6 +40,8 @@
 //	                             prelude and bucket as the body of a
 //	                             function, then wait
 //	slots                        common, slots                               in-flight caps
+//	<algorithm>/reserve          common, then the rest of the full script    reservations
+//	                             as the body of a function, then reserve
 //
 // common.lua holds rounding helpers, the clock and the mode;
 // unreadable.lua repairs state the script cannot read; override.lua reads
@@ -258,6 +260,19 @@
 // the call writes what a full script of cost g (or a refused one of cost
 // 1) writes.
 //
+// # Reservations
+//
+// The reservation scripts ("<algorithm>/reserve", for every counting
+// algorithm) decide a take of a request with package store's
+// Request.Reserve, whose cost a settlement may correct later. They take
+// the full script's KEYS and ARGV and run it unchanged as the function
+// decide, after common.lua, so that reserve.lua reads the clock the
+// decision used: the reply is the full reply with one integer appended,
+// the time of the decision in microseconds, which the store reports as
+// Decision.Taken of an admission. The window algorithms' settlements need
+// it to find the window, or the log members, the take recorded. A peek of
+// such a request runs the full script.
+//
 // # Calendar quotas
 //
 // The calendar script ("fixed_window/calendar") decides a fixed-window
@@ -385,6 +400,20 @@
 //
 // After every call the set has the TTL of its latest lease end, or is
 // deleted when empty. O(log n) per id.
+// In mode "settle_window" it settles the window algorithms' reservations:
+// KEYS are the request's state keys (the log's one sorted set); ARGV
+// "settle_window", the algorithm index, the units to charge, the take's
+// time (µs, from the reservation script's reply), a nonce for new log
+// members, n and per limit rate and period µs. A charge adds to the
+// window that holds the server's time (fixed window and counter: the
+// count cur, the state written with the TTL a take gives it; the log:
+// min(units, the largest rate) members at now, after the prune a take
+// makes, TTL the longest period), an absent or unreadable state counting
+// as none and written over. A give-back lowers cur when the state's window
+// holds the take's time, or the counter's prev when the state's window is
+// the next one, floored at 0 (HSET keeps the TTL), and removes up to that
+// many log members scored at the take's time (the log's TTL then set from
+// its newest member). The reply is 1.
 //
 // # Re-sent commands
 //

@@ -126,6 +126,12 @@ var scripts = [...]struct {
 	{"token_bucket/wait", waiting},
 	// In-flight caps.
 	{"slots", []string{common, slots}},
+	// Reservations (reserve.go).
+	{"gcra/reserve", reserve(bucket)},
+	{"token_bucket/reserve", reserve(bucket)},
+	{"sliding_window_log/reserve", reserve(slidingWindowLog)},
+	{"sliding_window_counter/reserve", reserve(windowCounter)},
+	{"fixed_window/reserve", reserve(fixedWindow)},
 }
 
 // waiting is the script of a request that may wait: common.lua, then the

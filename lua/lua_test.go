@@ -134,6 +134,11 @@ func TestNames(t *testing.T) {
 		}
 	}
 	want = append(want, "fixed_window/calendar", "gcra/wait", "token_bucket/wait", "slots")
+	for _, a := range algorithms {
+		if a != "suppressed" {
+			want = append(want, a+"/reserve")
+		}
+	}
 	got := names()
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("got %v, want %v", got, want)
@@ -275,6 +280,28 @@ func TestPartialSources(t *testing.T) {
 		want := "local function decide()\n" + body + "\nend\n" + partialDriver
 		if src != want {
 			t.Errorf("%s/partial: the script is not the full script as decide, then partial.lua", a)
+		}
+	}
+}
+
+// TestReserveSources: a reservation script is common.lua, the rest of the
+// full script as decide, then reserve.lua.
+func TestReserveSources(t *testing.T) {
+	for _, a := range algorithms {
+		if a == "suppressed" {
+			continue
+		}
+		src, err := Source(a + "/reserve")
+		if err != nil {
+			t.Fatalf("Source(%q): got error %v, want nil", a+"/reserve", err)
+		}
+		body, err := Source(a)
+		if err != nil {
+			t.Fatalf("Source(%q): got error %v, want nil", a, err)
+		}
+		rest, ok := strings.CutPrefix(body, common+"\n")
+		if want := common + "\nlocal function decide()\n" + rest + "\nend\n" + reserveDriver; !ok || src != want {
+			t.Errorf("%s/reserve: the script is not common.lua, the full script as decide, then reserve.lua", a)
 		}
 	}
 }

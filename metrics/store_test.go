@@ -28,9 +28,11 @@ type refunder struct {
 	refunds, unrefunded uint64
 }
 
+var _ store.Refunder = (*refunder)(nil)
+
 func (r *refunder) Refunds() uint64    { return r.refunds }
 func (r *refunder) Unrefunded() uint64 { return r.unrefunded }
-func (r *refunder) Settle(context.Context, store.Request, int64) error {
+func (r *refunder) Settle(context.Context, store.Request, store.Decision, int64) error {
 	return nil
 }
 

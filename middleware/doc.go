@@ -80,6 +80,11 @@
 // the counters of the middleware; [Limiter.Enforce] writes the same
 // headers and refusal; [Limiter.Peek] reads without recording.
 // [Limiter.Reset] forgets a client, by the same identity.
+// [Limiter.ReportCost] tells the limiter the actual cost of the request a
+// handler serves (tokens, bytes) once it is known: with
+// [Options].DecisionInContext each request's cost is a reservation, and
+// the difference is settled when the handler returns, under every
+// algorithm (package store, "Costs settled after the response").
 //
 // # Failures
 //

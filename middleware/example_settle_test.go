@@ -14,14 +14,15 @@ import (
 	"github.com/ratekeeper/ratekeeper/store/memstore"
 )
 
-// A completion route under a request budget and a token budget: each
-// request reserves an estimate of 500 tokens, and the handler reports the
-// tokens it used; the difference is settled once it returns (also when it
-// panics or the client went away).
+// A completion route under a request budget (a fixed window) and a token
+// budget (a token bucket; every algorithm settles): each request reserves
+// an estimate of 500 tokens, and the handler reports the tokens it used;
+// the difference is settled once it returns (also when it panics or the
+// client went away).
 func ExampleLimiter_ReportCost() {
 	st, _ := memstore.New(memstore.Options{})
 	requests, _ := middleware.New(st, keyfunc.RemoteIP,
-		store.Limit{Name: "requests", Rate: 60, Period: time.Minute}, middleware.Options{Name: "requests", DecisionInContext: true})
+		store.Limit{Name: "requests", Algorithm: store.FixedWindow, Rate: 60, Period: time.Minute}, middleware.Options{Name: "requests", DecisionInContext: true})
 	budget, _ := middleware.New(st, keyfunc.RemoteIP,
 		store.Limit{Name: "tokens", Algorithm: store.TokenBucket, Rate: 100_000, Period: time.Hour}, middleware.Options{Name: "tokens", DecisionInContext: true})
 	// snippet:report-cost

@@ -52,7 +52,10 @@ type policy struct {
 	// once it is above 1, a request may pass the quota twice, and the
 	// states tell the inner limiter what the outer one charged.
 	attach bool
-	uses   atomic.Int32
+	// reserve is set with Options.DecisionInContext: every request's
+	// cost is a reservation that ReportCost may settle.
+	reserve bool
+	uses    atomic.Int32
 }
 
 // New builds a Limiter that derives each request's identity with key and
@@ -116,6 +119,7 @@ func build(s store.Store, o *Options, classify func(*http.Request) (string, stri
 		attach:      o.DecisionInContext || len(tiers) > 1 || o.LimitsFunc != nil,
 		inFlight:    inFlight,
 		rateless:    len(tiers) == 0,
+		reserve:     o.DecisionInContext,
 	}
 	if h.rateless {
 		h.tiers = []limiter.Tier{{Unlimited: true}} // as the core sees it
@@ -265,7 +269,7 @@ func (l *Limiter) resolve(w http.ResponseWriter, st *reqState) (limiter.Request,
 		return limiter.Request{}, false
 	}
 	st.identity = id
-	req := limiter.Request{Tier: tier, Identity: id, Cost: l.cost, Charged: st.prev.chargedFor(l.Limiter, tier, id)}
+	req := limiter.Request{Tier: tier, Identity: id, Cost: l.cost, Charged: st.prev.chargedFor(l.Limiter, tier, id), Reserve: l.h.reserve}
 	if l.h.dedup != nil {
 		req.DedupID = l.h.dedup(r)
 	}

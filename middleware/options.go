@@ -88,7 +88,11 @@ type Options struct {
 	// takes the request's tier and limits), and when its quota is shared
 	// by [Limiter.WithCost] variants or its Handler wraps more than one
 	// handler (so that a request that passes the quota twice is charged
-	// once); [NewStack] always does.
+	// once); [NewStack] always does. With it, each request's cost is a
+	// reservation that the handler may settle with [Limiter.ReportCost];
+	// under window-algorithm limits the store then reports when it took
+	// the units, which on Redis runs the full decision script instead of
+	// the lean one.
 	DecisionInContext bool
 	// Headers chooses the rate-limit headers (default: the X-RateLimit-*
 	// set with epoch resets, and Retry-After on refusals; see

@@ -20,13 +20,17 @@ import (
 // settlement also runs when the handler panics and when the client went
 // away, within the store's own time budget; its failure is logged, never
 // answered. The last report counts; without one the estimate stands.
+// Every algorithm settles; what an overrun and a give-back mean for each
+// is in package store ("Costs settled after the response").
 // ReportCost finds the request's decision in ctx, so l (and, for headers
 // that describe both budgets, an enclosing limiter of another quota) must
-// be built with [Options].DecisionInContext. It returns an error when
-// l's Handler did not admit the request ctx belongs to, or left no
-// decision in it (a request of a stack, which decides all or nothing, is
-// not settled), when l's limits are not GCRA or token-bucket ones, or
-// when n is negative.
+// be built with [Options].DecisionInContext, which also makes each
+// request's cost a reservation. It returns an error when l's Handler did
+// not admit the request ctx belongs to, or left no decision in it (a
+// request of a stack, which decides all or nothing, is not settled), when
+// a window-algorithm decision was not taken as a reservation (a limiter
+// that attaches its decision for tiers or a limits function, without
+// DecisionInContext), or when n is negative.
 func (l *Limiter) ReportCost(ctx context.Context, n int64) error {
 	if n < 0 {
 		return fmt.Errorf("ratekeeper: middleware: ReportCost: n must be >= 0, got %d", n)
@@ -36,16 +40,24 @@ func (l *Limiter) ReportCost(ctx context.Context, n int64) error {
 			if s.actual == -2 {
 				break // admitted by a Stack
 			}
-			for _, lim := range s.dec.Limits {
-				if lim.Algorithm != store.GCRA && lim.Algorithm != store.TokenBucket {
-					return fmt.Errorf("ratekeeper: middleware: ReportCost: policy %q: only gcra and token_bucket limits settle, got %s", l.h.name, lim.Algorithm)
-				}
+			if !settles(&s.dec) {
+				return fmt.Errorf("ratekeeper: middleware: ReportCost: policy %q: a %s decision settles only as a reservation (Options.DecisionInContext)", l.h.name, s.dec.Limits[0].Algorithm)
 			}
 			s.actual = n
 			return nil
 		}
 	}
 	return fmt.Errorf("ratekeeper: middleware: ReportCost: policy %q did not admit this request or left no decision in its context (Options.DecisionInContext)", l.h.name)
+}
+
+// settles reports whether d can be settled: GCRA and token-bucket
+// decisions always, window-algorithm ones when they were reservations.
+func settles(d *limiter.Decision) bool {
+	if len(d.Limits) == 0 {
+		return true
+	}
+	alg := d.Limits[0].Algorithm
+	return alg == store.GCRA || alg == store.TokenBucket || !d.Taken.IsZero()
 }
 
 // serveSettling passes an admitted request on and settles the cost its

@@ -20,11 +20,11 @@ import (
 // tokenRoute is a route under a request budget (1 unit a request) and a
 // token budget (an estimate of 10 a request, settled at the tokens the
 // handler reports in the "used" query parameter; "panic" panics after
-// reporting).
-func tokenRoute(t *testing.T, s store.Store) (h http.Handler, requests, tokens *Limiter) {
+// reporting), both limits of algorithm alg.
+func tokenRoute(t *testing.T, s store.Store, alg store.Algorithm) (h http.Handler, requests, tokens *Limiter) {
 	t.Helper()
-	requests = mustNew(t, s, constKey("alice"), store.Limit{Name: "requests", Algorithm: store.TokenBucket, Rate: 100, Period: time.Hour}, Options{Name: "requests", Headers: headers.Options{IETF: true}, DecisionInContext: true})
-	base := mustNew(t, s, constKey("alice"), store.Limit{Name: "tokens", Algorithm: store.TokenBucket, Rate: 1000, Period: time.Hour}, Options{Name: "tokens", Headers: headers.Options{IETF: true}, DecisionInContext: true})
+	requests = mustNew(t, s, constKey("alice"), store.Limit{Name: "requests", Algorithm: alg, Rate: 100, Period: time.Hour}, Options{Name: "requests", Headers: headers.Options{IETF: true}, DecisionInContext: true})
+	base := mustNew(t, s, constKey("alice"), store.Limit{Name: "tokens", Algorithm: alg, Rate: 1000, Period: time.Hour}, Options{Name: "tokens", Headers: headers.Options{IETF: true}, DecisionInContext: true})
 	tokens, err := base.WithCost(10)
 	if err != nil {
 		t.Fatal(err)
@@ -57,11 +57,18 @@ func left(t *testing.T, lim *Limiter) int64 {
 	return d.Remaining + d.Cost // Peek reports what is left after its cost
 }
 
-// TestReportCostSettles: the token budget is charged what the handler
-// reported, not the estimate, after a normal return, a panic and a client
-// that went away; the request budget is charged 1 a request throughout.
+// TestReportCostSettles, for every algorithm: the token budget is charged
+// what the handler reported, not the estimate, after a normal return, a
+// panic and a client that went away; the request budget is charged 1 a
+// request throughout; the headers describe both budgets.
 func TestReportCostSettles(t *testing.T) {
-	h, requests, tokens := tokenRoute(t, mustMem(t))
+	for _, alg := range store.Algorithms {
+		t.Run(alg.String(), func(t *testing.T) { testReportCostSettles(t, alg) })
+	}
+}
+
+func testReportCostSettles(t *testing.T, alg store.Algorithm) {
+	h, requests, tokens := tokenRoute(t, mustMem(t), alg)
 	rec := serveReq(h, httptest.NewRequest(http.MethodGet, "/complete?used=250", nil))
 	if rec.Code != http.StatusOK {
 		t.Fatalf("status %d", rec.Code)
@@ -74,8 +81,8 @@ func TestReportCostSettles(t *testing.T) {
 	if got := strings.Join(rec.Header().Values("RateLimit-Policy"), ", "); !strings.Contains(got, `"requests"`) || !strings.Contains(got, `"tokens"`) || strings.Index(got, `"requests"`) > strings.Index(got, `"tokens"`) {
 		t.Errorf("RateLimit-Policy: got %q, want the requests policy, then the tokens policy", got)
 	}
-	if got := rec.Header().Values("RateLimit"); len(got) != 2 {
-		t.Errorf("RateLimit: got %q, want one item per budget", got)
+	if got := rec.Header().Values("RateLimit"); len(got) != 2 || !strings.Contains(got[0], `"requests";r=99`) || !strings.Contains(got[1], `"tokens";r=990`) {
+		t.Errorf("RateLimit: got %q, want the requests budget's 99 left, then the tokens budget's 990", got)
 	}
 	if got := left(t, tokens); got != 750 {
 		t.Fatalf("after 250 tokens reported: %d tokens left, want 750", got)
@@ -112,22 +119,30 @@ func TestReportCostSettles(t *testing.T) {
 	}
 }
 
-// TestReportCostOnRedis: two instances of a route, each with its own
-// limiter and Redis store on one Redis, share the token budget: each
-// settles what its handler reported, also after a panic and after the
-// client went away (a canceled context would fail a Redis call).
+// TestReportCostOnRedis, for every algorithm: two instances of a route,
+// each with its own limiter and Redis store on one Redis, share the token
+// budget: each settles what its handler reported, also after a panic and
+// after the client went away (a canceled context would fail a Redis
+// call).
 func TestReportCostOnRedis(t *testing.T) {
 	srv := redistest.Require(t)
+	for _, alg := range store.Algorithms {
+		t.Run(alg.String(), func(t *testing.T) { testReportCostOnRedis(t, srv.Addr, alg) })
+	}
+}
+
+func testReportCostOnRedis(t *testing.T, addr string, alg store.Algorithm) {
+	prefix := "settle-" + alg.String()
 	var routes [2]http.Handler
 	var tokens [2]*Limiter
 	for i := range routes {
-		c := redis.NewClient(&redis.Options{Addr: srv.Addr})
+		c := redis.NewClient(&redis.Options{Addr: addr})
 		t.Cleanup(func() { _ = c.Close() })
-		s, err := redisstore.New(c, redisstore.Options{})
+		s, err := redisstore.New(c, redisstore.Options{Prefix: prefix})
 		if err != nil {
 			t.Fatal(err)
 		}
-		routes[i], _, tokens[i] = tokenRoute(t, s)
+		routes[i], _, tokens[i] = tokenRoute(t, s, alg)
 	}
 	serveReq(routes[0], httptest.NewRequest(http.MethodGet, "/complete?used=250", nil))
 	func() {
@@ -192,14 +207,20 @@ func TestReportCostInAStack(t *testing.T) {
 	}
 }
 
-// TestReportCostOfAWindowLimit: a window algorithm cannot settle, and
-// ReportCost says so at once rather than after the handler.
+// TestReportCostOfAWindowLimit: a window algorithm's decision settles
+// only as a reservation (Options.DecisionInContext); a limiter that
+// attaches its decision only for its limits function says so at once
+// rather than after the handler, and its estimate stands.
 func TestReportCostOfAWindowLimit(t *testing.T) {
-	lim := mustNew(t, mustMem(t), constKey("alice"), store.Limit{Algorithm: store.FixedWindow, Rate: 10, Period: time.Hour}, Options{DecisionInContext: true})
+	l := store.Limit{Algorithm: store.FixedWindow, Rate: 10, Period: time.Hour}
+	lim := mustNew(t, mustMem(t), constKey("alice"), l, Options{LimitsFunc: func(*http.Request, string) ([]store.Limit, error) { return []store.Limit{l}, nil }})
 	var reportErr error
 	h := lim.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { reportErr = lim.ReportCost(r.Context(), 5) }))
 	serveReq(h, httptest.NewRequest(http.MethodGet, "/", nil))
 	if reportErr == nil || !strings.Contains(reportErr.Error(), "fixed_window") {
-		t.Errorf("ReportCost under a fixed window: got %v, want an error naming it", reportErr)
+		t.Errorf("ReportCost under a fixed window without DecisionInContext: got %v, want an error naming it", reportErr)
+	}
+	if got := left(t, lim); got != 9 {
+		t.Errorf("after the refused report: %d left, want 9", got)
 	}
 }

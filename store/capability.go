@@ -128,19 +128,24 @@ type EvictionPolicyReporter interface {
 // charges the difference between a reserved and an actual cost (package
 // store, "Costs settled after the response").
 type Refunder interface {
-	// Settle settles a Take of req whose cost (req.Cost, the estimate it
-	// reserved) turned out to be actual: it charges actual − req.Cost to
-	// req.Key under req.Limits in one atomic step, more units when
-	// positive (possibly past the capacity: the key is then refused until
-	// the overrun has drained), fewer when negative (at most the units
-	// still counted). Call it at most once per admitted Take: each call
-	// applies; a Take never settled stays charged with its estimate. It
-	// returns an error wrapping [ErrInvalidRequest] for a request that is
-	// not a valid GCRA or token bucket request without ApplyOverride or
-	// Partial, or for an actual cost below 0 or above 2³⁰, and a
-	// *[BackendError] when the backend fails (then the settlement may or
-	// may not have applied; do not repeat it).
-	Settle(ctx context.Context, req Request, actual int64) error
+	// Settle settles the Take of req that answered taken, whose cost
+	// (req.Cost, the estimate it reserved) turned out to be actual: it
+	// charges actual − req.Cost to req.Key under req.Limits in one atomic
+	// step, more units when positive (possibly past the capacity: the key
+	// is then refused until the overrun is paid back), fewer when
+	// negative, given back to the window the take counted in while it
+	// still counts and never more than is counted (package store, "Costs
+	// settled after the response", says what both mean per algorithm).
+	// Call it at most once per admitted Take: each call applies; a Take
+	// never settled stays charged with its estimate. It returns an error
+	// wrapping [ErrInvalidRequest] for a request that is not valid
+	// without ApplyOverride or Partial, for a taken decision that did not
+	// admit the request or, of a window algorithm, was not a
+	// [Request.Reserve] take ([Decision.Taken] zero), or for an actual
+	// cost below 0 or above 2³⁰; and a *[BackendError] when the backend
+	// fails (then the settlement may or may not have applied; do not
+	// repeat it).
+	Settle(ctx context.Context, req Request, taken Decision, actual int64) error
 	// Refunds returns how many parts of stacked decisions were refunded
 	// because a later step refused the request.
 	Refunds() uint64

@@ -223,14 +223,48 @@
 // answer, bytes sent) is reserved and then settled: a Take with the
 // estimated cost c reserves it like any request, and [Refunder.Settle]
 // with the actual cost a applies d = a − c to the key's limits at once,
-// for GCRA and the token bucket. At now, for each limit, used =
-// max(0, used − (now − ts)·R/P) + d, floored at 0, and ts = now (absent
-// state counts as 0 used; a result of 0 leaves the limit as fresh). So a
-// charge may take used past B, and requests are refused until it has
-// drained (RetryAfter (used + c − B)·P/R as ever); a give-back returns at
-// most what is still counted, the newest units first. A settlement is
-// one write, applied once per call: a reservation never settled (its
-// instance crashed) stays charged with the estimate and drains as usual.
+// in one atomic step. A charge (d > 0) may take a limit past its capacity
+// B, and requests are then refused until the overrun is paid back; a
+// give-back (d < 0) returns units to what the reservation recorded and
+// never takes a count below 0. Per algorithm:
+//
+//   - GCRA and TokenBucket: at now, for each limit, used =
+//     max(0, used − (now − ts)·R/P) + d, floored at 0, and ts = now
+//     (absent state counts as 0 used; a result of 0 leaves the limit as
+//     fresh). An overrun drains like any use: a request is refused until
+//     used + c ≤ B again (RetryAfter (used + c − B)·P/R as ever); a
+//     give-back returns at most what is still counted, the newest units
+//     first.
+//   - FixedWindow: a charge adds d to the count of the window holding now
+//     (created when absent), which may exceed B: the key is refused for
+//     the rest of that window, and the overrun is paid back when the
+//     window ends, since a fixed window forgets everything then. A
+//     give-back subtracts |d| from the count of the window that holds the
+//     take's time ([Decision.Taken]) while the key's state is that window,
+//     floored at 0; once a later window has started counting, the units
+//     are no longer counted and nothing is given back.
+//   - SlidingWindowCounter: a charge adds d to cur in the window holding
+//     now (with the previous window's count as a take would carry it),
+//     so est may exceed B: a request is refused until est + c ≤ B, which
+//     happens while the window holding the overrun weighs less and less as
+//     prev in the next one. A give-back subtracts |d| from cur when the
+//     state's window holds the take's time, from prev when the state's
+//     window is the one after it (the take's units still weigh there),
+//     floored at 0; otherwise they no longer count and nothing changes.
+//   - SlidingWindowLog: a charge records min(d, B_max) units at now, B_max
+//     being the largest capacity of the request's limits (more would change
+//     no decision: the log is full for a period either way); a request is
+//     refused until enough units have left the window (RetryAfter as
+//     ever). A give-back removes up to |d| of the units recorded at the
+//     take's time that the log still holds (units of the same microsecond
+//     count alike); units that have left the window are gone already.
+//
+// The window algorithms need the take's time, which a Take reports in
+// [Decision.Taken] when the request has [Request.Reserve]; Settle refuses
+// their decisions without it. A settlement is applied once per call, and
+// a reservation never settled (its instance crashed, or the settlement
+// failed) stays charged with the estimate and expires as any recorded
+// request: never as free.
 //
 // # Concurrency
 //
@@ -244,7 +278,7 @@
 // type assertion: [MultiStore] (stacked decisions), [OverrideStore]
 // (per-client overrides), [BlockLister] (listing blocked keys),
 // [EvictionCounter] and [EvictionPolicyReporter] (evictions),
-// [Refunder] (refunds of stacked decisions) and [NodeLocator] (the node
+// [Refunder] (refunds of stacked decisions and settled costs) and [NodeLocator] (the node
 // that serves a key). Each says which stores implement it. Nothing above
 // a store reads or parses its keys: what a caller needs to know about
 // stored state, it asks the store through one of these.

@@ -306,6 +306,16 @@ type Request struct {
 	// TokenBucket only; not with Partial, DedupID or ApplyOverride, nor in
 	// a stack (package store, "Waiting instead of refusing").
 	MaxWait time.Duration
+	// Reserve marks a Take whose Cost is an estimate that
+	// [Refunder.Settle] will settle once the actual cost is known: an
+	// admitted take then reports when it was recorded
+	// ([Decision.Taken]), which a window algorithm's settlement needs to
+	// find the window it was taken in. GCRA and token-bucket
+	// reservations settle without it. Not with Partial, Calendar limits,
+	// the suppressed strategy or in a stack. On the Redis store a
+	// reservation runs the full decision script (package lua,
+	// "Reservations").
+	Reserve bool
 }
 
 // cost returns the effective cost (zero means one).
@@ -349,6 +359,9 @@ func (r Request) Validate() error {
 		return err
 	}
 	if err := r.calendarRequest(); err != nil {
+		return err
+	}
+	if err := r.validateReserve(); err != nil {
 		return err
 	}
 	c := r.cost()
@@ -458,6 +471,11 @@ type Decision struct {
 	// reads to give the place back; "" otherwise. Only meaningful to the
 	// store that issued it.
 	Reservation string
+	// Taken is, for an admitted Take of a [Request.Reserve] request, when
+	// it was recorded, on the store's clock (the Redis server's TIME), to
+	// the microsecond: pass the decision to [Refunder.Settle]. The zero
+	// time for other decisions.
+	Taken time.Time
 }
 
 // LimitState is one limit's part of a [Decision].

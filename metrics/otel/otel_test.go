@@ -408,11 +408,13 @@ type capableStore struct {
 	policy string
 }
 
-func (capableStore) Evictions() uint64                                  { return 7 }
-func (capableStore) Refunds() uint64                                    { return 3 }
-func (capableStore) Unrefunded() uint64                                 { return 1 }
-func (capableStore) Settle(context.Context, store.Request, int64) error { return nil }
-func (s capableStore) EvictionPolicy() string                           { return s.policy }
+var _ store.Refunder = capableStore{}
+
+func (capableStore) Evictions() uint64                                                  { return 7 }
+func (capableStore) Refunds() uint64                                                    { return 3 }
+func (capableStore) Unrefunded() uint64                                                 { return 1 }
+func (capableStore) Settle(context.Context, store.Request, store.Decision, int64) error { return nil }
+func (s capableStore) EvictionPolicy() string                                           { return s.policy }
 
 // TestStoreSeries: given the store, its capabilities' series have the
 // values of the Prometheus collector's.

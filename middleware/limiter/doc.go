@@ -38,6 +38,7 @@
 // attempts, de-duplication bounds, nested charging ([Request].Charged),
 // in-flight caps ([Options].InFlight, [Limiter.Acquire], with the renewal
 // of their leases),
+// costs settled after the decision ([Request].Reserve, [Limiter.Settle]),
 // logging (log/slog, identities hashed with a keyed hash), the observer's
 // [Event] and the refusal hook. It never sees an HTTP request: whatever
 // derives the identity (package keyfunc for HTTP) stays with the adapter.

@@ -100,6 +100,13 @@ type Request struct {
 	Partial bool
 
 	wait bool // set by Wait: the store may admit it later (Options.MaxWait)
+	// Reserve takes Cost as an estimate that [Limiter.Settle] may settle
+	// once the actual cost is known. Limits of the window algorithms need
+	// it to settle (their store then reports when it took the units; on
+	// Redis a reservation runs the full decision script); GCRA and
+	// token-bucket limits settle without it and ignore it, as do peeks
+	// and partial requests.
+	Reserve bool
 }
 
 // Decision is a limiter's answer about one request: the store's decision
@@ -376,6 +383,9 @@ func (l *Limiter) storeRequest(req *Request, d *Decision, set *limitSet, need in
 	sr := store.Request{Key: StoreKey(l.name, d.Tier, req.Identity), Limits: set.limits, Cost: need, CountDenied: l.countDenied, ApplyOverride: l.overrides, Partial: req.Partial}
 	if req.wait {
 		sr.MaxWait = l.maxWait
+	}
+	if alg := set.limits[0].Algorithm; req.Reserve && !req.Peek && !req.Partial && alg != store.GCRA && alg != store.TokenBucket {
+		sr.Reserve = true
 	}
 	if req.DedupID != "" && !req.Peek {
 		sr.DedupID, sr.DedupReplays, sr.DedupWindow = req.DedupID, l.dedupMax, l.dedupTTL

@@ -32,11 +32,12 @@ func (l *Limiter) partialRequest(req *Request) error {
 // the units d took are settled. A decision that took nothing (a refusal,
 // a peek, an exempt or unlimited request) settles nothing. Settle runs
 // with ctx's values but not its cancellation, so a client that went away
-// does not cancel it; the store's own time budget bounds it. Only GCRA
-// and token-bucket limits settle. It returns an error wrapping
-// [store.ErrInvalidRequest] for a negative actual cost or limits of
-// another algorithm, and errors.ErrUnsupported for a store that cannot
-// settle.
+// does not cancel it; the store's own time budget bounds it. Limits of
+// the window algorithms settle only a decision of a [Request] with
+// Reserve, which tells the store to report when it took the units. It
+// returns an error wrapping [store.ErrInvalidRequest] for a negative
+// actual cost or a window decision taken without Reserve, and
+// errors.ErrUnsupported for a store that cannot settle.
 func (l *Limiter) Settle(ctx context.Context, d *Decision, actual int64) error {
 	if actual < 0 {
 		return fmt.Errorf("%w: actual cost must be >= 0, got %d", store.ErrInvalidRequest, actual)
@@ -58,7 +59,7 @@ func (l *Limiter) Settle(ctx context.Context, d *Decision, actual int64) error {
 		actual = max(actual-(d.Cost-d.reserved), 0)
 	}
 	req := store.Request{Key: d.key, Limits: d.Limits, Cost: d.reserved}
-	if err := r.Settle(context.WithoutCancel(ctx), req, actual); err != nil {
+	if err := r.Settle(context.WithoutCancel(ctx), req, d.Decision, actual); err != nil {
 		return err
 	}
 	d.key = "" // settled once

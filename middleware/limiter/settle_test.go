@@ -105,3 +105,44 @@ func TestSettle(t *testing.T) {
 		t.Fatalf("negative actual cost: got %v, want ErrInvalidRequest", err)
 	}
 }
+
+// TestSettleWindow: a window algorithm's decision settles when it was a
+// reservation (Request.Reserve), in both directions; without Reserve,
+// Settle refuses it with ErrInvalidRequest and the estimate stands.
+func TestSettleWindow(t *testing.T) {
+	for _, alg := range []store.Algorithm{store.FixedWindow, store.SlidingWindowCounter, store.SlidingWindowLog} {
+		t.Run(alg.String(), func(t *testing.T) {
+			l := mustNew(t, mustMem(t), Options{Name: "w", Limits: []store.Limit{{Algorithm: alg, Rate: 100, Period: time.Hour}}})
+			ctx := context.Background()
+			left := func() int64 {
+				t.Helper()
+				d, err := l.Decide(ctx, Request{Identity: "a", Peek: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return d.Remaining + 1
+			}
+			d, err := l.Decide(ctx, Request{Identity: "a", Cost: 10, Reserve: true})
+			if err != nil || !d.Allowed || d.Taken.IsZero() {
+				t.Fatalf("Decide with Reserve: got allowed %t taken %v err %v, want an admission with its time", d.Allowed, d.Taken, err)
+			}
+			if err := l.Settle(ctx, &d, 25); err != nil {
+				t.Fatalf("Settle 25: %v", err)
+			}
+			d, _ = l.Decide(ctx, Request{Identity: "a", Cost: 10, Reserve: true})
+			if err := l.Settle(ctx, &d, 4); err != nil {
+				t.Fatalf("Settle 4: %v", err)
+			}
+			if got := left(); got != 71 {
+				t.Fatalf("after estimates of 10 settled at 25 and 4: %d left, want 71", got)
+			}
+			d, _ = l.Decide(ctx, Request{Identity: "a", Cost: 10})
+			if err := l.Settle(ctx, &d, 0); !errors.Is(err, store.ErrInvalidRequest) {
+				t.Fatalf("Settle without Reserve: got %v, want ErrInvalidRequest", err)
+			}
+			if got := left(); got != 61 {
+				t.Fatalf("after a refused settlement: %d left, want 61", got)
+			}
+		})
+	}
+}

@@ -74,9 +74,9 @@ func (s *hybridStore) Unrefunded() uint64 {
 // [store.ErrInvalidRequest] when the backend cannot settle. The key's
 // units taken locally and not yet committed are not touched: the
 // settlement's units apply to the backend's state at once.
-func (s *hybridStore) Settle(ctx context.Context, req store.Request, actual int64) error {
+func (s *hybridStore) Settle(ctx context.Context, req store.Request, taken store.Decision, actual int64) error {
 	if r, ok := s.backend.(store.Refunder); ok {
-		return r.Settle(ctx, req, actual)
+		return r.Settle(ctx, req, taken, actual)
 	}
 	return fmt.Errorf("%w: the hybrid store's backend does not settle costs", store.ErrInvalidRequest)
 }

@@ -18,10 +18,12 @@ type plainBackend struct{ store.Store }
 // refunds.
 type reportingBackend struct{ store.Store }
 
+var _ store.Refunder = reportingBackend{}
+
 func (reportingBackend) EvictionPolicy() string { return "noeviction" }
 func (reportingBackend) Refunds() uint64        { return 3 }
 func (reportingBackend) Unrefunded() uint64     { return 1 }
-func (reportingBackend) Settle(context.Context, store.Request, int64) error {
+func (reportingBackend) Settle(context.Context, store.Request, store.Decision, int64) error {
 	return nil
 }
 
@@ -73,7 +75,7 @@ func TestCapabilitiesOfAPlainBackend(t *testing.T) {
 		t.Errorf("got evictions %d, policy %q, refunds %d, unrefunded %d; want 0, \"\", 0, 0", e, p, n, u)
 	}
 	r := store.Request{Key: "k", Limits: []store.Limit{{Rate: 10, Period: time.Hour}}, Cost: 4}
-	if err := s.(store.Refunder).Settle(context.Background(), r, 7); !errors.Is(err, store.ErrInvalidRequest) {
+	if err := s.(store.Refunder).Settle(context.Background(), r, store.Decision{Allowed: true}, 7); !errors.Is(err, store.ErrInvalidRequest) {
 		t.Errorf("Settle: got %v, want ErrInvalidRequest (the backend does not settle)", err)
 	}
 }
@@ -88,7 +90,7 @@ func TestSettlePassesToTheBackend(t *testing.T) {
 	}
 	s := newHybrid(t, m, hybrid.Options{SyncInterval: time.Hour})
 	r := store.Request{Key: "k", Limits: []store.Limit{{Rate: 10, Period: time.Hour}}, Cost: 4}
-	if err := s.(store.Refunder).Settle(ctx, r, 7); err != nil {
+	if err := s.(store.Refunder).Settle(ctx, r, store.Decision{Allowed: true}, 7); err != nil {
 		t.Fatalf("Settle: got %v, want nil", err)
 	}
 	d, err := m.Peek(ctx, store.Request{Key: "k", Limits: r.Limits})

@@ -120,6 +120,9 @@ func (s *memStore) run(req store.Request, take bool) (store.Decision, error) {
 		if take && delay > 0 {
 			d.Reservation = string(res)
 		}
+		if take && req.Reserve && !d.Duplicate {
+			d.Taken = time.UnixMicro(o.now)
+		}
 	}
 	return d, nil
 }

@@ -17,8 +17,9 @@
 //	d, err := s.Take(ctx, store.Request{Key: ip, Limits: []store.Limit{store.PerMinute(60)}})
 //
 // Of the optional capabilities of package store it implements
-// [store.MultiStore], [store.OverrideStore], [store.BlockLister] and
-// [store.EvictionCounter].
+// [store.MultiStore], [store.OverrideStore], [store.BlockLister],
+// [store.EvictionCounter] and [store.Refunder] (costs settled after the
+// response, for every algorithm).
 //
 // # Expiry
 //

@@ -2,6 +2,7 @@ package memstore
 
 import (
 	"context"
+	"slices"
 
 	"github.com/ratekeeper/ratekeeper/store"
 	"github.com/ratekeeper/ratekeeper/store/internal/contract"
@@ -9,21 +10,25 @@ import (
 
 var _ store.Refunder = (*memStore)(nil)
 
-// Settle implements [store.Refunder]: under the key's lock it drains each
-// limit's units to now and adds actual − req.Cost, as package store
-// specifies ("Costs settled after the response"). A charge to a key with
-// no state creates it; when the store holds MaxKeys and no room can be
-// made, nothing is charged and Settle returns a *[store.BackendError]
-// with Kind "capacity". It never blocks on I/O, so ctx is not
-// consulted.
-func (s *memStore) Settle(_ context.Context, req store.Request, actual int64) error {
-	delta, err := contract.SettleDelta(&req, actual)
+// Settle implements [store.Refunder]: under the key's lock it applies
+// actual − req.Cost to each limit, as package store specifies ("Costs
+// settled after the response"): GCRA and the token bucket drain to now
+// first, the window algorithms give back to the window taken.Taken names
+// and charge the current one. A charge to a key with no state creates it;
+// when the store holds MaxKeys and no room can be made, nothing is charged
+// and Settle returns a *[store.BackendError] with Kind "capacity". It
+// never blocks on I/O, so ctx is not consulted.
+func (s *memStore) Settle(_ context.Context, req store.Request, taken store.Decision, actual int64) error {
+	delta, at, err := contract.SettleDelta(&req, &taken, actual)
 	if err != nil || delta == 0 {
 		return err
 	}
 	var o op
 	o.s, o.req = s, req
 	s.limitIDs(req.Limits, &o.ids)
+	if o.isLog() {
+		o.logID[0] = s.logID(req.Limits)
+	}
 	now := s.now()
 	o.sh = s.shardFor(req.Key)
 	o.sh.mu.Lock()
@@ -40,25 +45,43 @@ func (s *memStore) Settle(_ context.Context, req store.Request, actual int64) er
 		o.finish()
 		return &store.BackendError{Op: "settle", Kind: "capacity", Err: store.ErrTooManyKeys}
 	}
-	df := float64(delta)
-	for i, l := range req.Limits {
-		var st *limitState
-		if o.rec != nil {
-			if j := o.rec.find(l.Algorithm, o.ids[i]); j >= 0 {
-				st = &o.rec.states[j]
-			}
+	switch req.Limits[0].Algorithm {
+	case store.SlidingWindowLog:
+		o.settleLog(delta, at)
+	case store.FixedWindow, store.SlidingWindowCounter:
+		o.settleWindows(delta, at)
+	default:
+		o.settleBuckets(delta)
+	}
+	o.finish()
+	return nil
+}
+
+// found returns the request's state of ID id, nil when it has none and
+// delta gives back (nothing to give back to), created when it charges.
+func (o *op) found(id string, delta int64) *limitState {
+	if o.rec != nil {
+		if j := o.rec.find(o.req.Limits[0].Algorithm, id); j >= 0 {
+			return &o.rec.states[j]
 		}
-		r, p := float64(l.Rate), float64(l.Period.Microseconds())
-		var u float64
-		if st != nil {
-			u = usedAt(&st.counts, o.now, r, p)
-		} else if delta <= 0 {
+	}
+	if delta <= 0 {
+		return nil
+	}
+	return o.state(id)
+}
+
+// settleBuckets applies delta to each GCRA or token-bucket limit, drained
+// to now first.
+func (o *op) settleBuckets(delta int64) {
+	df := float64(delta)
+	for i, l := range o.req.Limits {
+		st := o.found(o.ids[i], delta)
+		if st == nil {
 			continue
 		}
-		if st == nil {
-			st = o.state(o.ids[i])
-		}
-		u += df
+		r, p := float64(l.Rate), float64(l.Period.Microseconds())
+		u := usedAt(&st.counts, o.now, r, p) + df
 		if u <= 0 {
 			st.counts = counts{} // expired: as fresh
 			continue
@@ -72,8 +95,88 @@ func (s *memStore) Settle(_ context.Context, req store.Request, actual int64) er
 		st.counts = next
 		o.sh.expiresAt(next.exp)
 	}
-	o.finish()
-	return nil
+}
+
+// settleWindows applies delta to each fixed-window or sliding-window-
+// counter limit: a give-back to the count of the window that holds at
+// while the state still counts it (as cur, or as prev for the counter),
+// never below 0; a charge to the current window, past the capacity if
+// need be.
+func (o *op) settleWindows(delta, at int64) {
+	for i := range o.req.Limits {
+		l := &o.req.Limits[i]
+		st := o.found(o.ids[i], delta)
+		if st == nil {
+			continue
+		}
+		p := l.Period.Microseconds()
+		if delta < 0 {
+			switch ws := windowStart(at, p); {
+			case st.ts == ws:
+				st.cur = max(st.cur+delta, 0)
+			case l.Algorithm == store.SlidingWindowCounter && st.ts == ws+p:
+				st.prev = max(st.prev+delta, 0)
+			}
+			continue
+		}
+		var next outcome
+		if l.Algorithm == store.FixedWindow {
+			fixedWindow(l, &st.counts, o.now, delta, &next)
+		} else {
+			slidingCounter(l, &st.counts, o.now, delta, &next)
+		}
+		st.counts = next.next
+		o.sh.expiresAt(st.exp)
+	}
+}
+
+// settleLog applies delta to the request's sliding window log: a
+// give-back removes up to −delta entries recorded at at, a charge records
+// delta entries at now, at most the largest capacity of the limits (more
+// would change no decision: the log is full for a period either way).
+func (o *op) settleLog(delta, at int64) {
+	st := o.found(o.logID[0], delta)
+	if st == nil || (delta < 0 && st.log == nil) {
+		return
+	}
+	longest := longestPeriod(o.req.Limits)
+	if delta < 0 {
+		st.log.remove(at, -delta)
+		if st.log.total() == st.log.base {
+			st.log.clear()
+			st.counts = counts{} // empty: as fresh
+			return
+		}
+	} else {
+		var most int64
+		for _, l := range o.req.Limits {
+			most = max(most, l.Capacity())
+		}
+		if st.log == nil {
+			st.log = &runLog{}
+		}
+		st.log.prune(o.now - longest)
+		st.log.add(o.now, min(delta, most))
+	}
+	st.exp = st.log.newest() + longest
+	o.sh.expiresAt(st.exp)
+}
+
+// remove drops up to k entries recorded at t.
+func (l *runLog) remove(t, k int64) {
+	i, before := l.after(t - 1)
+	r := l.live()
+	if i == len(r) || r[i].ts != t {
+		return
+	}
+	n := r[i].cum - before
+	k = min(k, n)
+	for j := i; j < len(r); j++ {
+		r[j].cum -= k
+	}
+	if k == n {
+		l.runs = slices.Delete(l.runs, l.head+i, l.head+i+1)
+	}
 }
 
 // Refunds implements [store.Refunder]: 0, as the memory store decides

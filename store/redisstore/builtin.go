@@ -44,24 +44,30 @@ const (
 	// token bucket): the full script's calling convention with the most
 	// µs to wait last, and the delay and reservation after the reply.
 	waiting
+	// reservation decides a request with store.Request.Reserve: the full
+	// script's calling convention, the decision's time (µs) more in the
+	// reply.
+	reservation
 
 	variants // the number of variants
 )
 
 // scriptSuffix is the lua script name of each variant after the
 // algorithm's name.
-var scriptSuffix = [variants]string{full: "", lean: "/lean", leanOverride: "/lean-override", partialGrant: "/partial", calendarWindows: "/calendar", waiting: "/wait"}
+var scriptSuffix = [variants]string{full: "", lean: "/lean", leanOverride: "/lean-override", partialGrant: "/partial", calendarWindows: "/calendar", waiting: "/wait", reservation: "/reserve"}
 
 // variantOf returns the script family that decides a validated request:
 // lean for a plain request of a counting algorithm, leanOverride for one
 // that also applies its key's override, partialGrant for a partial
 // request, calendarWindows for one with a calendar limit, waiting for one
-// that may wait, else full (the suppressed strategy always runs its full
-// script).
+// that may wait, reservation for a reservation, else full (the suppressed
+// strategy always runs its full script).
 func variantOf(req *store.Request) variant {
 	switch {
 	case req.MaxWait > 0:
 		return waiting
+	case req.Reserve:
+		return reservation
 	case req.Partial:
 		return partialGrant
 	case calendarRequest(req):

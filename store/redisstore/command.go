@@ -38,8 +38,11 @@ func (s *redisStore) command(mode string, req *store.Request, cost int64) comman
 	li := s.limits.get(req.Limits[0])
 	alg := req.Limits[0].Algorithm
 	c := command{variant: variantOf(req), li: li}
+	if c.variant == reservation && mode != modeTake {
+		c.variant = full // a peek reserves nothing
+	}
 	c.sc = &s.scripts.byAlgorithm[alg][c.variant]
-	if c.variant == full || c.variant == partialGrant || c.variant == calendarWindows || c.variant == waiting {
+	if c.variant == full || c.variant == partialGrant || c.variant == calendarWindows || c.variant == waiting || c.variant == reservation {
 		c.args = s.fullArgs(mode, keyBase(s.prefix, encodeKey(req.Key)), c.sc, req, cost)
 		switch c.variant {
 		case calendarWindows:
@@ -81,6 +84,8 @@ func (c *command) decode(v any, req *store.Request, cost int64) (store.Decision,
 		return decodePartial(v, req, cost)
 	case waiting:
 		return decodeWait(v, req, cost)
+	case reservation:
+		return decodeReservation(v, req, cost)
 	}
 	r, err := decodeReply(v, req.Limits, cost)
 	if err != nil {

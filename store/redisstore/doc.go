@@ -113,6 +113,15 @@
 // since a refused request still counts as offered load and the next draw
 // may admit the next one.
 //
+// # Settlements
+//
+// A request with store.Request.Reserve runs the reservation script (package
+// lua, "Reservations"), which reports the server's time of the take; Settle
+// runs the refund script once, in mode "settle" for GCRA and the token
+// bucket and "settle_window" for the window algorithms, on the request's
+// state keys. It writes no key of its own and gives every key it writes
+// the TTL a take would.
+//
 // # Re-sent commands
 //
 // go-redis re-sends a command after a broken connection (and after a read

@@ -127,7 +127,7 @@ var mutants = map[string]struct {
 	},
 	"places given back with waiters behind them": {
 		broken{cancel: func(s store.Store, ctx context.Context, r store.Request, d store.Decision) error {
-			return s.(store.Refunder).Settle(ctx, r, 0) // the cost off the end of the line
+			return s.(store.Refunder).Settle(ctx, r, d, 0) // the cost off the end of the line
 		}},
 		[]string{"gcra/wait-cancel", "token_bucket/wait-cancel"},
 	},

@@ -69,11 +69,14 @@ var algorithmTests = []algorithmTest{
 	{"partial-block", nil, testPartialBlock},
 	{"partial-concurrent", nil, testPartialConcurrent},
 	{"settle", onlyBuckets, testSettle},
-	{"settle-concurrent", onlyBuckets, testSettleConcurrent},
 	{"wait", onlyBuckets, testWait},
 	{"wait-cancel", onlyBuckets, testWaitCancel},
 	{"wait-concurrent", onlyBuckets, testWaitConcurrent},
 	{"wait-block", onlyBuckets, testWaitBlock},
+	{"settle-windows", windowAlg, testSettleWindows},
+	{"settle-window-moved", windowAlg, testSettleWindowMoved},
+	{"settle-concurrent", nil, testSettleConcurrent},
+	{"settle-ttl", nil, testSettleTTL},
 }
 
 var generalTests = []generalTest{

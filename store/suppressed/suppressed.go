@@ -102,8 +102,8 @@ func (s *suppressedStore) limits(req *store.Request, out *[store.MaxLimits]store
 	if req.CountDenied {
 		return 0, fmt.Errorf("%w: CountDenied: the suppressed strategy counts every request as offered load already", store.ErrInvalidRequest)
 	}
-	if req.Partial {
-		return 0, fmt.Errorf("%w: Partial: the suppressed strategy admits by random draws, not by the units that fit", store.ErrInvalidRequest)
+	if req.Partial || req.Reserve {
+		return 0, fmt.Errorf("%w: Partial or Reserve: the suppressed strategy admits by random draws, not by the units that fit", store.ErrInvalidRequest)
 	}
 	for i, l := range req.Limits {
 		switch {

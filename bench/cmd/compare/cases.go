@@ -152,6 +152,8 @@ func allCases() []*caseDef {
 		&caseDef{name: "ratekeeper/redis/gcra stacked", redis: true, make: rkStackCase},
 		&caseDef{name: "ratekeeper/redis/gcra max wait", redis: true, make: rkWaitCase},
 		&caseDef{name: "ratekeeper/redis/in-flight acquire+release", redis: true, make: rkInFlightCase},
+		&caseDef{name: "ratekeeper/redis/gcra reserve+settle", redis: true, make: rkSettleCase(store.GCRA)},
+		&caseDef{name: "ratekeeper/redis/fixed_window reserve+settle", redis: true, make: rkSettleCase(store.FixedWindow)},
 		&caseDef{name: "ratekeeper/redis/gcra no batching", redis: true, make: rkRedisCase(store.GCRA, false, true)},
 		&caseDef{name: "ratekeeper/redis/gcra no deny cache", redis: true, make: rkRedisCase(store.GCRA, true, false)},
 		&caseDef{name: "ratekeeper/redis/gcra ctx deadlines", redis: true, make: rkDeadlinesCase},
@@ -350,6 +352,35 @@ func rkStackCase(e *env, g group, prefix string) (*instance, error) {
 		},
 		close: func() { closeIfCloser(s) },
 	}, nil
+}
+
+// rkSettleCase is a cost settled after the response (store.Refunder) for
+// alg: each decision reserves an estimate of 2 units (Request.Reserve,
+// which a window algorithm's settlement needs) and, when admitted,
+// settles at an actual cost of 1, a second script call. Its Redis CPU per
+// decision is the two calls'.
+func rkSettleCase(alg store.Algorithm) func(*env, group, string) (*instance, error) {
+	return func(e *env, g group, prefix string) (*instance, error) {
+		s, err := redisstore.New(e.rdb, rkOptions(prefix, true, true))
+		if err != nil {
+			return nil, err
+		}
+		rf := s.(store.Refunder)
+		reqs := rkRequests(e, g, alg)
+		for i := range reqs {
+			reqs[i].Cost, reqs[i].Reserve = 2, alg != store.GCRA && alg != store.TokenBucket
+		}
+		return &instance{
+			do: func(w *worker, k int) (bool, error) {
+				d, err := s.Take(w.ctx, reqs[k])
+				if err != nil || !d.Allowed {
+					return false, err
+				}
+				return true, rf.Settle(w.ctx, reqs[k], d, 1)
+			},
+			close: func() { closeIfCloser(s) },
+		}, nil
+	}
 }
 
 func rkMemCase(e *env, g group, _ string) (*instance, error) {

@@ -16,12 +16,12 @@ const (
 
 // Plain reports a request with one limit and none of the features that
 // need a key's shared state: no block, no counted refusals, no
-// de-duplication id, no partial grant, no wait, no calendar window (ApplyOverride aside, which each store weighs on its
+// de-duplication id, no partial grant, no wait, no calendar window, no reservation (ApplyOverride aside, which each store weighs on its
 // own). It is the one test of a plain request: the Redis store's lean
 // scripts and deny cache, and the hybrid store's local decisions, follow
 // it.
 func Plain(req *store.Request) bool {
-	return len(req.Limits) == 1 && req.Limits[0].Block == 0 && !req.CountDenied && req.DedupID == "" && !req.Partial && req.MaxWait == 0 &&
+	return len(req.Limits) == 1 && req.Limits[0].Block == 0 && !req.CountDenied && req.DedupID == "" && !req.Partial && req.MaxWait == 0 && !req.Reserve &&
 		req.Limits[0].Calendar == "" && req.Limits[0].Location == nil
 }
 

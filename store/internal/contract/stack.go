@@ -9,7 +9,7 @@ import (
 // ValidateStack checks a stack as every [store.MultiStore] does before
 // touching state, by the rules [store.MultiStore] states: 1 to
 // [store.MaxParts] parts, each valid, without a DedupID, without
-// Overrides, without Partial, MaxWait or Calendar limits, and with
+// Overrides, without Partial, MaxWait, Reserve or Calendar limits, and with
 // distinct keys. Errors wrap [store.ErrInvalidRequest] or the error of the invalid
 // part.
 func ValidateStack(reqs []store.Request) error {
@@ -36,6 +36,9 @@ func ValidateStack(reqs []store.Request) error {
 		}
 		if r.MaxWait > 0 {
 			return fmt.Errorf("%w: part %d: a stacked decision does not wait (MaxWait set)", store.ErrInvalidRequest, i)
+		}
+		if r.Reserve {
+			return fmt.Errorf("%w: part %d: a stacked decision is not settled (Reserve set)", store.ErrInvalidRequest, i)
 		}
 		for j := 0; j < i; j++ {
 			if reqs[j].Key == r.Key {
