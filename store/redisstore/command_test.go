@@ -230,7 +230,7 @@ func TestDecodeReply(t *testing.T) {
 			want: store.Decision{Allowed: true, Capacity: 10, Remaining: 9, ResetAfter: 100 * time.Millisecond, NextAfter: 100 * time.Millisecond, LimitID: "gcra/1s"}},
 		{name: "denied second limit", v: replyOf("", 0, 1, 0, 60000000, 12000000, 0, 0, 0, 0, 4, 1, 0, 60000000), limits: two,
 			want: store.Decision{Capacity: 5, ResetAfter: time.Minute, NextAfter: 12 * time.Second, RetryAfter: 12 * time.Second, LimitID: "b", Index: 1,
-				PerLimit: []store.LimitState{{Remaining: 4, ResetAfter: time.Microsecond, NextAfter: time.Microsecond}, {ResetAfter: time.Minute, NextAfter: 12 * time.Second}}}},
+				PerLimit: []store.LimitState{{Remaining: 4, ResetAfter: time.Microsecond, NextAfter: time.Microsecond}, {ResetAfter: time.Minute, NextAfter: 12*time.Second + time.Microsecond}}}},
 		{name: "duplicate", v: replyOf("", 1, 0, 9, 1, 0, 0, 0, 1, 0, 9, 1), limits: one,
 			want: store.Decision{Allowed: true, Capacity: 10, Remaining: 9, ResetAfter: time.Microsecond, NextAfter: time.Microsecond, LimitID: "gcra/1s", Duplicate: true}},
 		{name: "block started", v: replyOf("b", 0, -1, 0, 900000000, 900000000, 1, 1, 0, 0, 3, 5, 0, 7), limits: two,
@@ -453,4 +453,58 @@ func (c *command) keys() []string {
 		keys[i] = c.args[3+i].(string)
 	}
 	return keys
+}
+
+// TestDecodeLeanNext checks the time until one unit more in lean replies:
+// the sixth integer of the sliding window log and counter (after the
+// override's code and value with overrides), derived for the other
+// algorithms, and never later than a refusal's retry after.
+func TestDecodeLeanNext(t *testing.T) {
+	gcra := newLimitInfo(store.Limit{Rate: 10, Period: time.Second})
+	log := newLimitInfo(store.Limit{Algorithm: store.SlidingWindowLog, Rate: 10, Period: time.Second})
+	tests := []struct {
+		name    string
+		v       any
+		li      *limitInfo
+		ov      bool
+		want    time.Duration
+		wantErr bool
+	}{
+		{name: "gcra derived", v: ints(1, 7, 300000, 0, 0), li: gcra, want: 100001 * time.Microsecond},
+		{name: "gcra full", v: ints(1, 10, 0, 0, 0), li: gcra, want: 0},
+		{name: "gcra refused, capped at retry", v: ints(0, 0, 1000000, 100000, 0), li: gcra, want: 100 * time.Millisecond},
+		{name: "gcra with a sixth integer", v: ints(1, 7, 300000, 0, 0, 5), li: gcra, wantErr: true},
+		{name: "log", v: ints(1, 7, 1000000, 0, 0, 400000), li: log, want: 400 * time.Millisecond},
+		{name: "log full", v: ints(1, 10, 0, 0, 0, 0), li: log, want: 0},
+		{name: "log without next", v: ints(1, 7, 1000000, 0, 0), li: log, wantErr: true},
+		{name: "log next 0 below capacity", v: ints(1, 7, 1000000, 0, 0, 0), li: log, wantErr: true},
+		{name: "log negative next", v: ints(1, 7, 1000000, 0, 0, -1), li: log, wantErr: true},
+		{name: "log with override", v: append(append(ints(1, 7, 1000000, 0, 0), int64(0), ""), int64(250000)), li: log, ov: true, want: 250 * time.Millisecond},
+		{name: "log exempt", v: append(ints(1, 10, 0, 0, 0), int64(2), "exempt"), li: log, ov: true, want: 0},
+		{name: "log suspended", v: append(ints(0, 0, 5000, 5000, 0), int64(3), "suspend"), li: log, ov: true, want: 5 * time.Millisecond},
+		{name: "gcra with override", v: append(ints(1, 7, 300000, 0, 0), int64(0), ""), li: gcra, ov: true, want: 100001 * time.Microsecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var d store.Decision
+			var err error
+			if tt.ov {
+				d, err = decodeLeanOverride(tt.v, tt.li.l, 1, tt.li)
+			} else {
+				d, err = decodeLean(tt.v, tt.li)
+			}
+			if tt.wantErr {
+				if !errors.Is(err, errBadReply) {
+					t.Fatalf("got %v, want errBadReply", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.NextAfter != tt.want {
+				t.Fatalf("got NextAfter %s, want %s", d.NextAfter, tt.want)
+			}
+		})
+	}
 }
