@@ -117,7 +117,10 @@
 //
 // A blocked request reports NextAfter = RetryAfter (nothing is made
 // available before the block ends), as does a suspended client; an exempt
-// client's limits are full.
+// client's limits are full. Where a store cannot know the next unit it
+// reports ResetAfter, the moment more quota has surely come: the
+// suppressed strategy (package store/suppressed), a Redis store's user
+// script, and the hybrid store's local answers (package store/hybrid).
 //
 // With several limits, the deciding limit ([Decision.LimitID]) of a denied
 // request is the denying limit with the longest RetryAfter (ties: the
