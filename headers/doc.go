@@ -17,6 +17,9 @@
 //     as Unix epoch seconds rounded up (default) or, with
 //     [Options.ResetDelta], as seconds from now. On a refusal it is the
 //     moment the request may be retried, the instant Retry-After names.
+//     It follows no draft: it keeps the meaning of the X-RateLimit-Reset
+//     fields most services send (the moment the window, or the bucket, is
+//     back to full), which is not the IETF field's t (below).
 //
 // With [Options.Suppression], for a route whose store sheds load above a
 // soft limit (package store/suppressed), on every response unless
@@ -49,7 +52,7 @@
 // are added, one list item per limit of the policy:
 //
 //	RateLimit-Policy: "burst";q=10;w=60, "api-1";q=100;w=3600
-//	RateLimit: "burst";r=3;t=50, "api-1";r=88;t=3501
+//	RateLimit: "burst";r=3;t=4, "api-1";r=88;t=1702
 //
 // An item is named after the policy when there is one limit, else after
 // the limit's Name, or "<policy>-<index>" when it has none. Each value
@@ -80,25 +83,39 @@
 //     algorithm's: over a store of package store/suppressed, q is the hard
 //     limit, and a client above the soft limit meets random refusals
 //     (X-RateLimit-Suppression says so).
-//   - r, "Remaining Parameter": "the remaining quota units for the
-//     identified policy": the units the limit would still admit now.
-//   - t, "Reset Parameter": "the number of seconds until additional quota
-//     associated with the quota policy is made available": the seconds,
-//     rounded up, until the limit is full again (a moment at which quota
-//     is made available; quota may come earlier, as the draft allows: "The
-//     client MUST NOT assume that all its service limit will be fully
-//     restored at the moment indicated by the reset parameter"). 0 when
-//     the limit is full. For the deciding limit of a refusal, and every
-//     limit of a blocked key, t is the wait before a retry, equal to
-//     Retry-After (the draft's example "Use in throttled responses").
-//   - Retry-After against t, "Server Behavior": "If a response contains
-//     both the Retry-After and the RateLimit header fields, the
+//   - r, "Remaining Parameter" (4.1.1): "the remaining quota units for the
+//     identified policy": the units the limit would still admit now
+//     ([store.Decision.Remaining]).
+//   - t, "Reset Parameter" (4.1.2): "the number of seconds until
+//     additional quota associated with the quota policy is made
+//     available", and in the list of 4.1, "the time until additional
+//     quota is made available": the seconds, rounded up, until the limit
+//     admits one unit more than r ([store.Decision.NextAfter]; package
+//     store, "Next quota", says it per algorithm). Not the time until the
+//     limit is full, which the draft does not ask for and which may be far
+//     later: a client that waits t when r=0 finds a unit, and a second
+//     earlier it would not (the draft's "Client Behavior": "A client SHOULD
+//     NOT exceed the quota units conveyed by the remaining parameter before
+//     the time window expressed in the reset parameter").
+//   - No t for a full limit: no additional quota will come, and t is
+//     OPTIONAL (4.1); the draft's example in 4.2 of a limit "that has no
+//     time window reset" is an item with r alone. t=0 would tell a client
+//     that quota beyond r is available now, which is false.
+//   - A refusal: the refusing limit's t is when its next unit comes, which
+//     for a request of several units may be before Retry-After (the
+//     draft's example "Use in throttled responses" makes the two the same
+//     moment, "but this is not a requirement"). Every limit of a blocked
+//     key reports r=0 and t equal to Retry-After: nothing is made
+//     available before the block ends.
+//   - Retry-After against t, "Server Behavior" (6): "If a response
+//     contains both the Retry-After and the RateLimit header fields, the
 //     Retry-After field value SHOULD NOT reference a point in time earlier
 //     than the reset parameter": on a refusal, an item whose t would be
 //     later than Retry-After (a long limit with units left, next to the
-//     short limit that refused) is sent without t, which the draft makes
-//     optional ("This OPTIONAL parameter"). Every t sent with Retry-After
-//     is at most its value.
+//     short limit that refused) is sent without t (OPTIONAL, 4.1). Every t
+//     sent with Retry-After is at most its value, and Retry-After is the
+//     wait after which this request, at its cost, is admitted
+//     ([store.Decision.RetryAfter]).
 //
 // [Options.NoLegacy] drops the X-RateLimit-* set.
 //

@@ -230,24 +230,25 @@ func (p *Policy) writeLegacy(h map[string][]string, d *store.Decision, reset tim
 }
 
 // appendRateLimit appends the RateLimit field to b: one item per limit, r
-// the units remaining and t the seconds until the limit is full again; for
-// the deciding limit of a refusal (every limit of a blocked key) t is the
-// wait before a retry, equal to Retry-After. With Retry-After (retry), an
-// item whose t would name a later moment than Retry-After goes without t
-// (see the package documentation).
+// the units remaining and t the seconds, rounded up, until the limit next
+// makes quota available ([store.Decision.NextAfter]); a full limit, which
+// has no more quota to come, goes without t. Every limit of a blocked key
+// reports r=0 and, as t, the wait before a retry. With Retry-After (retry),
+// an item whose t would name a later moment than Retry-After goes without
+// t (see the package documentation).
 func (p *Policy) appendRateLimit(b []byte, d *store.Decision, retry bool) []byte {
 	for i, name := range p.quoted {
-		rem, reset := d.Remaining, d.ResetAfter
-		if d.PerLimit != nil && i < len(d.PerLimit) {
-			rem, reset = d.PerLimit[i].Remaining, d.PerLimit[i].ResetAfter
-		} else if len(p.quoted) > 1 && i != d.Index {
+		rem, next := d.Remaining, d.NextAfter
+		if i == d.Index {
+			// The deciding limit: the decision's own values (a refusal's
+			// NextAfter is at most its RetryAfter).
+		} else if d.PerLimit != nil && i < len(d.PerLimit) {
+			rem, next = d.PerLimit[i].Remaining, d.PerLimit[i].NextAfter
+		} else if len(p.quoted) > 1 {
 			continue // no per-limit state: report the deciding limit only
 		}
-		if !d.Allowed && (i == d.Index || d.Blocked) {
-			reset = d.RetryAfter
-			if d.Blocked {
-				rem = 0
-			}
+		if d.Blocked {
+			rem, next = 0, d.RetryAfter
 		}
 		if len(b) > 0 {
 			b = append(b, ", "...)
@@ -255,7 +256,7 @@ func (p *Policy) appendRateLimit(b []byte, d *store.Decision, retry bool) []byte
 		b = append(b, name...)
 		b = append(b, ";r="...)
 		b = strconv.AppendInt(b, max(rem, 0), 10)
-		if t := ceilSeconds(reset); !retry || t <= RetryAfterSeconds(d.RetryAfter) {
+		if t := ceilSeconds(next); next > 0 && (!retry || t <= RetryAfterSeconds(d.RetryAfter)) {
 			b = append(b, ";t="...)
 			b = strconv.AppendInt(b, t, 10)
 		}

@@ -177,17 +177,46 @@ func TestIETFFieldsParse(t *testing.T) {
 		retryWant string
 	}{
 		{
+			// t is the time until more quota (NextAfter), not until the
+			// limit is full (ResetAfter).
 			name: "allowed",
-			d: store.Decision{Allowed: true, Capacity: 10, Remaining: 3, ResetAfter: 50 * time.Second, Index: 0,
-				PerLimit: []store.LimitState{{Remaining: 3, ResetAfter: 50 * time.Second}, {Remaining: 88, ResetAfter: 3500*time.Second + 1}}},
-			want: []item{{`burst`, map[string]int64{"r": 3, "t": 50}}, {`api-1`, map[string]int64{"r": 88, "t": 3501}}},
+			d: store.Decision{Allowed: true, Capacity: 10, Remaining: 3, ResetAfter: 50 * time.Second, NextAfter: 12 * time.Second, Index: 0,
+				PerLimit: []store.LimitState{{Remaining: 3, ResetAfter: 50 * time.Second, NextAfter: 12 * time.Second},
+					{Remaining: 88, ResetAfter: 3500*time.Second + 1, NextAfter: 20*time.Second + 1}}},
+			want: []item{{`burst`, map[string]int64{"r": 3, "t": 12}}, {`api-1`, map[string]int64{"r": 88, "t": 21}}},
 		},
 		{
+			// A full limit has no more quota to come: no t, as the
+			// draft's example of "no time window reset".
+			name: "a full limit",
+			d: store.Decision{Allowed: true, Capacity: 10, Remaining: 9, ResetAfter: 6 * time.Second, NextAfter: 6 * time.Second, Index: 0,
+				PerLimit: []store.LimitState{{Remaining: 9, ResetAfter: 6 * time.Second, NextAfter: 6 * time.Second}, {Remaining: 100}}},
+			want: []item{{`burst`, map[string]int64{"r": 9, "t": 6}}, {`api-1`, map[string]int64{"r": 100}}},
+		},
+		{
+			// The deciding limit's t is when one unit more comes, earlier
+			// than Retry-After for a request of several units.
 			name: "refused by the hourly limit",
-			d: store.Decision{Allowed: false, Capacity: 100, Remaining: 0, ResetAfter: 3000 * time.Second, RetryAfter: 1200*time.Second + 5, Index: 1,
-				PerLimit: []store.LimitState{{Remaining: 6, ResetAfter: 40 * time.Second}, {Remaining: 0, ResetAfter: 3000 * time.Second}}},
-			want:      []item{{`burst`, map[string]int64{"r": 6, "t": 40}}, {`api-1`, map[string]int64{"r": 0, "t": 1201}}},
+			d: store.Decision{Allowed: false, Capacity: 100, Remaining: 0, ResetAfter: 3000 * time.Second, NextAfter: 600 * time.Second, RetryAfter: 1200*time.Second + 5, Index: 1,
+				PerLimit: []store.LimitState{{Remaining: 6, ResetAfter: 40 * time.Second, NextAfter: 7 * time.Second}, {Remaining: 0, ResetAfter: 3000 * time.Second, NextAfter: 900 * time.Second}}},
+			want:      []item{{`burst`, map[string]int64{"r": 6, "t": 7}}, {`api-1`, map[string]int64{"r": 0, "t": 600}}},
 			retryWant: "1201",
+		},
+		{
+			// Refused by the short limit: the hourly limit's next unit is
+			// later than Retry-After, so its item goes without t.
+			name: "refused by the short limit",
+			d: store.Decision{Allowed: false, Capacity: 10, Remaining: 0, ResetAfter: 60 * time.Second, NextAfter: 6 * time.Second, RetryAfter: 6 * time.Second, Index: 0,
+				PerLimit: []store.LimitState{{Remaining: 0, ResetAfter: 60 * time.Second, NextAfter: 6 * time.Second}, {Remaining: 40, ResetAfter: 3000 * time.Second, NextAfter: 1000 * time.Second}}},
+			want:      []item{{`burst`, map[string]int64{"r": 0, "t": 6}}, {`api-1`, map[string]int64{"r": 40}}},
+			retryWant: "6",
+		},
+		{
+			name: "blocked",
+			d: store.Decision{Allowed: false, Blocked: true, Capacity: 10, ResetAfter: 90 * time.Second, NextAfter: 90 * time.Second, RetryAfter: 90 * time.Second, Index: 0,
+				PerLimit: []store.LimitState{{Remaining: 2, ResetAfter: 30 * time.Second, NextAfter: 3 * time.Second}, {Remaining: 40, ResetAfter: 3000 * time.Second, NextAfter: 50 * time.Second}}},
+			want:      []item{{`burst`, map[string]int64{"r": 0, "t": 90}}, {`api-1`, map[string]int64{"r": 0, "t": 90}}},
+			retryWant: "90",
 		},
 	}
 	for _, tt := range tests {
@@ -208,7 +237,9 @@ func TestIETFFieldsParse(t *testing.T) {
 				t.Fatalf("RateLimit: got %d items, want %d", len(got), len(tt.want))
 			}
 			for i := range got {
-				if got[i].name != tt.want[i].name || got[i].params["r"] != tt.want[i].params["r"] || got[i].params["t"] != tt.want[i].params["t"] {
+				_, gotT := got[i].params["t"]
+				_, wantT := tt.want[i].params["t"]
+				if got[i].name != tt.want[i].name || got[i].params["r"] != tt.want[i].params["r"] || got[i].params["t"] != tt.want[i].params["t"] || gotT != wantT {
 					t.Errorf("RateLimit item %d: got %+v, want %+v", i, got[i], tt.want[i])
 				}
 			}
@@ -225,7 +256,7 @@ func TestIETFFieldsParse(t *testing.T) {
 func TestIETFSingleLimitAndNoLegacy(t *testing.T) {
 	limits := []store.Limit{{Rate: 20, Period: 1500 * time.Millisecond}}
 	h := writeFor(t, Options{IETF: true, NoLegacy: true}, "search", limits,
-		store.Decision{Allowed: false, Capacity: 20, RetryAfter: 300 * time.Millisecond}, time.Now())
+		store.Decision{Allowed: false, Capacity: 20, NextAfter: 300 * time.Millisecond, RetryAfter: 300 * time.Millisecond}, time.Now())
 	if got, want := h.Get("RateLimit-Policy"), `"search";q=20;w=2`; got != want {
 		t.Fatalf("policy: got %s, want %s", got, want)
 	}

@@ -76,7 +76,10 @@
 //
 // The reply is {allowed (1 or 0), remaining, reset after µs, retry after
 // µs, repaired (1 or 0; see "Unreadable state")}: after the request when it
-// is admitted, else as the limit stands.
+// is admitted, else as the limit stands. The sliding window log and counter
+// add a sixth integer, next after µs: the time until the limit admits one
+// unit more than it has remaining, 0 when it is full (package store, "Next
+// quota"; the store derives it for the other algorithms).
 //
 // # Calling convention: lean scripts with overrides
 //
@@ -93,7 +96,9 @@
 // answer before anything else, a scale applies to the limit, and a cost the
 // limit left cannot hold is answered with "RKCOST limit 1". The reply is the
 // lean reply's five integers, then the override applied (0 none, 1 scale,
-// 2 exempt, 3 suspend) and its value as stored ("" for none). Without an
+// 2 exempt, 3 suspend) and its value as stored ("" for none), then the lean
+// reply's sixth integer when it has one (not when exempt or suspend
+// answered). Without an
 // override it costs one PTTL more than the plain lean script, far less than
 // the full script.
 //
@@ -208,7 +213,8 @@
 //
 // # Reply of the full scripts
 //
-// An array of 10 + 2n integers followed by two strings:
+// An array of 10 + 2n integers followed by two strings (and, from the
+// sliding window log and counter, n integers more):
 //
 //	1  allowed: 1 when the request is admitted, else 0
 //	2  index of the deciding limit, from 0; -1 when blocked
@@ -233,7 +239,11 @@
 //	without the request
 //	then: the block's scope (the ID of the limit that started it, which
 //	need not be one of this request's limits) when blocked, else ""
-//	last: the override as stored when one applied, else ""
+//	then: the override as stored when one applied, else ""
+//	then, from the sliding window log and counter only (and not when an
+//	exempt or suspend override answered), per limit i: its next after,
+//	microseconds, as the lean reply's sixth integer, after the request
+//	when it was admitted and recorded, else as it stands
 //
 // The deciding limit is, for a refused request, the refusing limit with the
 // longest retry after (ties: the earliest); for an admitted one (a duplicate

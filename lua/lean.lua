@@ -15,23 +15,28 @@ local count_denied = false
 local longest = period[1]
 local state = {KEYS[1]}
 local ok, rem0, reset0, rem1, reset1, retry = {}, {}, {}, {}, {}, {}
+local next0, next1 = {}, {}
 local allowed = true
 
 -- finish records an admitted take through record, or on a refused take
 -- calls settle (which gives a state key left without TTL its TTL), and
 -- answers {allowed, remaining, reset after µs, retry after µs, repaired}:
 -- after the request when it is admitted, else as the limit stands without
--- it.
+-- it; then, from the sliding window log and counter, the time until one
+-- unit more is admitted (µs).
 local function finish(record, settle)
+  local r
   if allowed then
     if take then
       record()
     end
-    return {1, rem1[1], reset1[1], 0, repaired}
+    r = {1, rem1[1], reset1[1], 0, repaired, next1[1]}
+  else
+    if take then
+      settle()
+    end
+    r = {0, rem0[1], reset0[1], retry[1], repaired, next0[1]}
   end
-  if take then
-    settle()
-  end
-  return {0, rem0[1], reset0[1], retry[1], repaired}
+  return r
 end
 

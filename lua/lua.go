@@ -161,16 +161,18 @@ func leanWithOverride(leanBody string) []string {
 		"local function decide()", leanBody, "end", leanOverrideReply}
 }
 
-// leanOverrideReply ends the lean script with overrides: the lean reply,
-// marked repaired when the override was, and the override's code and
-// value.
+// leanOverrideReply ends the lean script with overrides: the lean reply's
+// five integers, marked repaired when the override was, the override's
+// code and value, then the lean reply's sixth integer when it has one.
 const leanOverrideReply = `local reply = decide()
 if type(reply) == 'table' and reply[1] then
   if repaired == 1 then
     reply[5] = 1
   end
+  local nxt = reply[6]
   reply[6] = override_kind
   reply[7] = override_value
+  reply[8] = nxt
 end
 return reply
 `

@@ -37,6 +37,11 @@ local function finish(record, settle)
     end
     r[#r + 1] = ''
     r[#r + 1] = ''
+    if next0[1] then
+      for i = 1, n do
+        r[#r + 1] = next0[i]
+      end
+    end
     return r
   end
   return part

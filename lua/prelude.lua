@@ -184,8 +184,11 @@ end
 -- rem0[i] and reset0[i] (µs), the limit without the request; rem1[i] and
 -- reset1[i], the limit after the request (only when ok[i]); retry[i] (µs),
 -- the wait of a refusing limit. All are integers. allowed is true while
--- every limit admits.
+-- every limit admits. The sliding window log and counter also fill
+-- next0[i] and next1[i] (µs): the time until the limit admits one unit
+-- more than rem0[i] and rem1[i] (0 when full).
 local ok, rem0, reset0, rem1, reset1, retry = {}, {}, {}, {}, {}, {}
+local next0, next1 = {}, {}
 local allowed = true
 
 -- dedup_mark is the hash field that holds the number of live ids after the
@@ -342,9 +345,9 @@ local function finish(record, settle)
 
   -- Per-limit values: after the request when it is recorded as admitted,
   -- else as the limits stand without it.
-  local rem, reset = rem0, reset0
+  local rem, reset, nxt = rem0, reset0, next0
   if after then
-    rem, reset = rem1, reset1
+    rem, reset, nxt = rem1, reset1, next1
   end
   local r
   if blocked or started then
@@ -387,6 +390,11 @@ local function finish(record, settle)
   end
   r[#r + 1] = sc
   r[#r + 1] = override_value
+  if nxt[1] then
+    for i = 1, n do
+      r[#r + 1] = nxt[i]
+    end
+  end
   return r
 end
 

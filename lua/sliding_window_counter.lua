@@ -30,10 +30,20 @@ for i = 1, n do
   else
     reset0[i] = 0
   end
+  -- One unit more fits once est + rem + 1 <= r: the wait of this cost
+  -- under r - rem - 1 + cost.
+  next0[i] = 0
+  if rem0[i] < r then
+    next0[i] = counter_wait(ws, p, c, pv, w, sc, spv, r - rem0[i] - 1 + cost)
+  end
   if est + cost <= r then
     ok[i] = true
     rem1[i] = floor_units(r - (est + cost), r)
     reset1[i] = ws + 2 * p - now
+    next1[i] = 0
+    if rem1[i] < r then
+      next1[i] = counter_wait(ws, p, c + cost, pv, ws, c + cost, pv, r - rem1[i] - 1 + cost)
+    end
     retry[i] = 0
   else
     ok[i] = false

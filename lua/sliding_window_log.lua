@@ -27,6 +27,7 @@ local function evaluate()
     end
     rem0[i] = floor_units(r - count, r)
     reset0[i] = 0
+    next0[i] = 0
     if count > 0 then
       -- The newest unit overall is inside every window that holds any.
       if not newest then
@@ -36,12 +37,20 @@ local function evaluate()
         end
       end
       reset0[i] = newest + p - now
+      -- One unit more fits once the (capacity - remaining)-th newest unit
+      -- has left the window.
+      local rank = int(rem0[i] - r)
+      next0[i] = tonumber(redis.call('ZRANGE', key, rank, rank, 'WITHSCORES')[2]) + p - now
     end
     if count + cost <= r then
       -- After this request the newest unit is at now.
       ok[i] = true
       rem1[i] = r - count - cost
       reset1[i] = p
+      next1[i] = p
+      if count > 0 then
+        next1[i] = next0[i]
+      end
       retry[i] = 0
     else
       ok[i] = false

@@ -358,6 +358,9 @@ func (l *Limiter) costExceeded(ctx context.Context, w http.ResponseWriter, req *
 	if err == nil && p.Headers != nil && (p.Override == store.OverrideNone || p.Override == store.OverrideScale) {
 		if p.Allowed {
 			p.Remaining++ // a peek reports what would be left after it
+			if p.Remaining >= p.Capacity {
+				p.NextAfter = 0 // a full limit: no more quota to come
+			}
 		} else {
 			p.Reset = p.Reset.Add(p.ResetAfter - p.RetryAfter)
 		}

@@ -58,6 +58,9 @@
 //     cur + c ≤ B. ResetAfter (and a denied request's RetryAfter) is the
 //     time to the end of the window.
 //
+// NextAfter, the time until a limit next makes quota available, is
+// stated per algorithm in "Next quota" below.
+//
 // # Suppression
 //
 // Shedding load above a soft limit, instead of refusing at a cliff, is not
@@ -79,10 +82,45 @@
 // A limit trips when count + c > B. A "refuse when the count reaches N"
 // limit (">=" rather than ">") is a limit of Rate N − 1.
 //
-// Remaining and ResetAfter, and each entry of [Decision.PerLimit], describe
-// a limit after the request when the request is admitted and recorded, and
-// without it otherwise: when it is denied (even if CountDenied records it),
-// blocked, or admitted as a duplicate.
+// Remaining, ResetAfter and NextAfter, and each entry of
+// [Decision.PerLimit], describe a limit after the request when the request
+// is admitted and recorded, and without it otherwise: when it is denied
+// (even if CountDenied records it), blocked, or admitted as a duplicate.
+//
+// # Next quota
+//
+// [Decision.NextAfter] (and [LimitState.NextAfter]) is the time until a
+// limit next makes quota available if nothing more is recorded: the wait
+// after which it admits Remaining+1 units, the moment a request for one
+// unit more than it has left would be admitted. It is 0 exactly when the
+// limit is full (Remaining is the capacity): no more quota will come. It
+// is never later than ResetAfter (more quota comes no later than all of
+// it), and, for a refusal, never later than RetryAfter (the deciding
+// limit's value is capped there). Per algorithm:
+//
+//   - GCRA and TokenBucket: unit Remaining+1 is free once used has drained
+//     to B − Remaining − 1, (B − Remaining − 1)·P/R before the limit is
+//     full. Both stores derive it from Remaining and ResetAfter:
+//     ResetAfter − (B − Remaining − 1)·P/R, rounded up, plus 1µs for the
+//     floating point of the admission test, within [1µs, ResetAfter]. It
+//     is never before the exact instant and at most 3µs after it.
+//   - SlidingWindowLog: once the (B − Remaining)-th newest entry in the
+//     window leaves it (the oldest entry in the window unless counted
+//     refusals took the count past B): s + P − now. After an admission
+//     into an empty window, P.
+//   - SlidingWindowCounter: the earliest time at which est ≤ B − Remaining
+//     − 1, computed (and made exact to the microsecond) as a RetryAfter
+//     is: inside this window while the previous window's weight falls, or
+//     in the next, where the current window has become the previous one.
+//   - FixedWindow (a calendar window too): every unit comes back at the
+//     window's end: ResetAfter.
+//
+// A blocked request reports NextAfter = RetryAfter (nothing is made
+// available before the block ends), as does a suspended client; an exempt
+// client's limits are full. Where a store cannot know the next unit it
+// reports ResetAfter, the moment more quota has surely come: the
+// suppressed strategy (package store/suppressed), a Redis store's user
+// script, and the hybrid store's local answers (package store/hybrid).
 //
 // With several limits, the deciding limit ([Decision.LimitID]) of a denied
 // request is the denying limit with the longest RetryAfter (ties: the

@@ -406,6 +406,12 @@ type Decision struct {
 	// ResetAfter is the time until the deciding limit is back to full
 	// capacity if no further requests arrive. Zero when it already is.
 	ResetAfter time.Duration
+	// NextAfter is the time until the deciding limit next makes quota
+	// available if no further requests arrive: until it admits
+	// Remaining+1 units (package store, "Next quota"). Zero when the limit
+	// is full, for which no more quota will come. For a blocked key it
+	// is RetryAfter: nothing is made available before the block ends.
+	NextAfter time.Duration
 	// RetryAfter is, for a denied request, the time after which the same
 	// request (same cost) would be admitted if nothing else is recorded
 	// meanwhile. Zero when Allowed.
@@ -484,6 +490,9 @@ type LimitState struct {
 	Remaining int64
 	// ResetAfter is the time until the limit is back to full capacity.
 	ResetAfter time.Duration
+	// NextAfter is the time until the limit admits Remaining+1 units;
+	// zero when it is full (see [Decision.NextAfter]).
+	NextAfter time.Duration
 }
 
 // Store keeps rate-limit state. Implementations are safe for concurrent use

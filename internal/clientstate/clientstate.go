@@ -14,9 +14,10 @@ import (
 	"github.com/ratekeeper/ratekeeper/store"
 )
 
-// Read returns the decision of a peek at req (cost 1) with Remaining and
-// ResetAfter describing the deciding limit as it is, without the peek's
-// unit: nothing used is the full capacity and a ResetAfter of zero. A
+// Read returns the decision of a peek at req (cost 1) with Remaining,
+// ResetAfter and NextAfter describing the deciding limit as it is, without
+// the peek's unit: nothing used is the full capacity and a ResetAfter and
+// NextAfter of zero. A
 // refused peek (a block, a suspension, a full limit) and an exempt client
 // already describe the state as it is and are returned unchanged. PerLimit
 // is dropped from an admitted peek: it describes every limit after the
@@ -31,7 +32,7 @@ func Read(ctx context.Context, st store.Store, req store.Request) (store.Decisio
 	d.PerLimit = nil
 	d.Remaining++
 	if d.Remaining >= d.Capacity {
-		d.Remaining, d.ResetAfter = d.Capacity, 0
+		d.Remaining, d.ResetAfter, d.NextAfter = d.Capacity, 0, 0
 		return d, nil
 	}
 	// The deciding limit holds something: a peek at its whole capacity is
@@ -58,9 +59,9 @@ func Read(ctx context.Context, st store.Store, req store.Request) (store.Decisio
 	case p.Allowed:
 		return d, nil // another limit of a log decides; the estimate stands
 	case multi && d.Index < len(p.PerLimit):
-		d.ResetAfter = p.PerLimit[d.Index].ResetAfter
+		d.ResetAfter, d.NextAfter = p.PerLimit[d.Index].ResetAfter, p.PerLimit[d.Index].NextAfter
 	default:
-		d.ResetAfter = p.ResetAfter
+		d.ResetAfter, d.NextAfter = p.ResetAfter, p.NextAfter
 	}
 	return d, nil
 }

@@ -140,8 +140,10 @@
 // A local admission reports Allowed, Limit (the capacity), Remaining (the
 // remaining learned at the last backend call minus the local admissions
 // since), ResetAfter (an estimate: the learned ResetAfter, moved by the
-// local admissions for GCRA and TokenBucket) and LimitID with Index 0.
-// A cached refusal reports Cached and the remaining RetryAfter.
+// local admissions for GCRA and TokenBucket), NextAfter (the same
+// estimate, the moment more quota has surely come) and LimitID with Index
+// 0. A cached refusal reports Cached and the remaining RetryAfter, which
+// is also its NextAfter.
 //
 // # Lifecycle
 //

@@ -89,26 +89,34 @@ func (e *entry) local(now, cost int64, take bool) (store.Decision, bool) {
 		retry := time.Duration(e.denyUntil - now)
 		return store.Decision{
 			Capacity: e.capacity, RetryAfter: retry, ResetAfter: max(retry, e.resetAfter(now)),
-			LimitID: e.id, Cached: true,
+			NextAfter: retry, LimitID: e.id, Cached: true,
 		}, true
 	}
 	if e.lease < cost {
 		return store.Decision{}, false
 	}
 	if !take {
-		return store.Decision{
-			Allowed: true, Capacity: e.capacity, Remaining: max(0, e.remaining-cost),
-			ResetAfter: e.resetAfter(now), LimitID: e.id,
-		}, true
+		return e.admission(now, max(0, e.remaining-cost)), true
 	}
 	e.lease -= cost
 	e.remaining = max(0, e.remaining-cost)
 	e.pending += cost
 	e.admitted(now, cost)
-	return store.Decision{
-		Allowed: true, Capacity: e.capacity, Remaining: e.remaining,
+	return e.admission(now, e.remaining), true
+}
+
+// admission is a local admission's decision with remaining units left.
+// NextAfter is, like ResetAfter, an estimate: the time until the limit is
+// full, by which more quota has surely come.
+func (e *entry) admission(now, remaining int64) store.Decision {
+	d := store.Decision{
+		Allowed: true, Capacity: e.capacity, Remaining: remaining,
 		ResetAfter: e.resetAfter(now), LimitID: e.id,
-	}, true
+	}
+	if remaining < e.capacity {
+		d.NextAfter = d.ResetAfter
+	}
+	return d
 }
 
 // admitted moves the ResetAfter reference for cost units admitted at now.
@@ -222,8 +230,5 @@ func (e *entry) degrade(now, cost, applied int64, err error) (store.Decision, er
 		e.pending += cost
 	}
 	e.admitted(now, cost)
-	return store.Decision{
-		Allowed: true, Capacity: e.capacity, Remaining: e.remaining,
-		ResetAfter: e.resetAfter(now), LimitID: e.id,
-	}, nil
+	return e.admission(now, e.remaining), nil
 }

@@ -19,11 +19,15 @@ import (
 // it, the wait until it would admit it (retry, µs). next is the state to
 // store if the request is recorded: when it is admitted, and for the
 // window algorithms also when it is refused (a counted refusal, which may
-// take the count past the capacity).
+// take the count past the capacity). next0 and next1 are, for the sliding
+// window log and counter only, the time (µs) until the limit admits one
+// unit more than rem0 and rem1 (0 when full); the other algorithms derive
+// it from the remaining units and the reset time (contract.NextUS).
 type outcome struct {
 	allowed      bool
 	rem0, reset0 int64
 	rem1, reset1 int64
+	next0, next1 int64
 	retry        int64
 	next         counts
 	// Suppressed only: the factor the request met (ppm), whether a
@@ -168,10 +172,12 @@ func slidingCounter(l *store.Limit, st *counts, now, c int64, o *outcome) {
 	case prev > 0:
 		o.reset0 = ws + p - now
 	}
+	o.next0 = counterNext(st, now, p, c, capacity, o.rem0)
 	if est+cf <= rf {
 		o.allowed = true
 		o.rem1 = floorUnits(rf-(est+cf), capacity)
 		o.reset1 = ws + 2*p - now
+		o.next1 = counterNext(&o.next, now, p, c, capacity, o.rem1)
 		return
 	}
 	// First guess: inside this window when the weight of prev can fall far
@@ -190,6 +196,19 @@ func slidingCounter(l *store.Limit, st *counts, now, c int64, o *outcome) {
 		ws, cur, prev := counterAt(st, t, p)
 		return estimate(t, ws, p, cur, prev)+cf <= rf
 	})
+}
+
+// counterNext returns the time (µs) until a sliding window counter of
+// capacity b and period p, in state st (nil: none) with rem units
+// remaining at now, admits rem+1 units: until est + rem + 1 ≤ b, written
+// as the wait of a request of cost c under a limit of b − rem − 1 + c, as
+// the script writes it (counter_wait reads the request's cost). 0 when
+// rem is b.
+func counterNext(st *counts, now, p, c, b, rem int64) int64 {
+	if rem >= b {
+		return 0
+	}
+	return retryUnder(st, now, p, float64(c), float64(b-rem-1+c))
 }
 
 // ppm is the scale of a suppression factor: parts per million.
@@ -381,12 +400,22 @@ func logOutcome(l *store.Limit, lg *runLog, cut logCut, now, c int64, o *outcome
 	if count > 0 {
 		// The newest entry overall is inside every window that holds any.
 		o.reset0 = lg.newest() + p - now
+		// One unit more is admitted once count has fallen to
+		// capacity − rem0 − 1: once the (capacity − rem0)-th newest entry
+		// has left the window (the oldest one unless counted refusals
+		// took count past the capacity).
+		o.next0 = lg.kth(idx, before, count-capacity+o.rem0+1) + p - now
 	}
 	if count+c <= capacity {
 		// Admitted, the newest entry would be at now.
 		o.allowed = true
 		o.rem1 = capacity - count - c
 		o.reset1 = p
+		// The oldest entry in the window is the first to leave it.
+		o.next1 = p
+		if count > 0 {
+			o.next1 = o.next0
+		}
 		return
 	}
 	// count+c > capacity >= c, so count > 0 and lg holds entries: once the

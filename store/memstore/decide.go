@@ -505,12 +505,16 @@ func (o *op) decision(out []outcome) store.Decision {
 			Capacity:   o.req.Limits[d].Capacity(),
 			Remaining:  out[d].remaining(after),
 			ResetAfter: micros(out[d].resetAfter(after)),
+			NextAfter:  micros(out[d].nextAfter(&o.req.Limits[d], after)),
 			LimitID:    o.ids[d],
 			Index:      d,
 			Duplicate:  v.duplicate,
 		}
 		if !allowed {
 			dec.RetryAfter = micros(out[d].retry)
+			// The next unit comes no later than the request fits; the
+			// derived time may be a microsecond or two late.
+			dec.NextAfter = min(dec.NextAfter, dec.RetryAfter)
 		}
 	}
 	if o.isSuppressed() {
@@ -520,7 +524,11 @@ func (o *op) decision(out []outcome) store.Decision {
 	if n > 1 {
 		dec.PerLimit = make([]store.LimitState, n)
 		for i := range out {
-			dec.PerLimit[i] = store.LimitState{Remaining: out[i].remaining(after), ResetAfter: micros(out[i].resetAfter(after))}
+			dec.PerLimit[i] = store.LimitState{
+				Remaining:  out[i].remaining(after),
+				ResetAfter: micros(out[i].resetAfter(after)),
+				NextAfter:  micros(out[i].nextAfter(&o.req.Limits[i], after)),
+			}
 		}
 	}
 	return dec
@@ -539,6 +547,7 @@ func (o *op) blockDecision(out []outcome) store.Decision {
 	dec := store.Decision{
 		Capacity:     o.req.Limits[0].Capacity(),
 		ResetAfter:   micros(left),
+		NextAfter:    micros(left),
 		RetryAfter:   micros(left),
 		LimitID:      v.scope,
 		Index:        -1,
@@ -607,6 +616,21 @@ func (o *outcome) resetAfter(after bool) int64 {
 		return o.reset1
 	}
 	return o.reset0
+}
+
+// nextAfter returns the time (µs) until limit l, whose outcome this is,
+// admits one unit more than it has remaining, after the request (after)
+// or without it: derived from the remaining units and the reset time
+// where they say it (contract.NextUS), else next0 or next1.
+func (o *outcome) nextAfter(l *store.Limit, after bool) int64 {
+	rem, reset, next := o.rem0, o.reset0, o.next0
+	if after {
+		rem, reset, next = o.rem1, o.reset1, o.next1
+	}
+	if us, ok := contract.NextUS(l, rem, reset); ok {
+		return us
+	}
+	return next
 }
 
 // micros converts microseconds to a Duration, saturating: a bucket with a

@@ -161,11 +161,11 @@ func (o *op) applyOverride(take bool, lim *[store.MaxLimits]store.Limit) (store.
 		return e.kind, d
 	default: // suspend
 		left := leftMS(e.exp, o.now)
-		d := store.Decision{Capacity: limits[0].Capacity(), ResetAfter: left, RetryAfter: left, LimitID: limits[0].ID(), Override: e.kind}
+		d := store.Decision{Capacity: limits[0].Capacity(), ResetAfter: left, NextAfter: left, RetryAfter: left, LimitID: limits[0].ID(), Override: e.kind}
 		if len(limits) > 1 {
 			d.PerLimit = make([]store.LimitState, len(limits))
 			for i := range limits {
-				d.PerLimit[i].ResetAfter = left
+				d.PerLimit[i].ResetAfter, d.PerLimit[i].NextAfter = left, left
 			}
 		}
 		return e.kind, d

@@ -169,6 +169,10 @@ func (s *memStore) takePlain(req *store.Request, p *plan, d *store.Decision) err
 	} else {
 		d.Remaining, d.ResetAfter, d.RetryAfter = o.rem0, micros(o.reset0), micros(o.retry)
 	}
+	d.NextAfter = micros(out[0].nextAfter(&p.limit[0], d.Allowed))
+	if !d.Allowed {
+		d.NextAfter = min(d.NextAfter, d.RetryAfter) // as op.decision
+	}
 	return nil
 }
 

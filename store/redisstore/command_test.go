@@ -217,6 +217,8 @@ func replyOv(scope, ov string, v ...int64) []any {
 func TestDecodeReply(t *testing.T) {
 	one := []store.Limit{{Rate: 10, Period: time.Second}}
 	two := []store.Limit{{Name: "a", Rate: 10, Period: time.Second}, {Name: "b", Rate: 5, Period: time.Minute}}
+	logTwo := []store.Limit{{Name: "a", Algorithm: store.SlidingWindowLog, Rate: 10, Period: time.Second},
+		{Name: "b", Algorithm: store.SlidingWindowLog, Rate: 5, Period: time.Minute}}
 	tests := []struct {
 		name    string
 		v       any
@@ -225,20 +227,20 @@ func TestDecodeReply(t *testing.T) {
 		wantErr bool
 	}{
 		{name: "allowed", v: replyOf("", 1, 0, 9, 100000, 0, 0, 0, 0, 0, 9, 100000), limits: one,
-			want: store.Decision{Allowed: true, Capacity: 10, Remaining: 9, ResetAfter: 100 * time.Millisecond, LimitID: "gcra/1s"}},
+			want: store.Decision{Allowed: true, Capacity: 10, Remaining: 9, ResetAfter: 100 * time.Millisecond, NextAfter: 100 * time.Millisecond, LimitID: "gcra/1s"}},
 		{name: "denied second limit", v: replyOf("", 0, 1, 0, 60000000, 12000000, 0, 0, 0, 0, 4, 1, 0, 60000000), limits: two,
-			want: store.Decision{Capacity: 5, ResetAfter: time.Minute, RetryAfter: 12 * time.Second, LimitID: "b", Index: 1,
-				PerLimit: []store.LimitState{{Remaining: 4, ResetAfter: time.Microsecond}, {ResetAfter: time.Minute}}}},
+			want: store.Decision{Capacity: 5, ResetAfter: time.Minute, NextAfter: 12 * time.Second, RetryAfter: 12 * time.Second, LimitID: "b", Index: 1,
+				PerLimit: []store.LimitState{{Remaining: 4, ResetAfter: time.Microsecond, NextAfter: time.Microsecond}, {ResetAfter: time.Minute, NextAfter: 12*time.Second + time.Microsecond}}}},
 		{name: "duplicate", v: replyOf("", 1, 0, 9, 1, 0, 0, 0, 1, 0, 9, 1), limits: one,
-			want: store.Decision{Allowed: true, Capacity: 10, Remaining: 9, ResetAfter: time.Microsecond, LimitID: "gcra/1s", Duplicate: true}},
+			want: store.Decision{Allowed: true, Capacity: 10, Remaining: 9, ResetAfter: time.Microsecond, NextAfter: time.Microsecond, LimitID: "gcra/1s", Duplicate: true}},
 		{name: "block started", v: replyOf("b", 0, -1, 0, 900000000, 900000000, 1, 1, 0, 0, 3, 5, 0, 7), limits: two,
-			want: store.Decision{Capacity: 5, ResetAfter: 15 * time.Minute, RetryAfter: 15 * time.Minute, LimitID: "b", Index: 1,
+			want: store.Decision{Capacity: 5, ResetAfter: 15 * time.Minute, NextAfter: 15 * time.Minute, RetryAfter: 15 * time.Minute, LimitID: "b", Index: 1,
 				Blocked: true, BlockStarted: true,
-				PerLimit: []store.LimitState{{Remaining: 3, ResetAfter: 5 * time.Microsecond}, {ResetAfter: 7 * time.Microsecond}}}},
+				PerLimit: []store.LimitState{{Remaining: 3, ResetAfter: 5 * time.Microsecond, NextAfter: time.Microsecond}, {ResetAfter: 7 * time.Microsecond, NextAfter: time.Microsecond}}}},
 		{name: "blocked by a limit not in the request", v: replyOf("login", 0, -1, 0, 2000, 2000, 1, 0, 0, 0, 10, 0), limits: one,
-			want: store.Decision{Capacity: 10, ResetAfter: 2 * time.Millisecond, RetryAfter: 2 * time.Millisecond, LimitID: "login", Index: -1, Blocked: true}},
+			want: store.Decision{Capacity: 10, ResetAfter: 2 * time.Millisecond, NextAfter: 2 * time.Millisecond, RetryAfter: 2 * time.Millisecond, LimitID: "login", Index: -1, Blocked: true}},
 		{name: "repaired", v: replyOf("", 1, 0, 9, 100000, 0, 0, 0, 0, 1, 9, 100000), limits: one,
-			want: store.Decision{Allowed: true, Capacity: 10, Remaining: 9, ResetAfter: 100 * time.Millisecond, LimitID: "gcra/1s", Repaired: true}},
+			want: store.Decision{Allowed: true, Capacity: 10, Remaining: 9, ResetAfter: 100 * time.Millisecond, NextAfter: 100 * time.Millisecond, LimitID: "gcra/1s", Repaired: true}},
 		{name: "nil", v: nil, limits: one, wantErr: true},
 		{name: "string", v: "OK", limits: one, wantErr: true},
 		{name: "short", v: replyOf("", 1, 0, 9, 1, 0, 0, 0, 0, 0, 9), limits: one, wantErr: true},
@@ -270,13 +272,13 @@ func TestDecodeReply(t *testing.T) {
 		{name: "scope not a string", v: append(ints(0, -1, 0, 5, 5, 1, 0, 0, 0, 0, 9, 1), int64(3), ""), limits: one, wantErr: true},
 		{name: "override not a string", v: append(ints(1, 0, 9, 1, 0, 0, 0, 0, 0, 0, 9, 1), "", int64(0)), limits: one, wantErr: true},
 		{name: "scaled", v: replyOv("", "scale:10", 1, 0, 99, 1000, 0, 0, 0, 0, 0, 1, 99, 1000), limits: one,
-			want: store.Decision{Allowed: true, Capacity: 100, Remaining: 99, ResetAfter: time.Millisecond, LimitID: "gcra/1s", Override: store.OverrideScale}},
+			want: store.Decision{Allowed: true, Capacity: 100, Remaining: 99, ResetAfter: time.Millisecond, NextAfter: time.Millisecond, LimitID: "gcra/1s", Override: store.OverrideScale}},
 		{name: "scaled down to the cost", v: replyOv("", "scale:0.01", 0, 0, 0, 1000, 1000, 0, 0, 0, 0, 1, 0, 1000), limits: one,
-			want: store.Decision{Capacity: 1, ResetAfter: time.Millisecond, RetryAfter: time.Millisecond, LimitID: "gcra/1s", Override: store.OverrideScale}},
+			want: store.Decision{Capacity: 1, ResetAfter: time.Millisecond, NextAfter: time.Millisecond, RetryAfter: time.Millisecond, LimitID: "gcra/1s", Override: store.OverrideScale}},
 		{name: "exempt", v: replyOv("", "exempt", 1, 0, 10, 0, 0, 0, 0, 0, 0, 2, 10, 0), limits: one,
 			want: store.Decision{Allowed: true, Capacity: 10, Remaining: 10, LimitID: "gcra/1s", Override: store.OverrideExempt}},
 		{name: "suspended", v: replyOv("", "suspend", 0, 0, 0, 5000, 5000, 0, 0, 0, 0, 3, 0, 5000), limits: one,
-			want: store.Decision{Capacity: 10, ResetAfter: 5 * time.Millisecond, RetryAfter: 5 * time.Millisecond, LimitID: "gcra/1s", Override: store.OverrideSuspend}},
+			want: store.Decision{Capacity: 10, ResetAfter: 5 * time.Millisecond, NextAfter: 5 * time.Millisecond, RetryAfter: 5 * time.Millisecond, LimitID: "gcra/1s", Override: store.OverrideSuspend}},
 		{name: "remaining above the scaled capacity", v: replyOv("", "scale:2", 1, 0, 21, 1000, 0, 0, 0, 0, 0, 1, 21, 1000), limits: one, wantErr: true},
 		{name: "override code without value", v: replyOv("", "", 1, 0, 9, 1, 0, 0, 0, 0, 0, 1, 9, 1), limits: one, wantErr: true},
 		{name: "override value without code", v: replyOv("", "exempt", 1, 0, 9, 1, 0, 0, 0, 0, 0, 0, 9, 1), limits: one, wantErr: true},
@@ -286,6 +288,16 @@ func TestDecodeReply(t *testing.T) {
 		{name: "exempt refused", v: replyOv("", "exempt", 0, 0, 0, 5, 5, 0, 0, 0, 0, 2, 0, 5), limits: one, wantErr: true},
 		{name: "suspend admitted", v: replyOv("", "suspend", 1, 0, 9, 1, 0, 0, 0, 0, 0, 3, 9, 1), limits: one, wantErr: true},
 		{name: "repaired flag 2", v: replyOf("", 1, 0, 9, 1, 0, 0, 0, 0, 2, 9, 1), limits: one, wantErr: true},
+		{name: "log next", v: append(replyOf("", 0, 1, 0, 50000000, 40000000, 0, 0, 0, 0, 7, 900000, 0, 50000000), int64(300000), int64(20000000)), limits: logTwo,
+			want: store.Decision{Capacity: 5, ResetAfter: 50 * time.Second, NextAfter: 20 * time.Second, RetryAfter: 40 * time.Second, LimitID: "b", Index: 1,
+				PerLimit: []store.LimitState{{Remaining: 7, ResetAfter: 900 * time.Millisecond, NextAfter: 300 * time.Millisecond}, {ResetAfter: 50 * time.Second, NextAfter: 20 * time.Second}}}},
+		{name: "log without next", v: replyOf("", 0, 1, 0, 50000000, 40000000, 0, 0, 0, 0, 7, 900000, 0, 50000000), limits: logTwo, wantErr: true},
+		{name: "log next 0 below capacity", v: append(replyOf("", 0, 1, 0, 50000000, 40000000, 0, 0, 0, 0, 7, 900000, 0, 50000000), int64(0), int64(20000000)), limits: logTwo, wantErr: true},
+		{name: "log next while full", v: append(replyOf("", 1, 1, 5, 0, 0, 0, 0, 0, 0, 10, 0, 5, 0), int64(1), int64(0)), limits: logTwo, wantErr: true},
+		{name: "log next not an integer", v: append(replyOf("", 0, 1, 0, 50000000, 40000000, 0, 0, 0, 0, 7, 900000, 0, 50000000), int64(300000), "x"), limits: logTwo, wantErr: true},
+		{name: "log exempt without next", v: replyOv("", "exempt", 1, 0, 10, 0, 0, 0, 0, 0, 0, 2, 10, 0, 5, 0), limits: logTwo,
+			want: store.Decision{Allowed: true, Capacity: 10, Remaining: 10, LimitID: "a", Override: store.OverrideExempt,
+				PerLimit: []store.LimitState{{Remaining: 10}, {Remaining: 5}}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -441,4 +453,58 @@ func (c *command) keys() []string {
 		keys[i] = c.args[3+i].(string)
 	}
 	return keys
+}
+
+// TestDecodeLeanNext checks the time until one unit more in lean replies:
+// the sixth integer of the sliding window log and counter (after the
+// override's code and value with overrides), derived for the other
+// algorithms, and never later than a refusal's retry after.
+func TestDecodeLeanNext(t *testing.T) {
+	gcra := newLimitInfo(store.Limit{Rate: 10, Period: time.Second})
+	log := newLimitInfo(store.Limit{Algorithm: store.SlidingWindowLog, Rate: 10, Period: time.Second})
+	tests := []struct {
+		name    string
+		v       any
+		li      *limitInfo
+		ov      bool
+		want    time.Duration
+		wantErr bool
+	}{
+		{name: "gcra derived", v: ints(1, 7, 300000, 0, 0), li: gcra, want: 100001 * time.Microsecond},
+		{name: "gcra full", v: ints(1, 10, 0, 0, 0), li: gcra, want: 0},
+		{name: "gcra refused, capped at retry", v: ints(0, 0, 1000000, 100000, 0), li: gcra, want: 100 * time.Millisecond},
+		{name: "gcra with a sixth integer", v: ints(1, 7, 300000, 0, 0, 5), li: gcra, wantErr: true},
+		{name: "log", v: ints(1, 7, 1000000, 0, 0, 400000), li: log, want: 400 * time.Millisecond},
+		{name: "log full", v: ints(1, 10, 0, 0, 0, 0), li: log, want: 0},
+		{name: "log without next", v: ints(1, 7, 1000000, 0, 0), li: log, wantErr: true},
+		{name: "log next 0 below capacity", v: ints(1, 7, 1000000, 0, 0, 0), li: log, wantErr: true},
+		{name: "log negative next", v: ints(1, 7, 1000000, 0, 0, -1), li: log, wantErr: true},
+		{name: "log with override", v: append(append(ints(1, 7, 1000000, 0, 0), int64(0), ""), int64(250000)), li: log, ov: true, want: 250 * time.Millisecond},
+		{name: "log exempt", v: append(ints(1, 10, 0, 0, 0), int64(2), "exempt"), li: log, ov: true, want: 0},
+		{name: "log suspended", v: append(ints(0, 0, 5000, 5000, 0), int64(3), "suspend"), li: log, ov: true, want: 5 * time.Millisecond},
+		{name: "gcra with override", v: append(ints(1, 7, 300000, 0, 0), int64(0), ""), li: gcra, ov: true, want: 100001 * time.Microsecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var d store.Decision
+			var err error
+			if tt.ov {
+				d, err = decodeLeanOverride(tt.v, tt.li.l, 1, tt.li)
+			} else {
+				d, err = decodeLean(tt.v, tt.li)
+			}
+			if tt.wantErr {
+				if !errors.Is(err, errBadReply) {
+					t.Fatalf("got %v, want errBadReply", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.NextAfter != tt.want {
+				t.Fatalf("got NextAfter %s, want %s", d.NextAfter, tt.want)
+			}
+		})
+	}
 }

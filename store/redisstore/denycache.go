@@ -102,6 +102,9 @@ func (c *denyCache) lookup(key string, li *limitInfo, cost int64, now time.Time)
 	if d.ResetAfter < d.RetryAfter && e.blocked {
 		d.ResetAfter = d.RetryAfter
 	}
+	// A cached refusal is of a block, or of a cost of 1 with nothing
+	// remaining: the next unit comes when the retry is admitted.
+	d.NextAfter = d.RetryAfter
 	return d, true
 }
 

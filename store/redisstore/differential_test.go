@@ -168,7 +168,7 @@ func (fc *fakeClock) advance(d int64) { fc.t.Helper(); fc.set(fc.now + d) }
 // sameDecision compares every field of two decisions, PerLimit included.
 func sameDecision(a, b store.Decision) bool {
 	if a.Allowed != b.Allowed || a.Capacity != b.Capacity || a.Remaining != b.Remaining ||
-		a.ResetAfter != b.ResetAfter || a.RetryAfter != b.RetryAfter ||
+		a.ResetAfter != b.ResetAfter || a.NextAfter != b.NextAfter || a.RetryAfter != b.RetryAfter ||
 		a.LimitID != b.LimitID || a.Index != b.Index || a.Blocked != b.Blocked ||
 		a.BlockStarted != b.BlockStarted || a.Duplicate != b.Duplicate ||
 		a.Suppression != b.Suppression || a.Suppressed != b.Suppressed || a.Granted != b.Granted || !a.Taken.Equal(b.Taken) ||
@@ -184,8 +184,8 @@ func sameDecision(a, b store.Decision) bool {
 }
 
 func fmtDecision(d store.Decision) string {
-	return fmt.Sprintf("{allowed %v limit %d remaining %d reset %s retry %s policy %s index %d}",
-		d.Allowed, d.Capacity, d.Remaining, d.ResetAfter, d.RetryAfter, d.LimitID, d.Index)
+	return fmt.Sprintf("{allowed %v limit %d remaining %d reset %s next %s retry %s policy %s index %d per limit %v}",
+		d.Allowed, d.Capacity, d.Remaining, d.ResetAfter, d.NextAfter, d.RetryAfter, d.LimitID, d.Index, d.PerLimit)
 }
 
 // TestMatchesMemstore runs random operation sequences against the Redis

@@ -16,6 +16,7 @@ import (
 type limitInfo struct {
 	rate, period, capacity any // int64 values
 	limit                  int64
+	l                      store.Limit
 	id                     string
 	suffix                 string // "<algorithm tag>:<limitKey>"
 }
@@ -27,6 +28,7 @@ func newLimitInfo(l store.Limit) *limitInfo {
 		period:   contract.Span(l).Microseconds(),
 		capacity: l.Capacity(),
 		limit:    l.Capacity(),
+		l:        l,
 		id:       id,
 		suffix:   algorithmTags[l.Algorithm] + ":" + limitKey(l),
 	}

@@ -362,14 +362,22 @@ func (s *redisStore) refundSteps(ctx context.Context, parts []stackPart, groups 
 // withoutRequest turns the decision of a part that admitted the request
 // after it (a take since refunded, or a peek) into one without it, as a
 // part that admits a refused stack is described: its units remaining
-// include the request's cost again. ResetAfter is left as it was.
+// include the request's cost again. ResetAfter and NextAfter are left as
+// they were, but a limit that is full again has no more quota to come.
 func withoutRequest(d *store.Decision, p *stackPart) {
 	if !d.Allowed {
 		return
 	}
 	d.Remaining = min(d.Remaining+p.cost, d.Capacity)
+	if d.Remaining == d.Capacity {
+		d.NextAfter = 0
+	}
 	for k := range d.PerLimit {
-		d.PerLimit[k].Remaining = min(d.PerLimit[k].Remaining+p.cost, p.req.Limits[k].Capacity())
+		c := p.req.Limits[k].Capacity()
+		d.PerLimit[k].Remaining = min(d.PerLimit[k].Remaining+p.cost, c)
+		if d.PerLimit[k].Remaining == c {
+			d.PerLimit[k].NextAfter = 0
+		}
 	}
 }
 

@@ -33,6 +33,9 @@ type reply struct {
 	// Per limit, in request order: remaining units and reset after (µs).
 	remaining [store.MaxLimits]int64
 	resetUS   [store.MaxLimits]int64
+	// Per limit: the time until one unit more is admitted (µs), from the
+	// script (sliding window log and counter) or contract.NextUS.
+	nextUS [store.MaxLimits]int64
 	// Of the deciding limit, or the block's remaining time.
 	retryUS int64
 	// The block's scope when blocked.
@@ -47,7 +50,9 @@ type reply struct {
 // the full scripts"), read by name: {allowed, index, remaining, reset
 // after, retry after, blocked, block started, duplicate, repaired,
 // override, then per limit remaining and reset after, then scope and
-// override value}, and for the suppressed strategy two integers more.
+// override value}, then for the sliding window log and counter the time
+// until one unit more of each limit (unless an exempt or suspend override
+// answered), and for the suppressed strategy two integers more.
 type fullReply struct {
 	// Of the deciding limit (index), or of the block: times in µs.
 	allowed, index, remaining, resetAfter, retryAfter int64
@@ -60,6 +65,15 @@ type fullReply struct {
 	// flag: nil for the other algorithms, and when an exempt or suspend
 	// override answered before the strategy ran.
 	suppression []any
+	// next holds the time until one unit more of each limit (µs): nil
+	// but for the sliding window log and counter.
+	next []any
+}
+
+// scriptNext reports whether the scripts of alg report the time until
+// one unit more of each limit (contract.NextUS cannot derive it).
+func scriptNext(alg store.Algorithm) bool {
+	return alg == store.SlidingWindowLog || alg == store.SlidingWindowCounter
 }
 
 // replyHead is the number of integers a full reply starts with, before
@@ -76,6 +90,9 @@ func readFullReply(v any, alg store.Algorithm, n int) (fullReply, error) {
 	}
 	if alg == contract.Suppressed && len(arr) == replyHead+2*n+4 {
 		arr, f.suppression = arr[:len(arr)-2], arr[len(arr)-2:]
+	}
+	if scriptNext(alg) && len(arr) == replyHead+3*n+2 {
+		arr, f.next = arr[:len(arr)-n], arr[len(arr)-n:]
 	}
 	if len(arr) != replyHead+2*n+2 {
 		return f, fmt.Errorf("%w: got %d elements, want %d", errBadReply, len(arr), replyHead+2*n+2)
@@ -132,7 +149,59 @@ func decodeReply(v any, limits []store.Limit, cost int64) (reply, error) {
 	if err := f.readSuppression(&r, limits[0].Algorithm); err != nil {
 		return reply{}, err
 	}
+	if err := f.readNext(&r, len(limits)); err != nil {
+		return reply{}, err
+	}
 	return r, nil
+}
+
+// readNext sets r's time until one unit more of each limit: read and
+// checked from the reply for the sliding window log and counter (present
+// unless an exempt or suspend override answered), else derived. Under an
+// exempt override nothing is to come; under a suspend one, nothing before
+// it ends.
+func (f *fullReply) readNext(r *reply, n int) error {
+	suspend := r.override == store.OverrideSuspend
+	if r.override == store.OverrideExempt || suspend {
+		if f.next != nil {
+			return fmt.Errorf("%w: %d next times with override %d", errBadReply, len(f.next), r.override)
+		}
+		for i := range n {
+			if suspend {
+				r.nextUS[i] = r.retryUS
+			}
+		}
+		return nil
+	}
+	if f.next == nil {
+		if scriptNext(r.limits[0].Algorithm) {
+			return fmt.Errorf("%w: no next times", errBadReply)
+		}
+		for i := range n {
+			r.nextUS[i], _ = contract.NextUS(&r.limits[i], r.remaining[i], r.resetUS[i])
+		}
+		return nil
+	}
+	for i := range n {
+		var us int64
+		if err := readInts(f.next[i:i+1], &us); err != nil {
+			return fmt.Errorf("limit %d: next: %w", i, err)
+		}
+		if err := checkNext(us, r.remaining[i], r.limits[i].Capacity()); err != nil {
+			return fmt.Errorf("limit %d: %w", i, err)
+		}
+		r.nextUS[i] = us
+	}
+	return nil
+}
+
+// checkNext checks a script's time until one unit more, us, of a limit
+// with rem of capacity units remaining: 0 exactly when it is full.
+func checkNext(us, rem, capacity int64) error {
+	if us < 0 || us > maxReplyMicros || (us == 0) != (rem >= capacity) {
+		return fmt.Errorf("%w: next after %dµs with %d of %d remaining", errBadReply, us, rem, capacity)
+	}
+	return nil
 }
 
 // checkHead checks the head's values for a request with n limits: flags
@@ -256,6 +325,7 @@ func (r *reply) decision(limits []store.Limit) store.Decision {
 		d = store.Decision{
 			Capacity:     limits[0].Capacity(),
 			ResetAfter:   micros(r.retryUS),
+			NextAfter:    micros(r.retryUS),
 			RetryAfter:   micros(r.retryUS),
 			LimitID:      r.scope,
 			Index:        -1,
@@ -275,10 +345,16 @@ func (r *reply) decision(limits []store.Limit) store.Decision {
 			Capacity:   l.Capacity(),
 			Remaining:  r.remaining[r.index],
 			ResetAfter: micros(r.resetUS[r.index]),
+			NextAfter:  micros(r.nextUS[r.index]),
 			RetryAfter: micros(r.retryUS),
 			LimitID:    l.ID(),
 			Index:      r.index,
 			Duplicate:  r.duplicate,
+		}
+		if !r.allowed {
+			// As the memory store: the next unit comes no later than
+			// the request fits.
+			d.NextAfter = min(d.NextAfter, d.RetryAfter)
 		}
 	}
 	d.Repaired = r.repaired
@@ -288,7 +364,7 @@ func (r *reply) decision(limits []store.Limit) store.Decision {
 	if len(limits) > 1 {
 		d.PerLimit = make([]store.LimitState, len(limits))
 		for i := range limits {
-			d.PerLimit[i] = store.LimitState{Remaining: r.remaining[i], ResetAfter: micros(r.resetUS[i])}
+			d.PerLimit[i] = store.LimitState{Remaining: r.remaining[i], ResetAfter: micros(r.resetUS[i]), NextAfter: micros(r.nextUS[i])}
 		}
 	}
 	return d
@@ -296,30 +372,42 @@ func (r *reply) decision(limits []store.Limit) store.Decision {
 
 // decodeLean checks and decodes the reply of a lean script, {allowed,
 // remaining, reset after µs, retry after µs} and, from the built-in
-// scripts, a fifth integer, repaired (0 or 1), into the decision for the
-// limit li. User scripts' replies reach it cut to their first four
-// elements. It never panics.
+// scripts, a fifth integer, repaired (0 or 1), and for the sliding window
+// log and counter a sixth, the time until one unit more (µs), into the
+// decision for the limit li. User scripts' replies reach it cut to their
+// first four elements (the caller then sets NextAfter). It never panics.
 func decodeLean(v any, li *limitInfo) (store.Decision, error) {
 	arr, ok := v.([]any)
-	if !ok || len(arr) != 4 && len(arr) != 5 {
-		return store.Decision{}, fmt.Errorf("%w: got %T %v, want 4 or 5 integers", errBadReply, v, v)
+	if !ok || len(arr) < 4 || len(arr) > 6 {
+		return store.Decision{}, fmt.Errorf("%w: got %T %v, want 4 to 6 integers", errBadReply, v, v)
 	}
-	return decodeLeanInts(arr, li.limit, li.id)
+	return decodeLeanInts(arr, &li.l, li.id)
 }
 
 // leanReply is the layout of a lean script reply, read by name:
-// {allowed, remaining, reset after µs, retry after µs, repaired}; user
-// scripts' replies have no repaired flag.
+// {allowed, remaining, reset after µs, retry after µs, repaired, next
+// after µs}; user scripts' replies have only the first four, and only the
+// sliding window log and counter report next.
 type leanReply struct {
-	allowed, remaining, resetAfter, retryAfter, repaired int64
+	allowed, remaining, resetAfter, retryAfter, repaired, next int64
 }
 
-// decodeLeanInts decodes a lean reply's integers, arr (4 or 5 elements),
-// for a limit of capacity limit and ID id.
-func decodeLeanInts(arr []any, limit int64, id string) (store.Decision, error) {
+// decodeLeanInts decodes a lean reply's integers, arr (4 to 6 elements),
+// for the limit l (as the script applied it) of ID id.
+func decodeLeanInts(arr []any, l *store.Limit, id string) (store.Decision, error) {
 	var x leanReply
-	if err := readInts(arr, &x.allowed, &x.remaining, &x.resetAfter, &x.retryAfter, &x.repaired); err != nil {
+	if err := readInts(arr, &x.allowed, &x.remaining, &x.resetAfter, &x.retryAfter, &x.repaired, &x.next); err != nil {
 		return store.Decision{}, err
+	}
+	limit := l.Capacity()
+	next, derived := contract.NextUS(l, x.remaining, x.resetAfter)
+	if !derived && len(arr) == 6 {
+		if err := checkNext(x.next, x.remaining, limit); err != nil {
+			return store.Decision{}, err
+		}
+		next = x.next
+	} else if derived == (len(arr) == 6) && len(arr) > 4 {
+		return store.Decision{}, fmt.Errorf("%w: %d integers for %s", errBadReply, len(arr), l.Algorithm)
 	}
 	switch {
 	case x.allowed != 0 && x.allowed != 1:
@@ -333,11 +421,15 @@ func decodeLeanInts(arr []any, limit int64, id string) (store.Decision, error) {
 	case x.repaired != 0 && x.repaired != 1:
 		return store.Decision{}, fmt.Errorf("%w: repaired flag %d", errBadReply, x.repaired)
 	}
+	if x.allowed == 0 {
+		next = min(next, x.retryAfter) // as the memory store
+	}
 	return store.Decision{
 		Allowed:    x.allowed == 1,
 		Capacity:   limit,
 		Remaining:  x.remaining,
 		ResetAfter: micros(x.resetAfter),
+		NextAfter:  micros(next),
 		RetryAfter: micros(x.retryAfter),
 		LimitID:    id,
 		Repaired:   x.repaired == 1,
@@ -351,8 +443,8 @@ func decodeLeanInts(arr []any, limit int64, id string) (store.Decision, error) {
 // scaled limit. It never panics.
 func decodeLeanOverride(v any, l store.Limit, cost int64, li *limitInfo) (store.Decision, error) {
 	arr, ok := v.([]any)
-	if !ok || len(arr) != 7 {
-		return store.Decision{}, fmt.Errorf("%w: got %T %v, want 5 integers, the override's code and value", errBadReply, v, v)
+	if !ok || len(arr) != 7 && len(arr) != 8 {
+		return store.Decision{}, fmt.Errorf("%w: got %T %v, want 5 integers, the override's code and value, and the time until one unit more", errBadReply, v, v)
 	}
 	// After the lean reply: the applied override's code and value.
 	kind, okKind := arr[5].(int64)
@@ -360,7 +452,7 @@ func decodeLeanOverride(v any, l store.Limit, cost int64, li *limitInfo) (store.
 	if !okKind || !okValue {
 		return store.Decision{}, fmt.Errorf("%w: override is %T and %T, want an integer and a string", errBadReply, arr[5], arr[6])
 	}
-	limit := li.limit
+	limit := li.l
 	switch {
 	case kind == 0:
 		if ov != "" {
@@ -372,12 +464,18 @@ func decodeLeanOverride(v any, l store.Limit, cost int64, li *limitInfo) (store.
 			return store.Decision{}, fmt.Errorf("%w: override %d applied as %q", errBadReply, kind, ov)
 		}
 		if o.Kind == store.OverrideScale {
-			limit = contract.ScaleLimit(l, o.Scale, cost).Capacity()
+			limit = contract.ScaleLimit(l, o.Scale, cost)
 		}
 	default:
 		return store.Decision{}, fmt.Errorf("%w: override code %d", errBadReply, kind)
 	}
-	d, err := decodeLeanInts(arr[:5], limit, li.id)
+	ints := append(arr[:5:5], arr[7:]...)
+	if kind == int64(store.OverrideExempt) || kind == int64(store.OverrideSuspend) {
+		// Answered before the algorithm ran: nothing more is to come
+		// (exempt), or nothing before the suspension ends.
+		limit.Algorithm = store.FixedWindow
+	}
+	d, err := decodeLeanInts(ints, &limit, li.id)
 	if err != nil {
 		return store.Decision{}, err
 	}

@@ -167,6 +167,12 @@ func (u *scriptStore) call(ctx context.Context, mode string, req store.Request) 
 		return store.Decision{}, nil, u.wrap(backendError(mode, err))
 	}
 	d.LimitID = u.name
+	// A user script does not say when its next unit comes: the time until
+	// it is full is the moment it has surely come.
+	d.NextAfter = 0
+	if d.Remaining < d.Capacity {
+		d.NextAfter = d.ResetAfter
+	}
 	return d, arr[4:], nil
 }
 

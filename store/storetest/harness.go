@@ -441,6 +441,7 @@ func (e *env) checkDecision(op string, r store.Request, d store.Decision) {
 	e.checkGranted(r, d, fail)
 	e.checkWait(op, r, d, fail)
 	e.checkPerLimit(r, d, fail)
+	e.checkNext(r, d, fail)
 	if d.Blocked {
 		e.checkBlockedDecision(r, d, fail)
 		return
@@ -627,8 +628,8 @@ func describe(r store.Request) string {
 
 // show renders a decision for messages.
 func show(d store.Decision) string {
-	s := fmt.Sprintf("{Allowed:%t Limit:%d Remaining:%d ResetAfter:%s RetryAfter:%s LimitID:%q Index:%d",
-		d.Allowed, d.Capacity, d.Remaining, d.ResetAfter, d.RetryAfter, d.LimitID, d.Index)
+	s := fmt.Sprintf("{Allowed:%t Limit:%d Remaining:%d ResetAfter:%s NextAfter:%s RetryAfter:%s LimitID:%q Index:%d",
+		d.Allowed, d.Capacity, d.Remaining, d.ResetAfter, d.NextAfter, d.RetryAfter, d.LimitID, d.Index)
 	if d.Blocked || d.BlockStarted || d.Duplicate {
 		s += fmt.Sprintf(" Blocked:%t BlockStarted:%t Duplicate:%t", d.Blocked, d.BlockStarted, d.Duplicate)
 	}
@@ -636,7 +637,7 @@ func show(d store.Decision) string {
 		s += fmt.Sprintf(" Suppression:%v Suppressed:%t", d.Suppression, d.Suppressed)
 	}
 	for i, l := range d.PerLimit {
-		s += fmt.Sprintf(" PerLimit[%d]:{%d %s}", i, l.Remaining, l.ResetAfter)
+		s += fmt.Sprintf(" PerLimit[%d]:{%d %s %s}", i, l.Remaining, l.ResetAfter, l.NextAfter)
 	}
 	return s + "}"
 }
@@ -646,12 +647,12 @@ func show(d store.Decision) string {
 func (e *env) sameDecision(what string, got, want store.Decision) {
 	e.Helper()
 	if !e.h.Exact {
-		got.ResetAfter, got.RetryAfter = want.ResetAfter, want.RetryAfter
+		got.ResetAfter, got.RetryAfter, got.NextAfter = want.ResetAfter, want.RetryAfter, want.NextAfter
 	}
 	same := scalars(got) == scalars(want) && len(got.PerLimit) == len(want.PerLimit)
 	for i := 0; same && i < len(got.PerLimit); i++ {
 		g, w := got.PerLimit[i], want.PerLimit[i]
-		same = g.Remaining == w.Remaining && (!e.h.Exact || g.ResetAfter == w.ResetAfter)
+		same = g.Remaining == w.Remaining && (!e.h.Exact || g.ResetAfter == w.ResetAfter && g.NextAfter == w.NextAfter)
 	}
 	if !same {
 		note := ""
@@ -667,7 +668,7 @@ func (e *env) sameDecision(what string, got, want store.Decision) {
 type decisionScalars struct {
 	allowed, blocked, blockStarted, duplicate bool
 	limit, remaining                          int64
-	resetAfter, retryAfter                    time.Duration
+	resetAfter, nextAfter, retryAfter         time.Duration
 	limitID                                   string
 	index                                     int
 	suppression                               float64
@@ -676,7 +677,7 @@ type decisionScalars struct {
 
 func scalars(d store.Decision) decisionScalars {
 	return decisionScalars{d.Allowed, d.Blocked, d.BlockStarted, d.Duplicate,
-		d.Capacity, d.Remaining, d.ResetAfter, d.RetryAfter, d.LimitID, d.Index,
+		d.Capacity, d.Remaining, d.ResetAfter, d.NextAfter, d.RetryAfter, d.LimitID, d.Index,
 		d.Suppression, d.Suppressed}
 }
 

@@ -336,6 +336,33 @@ var mutants = map[string]struct {
 		broken{take: rememberForever(store.Store.Take), peek: rememberForever(store.Store.Peek)},
 		[]string{"gcra/dedup", "sliding_window_log/dedup"},
 	},
+	"NextAfter is the time until full": {
+		broken{take: nextAfter(store.Store.Take, func(d *store.Decision) { d.NextAfter = d.ResetAfter }),
+			peek: nextAfter(store.Store.Peek, func(d *store.Decision) { d.NextAfter = d.ResetAfter })},
+		[]string{"gcra/next-after", "gcra/next-after-values", "sliding_window_log/next-after", "sliding_window_log/next-after-values", "sliding_window_counter/next-after-values"},
+	},
+	"NextAfter a microsecond early": {
+		broken{take: nextAfter(store.Store.Take, func(d *store.Decision) {
+			d.NextAfter = max(d.NextAfter-time.Microsecond, min(d.NextAfter, time.Microsecond))
+		})},
+		[]string{"fixed_window/next-after", "sliding_window_log/next-after", "sliding_window_counter/next-after"},
+	},
+}
+
+// nextAfter wraps op so that set changes the NextAfter of every decision
+// that is not blocked, refused or suspended (whose NextAfter is their
+// RetryAfter).
+func nextAfter(op func(store.Store, context.Context, store.Request) (store.Decision, error), set func(*store.Decision)) func(store.Store, context.Context, store.Request) (store.Decision, error) {
+	return func(s store.Store, ctx context.Context, r store.Request) (store.Decision, error) {
+		d, err := op(s, ctx, r)
+		if err == nil && d.Allowed && !suppressedReq(r) {
+			set(&d)
+			if d.Index >= 0 && d.Index < len(d.PerLimit) {
+				d.PerLimit[d.Index].NextAfter = d.NextAfter
+			}
+		}
+		return d, err
+	}
 }
 
 // rememberForever wraps op so that requests with a DedupID carry one more

@@ -33,6 +33,8 @@ var algorithmTests = []algorithmTest{
 	{"retry-after-cost-1", nil, func(e *env, a store.Algorithm) { testRetryAfter(e, a, 1) }},
 	{"retry-after-cost-3", nil, func(e *env, a store.Algorithm) { testRetryAfter(e, a, 3) }},
 	{"retry-after-random", nil, testRetryAfterRandom},
+	{"next-after", nil, testNextAfter},
+	{"next-after-values", nil, testNextAfterValues},
 	{"exact", nil, testExact},
 	{"peek", nil, testPeek},
 	{"peek-creates-nothing", nil, testPeekCreatesNothing},

@@ -51,7 +51,9 @@
 // factor reported ([store.Decision.Suppression]) is the largest met, and a
 // refusal is Suppressed when every limit that refused it refused by the
 // draw. Remaining, ResetAfter and RetryAfter describe the accepted units
-// against H. A Peek draws its own u and writes nothing, neither the
+// against H; NextAfter is ResetAfter (0 when the limit is full), the
+// moment more quota has surely come, not the exact next unit: a request
+// between S and H meets a random draw anyway. A Peek draws its own u and writes nothing, neither the
 // request nor a factor it computed.
 //
 // Why it converges: the factor aims at admitting, over the next period,
