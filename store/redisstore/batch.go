@@ -15,10 +15,21 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// maxFlushers is how many pipelines one node may have in flight. Redis runs
-// commands one at a time, so a few pipelines keep it busy while the client
-// decodes the previous replies; more would only split batches.
-const maxFlushers = 4
+// maxFlushers is how many pipelines one node may have in flight. A call
+// that finds them all in flight waits for one to come back before its own
+// round trip starts, so on a slow or distant server the round trips, not
+// Redis, set how many are needed: with 40 ms replies, 4 of them made calls
+// wait up to 40 ms and miss a 50 ms budget (issue 19), where 16 keep the
+// wait to a few milliseconds at hundreds of calls per second. A nearby
+// server answers before more are started (a flusher leaves when the queue
+// is empty), so it sees a few, as before. The warm-up opens as many
+// connections (see warmConns).
+const maxFlushers = 16
+
+// lateReplyWait is how long past the latest budget of its calls a batch
+// still waits for its replies, on a client that cuts socket I/O at context
+// deadlines (see run).
+const lateReplyWait = time.Second
 
 // maxQueued bounds a node's queue: beyond it Redis cannot answer the calls
 // within any sensible budget, and a call is refused at once instead of
@@ -105,6 +116,9 @@ type pipes struct {
 	// goroutine (see batcher.direct).
 	direct bool
 	one    *batcher
+	// warm reloads a node's scripts after it answered NOSCRIPT; nil
+	// leaves that to the calls' EVAL alone.
+	warm *warmer
 
 	mu     sync.RWMutex
 	nodes  map[*redis.Client]*batcher
@@ -305,6 +319,9 @@ type batcher struct {
 	queued   atomic.Int32
 	flushers atomic.Int32
 	busyAt   atomic.Int64 // unix nanos of the node's last BUSY reply
+	// scriptsAt is the unix nanos of the last reload of the scripts
+	// after the node answered NOSCRIPT (see warmer.reload).
+	scriptsAt atomic.Int64
 }
 
 func (b *batcher) submit(c *call) {
@@ -436,11 +453,17 @@ func (b *batcher) run(batch []*call) {
 	}()
 	ctx := context.Background()
 	if len(live) == 1 {
-		ctx = live[0].ctx // hooks see the caller's context values
+		// Hooks see the caller's context values; the caller's deadline
+		// and cancellation end its wait (see do), not the round trip.
+		ctx = context.WithoutCancel(live[0].ctx)
 	}
 	if b.p.ctxDeadlines {
+		// A reply that comes after the budget is still read: go-redis
+		// closes a connection whose read it cut, and its replacement
+		// pays a handshake of two round trips, which on a slow server
+		// makes the next calls late in turn.
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, latest)
+		ctx, cancel = context.WithDeadline(ctx, latest.Add(lateReplyWait))
 		defer cancel()
 	}
 	if len(live) == 1 {
@@ -500,6 +523,7 @@ func (b *batcher) pipeline(ctx context.Context, live []*call) []*redis.Cmd {
 		if c.sc != nil && isNoScript(cmds[i].Err()) {
 			if again == nil {
 				again = b.client.Pipeline()
+				b.scriptsLost()
 			}
 			c.args[0], c.args[1] = "eval", c.sc.src
 			cmds[i] = redis.NewCmd(ctx, c.args...)
@@ -512,9 +536,17 @@ func (b *batcher) pipeline(ctx context.Context, live []*call) []*redis.Cmd {
 	return cmds
 }
 
+// scriptsLost reacts to a NOSCRIPT reply of b's node: the scripts are
+// loaded again in the background (see warmer.reload).
+func (b *batcher) scriptsLost() {
+	if b.p.warm != nil {
+		b.p.warm.reload(b)
+	}
+}
+
 // one sends a batch of one call.
 func (b *batcher) one(ctx context.Context, c *call) (any, error) {
-	cmd, err := process(ctx, b.client, c)
+	cmd, err := b.process(ctx, b.client, c)
 	if err != nil && notRun(err) {
 		return b.reroute(ctx, c, err)
 	}
@@ -523,10 +555,11 @@ func (b *batcher) one(ctx context.Context, c *call) (any, error) {
 
 // process sends c through cl, and again with its script's source when
 // the server does not know the script (after a restart or SCRIPT FLUSH).
-func process(ctx context.Context, cl client, c *call) (*redis.Cmd, error) {
+func (b *batcher) process(ctx context.Context, cl client, c *call) (*redis.Cmd, error) {
 	cmd := redis.NewCmd(ctx, c.args...)
 	err := cl.Process(ctx, noRetry{cmd})
 	if err != nil && c.sc != nil && isNoScript(err) {
+		b.scriptsLost()
 		c.args[0], c.args[1] = "eval", c.sc.src
 		cmd = redis.NewCmd(ctx, c.args...)
 		err = cl.Process(ctx, noRetry{cmd})
@@ -554,7 +587,7 @@ func (b *batcher) reroute(ctx context.Context, c *call, err error) (any, error) 
 			}
 		}
 		var cmd *redis.Cmd
-		cmd, err = process(ctx, client, c)
+		cmd, err = b.process(ctx, client, c)
 		if err == nil || !notRun(err) {
 			return cmd.Val(), err
 		}

@@ -78,6 +78,21 @@ type Options struct {
 	// Float64. A value outside [0, 1) is clamped into it (NaN counts as
 	// 0). It must be safe for concurrent use.
 	Rand func() float64
+	// WarmUp bounds the warm-up New does before it returns, so that the
+	// first decisions pay neither a connection's handshake nor a
+	// script's first load within their budget: on the node (every
+	// master of a cluster, every shard of a ring) it opens as many
+	// connections as the store keeps in flight to one node (4, fewer
+	// when the client's PoolSize is smaller), each through its
+	// handshake, and loads every built-in script (SCRIPT LOAD), all at
+	// once. New returns when that is done or WarmUp has passed; a
+	// warm-up that fails or runs out of time is logged to Logger, not
+	// an error, and the store then connects and loads scripts on first
+	// use. Zero means one second; negative skips the warm-up, and New
+	// then contacts nothing. The connections stay in the client's pool
+	// while go-redis keeps them (ConnMaxIdleTime, 30 minutes by
+	// default); set the client's MinIdleConns to 4 to keep them always.
+	WarmUp time.Duration
 }
 
 // reloader is implemented by cluster clients (*redis.ClusterClient).
@@ -126,8 +141,10 @@ type redisStore struct {
 var _ store.Store = (*redisStore)(nil)
 
 // New returns a [store.Store] that runs on client with opts. It returns an
-// error for a nil client or invalid options; it does not contact Redis
-// (scripts are sent on first use). Besides [store.Store] the value
+// error for a nil client or invalid options. Unless [Options.WarmUp] is
+// negative it opens connections and loads the scripts before it returns,
+// waiting at most WarmUp; Redis being down or slow then is not an error.
+// Besides [store.Store] the value
 // implements [store.MultiStore], [store.OverrideStore], [store.BlockLister],
 // [store.EvictionPolicyReporter], [store.Refunder] and [store.NodeLocator];
 // reach them by type assertion.
@@ -163,6 +180,10 @@ func newRedis(client redis.UniversalClient, opts Options) (*redisStore, error) {
 	s.eviction.logger = opts.Logger
 	if s.eviction.logger == nil {
 		s.eviction.logger = slog.Default()
+	}
+	s.pipes.warm = newWarmer(s.scripts, s.eviction.logger)
+	if opts.WarmUp >= 0 {
+		s.pipes.warm.warm(client, orDefault(opts.WarmUp, defaultWarmUp))
 	}
 	var seed [8]byte
 	if _, err := crand.Read(seed[:]); err != nil {
