@@ -15,16 +15,23 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// maxFlushers is how many pipelines one node may have in flight. A call
-// that finds them all in flight waits for one to come back before its own
-// round trip starts, so on a slow or distant server the round trips, not
-// Redis, set how many are needed: with 40 ms replies, 4 of them made calls
-// wait up to 40 ms and miss a 50 ms budget (issue 19), where 16 keep the
-// wait to a few milliseconds at hundreds of calls per second. A nearby
-// server answers before more are started (a flusher leaves when the queue
-// is empty), so it sees a few, as before. The warm-up opens as many
-// connections (see warmConns).
-const maxFlushers = 16
+// baseFlushers and maxFlushers bound how many pipelines one node may have
+// in flight: baseFlushers while round trips are quick, maxFlushers for
+// slowFor after one took longer than slowTrip. Redis runs commands one at
+// a time, so on a nearby server a few pipelines keep it busy, and more
+// would only split batches and start goroutines. But a call that finds
+// them all in flight waits for one to come back before its own round trip
+// starts, so on a slow or distant server the round trips set how many are
+// needed: with 40 ms replies, 4 of them made calls wait up to 40 ms and
+// miss a 50 ms budget (issue 19), where 16 keep the wait to a few
+// milliseconds at hundreds of calls per second. The warm-up opens
+// maxFlushers connections (see warmConns).
+const (
+	baseFlushers = 4
+	maxFlushers  = 16
+	slowTrip     = 2 * time.Millisecond
+	slowFor      = 10 * time.Second
+)
 
 // lateReplyWait is how long past the latest budget of its calls a batch
 // still waits for its replies, on a client that cuts socket I/O at context
@@ -119,6 +126,9 @@ type pipes struct {
 	// warm reloads a node's scripts after it answered NOSCRIPT; nil
 	// leaves that to the calls' EVAL alone.
 	warm *warmer
+	// slowAt is the unix nanos of the last round trip that took longer
+	// than slowTrip (see flusherLimit).
+	slowAt atomic.Int64
 
 	mu     sync.RWMutex
 	nodes  map[*redis.Client]*batcher
@@ -201,6 +211,23 @@ func newPipes(client redis.UniversalClient, maxBatch int) *pipes {
 	}
 	p.one = p.newBatcher(client)
 	return p
+}
+
+// flusherLimit returns how many pipelines a node may have in flight now:
+// maxFlushers within slowFor of a slow round trip, else baseFlushers.
+func (p *pipes) flusherLimit() int32 {
+	if time.Now().UnixNano()-p.slowAt.Load() < int64(slowFor) {
+		return maxFlushers
+	}
+	return baseFlushers
+}
+
+// timed notes a round trip that started at start and ended now: a slow
+// one raises flusherLimit.
+func (p *pipes) timed(start time.Time) {
+	if now := time.Now(); now.Sub(start) > slowTrip {
+		p.slowAt.Store(now.UnixNano())
+	}
 }
 
 // client is what a batcher sends through: a node, or the whole client.
@@ -338,7 +365,8 @@ func (b *batcher) submit(c *call) {
 		}
 	}
 	// Without batching every call is sent on its own, at once.
-	for b.p.maxBatch == 1 || b.flushers.Load() < maxFlushers {
+	limit := b.p.flusherLimit()
+	for b.p.maxBatch == 1 || b.flushers.Load() < limit {
 		n := b.flushers.Load()
 		if b.flushers.CompareAndSwap(n, n+1) {
 			go b.flush()
@@ -372,7 +400,7 @@ func (b *batcher) giveBack() bool {
 	if b.head.Load() == nil {
 		return false
 	}
-	if n := b.flushers.Add(1); n > maxFlushers && b.p.maxBatch != 1 {
+	if n := b.flushers.Add(1); n > b.p.flusherLimit() && b.p.maxBatch != 1 {
 		b.flushers.Add(-1) // the others will take it
 		return false
 	}
@@ -393,6 +421,7 @@ func (b *batcher) direct(c *call) (v any, err error) {
 	}()
 	ctx, cancel := context.WithDeadline(c.ctx, c.deadline)
 	defer cancel()
+	defer b.p.timed(time.Now())
 	return b.one(ctx, c)
 }
 
@@ -466,6 +495,7 @@ func (b *batcher) run(batch []*call) {
 		ctx, cancel = context.WithDeadline(ctx, latest.Add(lateReplyWait))
 		defer cancel()
 	}
+	defer b.p.timed(time.Now())
 	if len(live) == 1 {
 		c := live[0]
 		v, err := b.one(ctx, c)

@@ -182,6 +182,7 @@ func newRedis(client redis.UniversalClient, opts Options) (*redisStore, error) {
 		s.eviction.logger = slog.Default()
 	}
 	s.pipes.warm = newWarmer(s.scripts, s.eviction.logger)
+	s.pipes.warm.timed = s.pipes.timed
 	if opts.WarmUp >= 0 {
 		s.pipes.warm.warm(client, orDefault(opts.WarmUp, defaultWarmUp))
 	}

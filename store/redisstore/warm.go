@@ -27,6 +27,9 @@ const scriptReloadEvery = time.Second
 type warmer struct {
 	sources []string // every built-in script's source, each once
 	logger  *slog.Logger
+	// timed, when set, is told of a round trip on a warm connection
+	// (pipes.timed): a slow server is known before the first decision.
+	timed func(start time.Time)
 }
 
 // newWarmer returns the warmer of the scripts t holds.
@@ -106,7 +109,13 @@ func (w *warmer) node(ctx context.Context, node *redis.Client) error {
 			case i < n:
 				conn := node.Conn()
 				defer conn.Close()
-				errs[i] = conn.Ping(ctx).Err()
+				if errs[i] = conn.Ping(ctx).Err(); errs[i] != nil || i != 1 || w.timed == nil {
+					return
+				}
+				start := time.Now() // a round trip without the handshake
+				if errs[i] = conn.Ping(ctx).Err(); errs[i] == nil {
+					w.timed(start)
+				}
 			default:
 				_, errs[i] = node.Pipelined(ctx, func(p redis.Pipeliner) error { return p.Ping(ctx).Err() })
 			}
