@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -112,32 +113,34 @@ func (p *delayProxy) handle(c net.Conn) {
 
 // degradedCount sends n takes, one every gap (an open loop: each in its own
 // goroutine, whatever the earlier ones wait for), for keys spread over 64
-// clients, and returns how many failed. A failed take is a decision the
-// middleware would have made under its failure mode (failed open or
-// closed) instead of by the limit.
-func degradedCount(s store.Store, n int, gap time.Duration, round string) (int, error) {
+// clients, and returns how many failed and the first error. A failed take
+// is a decision the middleware would have made under its failure mode
+// (failed open or closed) instead of by the limit. late is the 99th
+// percentile of how late the takes started against their schedule: how
+// loaded the machine is.
+func degradedCount(s store.Store, n int, gap time.Duration, round string) (failed int, late time.Duration, first error) {
 	var wg sync.WaitGroup
-	var failed atomic.Int32
-	var first atomic.Pointer[error]
-	tick := time.NewTicker(gap)
-	defer tick.Stop()
+	var mu sync.Mutex
+	lateness := make([]time.Duration, n)
+	start := time.Now()
 	for i := range n {
-		if i > 0 {
-			<-tick.C
-		}
+		time.Sleep(time.Until(start.Add(time.Duration(i) * gap)))
+		lateness[i] = time.Since(start.Add(time.Duration(i) * gap))
 		wg.Go(func() {
 			req := store.Request{Key: fmt.Sprintf("%s-%d", round, i%64), Limits: []store.Limit{store.PerSecond(1000)}}
 			if _, err := s.Take(context.Background(), req); err != nil {
-				failed.Add(1)
-				first.CompareAndSwap(nil, &err)
+				mu.Lock()
+				failed++
+				if first == nil {
+					first = err
+				}
+				mu.Unlock()
 			}
 		})
 	}
 	wg.Wait()
-	if e := first.Load(); e != nil {
-		return int(failed.Load()), *e
-	}
-	return 0, nil
+	slices.Sort(lateness)
+	return failed, lateness[n*99/100], first
 }
 
 // TestSlowRedisAtStart pins issue 19's slow Redis at connect time: every
@@ -174,24 +177,37 @@ func testSlowRedisAtStart(t *testing.T, ctxDeadlines bool) {
 	// with 4 pipelines per node, 300 to 360 of them degraded here (the
 	// issue measured 143), and 130 to 150 of the 300 once warm: calls
 	// waited for one of the 4 pipelines in flight to come back. On a quiet
-	// machine none degrades once warm, and a few at the start; the bounds
-	// (a tenth of those, a twentieth of these) leave room for the takes
-	// whose goroutines a loaded machine runs late, as the budget leaves
-	// only 10 ms beyond the reply's 40 (with 18 runnable threads on 2
-	// cores we saw up to 85 and 32). What does not depend on timing is
+	// machine (the takes start within 2 ms of their schedule, p99) none
+	// degrades once warm and at most 10 at the start. On a loaded one the
+	// budget's 10 ms beyond the reply's 40 is not always there: with 18
+	// runnable threads on 2 cores we saw up to 85 and 35, so the bounds
+	// are then 75 and 30, still a fourth and a sixth of the old code's;
+	// when the takes start more than 10 ms late (p99), the counts are
+	// only logged. What does not depend on timing is
 	// asserted exactly: no script is sent with its source (the scripts
 	// were loaded), and a connection is opened only to replace one whose
 	// read a timed-out call cut.
 	for _, round := range []struct {
-		name   string
-		n, max int
-	}{{"first second", 500, 50}, {"warm", 300, 15}} {
-		n, err := degradedCount(s, round.n, 2*time.Millisecond, round.name)
+		name          string
+		n, quiet, max int
+	}{{"first second", 500, 10, 75}, {"warm", 300, 0, 30}} {
+		n, late, err := degradedCount(s, round.n, 2*time.Millisecond, round.name)
 		opened := proxy.conns.Load() - conns
 		conns += opened
-		t.Logf("%s: %d of %d degraded (first error: %v); %d connections opened", round.name, n, round.n, err, opened)
-		if n > round.max {
-			t.Errorf("%s: got %d of %d takes degraded, want at most %d (first error: %v)", round.name, n, round.n, round.max, err)
+		bound := round.max
+		switch {
+		case late < 2*time.Millisecond:
+			bound = round.quiet
+		case late > 10*time.Millisecond:
+			// The takes themselves ran a fifth of the budget late:
+			// whether they degrade says more of the machine than of the
+			// store.
+			bound = round.n
+		}
+		t.Logf("%s: %d of %d degraded (first error: %v); %d connections opened; takes started up to %s late (p99), so at most %d may degrade",
+			round.name, n, round.n, err, opened, late, bound)
+		if n > bound {
+			t.Errorf("%s: got %d of %d takes degraded, want at most %d (first error: %v)", round.name, n, round.n, bound, err)
 		}
 		if int(opened) > n {
 			t.Errorf("%s: got %d connections opened, want none beyond the %d degraded takes", round.name, opened, n)
