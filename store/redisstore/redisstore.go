@@ -82,16 +82,18 @@ type Options struct {
 	// first decisions pay neither a connection's handshake nor a
 	// script's first load within their budget: on the node (every
 	// master of a cluster, every shard of a ring) it opens as many
-	// connections as the store keeps in flight to one node (4, fewer
-	// when the client's PoolSize is smaller), each through its
-	// handshake, and loads every built-in script (SCRIPT LOAD), all at
-	// once. New returns when that is done or WarmUp has passed; a
-	// warm-up that fails or runs out of time is logged to Logger, not
-	// an error, and the store then connects and loads scripts on first
-	// use. Zero means one second; negative skips the warm-up, and New
-	// then contacts nothing. The connections stay in the client's pool
-	// while go-redis keeps them (ConnMaxIdleTime, 30 minutes by
-	// default); set the client's MinIdleConns to 4 to keep them always.
+	// connections as the store may keep in flight to one node (16,
+	// fewer when the client's PoolSize is smaller), each through its
+	// handshake, as many pipelines at once (go-redis keeps their
+	// connections in a pool of their own, PipelinePoolSize), and loads
+	// every built-in script (SCRIPT LOAD). New returns when that is done
+	// or WarmUp has passed; a warm-up that fails or runs out of time is
+	// logged to Logger, not an error, and the store then connects and
+	// loads scripts on first use. Zero means one second; negative skips
+	// the warm-up, and New then contacts nothing. The connections stay
+	// in the client's pool while go-redis keeps them (ConnMaxIdleTime,
+	// 30 minutes by default); set the client's MinIdleConns to keep them
+	// always. See the package documentation, "Warm-up".
 	WarmUp time.Duration
 }
 

@@ -63,11 +63,11 @@ func (w *warmer) warm(client redis.UniversalClient, d time.Duration) {
 	var err error
 	switch c := client.(type) {
 	case *redis.ClusterClient:
-		err = c.ForEachMaster(ctx, w.node)
+		err = c.ForEachMaster(ctx, w.nodeSafe)
 	case *redis.Ring:
-		err = c.ForEachShard(ctx, w.node)
+		err = c.ForEachShard(ctx, w.nodeSafe)
 	case *redis.Client:
-		err = w.node(ctx, c)
+		err = w.nodeSafe(ctx, c)
 	default:
 		err = w.loadSafe(ctx, c)
 	}
@@ -77,16 +77,23 @@ func (w *warmer) warm(client redis.UniversalClient, d time.Duration) {
 	}
 }
 
-// node warms node: it opens up to warmConns connections of the client's
-// main pool at once, each through its handshake, loads the scripts on one
-// of them, and gives them back to the pool, where the first decisions find
-// them; then as many pipelines at once, which go-redis sends through a
-// pool of their own (PipelinePoolSize) that never opens connections ahead
-// of use. Pipelines sent at once share a connection only when the first
-// is answered before the next leaves, that is when a round trip is cheap
-// enough not to need the warm-up.
+// node warms node: it loads the scripts through the client (which opens
+// a first connection), then opens up to warmConns connections of the
+// client's main pool at once, each through its handshake, and gives them
+// back to the pool, where the first decisions find them, and sends as
+// many pipelines at once, which go-redis sends through a pool of their own
+// (PipelinePoolSize) that never opens connections ahead of use. Pipelines
+// sent at once share a connection only when the first is answered before
+// the next leaves, that is when a round trip is cheap enough not to need
+// the warm-up. The first connection is opened alone because go-redis
+// settles, in its first handshake, whether the server takes maintenance
+// notifications, and records that in options that its dedicated
+// connections (Conn) read without the client's lock.
 func (w *warmer) node(ctx context.Context, node *redis.Client) error {
 	opt := node.Options()
+	if err := w.load(ctx, node); err != nil {
+		return fmt.Errorf("node %s: %w", opt.Addr, err)
+	}
 	n := min(warmConns, max(opt.PoolSize, 1))
 	pipes := opt.PipelinePoolSize // zero means go-redis's default, negative none
 	if pipes == 0 {
@@ -101,23 +108,18 @@ func (w *warmer) node(ctx context.Context, node *redis.Client) error {
 					errs[i] = fmt.Errorf("%w: %v", errPanic, r)
 				}
 			}()
-			switch {
-			case i == 0:
-				conn := node.Conn()
-				defer conn.Close()
-				errs[i] = w.load(ctx, conn)
-			case i < n:
-				conn := node.Conn()
-				defer conn.Close()
-				if errs[i] = conn.Ping(ctx).Err(); errs[i] != nil || i != 1 || w.timed == nil {
-					return
-				}
-				start := time.Now() // a round trip without the handshake
-				if errs[i] = conn.Ping(ctx).Err(); errs[i] == nil {
-					w.timed(start)
-				}
-			default:
+			if i >= n {
 				_, errs[i] = node.Pipelined(ctx, func(p redis.Pipeliner) error { return p.Ping(ctx).Err() })
+				return
+			}
+			conn := node.Conn()
+			defer conn.Close()
+			if errs[i] = conn.Ping(ctx).Err(); errs[i] != nil || i != 0 || w.timed == nil {
+				return
+			}
+			start := time.Now() // a round trip without the handshake
+			if errs[i] = conn.Ping(ctx).Err(); errs[i] == nil {
+				w.timed(start)
 			}
 		})
 	}
@@ -128,6 +130,16 @@ func (w *warmer) node(ctx context.Context, node *redis.Client) error {
 		}
 	}
 	return nil
+}
+
+// nodeSafe is node, with a panicking client hook turned into an error.
+func (w *warmer) nodeSafe(ctx context.Context, node *redis.Client) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: %v", errPanic, r)
+		}
+	}()
+	return w.node(ctx, node)
 }
 
 // loadSafe is load, with a panicking client hook turned into an error.
