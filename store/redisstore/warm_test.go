@@ -1,146 +1,28 @@
 package redisstore
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"net"
-	"slices"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ratekeeper/ratekeeper/internal/redistest"
 	"github.com/ratekeeper/ratekeeper/store"
 )
 
-// delayProxy forwards TCP to a Redis server and holds every chunk of
-// reply for delay after it left the server: a server whose every answer
-// takes delay longer, as one far away or overloaded. Replies keep their
-// order, and a pipeline's replies are held once, not once each.
-type delayProxy struct {
-	l      net.Listener
-	target string
-	delay  time.Duration
-	wg     sync.WaitGroup
-	conns  atomic.Int32 // connections accepted
-	evals  atomic.Int32 // EVAL commands (a script sent with its source)
-}
-
-func newDelayProxy(t *testing.T, target string, delay time.Duration) *delayProxy {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &delayProxy{l: l, target: target, delay: delay}
-	p.wg.Add(1)
-	go p.serve()
-	t.Cleanup(func() {
-		l.Close()
-		p.wg.Wait()
+// degradedCount sends n takes, one every gap, for keys spread over 64
+// clients (redistest.OpenLoop), and returns how many failed, how late the
+// takes started (p99) and the first error. A failed take is a decision
+// the middleware would have made under its failure mode (failed open or
+// closed) instead of by the limit.
+func degradedCount(s store.Store, n int, gap time.Duration, round string) (int, time.Duration, error) {
+	return redistest.OpenLoop(n, gap, func(i int) error {
+		req := store.Request{Key: fmt.Sprintf("%s-%d", round, i%64), Limits: []store.Limit{store.PerSecond(1000)}}
+		_, err := s.Take(context.Background(), req)
+		return err
 	})
-	return p
-}
-
-func (p *delayProxy) addr() string { return p.l.Addr().String() }
-
-func (p *delayProxy) serve() {
-	defer p.wg.Done()
-	for {
-		c, err := p.l.Accept()
-		if err != nil {
-			return
-		}
-		p.conns.Add(1)
-		go p.handle(c)
-	}
-}
-
-// chunk is a piece of reply and when it left the server.
-type chunk struct {
-	b  []byte
-	at time.Time
-}
-
-func (p *delayProxy) handle(c net.Conn) {
-	s, err := net.Dial("tcp", p.target)
-	if err != nil {
-		c.Close()
-		return
-	}
-	closeBoth := func() { c.Close(); s.Close() }
-	go func() { // requests pass at once
-		buf := make([]byte, 64<<10)
-		for {
-			n, err := c.Read(buf)
-			if n > 0 {
-				p.evals.Add(int32(bytes.Count(bytes.ToLower(buf[:n]), []byte("$4\r\neval\r\n"))))
-				if _, werr := s.Write(buf[:n]); werr != nil {
-					err = werr
-				}
-			}
-			if err != nil {
-				closeBoth()
-				return
-			}
-		}
-	}()
-	replies := make(chan chunk, 1024)
-	go func() { // replies wait out the delay, in order
-		for r := range replies {
-			time.Sleep(time.Until(r.at.Add(p.delay)))
-			if _, err := c.Write(r.b); err != nil {
-				closeBoth()
-			}
-		}
-	}()
-	defer close(replies)
-	for {
-		buf := make([]byte, 64<<10)
-		n, err := s.Read(buf)
-		if n > 0 {
-			replies <- chunk{b: buf[:n], at: time.Now()}
-		}
-		if err != nil {
-			closeBoth()
-			return
-		}
-	}
-}
-
-// degradedCount sends n takes, one every gap (an open loop: each in its own
-// goroutine, whatever the earlier ones wait for), for keys spread over 64
-// clients, and returns how many failed and the first error. A failed take
-// is a decision the middleware would have made under its failure mode
-// (failed open or closed) instead of by the limit. late is the 99th
-// percentile of how late the takes started against their schedule: how
-// loaded the machine is.
-func degradedCount(s store.Store, n int, gap time.Duration, round string) (failed int, late time.Duration, first error) {
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	lateness := make([]time.Duration, n)
-	start := time.Now()
-	for i := range n {
-		time.Sleep(time.Until(start.Add(time.Duration(i) * gap)))
-		lateness[i] = time.Since(start.Add(time.Duration(i) * gap))
-		wg.Go(func() {
-			req := store.Request{Key: fmt.Sprintf("%s-%d", round, i%64), Limits: []store.Limit{store.PerSecond(1000)}}
-			if _, err := s.Take(context.Background(), req); err != nil {
-				mu.Lock()
-				failed++
-				if first == nil {
-					first = err
-				}
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	slices.Sort(lateness)
-	return failed, lateness[n*99/100], first
 }
 
 // TestSlowRedisAtStart pins issue 19's slow Redis at connect time: every
@@ -164,14 +46,14 @@ func TestSlowRedisAtStart(t *testing.T) {
 
 func testSlowRedisAtStart(t *testing.T, ctxDeadlines bool) {
 	srv := privateServer(t) // its script cache is empty
-	proxy := newDelayProxy(t, srv.addr, 40*time.Millisecond)
-	c := redis.NewClient(&redis.Options{Addr: proxy.addr(), ContextTimeoutEnabled: ctxDeadlines})
+	proxy := redistest.NewDelayProxy(t, srv.addr, 40*time.Millisecond)
+	c := redis.NewClient(&redis.Options{Addr: proxy.Addr(), ContextTimeoutEnabled: ctxDeadlines})
 	t.Cleanup(func() { c.Close() })
 	s, err := New(c, Options{Prefix: randomPrefix(t), Timeout: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	conns := proxy.conns.Load()
+	conns := proxy.Conns()
 	t.Logf("after New: %d connections", conns)
 	// The first second: 500 takes, 2 ms apart. Before the warm-up and
 	// with 4 pipelines per node, 300 to 360 of them degraded here (the
@@ -192,28 +74,19 @@ func testSlowRedisAtStart(t *testing.T, ctxDeadlines bool) {
 		n, quiet, max int
 	}{{"first second", 500, 10, 75}, {"warm", 300, 0, 30}} {
 		n, late, err := degradedCount(s, round.n, 2*time.Millisecond, round.name)
-		opened := proxy.conns.Load() - conns
+		opened := proxy.Conns() - conns
 		conns += opened
-		bound := round.max
-		switch {
-		case late < 2*time.Millisecond:
-			bound = round.quiet
-		case late > 10*time.Millisecond:
-			// The takes themselves ran a fifth of the budget late:
-			// whether they degrade says more of the machine than of the
-			// store.
-			bound = round.n
-		}
+		bound := redistest.Bound(late, round.quiet, round.max, round.n)
 		t.Logf("%s: %d of %d degraded (first error: %v); %d connections opened; takes started up to %s late (p99), so at most %d may degrade",
 			round.name, n, round.n, err, opened, late, bound)
 		if n > bound {
 			t.Errorf("%s: got %d of %d takes degraded, want at most %d (first error: %v)", round.name, n, round.n, bound, err)
 		}
-		if int(opened) > n {
+		if opened > n {
 			t.Errorf("%s: got %d connections opened, want none beyond the %d degraded takes", round.name, opened, n)
 		}
 	}
-	if n := proxy.evals.Load(); n > 0 {
+	if n := proxy.Evals(); n > 0 {
 		t.Errorf("got %d scripts sent as EVAL, want 0: the warm-up loads them", n)
 	}
 }
