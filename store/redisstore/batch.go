@@ -17,19 +17,19 @@ import (
 
 // baseFlushers and maxFlushers bound how many pipelines one node may have
 // in flight: baseFlushers while round trips are quick, maxFlushers for
-// slowFor after one took longer than slowTrip. Redis runs commands one at
-// a time, so on a nearby server a few pipelines keep it busy, and more
-// would only split batches and start goroutines. But a call that finds
-// them all in flight waits for one to come back before its own round trip
-// starts, so on a slow or distant server the round trips set how many are
-// needed: with 40 ms replies, 4 of them made calls wait up to 40 ms and
-// miss a 50 ms budget (issue 19), where 16 keep the wait to a few
-// milliseconds at hundreds of calls per second. The warm-up opens
-// maxFlushers connections (see warmConns).
+// slowFor after one took longer than a fifth of the store's Timeout
+// (pipes.slowTrip). Redis runs commands one at a time, so on a nearby
+// server a few pipelines keep it busy, and more would only split batches
+// and start goroutines. But a call that finds them all in flight waits for
+// one to come back before its own round trip starts, so on a slow or
+// distant server the round trips set how many are needed: with 40 ms
+// replies, 4 of them made calls wait up to 40 ms and miss a 50 ms budget
+// (issue 19), where 16 keep the wait to a few milliseconds at hundreds of
+// calls per second. The warm-up opens maxFlushers connections (see
+// warmConns).
 const (
 	baseFlushers = 4
 	maxFlushers  = 16
-	slowTrip     = 2 * time.Millisecond
 	slowFor      = 10 * time.Second
 )
 
@@ -128,7 +128,8 @@ type pipes struct {
 	warm *warmer
 	// slowAt is the unix nanos of the last round trip that took longer
 	// than slowTrip (see flusherLimit).
-	slowAt atomic.Int64
+	slowAt   atomic.Int64
+	slowTrip time.Duration
 
 	mu     sync.RWMutex
 	nodes  map[*redis.Client]*batcher
@@ -184,8 +185,10 @@ func (p *pipes) budgetError(b *batcher, start time.Time) error {
 	return errBudget
 }
 
-func newPipes(client redis.UniversalClient, maxBatch int) *pipes {
-	p := &pipes{client: client, maxBatch: maxBatch, ctxDeadlines: true}
+// newPipes returns the pipes of a store whose calls have a budget of
+// timeout.
+func newPipes(client redis.UniversalClient, maxBatch int, timeout time.Duration) *pipes {
+	p := &pipes{client: client, maxBatch: maxBatch, ctxDeadlines: true, slowTrip: timeout / 5}
 	switch c := client.(type) {
 	case *redis.Client:
 		c.AddHook(dialWatch{p})
@@ -225,7 +228,7 @@ func (p *pipes) flusherLimit() int32 {
 // timed notes a round trip that started at start and ended now: a slow
 // one raises flusherLimit.
 func (p *pipes) timed(start time.Time) {
-	if now := time.Now(); now.Sub(start) > slowTrip {
+	if now := time.Now(); now.Sub(start) > p.slowTrip {
 		p.slowAt.Store(now.UnixNano())
 	}
 }

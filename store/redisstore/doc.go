@@ -66,8 +66,8 @@
 // node (a lock-free queue) and sent by up to four goroutines per node, each
 // taking everything queued (at most [Options.MaxBatch] calls) as one
 // pipeline: a lone call goes out at once, a crowd shares round trips. For
-// ten seconds after a round trip that took longer than 2 ms (a distant or
-// overloaded server), up to sixteen: a call that finds every pipeline in
+// ten seconds after a round trip that took longer than a fifth of the
+// Timeout (a distant or overloaded server), up to sixteen: a call that finds every pipeline in
 // flight waits for one to come back before its own round trip starts,
 // which on a slow server would cost it the budget.
 // Callers wait on their own timer, so a stalled socket (go-redis does not

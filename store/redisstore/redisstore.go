@@ -178,7 +178,7 @@ func newRedis(client redis.UniversalClient, opts Options) (*redisStore, error) {
 		s.reloader = r
 		s.reloadEvery = orDefault(opts.ClusterReload, defaultClusterReload)
 	}
-	s.pipes = newPipes(client, maxBatch)
+	s.pipes = newPipes(client, maxBatch, s.timeout)
 	s.eviction.logger = opts.Logger
 	if s.eviction.logger == nil {
 		s.eviction.logger = slog.Default()
