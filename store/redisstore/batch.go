@@ -335,7 +335,7 @@ func (p *pipes) do(ctx context.Context, cmd *command, deadline time.Time) (any, 
 	return v, err
 }
 
-// batcher coalesces the calls for one node: up to maxFlushers goroutines
+// batcher coalesces the calls for one node: up to flusherLimit goroutines
 // each take everything queued (at most maxBatch calls), send it as one
 // pipeline and deliver the replies, until the queue is empty. A lone call
 // is sent at once.

@@ -53,28 +53,43 @@ func newWarmer(t *scriptTable, logger *slog.Logger) *warmer {
 	return w
 }
 
-// warm warms every node of client within d: see [Options.WarmUp]. A
-// failure is logged, not returned: the store then connects and loads its
-// scripts on first use.
+// warm warms every node of client and returns when that is done or d has
+// passed: see [Options.WarmUp]. A client that does not cut socket I/O at
+// context deadlines (go-redis's default) may take longer to give up; the
+// warm-up then goes on in the background until it does. A failure is
+// logged, not returned: the store then connects and loads its scripts on
+// first use.
 func (w *warmer) warm(client redis.UniversalClient, d time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
 	start := time.Now()
+	done := make(chan error, 1)
+	go func() {
+		defer cancel()
+		done <- w.all(ctx, client)
+	}()
 	var err error
-	switch c := client.(type) {
-	case *redis.ClusterClient:
-		err = c.ForEachMaster(ctx, w.nodeSafe)
-	case *redis.Ring:
-		err = c.ForEachShard(ctx, w.nodeSafe)
-	case *redis.Client:
-		err = w.nodeSafe(ctx, c)
-	default:
-		err = w.loadSafe(ctx, c)
+	select {
+	case err = <-done:
+	case <-time.After(d):
+		err = fmt.Errorf("not done within %s", d)
 	}
 	if err != nil {
 		w.logger.Warn("ratekeeper: warming up the Redis connections and scripts failed; the first decisions connect and load scripts themselves and may exceed their budget",
 			slog.Duration("waited", time.Since(start).Round(time.Millisecond)), slog.Any("error", err))
 	}
+}
+
+// all warms every node of client within ctx.
+func (w *warmer) all(ctx context.Context, client redis.UniversalClient) error {
+	switch c := client.(type) {
+	case *redis.ClusterClient:
+		return c.ForEachMaster(ctx, w.nodeSafe)
+	case *redis.Ring:
+		return c.ForEachShard(ctx, w.nodeSafe)
+	case *redis.Client:
+		return w.nodeSafe(ctx, c)
+	}
+	return w.loadSafe(ctx, client)
 }
 
 // node warms node: it loads the scripts through the client (which opens

@@ -3,12 +3,17 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratekeeper/ratekeeper/internal/redistest"
+	"github.com/ratekeeper/ratekeeper/internal/testlog"
 	"github.com/ratekeeper/ratekeeper/store"
 )
 
@@ -154,5 +159,53 @@ func TestWarmUpLoadsScripts(t *testing.T) {
 	}
 	if n, err := scriptsLoaded(ctx, admin, s.pipes.warm); err != nil || n != 0 {
 		t.Fatalf("after New with a negative WarmUp: got %d scripts loaded (%v), want 0", n, err)
+	}
+}
+
+// TestWarmUpBounded: against a server that accepts connections and never
+// answers, New returns once WarmUp has passed, with a store and no error,
+// and says so in a warning, although the client (ContextTimeoutEnabled
+// false, its default) waits its 3 s ReadTimeout whatever the context.
+func TestWarmUpBounded(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held []net.Conn
+	var mu sync.Mutex
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, c) // read nothing, answer nothing
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		l.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range held {
+			c.Close()
+		}
+	})
+	c := redis.NewClient(&redis.Options{Addr: l.Addr().String()})
+	t.Cleanup(func() { c.Close() })
+	var logged testlog.Buffer
+	const warmUp = 200 * time.Millisecond
+	start := time.Now()
+	s, err := New(c, Options{WarmUp: warmUp, Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+	elapsed := time.Since(start)
+	if err != nil || s == nil {
+		t.Fatalf("New against a silent server: got %v, %v, want a store", s, err)
+	}
+	if elapsed < warmUp || elapsed > warmUp+500*time.Millisecond {
+		t.Fatalf("New against a silent server returned after %s, want about the %s WarmUp", elapsed, warmUp)
+	}
+	if !strings.Contains(logged.String(), "warming up") {
+		t.Fatalf("log: got %q, want a warning about the warm-up", logged.String())
 	}
 }
