@@ -56,6 +56,7 @@ type config struct {
 	identities  int
 	timeout     time.Duration
 	rate        float64 // open-loop arrivals per second; 0 runs the matrix
+	ctxDeadline bool    // the open loop's client has ContextTimeoutEnabled
 }
 
 // poolSize is the go-redis pool of the one shared client: room for 256
@@ -78,6 +79,7 @@ func parseFlags(args []string) (config, error) {
 	fs.BoolVar(&c.memory, "memory", true, "measure Redis memory per identity")
 	fs.IntVar(&c.identities, "identities", 10000, "identities of the memory measurement")
 	fs.Float64Var(&c.rate, "rate", 0, "open loop instead of the matrix: this many requests per second through the middleware on Redis, for -warmup then -duration, reporting added latency p50/p99/p99.9/max")
+	fs.BoolVar(&c.ctxDeadline, "context-deadlines", false, "with -rate: the client cuts socket I/O at context deadlines (go-redis ContextTimeoutEnabled), so that a lone decision is sent from its request's goroutine")
 	fs.DurationVar(&c.timeout, "timeout", 0, "abort after this long (0: twice the planned time plus two minutes)")
 	if err := fs.Parse(args); err != nil {
 		return c, err

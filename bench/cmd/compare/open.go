@@ -57,7 +57,7 @@ type openState struct {
 func runOpen(ctx context.Context, cfg config, e *env, w io.Writer, logf func(string, ...any)) error {
 	g := group{callers: 1, keys: cfg.keys[len(cfg.keys)-1]}
 	// A client with go-redis's defaults, as an application's would be.
-	rdb := redis.NewClient(&redis.Options{Addr: e.rdb.Options().Addr})
+	rdb := redis.NewClient(&redis.Options{Addr: e.rdb.Options().Addr, ContextTimeoutEnabled: cfg.ctxDeadline})
 	defer rdb.Close()
 	rs, err := redisstore.New(rdb, redisstore.Options{Prefix: e.prefix()})
 	if err != nil {
@@ -203,8 +203,8 @@ func (p openProbe) since(now openProbe, res *openResult) {
 // writeOpen writes the open-loop result as a markdown table.
 func writeOpen(w io.Writer, cfg config, g group, r *openResult) {
 	fmt.Fprintf(w, "## Open loop: %.0f requests/s through the middleware on Redis\n\n", cfg.rate)
-	fmt.Fprintf(w, "%s measured after %s, %d identities, GOMAXPROCS %d, %s. Latency is ServeHTTP of the middleware in front of an empty handler (the latency it adds); \"from schedule\" also counts how late the request's goroutine started.\n\n",
-		cfg.duration, cfg.warmup, g.keys, runtime.GOMAXPROCS(0), runtime.Version())
+	fmt.Fprintf(w, "%s measured after %s, %d identities, ContextTimeoutEnabled %t, GOMAXPROCS %d, %s. Latency is ServeHTTP of the middleware in front of an empty handler (the latency it adds); \"from schedule\" also counts how late the request's goroutine started.\n\n",
+		cfg.duration, cfg.warmup, g.keys, cfg.ctxDeadline, runtime.GOMAXPROCS(0), runtime.Version())
 	fmt.Fprintln(w, "| | p50 | p99 | p99.9 | max |")
 	fmt.Fprintln(w, "|---|---|---|---|---|")
 	for _, row := range []struct {
