@@ -2,8 +2,10 @@
 // real Redis without Docker: it starts a private redis-server on a free
 // loopback port, without persistence, waits until it answers, and stops it
 // by its pid. It also lists the keys under a prefix with their TTLs, which
-// the TTL assertions of several test packages share, and sorts the Redis
-// store's keys by kind for the conformance suite's harnesses.
+// the TTL assertions of several test packages share, sorts the Redis
+// store's keys by kind for the conformance suite's harnesses, and offers a
+// proxy that delays every reply ([DelayProxy]) with an open-loop driver
+// ([OpenLoop]) for the tests of a slow server.
 //
 // A test that cannot start a server is skipped with the reason, unless
 // RATEKEEPER_REQUIRE_REDIS=1 (set by CI), which turns the skip into a

@@ -15,10 +15,28 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// maxFlushers is how many pipelines one node may have in flight. Redis runs
-// commands one at a time, so a few pipelines keep it busy while the client
-// decodes the previous replies; more would only split batches.
-const maxFlushers = 4
+// baseFlushers and maxFlushers bound how many pipelines one node may have
+// in flight: baseFlushers while round trips are quick, maxFlushers for
+// slowFor after one took longer than a fifth of the store's Timeout
+// (pipes.slowTrip). Redis runs commands one at a time, so on a nearby
+// server a few pipelines keep it busy, and more would only split batches
+// and start goroutines. But a call that finds them all in flight waits for
+// one to come back before its own round trip starts, so on a slow or
+// distant server the round trips set how many are needed: with 40 ms
+// replies, 4 of them made calls wait up to 40 ms and miss a 50 ms budget
+// (issue 19), where 16 keep the wait to a few milliseconds at hundreds of
+// calls per second. The warm-up opens maxFlushers connections (see
+// warmConns).
+const (
+	baseFlushers = 4
+	maxFlushers  = 16
+	slowFor      = 10 * time.Second
+)
+
+// lateReplyWait is how long past the latest budget of its calls a batch
+// still waits for its replies, on a client that cuts socket I/O at context
+// deadlines (see run).
+const lateReplyWait = time.Second
 
 // maxQueued bounds a node's queue: beyond it Redis cannot answer the calls
 // within any sensible budget, and a call is refused at once instead of
@@ -105,6 +123,13 @@ type pipes struct {
 	// goroutine (see batcher.direct).
 	direct bool
 	one    *batcher
+	// warm reloads a node's scripts after it answered NOSCRIPT; nil
+	// leaves that to the calls' EVAL alone.
+	warm *warmer
+	// slowAt is the unix nanos of the last round trip that took longer
+	// than slowTrip (see flusherLimit).
+	slowAt   atomic.Int64
+	slowTrip time.Duration
 
 	mu     sync.RWMutex
 	nodes  map[*redis.Client]*batcher
@@ -160,8 +185,10 @@ func (p *pipes) budgetError(b *batcher, start time.Time) error {
 	return errBudget
 }
 
-func newPipes(client redis.UniversalClient, maxBatch int) *pipes {
-	p := &pipes{client: client, maxBatch: maxBatch, ctxDeadlines: true}
+// newPipes returns the pipes of a store whose calls have a budget of
+// timeout.
+func newPipes(client redis.UniversalClient, maxBatch int, timeout time.Duration) *pipes {
+	p := &pipes{client: client, maxBatch: maxBatch, ctxDeadlines: true, slowTrip: timeout / 5}
 	switch c := client.(type) {
 	case *redis.Client:
 		c.AddHook(dialWatch{p})
@@ -187,6 +214,23 @@ func newPipes(client redis.UniversalClient, maxBatch int) *pipes {
 	}
 	p.one = p.newBatcher(client)
 	return p
+}
+
+// flusherLimit returns how many pipelines a node may have in flight now:
+// maxFlushers within slowFor of a slow round trip, else baseFlushers.
+func (p *pipes) flusherLimit() int32 {
+	if time.Now().UnixNano()-p.slowAt.Load() < int64(slowFor) {
+		return maxFlushers
+	}
+	return baseFlushers
+}
+
+// timed notes a round trip that started at start and ended now: a slow
+// one raises flusherLimit.
+func (p *pipes) timed(start time.Time) {
+	if now := time.Now(); now.Sub(start) > p.slowTrip {
+		p.slowAt.Store(now.UnixNano())
+	}
 }
 
 // client is what a batcher sends through: a node, or the whole client.
@@ -291,7 +335,7 @@ func (p *pipes) do(ctx context.Context, cmd *command, deadline time.Time) (any, 
 	return v, err
 }
 
-// batcher coalesces the calls for one node: up to maxFlushers goroutines
+// batcher coalesces the calls for one node: up to flusherLimit goroutines
 // each take everything queued (at most maxBatch calls), send it as one
 // pipeline and deliver the replies, until the queue is empty. A lone call
 // is sent at once.
@@ -305,6 +349,9 @@ type batcher struct {
 	queued   atomic.Int32
 	flushers atomic.Int32
 	busyAt   atomic.Int64 // unix nanos of the node's last BUSY reply
+	// scriptsAt is the unix nanos of the last reload of the scripts
+	// after the node answered NOSCRIPT (see warmer.reload).
+	scriptsAt atomic.Int64
 }
 
 func (b *batcher) submit(c *call) {
@@ -321,7 +368,8 @@ func (b *batcher) submit(c *call) {
 		}
 	}
 	// Without batching every call is sent on its own, at once.
-	for b.p.maxBatch == 1 || b.flushers.Load() < maxFlushers {
+	limit := b.p.flusherLimit()
+	for b.p.maxBatch == 1 || b.flushers.Load() < limit {
 		n := b.flushers.Load()
 		if b.flushers.CompareAndSwap(n, n+1) {
 			go b.flush()
@@ -355,7 +403,7 @@ func (b *batcher) giveBack() bool {
 	if b.head.Load() == nil {
 		return false
 	}
-	if n := b.flushers.Add(1); n > maxFlushers && b.p.maxBatch != 1 {
+	if n := b.flushers.Add(1); n > b.p.flusherLimit() && b.p.maxBatch != 1 {
 		b.flushers.Add(-1) // the others will take it
 		return false
 	}
@@ -376,6 +424,7 @@ func (b *batcher) direct(c *call) (v any, err error) {
 	}()
 	ctx, cancel := context.WithDeadline(c.ctx, c.deadline)
 	defer cancel()
+	defer b.p.timed(time.Now())
 	return b.one(ctx, c)
 }
 
@@ -436,13 +485,20 @@ func (b *batcher) run(batch []*call) {
 	}()
 	ctx := context.Background()
 	if len(live) == 1 {
-		ctx = live[0].ctx // hooks see the caller's context values
+		// Hooks see the caller's context values; the caller's deadline
+		// and cancellation end its wait (see do), not the round trip.
+		ctx = context.WithoutCancel(live[0].ctx)
 	}
 	if b.p.ctxDeadlines {
+		// A reply that comes after the budget is still read: go-redis
+		// closes a connection whose read it cut, and its replacement
+		// pays a handshake of two round trips, which on a slow server
+		// makes the next calls late in turn.
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, latest)
+		ctx, cancel = context.WithDeadline(ctx, latest.Add(lateReplyWait))
 		defer cancel()
 	}
+	defer b.p.timed(time.Now())
 	if len(live) == 1 {
 		c := live[0]
 		v, err := b.one(ctx, c)
@@ -500,6 +556,7 @@ func (b *batcher) pipeline(ctx context.Context, live []*call) []*redis.Cmd {
 		if c.sc != nil && isNoScript(cmds[i].Err()) {
 			if again == nil {
 				again = b.client.Pipeline()
+				b.scriptsLost()
 			}
 			c.args[0], c.args[1] = "eval", c.sc.src
 			cmds[i] = redis.NewCmd(ctx, c.args...)
@@ -512,9 +569,17 @@ func (b *batcher) pipeline(ctx context.Context, live []*call) []*redis.Cmd {
 	return cmds
 }
 
+// scriptsLost reacts to a NOSCRIPT reply of b's node: the scripts are
+// loaded again in the background (see warmer.reload).
+func (b *batcher) scriptsLost() {
+	if b.p.warm != nil {
+		b.p.warm.reload(b)
+	}
+}
+
 // one sends a batch of one call.
 func (b *batcher) one(ctx context.Context, c *call) (any, error) {
-	cmd, err := process(ctx, b.client, c)
+	cmd, err := b.process(ctx, b.client, c)
 	if err != nil && notRun(err) {
 		return b.reroute(ctx, c, err)
 	}
@@ -523,10 +588,11 @@ func (b *batcher) one(ctx context.Context, c *call) (any, error) {
 
 // process sends c through cl, and again with its script's source when
 // the server does not know the script (after a restart or SCRIPT FLUSH).
-func process(ctx context.Context, cl client, c *call) (*redis.Cmd, error) {
+func (b *batcher) process(ctx context.Context, cl client, c *call) (*redis.Cmd, error) {
 	cmd := redis.NewCmd(ctx, c.args...)
 	err := cl.Process(ctx, noRetry{cmd})
 	if err != nil && c.sc != nil && isNoScript(err) {
+		b.scriptsLost()
 		c.args[0], c.args[1] = "eval", c.sc.src
 		cmd = redis.NewCmd(ctx, c.args...)
 		err = cl.Process(ctx, noRetry{cmd})
@@ -554,7 +620,7 @@ func (b *batcher) reroute(ctx context.Context, c *call, err error) (any, error) 
 			}
 		}
 		var cmd *redis.Cmd
-		cmd, err = process(ctx, client, c)
+		cmd, err = b.process(ctx, client, c)
 		if err == nil || !notRun(err) {
 			return cmd.Val(), err
 		}

@@ -74,7 +74,11 @@
 // deadline), whatever the client's configuration. Calls are queued per
 // node (a lock-free queue) and sent by up to four goroutines per node, each
 // taking everything queued (at most [Options.MaxBatch] calls) as one
-// pipeline: a lone call goes out at once, a crowd shares round trips.
+// pipeline: a lone call goes out at once, a crowd shares round trips. For
+// ten seconds after a round trip that took longer than a fifth of the
+// Timeout (a distant or overloaded server), up to sixteen: a call that finds every pipeline in
+// flight waits for one to come back before its own round trip starts,
+// which on a slow server would cost it the budget.
 // Callers wait on their own timer, so a stalled socket (go-redis does not
 // cut a socket read at the context deadline unless ContextTimeoutEnabled
 // is set) holds the sending goroutine, never the request. A client with
@@ -85,9 +89,31 @@
 // (the sender, then the caller) per lone call. A call whose
 // deadline passes before it is sent is not sent. An abandoned command may
 // still complete in Redis; the request is then recorded once, and the
-// caller has already seen a timeout. Detecting a dead Redis and skipping
+// caller has already seen a timeout; a batch still reads replies that
+// come up to a second after its calls' budgets, so that a slow reply does
+// not cost its connection (a new one pays a handshake of two round trips).
+// Detecting a dead Redis and skipping
 // it quickly (a circuit breaker) is the caller's job; the middleware
 // package does it.
+//
+// # Warm-up
+//
+// A first call on a new connection pays the connection's handshake (HELLO
+// and CLIENT SETINFO: two round trips), and the first call of a script the
+// server does not hold pays EVALSHA, NOSCRIPT and EVAL: on a server whose
+// replies take 40 ms, neither fits a 50 ms budget. So [New] warms up
+// before it returns, for at most [Options.WarmUp] (default one second): on
+// every node (each master of a cluster, each shard of a ring) it opens
+// sixteen connections of the client's pool at once, and up to sixteen of
+// go-redis's pipeline pool (PipelinePoolSize, ten by default), and loads
+// every built-in script with SCRIPT LOAD. A warm-up that fails (Redis
+// down) or runs out of time is logged and is not an error. When a node
+// answers NOSCRIPT later (a restart, SCRIPT FLUSH), the call is sent again
+// as EVAL at once, as before, and every script is loaded again on that
+// node in the background (at most once a second), so that the calls after
+// it are one round trip again, even through a client whose EVAL is cut at
+// the deadline. go-redis closes idle connections after ConnMaxIdleTime (30
+// minutes by default); set MinIdleConns to keep them.
 //
 // # The deny cache
 //

@@ -78,6 +78,23 @@ type Options struct {
 	// Float64. A value outside [0, 1) is clamped into it (NaN counts as
 	// 0). It must be safe for concurrent use.
 	Rand func() float64
+	// WarmUp bounds the warm-up New does before it returns, so that the
+	// first decisions pay neither a connection's handshake nor a
+	// script's first load within their budget: on the node (every
+	// master of a cluster, every shard of a ring) it opens as many
+	// connections as the store may keep in flight to one node (16,
+	// fewer when the client's PoolSize is smaller), each through its
+	// handshake, as many pipelines at once (go-redis keeps their
+	// connections in a pool of their own, PipelinePoolSize), and loads
+	// every built-in script (SCRIPT LOAD). New returns when that is done
+	// or WarmUp has passed; a warm-up that fails or runs out of time is
+	// logged to Logger, not an error, and the store then connects and
+	// loads scripts on first use. Zero means one second; negative skips
+	// the warm-up, and New then contacts nothing. The connections stay
+	// in the client's pool while go-redis keeps them (ConnMaxIdleTime,
+	// 30 minutes by default); set the client's MinIdleConns to keep them
+	// always. See the package documentation, "Warm-up".
+	WarmUp time.Duration
 }
 
 // reloader is implemented by cluster clients (*redis.ClusterClient).
@@ -126,8 +143,10 @@ type redisStore struct {
 var _ store.Store = (*redisStore)(nil)
 
 // New returns a [store.Store] that runs on client with opts. It returns an
-// error for a nil client or invalid options; it does not contact Redis
-// (scripts are sent on first use). Besides [store.Store] the value
+// error for a nil client or invalid options. Unless [Options.WarmUp] is
+// negative it opens connections and loads the scripts before it returns,
+// waiting at most WarmUp; Redis being down or slow then is not an error.
+// Besides [store.Store] the value
 // implements [store.MultiStore], [store.OverrideStore], [store.BlockLister],
 // [store.EvictionPolicyReporter], [store.Refunder], [store.NodeLocator] and
 // [store.SlotStore]; reach them by type assertion.
@@ -159,10 +178,15 @@ func newRedis(client redis.UniversalClient, opts Options) (*redisStore, error) {
 		s.reloader = r
 		s.reloadEvery = orDefault(opts.ClusterReload, defaultClusterReload)
 	}
-	s.pipes = newPipes(client, maxBatch)
+	s.pipes = newPipes(client, maxBatch, s.timeout)
 	s.eviction.logger = opts.Logger
 	if s.eviction.logger == nil {
 		s.eviction.logger = slog.Default()
+	}
+	s.pipes.warm = newWarmer(s.scripts, s.eviction.logger)
+	s.pipes.warm.timed = s.pipes.timed
+	if opts.WarmUp >= 0 {
+		s.pipes.warm.warm(client, orDefault(opts.WarmUp, defaultWarmUp))
 	}
 	var seed [8]byte
 	if _, err := crand.Read(seed[:]); err != nil {

@@ -411,17 +411,26 @@ func rkMiddlewareCase(onRedis bool) func(*env, group, string) (*instance, error)
 			}
 			s = ms
 		}
-		// The middleware keeps its default decision budget; a store
-		// failure or a blown budget answers 503, counted as an error.
-		n, per := g.limit()
-		l, err := middleware.New(s, keyfunc.RemoteIP, store.Limit{Rate: n, Period: per},
-			middleware.Options{FailureMode: limiter.FailClosed, Logger: discardLogger},
-		)
+		h, err := rkMiddleware(s, g)
 		if err != nil {
 			return nil, err
 		}
-		return &instance{do: serve(l.Handler(okHandler), e.reqs), close: func() { closeIfCloser(s) }}, nil
+		return &instance{do: serve(h, e.reqs), close: func() { closeIfCloser(s) }}, nil
 	}
+}
+
+// rkMiddleware returns the middleware on s for g's limit in front of
+// okHandler. It keeps its default decision budget; a store failure or a
+// blown budget answers 503, counted as an error.
+func rkMiddleware(s store.Store, g group) (http.Handler, error) {
+	n, per := g.limit()
+	l, err := middleware.New(s, keyfunc.RemoteIP, store.Limit{Rate: n, Period: per},
+		middleware.Options{FailureMode: limiter.FailClosed, Logger: discardLogger},
+	)
+	if err != nil {
+		return nil, err
+	}
+	return l.Handler(okHandler), nil
 }
 
 func redisRateCase(e *env, g group, prefix string) (*instance, error) {

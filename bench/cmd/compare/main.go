@@ -63,6 +63,8 @@ type config struct {
 	memory      bool
 	identities  int
 	timeout     time.Duration
+	rate        float64 // open-loop arrivals per second; 0 runs the matrix
+	ctxDeadline bool    // the open loop's client has ContextTimeoutEnabled
 }
 
 // poolSize is the go-redis pool of the one shared client: room for 256
@@ -84,6 +86,8 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.markdown, "markdown", "", "also write the tables to this file")
 	fs.BoolVar(&c.memory, "memory", true, "measure Redis memory per identity")
 	fs.IntVar(&c.identities, "identities", 10000, "identities of the memory measurement")
+	fs.Float64Var(&c.rate, "rate", 0, "open loop instead of the matrix: this many requests per second through the middleware on Redis, for -warmup then -duration, reporting added latency p50/p99/p99.9/max")
+	fs.BoolVar(&c.ctxDeadline, "context-deadlines", false, "with -rate: the client cuts socket I/O at context deadlines (go-redis ContextTimeoutEnabled), so that a lone decision is sent from its request's goroutine")
 	fs.DurationVar(&c.timeout, "timeout", 0, "abort after this long (0: twice the planned time plus two minutes)")
 	targets := fs.Bool("targets", false, "run what the speed targets need (1, 64 and 256 callers and the cases of the Targets table) unless -callers or -cases say otherwise")
 	if err := fs.Parse(args); err != nil {
@@ -117,6 +121,10 @@ func parseFlags(args []string) (config, error) {
 		return c, errors.New("-duration must be positive")
 	case c.warmup < 0:
 		return c, errors.New("-warmup must not be negative")
+	case c.rate < 0 || c.rate > 1e6:
+		return c, errors.New("-rate must be between 0 and 1000000")
+	case c.rate > 0 && c.warmup+c.duration > time.Minute:
+		return c, errors.New("-rate: -warmup plus -duration must not exceed a minute")
 	case c.rounds < 1:
 		return c, errors.New("-rounds must be at least 1")
 	case c.identities < 1 || c.identities > 1<<20:
@@ -225,13 +233,21 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) (err error) 
 		fmt.Fprintf(stderr, "compare: "+format+"\n", args...)
 	}
 
-	plan := buildPlan(cfg)
+	var plan []groupPlan
+	if cfg.rate == 0 {
+		plan = buildPlan(cfg)
+	} else {
+		cfg.memory = false
+	}
 	runs := 0
 	for _, gp := range plan {
 		runs += len(gp.cases) * cfg.rounds
 	}
 	perRun := cfg.warmup + cfg.duration + 50*time.Millisecond
 	planned := time.Duration(runs) * perRun
+	if cfg.rate > 0 {
+		planned = perRun
+	}
 	if cfg.memory {
 		planned += 20 * time.Second
 	}
@@ -241,7 +257,9 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) (err error) 
 	}
 	ctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
-	logf("%d case runs of %s + %s warm-up: about %s (aborts after %s)", runs, cfg.duration, cfg.warmup, planned.Round(time.Second), budget.Round(time.Second))
+	if cfg.rate == 0 {
+		logf("%d case runs of %s + %s warm-up: about %s (aborts after %s)", runs, cfg.duration, cfg.warmup, planned.Round(time.Second), budget.Round(time.Second))
+	}
 
 	addr, where := cfg.redisAddr, "at "+cfg.redisAddr+" (not started by this program, never flushed)"
 	own := addr == ""
@@ -294,6 +312,9 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) (err error) 
 		}()
 	}
 
+	if cfg.rate > 0 {
+		return runOpen(ctx, cfg, e, stdout, logf)
+	}
 	h := newHarness(slices.Max(cfg.callers))
 	done := 0
 	for r := range cfg.rounds {
