@@ -141,16 +141,19 @@ func allCases() []*caseDef {
 	for _, alg := range store.Algorithms {
 		cases = append(cases, &caseDef{name: "ratekeeper/redis/" + alg.String(), redis: true, make: rkRedisCase(alg, true, true)})
 	}
+	for _, alg := range store.Algorithms {
+		cases = append(cases, &caseDef{name: "ratekeeper/redis/" + alg.String() + stackedSuffix, redis: true, make: rkStackCase(alg)})
+	}
 	cases = append(cases,
 		&caseDef{name: "ratekeeper/redis/suppressed", redis: true, make: rkSuppressedCase},
 		&caseDef{name: "ratekeeper/redis/gcra overrides", redis: true, make: rkOverridesCase},
-		&caseDef{name: "ratekeeper/redis/gcra stacked", redis: true, make: rkStackCase},
 		&caseDef{name: "ratekeeper/redis/gcra no batching", redis: true, make: rkRedisCase(store.GCRA, false, true)},
 		&caseDef{name: "ratekeeper/redis/gcra no deny cache", redis: true, make: rkRedisCase(store.GCRA, true, false)},
 		&caseDef{name: "ratekeeper/redis/gcra ctx deadlines", redis: true, make: rkDeadlinesCase},
 		&caseDef{name: "ratekeeper/memory/gcra", make: rkMemCase},
-		&caseDef{name: "ratekeeper/middleware/redis", redis: true, make: rkMiddlewareCase(true)},
-		&caseDef{name: "ratekeeper/middleware/memory", make: rkMiddlewareCase(false)},
+		&caseDef{name: "ratekeeper/middleware/redis", redis: true, make: rkMiddlewareCase(true, true)},
+		&caseDef{name: "ratekeeper/middleware/redis no batching", redis: true, make: rkMiddlewareCase(true, false)},
+		&caseDef{name: "ratekeeper/middleware/memory", make: rkMiddlewareCase(false, true)},
 		&caseDef{name: refRedisRate, redis: true, make: redisRateCase},
 		&caseDef{name: "ulule/redis", redis: true, make: ululeCase},
 		&caseDef{name: "throttled/redis", redis: true, make: throttledCase},
@@ -305,28 +308,35 @@ func rkDeadlinesCase(e *env, g group, prefix string) (*instance, error) {
 	return rkTakeCase(e.rdbDeadlines, rkOptions(prefix, true, true), rkRequests(e, g, store.GCRA))
 }
 
-// rkStackCase decides two GCRA policies as one (store.MultiStore): the
-// identity's own limit and a route-wide one that never refuses, one
-// script for both keys.
-func rkStackCase(e *env, g group, prefix string) (*instance, error) {
-	s, err := redisstore.New(e.rdb, rkOptions(prefix, true, true))
-	if err != nil {
-		return nil, err
+// stackedSuffix ends the name of a stacked case: "ratekeeper/redis/<algorithm> stacked".
+const stackedSuffix = " stacked"
+
+// rkStackCase returns the case that decides two policies as one
+// (store.MultiStore): the identity's own limit of alg and a route-wide
+// GCRA limit that never refuses, one script for both keys. For GCRA and
+// the token bucket that is the lean stacked script, for the others the
+// full one.
+func rkStackCase(alg store.Algorithm) func(*env, group, string) (*instance, error) {
+	return func(e *env, g group, prefix string) (*instance, error) {
+		s, err := redisstore.New(e.rdb, rkOptions(prefix, true, true))
+		if err != nil {
+			return nil, err
+		}
+		ms := s.(store.MultiStore)
+		reqs := rkRequests(e, g, alg)
+		route := store.Request{Key: "route:/api", Limits: []store.Limit{{Rate: 1 << 30, Period: time.Second}}}
+		stacks := make([][]store.Request, len(reqs))
+		for i := range reqs {
+			stacks[i] = []store.Request{reqs[i], route}
+		}
+		return &instance{
+			do: func(w *worker, k int) (bool, error) {
+				d, err := ms.TakeMulti(w.ctx, stacks[k])
+				return d.Allowed, err
+			},
+			close: func() { closeIfCloser(s) },
+		}, nil
 	}
-	ms := s.(store.MultiStore)
-	reqs := rkRequests(e, g, store.GCRA)
-	route := store.Request{Key: "route:/api", Limits: []store.Limit{{Rate: 1 << 30, Period: time.Second}}}
-	stacks := make([][]store.Request, len(reqs))
-	for i := range reqs {
-		stacks[i] = []store.Request{reqs[i], route}
-	}
-	return &instance{
-		do: func(w *worker, k int) (bool, error) {
-			d, err := ms.TakeMulti(w.ctx, stacks[k])
-			return d.Allowed, err
-		},
-		close: func() { closeIfCloser(s) },
-	}, nil
 }
 
 func rkMemCase(e *env, g group, _ string) (*instance, error) {
@@ -341,11 +351,14 @@ func rkMemCase(e *env, g group, _ string) (*instance, error) {
 	}}, nil
 }
 
-func rkMiddlewareCase(onRedis bool) func(*env, group, string) (*instance, error) {
+// rkMiddlewareCase returns the case of the middleware on the Redis store
+// (onRedis) or the memory store; batch false sets the Redis store's
+// MaxBatch to 1.
+func rkMiddlewareCase(onRedis, batch bool) func(*env, group, string) (*instance, error) {
 	return func(e *env, g group, prefix string) (*instance, error) {
 		var s store.Store
 		if onRedis {
-			rs, err := redisstore.New(e.rdb, rkOptions(prefix, true, true))
+			rs, err := redisstore.New(e.rdb, rkOptions(prefix, batch, true))
 			if err != nil {
 				return nil, err
 			}

@@ -55,6 +55,7 @@ type config struct {
 	memory      bool
 	identities  int
 	timeout     time.Duration
+	capacity    bool
 }
 
 // poolSize is the go-redis pool of the one shared client: room for 256
@@ -77,8 +78,25 @@ func parseFlags(args []string) (config, error) {
 	fs.BoolVar(&c.memory, "memory", true, "measure Redis memory per identity")
 	fs.IntVar(&c.identities, "identities", 10000, "identities of the memory measurement")
 	fs.DurationVar(&c.timeout, "timeout", 0, "abort after this long (0: twice the planned time plus two minutes)")
+	fs.BoolVar(&c.capacity, "capacity", false, "print the capacity tables (Redis cost per decision per algorithm, plain and stacked; memory per identity); unless given, -cases selects every algorithm's plain and stacked case, -callers is 64, -keys 10000 and -deny false")
 	if err := fs.Parse(args); err != nil {
 		return c, err
+	}
+	if c.capacity {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if !set["cases"] {
+			*cases = capacityCases
+		}
+		if !set["callers"] {
+			*callers = "64"
+		}
+		if !set["keys"] {
+			*keys = "10000"
+		}
+		if !set["deny"] {
+			c.deny = false
+		}
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
@@ -337,6 +355,7 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) (err error) 
 		checkout:     checkout(ctx),
 		started:      began,
 		took:         time.Since(began),
+		capacity:     cfg.capacity,
 	}
 	var out bytes.Buffer
 	writeReport(&out, f, plan, mem, memErr)
