@@ -23,6 +23,7 @@ import (
 	"github.com/ratekeeper/ratekeeper/keyfunc"
 	"github.com/ratekeeper/ratekeeper/middleware"
 	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/store/hybrid"
 	"github.com/ratekeeper/ratekeeper/store/memstore"
 	"github.com/ratekeeper/ratekeeper/store/redisstore"
 	"github.com/ratekeeper/ratekeeper/store/suppressed"
@@ -151,6 +152,7 @@ func allCases() []*caseDef {
 		&caseDef{name: "ratekeeper/redis/gcra no deny cache", redis: true, make: rkRedisCase(store.GCRA, true, false)},
 		&caseDef{name: "ratekeeper/redis/gcra ctx deadlines", redis: true, make: rkDeadlinesCase},
 		&caseDef{name: "ratekeeper/memory/gcra", make: rkMemCase},
+		&caseDef{name: "ratekeeper/hybrid/gcra", redis: true, make: rkHybridCase},
 		&caseDef{name: "ratekeeper/middleware/redis", redis: true, make: rkMiddlewareCase(true, true)},
 		&caseDef{name: "ratekeeper/middleware/redis no batching", redis: true, make: rkMiddlewareCase(true, false)},
 		&caseDef{name: "ratekeeper/middleware/memory", make: rkMiddlewareCase(false, true)},
@@ -298,7 +300,12 @@ func rkTakeCaseOf(c *redis.Client, opts redisstore.Options, reqs []store.Request
 			d, err := s.Take(w.ctx, reqs[k])
 			return d.Allowed, err
 		},
-		close: func() { closeIfCloser(s) },
+		close: func() {
+			closeIfCloser(s)
+			if s != rs {
+				closeIfCloser(rs)
+			}
+		},
 	}, nil
 }
 
@@ -337,6 +344,14 @@ func rkStackCase(alg store.Algorithm) func(*env, group, string) (*instance, erro
 			close: func() { closeIfCloser(s) },
 		}, nil
 	}
+}
+
+// rkHybridCase is GCRA on the hybrid store (package store/hybrid, default
+// options) over the Redis store: hot keys are answered from local leases
+// and committed to Redis once per sync interval.
+func rkHybridCase(e *env, g group, prefix string) (*instance, error) {
+	wrap := func(s store.Store) (store.Store, error) { return hybrid.New(s, hybrid.Options{}) }
+	return rkTakeCaseOf(e.rdb, rkOptions(prefix, true, true), rkRequests(e, g, store.GCRA), wrap)
 }
 
 func rkMemCase(e *env, g group, _ string) (*instance, error) {
