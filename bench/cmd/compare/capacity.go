@@ -94,7 +94,7 @@ func writeCapacity(w io.Writer, plan []groupPlan, mem []memResult) {
 		fmt.Fprintf(w, "#### Capacity: Redis cost per decision, %s\n\n", gp.g)
 		fmt.Fprintln(w, "Script µs: INFO commandstats (EVAL/EVALSHA usec) per decision; Redis CPU µs: INFO cpu (user + system, I/O included) per decision; decisions/s per core: 10⁶ / Redis CPU µs. Stacked: the algorithm's limit plus a route-wide GCRA limit, one TakeMulti. Memory: MEMORY USAGE per identity, one limit.")
 		fmt.Fprintln(w)
-		fmt.Fprintln(w, "| algorithm | script µs | × redis_rate | Redis CPU µs | decisions/s per core | stacked script µs | stacked Redis CPU µs | stacked decisions/s per core | bytes/identity |")
+		fmt.Fprintln(w, "| algorithm | script µs | script × redis_rate | Redis CPU µs | decisions/s per core | stacked script µs | stacked Redis CPU µs | stacked decisions/s per core | bytes/identity |")
 		fmt.Fprintln(w, "|---|--:|--:|--:|--:|--:|--:|--:|--:|")
 		for _, r := range capacityRows(gp, mem) {
 			cells := []string{strings.TrimPrefix(r.name, "ratekeeper/redis/"), "-", "-", "-", "-", "-", "-", "-", fmtBytes(r.memBytes)}
