@@ -1,8 +1,7 @@
 -- common.lua: the start of every ratekeeper script: rounding helpers and
--- the clock. A prelude (prelude.lua for requests that use blocks,
--- de-duplication, counted refusals or several limits; lean.lua for one
--- plain limit) follows, then one algorithm file. See doc.go for the
--- calling conventions and package store for the semantics.
+-- the clock. The full scripts go on with prelude.lua and one algorithm
+-- file, the lean scripts (one plain limit) with their lean files. See
+-- doc.go for the calling conventions and package store for the semantics.
 --
 -- Arithmetic follows the Go in-memory store step for step: integer
 -- microseconds, float64 where a rate divides time, expressions evaluated

@@ -21,9 +21,10 @@
 //	name                         files                                       convention
 //	<algorithm>                  common, unreadable, override, prelude,      full scripts
 //	                             the algorithm file
-//	<algorithm>/lean             common, unreadable, lean, the algorithm     lean scripts
-//	                             file (GCRA and the token bucket: common
-//	                             and lean_bucket)
+//	<algorithm>/lean             common, unreadable, lean_window, the        lean scripts
+//	                             algorithm's lean file (the sliding window
+//	                             counter's after counter; GCRA and the
+//	                             token bucket: common and lean_bucket)
 //	<algorithm>/lean-override    common, unreadable, override,               lean scripts with overrides
 //	                             lean_override, then the lean script as
 //	                             the body of a function
@@ -45,23 +46,30 @@
 //
 // common.lua holds rounding helpers, the clock and the mode;
 // unreadable.lua repairs state the script cannot read; override.lua reads
-// a key's override. lean.lua is the prelude of the common request (one
-// limit, no block, no de-duplication id, no counted refusals): it parses
-// five arguments and answers five integers; nothing else runs. prelude.lua
-// is the prelude of everything else: argument parsing for several limits,
-// the block and de-duplication checks, block starts with escalation,
-// remembering de-duplication ids and the choice of the deciding limit.
+// a key's override. prelude.lua is the prelude of every full script:
+// argument parsing for several limits, the block and de-duplication
+// checks, block starts with escalation, remembering de-duplication ids and
+// the choice of the deciding limit.
 //
 // The algorithm files (bucket.lua for GCRA and the token bucket, which are
 // one algorithm; sliding_window_log.lua, sliding_window_counter.lua,
 // fixed_window.lua, which follows window.lua, its aligned windows)
-// evaluate every limit and supply the function that
-// records a request; they run under either prelude. suppressed.lua, the
-// suppressed strategy, has only its full script, which the Redis store runs
-// for every request of the strategy. sliding_window_counter.lua and
-// suppressed.lua follow counter.lua, their windows. The lean script of
-// GCRA and the token bucket is lean_bucket.lua, bucket.lua's arithmetic
-// written with scalars (about a third less Redis CPU per call).
+// evaluate every limit and supply the function that records a request,
+// under prelude.lua. suppressed.lua, the suppressed strategy, has only its
+// full script, which the Redis store runs for every request of the
+// strategy. sliding_window_counter.lua and suppressed.lua follow
+// counter.lua, their windows.
+//
+// The lean scripts decide the common request (one limit, no block, no
+// de-duplication id, no counted refusals): they parse five arguments into
+// scalars and answer five integers; nothing else runs. Each repeats its
+// algorithm file's arithmetic and state step for step, for one limit:
+// lean_bucket.lua for GCRA and the token bucket; lean_window.lua, the
+// arguments, then lean_fixed_window.lua, lean_sliding_window_counter.lua
+// (after counter.lua) or lean_sliding_window_log.lua. The lean log reads
+// its newest unit first, so that an empty or stale log needs no count and
+// an empty one no trim. docs/capacity.md gives each script's Redis time
+// per decision.
 //
 // # Calling convention: lean scripts
 //

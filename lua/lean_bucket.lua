@@ -1,7 +1,7 @@
 -- lean_bucket.lua: GCRA and the token bucket for the common request (one
 -- limit, no block, no de-duplication id, no counted refusals), with the
 -- lean calling convention (see doc.go) and scalars only: the same
--- arithmetic as bucket.lua under lean.lua, at a lower cost per call.
+-- arithmetic as bucket.lua for one limit, at a lower cost per call.
 local cost, r, p, b = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 if (not take and ARGV[1] ~= 'peek') or not cost or cost < 1 or not r or r < 1
     or not p or p < 1000 or not b or b < 1 or #KEYS ~= 1 then

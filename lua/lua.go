@@ -19,8 +19,17 @@ var override string
 //go:embed prelude.lua
 var prelude string
 
-//go:embed lean.lua
-var leanPrelude string
+//go:embed lean_window.lua
+var leanWindow string
+
+//go:embed lean_fixed_window.lua
+var leanFixedWindowFile string
+
+//go:embed lean_sliding_window_counter.lua
+var leanSlidingWindowCounter string
+
+//go:embed lean_sliding_window_log.lua
+var leanSlidingWindowLog string
 
 //go:embed lean_override.lua
 var leanOverride string
@@ -85,6 +94,15 @@ var (
 	fixedWindow    = alignedWindow + "\n" + fixedWindowFile
 )
 
+// The lean bodies of the window algorithms: lean_window.lua's arguments,
+// then the algorithm's lean file (the sliding window counter's after
+// counter.lua, its windows).
+var (
+	leanLog         = leanWindow + "\n" + leanSlidingWindowLog
+	leanCounter     = leanWindow + "\n" + counter + "\n" + leanSlidingWindowCounter
+	leanFixedWindow = leanWindow + "\n" + leanFixedWindowFile
+)
+
 // scripts is the one table of every script: its name (see the script names) and the
 // texts it is made of, in order, joined with newlines. The calling
 // convention of each family (full, lean, lean-override, stacked,
@@ -100,14 +118,14 @@ var scripts = [...]struct {
 	{"token_bucket/lean", leanScalar},
 	{"token_bucket/lean-override", leanWithOverride(leanBucket)},
 	{"sliding_window_log", full(slidingWindowLog)},
-	{"sliding_window_log/lean", lean(slidingWindowLog)},
-	{"sliding_window_log/lean-override", leanWithOverride(leanPrelude + "\n" + slidingWindowLog)},
+	{"sliding_window_log/lean", lean(leanLog)},
+	{"sliding_window_log/lean-override", leanWithOverride(leanLog)},
 	{"sliding_window_counter", full(windowCounter)},
-	{"sliding_window_counter/lean", lean(windowCounter)},
-	{"sliding_window_counter/lean-override", leanWithOverride(leanPrelude + "\n" + windowCounter)},
+	{"sliding_window_counter/lean", lean(leanCounter)},
+	{"sliding_window_counter/lean-override", leanWithOverride(leanCounter)},
 	{"fixed_window", full(fixedWindow)},
-	{"fixed_window/lean", lean(fixedWindow)},
-	{"fixed_window/lean-override", leanWithOverride(leanPrelude + "\n" + fixedWindow)},
+	{"fixed_window/lean", lean(leanFixedWindow)},
+	{"fixed_window/lean-override", leanWithOverride(leanFixedWindow)},
 	// The suppressed strategy runs its full script for every request.
 	{"suppressed", full(suppressedBody)},
 	{"stacked", stacked()},
@@ -145,9 +163,9 @@ var waiting = []string{common, "local function decide()", unreadable, override, 
 // overrides).
 func full(body string) []string { return []string{common, unreadable, override, prelude, body} }
 
-// lean is the lean script of an algorithm file: one limit and nothing
-// else.
-func lean(body string) []string { return []string{common, unreadable, leanPrelude, body} }
+// lean is the lean script of a window algorithm's lean body (lean_window.lua
+// and the algorithm's lean file): one limit and nothing else.
+func lean(body string) []string { return []string{common, unreadable, body} }
 
 // leanScalar is the lean script of GCRA and the token bucket: bucket.lua's
 // arithmetic written with scalars, no per-limit tables.

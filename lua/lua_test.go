@@ -52,7 +52,7 @@ func TestSource(t *testing.T) {
 				case lean && bucketAlg:
 					prefix = common + "\n"
 				case lean:
-					prefix = common + "\n" + unreadable + "\n" + leanPrelude
+					prefix = common + "\n" + unreadable + "\n" + leanWindow
 				}
 				if !strings.HasPrefix(src, prefix) {
 					t.Fatal("script does not start with common.lua and its prelude")
@@ -63,6 +63,8 @@ func TestSource(t *testing.T) {
 					file = "lean_bucket.lua"
 				case bucketAlg:
 					file = "bucket.lua"
+				case lean:
+					file = "lean_" + name + ".lua"
 				}
 				body, err := os.ReadFile(file)
 				if err != nil {
@@ -80,7 +82,7 @@ func TestSource(t *testing.T) {
 						t.Fatalf("script does not have counter.lua before %s", file)
 					}
 				}
-				if file != "lean_bucket.lua" && !strings.Contains(string(body), "= finish(") && !strings.Contains(string(body), "return finish(") {
+				if !lean && !strings.Contains(string(body), "= finish(") && !strings.Contains(string(body), "return finish(") {
 					t.Fatalf("%s does not answer through finish", file)
 				}
 			})
@@ -106,11 +108,11 @@ func TestLeanOverrideSources(t *testing.T) {
 		body := leanBucket
 		switch name {
 		case "sliding_window_log":
-			body = leanPrelude + "\n" + slidingWindowLog
+			body = leanWindow + "\n" + leanSlidingWindowLog
 		case "sliding_window_counter":
-			body = leanPrelude + "\n" + counter + "\n" + slidingWindowCounter
+			body = leanWindow + "\n" + counter + "\n" + leanSlidingWindowCounter
 		case "fixed_window":
-			body = leanPrelude + "\n" + fixedWindow
+			body = leanWindow + "\n" + leanFixedWindowFile
 		}
 		want := common + "\n" + unreadable + "\n" + override + "\n" + leanOverride + "\nlocal function decide()\n" + body + "\nend\n"
 		if !strings.HasPrefix(src, want) || !strings.HasSuffix(src, "return reply\n") {

@@ -1,5 +1,5 @@
--- unreadable.lua: follows common.lua in the scripts that run a generic
--- prelude (lean.lua or prelude.lua): the handling of state a script cannot
+-- unreadable.lua: follows common.lua in the full scripts and the lean
+-- scripts of the window algorithms: the handling of state a script cannot
 -- read, and of keys without a TTL (see "Unreadable state" in doc.go).
 
 -- repaired becomes 1 when a take deleted state it could not read.

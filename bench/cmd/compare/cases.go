@@ -28,6 +28,7 @@ import (
 	"github.com/ratekeeper/ratekeeper/keyfunc"
 	"github.com/ratekeeper/ratekeeper/middleware"
 	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/store/hybrid"
 	"github.com/ratekeeper/ratekeeper/store/memstore"
 	"github.com/ratekeeper/ratekeeper/store/redisstore"
 	"github.com/ratekeeper/ratekeeper/store/suppressed"
@@ -146,10 +147,12 @@ func allCases() []*caseDef {
 	for _, alg := range store.Algorithms {
 		cases = append(cases, &caseDef{name: "ratekeeper/redis/" + alg.String(), redis: true, make: rkRedisCase(alg, true, true)})
 	}
+	for _, alg := range store.Algorithms {
+		cases = append(cases, &caseDef{name: "ratekeeper/redis/" + alg.String() + stackedSuffix, redis: true, make: rkStackCase(alg)})
+	}
 	cases = append(cases,
 		&caseDef{name: "ratekeeper/redis/suppressed", redis: true, make: rkSuppressedCase},
 		&caseDef{name: "ratekeeper/redis/gcra overrides", redis: true, make: rkOverridesCase},
-		&caseDef{name: "ratekeeper/redis/gcra stacked", redis: true, make: rkStackCase},
 		&caseDef{name: "ratekeeper/redis/gcra max wait", redis: true, make: rkWaitCase},
 		&caseDef{name: "ratekeeper/redis/in-flight acquire+release", redis: true, make: rkInFlightCase},
 		&caseDef{name: "ratekeeper/redis/gcra reserve+settle", redis: true, make: rkSettleCase(store.GCRA)},
@@ -158,8 +161,10 @@ func allCases() []*caseDef {
 		&caseDef{name: "ratekeeper/redis/gcra no deny cache", redis: true, make: rkRedisCase(store.GCRA, true, false)},
 		&caseDef{name: "ratekeeper/redis/gcra ctx deadlines", redis: true, make: rkDeadlinesCase},
 		&caseDef{name: "ratekeeper/memory/gcra", make: rkMemCase},
-		&caseDef{name: "ratekeeper/middleware/redis", redis: true, make: rkMiddlewareCase(true)},
-		&caseDef{name: "ratekeeper/middleware/memory", make: rkMiddlewareCase(false)},
+		&caseDef{name: "ratekeeper/hybrid/gcra", redis: true, make: rkHybridCase},
+		&caseDef{name: "ratekeeper/middleware/redis", redis: true, make: rkMiddlewareCase(true, true)},
+		&caseDef{name: "ratekeeper/middleware/redis no batching", redis: true, make: rkMiddlewareCase(true, false)},
+		&caseDef{name: "ratekeeper/middleware/memory", make: rkMiddlewareCase(false, true)},
 		&caseDef{name: refRedisRate, redis: true, make: redisRateCase},
 		&caseDef{name: "ulule/redis", redis: true, make: ululeCase},
 		&caseDef{name: "throttled/redis", redis: true, make: throttledCase},
@@ -320,7 +325,12 @@ func rkTakeCaseOf(c *redis.Client, opts redisstore.Options, reqs []store.Request
 			d, err := s.Take(w.ctx, reqs[k])
 			return d.Allowed, err
 		},
-		close: func() { closeIfCloser(s) },
+		close: func() {
+			closeIfCloser(s)
+			if s != rs {
+				closeIfCloser(rs)
+			}
+		},
 	}, nil
 }
 
@@ -330,28 +340,43 @@ func rkDeadlinesCase(e *env, g group, prefix string) (*instance, error) {
 	return rkTakeCase(e.rdbDeadlines, rkOptions(prefix, true, true), rkRequests(e, g, store.GCRA))
 }
 
-// rkStackCase decides two GCRA policies as one (store.MultiStore): the
-// identity's own limit and a route-wide one that never refuses, one
-// script for both keys.
-func rkStackCase(e *env, g group, prefix string) (*instance, error) {
-	s, err := redisstore.New(e.rdb, rkOptions(prefix, true, true))
-	if err != nil {
-		return nil, err
+// stackedSuffix ends the name of a stacked case: "ratekeeper/redis/<algorithm> stacked".
+const stackedSuffix = " stacked"
+
+// rkStackCase returns the case that decides two policies as one
+// (store.MultiStore): the identity's own limit of alg and a route-wide
+// GCRA limit that never refuses, one script for both keys. For GCRA and
+// the token bucket that is the lean stacked script, for the others the
+// full one.
+func rkStackCase(alg store.Algorithm) func(*env, group, string) (*instance, error) {
+	return func(e *env, g group, prefix string) (*instance, error) {
+		s, err := redisstore.New(e.rdb, rkOptions(prefix, true, true))
+		if err != nil {
+			return nil, err
+		}
+		ms := s.(store.MultiStore)
+		reqs := rkRequests(e, g, alg)
+		route := store.Request{Key: "route:/api", Limits: []store.Limit{{Rate: 1 << 30, Period: time.Second}}}
+		stacks := make([][]store.Request, len(reqs))
+		for i := range reqs {
+			stacks[i] = []store.Request{reqs[i], route}
+		}
+		return &instance{
+			do: func(w *worker, k int) (bool, error) {
+				d, err := ms.TakeMulti(w.ctx, stacks[k])
+				return d.Allowed, err
+			},
+			close: func() { closeIfCloser(s) },
+		}, nil
 	}
-	ms := s.(store.MultiStore)
-	reqs := rkRequests(e, g, store.GCRA)
-	route := store.Request{Key: "route:/api", Limits: []store.Limit{{Rate: 1 << 30, Period: time.Second}}}
-	stacks := make([][]store.Request, len(reqs))
-	for i := range reqs {
-		stacks[i] = []store.Request{reqs[i], route}
-	}
-	return &instance{
-		do: func(w *worker, k int) (bool, error) {
-			d, err := ms.TakeMulti(w.ctx, stacks[k])
-			return d.Allowed, err
-		},
-		close: func() { closeIfCloser(s) },
-	}, nil
+}
+
+// rkHybridCase is GCRA on the hybrid store (package store/hybrid, default
+// options) over the Redis store: hot keys are answered from local leases
+// and committed to Redis once per sync interval.
+func rkHybridCase(e *env, g group, prefix string) (*instance, error) {
+	wrap := func(s store.Store) (store.Store, error) { return hybrid.New(s, hybrid.Options{}) }
+	return rkTakeCaseOf(e.rdb, rkOptions(prefix, true, true), rkRequests(e, g, store.GCRA), wrap)
 }
 
 // rkSettleCase is a cost settled after the response (store.Refunder) for
@@ -395,11 +420,14 @@ func rkMemCase(e *env, g group, _ string) (*instance, error) {
 	}}, nil
 }
 
-func rkMiddlewareCase(onRedis bool) func(*env, group, string) (*instance, error) {
+// rkMiddlewareCase returns the case of the middleware on the Redis store
+// (onRedis) or the memory store; batch false sets the Redis store's
+// MaxBatch to 1.
+func rkMiddlewareCase(onRedis, batch bool) func(*env, group, string) (*instance, error) {
 	return func(e *env, g group, prefix string) (*instance, error) {
 		var s store.Store
 		if onRedis {
-			rs, err := redisstore.New(e.rdb, rkOptions(prefix, true, true))
+			rs, err := redisstore.New(e.rdb, rkOptions(prefix, batch, true))
 			if err != nil {
 				return nil, err
 			}

@@ -65,6 +65,7 @@ type config struct {
 	timeout     time.Duration
 	rate        float64 // open-loop arrivals per second; 0 runs the matrix
 	ctxDeadline bool    // the open loop's client has ContextTimeoutEnabled
+	capacity    bool
 }
 
 // poolSize is the go-redis pool of the one shared client: room for 256
@@ -90,17 +91,29 @@ func parseFlags(args []string) (config, error) {
 	fs.BoolVar(&c.ctxDeadline, "context-deadlines", false, "with -rate: the client cuts socket I/O at context deadlines (go-redis ContextTimeoutEnabled), so that a lone decision is sent from its request's goroutine")
 	fs.DurationVar(&c.timeout, "timeout", 0, "abort after this long (0: twice the planned time plus two minutes)")
 	targets := fs.Bool("targets", false, "run what the speed targets need (1, 64 and 256 callers and the cases of the Targets table) unless -callers or -cases say otherwise")
+	fs.BoolVar(&c.capacity, "capacity", false, "print the capacity tables (Redis cost per decision per algorithm, plain and stacked; memory per identity); unless given, -cases selects every algorithm's plain and stacked case, -callers is 64, -keys 10000 and -deny false")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
-	if *targets {
-		set := map[string]bool{}
-		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-		if !set["cases"] {
-			*cases = targetsCases
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	preset := func(name string, v *string, to string) {
+		if !set[name] {
+			*v = to
 		}
-		if !set["callers"] {
-			*callers = "1,64,256"
+	}
+	switch {
+	case *targets && c.capacity:
+		return c, errors.New("-targets and -capacity are two different runs: give one")
+	case *targets:
+		preset("cases", cases, targetsCases)
+		preset("callers", callers, "1,64,256")
+	case c.capacity:
+		preset("cases", cases, capacityCases)
+		preset("callers", callers, "64")
+		preset("keys", keys, "10000")
+		if !set["deny"] {
+			c.deny = false
 		}
 	}
 	if fs.NArg() > 0 {
@@ -377,6 +390,7 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) (err error) 
 		checkout:     checkout(ctx),
 		started:      began,
 		took:         time.Since(began),
+		capacity:     cfg.capacity,
 	}
 	var out bytes.Buffer
 	writeReport(&out, f, plan, mem, memErr)

@@ -36,9 +36,15 @@ type facts struct {
 	checkout     string
 	started      time.Time
 	took         time.Duration
+	capacity     bool // print the capacity tables (-capacity)
 }
 
 func writeReport(w io.Writer, f facts, plan []groupPlan, mem []memResult, memErr error) {
+	defer func() {
+		if f.capacity {
+			writeCapacity(w, plan, mem)
+		}
+	}()
 	fmt.Fprintf(w, "### Machine and run\n\n")
 	cpu := ""
 	if f.cpu != "" {
@@ -58,8 +64,8 @@ func writeReport(w io.Writer, f facts, plan []groupPlan, mem []memResult, memErr
 
 	for _, gp := range plan {
 		fmt.Fprintf(w, "#### %s\n\n", gp.g)
-		fmt.Fprintln(w, "| case | decisions/s | × redis_rate | × PING | p50 | p99 | allocs/decision | Redis CPU µs/decision | client CPU µs/decision | admitted |")
-		fmt.Fprintln(w, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+		fmt.Fprintln(w, "| case | decisions/s | × redis_rate | × PING | p50 | p99 | allocs/decision | Redis CPU µs/decision | script µs/decision | client CPU µs/decision | admitted |")
+		fmt.Fprintln(w, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
 		rr, ping := gp.index(refRedisRate), gp.index(refPing)
 		var notes []string
 		for i, c := range gp.cases {
@@ -104,7 +110,7 @@ func (gp *groupPlan) index(name string) int {
 
 // row formats case i's columns after its name.
 func (gp *groupPlan) row(i, rr, ping int, redis bool) []string {
-	var rates, p50s, p99s, allocs, rcpu, ccpu, vsRR, vsPing []float64
+	var rates, p50s, p99s, allocs, rcpu, scpu, ccpu, vsRR, vsPing []float64
 	var decisions, admitted, errs uint64
 	for r, s := range gp.cells[i] {
 		if s == nil {
@@ -122,6 +128,7 @@ func (gp *groupPlan) row(i, rr, ping int, redis bool) []string {
 		p99s = append(p99s, float64(s.p99))
 		allocs = append(allocs, float64(s.mallocs)/float64(d))
 		rcpu = append(rcpu, s.redisCPU*1e6/float64(d))
+		scpu = append(scpu, s.scriptUS/float64(d))
 		ccpu = append(ccpu, s.clientCPU.Seconds()*1e6/float64(d))
 		if ref := gp.ref(rr, r); ref > 0 {
 			vsRR = append(vsRR, s.rate()/ref)
@@ -131,15 +138,15 @@ func (gp *groupPlan) row(i, rr, ping int, redis bool) []string {
 		}
 	}
 	if len(rates) == 0 {
-		row := []string{"failed", "-", "-", "-", "-", "-", "-", "-", "-"}
+		row := []string{"failed", "-", "-", "-", "-", "-", "-", "-", "-", "-"}
 		if errs > 0 {
-			row[8] = fmt.Sprintf("%d errors", errs)
+			row[9] = fmt.Sprintf("%d errors", errs)
 		}
 		return row
 	}
-	redisCol := "-"
+	redisCol, scriptCol := "-", "-"
 	if redis {
-		redisCol = fmtMicros(median(rcpu))
+		redisCol, scriptCol = fmtMicros(median(rcpu)), fmtMicros(median(scpu))
 	}
 	adm := fmt.Sprintf("%.3g%%", 100*float64(admitted)/float64(decisions))
 	if errs > 0 {
@@ -153,6 +160,7 @@ func (gp *groupPlan) row(i, rr, ping int, redis bool) []string {
 		fmtDur(time.Duration(median(p99s))),
 		strconv.FormatFloat(median(allocs), 'f', 1, 64),
 		redisCol,
+		scriptCol,
 		fmtMicros(median(ccpu)),
 		adm,
 	}

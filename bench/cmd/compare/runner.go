@@ -98,6 +98,7 @@ type sample struct {
 	p50, p99  time.Duration
 	mallocs   uint64
 	redisCPU  float64 // seconds; meaningful for Redis cases only
+	scriptUS  float64 // µs Redis spent in scripts; Redis cases only
 	clientCPU time.Duration
 	firstErr  error
 }
@@ -156,10 +157,10 @@ func (h *harness) measure(ctx context.Context, e *env, inst *instance, g group, 
 	}
 
 	var s sample
-	var cpu0 float64
+	var rc0 redisCounters
 	if withRedis {
 		var err error
-		if cpu0, err = redisCPU(ctx, e.rdb); err != nil {
+		if rc0, err = readRedisCounters(ctx, e.rdb); err != nil {
 			stop()
 			return s, err
 		}
@@ -180,11 +181,11 @@ func (h *harness) measure(ctx context.Context, e *env, inst *instance, g group, 
 		return s, ctx.Err()
 	}
 	if withRedis {
-		cpu1, err := redisCPU(ctx, e.rdb)
+		rc1, err := readRedisCounters(ctx, e.rdb)
 		if err != nil {
 			return s, err
 		}
-		s.redisCPU = cpu1 - cpu0
+		s.redisCPU, s.scriptUS = rc1.cpu-rc0.cpu, rc1.scripts-rc0.scripts
 	}
 
 	all := h.hists[0]

@@ -185,17 +185,17 @@ func (gp *groupPlan) ratioToBest(a string, others []string) (float64, bool) {
 
 // allocs returns case n's median allocations per decision.
 func (gp *groupPlan) allocs(n string) (float64, bool) {
-	return gp.perDecision(n, func(s *sample) float64 { return float64(s.mallocs) })
+	return gp.medianPer(n, func(s *sample) float64 { return float64(s.mallocs) })
 }
 
 // redisCPU returns case n's median Redis CPU per decision, in µs.
 func (gp *groupPlan) redisCPU(n string) (float64, bool) {
-	return gp.perDecision(n, func(s *sample) float64 { return s.redisCPU * 1e6 })
+	return gp.medianPer(n, func(s *sample) float64 { return s.redisCPU * 1e6 })
 }
 
-// perDecision returns the median over rounds of total(s) per decision of
+// medianPer returns the median over rounds of total(s) per decision of
 // case n, and whether n ran.
-func (gp *groupPlan) perDecision(n string, total func(*sample) float64) (float64, bool) {
+func (gp *groupPlan) medianPer(n string, total func(*sample) float64) (float64, bool) {
 	i := gp.index(n)
 	if i < 0 {
 		return 0, false

@@ -1,0 +1,35 @@
+-- lean_fixed_window.lua: fixed_window.lua for one plain limit, after
+-- lean_window.lua: the same state (a hash {w, cur}), arithmetic and calls,
+-- with scalars only.
+local ws = now - math.fmod(now, p)
+local we = ws + p
+local c = 0
+local st = redis.pcall('HMGET', key, 'w', 'cur')
+local w, sc
+if st[1] then
+  w, sc = tonumber(st[1]), tonumber(st[2])
+end
+if st.err or (st[1] and not (w and w >= 0 and w <= 9007199254740992
+    and sc and sc >= 0 and sc <= 9007199254740992)) then
+  repair(key)
+elseif w and w >= ws then
+  -- w > ws only when the server clock went back: keep the newer window.
+  ws, c = w, sc
+  we = ws - math.fmod(ws, p) + p
+end
+local left = we - now
+if c + cost <= cap then
+  if take then
+    redis.call('HSET', key, 'w', int(ws), 'cur', int(c + cost))
+    redis.call('PEXPIRE', key, int(ttl_ms(left)))
+  end
+  return {1, cap - c - cost, left, 0, repaired}
+end
+if take then
+  expire(key, left)
+end
+local reset = 0
+if c > 0 then
+  reset = left
+end
+return {0, floor_units(cap - c, cap), reset, left, repaired}
