@@ -118,31 +118,26 @@ func New(reg prometheus.Registerer, opts Options) (*Collector, error) {
 			Help: "1 while the limiter's circuit breaker considers the store unavailable, else 0.",
 		}, []string{"policy"}),
 	}
-	c.cached = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: ns, Name: nameCached, ConstLabels: opts.ConstLabels,
-		Help: "Refusals answered from the store's local deny cache without a round trip, by policy.",
-	}, []string{"policy"})
-	c.repaired = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: ns, Name: nameRepaired, ConstLabels: opts.ConstLabels,
-		Help: "Decisions for which the store replaced state it could not read (of the wrong type or malformed) and decided as for a fresh key, by policy.",
-	}, []string{"policy"})
-	c.suppressed = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: ns, Name: nameSuppressed, ConstLabels: opts.ConstLabels,
-		Help: "Refusals of the suppressed strategy drawn against its suppression factor (between the soft and the hard limit), by policy; refusals by the hard limit are not counted here.",
-	}, []string{"policy"})
-	c.delayed = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: ns, Name: nameDelayed, ConstLabels: opts.ConstLabels,
-		Help: "Admissions that waited for their turn instead of being refused (MaxWait), by policy; they count as allowed decisions too.",
-	}, []string{"policy"})
-	c.delay = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: ns, Name: nameDelay, ConstLabels: opts.ConstLabels,
-		Help: "Total time delayed admissions were told to wait for their turn, in seconds, by policy.",
-	}, []string{"policy"})
+	c.cached = policyCounter(ns, opts.ConstLabels, nameCached,
+		"Refusals answered from the store's local deny cache without a round trip, by policy.")
+	c.repaired = policyCounter(ns, opts.ConstLabels, nameRepaired,
+		"Decisions for which the store replaced state it could not read (of the wrong type or malformed) and decided as for a fresh key, by policy.")
+	c.suppressed = policyCounter(ns, opts.ConstLabels, nameSuppressed,
+		"Refusals of the suppressed strategy drawn against its suppression factor (between the soft and the hard limit), by policy; refusals by the hard limit are not counted here.")
+	c.delayed = policyCounter(ns, opts.ConstLabels, nameDelayed,
+		"Admissions that waited for their turn instead of being refused (MaxWait), by policy; they count as allowed decisions too.")
+	c.delay = policyCounter(ns, opts.ConstLabels, nameDelay,
+		"Total time delayed admissions were told to wait for their turn, in seconds, by policy.")
 	cols := []prometheus.Collector{c.decisions, c.blocks, c.storeErrors, c.latency, c.degraded, c.unavailable, c.cached, c.repaired, c.suppressed, c.delayed, c.delay}
 	if err := registerAll(reg, append(cols, storeCollectors(opts.Store, ns, opts.ConstLabels)...)); err != nil {
 		return nil, err
 	}
 	return c, nil
+}
+
+// policyCounter returns a counter named name, labelled by policy.
+func policyCounter(ns string, constLabels prometheus.Labels, name, help string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: name, ConstLabels: constLabels, Help: help}, []string{"policy"})
 }
 
 // registerAll registers cols on reg, or none of them: on a failure it

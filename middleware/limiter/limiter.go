@@ -178,17 +178,7 @@ func New(s store.Store, o Options) (*Limiter, error) {
 		observer:    o.Observer,
 		refused:     o.RefusalHook,
 	}
-	threshold, cooldown := o.BreakerThreshold, o.BreakerCooldown
-	switch {
-	case threshold == 0:
-		threshold = defaultBreakerThreshold
-	case threshold < 0:
-		threshold = 0
-	}
-	if cooldown == 0 {
-		cooldown = defaultBreakerCooldown
-	}
-	l.breaker = breakers{breaker: breaker{threshold: int32(threshold), cooldown: cooldown}}
+	l.breaker = newBreakers(o.BreakerThreshold, o.BreakerCooldown)
 	if l.logger == nil {
 		l.logger = slog.Default()
 	}
@@ -217,6 +207,22 @@ func New(s store.Store, o Options) (*Limiter, error) {
 		}
 	}
 	return l, nil
+}
+
+// newBreakers returns the per-node breakers of Options.BreakerThreshold
+// and BreakerCooldown: zero means the default, a negative threshold no
+// breaker.
+func newBreakers(threshold int, cooldown time.Duration) breakers {
+	switch {
+	case threshold == 0:
+		threshold = defaultBreakerThreshold
+	case threshold < 0:
+		threshold = 0
+	}
+	if cooldown == 0 {
+		cooldown = defaultBreakerCooldown
+	}
+	return breakers{breaker: breaker{threshold: int32(threshold), cooldown: cooldown}}
 }
 
 func cmpOr(s, def string) string {

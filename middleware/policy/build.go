@@ -140,18 +140,7 @@ func (b *builder) base(ps *policySpec, dry bool) (*middleware.Limiter, error) {
 		}
 		o.Headers.Suppression = true
 	}
-	if ps.has("failure") {
-		o.FailureMode = ps.failure
-	}
-	if ps.fallback {
-		o.Fallback = b.opts.Fallback
-	}
-	if ps.breaker != nil {
-		o.BreakerThreshold, o.BreakerCooldown = ps.breaker.threshold, ps.breaker.cooldown
-		if o.BreakerThreshold == 0 {
-			o.BreakerThreshold = -1 // the file's 0 turns the breaker off
-		}
-	}
+	b.failureSettings(ps, &o)
 	o.ProblemDetails = o.ProblemDetails || ps.problem
 	o.CountDenied = o.CountDenied || ps.countDenied
 	o.Overrides = o.Overrides || ps.overrides
@@ -183,6 +172,23 @@ func (b *builder) base(ps *policySpec, dry bool) (*middleware.Limiter, error) {
 		tiers[i] = ps.tiers[i].middlewareTier()
 	}
 	return middleware.NewTiered(st, b.opts.Classifiers[ps.classifier], tiers, o)
+}
+
+// failureSettings applies what ps says of store failures to o: the
+// failure mode, the fallback store and the breaker.
+func (b *builder) failureSettings(ps *policySpec, o *middleware.Options) {
+	if ps.has("failure") {
+		o.FailureMode = ps.failure
+	}
+	if ps.fallback {
+		o.Fallback = b.opts.Fallback
+	}
+	if ps.breaker != nil {
+		o.BreakerThreshold, o.BreakerCooldown = ps.breaker.threshold, ps.breaker.cooldown
+		if o.BreakerThreshold == 0 {
+			o.BreakerThreshold = -1 // the file's 0 turns the breaker off
+		}
+	}
 }
 
 // exemptions builds the exemption functions of a policy's exempt block

@@ -82,16 +82,9 @@ func (s *memStore) run(req store.Request, take bool) (store.Decision, error) {
 	var kind store.OverrideKind
 	if req.ApplyOverride {
 		var scaled [store.MaxLimits]store.Limit
-		var d store.Decision
-		if kind, d = o.applyOverride(take, &scaled); kind == store.OverrideExempt || kind == store.OverrideSuspend {
+		if d, done, err := o.overridden(take, &scaled, &kind); done {
 			o.sh.mu.Unlock()
-			return d, nil
-		}
-		// Validate left the cost to be checked against the limits the
-		// override leaves (a scaled limit holds at least the cost).
-		if err := contract.CheckCost(o.cost, o.req.Limits); err != nil {
-			o.sh.mu.Unlock()
-			return store.Decision{}, err
+			return d, err
 		}
 	}
 	var granted, delay int64
@@ -115,16 +108,39 @@ func (s *memStore) run(req store.Request, take bool) (store.Decision, error) {
 	d := o.decision(out)
 	d.Override = kind
 	if d.Allowed {
-		d.Granted = granted
-		d.Delay = micros(delay)
-		if take && delay > 0 {
-			d.Reservation = string(res)
-		}
-		if take && req.Reserve && !d.Duplicate {
-			d.Taken = time.UnixMicro(o.now)
-		}
+		o.admitted(&d, take, granted, delay, res)
 	}
 	return d, nil
+}
+
+// overridden applies the key's override to o (its limits scaled into
+// scaled) under the shard's lock, setting kind. done reports that the
+// override decided the request (exempt, suspend) or that the cost does
+// not fit the limits it leaves: d and err are then the answer.
+func (o *op) overridden(take bool, scaled *[store.MaxLimits]store.Limit, kind *store.OverrideKind) (d store.Decision, done bool, err error) {
+	if *kind, d = o.applyOverride(take, scaled); *kind == store.OverrideExempt || *kind == store.OverrideSuspend {
+		return d, true, nil
+	}
+	// Validate left the cost to be checked against the limits the
+	// override leaves (a scaled limit holds at least the cost).
+	if err := contract.CheckCost(o.cost, o.req.Limits); err != nil {
+		return store.Decision{}, true, err
+	}
+	return store.Decision{}, false, nil
+}
+
+// admitted fills what an admission of o's request reports besides the
+// limits: the units granted to a partial request, the delay and
+// reservation of a request that waits, and the time of a reservation.
+func (o *op) admitted(d *store.Decision, take bool, granted, delay int64, res []byte) {
+	d.Granted = granted
+	d.Delay = micros(delay)
+	if take && delay > 0 {
+		d.Reservation = string(res)
+	}
+	if take && o.req.Reserve && !d.Duplicate {
+		d.Taken = time.UnixMicro(o.now)
+	}
 }
 
 func (o *op) isLog() bool { return o.req.Limits[0].Algorithm == store.SlidingWindowLog }
