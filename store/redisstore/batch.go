@@ -381,7 +381,10 @@ func (b *batcher) direct(c *call) (v any, err error) {
 
 // flush sends batches until the queue is empty.
 func (b *batcher) flush() {
-	batch := make([]*call, 0, min(b.p.maxBatch, 64))
+	// On the flusher's stack: a lone call or a small batch allocates
+	// nothing here; a longer queue grows it on the heap.
+	var room [16]*call
+	batch := room[:0]
 	for {
 		// Let goroutines that are about to queue a call do so first: a
 		// burst then travels in full batches instead of a trickle of
