@@ -14,7 +14,7 @@ import (
 )
 
 // Size is the length of the longest key a Buffer holds.
-const Size = 48
+const Size = 32
 
 // Buffer is memory for one store key. Its zero value is ready to lend.
 type Buffer struct {
