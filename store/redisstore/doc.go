@@ -65,15 +65,18 @@
 // deadline), whatever the client's configuration. Calls are queued per
 // node (a lock-free queue) and sent by up to four goroutines per node, each
 // taking everything queued (at most [Options.MaxBatch] calls) as one
-// pipeline: a lone call goes out at once, a crowd shares round trips.
+// pipeline: a lone call goes out at once, a crowd shares round trips. A
+// sending goroutine that finds the queue empty waits a second for the
+// next call before it exits, so that a lone caller wakes it instead of
+// starting one per call.
 // Callers wait on their own timer, so a stalled socket (go-redis does not
 // cut a socket read at the context deadline unless ContextTimeoutEnabled
 // is set) holds the sending goroutine, never the request. A client with
 // ContextTimeoutEnabled does cut socket I/O, and the wait for a pooled
 // connection, at the context's deadline: through such a client a call
 // made while nothing is queued or in flight for its node is sent from the
-// caller's goroutine, which saves starting a goroutine and waking two
-// (the sender, then the caller) per lone call. A call whose
+// caller's goroutine, which saves waking two goroutines (the sender,
+// then the caller) per lone call. A call whose
 // deadline passes before it is sent is not sent. An abandoned command may
 // still complete in Redis; the request is then recorded once, and the
 // caller has already seen a timeout. Detecting a dead Redis and skipping
