@@ -243,13 +243,12 @@ func (s *memStore) Take(ctx context.Context, req store.Request) (d store.Decisio
 	// A key in memory the request lends (see CopiesLentKeys) is copied
 	// before a new record keeps it: on the plain path only when the key
 	// is new, on the general path at once.
-	lent := keybuf.Holds(ctx, req.Key)
 	if p := s.planFor(&req); p != nil {
 		// The decision is written in place: it is large to copy.
-		err = s.takePlain(&req, p, &d, lent)
+		err = s.takePlain(ctx, &req, p, &d)
 		return
 	}
-	if lent {
+	if keybuf.Holds(ctx, req.Key) {
 		req.Key = strings.Clone(req.Key)
 	}
 	return s.decide(req, true)
