@@ -210,3 +210,33 @@ func FuzzJoin(f *testing.F) {
 		}
 	})
 }
+
+// FuzzCanonicalIPv4Host: the single-pass reading of a peer address agrees
+// with netip.ParseAddrPort: it accepts only what netip accepts as IPv4,
+// with the same host, and declines nothing netip accepts but ports written
+// with more than five digits (which the general path then parses).
+func FuzzCanonicalIPv4Host(f *testing.F) {
+	for _, s := range []string{
+		"192.0.2.1:5000", "0.0.0.0:0", "255.255.255.255:65535", "1.2.3.4:65536",
+		"01.2.3.4:1", "1.2.3.4:080", "1.2.3.4:000080", "1.2.3.4:", "1.2.3.4",
+		"256.1.1.1:1", "1.2.3:4", "1.2.3.4.5:6", "1.2.3.4:+1", "1.2.3.4:1_0",
+		"[::1]:80", "[::ffff:1.2.3.4]:80", "1.2.3.4%eth0:1", " 1.2.3.4:1", "1.2.3.4:1 ",
+		"1111.2.3.4:1", "1.2.3.4:99999", "",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, remote string) {
+		host, ok := canonicalIPv4Host(remote)
+		ap, err := netip.ParseAddrPort(remote)
+		want := err == nil && ap.Addr().Is4()
+		if ok && !want {
+			t.Fatalf("canonicalIPv4Host(%q): got host %q, want a refusal as netip's (%v)", remote, host, err)
+		}
+		if ok && host != ap.Addr().String() {
+			t.Fatalf("canonicalIPv4Host(%q): got host %q, want %q", remote, host, ap.Addr().String())
+		}
+		if want && !ok && len(remote)-strings.LastIndexByte(remote, ':')-1 <= 5 {
+			t.Fatalf("canonicalIPv4Host(%q): got a refusal, want %q as netip reads it", remote, ap.Addr().String())
+		}
+	})
+}

@@ -307,14 +307,45 @@ func (c *ClientIP) Key(r *http.Request) (string, error) {
 }
 
 // canonicalIPv4Host returns the host part of an "a.b.c.d:port" remote
-// address when it is an IPv4 address in canonical form.
+// address when it is an IPv4 address in canonical form (four decimal
+// fields of at most 255, without leading zeros) and a port of at most
+// five digits and 65535: remotes that netip.ParseAddrPort accepts as
+// IPv4, read in a single pass. It reports false for anything else,
+// which the general path then parses (a port written with more than
+// five digits, say).
 func canonicalIPv4Host(remote string) (string, bool) {
-	ap, err := netip.ParseAddrPort(remote)
-	if err != nil || !ap.Addr().Is4() {
+	i := 0
+	for field := range 4 {
+		if field > 0 {
+			if i == len(remote) || remote[i] != '.' {
+				return "", false
+			}
+			i++
+		}
+		start, v := i, 0
+		for i < len(remote) && i-start < 3 && '0' <= remote[i] && remote[i] <= '9' {
+			v = v*10 + int(remote[i]-'0')
+			i++
+		}
+		if n := i - start; n == 0 || v > 255 || n > 1 && remote[start] == '0' {
+			return "", false
+		}
+	}
+	host := i
+	if i == len(remote) || remote[i] != ':' || len(remote)-i-1 > 5 || len(remote)-i-1 == 0 {
 		return "", false
 	}
-	i := strings.LastIndexByte(remote, ':')
-	return remote[:i], true
+	port := 0
+	for _, c := range []byte(remote[i+1:]) {
+		if c < '0' || c > '9' {
+			return "", false
+		}
+		port = port*10 + int(c-'0')
+	}
+	if port > 65535 {
+		return "", false
+	}
+	return remote[:host], true
 }
 
 func (c *ClientIP) keyOf(a netip.Addr) string {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/ratekeeper/ratekeeper/headers"
+	"github.com/ratekeeper/ratekeeper/internal/keybuf"
 	"github.com/ratekeeper/ratekeeper/middleware/limiter"
 	"github.com/ratekeeper/ratekeeper/store"
 )
@@ -65,12 +66,17 @@ func (s *reqState) Value(k any) any {
 // lightState is what a limiter that attaches nothing to the request (see
 // [Options].DecisionInContext) needs for one request, in one allocation:
 // the context of its decision, which carries the request to log lines,
-// and the storage for the header values.
+// the storage for the header values and the memory of its store key.
 type lightState struct {
 	context.Context // the request's context
 	req             *http.Request
 	hb              headers.Buffer
+	key             keybuf.Buffer
 }
+
+// KeyBuffer implements keybuf.Lender: the core builds the request's store
+// key in the state's memory.
+func (s *lightState) KeyBuffer() *keybuf.Buffer { return &s.key }
 
 // Value implements context.Context.
 func (s *lightState) Value(k any) any {

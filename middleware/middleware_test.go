@@ -353,3 +353,23 @@ func TestHandlerPanicsAtSetup(t *testing.T) {
 		})
 	}
 }
+
+// TestAppendPlainJSONString: printable ASCII without quotes or
+// backslashes (policy names and tiers) is written as it is, anything else
+// as encoding/json writes it; every
+// result decodes to the string it was made from.
+func TestAppendPlainJSONString(t *testing.T) {
+	for _, s := range []string{"default", "api/authenticated", "a.b-c_D9", "", `say "hi"`, `back\slash`, "tab\there", "naïve", "<&>", "\x7f"} {
+		got := appendPlainJSONString([]byte("x"), s)
+		var back string
+		if err := json.Unmarshal(got[1:], &back); err != nil || back != s {
+			t.Fatalf("appendPlainJSONString(%q): got %s, which decodes to %q (%v), want %q", s, got[1:], back, err, s)
+		}
+		want, _ := json.Marshal(s)
+		if plain := !strings.ContainsAny(s, "\"\\") && strings.IndexFunc(s, func(r rune) bool { return r < 0x20 || r >= 0x80 }) < 0; plain && string(got[1:]) != `"`+s+`"` {
+			t.Fatalf("appendPlainJSONString(%q): got %s, want %q as it is", s, got[1:], s)
+		} else if !plain && string(got[1:]) != string(want) {
+			t.Fatalf("appendPlainJSONString(%q): got %s, want %s as encoding/json writes it", s, got[1:], want)
+		}
+	}
+}

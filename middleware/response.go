@@ -90,6 +90,20 @@ func appendJSONString(b []byte, s string) []byte {
 	return append(b, q...)
 }
 
+// appendPlainJSONString appends s as a JSON string, as appendJSONString
+// does, without its cost for the common case of a string that needs no
+// escaping, such as a policy name ([A-Za-z0-9_.-], "/" before a tier).
+func appendPlainJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c >= 0x80 {
+			return appendJSONString(b, s)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
+}
+
 // limitedBody renders the default refusal, e.g.
 //
 //	{"error":"rate_limit_exceeded","message":"Too many requests. Try again in 17 seconds.",
@@ -124,7 +138,7 @@ func (h *policy) limitedBody(b []byte, d *limiter.Decision) []byte {
 	b = append(b, `,"reset":`...)
 	b = strconv.AppendInt(b, epochSeconds(d.Reset), 10)
 	b = append(b, `,"policy":`...)
-	b = strconv.AppendQuote(b, d.Policy) // names are plain ASCII: Go quoting is JSON quoting
+	b = appendPlainJSONString(b, d.Policy)
 	if d.Blocked {
 		b = append(b, `,"scope":`...)
 		b = appendJSONString(b, d.LimitID)

@@ -1,6 +1,12 @@
 package limiter
 
-import "strings"
+import (
+	"context"
+	"strings"
+	"unsafe"
+
+	"github.com/ratekeeper/ratekeeper/internal/keybuf"
+)
 
 // policyLabel is the policy's name as bodies, metrics and logs show it:
 // the limiter's name, followed by "/" and the tier for a limiter with
@@ -31,6 +37,35 @@ func StoreKey(policy, tier, identity string) string {
 		return policy + ":" + identity
 	}
 	return policy + "/" + tier + ":" + identity
+}
+
+// storeKey is [StoreKey] for a request of l: built in the memory the
+// request's context lends (see package internal/keybuf) when the limiter's
+// stores copy the keys they keep and the key fits, else in a string of
+// its own.
+func (l *Limiter) storeKey(ctx context.Context, tier, identity string) string {
+	if !l.lendKeys {
+		return StoreKey(l.name, tier, identity)
+	}
+	lender, ok := ctx.(keybuf.Lender)
+	if !ok {
+		return StoreKey(l.name, tier, identity)
+	}
+	b := lender.KeyBuffer().Lend()
+	n := len(l.name) + 1 + len(identity)
+	if tier != "" {
+		n += 1 + len(tier)
+	}
+	if n > cap(b) {
+		return StoreKey(l.name, tier, identity)
+	}
+	b = append(b, l.name...)
+	if tier != "" {
+		b = append(append(b, '/'), tier...)
+	}
+	b = append(append(b, ':'), identity...)
+	// The lent memory is written here once and never again.
+	return unsafe.String(unsafe.SliceData(b), len(b))
 }
 
 // SplitStoreKey takes a key built by [StoreKey] apart into its policy,

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/headers"
+	"github.com/ratekeeper/ratekeeper/internal/keybuf"
 	"github.com/ratekeeper/ratekeeper/store"
 )
 
@@ -43,6 +44,7 @@ type Limiter struct {
 	breaker     breakers
 	locate      store.NodeLocator // the store's, when it has one
 	slots       *slots            // the in-flight cap, nil without one (inflight.go)
+	lendKeys    bool              // the stores copy lent keys they keep (keybuf.Copier)
 	lastWarn    atomic.Int64      // unix nanos of the last store-failure warning
 	lastError   atomic.Int64      // unix nanos of the last misconfiguration error
 	lastRepair  atomic.Int64      // unix nanos of the last repaired-state warning
@@ -189,6 +191,7 @@ func New(s store.Store, o Options) (*Limiter, error) {
 		l.now = time.Now
 	}
 	l.locate, _ = s.(store.NodeLocator)
+	l.lendKeys = copiesKeys(s) && (o.Fallback == nil || copiesKeys(o.Fallback))
 	tiers := o.Tiers
 	rateless := len(tiers) == 0 && len(o.Limits) == 0
 	switch {
@@ -252,6 +255,13 @@ func (l *Limiter) compileTiers(tiers []Tier) error {
 		l.tiers = append(l.tiers, ts)
 	}
 	return nil
+}
+
+// copiesKeys reports whether s copies a key in lent memory before keeping
+// it (see package internal/keybuf).
+func copiesKeys(s store.Store) bool {
+	_, ok := s.(keybuf.Copier)
+	return ok
 }
 
 // storeName returns the backend name used in metrics labels: the store's
@@ -385,8 +395,8 @@ func (l *Limiter) reportUnlessPeek(ctx context.Context, req *Request, e *Event) 
 }
 
 // storeRequest is the store request for req under set, taking need units.
-func (l *Limiter) storeRequest(req *Request, d *Decision, set *limitSet, need int64) store.Request {
-	sr := store.Request{Key: StoreKey(l.name, d.Tier, req.Identity), Limits: set.limits, Cost: need, CountDenied: l.countDenied, ApplyOverride: l.overrides, Partial: req.Partial}
+func (l *Limiter) storeRequest(ctx context.Context, req *Request, d *Decision, set *limitSet, need int64) store.Request {
+	sr := store.Request{Key: l.storeKey(ctx, d.Tier, req.Identity), Limits: set.limits, Cost: need, CountDenied: l.countDenied, ApplyOverride: l.overrides, Partial: req.Partial}
 	if req.wait {
 		sr.MaxWait = l.maxWait
 	}
@@ -405,7 +415,7 @@ func (l *Limiter) storeRequest(req *Request, d *Decision, set *limitSet, need in
 // request (see nestedRefusal).
 func (l *Limiter) decide(ctx context.Context, req *Request, d Decision, set *limitSet) (Decision, error) {
 	d.Limits, d.Headers = set.limits, set.fields
-	sr := l.storeRequest(req, &d, set, d.Cost-max(req.Charged, 0))
+	sr := l.storeRequest(ctx, req, &d, set, d.Cost-max(req.Charged, 0))
 	now := l.now()
 	sd, call, err := l.call(ctx, sr, now, req.Peek)
 	if err == nil && sd.Duplicate {

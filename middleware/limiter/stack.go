@@ -210,7 +210,7 @@ func (s *Stack) decideAll(ctx context.Context, ds []Decision, parts []stackPart)
 	for n := range parts {
 		p := &parts[n]
 		l := s.ls[p.i]
-		sreqs[n] = l.storeRequest(p.req, &p.d, p.set, p.d.Cost-max(p.req.Charged, 0))
+		sreqs[n] = l.storeRequest(ctx, p.req, &p.d, p.set, p.d.Cost-max(p.req.Charged, 0))
 		if err := sreqs[n].Validate(); err != nil {
 			ds[p.i], err = l.fail(ctx, p.req, p.d, err, storeCall{})
 			return ds, p.i, err

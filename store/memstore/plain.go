@@ -1,9 +1,12 @@
 package memstore
 
 import (
+	"context"
 	"math"
+	"strings"
 	"sync/atomic"
 
+	"github.com/ratekeeper/ratekeeper/internal/keybuf"
 	"github.com/ratekeeper/ratekeeper/store"
 	"github.com/ratekeeper/ratekeeper/store/internal/contract"
 )
@@ -123,8 +126,9 @@ func (s *memStore) planFor(req *store.Request) *plan {
 }
 
 // takePlain is Take for a request that planFor gave p. It writes the
-// decision to d, which must be zero.
-func (s *memStore) takePlain(req *store.Request, p *plan, d *store.Decision) error {
+// decision to d, which must be zero. ctx may lend the key's memory,
+// which a new record must not keep.
+func (s *memStore) takePlain(ctx context.Context, req *store.Request, p *plan, d *store.Decision) error {
 	cost := contract.Cost(req)
 	now := s.now()
 	sh := s.shardFor(req.Key)
@@ -133,7 +137,7 @@ func (s *memStore) takePlain(req *store.Request, p *plan, d *store.Decision) err
 	r := sh.index[req.Key]
 	st := r.plainState(p, now)
 	if st == nil {
-		return s.takeGeneral(req, p, sh, now, d)
+		return s.takeGeneral(ctx, req, p, sh, now, d)
 	}
 	// An expired state decides like none and is written afresh in place.
 	c, lg := &st.counts, st.log
@@ -230,9 +234,14 @@ func (r *record) plainState(p *plan, now int64) *limitState {
 }
 
 // takeGeneral decides a plain request on the general path, sh being
-// locked at now, and writes the decision to d; it unlocks sh.
-func (s *memStore) takeGeneral(req *store.Request, p *plan, sh *shard, now int64, d *store.Decision) error {
+// locked at now, and writes the decision to d; it unlocks sh. A key in
+// memory ctx lends is copied first, since the record it may create keeps
+// it.
+func (s *memStore) takeGeneral(ctx context.Context, req *store.Request, p *plan, sh *shard, now int64, d *store.Decision) error {
 	o := op{s: s, sh: sh, req: *req, cost: contract.Cost(req), now: now}
+	if keybuf.Holds(ctx, o.req.Key) {
+		o.req.Key = strings.Clone(o.req.Key)
+	}
 	o.ids[0], o.logID[0] = p.id, p.id // a log of one limit has its ID
 	var one [1]outcome
 	out := one[:]

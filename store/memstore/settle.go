@@ -3,6 +3,7 @@ package memstore
 import (
 	"context"
 	"slices"
+	"strings"
 
 	"github.com/ratekeeper/ratekeeper/store"
 	"github.com/ratekeeper/ratekeeper/store/internal/contract"
@@ -35,6 +36,11 @@ func (s *memStore) Settle(_ context.Context, req store.Request, taken store.Deci
 	defer o.sh.mu.Unlock()
 	o.now = o.sh.clock(now)
 	o.rec = o.sh.index[req.Key]
+	if o.rec == nil {
+		// A record made here keeps the key: a copy, in case the key is
+		// in memory a request lent (see Take).
+		o.req.Key = strings.Clone(req.Key)
+	}
 	if o.rec != nil {
 		if o.rec.ks != nil && o.rec.ks.exp > o.now {
 			o.ks = o.rec.ks

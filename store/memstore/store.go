@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ratekeeper/ratekeeper/internal/keybuf"
 	"github.com/ratekeeper/ratekeeper/store"
 	"github.com/ratekeeper/ratekeeper/store/internal/contract"
 )
@@ -240,11 +241,17 @@ func fold(x, m uint64) uint64 {
 // new block that cannot fit is not written, and the refusal is returned.
 //
 // Take never blocks on I/O, so ctx is not consulted.
-func (s *memStore) Take(_ context.Context, req store.Request) (d store.Decision, err error) {
+func (s *memStore) Take(ctx context.Context, req store.Request) (d store.Decision, err error) {
+	// A key in memory the request lends (see CopiesLentKeys) is copied
+	// before a new record keeps it: on the plain path only when the key
+	// is new, on the general path at once.
 	if p := s.planFor(&req); p != nil {
 		// The decision is written in place: it is large to copy.
-		err = s.takePlain(&req, p, &d)
+		err = s.takePlain(ctx, &req, p, &d)
 		return
+	}
+	if keybuf.Holds(ctx, req.Key) {
+		req.Key = strings.Clone(req.Key)
 	}
 	return s.decide(req, true)
 }
@@ -343,6 +350,10 @@ func (s *memStore) Len() int { return int(s.budget.used.Load()) }
 // It implements [store.EvictionCounter], through which metrics
 // collectors find it. It is safe for concurrent use.
 func (s *memStore) Evictions() uint64 { return s.evictions.Load() }
+
+// CopiesLentKeys implements keybuf.Copier: a key in memory the request's
+// context lent is copied before a record keeps it (see Take).
+func (*memStore) CopiesLentKeys(*keybuf.Buffer) {}
 
 // Name returns "memory", the backend name used in metrics labels.
 func (s *memStore) Name() string { return "memory" }

@@ -43,6 +43,12 @@ const lateReplyWait = time.Second
 // waiting to time out.
 const maxQueued = 8192
 
+// flusherIdle is how long a flusher that found the queue empty waits for
+// a caller to hand it a sending slot before it exits: a lone caller's
+// next call then wakes it instead of starting a goroutine, whose small
+// stack would grow again through the client's calls.
+const flusherIdle = time.Second
+
 var (
 	// errBudget reports a call that ran out of its budget before a reply.
 	errBudget = fmt.Errorf("redisstore: no reply within the budget: %w", context.DeadlineExceeded)
@@ -240,7 +246,7 @@ type client interface {
 }
 
 func (p *pipes) newBatcher(c client) *batcher {
-	return &batcher{p: p, client: c}
+	return &batcher{p: p, client: c, idle: make(chan struct{})}
 }
 
 // forKey returns the batcher of the node that serves key's slot.
@@ -337,8 +343,9 @@ func (p *pipes) do(ctx context.Context, cmd *command, deadline time.Time) (any, 
 
 // batcher coalesces the calls for one node: up to flusherLimit goroutines
 // each take everything queued (at most maxBatch calls), send it as one
-// pipeline and deliver the replies, until the queue is empty. A lone call
-// is sent at once.
+// pipeline and deliver the replies, until the queue is empty; then they
+// wait a while for more (flusherIdle) before they exit. A lone call is
+// sent at once.
 type batcher struct {
 	p      *pipes
 	client client
@@ -352,6 +359,10 @@ type batcher struct {
 	// scriptsAt is the unix nanos of the last reload of the scripts
 	// after the node answered NOSCRIPT (see warmer.reload).
 	scriptsAt atomic.Int64
+	// idle hands a sending slot to a flusher waiting for work (see
+	// startFlusher); unbuffered, so a slot is handed only to a flusher
+	// that takes it.
+	idle chan struct{}
 }
 
 func (b *batcher) submit(c *call) {
@@ -372,7 +383,7 @@ func (b *batcher) submit(c *call) {
 	for b.p.maxBatch == 1 || b.flushers.Load() < limit {
 		n := b.flushers.Load()
 		if b.flushers.CompareAndSwap(n, n+1) {
-			go b.flush()
+			b.startFlusher()
 			return
 		}
 	}
@@ -389,6 +400,16 @@ func (b *batcher) enter() bool {
 // was queued meanwhile (see giveBack).
 func (b *batcher) leave() {
 	if b.giveBack() {
+		b.startFlusher()
+	}
+}
+
+// startFlusher puts the sending slot its caller took to work: it hands it
+// to a flusher waiting for work, or starts one.
+func (b *batcher) startFlusher() {
+	select {
+	case b.idle <- struct{}{}:
+	default:
 		go b.flush()
 	}
 }
@@ -428,9 +449,14 @@ func (b *batcher) direct(c *call) (v any, err error) {
 	return b.one(ctx, c)
 }
 
-// flush sends batches until the queue is empty.
+// flush sends batches until the queue is empty, then waits for more
+// (see await).
 func (b *batcher) flush() {
-	batch := make([]*call, 0, min(b.p.maxBatch, 64))
+	// On the flusher's stack: a lone call or a small batch allocates
+	// nothing here; a longer queue grows it on the heap.
+	var room [16]*call
+	batch := room[:0]
+	var idle *time.Timer
 	for {
 		// Let goroutines that are about to queue a call do so first: a
 		// burst then travels in full batches instead of a trickle of
@@ -442,7 +468,7 @@ func (b *batcher) flush() {
 		if list == nil {
 			// A call queued after the swap whose caller saw every
 			// flusher busy would be stranded: giveBack looks once more.
-			if !b.giveBack() {
+			if !b.giveBack() && !b.await(&idle) {
 				return
 			}
 			continue
@@ -463,6 +489,24 @@ func (b *batcher) flush() {
 			batch = batch[n:]
 		}
 		batch = batch[:0:cap(batch)]
+	}
+}
+
+// await waits, holding no sending slot, until a caller hands one over
+// (true) or flusherIdle passes (false). *t is the flusher's timer, made on
+// first use.
+func (b *batcher) await(t **time.Timer) bool {
+	if *t == nil {
+		*t = time.NewTimer(flusherIdle)
+	} else {
+		(*t).Reset(flusherIdle)
+	}
+	select {
+	case <-b.idle:
+		(*t).Stop()
+		return true
+	case <-(*t).C:
+		return false
 	}
 }
 

@@ -74,9 +74,12 @@
 // deadline), whatever the client's configuration. Calls are queued per
 // node (a lock-free queue) and sent by up to four goroutines per node, each
 // taking everything queued (at most [Options.MaxBatch] calls) as one
-// pipeline: a lone call goes out at once, a crowd shares round trips. For
-// ten seconds after a round trip that took longer than a fifth of the
-// Timeout (a distant or overloaded server), up to sixteen: a call that finds every pipeline in
+// pipeline: a lone call goes out at once, a crowd shares round trips. A
+// sending goroutine that finds the queue empty waits a second for the
+// next call before it exits, so that a lone caller wakes it instead of
+// starting one per call. For ten seconds after a round trip that took
+// longer than a fifth of the Timeout (a distant or overloaded server), up
+// to sixteen goroutines per node send: a call that finds every pipeline in
 // flight waits for one to come back before its own round trip starts,
 // which on a slow server would cost it the budget.
 // Callers wait on their own timer, so a stalled socket (go-redis does not
@@ -85,8 +88,8 @@
 // ContextTimeoutEnabled does cut socket I/O, and the wait for a pooled
 // connection, at the context's deadline: through such a client a call
 // made while nothing is queued or in flight for its node is sent from the
-// caller's goroutine, which saves starting a goroutine and waking two
-// (the sender, then the caller) per lone call. A call whose
+// caller's goroutine, which saves waking two goroutines (the sender,
+// then the caller) per lone call. A call whose
 // deadline passes before it is sent is not sent. An abandoned command may
 // still complete in Redis; the request is then recorded once, and the
 // caller has already seen a timeout; a batch still reads replies that

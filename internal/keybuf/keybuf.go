@@ -1,0 +1,60 @@
+// Package keybuf lends a request's own memory for its store key: the
+// middleware's light path keeps a [Buffer] in the one allocation it makes
+// per request, and the decision core builds the key there instead of in
+// an allocation of its own, when the store copies a key in lent memory
+// before keeping it ([Copier]).
+//
+// Memory is lent once and written once, by the borrower: a string made
+// over it never changes for as long as anything refers to it.
+package keybuf
+
+import (
+	"context"
+	"unsafe"
+)
+
+// Size is the length of the longest key a Buffer holds.
+const Size = 32
+
+// Buffer is memory for one store key. Its zero value is ready to lend.
+type Buffer struct {
+	b    [Size]byte
+	lent bool
+}
+
+// Lend returns the buffer's memory, empty with capacity [Size], the first
+// time it is called, and nil after: what was lent is never lent again.
+func (b *Buffer) Lend() []byte {
+	if b.lent {
+		return nil
+	}
+	b.lent = true
+	return b.b[:0]
+}
+
+// Lender is implemented by a request's context that lends its [Buffer].
+// Only the module can name Buffer, so no context outside it lends one.
+type Lender interface {
+	KeyBuffer() *Buffer
+}
+
+// Copier is implemented by a store that copies a key held in memory a
+// request's context lends ([Holds]) before keeping it beyond the call:
+// the memory store. Only the module can name Buffer, so no store outside
+// it claims to.
+type Copier interface {
+	CopiesLentKeys(*Buffer)
+}
+
+// Holds reports whether key is held in the memory ctx lends: a store must
+// copy such a key before keeping it, or it would keep the request's whole
+// state alive.
+func Holds(ctx context.Context, key string) bool {
+	l, ok := ctx.(Lender)
+	if !ok || len(key) == 0 {
+		return false
+	}
+	b := l.KeyBuffer()
+	p, start := uintptr(unsafe.Pointer(unsafe.StringData(key))), uintptr(unsafe.Pointer(&b.b[0]))
+	return p >= start && p < start+Size
+}

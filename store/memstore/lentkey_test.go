@@ -1,0 +1,75 @@
+package memstore
+
+import (
+	"context"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/ratekeeper/ratekeeper/internal/keybuf"
+	"github.com/ratekeeper/ratekeeper/store"
+)
+
+// lendingCtx lends its key buffer, as the middleware's light state does.
+type lendingCtx struct {
+	context.Context
+	b keybuf.Buffer
+}
+
+func (c *lendingCtx) KeyBuffer() *keybuf.Buffer { return &c.b }
+
+// lentKey returns a context and key in the memory that context lends.
+func lentKey(key string) (*lendingCtx, string) {
+	c := &lendingCtx{Context: context.Background()}
+	b := append(c.b.Lend(), key...)
+	return c, unsafe.String(unsafe.SliceData(b), len(b))
+}
+
+// TestNewRecordCopiesLentKey: a record made for a key in lent memory keeps
+// a copy, on the plain path, the general path and a settlement, so that
+// the store never keeps a request's state alive; a known key is taken
+// without a copy.
+func TestNewRecordCopiesLentKey(t *testing.T) {
+	gcra := []store.Limit{{Rate: 10, Period: time.Second}}
+	tests := []struct {
+		name string
+		do   func(s *memStore, ctx context.Context, key string) error
+	}{
+		{"plain take", func(s *memStore, ctx context.Context, key string) error {
+			_, err := s.Take(ctx, store.Request{Key: key, Limits: gcra})
+			return err
+		}},
+		{"take with a de-duplication id", func(s *memStore, ctx context.Context, key string) error {
+			_, err := s.Take(ctx, store.Request{Key: key, Limits: gcra, DedupID: "r1", DedupReplays: 1, DedupWindow: time.Minute})
+			return err
+		}},
+		{"take of two limits", func(s *memStore, ctx context.Context, key string) error {
+			_, err := s.Take(ctx, store.Request{Key: key, Limits: []store.Limit{gcra[0], {Rate: 100, Period: time.Minute}}})
+			return err
+		}},
+		{"settle", func(s *memStore, ctx context.Context, key string) error {
+			return s.Settle(ctx, store.Request{Key: key, Limits: gcra, Cost: 1}, store.Decision{Allowed: true}, 3)
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s, _ := newTestStore(t, Options{Shards: 1})
+			ctx, key := lentKey("api:203.0.113.7")
+			if err := tc.do(s, ctx, key); err != nil {
+				t.Fatal(err)
+			}
+			r := s.shards[0].index[key]
+			if r == nil {
+				t.Fatalf("no record for %q", key)
+			}
+			if keybuf.Holds(ctx, r.key) {
+				t.Fatalf("record key %q: got the lent memory, want a copy", r.key)
+			}
+			for k := range s.shards[0].index {
+				if keybuf.Holds(ctx, k) {
+					t.Fatalf("index key %q: got the lent memory, want a copy", k)
+				}
+			}
+		})
+	}
+}
