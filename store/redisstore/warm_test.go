@@ -65,7 +65,10 @@ func testSlowRedisAtStart(t *testing.T, ctxDeadlines bool) {
 	// issue measured 143), and 130 to 150 of the 300 once warm: calls
 	// waited for one of the 4 pipelines in flight to come back. On a quiet
 	// machine (the takes start within 2 ms of their schedule, p99) none
-	// degrades once warm and at most 10 at the start. On a loaded one the
+	// degraded once warm and at most 10 at the start; the bounds, 6 (2%)
+	// and 25 (5%), leave room for the round trip itself to be late (the
+	// race detector, other tests), still a twentieth of the old code's
+	// counts. On a loaded one the
 	// budget's 10 ms beyond the reply's 40 is not always there: with 18
 	// runnable threads on 2 cores we saw up to 85 and 35, so the bounds
 	// are then 75 and 30, still a fourth and a sixth of the old code's;
@@ -77,7 +80,7 @@ func testSlowRedisAtStart(t *testing.T, ctxDeadlines bool) {
 	for _, round := range []struct {
 		name          string
 		n, quiet, max int
-	}{{"first second", 500, 10, 75}, {"warm", 300, 0, 30}} {
+	}{{"first second", 500, 25, 75}, {"warm", 300, 6, 30}} {
 		n, late, err := degradedCount(s, round.n, 2*time.Millisecond, round.name)
 		opened := proxy.Conns() - conns
 		conns += opened
