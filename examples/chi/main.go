@@ -15,6 +15,7 @@ func routes(p *demo.Policies) http.Handler {
 	r.Route("/api", func(r chi.Router) {
 		r.With(p.Set.Handler("api")).Get("/ping", demo.Ping)
 		r.With(p.Set.Handler("search")).Get("/search", demo.Search)
+		r.With(p.Set.Handler("export")).Get("/export", demo.Export)
 	})
 	r.Group(func(r chi.Router) {
 		r.Use(p.Set.Handler("login"))

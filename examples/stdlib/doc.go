@@ -7,8 +7,10 @@
 // Routes: GET /healthz and GET /metrics (never limited, no rate-limit
 // headers), GET /api/ping (anonymous: 10/min per IP, burst 10; with
 // "Authorization: Bearer <token>": 100/min per subject), GET /api/search
-// (5 units of the same quota), POST /login (5/min blocks 15 min, 20/day
-// blocks 24 h, per IP).
+// (5 units of the same quota), GET /api/export (per IP: 1/s, burst 2; a
+// request over the rate waits up to 2 s for its turn; at most 2 at once,
+// a third gets 503), POST /login (5/min blocks 15 min, 20/day blocks
+// 24 h, per IP).
 //
 // The limits come from the policy file examples/internal/demo/policies.yaml,
 // embedded in the binary. To change them without a rebuild, run a copy:

@@ -33,6 +33,19 @@ func Search(w http.ResponseWriter, r *http.Request) {
 	_, _ = fmt.Fprintf(w, "results for %q\n", r.URL.Query().Get("q"))
 }
 
+// ExportWork is how long Export works on a report.
+const ExportWork = 300 * time.Millisecond
+
+// Export answers 200 after ExportWork (a slow report), or returns early
+// when the client goes away.
+func Export(w http.ResponseWriter, r *http.Request) {
+	select {
+	case <-time.After(ExportWork):
+		_, _ = io.WriteString(w, "report ready\n")
+	case <-r.Context().Done():
+	}
+}
+
 // Login accepts any credentials in this demo; the point is the limiter in
 // front of it.
 func Login(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "welcome\n") }
@@ -159,6 +172,7 @@ func Routes(p *Policies) http.Handler {
 	mux.Handle("GET /metrics", p.Metrics)
 	mux.Handle("GET /api/ping", p.Set.Handler("api")(http.HandlerFunc(Ping)))
 	mux.Handle("GET /api/search", p.Set.Handler("search")(http.HandlerFunc(Search)))
+	mux.Handle("GET /api/export", p.Set.Handler("export")(http.HandlerFunc(Export)))
 	mux.Handle("POST /login", p.Set.Handler("login")(http.HandlerFunc(Login)))
 	if p.Admin != nil {
 		mux.Handle("/admin/", p.Admin)

@@ -129,6 +129,49 @@ func Run(t *testing.T, routes func(*demo.Policies) http.Handler) {
 		}
 	})
 
+	t.Run("export waits for its turn instead of a 429", func(t *testing.T) {
+		h := newServer(t)
+		ip := "192.0.2.90"
+		start := time.Now()
+		for i := range 3 {
+			if w := send(h, "GET", "/api/export", ip); w.Code != 200 {
+				t.Fatalf("export %d: got %d, want 200", i+1, w.Code)
+			}
+		}
+		// Burst 2, then one per second: the third waited about a second
+		// for its turn; each worked demo.ExportWork.
+		if took := time.Since(start); took < time.Second+demo.ExportWork {
+			t.Fatalf("three exports took %s, want at least %s (the third waits its turn)", took, time.Second+demo.ExportWork)
+		}
+	})
+
+	t.Run("export runs at most 2 at once per IP", func(t *testing.T) {
+		h := newServer(t)
+		ip := "192.0.2.91"
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		codes := map[int]int{}
+		var retry []string
+		for range 3 {
+			wg.Go(func() {
+				w := send(h, "GET", "/api/export", ip)
+				mu.Lock()
+				codes[w.Code]++
+				if w.Code == http.StatusServiceUnavailable {
+					retry = append(retry, w.Header().Get("Retry-After"))
+				}
+				mu.Unlock()
+			})
+		}
+		wg.Wait()
+		if codes[200] != 2 || codes[503] != 1 {
+			t.Fatalf("got %v, want 2 × 200 and 1 × 503 (the third while two run)", codes)
+		}
+		if len(retry) != 1 || retry[0] == "" {
+			t.Fatalf("503 Retry-After: got %q, want a value", retry)
+		}
+	})
+
 	t.Run("login blocks after 5 attempts and sends only Retry-After", func(t *testing.T) {
 		h := newServer(t)
 		ip := "192.0.2.200"
