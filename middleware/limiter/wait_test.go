@@ -49,15 +49,15 @@ func TestWaitWaitsItsTurn(t *testing.T) {
 }
 
 // waitingFor starts a Wait of alice on l after exhausting her quota and
-// returns what it answers, and how long it took.
-func waitingFor(t *testing.T, l *Limiter, ctx context.Context) (Decision, error, time.Duration) {
+// returns what it answers and how long it took.
+func waitingFor(t *testing.T, l *Limiter, ctx context.Context) (Decision, time.Duration, error) {
 	t.Helper()
 	if d, err := l.Wait(context.Background(), Request{Identity: "alice"}); err != nil || !d.Allowed {
 		t.Fatalf("first: got %+v, %v, want admitted", d.Decision, err)
 	}
 	start := time.Now()
 	d, err := l.Wait(ctx, Request{Identity: "alice"})
-	return d, err, time.Since(start)
+	return d, time.Since(start), err
 }
 
 // TestWaitCanceledGivesPlaceBack: a waiter whose context is canceled
@@ -67,7 +67,7 @@ func TestWaitCanceledGivesPlaceBack(t *testing.T) {
 	l := mustNew(t, mustMem(t), Options{Limits: []store.Limit{waitLimit}, MaxWait: time.Second})
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(20*time.Millisecond, cancel)
-	d, err, took := waitingFor(t, l, ctx)
+	d, took, err := waitingFor(t, l, ctx)
 	if !errors.Is(err, context.Canceled) || d.Allowed || d.Outcome != OutcomeCanceled || took > 90*time.Millisecond {
 		t.Fatalf("canceled waiter: got %+v (%s), %v after %s, want refused, canceled, at the cancellation", d.Decision, d.Outcome, err, took)
 	}
@@ -83,7 +83,7 @@ func TestWaitDeadlineBeforeTurn(t *testing.T) {
 	l := mustNew(t, mustMem(t), Options{Limits: []store.Limit{waitLimit}, MaxWait: time.Second})
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Millisecond)
 	defer cancel()
-	d, err, took := waitingFor(t, l, ctx)
+	d, took, err := waitingFor(t, l, ctx)
 	if !errors.Is(err, context.DeadlineExceeded) || d.Allowed || d.Outcome != OutcomeCanceled || took > 30*time.Millisecond {
 		t.Fatalf("waiter with a short deadline: got %+v (%s), %v after %s, want canceled at once", d.Decision, d.Outcome, err, took)
 	}
@@ -96,7 +96,7 @@ func TestWaitDeadlineBeforeTurn(t *testing.T) {
 // TestWaitWithoutMaxWaitIsDecide: without MaxWait, Wait refuses at once.
 func TestWaitWithoutMaxWaitIsDecide(t *testing.T) {
 	l := mustNew(t, mustMem(t), Options{Limits: []store.Limit{waitLimit}})
-	d, err, took := waitingFor(t, l, context.Background())
+	d, took, err := waitingFor(t, l, context.Background())
 	if err != nil || d.Allowed || d.Outcome != OutcomeLimited || took > 50*time.Millisecond {
 		t.Errorf("got %+v (%s), %v after %s, want refused at once", d.Decision, d.Outcome, err, took)
 	}
