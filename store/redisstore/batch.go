@@ -90,7 +90,24 @@ type call struct {
 	refs     atomic.Int32
 	v        any
 	err      error
+	// detached is ctx without its deadline and cancellation, for the
+	// round trip of a call sent on its own (see run).
+	detached detachedContext
 }
+
+// detachedContext is its Context's values without its deadline and
+// cancellation, as context.WithoutCancel gives, kept in a pooled call so
+// that a lone call allocates none. It is valid until the call finishes.
+type detachedContext struct{ context.Context }
+
+// Deadline reports no deadline.
+func (detachedContext) Deadline() (time.Time, bool) { return time.Time{}, false }
+
+// Done returns nil: a detached context is never canceled.
+func (detachedContext) Done() <-chan struct{} { return nil }
+
+// Err returns nil.
+func (detachedContext) Err() error { return nil }
 
 var callPool = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1)} }}
 
@@ -111,6 +128,7 @@ func (c *call) release() {
 	default:
 	}
 	c.ctx, c.sc, c.args, c.v, c.err = nil, nil, nil, nil, nil
+	c.detached.Context = nil
 	c.refusal = refusalQuery{}
 	callPool.Put(c)
 }
@@ -455,7 +473,7 @@ func (b *batcher) flush() {
 	// On the flusher's stack: a lone call or a small batch allocates
 	// nothing here; a longer queue grows it on the heap.
 	var room [16]*call
-	batch := room[:0]
+	buf := room[:0]
 	var idle *time.Timer
 	for {
 		// Let goroutines that are about to queue a call do so first: a
@@ -474,21 +492,22 @@ func (b *batcher) flush() {
 			continue
 		}
 		// Oldest first, in batches of at most maxBatch.
-		batch = batch[:0]
+		// buf keeps its whole capacity from one round to the next (a
+		// batch is a window over it).
+		buf = buf[:0]
 		for c := list; c != nil; {
 			next := c.next
 			c.next = nil
-			batch = append(batch, c)
+			buf = append(buf, c)
 			c = next
 		}
-		b.queued.Add(-int32(len(batch)))
-		slices.Reverse(batch)
-		for len(batch) > 0 {
+		b.queued.Add(-int32(len(buf)))
+		slices.Reverse(buf)
+		for batch := buf; len(batch) > 0; {
 			n := min(len(batch), b.p.maxBatch)
 			b.run(batch[:n])
 			batch = batch[n:]
 		}
-		batch = batch[:0:cap(batch)]
 	}
 }
 
@@ -531,7 +550,8 @@ func (b *batcher) run(batch []*call) {
 	if len(live) == 1 {
 		// Hooks see the caller's context values; the caller's deadline
 		// and cancellation end its wait (see do), not the round trip.
-		ctx = context.WithoutCancel(live[0].ctx)
+		live[0].detached.Context = live[0].ctx
+		ctx = &live[0].detached
 	}
 	if b.p.ctxDeadlines {
 		// A reply that comes after the budget is still read: go-redis

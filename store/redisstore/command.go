@@ -18,6 +18,23 @@ const (
 	modePeek = "peek"
 )
 
+// Arguments as interface values made once: converting a string variable
+// to any allocates.
+var (
+	argEvalSHA any = "evalsha"
+	argOne     any = 1
+	argTake    any = modeTake
+	argPeek    any = modePeek
+)
+
+// modeArg returns mode as a preallocated argument.
+func modeArg(mode string) any {
+	if mode == modeTake {
+		return argTake
+	}
+	return argPeek
+}
+
 // command is one command for Redis: a script call when sc is set.
 type command struct {
 	key     string // the first key the command names: its slot
@@ -43,7 +60,7 @@ func (s *redisStore) command(mode string, req *store.Request, cost int64) comman
 	}
 	c.sc = &s.scripts.byAlgorithm[alg][c.variant]
 	if c.variant == full || c.variant == partialGrant || c.variant == calendarWindows || c.variant == waiting || c.variant == reservation {
-		c.args = s.fullArgs(mode, keyBase(s.prefix, encodeKey(req.Key)), c.sc, req, cost)
+		c.args = s.fullArgs(mode, keyOf(s.prefix, req.Key, ""), c.sc, req, cost)
 		switch c.variant {
 		case calendarWindows:
 			c.args = s.appendBounds(c.args, req.Limits)
@@ -55,14 +72,14 @@ func (s *redisStore) command(mode string, req *store.Request, cost int64) comman
 	}
 	c.args = make([]any, 0, 11)
 	if c.variant == lean {
-		c.key = s.prefix + ":{" + encodeKey(req.Key) + "}:" + li.suffix // one allocation
-		c.args = append(c.args, "evalsha", c.sc.sha, 1, c.key)
+		c.key = keyOf(s.prefix, req.Key, li.suffix)
+		c.args = append(c.args, argEvalSHA, c.sc.shaArg, argOne, c.key)
 	} else {
-		base := keyBase(s.prefix, encodeKey(req.Key))
+		base := keyOf(s.prefix, req.Key, "")
 		c.key = base + li.suffix
-		c.args = append(c.args, "evalsha", c.sc.sha, 2, c.key, base+tagOverride)
+		c.args = append(c.args, argEvalSHA, c.sc.shaArg, 2, c.key, base+tagOverride)
 	}
-	c.args = append(c.args, mode, cost, li.rate, li.period, li.capacity)
+	c.args = append(c.args, modeArg(mode), cost, li.rate, li.period, li.capacity)
 	if alg == store.SlidingWindowLog && mode == modeTake {
 		c.args = append(c.args, s.nonce())
 	}
@@ -128,7 +145,7 @@ func escalates(limits []store.Limit) bool {
 func (s *redisStore) fullArgs(mode, base string, sc *script, req *store.Request, cost int64) []any {
 	n := len(req.Limits)
 	args := make([]any, 0, 3+4+n+9+6*n)
-	args = append(args, "evalsha", sc.sha, 0) // the key count is set below
+	args = append(args, argEvalSHA, sc.shaArg, 0) // the key count is set below
 	var stateKeys [store.MaxLimits]string
 	states := appendStateKeys(stateKeys[:0], base, req.Limits)
 	filler := states[0]

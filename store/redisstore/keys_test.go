@@ -295,3 +295,20 @@ func FuzzEncodeKey(f *testing.F) {
 		}
 	})
 }
+
+// TestKeyOf checks that keyOf builds the key keyBase and encodeKey build,
+// for plain, escaped and hashed keys, in one allocation when not hashed.
+func TestKeyOf(t *testing.T) {
+	long := strings.Repeat("a", maxEncodedLen)
+	for _, key := range []string{"", "user-42", "ip:10.0.0.1", "2001:db8::1", "{tag}", "a\x00é", long, long + "a", strings.Repeat(":", 43), strings.Repeat(":", 42) + "ab"} {
+		for _, suffix := range []string{"", "g:~3600000000", tagOverride} {
+			want := keyBase("rk", encodeKey(key)) + suffix
+			if got := keyOf("rk", key, suffix); got != want {
+				t.Fatalf("keyOf(rk, %q, %q): got %q, want %q", key, suffix, got, want)
+			}
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = keyOf("rk", "ip:10.0.0.1", "g:p") }); n != 1 {
+		t.Fatalf("keyOf of an escaped key: %v allocations, want 1", n)
+	}
+}
