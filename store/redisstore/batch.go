@@ -381,6 +381,9 @@ type batcher struct {
 	// startFlusher); unbuffered, so a slot is handed only to a flusher
 	// that takes it.
 	idle chan struct{}
+	// budget is the context of a lone call sent directly, reused from
+	// one call to the next (see direct); nil until the first.
+	budget *budgetContext
 }
 
 func (b *batcher) submit(c *call) {
@@ -461,10 +464,84 @@ func (b *batcher) direct(c *call) (v any, err error) {
 			v, err = nil, fmt.Errorf("%w: %v", errPanic, r)
 		}
 	}()
-	ctx, cancel := context.WithDeadline(c.ctx, c.deadline)
-	defer cancel()
+	if c.ctx.Done() != nil {
+		ctx, cancel := context.WithDeadline(c.ctx, c.deadline)
+		defer cancel()
+		defer b.p.timed(time.Now())
+		return b.one(ctx, c)
+	}
+	// A caller's context that is never canceled (context.Background, a
+	// detached one) needs only the deadline: the batcher's own context
+	// carries it, with a timer reused from call to call.
+	bc := b.startBudget(c.ctx, c.deadline)
+	defer b.stopBudget(bc)
 	defer b.p.timed(time.Now())
-	return b.one(ctx, c)
+	return b.one(bc, c)
+}
+
+// budgetContext is parent's values with a deadline, for a lone call sent
+// directly: its Done channel is closed by a timer at the deadline, as
+// context.WithDeadline's would be for a parent that is never canceled,
+// but the timer and the context are reused from one call to the next
+// instead of made per call. A batcher's direct calls take turns (see
+// enter), so one serves them all until its timer fires; then it is
+// dropped and the next call makes another.
+type budgetContext struct {
+	context.Context // the caller's; its Done channel is nil
+	deadline        time.Time
+	done            chan struct{}
+	timer           *time.Timer
+	expired         atomic.Bool
+}
+
+// Deadline returns the call's deadline, or the parent's if earlier.
+func (bc *budgetContext) Deadline() (time.Time, bool) {
+	if d, ok := bc.Context.Deadline(); ok && d.Before(bc.deadline) {
+		return d, true
+	}
+	return bc.deadline, true
+}
+
+// Done returns the channel closed at the deadline.
+func (bc *budgetContext) Done() <-chan struct{} { return bc.done }
+
+// Err returns context.DeadlineExceeded once the deadline has passed.
+func (bc *budgetContext) Err() error {
+	if bc.expired.Load() {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
+// expire ends bc at its deadline (the timer's function).
+func (bc *budgetContext) expire() {
+	bc.expired.Store(true)
+	close(bc.done)
+}
+
+// startBudget returns b's budget context for a call of parent until
+// deadline, made on first use or after the last one expired.
+func (b *batcher) startBudget(parent context.Context, deadline time.Time) *budgetContext {
+	bc := b.budget
+	if bc == nil {
+		bc = &budgetContext{done: make(chan struct{})}
+		bc.timer = time.AfterFunc(time.Until(deadline), bc.expire)
+		b.budget = bc
+	} else {
+		bc.timer.Reset(time.Until(deadline))
+	}
+	bc.Context, bc.deadline = parent, deadline
+	return bc
+}
+
+// stopBudget ends the call bc served: bc is kept for the next one unless
+// its timer fired (or is firing), which closes its Done channel for good.
+func (b *batcher) stopBudget(bc *budgetContext) {
+	if !bc.timer.Stop() {
+		b.budget = nil
+		return
+	}
+	bc.Context = nil
 }
 
 // flush sends batches until the queue is empty, then waits for more
