@@ -308,11 +308,12 @@ func (p *pipes) batcherOf(node *redis.Client) *batcher {
 }
 
 // do queues cmd for its key's node and waits for its reply until
-// deadline or until ctx is done, whichever comes first. A refusal cached
+// deadline or until ctx is done, whichever comes first (cmd.start, set,
+// is when the budget started). A refusal cached
 // while the call waits (cmd.refusal) answers it: the result is then a
 // store.Decision instead of a script reply.
 func (p *pipes) do(ctx context.Context, cmd *command, deadline time.Time) (any, error) {
-	start := time.Now()
+	start := cmd.start
 	wait := deadline.Sub(start)
 	if wait <= 0 {
 		return nil, errBudget
@@ -321,7 +322,7 @@ func (p *pipes) do(ctx context.Context, cmd *command, deadline time.Time) (any, 
 	c.ctx, c.sc, c.args, c.deadline, c.refusal = ctx, cmd.sc, cmd.args, deadline, cmd.refusal
 	b := p.forKey(ctx, cmd.key)
 	if p.direct && b.enter() {
-		v, err := b.direct(c)
+		v, err := b.direct(c, start)
 		b.leave()
 		if errors.Is(err, context.DeadlineExceeded) {
 			err = p.budgetError(b, start) // as for a queued call
@@ -458,7 +459,7 @@ func (b *batcher) giveBack() bool {
 // goroutine is started and none is woken to hand the reply back, which
 // is most of a lone call's cost beyond the round trip. A panic in the
 // client fails the call, as in run.
-func (b *batcher) direct(c *call) (v any, err error) {
+func (b *batcher) direct(c *call, start time.Time) (v any, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			v, err = nil, fmt.Errorf("%w: %v", errPanic, r)
@@ -467,7 +468,7 @@ func (b *batcher) direct(c *call) (v any, err error) {
 	if c.ctx.Done() != nil {
 		ctx, cancel := context.WithDeadline(c.ctx, c.deadline)
 		defer cancel()
-		defer b.p.timed(time.Now())
+		defer b.p.timed(start)
 		return b.one(ctx, c)
 	}
 	// A caller's context that is never canceled (context.Background, a
@@ -475,7 +476,7 @@ func (b *batcher) direct(c *call) (v any, err error) {
 	// carries it, with a timer reused from call to call.
 	bc := b.startBudget(c.ctx, c.deadline)
 	defer b.stopBudget(bc)
-	defer b.p.timed(time.Now())
+	defer b.p.timed(start)
 	return b.one(bc, c)
 }
 

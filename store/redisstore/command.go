@@ -3,6 +3,7 @@ package redisstore
 import (
 	"math"
 	"strconv"
+	"time"
 
 	"github.com/ratekeeper/ratekeeper/store"
 	"github.com/ratekeeper/ratekeeper/store/internal/contract"
@@ -45,6 +46,9 @@ type command struct {
 	// refusal finds the cached refusal that answers the call; the zero
 	// value (a call the deny cache does not answer) finds none.
 	refusal refusalQuery
+	// start is when the call was made, its budget's start; zero for
+	// the time it is sent (see redisStore.do).
+	start time.Time
 }
 
 // command builds the script call of a validated request, in the family
