@@ -312,3 +312,26 @@ func TestKeyOf(t *testing.T) {
 		t.Fatalf("keyOf of an escaped key: %v allocations, want 1", n)
 	}
 }
+
+// TestLimitCacheLast: the limit added last answers from its own slot, and
+// a limit that differs from it in any field gets its own info, once.
+func TestLimitCacheLast(t *testing.T) {
+	var c limitCache
+	a := store.Limit{Name: "a", Algorithm: store.GCRA, Rate: 5, Period: time.Second}
+	b := a
+	b.Rate = 6
+	d := a
+	d.Block = time.Minute
+	ia, ib, id := c.get(a), c.get(b), c.get(d)
+	if ia == ib || ib == id || ia == id || ia.l != a || ib.l != b || id.l != d {
+		t.Fatalf("distinct limits share info: %p %p %p", ia, ib, id)
+	}
+	for range 3 {
+		if c.get(a) != ia || c.get(b) != ib || c.get(d) != id {
+			t.Fatal("a cached limit got new info")
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = c.get(d) }); n != 0 {
+		t.Fatalf("a cached limit: %v allocations", n)
+	}
+}
