@@ -625,11 +625,17 @@ func (b *batcher) run(batch []*call) {
 		}
 	}()
 	ctx := context.Background()
-	if len(live) == 1 {
+	switch {
+	case len(live) == 1 && !b.p.ctxDeadlines:
 		// Hooks see the caller's context values; the caller's deadline
 		// and cancellation end its wait (see do), not the round trip.
+		// The call's own detached context serves until it finishes.
 		live[0].detached.Context = live[0].ctx
 		ctx = &live[0].detached
+	case len(live) == 1:
+		// The deadline below is canceled after the call finished (and
+		// its memory may serve another): its parent must outlive it.
+		ctx = context.WithoutCancel(live[0].ctx)
 	}
 	if b.p.ctxDeadlines {
 		// A reply that comes after the budget is still read: go-redis
