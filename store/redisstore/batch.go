@@ -90,7 +90,24 @@ type call struct {
 	refs     atomic.Int32
 	v        any
 	err      error
+	// detached is ctx without its deadline and cancellation, for the
+	// round trip of a call sent on its own (see run).
+	detached detachedContext
 }
+
+// detachedContext is its Context's values without its deadline and
+// cancellation, as context.WithoutCancel gives, kept in a pooled call so
+// that a lone call allocates none. It is valid until the call finishes.
+type detachedContext struct{ context.Context }
+
+// Deadline reports no deadline.
+func (detachedContext) Deadline() (time.Time, bool) { return time.Time{}, false }
+
+// Done returns nil: a detached context is never canceled.
+func (detachedContext) Done() <-chan struct{} { return nil }
+
+// Err returns nil.
+func (detachedContext) Err() error { return nil }
 
 var callPool = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1)} }}
 
@@ -111,6 +128,7 @@ func (c *call) release() {
 	default:
 	}
 	c.ctx, c.sc, c.args, c.v, c.err = nil, nil, nil, nil, nil
+	c.detached.Context = nil
 	c.refusal = refusalQuery{}
 	callPool.Put(c)
 }
@@ -290,11 +308,12 @@ func (p *pipes) batcherOf(node *redis.Client) *batcher {
 }
 
 // do queues cmd for its key's node and waits for its reply until
-// deadline or until ctx is done, whichever comes first. A refusal cached
+// deadline or until ctx is done, whichever comes first (cmd.start, set,
+// is when the budget started). A refusal cached
 // while the call waits (cmd.refusal) answers it: the result is then a
 // store.Decision instead of a script reply.
 func (p *pipes) do(ctx context.Context, cmd *command, deadline time.Time) (any, error) {
-	start := time.Now()
+	start := cmd.start
 	wait := deadline.Sub(start)
 	if wait <= 0 {
 		return nil, errBudget
@@ -303,7 +322,7 @@ func (p *pipes) do(ctx context.Context, cmd *command, deadline time.Time) (any, 
 	c.ctx, c.sc, c.args, c.deadline, c.refusal = ctx, cmd.sc, cmd.args, deadline, cmd.refusal
 	b := p.forKey(ctx, cmd.key)
 	if p.direct && b.enter() {
-		v, err := b.direct(c)
+		v, err := b.direct(c, start)
 		b.leave()
 		if errors.Is(err, context.DeadlineExceeded) {
 			err = p.budgetError(b, start) // as for a queued call
@@ -363,6 +382,9 @@ type batcher struct {
 	// startFlusher); unbuffered, so a slot is handed only to a flusher
 	// that takes it.
 	idle chan struct{}
+	// budget is the context of a lone call sent directly, reused from
+	// one call to the next (see direct); nil until the first.
+	budget *budgetContext
 }
 
 func (b *batcher) submit(c *call) {
@@ -437,16 +459,90 @@ func (b *batcher) giveBack() bool {
 // goroutine is started and none is woken to hand the reply back, which
 // is most of a lone call's cost beyond the round trip. A panic in the
 // client fails the call, as in run.
-func (b *batcher) direct(c *call) (v any, err error) {
+func (b *batcher) direct(c *call, start time.Time) (v any, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			v, err = nil, fmt.Errorf("%w: %v", errPanic, r)
 		}
 	}()
-	ctx, cancel := context.WithDeadline(c.ctx, c.deadline)
-	defer cancel()
-	defer b.p.timed(time.Now())
-	return b.one(ctx, c)
+	if c.ctx.Done() != nil {
+		ctx, cancel := context.WithDeadline(c.ctx, c.deadline)
+		defer cancel()
+		defer b.p.timed(start)
+		return b.one(ctx, c)
+	}
+	// A caller's context that is never canceled (context.Background, a
+	// detached one) needs only the deadline: the batcher's own context
+	// carries it, with a timer reused from call to call.
+	bc := b.startBudget(c.ctx, c.deadline)
+	defer b.stopBudget(bc)
+	defer b.p.timed(start)
+	return b.one(bc, c)
+}
+
+// budgetContext is parent's values with a deadline, for a lone call sent
+// directly: its Done channel is closed by a timer at the deadline, as
+// context.WithDeadline's would be for a parent that is never canceled,
+// but the timer and the context are reused from one call to the next
+// instead of made per call. A batcher's direct calls take turns (see
+// enter), so one serves them all until its timer fires; then it is
+// dropped and the next call makes another.
+type budgetContext struct {
+	context.Context // the caller's; its Done channel is nil
+	deadline        time.Time
+	done            chan struct{}
+	timer           *time.Timer
+	expired         atomic.Bool
+}
+
+// Deadline returns the call's deadline, or the parent's if earlier.
+func (bc *budgetContext) Deadline() (time.Time, bool) {
+	if d, ok := bc.Context.Deadline(); ok && d.Before(bc.deadline) {
+		return d, true
+	}
+	return bc.deadline, true
+}
+
+// Done returns the channel closed at the deadline.
+func (bc *budgetContext) Done() <-chan struct{} { return bc.done }
+
+// Err returns context.DeadlineExceeded once the deadline has passed.
+func (bc *budgetContext) Err() error {
+	if bc.expired.Load() {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
+// expire ends bc at its deadline (the timer's function).
+func (bc *budgetContext) expire() {
+	bc.expired.Store(true)
+	close(bc.done)
+}
+
+// startBudget returns b's budget context for a call of parent until
+// deadline, made on first use or after the last one expired.
+func (b *batcher) startBudget(parent context.Context, deadline time.Time) *budgetContext {
+	bc := b.budget
+	if bc == nil {
+		bc = &budgetContext{done: make(chan struct{})}
+		bc.timer = time.AfterFunc(time.Until(deadline), bc.expire)
+		b.budget = bc
+	} else {
+		bc.timer.Reset(time.Until(deadline))
+	}
+	bc.Context, bc.deadline = parent, deadline
+	return bc
+}
+
+// stopBudget ends the call bc served: bc is kept for the next one unless
+// its timer fired (or is firing), which closes its Done channel for good.
+func (b *batcher) stopBudget(bc *budgetContext) {
+	if !bc.timer.Stop() {
+		b.budget = nil
+		return
+	}
+	bc.Context = nil
 }
 
 // flush sends batches until the queue is empty, then waits for more
@@ -455,7 +551,7 @@ func (b *batcher) flush() {
 	// On the flusher's stack: a lone call or a small batch allocates
 	// nothing here; a longer queue grows it on the heap.
 	var room [16]*call
-	batch := room[:0]
+	buf := room[:0]
 	var idle *time.Timer
 	for {
 		// Let goroutines that are about to queue a call do so first: a
@@ -474,21 +570,22 @@ func (b *batcher) flush() {
 			continue
 		}
 		// Oldest first, in batches of at most maxBatch.
-		batch = batch[:0]
+		// buf keeps its whole capacity from one round to the next (a
+		// batch is a window over it).
+		buf = buf[:0]
 		for c := list; c != nil; {
 			next := c.next
 			c.next = nil
-			batch = append(batch, c)
+			buf = append(buf, c)
 			c = next
 		}
-		b.queued.Add(-int32(len(batch)))
-		slices.Reverse(batch)
-		for len(batch) > 0 {
+		b.queued.Add(-int32(len(buf)))
+		slices.Reverse(buf)
+		for batch := buf; len(batch) > 0; {
 			n := min(len(batch), b.p.maxBatch)
 			b.run(batch[:n])
 			batch = batch[n:]
 		}
-		batch = batch[:0:cap(batch)]
 	}
 }
 
@@ -528,9 +625,16 @@ func (b *batcher) run(batch []*call) {
 		}
 	}()
 	ctx := context.Background()
-	if len(live) == 1 {
+	switch {
+	case len(live) == 1 && !b.p.ctxDeadlines:
 		// Hooks see the caller's context values; the caller's deadline
 		// and cancellation end its wait (see do), not the round trip.
+		// The call's own detached context serves until it finishes.
+		live[0].detached.Context = live[0].ctx
+		ctx = &live[0].detached
+	case len(live) == 1:
+		// The deadline below is canceled after the call finished (and
+		// its memory may serve another): its parent must outlive it.
 		ctx = context.WithoutCancel(live[0].ctx)
 	}
 	if b.p.ctxDeadlines {

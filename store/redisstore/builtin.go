@@ -13,12 +13,16 @@ import (
 
 // script is one Lua script: its source and SHA-1.
 type script struct {
-	src string
-	sha string
+	src    string
+	sha    string
+	shaArg any // sha as a command argument, converted once
 }
 
 // newScript returns the script of source src.
-func newScript(src string) script { return script{src: src, sha: redis.NewScript(src).Hash()} }
+func newScript(src string) script {
+	sha := redis.NewScript(src).Hash()
+	return script{src: src, sha: sha, shaArg: sha}
+}
 
 // variant is the family of script that decides a request, with its
 // calling convention and reply layout (package lua).

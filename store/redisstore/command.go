@@ -3,6 +3,7 @@ package redisstore
 import (
 	"math"
 	"strconv"
+	"time"
 
 	"github.com/ratekeeper/ratekeeper/store"
 	"github.com/ratekeeper/ratekeeper/store/internal/contract"
@@ -18,6 +19,23 @@ const (
 	modePeek = "peek"
 )
 
+// Arguments as interface values made once: converting a string variable
+// to any allocates.
+var (
+	argEvalSHA any = "evalsha"
+	argOne     any = 1
+	argTake    any = modeTake
+	argPeek    any = modePeek
+)
+
+// modeArg returns mode as a preallocated argument.
+func modeArg(mode string) any {
+	if mode == modeTake {
+		return argTake
+	}
+	return argPeek
+}
+
 // command is one command for Redis: a script call when sc is set.
 type command struct {
 	key     string // the first key the command names: its slot
@@ -28,6 +46,9 @@ type command struct {
 	// refusal finds the cached refusal that answers the call; the zero
 	// value (a call the deny cache does not answer) finds none.
 	refusal refusalQuery
+	// start is when the call was made, its budget's start; zero for
+	// the time it is sent (see redisStore.do).
+	start time.Time
 }
 
 // command builds the script call of a validated request, in the family
@@ -43,7 +64,7 @@ func (s *redisStore) command(mode string, req *store.Request, cost int64) comman
 	}
 	c.sc = &s.scripts.byAlgorithm[alg][c.variant]
 	if c.variant == full || c.variant == partialGrant || c.variant == calendarWindows || c.variant == waiting || c.variant == reservation {
-		c.args = s.fullArgs(mode, keyBase(s.prefix, encodeKey(req.Key)), c.sc, req, cost)
+		c.args = s.fullArgs(mode, keyOf(s.prefix, req.Key, ""), c.sc, req, cost)
 		switch c.variant {
 		case calendarWindows:
 			c.args = s.appendBounds(c.args, req.Limits)
@@ -55,14 +76,14 @@ func (s *redisStore) command(mode string, req *store.Request, cost int64) comman
 	}
 	c.args = make([]any, 0, 11)
 	if c.variant == lean {
-		c.key = s.prefix + ":{" + encodeKey(req.Key) + "}:" + li.suffix // one allocation
-		c.args = append(c.args, "evalsha", c.sc.sha, 1, c.key)
+		c.key = keyOf(s.prefix, req.Key, li.suffix)
+		c.args = append(c.args, argEvalSHA, c.sc.shaArg, argOne, c.key)
 	} else {
-		base := keyBase(s.prefix, encodeKey(req.Key))
+		base := keyOf(s.prefix, req.Key, "")
 		c.key = base + li.suffix
-		c.args = append(c.args, "evalsha", c.sc.sha, 2, c.key, base+tagOverride)
+		c.args = append(c.args, argEvalSHA, c.sc.shaArg, 2, c.key, base+tagOverride)
 	}
-	c.args = append(c.args, mode, cost, li.rate, li.period, li.capacity)
+	c.args = append(c.args, modeArg(mode), cost, li.rate, li.period, li.capacity)
 	if alg == store.SlidingWindowLog && mode == modeTake {
 		c.args = append(c.args, s.nonce())
 	}
@@ -128,7 +149,7 @@ func escalates(limits []store.Limit) bool {
 func (s *redisStore) fullArgs(mode, base string, sc *script, req *store.Request, cost int64) []any {
 	n := len(req.Limits)
 	args := make([]any, 0, 3+4+n+9+6*n)
-	args = append(args, "evalsha", sc.sha, 0) // the key count is set below
+	args = append(args, argEvalSHA, sc.shaArg, 0) // the key count is set below
 	var stateKeys [store.MaxLimits]string
 	states := appendStateKeys(stateKeys[:0], base, req.Limits)
 	filler := states[0]

@@ -508,3 +508,23 @@ func TestDecodeLeanNext(t *testing.T) {
 		})
 	}
 }
+
+// TestLeanCommandAllocations bounds what building a lean call allocates
+// for a key that needs escaping: the argument list, the key and the key
+// as an argument; the script's SHA, the mode and the limit's numbers are
+// converted once.
+func TestLeanCommandAllocations(t *testing.T) {
+	s, err := newRedis(nilClient(), Options{Prefix: "rk"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, alg := range []store.Algorithm{store.GCRA, store.TokenBucket, store.FixedWindow, store.SlidingWindowCounter} {
+		req := store.Request{Key: "ip:10.0.0.1", Limits: []store.Limit{{Algorithm: alg, Rate: 5, Period: time.Second}}}
+		if c := s.command(modeTake, &req, 1); c.variant != lean || c.key != "rk:{ip%3A10.0.0.1}:"+s.limits.get(req.Limits[0]).suffix {
+			t.Fatalf("%s: variant %v, key %q", alg, c.variant, c.key)
+		}
+		if n := testing.AllocsPerRun(100, func() { _ = s.command(modeTake, &req, 1) }); n > 3 {
+			t.Errorf("%s: %v allocations per lean call, want at most 3", alg, n)
+		}
+	}
+}

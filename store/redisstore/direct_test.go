@@ -3,6 +3,7 @@ package redisstore
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"sync"
@@ -125,5 +126,49 @@ func TestBatcherPerAddress(t *testing.T) {
 	}
 	if _, ok := p.nodes[a1]; ok || len(p.nodes) != 2 {
 		t.Fatalf("got %d batchers (the replaced client's kept: %t), want 2, one per address", len(p.nodes), ok)
+	}
+}
+
+// TestBudgetContextReuse: the context of a lone direct call carries the
+// caller's values and the call's deadline, ends at that deadline (Done
+// closed, Err DeadlineExceeded), is reused without an allocation while
+// its timer has not fired, and is replaced once it has.
+func TestBudgetContextReuse(t *testing.T) {
+	type key struct{}
+	b := &batcher{}
+	first := time.Now().Add(time.Hour)
+	bc := b.startBudget(context.Background(), first)
+	if d, ok := bc.Deadline(); !ok || !d.Equal(first) || bc.Err() != nil {
+		t.Fatalf("fresh budget: deadline %v %t, err %v", d, ok, bc.Err())
+	}
+	b.stopBudget(bc)
+	if n := testing.AllocsPerRun(100, func() {
+		b.stopBudget(b.startBudget(context.Background(), first))
+	}); n != 0 {
+		t.Fatalf("a reused budget: %v allocations, want 0", n)
+	}
+	parent := context.WithValue(context.Background(), key{}, "v")
+	again := b.startBudget(parent, time.Now().Add(20*time.Millisecond))
+	if again != bc || again.Value(key{}) != "v" {
+		t.Fatalf("second call: reused %t, value %v", again == bc, again.Value(key{}))
+	}
+	select {
+	case <-again.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("Done not closed 5s after a 20ms deadline")
+	}
+	if !errors.Is(again.Err(), context.DeadlineExceeded) {
+		t.Fatalf("after the deadline: Err %v", again.Err())
+	}
+	b.stopBudget(again)
+	next := b.startBudget(context.Background(), first)
+	defer b.stopBudget(next)
+	if next == again || next.Err() != nil {
+		t.Fatalf("after an expired budget: reused %t, err %v; want a fresh one", next == again, next.Err())
+	}
+	select {
+	case <-next.Done():
+		t.Fatal("a fresh budget is done")
+	default:
 	}
 }

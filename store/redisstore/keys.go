@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"strings"
+	"unsafe"
 
 	"github.com/ratekeeper/ratekeeper/store"
 	"github.com/ratekeeper/ratekeeper/store/internal/contract"
@@ -46,19 +47,29 @@ const hexDigits = "0123456789ABCDEF"
 // they are hashed; hash them before they reach the store when that matters.
 // encodeKey is safe for concurrent use.
 func encodeKey(s string) string {
+	switch n := encodedLen(s); {
+	case n > maxEncodedLen:
+		return hashKey(s)
+	case n == len(s):
+		return s
+	default:
+		return string(appendEscaped(make([]byte, 0, n), s))
+	}
+}
+
+// encodedLen returns the length of the escaped form of s.
+func encodedLen(s string) int {
 	n := len(s)
 	for i := 0; i < len(s); i++ {
 		if !safe[s[i]] {
 			n += 2
 		}
 	}
-	switch {
-	case n > maxEncodedLen:
-		return hashKey(s)
-	case n == len(s):
-		return s
-	}
-	b := make([]byte, 0, n)
+	return n
+}
+
+// appendEscaped appends the escaped form of s to b.
+func appendEscaped(b []byte, s string) []byte {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if safe[c] {
@@ -67,7 +78,25 @@ func encodeKey(s string) string {
 		}
 		b = append(b, '%', hexDigits[c>>4], hexDigits[c&0xf])
 	}
-	return string(b)
+	return b
+}
+
+// keyOf returns keyBase(prefix, encodeKey(key)) + suffix in one
+// allocation: a request's state key (or, with an empty suffix, its base)
+// without the intermediate strings.
+func keyOf(prefix, key, suffix string) string {
+	n := encodedLen(key)
+	if n > maxEncodedLen {
+		return keyBase(prefix, hashKey(key)) + suffix
+	}
+	b := make([]byte, 0, len(prefix)+len(":{}:")+n+len(suffix))
+	b = append(b, prefix...)
+	b = append(b, ":{"...)
+	b = appendEscaped(b, key)
+	b = append(b, "}:"...)
+	b = append(b, suffix...)
+	// b is never written again: the string is its only reference.
+	return unsafe.String(unsafe.SliceData(b), len(b))
 }
 
 // hashKey returns '~' and the base64url SHA-256 of s.

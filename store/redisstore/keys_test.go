@@ -295,3 +295,43 @@ func FuzzEncodeKey(f *testing.F) {
 		}
 	})
 }
+
+// TestKeyOf checks that keyOf builds the key keyBase and encodeKey build,
+// for plain, escaped and hashed keys, in one allocation when not hashed.
+func TestKeyOf(t *testing.T) {
+	long := strings.Repeat("a", maxEncodedLen)
+	for _, key := range []string{"", "user-42", "ip:10.0.0.1", "2001:db8::1", "{tag}", "a\x00é", long, long + "a", strings.Repeat(":", 43), strings.Repeat(":", 42) + "ab"} {
+		for _, suffix := range []string{"", "g:~3600000000", tagOverride} {
+			want := keyBase("rk", encodeKey(key)) + suffix
+			if got := keyOf("rk", key, suffix); got != want {
+				t.Fatalf("keyOf(rk, %q, %q): got %q, want %q", key, suffix, got, want)
+			}
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = keyOf("rk", "ip:10.0.0.1", "g:p") }); n != 1 {
+		t.Fatalf("keyOf of an escaped key: %v allocations, want 1", n)
+	}
+}
+
+// TestLimitCacheLast: the limit added last answers from its own slot, and
+// a limit that differs from it in any field gets its own info, once.
+func TestLimitCacheLast(t *testing.T) {
+	var c limitCache
+	a := store.Limit{Name: "a", Algorithm: store.GCRA, Rate: 5, Period: time.Second}
+	b := a
+	b.Rate = 6
+	d := a
+	d.Block = time.Minute
+	ia, ib, id := c.get(a), c.get(b), c.get(d)
+	if ia == ib || ib == id || ia == id || ia.l != a || ib.l != b || id.l != d {
+		t.Fatalf("distinct limits share info: %p %p %p", ia, ib, id)
+	}
+	for range 3 {
+		if c.get(a) != ia || c.get(b) != ib || c.get(d) != id {
+			t.Fatal("a cached limit got new info")
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = c.get(d) }); n != 0 {
+		t.Fatalf("a cached limit: %v allocations", n)
+	}
+}

@@ -42,12 +42,20 @@ const maxCachedLimits = 4096
 // limitCache maps limits to their *limitInfo. Reads take no lock: the map
 // is replaced, never modified, when a limit is added.
 type limitCache struct {
-	m  atomic.Pointer[map[store.Limit]*limitInfo]
-	mu sync.Mutex // serializes additions
+	m atomic.Pointer[map[store.Limit]*limitInfo]
+	// last is the limit added last, looked at before the map: a service
+	// with one limit finds it with a comparison instead of a hash. It is
+	// written only when a limit is added, so that callers of different
+	// limits do not contend for it.
+	last atomic.Pointer[limitInfo]
+	mu   sync.Mutex // serializes additions
 }
 
 // get returns the info of a validated limit.
 func (c *limitCache) get(l store.Limit) *limitInfo {
+	if li := c.last.Load(); li != nil && li.l == l {
+		return li
+	}
 	if m := c.m.Load(); m != nil {
 		if li, ok := (*m)[l]; ok {
 			return li
@@ -73,6 +81,7 @@ func (c *limitCache) get(l store.Limit) *limitInfo {
 	li := newLimitInfo(l)
 	next[l] = li
 	c.m.Store(&next)
+	c.last.Store(li)
 	return li
 }
 

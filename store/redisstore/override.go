@@ -6,8 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/ratekeeper/ratekeeper/store"
 	"github.com/ratekeeper/ratekeeper/store/internal/contract"
 )
@@ -107,7 +105,8 @@ if v == ARGV[1] then
   return 0
 end
 return n`
-	return &script{src: src, sha: redis.NewScript(src).Hash()}
+	sc := newScript(src)
+	return &sc
 })
 
 var _ store.OverrideStore = (*redisStore)(nil)

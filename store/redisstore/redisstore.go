@@ -387,6 +387,7 @@ func (s *redisStore) run(ctx context.Context, mode string, req store.Request) (s
 	cost := contract.Cost(&req)
 	start := time.Now()
 	cmd := s.command(mode, &req, cost)
+	cmd.start = start
 	if d, ok := cmd.refusal.cached(start); ok {
 		return d, nil
 	}
@@ -413,7 +414,10 @@ func (s *redisStore) run(ctx context.Context, mode string, req store.Request) (s
 // do sends cmd and waits for its reply within the budget: the store's
 // Timeout or ctx's earlier deadline. Errors are *store.BackendError.
 func (s *redisStore) do(ctx context.Context, op string, cmd *command) (any, error) {
-	deadline := time.Now().Add(s.timeout)
+	if cmd.start.IsZero() {
+		cmd.start = time.Now()
+	}
+	deadline := cmd.start.Add(s.timeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
