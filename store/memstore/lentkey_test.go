@@ -26,7 +26,7 @@ func lentKey(key string) (*lendingCtx, string) {
 }
 
 // TestNewRecordCopiesLentKey: a record made for a key in lent memory keeps
-// a copy, on the plain path, the general path and a settlement, so that
+// a copy, on the plain path, the general path, a stack and a settlement, so that
 // the store never keeps a request's state alive; a known key is taken
 // without a copy.
 func TestNewRecordCopiesLentKey(t *testing.T) {
@@ -45,6 +45,10 @@ func TestNewRecordCopiesLentKey(t *testing.T) {
 		}},
 		{"take of two limits", func(s *memStore, ctx context.Context, key string) error {
 			_, err := s.Take(ctx, store.Request{Key: key, Limits: []store.Limit{gcra[0], {Rate: 100, Period: time.Minute}}})
+			return err
+		}},
+		{"stack", func(s *memStore, ctx context.Context, key string) error {
+			_, err := s.TakeMulti(ctx, []store.Request{{Key: key, Limits: gcra}, {Key: "route", Limits: gcra}})
 			return err
 		}},
 		{"settle", func(s *memStore, ctx context.Context, key string) error {

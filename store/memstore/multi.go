@@ -3,7 +3,9 @@ package memstore
 import (
 	"context"
 	"slices"
+	"strings"
 
+	"github.com/ratekeeper/ratekeeper/internal/keybuf"
 	"github.com/ratekeeper/ratekeeper/store"
 	"github.com/ratekeeper/ratekeeper/store/internal/contract"
 )
@@ -22,11 +24,13 @@ var _ store.MultiStore = (*memStore)(nil)
 // written, evicting as Take does when the store is full; when it cannot be
 // had, TakeMulti records nothing and returns a *[store.BackendError] of
 // Kind "capacity", as Take does. Errors for invalid stacks are those
-// of [contract.ValidateStack]. ctx is not consulted.
-func (s *memStore) TakeMulti(_ context.Context, reqs []store.Request) (store.MultiDecision, error) {
+// of [contract.ValidateStack]. ctx is consulted only to copy a key held
+// in memory the request lends (as Take does).
+func (s *memStore) TakeMulti(ctx context.Context, reqs []store.Request) (store.MultiDecision, error) {
 	if err := contract.ValidateStack(reqs); err != nil {
 		return store.MultiDecision{}, err
 	}
+	reqs = ownKeys(ctx, reqs)
 	ops := make([]op, len(reqs))
 	outs := make([][]outcome, len(reqs))
 	shards := make([]*shard, 0, len(reqs))
@@ -170,4 +174,24 @@ func (o *op) draw(need int) bool {
 	}
 	*o.pool -= need
 	return true
+}
+
+// ownKeys returns reqs, or a copy of it whose keys held in memory ctx
+// lends are copied, so that records made from them keep no request's
+// memory (see Take).
+func ownKeys(ctx context.Context, reqs []store.Request) []store.Request {
+	var own []store.Request
+	for i := range reqs {
+		if !keybuf.Holds(ctx, reqs[i].Key) {
+			continue
+		}
+		if own == nil {
+			own = slices.Clone(reqs)
+		}
+		own[i].Key = strings.Clone(reqs[i].Key)
+	}
+	if own == nil {
+		return reqs
+	}
+	return own
 }

@@ -437,19 +437,20 @@ func (b *batcher) startFlusher() {
 }
 
 // giveBack gives back a sending slot and reports whether the caller took
-// one again because a call is queued that no other sender will take: a
-// caller that saw every slot busy queues, then counts senders; a sender
-// gives back its slot, then looks at the queue, so one of them sees the
-// other and no call is stranded.
+// it again because a call is queued: a caller that saw every slot busy
+// queues, then counts senders; a sender gives back its slot, then looks
+// at the queue, so one of them sees the other and no call is stranded.
+// A sender that takes its slot back keeps it even above the current
+// limit (which falls from 16 to 4 when round trips are quick again):
+// the count never rises above what it was, and a sender that let go
+// because others were above the limit could leave a call queued with
+// every one of them gone.
 func (b *batcher) giveBack() bool {
 	b.flushers.Add(-1)
 	if b.head.Load() == nil {
 		return false
 	}
-	if n := b.flushers.Add(1); n > b.p.flusherLimit() && b.p.maxBatch != 1 {
-		b.flushers.Add(-1) // the others will take it
-		return false
-	}
+	b.flushers.Add(1)
 	return true
 }
 

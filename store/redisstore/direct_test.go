@@ -172,3 +172,29 @@ func TestBudgetContextReuse(t *testing.T) {
 	default:
 	}
 }
+
+// TestGiveBackAboveTheLimitKeepsTheSlot: a sender that gives back its
+// slot and finds a call queued takes the slot again even while the
+// senders outnumber the limit (16 after a slow round trip, 4 once round
+// trips are quick again): a sender that let go there, because "the
+// others will take it", could leave the call queued with every sender
+// gone, as each of them saw the others above the limit.
+func TestGiveBackAboveTheLimitKeepsTheSlot(t *testing.T) {
+	p := &pipes{maxBatch: 64}
+	b := p.newBatcher(nil)
+	b.head.Store(&call{})
+	b.flushers.Store(maxFlushers)
+	if limit := p.flusherLimit(); limit >= maxFlushers {
+		t.Fatalf("flusherLimit %d with no slow round trip, want below %d", limit, maxFlushers)
+	}
+	if !b.giveBack() {
+		t.Fatal("giveBack with a call queued and the senders above the limit: let go, want the slot kept")
+	}
+	if n := b.flushers.Load(); n != maxFlushers {
+		t.Fatalf("senders after giveBack: %d, want %d (never more than before)", n, maxFlushers)
+	}
+	b.head.Store(nil)
+	if b.giveBack() {
+		t.Fatal("giveBack with nothing queued: kept the slot, want it given back")
+	}
+}

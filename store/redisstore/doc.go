@@ -89,7 +89,10 @@
 // connection, at the context's deadline: through such a client a call
 // made while nothing is queued or in flight for its node is sent from the
 // caller's goroutine, which saves waking two goroutines (the sender,
-// then the caller) per lone call. A call whose
+// then the caller) per lone call; when the caller's context can never be
+// cancelled, the call's deadline context and timer are reused from one
+// such call to the next, so a go-redis hook on the client must not keep
+// the context it is given after the command returns. A call whose
 // deadline passes before it is sent is not sent. An abandoned command may
 // still complete in Redis; the request is then recorded once, and the
 // caller has already seen a timeout; a batch still reads replies that
