@@ -320,61 +320,75 @@ type storeCall struct {
 // Options.LimitsFunc ([OutcomeRejected], logged at error level), and an
 // empty identity or negative cost (no Outcome, nothing reported).
 func (l *Limiter) Decide(ctx context.Context, req Request) (Decision, error) {
+	var d Decision
+	err := l.decideTo(ctx, &req, &d)
+	return d, err
+}
+
+// decideTo is Decide writing its decision to d, which is zero on entry:
+// the decision is built where the caller keeps it, never copied on the
+// way (a Decision is a few hundred bytes, and the path is every
+// request's).
+func (l *Limiter) decideTo(ctx context.Context, req *Request, d *Decision) (err error) {
 	if req.Exempt {
-		d := Decision{Decision: store.Decision{Allowed: true}, Policy: l.name, Outcome: OutcomeExempt}
+		*d = Decision{Decision: store.Decision{Allowed: true}, Policy: l.name, Outcome: OutcomeExempt}
 		if !req.Peek && l.watching(ctx) {
-			l.report(ctx, &Event{Decision: d}, "")
+			l.report(ctx, &Event{Decision: *d}, "")
 		}
-		return d, nil
+		return nil
 	}
 	if req.IdentityErr != nil {
-		d := Decision{Policy: l.name, Tier: req.Tier, Outcome: OutcomeRejected}
+		d.Policy, d.Tier, d.Outcome = l.name, req.Tier, OutcomeRejected
 		if !req.Peek && l.watching(ctx) {
-			l.report(ctx, &Event{Decision: d, Err: req.IdentityErr}, "")
+			l.report(ctx, &Event{Decision: *d, Err: req.IdentityErr}, "")
 		}
-		return d, req.IdentityErr
+		return req.IdentityErr
 	}
 	cost := req.Cost
 	switch {
 	case cost == 0:
 		cost = 1
 	case cost < 0:
-		return Decision{Policy: l.name}, fmt.Errorf("ratekeeper: limiter: cost must be >= 0, got %d", cost)
+		d.Policy = l.name
+		return fmt.Errorf("ratekeeper: limiter: cost must be >= 0, got %d", cost)
 	}
 	if req.Identity == "" {
-		return Decision{Policy: l.name}, errEmptyKey
+		d.Policy = l.name
+		return errEmptyKey
 	}
 	if req.Partial {
-		if err := l.partialRequest(&req); err != nil {
-			return Decision{Policy: l.name}, err
+		if err := l.partialRequest(req); err != nil {
+			d.Policy = l.name
+			return err
 		}
 	}
 	t, err := l.tier(req.Tier)
 	if err != nil {
-		d := Decision{Policy: l.name, Tier: req.Tier, Cost: cost}
-		return l.fail(ctx, &req, d, err, storeCall{})
+		*d, err = l.fail(ctx, req, Decision{Policy: l.name, Tier: req.Tier, Cost: cost}, err, storeCall{})
+		return err
 	}
-	d := Decision{Policy: t.policy, Tier: t.name, Cost: cost}
+	d.Policy, d.Tier, d.Cost = t.policy, t.name, cost
 	switch {
 	case t.suspended:
 		d.Outcome = OutcomeSuspended
-		l.reportUnlessPeek(ctx, &req, &Event{Decision: d})
-		return d, nil
+		l.reportUnlessPeek(ctx, req, &Event{Decision: *d})
+		return nil
 	case t.unlimited:
 		d.Allowed, d.Outcome = true, OutcomeUnlimited
-		l.reportUnlessPeek(ctx, &req, &Event{Decision: d})
-		return d, nil
+		l.reportUnlessPeek(ctx, req, &Event{Decision: *d})
+		return nil
 	case req.Charged >= cost:
 		// An enclosing decision of this quota already took at least this
 		// much: its decision stands.
 		d.Allowed = true
-		return d, nil
+		return nil
 	}
 	set, err := l.limitsFor(ctx, t, req.Limits)
 	if err != nil {
-		return l.fail(ctx, &req, d, err, storeCall{})
+		*d, err = l.fail(ctx, req, *d, err, storeCall{})
+		return err
 	}
-	return l.decide(ctx, &req, d, set)
+	return l.decide(ctx, req, d, set)
 }
 
 // tier returns the tier named name.
@@ -395,8 +409,8 @@ func (l *Limiter) reportUnlessPeek(ctx context.Context, req *Request, e *Event) 
 }
 
 // storeRequest is the store request for req under set, taking need units.
-func (l *Limiter) storeRequest(ctx context.Context, req *Request, d *Decision, set *limitSet, need int64) store.Request {
-	sr := store.Request{Key: l.storeKey(ctx, d.Tier, req.Identity), Limits: set.limits, Cost: need, CountDenied: l.countDenied, ApplyOverride: l.overrides, Partial: req.Partial}
+func (l *Limiter) storeRequest(ctx context.Context, req *Request, d *Decision, set *limitSet, need int64, sr *store.Request) {
+	*sr = store.Request{Key: l.storeKey(ctx, d.Tier, req.Identity), Limits: set.limits, Cost: need, CountDenied: l.countDenied, ApplyOverride: l.overrides, Partial: req.Partial}
 	if req.wait {
 		sr.MaxWait = l.maxWait
 	}
@@ -406,26 +420,28 @@ func (l *Limiter) storeRequest(ctx context.Context, req *Request, d *Decision, s
 	if req.DedupID != "" && !req.Peek {
 		sr.DedupID, sr.DedupReplays, sr.DedupWindow = req.DedupID, l.dedupMax, l.dedupTTL
 	}
-	return sr
 }
 
 // decide takes the rest of the request's cost under set. When an
 // enclosing decision of the same quota already charged part of the cost
 // and the rest is refused, the decision describes a retry of the whole
 // request (see nestedRefusal).
-func (l *Limiter) decide(ctx context.Context, req *Request, d Decision, set *limitSet) (Decision, error) {
+func (l *Limiter) decide(ctx context.Context, req *Request, d *Decision, set *limitSet) error {
 	d.Limits, d.Headers = set.limits, set.fields
-	sr := l.storeRequest(ctx, req, &d, set, d.Cost-max(req.Charged, 0))
+	var sr store.Request
+	l.storeRequest(ctx, req, d, set, d.Cost-max(req.Charged, 0), &sr)
 	now := l.now()
-	sd, call, err := l.call(ctx, sr, now, req.Peek)
+	sd := &d.Decision
+	call, err := l.call(ctx, &sr, now, req.Peek, sd)
 	if err == nil && sd.Duplicate {
-		sd, call, err = l.chargeReplay(ctx, sr, now, call)
+		*sd, call, err = l.chargeReplay(ctx, sr, now, call)
 	}
 	if err != nil {
-		return l.fail(ctx, req, d, err, call)
+		*d, err = l.fail(ctx, req, *d, err, call)
+		return err
 	}
 	if !req.Peek && !sd.Allowed && req.Charged > 0 && !sd.Blocked && sd.Override != store.OverrideSuspend {
-		sd = l.nestedRefusal(ctx, sr, d.Cost, sd, call)
+		*sd = l.nestedRefusal(ctx, sr, d.Cost, *sd, call)
 	}
 	if !req.Peek && sd.Allowed {
 		d.key, d.reserved, d.local = sr.Key, sr.Cost, call.fallback
@@ -433,14 +449,15 @@ func (l *Limiter) decide(ctx context.Context, req *Request, d Decision, set *lim
 			d.reserved = sd.Granted
 		}
 	}
-	return l.finish(ctx, req, d, sd, now, call), nil
+	l.finish(ctx, req, d, now, &call)
+	return nil
 }
 
-// finish completes d with the store's decision sd, taken at now, and
-// reports it.
-func (l *Limiter) finish(ctx context.Context, req *Request, d Decision, sd store.Decision, now time.Time, call storeCall) Decision {
-	d.Decision = sd
-	d.Reset = now.Add(resetAfter(&sd))
+// finish completes d, whose Decision holds the store's answer taken at
+// now, and reports it.
+func (l *Limiter) finish(ctx context.Context, req *Request, d *Decision, now time.Time, call *storeCall) {
+	sd := &d.Decision
+	d.Reset = now.Add(resetAfter(sd))
 	switch {
 	case sd.Override == store.OverrideExempt:
 		// An exempt client has no limit to describe.
@@ -459,18 +476,17 @@ func (l *Limiter) finish(ctx context.Context, req *Request, d Decision, sd store
 		d.Outcome = OutcomeLimited
 	}
 	if req.Peek {
-		return d
+		return
 	}
 	if call.fallback {
 		l.warn(ctx, d.Policy, call.cause)
 	}
 	if sd.BlockStarted {
-		l.blockStarted(ctx, req.Identity, &d)
+		l.blockStarted(ctx, req.Identity, d)
 	}
 	if l.watching(ctx) {
-		l.report(ctx, &Event{Decision: d, Latency: call.latency, Fallback: call.fallback, Err: call.cause}, req.Identity)
+		l.report(ctx, &Event{Decision: *d, Latency: call.latency, Fallback: call.fallback, Err: call.cause}, req.Identity)
 	}
-	return d
 }
 
 // resetAfter is the wait X-RateLimit-Reset names: until the deciding limit
@@ -542,7 +558,8 @@ func (l *Limiter) fail(ctx context.Context, req *Request, d Decision, err error,
 // found the duplicate; the returned call adds both latencies.
 func (l *Limiter) chargeReplay(ctx context.Context, req store.Request, now time.Time, first storeCall) (store.Decision, storeCall, error) {
 	req.DedupID = ""
-	d, c, err := l.call(ctx, req, now, false)
+	var d store.Decision
+	c, err := l.call(ctx, &req, now, false, &d)
 	c.latency += first.latency
 	if err == nil && d.Allowed {
 		d.Duplicate = true
@@ -571,47 +588,48 @@ func (l *Limiter) nestedRefusal(ctx context.Context, req store.Request, cost int
 }
 
 // call runs one store operation, then the fallback store if the main store
-// failed. Its errors are the store's invalid-request errors, errClientGone
-// or a *storeFailure.
-func (l *Limiter) call(ctx context.Context, req store.Request, now time.Time, peek bool) (store.Decision, storeCall, error) {
-	d, c, err := l.callMain(ctx, req, now, peek)
+// failed, and writes the decision to d. Its errors are the store's
+// invalid-request errors, errClientGone or a *storeFailure.
+func (l *Limiter) call(ctx context.Context, req *store.Request, now time.Time, peek bool, d *store.Decision) (storeCall, error) {
+	c, err := l.callMain(ctx, req, now, peek, d)
 	if err == nil && d.Repaired {
-		l.repaired(ctx, &d)
+		l.repaired(ctx, d)
 	}
 	if err == nil || l.local == nil || !isStoreFailure(err) {
-		return d, c, err
+		return c, err
 	}
 	var lerr error
 	if peek {
-		d, lerr = l.local.Peek(ctx, req)
+		*d, lerr = l.local.Peek(ctx, *req)
 	} else {
-		d, lerr = l.local.Take(ctx, req)
+		*d, lerr = l.local.Take(ctx, *req)
 	}
 	if lerr != nil {
 		if errors.Is(lerr, store.ErrCostExceedsCapacity) || errors.Is(lerr, store.ErrInvalidRequest) {
 			// The fallback could decide, and found the request itself
 			// wrong (a cost the main store checks only once it has read
 			// the client's override): that answer stands.
-			return d, c, lerr
+			return c, lerr
 		}
-		return d, c, err
+		return c, err
 	}
 	c.fallback, c.cause = true, err
-	return d, c, nil
+	return c, nil
 }
 
 // callMain calls the main store through the breaker, with the caller's
-// context: the time budget of a decision is the store's (the Redis store's
-// Options.Timeout), not the limiter's. For a store that tells which node
-// serves the request (a Redis Cluster master) the breaker is that node's:
-// a failing shard is skipped, the others are still called.
-func (l *Limiter) callMain(ctx context.Context, req store.Request, now time.Time, peek bool) (d store.Decision, c storeCall, err error) {
-	node := l.nodeFor(ctx, req)
+// context, and writes its decision to d: the time budget of a decision is
+// the store's (the Redis store's Options.Timeout), not the limiter's. For
+// a store that tells which node serves the request (a Redis Cluster
+// master) the breaker is that node's: a failing shard is skipped, the
+// others are still called.
+func (l *Limiter) callMain(ctx context.Context, req *store.Request, now time.Time, peek bool, d *store.Decision) (c storeCall, err error) {
+	node := l.nodeFor(ctx, *req)
 	b := l.breaker.of(node)
 	ok, probe := b.allow(now)
 	if !ok {
 		c.skipped = true
-		return d, c, &storeFailure{err: errBreakerOpen, skipped: true}
+		return c, &storeFailure{err: errBreakerOpen, skipped: true}
 	}
 	settled := false
 	if probe {
@@ -629,15 +647,15 @@ func (l *Limiter) callMain(ctx context.Context, req store.Request, now time.Time
 		start = time.Now()
 	}
 	if peek {
-		d, err = l.store.Peek(ctx, req)
+		*d, err = l.store.Peek(ctx, *req)
 	} else {
-		d, err = l.store.Take(ctx, req)
+		*d, err = l.store.Take(ctx, *req)
 	}
 	if timed {
 		c.latency = time.Since(start)
 	}
 	settled = true
-	return d, c, l.settle(ctx, b, probe, node, err)
+	return c, l.settle(ctx, b, probe, node, err)
 }
 
 // nodeFor returns the node that serves req, for a store that tells (see

@@ -197,8 +197,8 @@ func (s *Stack) Decide(ctx context.Context, reqs []Request) ([]Decision, int, er
 	case 1:
 		// One policy left: decided as its limiter alone decides.
 		p := &parts[0]
-		var err error
-		ds[p.i], err = s.ls[p.i].decide(ctx, p.req, p.d, p.set)
+		ds[p.i] = p.d
+		err := s.ls[p.i].decide(ctx, p.req, &ds[p.i], p.set)
 		return ds, p.i, err
 	}
 	return s.decideAll(ctx, ds, parts)
@@ -210,7 +210,7 @@ func (s *Stack) decideAll(ctx context.Context, ds []Decision, parts []stackPart)
 	for n := range parts {
 		p := &parts[n]
 		l := s.ls[p.i]
-		sreqs[n] = l.storeRequest(ctx, p.req, &p.d, p.set, p.d.Cost-max(p.req.Charged, 0))
+		l.storeRequest(ctx, p.req, &p.d, p.set, p.d.Cost-max(p.req.Charged, 0), &sreqs[n])
 		if err := sreqs[n].Validate(); err != nil {
 			ds[p.i], err = l.fail(ctx, p.req, p.d, err, storeCall{})
 			return ds, p.i, err
@@ -237,18 +237,20 @@ func (s *Stack) decideAll(ctx context.Context, ds []Decision, parts []stackPart)
 		if n == k {
 			continue
 		}
-		d := p.d
-		d.Limits, d.Headers = p.set.limits, p.set.fields
+		d := &ds[p.i]
+		*d = p.d
+		d.Limits, d.Headers, d.Decision = p.set.limits, p.set.fields, sd
 		// Described without reporting, as a peek is.
-		ds[p.i] = l.finish(ctx, &Request{Peek: true}, d, sd, nows[n], storeCall{})
+		l.finish(ctx, &Request{Peek: true}, d, nows[n], &storeCall{})
 		if sd.BlockStarted {
 			l.blockStarted(ctx, p.req.Identity, &ds[p.i])
 		}
 	}
 	p := &parts[k]
-	d := p.d
-	d.Limits, d.Headers = p.set.limits, p.set.fields
-	ds[p.i] = s.ls[p.i].finish(ctx, p.req, d, md.Decision, nows[k], call)
+	d := &ds[p.i]
+	*d = p.d
+	d.Limits, d.Headers, d.Decision = p.set.limits, p.set.fields, md.Decision
+	s.ls[p.i].finish(ctx, p.req, d, nows[k], &call)
 	return ds, p.i, nil
 }
 

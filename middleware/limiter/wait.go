@@ -64,7 +64,8 @@ func (o *Options) validateWait(s store.Store) error {
 // MaxWait 0 Wait is Decide.
 func (l *Limiter) Wait(ctx context.Context, req Request) (Decision, error) {
 	req.wait = l.maxWait > 0 && !l.dryRun && !req.Peek && !req.Partial && req.DedupID == ""
-	d, err := l.Decide(ctx, req)
+	var d Decision
+	err := l.decideTo(ctx, &req, &d)
 	if err != nil || !d.Allowed || d.Delay <= 0 {
 		return d, err
 	}
