@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -68,6 +70,8 @@ type Policy struct {
 	policyVal  []string   // RateLimit-Policy value; nil without IETF
 	bucketVal  []string   // X-RateLimit-Bucket value
 	tierVal    []string   // X-RateLimit-Tier value; nil without a tier
+	// resets keeps recent X-RateLimit-Reset values (see resetValue).
+	resets [resetSlots]atomic.Pointer[resetVal]
 }
 
 var errUnprintable = errors.New("ratekeeper: headers: IETF item names must be printable ASCII")
@@ -147,7 +151,8 @@ func (p *Policy) Item(i int) string {
 // fields of a response allocates nothing when the Buffer lives in memory
 // the caller allocates anyway (a request's state). A Buffer is written
 // for one response and never reused: the values it hands out must not
-// change. The zero value is ready to use.
+// change. The zero value is ready to use; a nil *Buffer gives each value
+// that is not shared (see [Policy.Write]) memory of its own.
 type Buffer struct {
 	vals [3]string
 	nv   int
@@ -155,17 +160,34 @@ type Buffer struct {
 	nb   int
 }
 
-// num returns a one-element header value holding v in decimal.
+// num returns a one-element header value holding v in decimal: a shared
+// one for small numbers, else one held in b.
 func (b *Buffer) num(v int64) []string {
+	if v >= 0 && v < smallNums {
+		return small()[v : v+1 : v+1]
+	}
 	var digits [20]byte
 	return b.value(strconv.AppendInt(digits[:0], v, 10))
+}
+
+// own is the memory of one value outside a Buffer: the value and its
+// bytes in one allocation.
+type own struct {
+	v [1]string
+	b [24]byte
 }
 
 // value returns a one-element header value holding a copy of p, kept in b
 // when there is room.
 func (b *Buffer) value(p []byte) []string {
-	if b.nv == len(b.vals) || len(b.buf)-b.nb < len(p) || len(p) == 0 {
-		return []string{string(p)}
+	if b == nil || b.nv == len(b.vals) || len(b.buf)-b.nb < len(p) || len(p) == 0 {
+		if len(p) == 0 || len(p) > len(own{}.b) {
+			return []string{string(p)}
+		}
+		o := new(own)
+		n := copy(o.b[:], p)
+		o.v[0] = unsafe.String(&o.b[0], n)
+		return o.v[:]
 	}
 	n := copy(b.buf[b.nb:], p)
 	// The bytes live in the Buffer, which is never written there again:
@@ -174,6 +196,59 @@ func (b *Buffer) value(p []byte) []string {
 	b.nb += n
 	b.nv++
 	return b.vals[b.nv-1 : b.nv : b.nv]
+}
+
+// smallNums is how many numbers (0 to smallNums-1) have one-element
+// values shared by every response: the remaining counts of most limits
+// and most Retry-After waits.
+const smallNums = 4096
+
+// small returns the shared values of the numbers below smallNums, made on
+// first use: one string of all their digits and the values over it.
+var small = sync.OnceValue(func() []string {
+	var digits []byte
+	ends := make([]int, smallNums)
+	for i := range smallNums {
+		digits = strconv.AppendInt(digits, int64(i), 10)
+		ends[i] = len(digits)
+	}
+	all := string(digits)
+	vals := make([]string, smallNums)
+	start := 0
+	for i, end := range ends {
+		vals[i] = all[start:end]
+		start = end
+	}
+	return vals
+})
+
+// resetSlots is how many X-RateLimit-Reset values (Unix seconds) a
+// Policy keeps formatted: the seconds a busy policy names within a few
+// seconds of each other, one slot per second modulo resetSlots.
+const resetSlots = 8
+
+// resetVal is a formatted X-RateLimit-Reset value and the second it
+// names, in one allocation.
+type resetVal struct {
+	sec int64
+	own
+}
+
+// resetValue returns the value naming Unix second sec: the policy's
+// shared one when it holds it, else a new one, which becomes the shared
+// one of its slot (a value formatted once is then read by every response
+// that names the same second: with many clients at once, most of them).
+func (p *Policy) resetValue(sec int64) []string {
+	slot := &p.resets[uint64(sec)%resetSlots]
+	cur := slot.Load()
+	if cur != nil && cur.sec == sec {
+		return cur.v[:]
+	}
+	v := &resetVal{sec: sec}
+	digits := strconv.AppendInt(v.b[:0], sec, 10)
+	v.v[0] = unsafe.String(&v.b[0], len(digits))
+	slot.Store(v)
+	return v.v[:]
 }
 
 // Write sets the fields the policy's options choose for d on h (an
@@ -225,7 +300,7 @@ func (p *Policy) writeLegacy(h map[string][]string, d *store.Decision, reset tim
 		}
 		h[fieldReset] = b.num(ceilSeconds(wait))
 	} else {
-		h[fieldReset] = b.num(ceilSeconds(time.Duration(reset.UnixNano())))
+		h[fieldReset] = p.resetValue(ceilSeconds(time.Duration(reset.UnixNano())))
 	}
 }
 

@@ -2,6 +2,7 @@ package headers
 
 import (
 	"net/http"
+	"strconv"
 	"testing"
 	"time"
 
@@ -369,5 +370,51 @@ func TestWriteRetryAfter(t *testing.T) {
 	WriteRetryAfter(h, 2*time.Second+1)
 	if got := h.Get("Retry-After"); got != "3" {
 		t.Fatalf("got %q, want 3", got)
+	}
+}
+
+// TestSharedValues checks the values shared between responses: every
+// small number, and the X-RateLimit-Reset seconds a policy keeps, read as
+// they would be formatted, in any order of seconds (a slot holding another
+// second, a second met again), and the fields written without a Buffer.
+func TestSharedValues(t *testing.T) {
+	var b Buffer
+	for v := range int64(smallNums) + 3 {
+		got := b.num(v)
+		if len(got) != 1 || got[0] != strconv.FormatInt(v, 10) {
+			t.Fatalf("num(%d) = %q", v, got)
+		}
+	}
+	if b.nv != 3 {
+		t.Errorf("the Buffer holds %d values, want the 3 numbers above the shared ones", b.nv)
+	}
+	p, err := NewPolicy(Options{}, "api", "", []store.Limit{store.PerMinute(10)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := int64(1767225600)
+	seconds := []int64{base, base, base + 8, base, base + 3, base + 8, base + 16, base + 8, base + 1, base + 1}
+	for i, sec := range seconds {
+		got := p.resetValue(sec)
+		if len(got) != 1 || got[0] != strconv.FormatInt(sec, 10) {
+			t.Fatalf("reset value %d (second %d): got %q", i, sec, got)
+		}
+	}
+	// An admission's headers, without a Buffer: the same fields as with one.
+	sd := store.Decision{Allowed: true, Capacity: 10, Remaining: 1 << 40, ResetAfter: 18 * time.Second}
+	h := http.Header{}
+	p.Write(h, &sd, time.Unix(base, 1), nil, false)
+	if h.Get(fieldRemaining) != "1099511627776" || h.Get(fieldReset) != strconv.FormatInt(base+1, 10) || h.Get(fieldLimit) != "10" {
+		t.Errorf("without a Buffer: got %v", h)
+	}
+	// A shared value is never changed by a later write: appending to it
+	// (Header.Add) copies it.
+	shared := http.Header{}
+	p.Write(shared, &store.Decision{Allowed: true, Capacity: 10, Remaining: 7}, time.Unix(base, 0), nil, false)
+	shared.Add(fieldRemaining, "x")
+	h2 := http.Header{}
+	p.Write(h2, &store.Decision{Allowed: true, Capacity: 10, Remaining: 7}, time.Unix(base, 0), nil, false)
+	if got := h2.Values(fieldRemaining); len(got) != 1 || got[0] != "7" {
+		t.Errorf("a shared value after an Add elsewhere: got %q", got)
 	}
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"sync"
 
 	"github.com/ratekeeper/ratekeeper/headers"
 	"github.com/ratekeeper/ratekeeper/internal/keybuf"
@@ -64,14 +66,50 @@ func (s *reqState) Value(k any) any {
 }
 
 // lightState is what a limiter that attaches nothing to the request (see
-// [Options].DecisionInContext) needs for one request, in one allocation:
-// the context of its decision, which carries the request to log lines,
-// the storage for the header values and the memory of its store key.
+// [Options].DecisionInContext) needs for one request: the context of its
+// decision, which carries the request to log lines, the storage for the
+// header values and the memory of its store key. When nobody watches the
+// limiter's decisions (no observer, refusal hook or debug log, which are
+// handed the context), a request's state comes from lightStates and goes
+// back there once its decision is answered: nothing refers to it by then
+// (the stores copy the keys they keep, see package internal/keybuf), and
+// its header values are the shared ones or have memory of their own (hb
+// is used only by a state that is not given back).
 type lightState struct {
 	context.Context // the request's context
 	req             *http.Request
 	hb              headers.Buffer
 	key             keybuf.Buffer
+}
+
+// lightStates keeps the states of answered requests for the next ones.
+var lightStates = sync.Pool{New: func() any { return new(lightState) }}
+
+// lightStateFor returns the state of request r and whether it goes back
+// to lightStates when answered (see lightState).
+func (l *Limiter) lightStateFor(r *http.Request) (*lightState, bool) {
+	ctx := r.Context()
+	if l.h.watched || l.h.logger.Enabled(ctx, slog.LevelDebug) {
+		return &lightState{Context: ctx, req: r}, false
+	}
+	st := lightStates.Get().(*lightState)
+	st.Context, st.req = ctx, r
+	return st, true
+}
+
+// giveBack returns a state of lightStates there, emptied.
+func (st *lightState) giveBack() {
+	st.Context, st.req, st.key = nil, nil, keybuf.Buffer{}
+	lightStates.Put(st)
+}
+
+// buffer is the storage for the header values of st's response: nil (each
+// value not shared gets memory of its own) for a state that is given back.
+func (st *lightState) buffer(pooled bool) *headers.Buffer {
+	if pooled {
+		return nil
+	}
+	return &st.hb
 }
 
 // KeyBuffer implements keybuf.Lender: the core builds the request's store

@@ -56,6 +56,9 @@ type policy struct {
 	// cost is a reservation that ReportCost may settle.
 	reserve bool
 	uses    atomic.Int32
+	// watched is set when an observer or a refusal hook is told about
+	// decisions, with their contexts.
+	watched bool
 }
 
 // New builds a Limiter that derives each request's identity with key and
@@ -120,6 +123,7 @@ func build(s store.Store, o *Options, classify func(*http.Request) (string, stri
 		inFlight:    inFlight,
 		rateless:    len(tiers) == 0,
 		reserve:     o.DecisionInContext,
+		watched:     o.Observer != nil || o.RefusalHook != nil,
 	}
 	if h.rateless {
 		h.tiers = []limiter.Tier{{Unlimited: true}} // as the core sees it
@@ -225,13 +229,16 @@ func (l *Limiter) serveRate(w http.ResponseWriter, r *http.Request, next http.Ha
 // limiter has no reason to attach its decision (see [Options].
 // DecisionInContext), and no other limiter of its quota can be below.
 func (l *Limiter) serveLight(w http.ResponseWriter, r *http.Request, next http.Handler) {
-	st := &lightState{Context: r.Context(), req: r}
+	st, pooled := l.lightStateFor(r)
 	tier, id, err := l.h.classify(r)
 	if err == nil && id == "" {
 		err = errEmptyKey
 	}
 	if err != nil {
 		l.rejectIdentity(st, w, err)
+		if pooled {
+			st.giveBack()
+		}
 		return
 	}
 	req := limiter.Request{Tier: tier, Identity: id, Cost: l.cost}
@@ -241,18 +248,25 @@ func (l *Limiter) serveLight(w http.ResponseWriter, r *http.Request, next http.H
 	d, err := l.Wait(st, req)
 	switch d.Outcome {
 	case limiter.OutcomeAllowed:
-		writeHeaders(w.Header(), &d, &st.hb, false)
+		writeHeaders(w.Header(), &d, st.buffer(pooled), false)
+		if pooled {
+			st.giveBack() // before next: its decision is answered
+		}
 		next.ServeHTTP(w, r)
+		return
 	case limiter.OutcomeLimited, limiter.OutcomeBlocked:
 		if err == nil {
-			writeHeaders(w.Header(), &d, &st.hb, true)
+			writeHeaders(w.Header(), &d, st.buffer(pooled), true)
+			if pooled {
+				st.giveBack()
+			}
 			l.deny(w, r, &d)
 			return
 		}
-		fallthrough
-	default:
-		l.finish(w, r, next, nil, &req, decided{d, err})
 	}
+	// Any other answer may carry its decision on in the request's
+	// context: the state is not given back.
+	l.finish(w, r, next, nil, &req, decided{d, err})
 }
 
 // resolve derives the request's tier and identity and what an enclosing
