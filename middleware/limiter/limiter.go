@@ -188,7 +188,7 @@ func New(s store.Store, o Options) (*Limiter, error) {
 		l.logSecret = processSecret
 	}
 	if l.now == nil {
-		l.now = time.Now
+		l.now = defaultNow
 	}
 	l.locate, _ = s.(store.NodeLocator)
 	l.lendKeys = copiesKeys(s) && (o.Fallback == nil || copiesKeys(o.Fallback))
