@@ -5,7 +5,12 @@
 // before keeping it ([Copier]).
 //
 // Memory is lent once and written once, by the borrower: a string made
-// over it never changes for as long as anything refers to it.
+// over it never changes for as long as anything refers to it. A lender
+// may lend the same memory again (a Buffer set back to its zero value)
+// once the request's decision is answered and nothing the decision left
+// behind holds the key: a store copies a lent key before keeping it
+// beyond the call ([Copier]), and the middleware gives a request's state
+// back only when neither the decision nor the context went anywhere.
 package keybuf
 
 import (
