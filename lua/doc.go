@@ -66,10 +66,12 @@
 // algorithm file's arithmetic and state step for step, for one limit:
 // lean_bucket.lua for GCRA and the token bucket; lean_window.lua, the
 // arguments, then lean_fixed_window.lua, lean_sliding_window_counter.lua
-// (after counter.lua) or lean_sliding_window_log.lua. The lean log reads
-// its newest unit first, so that an empty or stale log needs no count and
-// an empty one no trim. docs/capacity.md gives each script's Redis time
-// per decision.
+// (after counter.lua) or lean_sliding_window_log.lua. The lean log counts
+// with calls that answer integers (ZCARD, then a take's trim, which runs
+// on refusals too, or a peek's ZCOUNT) and reads a score only where the
+// reply needs one: the oldest unit inside the window on an admission, the
+// newest and the ranks the retry times name on a refusal.
+// docs/capacity.md gives each script's Redis time per decision.
 //
 // # Calling convention: lean scripts
 //
@@ -452,7 +454,8 @@
 //     units have drained.
 //   - sliding_window_log: one sorted set for the request's limits, a member
 //     "<now>:<nonce>:<j>" per recorded unit scored with its time; pruned to
-//     the longest period on each recording, and with counted refusals
+//     the longest period on each recording (by the lean script on each
+//     take, refused or not), and with counted refusals
 //     trimmed (ZREMRANGEBYRANK) to its newest (largest rate + cost) units,
 //     which leaves every decision and retry time unchanged and bounds the
 //     set under a flood; expires one longest period after its newest unit.

@@ -38,9 +38,12 @@ local function evaluate()
       end
       reset0[i] = newest + p - now
       -- One unit more fits once the (capacity - remaining)-th newest unit
-      -- has left the window.
-      local rank = int(rem0[i] - r)
-      next0[i] = tonumber(redis.call('ZRANGE', key, rank, rank, 'WITHSCORES')[2]) + p - now
+      -- has left the window (the newest itself when that is rank -1).
+      local rank = rem0[i] - r
+      next0[i] = reset0[i]
+      if rank ~= -1 then
+        next0[i] = tonumber(redis.call('ZRANGE', key, int(rank), int(rank), 'WITHSCORES')[2]) + p - now
+      end
     end
     if count + cost <= r then
       -- After this request the newest unit is at now.
@@ -57,10 +60,17 @@ local function evaluate()
       allowed = false
       -- The request fits once at most capacity - cost units are left in
       -- the window: once the (capacity - cost + 1)-th newest unit has
-      -- left it. Rank access from the end is O(log n).
-      local rank = int(cost - r - 1)
-      local kth = redis.call('ZRANGE', key, rank, rank, 'WITHSCORES')
-      retry[i] = tonumber(kth[2]) + p - now
+      -- left it. Rank access from the end is O(log n); a unit read above
+      -- (the newest, or the one next0 names: cost - 1 = rem0) is not read
+      -- again.
+      local rank = cost - r - 1
+      if rank == -1 then
+        retry[i] = reset0[i]
+      elseif rank == rem0[i] - r then
+        retry[i] = next0[i]
+      else
+        retry[i] = tonumber(redis.call('ZRANGE', key, int(rank), int(rank), 'WITHSCORES')[2]) + p - now
+      end
     end
   end
   return true
