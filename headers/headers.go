@@ -146,17 +146,29 @@ func (p *Policy) Item(i int) string {
 	return p.items[i]
 }
 
-// Buffer holds the values of one response's fields. Numbers are formatted
-// into it and the header map refers to them there, so that writing the
-// fields of a response allocates nothing when the Buffer lives in memory
-// the caller allocates anyway (a request's state). A Buffer is written
-// for one response and never reused: the values it hands out must not
-// change. The zero value is ready to use; a nil *Buffer gives each value
-// that is not shared (see [Policy.Write]) memory of its own.
+// Buffer holds the values of the fields a caller writes. Numbers are
+// formatted into it and the header map refers to them there, so that
+// writing the fields of a response allocates nothing when the Buffer lives
+// in memory the caller allocates anyway (a request's state). A Buffer never
+// writes again where it wrote: the values it hands out never change. So
+// one Buffer may serve one response after another (never two at once),
+// as the middleware's pooled request states do; once its own room is
+// used, it carves values from chunks it allocates, many values each. The
+// zero value is ready to use; a nil *Buffer gives each value that is not
+// shared (see [Policy.Write]) memory of its own.
 type Buffer struct {
 	vals [3]string
 	nv   int
 	buf  [48]byte
+	nb   int
+	more *chunk // where values go once vals or buf is used up
+}
+
+// chunk is room for the values of many responses, in one allocation.
+type chunk struct {
+	vals [16]string
+	nv   int
+	buf  [256]byte
 	nb   int
 }
 
@@ -178,24 +190,42 @@ type own struct {
 }
 
 // value returns a one-element header value holding a copy of p, kept in b
-// when there is room.
+// (or a chunk of b's) when it fits.
 func (b *Buffer) value(p []byte) []string {
-	if b == nil || b.nv == len(b.vals) || len(b.buf)-b.nb < len(p) || len(p) == 0 {
-		if len(p) == 0 || len(p) > len(own{}.b) {
+	switch {
+	case len(p) == 0:
+		return []string{""}
+	case b == nil:
+		if len(p) > len(own{}.b) {
 			return []string{string(p)}
 		}
 		o := new(own)
 		n := copy(o.b[:], p)
 		o.v[0] = unsafe.String(&o.b[0], n)
 		return o.v[:]
+	case b.nv < len(b.vals) && len(b.buf)-b.nb >= len(p):
+		return carve(b.vals[:], &b.nv, b.buf[:], &b.nb, p)
+	case len(p) > len(chunk{}.buf):
+		return []string{string(p)}
 	}
-	n := copy(b.buf[b.nb:], p)
-	// The bytes live in the Buffer, which is never written there again:
-	// what a string needs.
-	b.vals[b.nv] = unsafe.String(&b.buf[b.nb], n)
-	b.nb += n
-	b.nv++
-	return b.vals[b.nv-1 : b.nv : b.nv]
+	c := b.more
+	if c == nil || c.nv == len(c.vals) || len(c.buf)-c.nb < len(p) {
+		c = new(chunk)
+		b.more = c
+	}
+	return carve(c.vals[:], &c.nv, c.buf[:], &c.nb, p)
+}
+
+// carve copies p into buf after its first *nb bytes and returns a
+// one-element value over it, held in vals after its first *nv; the caller
+// has checked that both have room.
+func carve(vals []string, nv *int, buf []byte, nb *int, p []byte) []string {
+	n := copy(buf[*nb:], p)
+	// The bytes are never written there again: what a string needs.
+	vals[*nv] = unsafe.String(&buf[*nb], n)
+	*nb += n
+	*nv++
+	return vals[*nv-1 : *nv : *nv]
 }
 
 // smallNums is how many numbers (0 to smallNums-1) have one-element

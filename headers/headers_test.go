@@ -388,6 +388,17 @@ func TestSharedValues(t *testing.T) {
 	if b.nv != 3 {
 		t.Errorf("the Buffer holds %d values, want the 3 numbers above the shared ones", b.nv)
 	}
+	// Past its own room, the Buffer carves values from chunks: many
+	// values, none written over.
+	var kept [][]string
+	for v := range int64(100) {
+		kept = append(kept, b.num(1<<40+v))
+	}
+	for v, got := range kept {
+		if want := strconv.FormatInt(1<<40+int64(v), 10); len(got) != 1 || got[0] != want {
+			t.Fatalf("value %d after 100 more: got %q, want %s", v, got, want)
+		}
+	}
 	p, err := NewPolicy(Options{}, "api", "", []store.Limit{store.PerMinute(10)})
 	if err != nil {
 		t.Fatal(err)

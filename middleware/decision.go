@@ -72,9 +72,9 @@ func (s *reqState) Value(k any) any {
 // limiter's decisions (no observer, refusal hook or debug log, which are
 // handed the context), a request's state comes from lightStates and goes
 // back there once its decision is answered: nothing refers to it by then
-// (the stores copy the keys they keep, see package internal/keybuf), and
-// its header values are the shared ones or have memory of their own (hb
-// is used only by a state that is not given back).
+// but the header values, which its Buffer never writes over (the next
+// requests' values go after them), and the stores copy the keys they keep
+// (see package internal/keybuf).
 type lightState struct {
 	context.Context // the request's context
 	req             *http.Request
@@ -97,19 +97,11 @@ func (l *Limiter) lightStateFor(r *http.Request) (*lightState, bool) {
 	return st, true
 }
 
-// giveBack returns a state of lightStates there, emptied.
+// giveBack returns a state of lightStates there, emptied but for its
+// header Buffer, which goes on where it stopped.
 func (st *lightState) giveBack() {
 	st.Context, st.req, st.key = nil, nil, keybuf.Buffer{}
 	lightStates.Put(st)
-}
-
-// buffer is the storage for the header values of st's response: nil (each
-// value not shared gets memory of its own) for a state that is given back.
-func (st *lightState) buffer(pooled bool) *headers.Buffer {
-	if pooled {
-		return nil
-	}
-	return &st.hb
 }
 
 // KeyBuffer implements keybuf.Lender: the core builds the request's store

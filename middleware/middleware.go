@@ -248,7 +248,7 @@ func (l *Limiter) serveLight(w http.ResponseWriter, r *http.Request, next http.H
 	d, err := l.Wait(st, req)
 	switch d.Outcome {
 	case limiter.OutcomeAllowed:
-		writeHeaders(w.Header(), &d, st.buffer(pooled), false)
+		writeHeaders(w.Header(), &d, &st.hb, false)
 		if pooled {
 			st.giveBack() // before next: its decision is answered
 		}
@@ -256,7 +256,7 @@ func (l *Limiter) serveLight(w http.ResponseWriter, r *http.Request, next http.H
 		return
 	case limiter.OutcomeLimited, limiter.OutcomeBlocked:
 		if err == nil {
-			writeHeaders(w.Header(), &d, st.buffer(pooled), true)
+			writeHeaders(w.Header(), &d, &st.hb, true)
 			if pooled {
 				st.giveBack()
 			}
