@@ -229,6 +229,22 @@ func (e *env) near(what string, got, want time.Duration) {
 	}
 }
 
+// nearSince asserts a duration that counts down in the store's time from
+// a moment at or after start (a wait, a time until a reset): as near does,
+// except that with real time it may also be short of want by the time
+// that has passed since start, which a loaded machine makes longer than
+// slack.
+func (e *env) nearSince(what string, got, want time.Duration, start time.Time) {
+	e.Helper()
+	if e.h.Exact {
+		e.near(what, got, want)
+		return
+	}
+	if low := want - time.Since(start) - slack; got < low || got > want+slack {
+		e.Errorf("%s: got %s, want %s - %s (time passed since the key was filled) ± %s", what, got, want, time.Since(start), slack)
+	}
+}
+
 // past moves the store's clock beyond a store-side deadline d from now:
 // exactly d with an exact clock, d plus a margin with real time.
 func (e *env) past(d time.Duration) {
