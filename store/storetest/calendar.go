@@ -14,15 +14,10 @@ func calendarLimit(rate int64, calendar string, loc *time.Location) store.Limit 
 	return store.Limit{Algorithm: store.FixedWindow, Rate: rate, Calendar: calendar, Location: loc}
 }
 
-// within reports whether got is want modulo m, give or take the slack of
-// real time (exactly with an exact clock).
-func (e *env) within(got, want, m time.Duration) bool {
-	return e.withinSince(got, want, m, time.Now())
-}
-
-// withinSince is within for a got that counts down in the store's time
-// from a moment at or after start: with real time it may also be short of
-// want by the time that has passed since start.
+// withinSince reports whether got is want modulo m, give or take the
+// slack of real time (exactly with an exact clock), for a got that counts
+// down in the store's time from a moment at or after start: with real
+// time it may also be short of want by the time passed since start.
 func (e *env) withinSince(got, want, m time.Duration, start time.Time) bool {
 	d := ((got-want)%m + m) % m
 	if e.h.Exact {
