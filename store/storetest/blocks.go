@@ -293,7 +293,9 @@ func testThreshold(e *env, alg store.Algorithm) {
 // is still 4b (exact clock); once it has passed, blocks start again at b,
 // then 2b.
 func testBlockEscalation(e *env, alg store.Algorithm) {
-	b := pick(e, time.Second, 100*time.Millisecond)
+	// With real time a block of 200 ms (windows of 100 ms): a loaded
+	// machine stalled a take between two of 50 ms.
+	b := pick(e, time.Second, 200*time.Millisecond)
 	mx := 4 * b
 	l := blocking("esc", alg, 1, b/2, b, mx)
 	r := req(e.key(), 1, l)
