@@ -43,6 +43,8 @@
 //	slots                        common, slots                               in-flight caps
 //	<algorithm>/reserve          common, then the rest of the full script    reservations
 //	                             as the body of a function, then reserve
+//	<algorithm>/lean-batch       common, then the rest of the lean script    lean batches
+//	                             as the body of a function, then lean_batch
 //
 // common.lua holds rounding helpers, the clock and the mode;
 // unreadable.lua repairs state the script cannot read; override.lua reads
@@ -90,6 +92,26 @@
 // add a sixth integer, next after µs: the time until the limit admits one
 // unit more than it has remaining, 0 when it is full (package store, "Next
 // quota"; the store derives it for the other algorithms).
+//
+// # Calling convention: lean batches
+//
+// "<algorithm>/lean-batch" (every algorithm but the suppressed strategy)
+// decides several lean requests of one algorithm in one call, as the
+// lean script would decide each alone, in order, at one reading of the
+// clock. The Redis store sends one in place of the pipelined lean calls
+// of a batch wherever one command may name all their keys (a single
+// Redis server, not a Cluster or a Ring): Redis then parses, looks up and
+// answers one command instead of one per request.
+//
+//	KEYS[i]   request i's state key
+//	ARGV[1]   n, the number of arguments of every request
+//	ARGV[...] request i's lean arguments, ARGV[2+(i-1)*n] to ARGV[1+i*n]
+//
+// The reply holds one element per request, in order: its lean reply, or
+// the error reply it would have met alone (a failure inside a script
+// comes back as an error element instead of failing the call). A
+// request that fails stops nothing: the requests before it keep what
+// they wrote, and the ones after it are decided.
 //
 // # Calling convention: lean scripts with overrides
 //

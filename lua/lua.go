@@ -85,6 +85,9 @@ var waitDriver string
 //go:embed slots.lua
 var slots string
 
+//go:embed lean_batch.lua
+var leanBatchDriver string
+
 // The algorithm files, each with what it follows: sliding_window_counter
 // and suppressed count in counter.lua's windows; fixed_window follows
 // window.lua, its windows (calendar_window.lua in the calendar script).
@@ -150,6 +153,21 @@ var scripts = [...]struct {
 	{"sliding_window_log/reserve", reserve(slidingWindowLog)},
 	{"sliding_window_counter/reserve", reserve(windowCounter)},
 	{"fixed_window/reserve", reserve(fixedWindow)},
+	// Lean batches: several lean requests in one call.
+	{"gcra/lean-batch", leanBatch(leanScalar)},
+	{"token_bucket/lean-batch", leanBatch(leanScalar)},
+	{"sliding_window_log/lean-batch", leanBatch(lean(leanLog))},
+	{"sliding_window_counter/lean-batch", leanBatch(lean(leanCounter))},
+	{"fixed_window/lean-batch", leanBatch(lean(leanFixedWindow))},
+}
+
+// leanBatch is the batch variant of a lean script, whose parts start with
+// common.lua: common.lua, the rest of the lean script as the body of the
+// function decide, then lean_batch.lua, which calls it once per request.
+func leanBatch(leanParts []string) []string {
+	parts := []string{common, "local function decide(KEYS, ARGV)"}
+	parts = append(parts, leanParts[1:]...)
+	return append(parts, "end", leanBatchDriver)
 }
 
 // waiting is the script of a request that may wait: common.lua, then the

@@ -141,6 +141,11 @@ func TestNames(t *testing.T) {
 			want = append(want, a+"/reserve")
 		}
 	}
+	for _, a := range algorithms {
+		if a != "suppressed" {
+			want = append(want, a+"/lean-batch")
+		}
+	}
 	got := names()
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("got %v, want %v", got, want)

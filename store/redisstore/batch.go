@@ -146,7 +146,12 @@ type pipes struct {
 	// deadlines, so that a lone call may be sent from its caller's
 	// goroutine (see batcher.direct).
 	direct bool
-	one    *batcher
+	// merge: one command may name the keys of any calls, as on a single
+	// Redis server (not a Cluster, whose keys must share a slot, nor a
+	// Ring, which sends a command to its first key's shard), so the lean
+	// calls of a batch are decided by one lean batch call (see merge).
+	merge bool
+	one   *batcher
 	// warm reloads a node's scripts after it answered NOSCRIPT; nil
 	// leaves that to the calls' EVAL alone.
 	warm *warmer
@@ -227,6 +232,7 @@ func newPipes(client redis.UniversalClient, maxBatch int, timeout time.Duration)
 	case *redis.Client:
 		p.ctxDeadlines = c.Options().ContextTimeoutEnabled
 		p.direct = p.ctxDeadlines
+		p.merge = true
 	case *redis.ClusterClient:
 		p.cluster = c
 		p.ctxDeadlines = c.Options().ContextTimeoutEnabled
@@ -655,14 +661,43 @@ func (b *batcher) run(batch []*call) {
 		c.finish(v, err)
 		return
 	}
-	cmds := b.pipeline(ctx, live)
-	for i, c := range live {
-		v, err := cmds[i].Val(), cmds[i].Err()
-		if err != nil && notRun(err) {
-			v, err = b.reroute(ctx, c, err)
+	sends := b.pipeline(ctx, live)
+	for _, sd := range sends {
+		if len(sd.calls) == 1 {
+			c := sd.calls[0]
+			v, err := sd.cmd.Val(), sd.cmd.Err()
+			if err != nil && notRun(err) {
+				v, err = b.reroute(ctx, c, err)
+			}
+			delivered++
+			c.finish(v, err)
+			continue
 		}
-		delivered = i + 1
-		c.finish(v, err)
+		err := sd.cmd.Err()
+		var replies []any
+		if err == nil {
+			var ok bool
+			if replies, ok = sd.cmd.Val().([]any); !ok || len(replies) != len(sd.calls) {
+				err = fmt.Errorf("%w: a lean batch of %d calls answered %T %v", errBadReply, len(sd.calls), sd.cmd.Val(), sd.cmd.Val())
+			}
+		}
+		for i, c := range sd.calls {
+			var v any
+			e := err
+			switch {
+			case e != nil && notRun(e):
+				// Redis refused the whole command before it ran:
+				// nothing was decided, so each call goes on alone.
+				v, e = b.reroute(ctx, c, e)
+			case e == nil:
+				v = replies[i]
+				if re, ok := v.(error); ok {
+					v, e = nil, re
+				}
+			}
+			delivered++
+			c.finish(v, e)
+		}
 	}
 }
 
@@ -688,34 +723,123 @@ func sendable(batch []*call, now time.Time) (live []*call, latest time.Time) {
 	return live, latest
 }
 
-// pipeline sends the calls live as one pipeline and returns their
-// commands. Scripts the server does not know (after a restart or SCRIPT
+// send is one command of a pipeline and the calls it answers: one call,
+// or the calls of a lean batch (see merge).
+type send struct {
+	cmd   *redis.Cmd
+	sc    *script // sent again with its source on NOSCRIPT; nil for no script
+	args  []any
+	calls []*call
+}
+
+// pipeline sends the calls live as one pipeline and returns its commands,
+// each with the calls it answers, in live's order, which merge may have
+// changed. Scripts the server does not know (after a restart or SCRIPT
 // FLUSH) did not run: they are sent again with their source, in a second
 // pipeline.
-func (b *batcher) pipeline(ctx context.Context, live []*call) []*redis.Cmd {
-	cmds := make([]*redis.Cmd, len(live))
+func (b *batcher) pipeline(ctx context.Context, live []*call) []send {
+	sends := b.merge(live)
 	pipe := b.client.Pipeline()
-	for i, c := range live {
-		cmds[i] = redis.NewCmd(ctx, c.args...)
-		_ = pipe.Process(ctx, noRetry{cmds[i]})
+	for i := range sends {
+		sends[i].cmd = redis.NewCmd(ctx, sends[i].args...)
+		_ = pipe.Process(ctx, noRetry{sends[i].cmd})
 	}
 	_, _ = pipe.Exec(ctx)
 	var again redis.Pipeliner
-	for i, c := range live {
-		if c.sc != nil && isNoScript(cmds[i].Err()) {
+	for i := range sends {
+		sd := &sends[i]
+		if sd.sc != nil && isNoScript(sd.cmd.Err()) {
 			if again == nil {
 				again = b.client.Pipeline()
 				b.scriptsLost()
 			}
-			c.args[0], c.args[1] = "eval", c.sc.src
-			cmds[i] = redis.NewCmd(ctx, c.args...)
-			_ = again.Process(ctx, noRetry{cmds[i]})
+			sd.args[0], sd.args[1] = "eval", sd.sc.src
+			sd.cmd = redis.NewCmd(ctx, sd.args...)
+			_ = again.Process(ctx, noRetry{sd.cmd})
 		}
 	}
 	if again != nil {
 		_, _ = again.Exec(ctx)
 	}
-	return cmds
+	return sends
+}
+
+// merge returns the commands that decide the calls live: one lean batch
+// call for the lean calls of one script with as many arguments, where
+// there are several and the pipes may merge them (pipes.merge); one
+// command per call for the rest. It orders live as the commands answer
+// it, keeping the order of first arrival. A lean batch answers its calls
+// with the replies they would have had alone, at one clock reading: it
+// saves Redis a command's parsing, lookup and reply per call, and the
+// client a command per call.
+func (b *batcher) merge(live []*call) []send {
+	type group struct {
+		sc    *script
+		nargs int
+		calls []*call
+	}
+	var groups []group
+	var singles []*call
+	if b.p.merge {
+	next:
+		for _, c := range live {
+			if c.sc == nil || c.sc.batch == nil {
+				singles = append(singles, c)
+				continue
+			}
+			for i := range groups {
+				if g := &groups[i]; g.sc == c.sc && g.nargs == len(c.args) {
+					g.calls = append(g.calls, c)
+					continue next
+				}
+			}
+			groups = append(groups, group{sc: c.sc, nargs: len(c.args), calls: []*call{c}})
+		}
+	}
+	if len(groups) == 0 || len(groups) == len(live) {
+		sends := make([]send, len(live))
+		for i, c := range live {
+			sends[i] = send{sc: c.sc, args: c.args, calls: live[i : i+1]}
+		}
+		return sends
+	}
+	// order has room for every call: the windows of it that sends keep
+	// never move.
+	sends := make([]send, 0, len(singles)+len(groups))
+	order := make([]*call, 0, len(live))
+	alone := func(c *call) {
+		order = append(order, c)
+		sends = append(sends, send{sc: c.sc, args: c.args, calls: order[len(order)-1:]})
+	}
+	for _, c := range singles {
+		alone(c)
+	}
+	for _, g := range groups {
+		if len(g.calls) == 1 {
+			alone(g.calls[0])
+			continue
+		}
+		// A lean call's arguments: "evalsha", sha, 1, its key, then
+		// its script's. The batch takes the keys, the count of
+		// arguments of each call, then every call's arguments.
+		per := g.nargs - 4
+		args := make([]any, 0, 4+len(g.calls)*(1+per))
+		args = append(args, argEvalSHA, g.sc.batch.shaArg, len(g.calls))
+		for _, c := range g.calls {
+			args = append(args, c.args[3])
+		}
+		args = append(args, per)
+		for _, c := range g.calls {
+			args = append(args, c.args[4:]...)
+		}
+		from := len(order)
+		order = append(order, g.calls...)
+		sends = append(sends, send{sc: g.sc.batch, args: args, calls: order[from:]})
+	}
+	// The panic handler of run finishes live's calls from the first not
+	// delivered: live follows the order of the commands.
+	copy(live, order)
+	return sends
 }
 
 // scriptsLost reacts to a NOSCRIPT reply of b's node: the scripts are

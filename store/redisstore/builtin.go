@@ -16,6 +16,10 @@ type script struct {
 	src    string
 	sha    string
 	shaArg any // sha as a command argument, converted once
+	// batch is the script that decides several calls of this one in
+	// one command (a lean script's lean batch, see merge); nil for the
+	// others.
+	batch *script
 }
 
 // newScript returns the script of source src.
@@ -93,6 +97,9 @@ type scriptTable struct {
 	stackedLean script // the stacked decision of plain GCRA and token bucket parts
 	refund      script // the refund of one part of a stacked decision
 	slots       script // the slots of in-flight caps (slots.go)
+	// leanBatch decides several lean calls of an algorithm in one
+	// command: the batch of byAlgorithm[alg][lean].
+	leanBatch [contract.Suppressed]script
 }
 
 // scriptName returns the name of alg's scripts in package lua: the
@@ -131,6 +138,12 @@ var builtinScripts = sync.OnceValues(func() (*scriptTable, error) {
 				return nil, err
 			}
 		}
+	}
+	for alg := range t.leanBatch {
+		if t.leanBatch[alg], err = src(scriptName(store.Algorithm(alg)) + "/lean-batch"); err != nil {
+			return nil, err
+		}
+		t.byAlgorithm[alg][lean].batch = &t.leanBatch[alg]
 	}
 	for _, s := range []struct {
 		dst  *script

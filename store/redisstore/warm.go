@@ -47,6 +47,9 @@ func newWarmer(t *scriptTable, logger *slog.Logger) *warmer {
 			add(sc)
 		}
 	}
+	for _, sc := range t.leanBatch {
+		add(sc)
+	}
 	add(t.stacked)
 	add(t.stackedLean)
 	add(t.refund)

@@ -1,0 +1,337 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratekeeper/ratekeeper/store"
+)
+
+// leanAlgorithms are the algorithms with lean scripts, so lean batches.
+var leanAlgorithms = []store.Algorithm{store.GCRA, store.TokenBucket, store.SlidingWindowLog, store.SlidingWindowCounter, store.FixedWindow}
+
+// TestLeanBatchMatchesLone: for every algorithm, a random run of takes and
+// peeks over three keys, decided by lean batches of one to seven requests
+// under one prefix and by the lean script, one call per request, under
+// another, answers the same decisions (admitted, remaining, repaired) and
+// leaves the same keys with TTLs. The limit is 5 a day, so the few
+// milliseconds between the two runs cannot change a decision.
+func TestLeanBatchMatchesLone(t *testing.T) {
+	srv := requireServer(t)
+	ctx := context.Background()
+	c := newClient(t, srv, nil)
+	table, err := builtinScripts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, alg := range leanAlgorithms {
+		t.Run(alg.String(), func(t *testing.T) {
+			lone := &table.byAlgorithm[alg][lean]
+			batch := lone.batch
+			if batch == nil {
+				t.Fatalf("%v: the lean script has no batch", alg)
+			}
+			loadScripts(t, c, lone, batch)
+			rng := rand.New(rand.NewPCG(uint64(alg)+1, 7))
+			pa, pb := randomPrefix(t), randomPrefix(t)
+			seq := 0
+			// argsOf returns a request's lean arguments.
+			argsOf := func(mode string, cost int) []any {
+				a := []any{mode, cost, 5, int64(24 * time.Hour / time.Microsecond), 5}
+				if alg == store.SlidingWindowLog && mode == modeTake {
+					seq++
+					a = append(a, fmt.Sprintf("n%d", seq))
+				}
+				return a
+			}
+			for round := range 40 {
+				n := 1 + rng.IntN(7)
+				mode := modeTake
+				if rng.IntN(4) == 0 {
+					mode = modePeek // one argument fewer for the log: its own batch
+				}
+				var keysA []string
+				var argsA []any
+				var want [][]any
+				for range n {
+					k := fmt.Sprintf(":k%d", rng.IntN(3))
+					a := argsOf(mode, 1+rng.IntN(2))
+					keysA = append(keysA, pa+k)
+					argsA = append(argsA, a...)
+					v, err := c.EvalSha(ctx, lone.sha, []string{pb + k}, a...).Result()
+					if err != nil {
+						t.Fatalf("round %d: lone call: %v", round, err)
+					}
+					want = append(want, v.([]any))
+				}
+				per := len(argsA) / n
+				v, err := c.EvalSha(ctx, batch.sha, keysA, append([]any{per}, argsA...)...).Result()
+				if err != nil {
+					t.Fatalf("round %d: lean batch: %v", round, err)
+				}
+				got, ok := v.([]any)
+				if !ok || len(got) != n {
+					t.Fatalf("round %d: lean batch of %d answered %T %v", round, n, v, v)
+				}
+				for i := range got {
+					g, ok := got[i].([]any)
+					if !ok || len(g) != len(want[i]) {
+						t.Fatalf("round %d, request %d: got %v, want %v", round, i, got[i], want[i])
+					}
+					// allowed, remaining, repaired: the times may differ
+					// by the microseconds between the two runs.
+					for _, j := range []int{0, 1, 4} {
+						if g[j] != want[i][j] {
+							t.Fatalf("round %d, request %d (%s %v): element %d: batch %v, lone %v", round, i, mode, keysA[i], j, g, want[i])
+						}
+					}
+				}
+			}
+			for _, k := range []string{":k0", ":k1", ":k2"} {
+				ta, tb := c.PTTL(ctx, pa+k).Val(), c.PTTL(ctx, pb+k).Val()
+				if (ta > 0) != (tb > 0) || ta == -1 {
+					t.Errorf("key %s: TTL %v after batches, %v after lone calls; want both set or both absent", k, ta, tb)
+				}
+			}
+		})
+	}
+}
+
+// TestLeanBatchFailureStopsNothing: a request of a lean batch that fails
+// (here malformed arguments) answers an error element; the requests before
+// and after it are decided and recorded as if it were not there.
+func TestLeanBatchFailureStopsNothing(t *testing.T) {
+	srv := requireServer(t)
+	ctx := context.Background()
+	c := newClient(t, srv, nil)
+	table, err := builtinScripts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := randomPrefix(t)
+	period := int64(time.Hour / time.Microsecond)
+	loadScripts(t, c, &table.leanBatch[store.GCRA])
+	v, err := c.EvalSha(ctx, table.leanBatch[store.GCRA].sha, []string{p + ":a", p + ":b", p + ":c"},
+		5,
+		modeTake, 1, 10, period, 10,
+		modeTake, 0, 10, period, 10, // cost 0: malformed
+		modeTake, 3, 10, period, 10).Result()
+	if err != nil {
+		t.Fatalf("lean batch: %v", err)
+	}
+	got := v.([]any)
+	if len(got) != 3 {
+		t.Fatalf("got %d elements, want 3: %v", len(got), got)
+	}
+	if e, ok := got[1].(error); !ok || !strings.Contains(e.Error(), "malformed arguments") {
+		t.Fatalf("request 2: got %T %v, want the malformed-arguments error", got[1], got[1])
+	}
+	for i, want := range map[int]int64{0: 9, 2: 7} {
+		r, ok := got[i].([]any)
+		if !ok || r[0] != int64(1) || r[1] != want {
+			t.Errorf("request %d: got %v, want admitted with %d remaining", i+1, got[i], want)
+		}
+	}
+	if n := c.Exists(ctx, p+":a", p+":c").Val(); n != 2 {
+		t.Errorf("%d of the two decided keys exist, want 2", n)
+	}
+	if n := c.Exists(ctx, p+":b").Val(); n != 0 {
+		t.Errorf("the failed request's key exists")
+	}
+}
+
+// TestRunMergesLeanCalls: a batch of calls, lean calls of two scripts
+// among calls that are not lean, is sent as one command per script (and
+// one per other call), and every call gets its own reply: a lean call
+// its lean reply, a failed lean call its error, the other calls theirs.
+func TestRunMergesLeanCalls(t *testing.T) {
+	srv := requireServer(t)
+	ctx := context.Background()
+	c := newClient(t, srv, nil)
+	h := &shaHook{}
+	c.AddHook(h)
+	s, err := newRedis(c, Options{Prefix: randomPrefix(t), Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := randomPrefix(t)
+	if err := c.Set(ctx, p+":plain", "v", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	period := int64(time.Hour / time.Microsecond)
+	gcra := &s.scripts.byAlgorithm[store.GCRA][lean]
+	fw := &s.scripts.byAlgorithm[store.FixedWindow][lean]
+	leanCall := func(sc *script, key string, cost any) *call {
+		return newTestCall(sc, []any{argEvalSHA, sc.shaArg, argOne, key, argTake, cost, int64(10), period, int64(10)})
+	}
+	calls := []*call{
+		leanCall(gcra, p+":g1", int64(2)),
+		newTestCall(nil, []any{"get", p + ":plain"}),
+		leanCall(fw, p+":f1", int64(4)),
+		leanCall(gcra, p+":g2", "x"), // malformed
+		leanCall(gcra, p+":g1", int64(3)),
+		leanCall(fw, p+":f1", int64(1)),
+	}
+	want := []string{"[1 8", "v", "[1 6", "malformed arguments", "[1 5", "[1 5"}
+	batch := append([]*call(nil), calls...)
+	h.reset()
+	s.pipes.one.run(batch)
+	for i, cl := range calls {
+		<-cl.done
+		got := fmt.Sprint(cl.v)
+		if cl.err != nil {
+			got = cl.err.Error()
+		}
+		if !strings.Contains(got, want[i]) {
+			t.Errorf("call %d: got %q, want it to hold %q", i, got, want[i])
+		}
+		cl.release()
+	}
+	sent := h.counts()
+	if sent[gcra.batch.sha] != 1 || sent[fw.batch.sha] != 1 || sent[gcra.sha] != 0 || sent[fw.sha] != 0 {
+		t.Errorf("scripts sent: %v; want one lean batch of each script and no lone lean call", sent)
+	}
+}
+
+// TestCrowdThroughLeanBatches: 64 callers taking from 8 keys through a
+// client whose commands are slowed by 2 ms, so that calls queue and
+// travel in lean batches, are admitted exactly as often as the limits
+// allow, and the lean batches decided most of them.
+func TestCrowdThroughLeanBatches(t *testing.T) {
+	srv := requireServer(t)
+	ctx := context.Background()
+	for _, alg := range leanAlgorithms {
+		t.Run(alg.String(), func(t *testing.T) {
+			c := newClient(t, srv, &redis.Options{PoolSize: 8})
+			h := &shaHook{delay: 2 * time.Millisecond}
+			c.AddHook(h)
+			s, err := newRedis(c, Options{Prefix: randomPrefix(t), Timeout: 5 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			const keys, limit, callers, each = 8, 25, 64, 5
+			var admitted [keys]atomic.Int64
+			var wg sync.WaitGroup
+			errs := make(chan error, callers)
+			for g := range callers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := range each {
+						k := (g + i) % keys
+						req := store.Request{Key: fmt.Sprintf("crowd-%d", k), Limits: []store.Limit{{Algorithm: alg, Rate: limit, Period: time.Hour}}}
+						d, err := s.Take(ctx, req)
+						if err != nil {
+							errs <- err
+							return
+						}
+						if d.Allowed {
+							admitted[k].Add(1)
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Fatalf("take: %v", err)
+			}
+			for k := range admitted {
+				// 40 takes per key, 25 admitted (the GCRA and the
+				// token bucket admit their burst, which is the rate
+				// here).
+				if n := admitted[k].Load(); n != limit {
+					t.Errorf("key %d: %d admitted, want %d", k, n, limit)
+				}
+			}
+			sent := h.counts()
+			if sent[s.scripts.leanBatch[alg].sha] == 0 {
+				t.Errorf("no lean batch was sent: %v", sent)
+			}
+		})
+	}
+}
+
+// loadScripts loads scripts into c's server.
+func loadScripts(t *testing.T, c *redis.Client, scripts ...*script) {
+	t.Helper()
+	for _, sc := range scripts {
+		if err := c.ScriptLoad(context.Background(), sc.src).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// newTestCall returns a call as pipes.do makes it, with both references
+// held: the test waits for it and releases it.
+func newTestCall(sc *script, args []any) *call {
+	c := callPool.Get().(*call)
+	c.ctx, c.sc, c.args, c.deadline = context.Background(), sc, args, time.Now().Add(5*time.Second)
+	c.refs.Store(2)
+	return c
+}
+
+// shaHook counts the script calls of each SHA, in and out of pipelines,
+// and may slow every command and pipeline down by delay.
+type shaHook struct {
+	delay time.Duration
+	mu    sync.Mutex
+	n     map[string]int
+}
+
+func (h *shaHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *shaHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.count(cmd)
+		time.Sleep(h.delay)
+		return next(ctx, cmd)
+	}
+}
+
+func (h *shaHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			h.count(cmd)
+		}
+		time.Sleep(h.delay)
+		return next(ctx, cmds)
+	}
+}
+
+func (h *shaHook) count(cmd redis.Cmder) {
+	args := cmd.Args()
+	if len(args) < 2 || cmd.Name() != "evalsha" {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.n == nil {
+		h.n = make(map[string]int)
+	}
+	h.n[fmt.Sprint(args[1])]++
+}
+
+func (h *shaHook) reset() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.n = nil
+}
+
+func (h *shaHook) counts() map[string]int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make(map[string]int, len(h.n))
+	for k, v := range h.n {
+		out[k] = v
+	}
+	return out
+}
