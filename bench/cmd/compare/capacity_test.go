@@ -31,7 +31,7 @@ func capacitySample(n uint64, cpuUS, scriptUS float64) *sample {
 // redis_rate's script time and the memory of the capacity table, and that
 // a case that did not run shows as "-".
 func TestCapacityRows(t *testing.T) {
-	names := []string{refRedisRate, "ratekeeper/redis/gcra", "ratekeeper/redis/gcra" + stackedSuffix}
+	names := []string{refRedisRate, "ratekeeper/redis/gcra", "ratekeeper/redis/gcra" + stackedSuffix, "ratekeeper/redis/gcra" + oneCallSuffix}
 	gp := groupPlan{g: group{callers: 64, keys: 10000}}
 	for _, n := range names {
 		gp.cases = append(gp.cases, &caseDef{name: n, redis: true})
@@ -40,6 +40,7 @@ func TestCapacityRows(t *testing.T) {
 		{capacitySample(1000, 15000, 8000), capacitySample(2000, 30000, 20000)},  // 8 and 10 µs of script
 		{capacitySample(1000, 7000, 4000), capacitySample(1000, 6000, 6000)},     // ratios 0.5 and 0.6
 		{capacitySample(1000, 12000, 11000), capacitySample(1000, 14000, 13000)}, // stacked
+		{capacitySample(1000, 9000, 6000), capacitySample(1000, 11000, 7000)},    // one call each
 	}
 	mem := []memResult{{name: "ratekeeper/redis/gcra", identities: 10, stateBytes: 1200}}
 	rows := capacityRows(&gp, mem)
@@ -59,18 +60,21 @@ func TestCapacityRows(t *testing.T) {
 	if !gcra.hasStacked || !near(gcra.stScript, 12) || !near(gcra.stCPU, 13) {
 		t.Errorf("gcra stacked: got %v, script %v cpu %v; want 12, 13", gcra.hasStacked, gcra.stScript, gcra.stCPU)
 	}
+	if !gcra.hasOneCall || !near(gcra.oneCPU, 10) {
+		t.Errorf("gcra one call each: got %v, cpu %v; want 10", gcra.hasOneCall, gcra.oneCPU)
+	}
 	if !near(gcra.memBytes, 120) {
 		t.Errorf("gcra memory: got %v, want 120", gcra.memBytes)
 	}
-	if fw.hasPlain || fw.hasStacked || !math.IsNaN(fw.memBytes) {
+	if fw.hasPlain || fw.hasStacked || fw.hasOneCall || !math.IsNaN(fw.memBytes) {
 		t.Errorf("fixed window did not run: got %+v", fw)
 	}
 
 	var out bytes.Buffer
 	writeCapacity(&out, []groupPlan{gp}, mem)
 	for _, want := range []string{
-		"| gcra | 5.00 | 0.55 | 6.50 | 153,800 | 12.0 | 13.0 | 76,900 | 120 |",
-		"| fixed_window | - | - | - | - | - | - | - | - |",
+		"| gcra | 5.00 | 0.55 | 6.50 | 153,800 | 10.0 | 100,000 | 12.0 | 13.0 | 76,900 | 120 |",
+		"| fixed_window | - | - | - | - | - | - | - | - | - | - |",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, out.String())

@@ -82,11 +82,15 @@ type env struct {
 	// rdbDeadlines is a second client, the same but for go-redis's
 	// ContextTimeoutEnabled, for the case that shows what it changes.
 	rdbDeadlines *redis.Client
-	keys         []string        // client identities (IPv4 addresses)
-	reqs         []*http.Request // one GET per identity, RemoteAddr set
-	evalSHA      string          // SHA1 of the "return 1" floor script
-	runID        string
-	seq          int
+	// ring is a Ring of one shard, the same server: the Redis store
+	// sends one script call per decision through it, as through a
+	// Cluster, whose batches it cannot decide in one call.
+	ring    *redis.Ring
+	keys    []string        // client identities (IPv4 addresses)
+	reqs    []*http.Request // one GET per identity, RemoteAddr set
+	evalSHA string          // SHA1 of the "return 1" floor script
+	runID   string
+	seq     int
 }
 
 // newEnv prepares n identities and loads the floor script.
@@ -149,6 +153,7 @@ func allCases() []*caseDef {
 	}
 	for _, alg := range store.Algorithms {
 		cases = append(cases, &caseDef{name: "ratekeeper/redis/" + alg.String() + stackedSuffix, redis: true, make: rkStackCase(alg)})
+		cases = append(cases, &caseDef{name: "ratekeeper/redis/" + alg.String() + oneCallSuffix, redis: true, make: rkOneCallCase(alg)})
 	}
 	cases = append(cases,
 		&caseDef{name: "ratekeeper/redis/suppressed", redis: true, make: rkSuppressedCase},
@@ -304,14 +309,28 @@ func rkSuppressedCase(e *env, g group, prefix string) (*instance, error) {
 	return rkTakeCaseOf(e.rdb, rkOptions(prefix, true, true), reqs, wrap)
 }
 
+// oneCallSuffix ends the name of a case whose store sends one script call
+// per decision: "ratekeeper/redis/<algorithm> one call each".
+const oneCallSuffix = " one call each"
+
+// rkOneCallCase returns the case of Take for alg on a Redis store over a
+// Ring of one shard: the same server and batching, but one script call
+// per decision, as on a Redis Cluster, instead of one lean batch call per
+// batch.
+func rkOneCallCase(alg store.Algorithm) func(*env, group, string) (*instance, error) {
+	return func(e *env, g group, prefix string) (*instance, error) {
+		return rkTakeCase(e.ring, rkOptions(prefix, true, true), rkRequests(e, g, alg))
+	}
+}
+
 // rkTakeCase returns the case of Take for reqs on a Redis store over c.
-func rkTakeCase(c *redis.Client, opts redisstore.Options, reqs []store.Request) (*instance, error) {
+func rkTakeCase(c redis.UniversalClient, opts redisstore.Options, reqs []store.Request) (*instance, error) {
 	return rkTakeCaseOf(c, opts, reqs, func(s store.Store) (store.Store, error) { return s, nil })
 }
 
 // rkTakeCaseOf is rkTakeCase on the store wrap returns for the Redis
 // store.
-func rkTakeCaseOf(c *redis.Client, opts redisstore.Options, reqs []store.Request, wrap func(store.Store) (store.Store, error)) (*instance, error) {
+func rkTakeCaseOf(c redis.UniversalClient, opts redisstore.Options, reqs []store.Request, wrap func(store.Store) (store.Store, error)) (*instance, error) {
 	rs, err := redisstore.New(c, opts)
 	if err != nil {
 		return nil, err

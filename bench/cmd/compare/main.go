@@ -315,6 +315,8 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) (err error) 
 	}
 	e.rdbDeadlines = redis.NewClient(&redis.Options{Addr: addr, PoolSize: poolSize, ContextTimeoutEnabled: true})
 	defer e.rdbDeadlines.Close()
+	e.ring = redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"only": addr}, PoolSize: poolSize})
+	defer e.ring.Close()
 	if !own {
 		defer func() {
 			cctx, ccancel := context.WithTimeout(context.Background(), 30*time.Second)
