@@ -240,8 +240,9 @@ var errUnknownScript = errors.New("lua: unknown script")
 // full script), "<algorithm>/lean" and "<algorithm>/lean-override" (none
 // for the suppressed strategy); then "stacked", "stacked/lean" and
 // "refund"; then "<algorithm>/partial" for each counting algorithm,
-// "fixed_window/calendar", "gcra/wait" and "token_bucket/wait". The slice
-// is a fresh copy.
+// "fixed_window/calendar", "gcra/wait" and "token_bucket/wait"; "slots";
+// "<algorithm>/reserve" and then "<algorithm>/lean-batch" for each
+// counting algorithm. The slice is a fresh copy.
 func names() []string {
 	out := make([]string, len(scripts))
 	for i := range scripts {

@@ -74,7 +74,12 @@
 // deadline), whatever the client's configuration. Calls are queued per
 // node (a lock-free queue) and sent by up to four goroutines per node, each
 // taking everything queued (at most [Options.MaxBatch] calls) as one
-// pipeline: a lone call goes out at once, a crowd shares round trips. A
+// pipeline: a lone call goes out at once, a crowd shares round trips. On
+// a single Redis server (a *redis.Client), the plain calls of one
+// algorithm in a pipeline travel as one script call, the algorithm's lean
+// batch (package lua), which decides each as alone and in order; a
+// Cluster or Ring client sends one script call per decision, since one
+// command there names keys of one slot or shard. A
 // sending goroutine that finds the queue empty waits a second for the
 // next call before it exits, so that a lone caller wakes it instead of
 // starting one per call. For ten seconds after a round trip that took
