@@ -25,13 +25,8 @@ var leanAlgorithms = []store.Algorithm{store.GCRA, store.TokenBucket, store.Slid
 // leaves the same keys with TTLs. The limit is 5 a day, so the few
 // milliseconds between the two runs cannot change a decision.
 func TestLeanBatchMatchesLone(t *testing.T) {
-	srv := requireServer(t)
 	ctx := context.Background()
-	c := newClient(t, srv, nil)
-	table, err := builtinScripts()
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, table := scriptClient(t)
 	for _, alg := range leanAlgorithms {
 		t.Run(alg.String(), func(t *testing.T) {
 			lone := &table.byAlgorithm[alg][lean]
@@ -109,13 +104,8 @@ func TestLeanBatchMatchesLone(t *testing.T) {
 // (here malformed arguments) answers an error element; the requests before
 // and after it are decided and recorded as if it were not there.
 func TestLeanBatchFailureStopsNothing(t *testing.T) {
-	srv := requireServer(t)
 	ctx := context.Background()
-	c := newClient(t, srv, nil)
-	table, err := builtinScripts()
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, table := scriptClient(t)
 	p := randomPrefix(t)
 	period := int64(time.Hour / time.Microsecond)
 	loadScripts(t, c, &table.leanBatch[store.GCRA])
@@ -258,6 +248,18 @@ func TestCrowdThroughLeanBatches(t *testing.T) {
 			}
 		})
 	}
+}
+
+// scriptClient returns a client of the test server and the built-in
+// scripts.
+func scriptClient(t *testing.T) (*redis.Client, *scriptTable) {
+	t.Helper()
+	c := newClient(t, requireServer(t), nil)
+	table, err := builtinScripts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, table
 }
 
 // loadScripts loads scripts into c's server.
