@@ -104,37 +104,47 @@ func TestLeanBatchMatchesLone(t *testing.T) {
 // (here malformed arguments) answers an error element; the requests before
 // and after it are decided and recorded as if it were not there.
 func TestLeanBatchFailureStopsNothing(t *testing.T) {
-	ctx := context.Background()
-	c, table := scriptClient(t)
-	p := randomPrefix(t)
-	period := int64(time.Hour / time.Microsecond)
-	loadScripts(t, c, &table.leanBatch[store.GCRA])
-	v, err := c.EvalSha(ctx, table.leanBatch[store.GCRA].sha, []string{p + ":a", p + ":b", p + ":c"},
-		5,
-		modeTake, 1, 10, period, 10,
-		modeTake, 0, 10, period, 10, // cost 0: malformed
-		modeTake, 3, 10, period, 10).Result()
+	table, err := builtinScripts()
 	if err != nil {
-		t.Fatalf("lean batch: %v", err)
+		t.Fatal(err)
 	}
-	got := v.([]any)
-	if len(got) != 3 {
-		t.Fatalf("got %d elements, want 3: %v", len(got), got)
-	}
-	if e, ok := got[1].(error); !ok || !strings.Contains(e.Error(), "malformed arguments") {
-		t.Fatalf("request 2: got %T %v, want the malformed-arguments error", got[1], got[1])
-	}
-	for i, want := range map[int]int64{0: 9, 2: 7} {
-		r, ok := got[i].([]any)
-		if !ok || r[0] != int64(1) || r[1] != want {
-			t.Errorf("request %d: got %v, want admitted with %d remaining", i+1, got[i], want)
-		}
-	}
-	if n := c.Exists(ctx, p+":a", p+":c").Val(); n != 2 {
-		t.Errorf("%d of the two decided keys exist, want 2", n)
-	}
-	if n := c.Exists(ctx, p+":b").Val(); n != 0 {
-		t.Errorf("the failed request's key exists")
+	// The error element reaches go-redis as an error in the reply's
+	// slice under either protocol.
+	for _, proto := range []int{2, 3} {
+		t.Run(fmt.Sprintf("RESP%d", proto), func(t *testing.T) {
+			ctx := context.Background()
+			c := newClient(t, requireServer(t), &redis.Options{Protocol: proto})
+			p := randomPrefix(t)
+			period := int64(time.Hour / time.Microsecond)
+			loadScripts(t, c, &table.leanBatch[store.GCRA])
+			v, err := c.EvalSha(ctx, table.leanBatch[store.GCRA].sha, []string{p + ":a", p + ":b", p + ":c"},
+				5,
+				modeTake, 1, 10, period, 10,
+				modeTake, 0, 10, period, 10, // cost 0: malformed
+				modeTake, 3, 10, period, 10).Result()
+			if err != nil {
+				t.Fatalf("lean batch: %v", err)
+			}
+			got := v.([]any)
+			if len(got) != 3 {
+				t.Fatalf("got %d elements, want 3: %v", len(got), got)
+			}
+			if e, ok := got[1].(error); !ok || !strings.Contains(e.Error(), "malformed arguments") {
+				t.Fatalf("request 2: got %T %v, want the malformed-arguments error", got[1], got[1])
+			}
+			for i, want := range map[int]int64{0: 9, 2: 7} {
+				r, ok := got[i].([]any)
+				if !ok || r[0] != int64(1) || r[1] != want {
+					t.Errorf("request %d: got %v, want admitted with %d remaining", i+1, got[i], want)
+				}
+			}
+			if n := c.Exists(ctx, p+":a", p+":c").Val(); n != 2 {
+				t.Errorf("%d of the two decided keys exist, want 2", n)
+			}
+			if n := c.Exists(ctx, p+":b").Val(); n != 0 {
+				t.Errorf("the failed request's key exists")
+			}
+		})
 	}
 }
 
