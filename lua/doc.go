@@ -107,11 +107,18 @@
 //	ARGV[1]   n, the number of arguments of every request
 //	ARGV[...] request i's lean arguments, ARGV[2+(i-1)*n] to ARGV[1+i*n]
 //
-// The reply holds one element per request, in order: its lean reply, or
-// the error reply it would have met alone (a failure inside a script
-// comes back as an error element instead of failing the call). A
-// request that fails stops nothing: the requests before it keep what
-// they wrote, and the ones after it are decided.
+// The reply holds one element per request, in order: its lean reply (an
+// array), or, for a request whose decision failed, a string: the error
+// it would have met alone, its code first ("READONLY ...", "OOM ...";
+// "ERR ..." for a Lua error). It is a string rather than an error
+// element because a client may stop reading an array at an error element
+// (go-redis does, for codes such as READONLY and OOM). A request that
+// fails stops nothing: the requests before it keep what they wrote, and
+// the ones after it are decided. One difference from lone calls: Redis
+// refuses a script's writes when it is out of memory (maxmemory) only
+// until the script has written once, so in a batch whose first requests
+// wrote, a later request may write where alone it would have failed
+// with OOM.
 //
 // # Calling convention: lean scripts with overrides
 //

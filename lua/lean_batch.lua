@@ -3,7 +3,8 @@
 -- script would alone, at the one clock reading of common.lua. It follows
 -- common.lua and the lean script as the body of the function
 -- decide(KEYS, ARGV), and sets mode and take (common.lua's) for each
--- request before deciding it. See doc.go, "Calling convention: lean
+-- request before deciding it. A request's element is its lean reply, or
+-- the error it met as a string. See doc.go, "Calling convention: lean
 -- batches".
 local n = tonumber(ARGV[1])
 if not n or n < 1 or #ARGV ~= 1 + n * #KEYS then
@@ -25,10 +26,22 @@ for i = 1, #KEYS do
   local ok, r = pcall(decide, {KEYS[i]}, args)
   if ok then
     out[i] = r
-  elseif type(r) == 'table' and r.err then
-    out[i] = {err = r.err}
   else
-    out[i] = {err = 'ERR ' .. tostring(r)}
+    -- The error travels as a string, not as an error reply: a client may
+    -- stop reading an array at an error element of some codes. A Redis
+    -- error (READONLY, OOM, WRONGTYPE...) keeps its code, which tells the
+    -- store what it means; pcall hands it back as a string (or as a table
+    -- with an err field). Any other error is a Lua error, which Redis
+    -- would have answered as ERR.
+    local e = r
+    if type(r) == 'table' and r.err then
+      e = r.err
+    end
+    e = tostring(e)
+    if not string.find(e, '^%u[%u%d_]* ') then
+      e = 'ERR ' .. e
+    end
+    out[i] = e
   end
 end
 return out

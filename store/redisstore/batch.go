@@ -149,8 +149,10 @@ type pipes struct {
 	// merge: one command may name the keys of any calls, as on a single
 	// Redis server (not a Cluster, whose keys must share a slot, nor a
 	// Ring, which sends a command to its first key's shard), so the lean
-	// calls of a batch are decided by one lean batch call (see merge).
-	merge bool
+	// calls of a batch are decided by one lean batch call (see merge). It
+	// is switched off for good when the server answers CROSSSLOT (a
+	// cluster-mode server behind a plain client).
+	merge atomic.Bool
 	one   *batcher
 	// warm reloads a node's scripts after it answered NOSCRIPT; nil
 	// leaves that to the calls' EVAL alone.
@@ -232,7 +234,7 @@ func newPipes(client redis.UniversalClient, maxBatch int, timeout time.Duration)
 	case *redis.Client:
 		p.ctxDeadlines = c.Options().ContextTimeoutEnabled
 		p.direct = p.ctxDeadlines
-		p.merge = true
+		p.merge.Store(true)
 	case *redis.ClusterClient:
 		p.cluster = c
 		p.ctxDeadlines = c.Options().ContextTimeoutEnabled
@@ -681,18 +683,29 @@ func (b *batcher) run(batch []*call) {
 				err = fmt.Errorf("%w: a lean batch of %d calls answered %T %v", errBadReply, len(sd.calls), sd.cmd.Val(), sd.cmd.Val())
 			}
 		}
+		if isCrossSlot(err) {
+			// A cluster-mode server behind a plain client: it ran
+			// nothing, and a command there names keys of one slot.
+			b.p.merge.Store(false)
+		}
 		for i, c := range sd.calls {
 			var v any
 			e := err
 			switch {
-			case e != nil && notRun(e):
+			case e != nil && (notRun(e) || isCrossSlot(e)):
 				// Redis refused the whole command before it ran:
 				// nothing was decided, so each call goes on alone.
 				v, e = b.reroute(ctx, c, e)
 			case e == nil:
 				v = replies[i]
-				if re, ok := v.(error); ok {
-					v, e = nil, re
+				if msg, ok := v.(string); ok {
+					v, e = nil, itemError(msg)
+					if notRun(e) {
+						// Refused before the call's first write (a
+						// replica's READONLY): it goes on alone, as it
+						// would have.
+						v, e = b.reroute(ctx, c, e)
+					}
 				}
 			}
 			delivered++
@@ -780,7 +793,7 @@ func (b *batcher) merge(live []*call) []send {
 	}
 	var groups []group
 	var singles []*call
-	if b.p.merge {
+	if b.p.merge.Load() {
 	next:
 		for _, c := range live {
 			if c.sc == nil || c.sc.batch == nil {
@@ -912,6 +925,22 @@ func (b *batcher) reroute(ctx context.Context, c *call, err error) (any, error) 
 // busy-reply-threshold.
 func isBusy(err error) bool {
 	return err != nil && strings.HasPrefix(err.Error(), "BUSY ")
+}
+
+// itemError is the error of one request of a lean batch, which the
+// script answers as a string: Redis's error reply as it would have been
+// for the request alone. It is a redis.Error, as that reply would be.
+type itemError string
+
+func (e itemError) Error() string { return string(e) }
+
+// RedisError marks an error reply of Redis (the redis.Error interface).
+func (itemError) RedisError() {}
+
+// isCrossSlot reports the CROSSSLOT error of a cluster-mode server for a
+// command whose keys lie in several slots: the command did not run.
+func isCrossSlot(err error) bool {
+	return err != nil && strings.HasPrefix(err.Error(), "CROSSSLOT")
 }
 
 // isNoScript reports the NOSCRIPT error of EVALSHA.

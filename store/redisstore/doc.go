@@ -79,7 +79,9 @@
 // algorithm in a pipeline travel as one script call, the algorithm's lean
 // batch (package lua), which decides each as alone and in order; a
 // Cluster or Ring client sends one script call per decision, since one
-// command there names keys of one slot or shard. A
+// command there names keys of one slot or shard, and so does a store with
+// [Options.OneCallEach] (for a proxy that routes a script by its first
+// key). A
 // sending goroutine that finds the queue empty waits a second for the
 // next call before it exits, so that a lone caller wakes it instead of
 // starting one per call. For ten seconds after a round trip that took

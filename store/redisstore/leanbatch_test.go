@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ratekeeper/ratekeeper/internal/redistest"
 	"github.com/ratekeeper/ratekeeper/store"
 )
 
@@ -101,14 +102,14 @@ func TestLeanBatchMatchesLone(t *testing.T) {
 }
 
 // TestLeanBatchFailureStopsNothing: a request of a lean batch that fails
-// (here malformed arguments) answers an error element; the requests before
-// and after it are decided and recorded as if it were not there.
+// (here malformed arguments) answers its error as a string; the requests
+// before and after it are decided and recorded as if it were not there.
 func TestLeanBatchFailureStopsNothing(t *testing.T) {
 	table, err := builtinScripts()
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The error element reaches go-redis as an error in the reply's
+	// The error element reaches go-redis as a string in the reply's
 	// slice under either protocol.
 	for _, proto := range []int{2, 3} {
 		t.Run(fmt.Sprintf("RESP%d", proto), func(t *testing.T) {
@@ -129,8 +130,8 @@ func TestLeanBatchFailureStopsNothing(t *testing.T) {
 			if len(got) != 3 {
 				t.Fatalf("got %d elements, want 3: %v", len(got), got)
 			}
-			if e, ok := got[1].(error); !ok || !strings.Contains(e.Error(), "malformed arguments") {
-				t.Fatalf("request 2: got %T %v, want the malformed-arguments error", got[1], got[1])
+			if e, ok := got[1].(string); !ok || !strings.HasPrefix(e, "ERR ") || !strings.Contains(e, "malformed arguments") {
+				t.Fatalf("request 2: got %T %v, want the malformed-arguments error as a string", got[1], got[1])
 			}
 			for i, want := range map[int]int64{0: 9, 2: 7} {
 				r, ok := got[i].([]any)
@@ -346,4 +347,178 @@ func (h *shaHook) counts() map[string]int {
 		out[k] = v
 	}
 	return out
+}
+
+// TestLeanBatchOnReplica: on a read-only replica a lean batch answers each
+// request with the READONLY error it would meet alone, code first, as a
+// string, and the batcher sends each such call again alone (as a lone
+// call is retried until its budget), so that a failover under way can
+// still answer it.
+func TestLeanBatchOnReplica(t *testing.T) {
+	primary := redistest.Require(t)
+	host, port, _ := strings.Cut(primary.Addr, ":")
+	replica := redistest.Require(t, "--replicaof", host, port)
+	ctx := context.Background()
+	c := newClient(t, &server{Server: replica, addr: replica.Addr}, nil)
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(c.Info(ctx, "replication").Val(), "master_link_status:up") {
+		if time.Now().After(deadline) {
+			t.Fatal("the replica did not connect to its primary within 5 s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	table, err := builtinScripts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch := &table.leanBatch[store.GCRA]
+	loadScripts(t, c, batch)
+	period := int64(time.Hour / time.Microsecond)
+	v, err := c.EvalSha(ctx, batch.sha, []string{"a", "b"}, 5,
+		modeTake, 1, 10, period, 10, modeTake, 1, 10, period, 10).Result()
+	if err != nil {
+		t.Fatalf("lean batch on a replica: %v", err)
+	}
+	for i, el := range v.([]any) {
+		if e, ok := el.(string); !ok || !strings.HasPrefix(e, "READONLY ") {
+			t.Errorf("request %d: got %T %v, want a string starting with READONLY", i+1, el, el)
+		}
+	}
+
+	h := &shaHook{delay: 2 * time.Millisecond}
+	c.AddHook(h)
+	s, err := newRedis(c, Options{Prefix: randomPrefix(t), Timeout: 100 * time.Millisecond, WarmUp: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, 16)
+	took := make([]time.Duration, len(errs))
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			start := time.Now()
+			_, errs[i] = s.Take(ctx, store.Request{Key: fmt.Sprintf("r%d", i), Limits: []store.Limit{{Rate: 10, Period: time.Hour}}})
+			took[i] = time.Since(start)
+		}()
+	}
+	wg.Wait()
+	// Retried alone until the budget, as a lone call is (pauses of 2, 4,
+	// ... 32 ms, then it gives up with less than 64 ms left): each fails
+	// with the replica's READONLY or, when its budget ran out first, a
+	// timeout, after at least 30 ms.
+	for i, err := range errs {
+		if err == nil || strings.Contains(err.Error(), "ERR READONLY") ||
+			!strings.Contains(err.Error(), "READONLY") && store.KindOf(err) != "timeout" {
+			t.Errorf("take %d: got %v, want the replica's READONLY or a timeout", i, err)
+		}
+		if took[i] < 30*time.Millisecond {
+			t.Errorf("take %d failed after %v: it was not retried", i, took[i])
+		}
+	}
+	sent := h.counts()
+	if sent[batch.sha] == 0 || sent[table.byAlgorithm[store.GCRA][lean].sha] == 0 {
+		t.Errorf("scripts sent: %v; want lean batches, then their calls alone", sent)
+	}
+}
+
+// TestLeanBatchCrossSlot: a plain client of a cluster-mode server (one
+// node serving every slot) meets CROSSSLOT for a lean batch: its calls go
+// on alone, each decided once, and the store sends no lean batch after
+// that.
+func TestLeanBatchCrossSlot(t *testing.T) {
+	srv := redistest.Require(t, "--cluster-enabled", "yes", "--cluster-config-file", t.TempDir()+"/nodes.conf")
+	ctx := context.Background()
+	c := newClient(t, &server{Server: srv, addr: srv.Addr}, nil)
+	if err := c.Do(ctx, "cluster", "addslotsrange", 0, 16383).Err(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(c.ClusterInfo(ctx).Val(), "cluster_state:ok") {
+		if time.Now().After(deadline) {
+			t.Fatal("the cluster did not become ok within 5 s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	h := &shaHook{delay: 2 * time.Millisecond}
+	c.AddHook(h)
+	s, err := newRedis(c, Options{Prefix: randomPrefix(t), Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const keys, limit, callers, each = 8, 25, 64, 5
+	var admitted [keys]atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, callers)
+	crowd := func() {
+		for g := range callers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range each {
+					k := (g + i) % keys
+					d, err := s.Take(ctx, store.Request{Key: fmt.Sprintf("x-%d", k), Limits: []store.Limit{{Rate: limit, Period: time.Hour}}})
+					if err != nil {
+						errs <- err
+						return
+					}
+					if d.Allowed {
+						admitted[k].Add(1)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	crowd()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("take: %v", err)
+	}
+	for k := range admitted {
+		if n := admitted[k].Load(); n != limit {
+			t.Errorf("key %d: %d admitted, want %d", k, n, limit)
+		}
+	}
+	batchSHA := s.scripts.leanBatch[store.GCRA].sha
+	if h.counts()[batchSHA] == 0 {
+		t.Fatal("no lean batch was tried")
+	}
+	if s.pipes.merge.Load() {
+		t.Fatal("merging is still on after CROSSSLOT")
+	}
+	h.reset()
+	errs = make(chan error, callers)
+	crowd()
+	if n := h.counts()[batchSHA]; n != 0 {
+		t.Errorf("%d lean batches sent after CROSSSLOT, want none", n)
+	}
+}
+
+// TestOneCallEach: with Options.OneCallEach a crowd's calls are never sent
+// as a lean batch.
+func TestOneCallEach(t *testing.T) {
+	c := newClient(t, requireServer(t), nil)
+	h := &shaHook{delay: 2 * time.Millisecond}
+	c.AddHook(h)
+	s, err := newRedis(c, Options{Prefix: randomPrefix(t), Timeout: 5 * time.Second, OneCallEach: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for g := range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := s.Take(context.Background(), store.Request{Key: fmt.Sprintf("one-%d", g), Limits: []store.Limit{{Rate: 10, Period: time.Hour}}}); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	sent := h.counts()
+	if sent[s.scripts.leanBatch[store.GCRA].sha] != 0 || sent[s.scripts.byAlgorithm[store.GCRA][lean].sha] != 32 {
+		t.Errorf("scripts sent: %v; want 32 lone lean calls and no lean batch", sent)
+	}
 }

@@ -62,6 +62,15 @@ type Options struct {
 	// nothing and a crowd shares round trips. Zero means 128; 1 sends
 	// every decision on its own; negative is an error.
 	MaxBatch int
+	// OneCallEach sends every decision as its own script call. By
+	// default, through a *redis.Client, the plain decisions of one
+	// algorithm that share a pipeline are one call of the algorithm's
+	// lean batch script (package lua), which names all their keys: set
+	// OneCallEach when the client talks to Redis through a proxy that
+	// routes a script by its first key (twemproxy, Envoy's Redis proxy),
+	// which would send the other keys' state to the wrong server.
+	// Cluster and Ring clients always send one call per decision.
+	OneCallEach bool
 	// Logger receives the store's warnings (an unsafe eviction policy,
 	// see EvictionPolicy). Nil means slog.Default().
 	Logger *slog.Logger
@@ -179,6 +188,9 @@ func newRedis(client redis.UniversalClient, opts Options) (*redisStore, error) {
 		s.reloadEvery = orDefault(opts.ClusterReload, defaultClusterReload)
 	}
 	s.pipes = newPipes(client, maxBatch, s.timeout)
+	if opts.OneCallEach {
+		s.pipes.merge.Store(false)
+	}
 	s.eviction.logger = opts.Logger
 	if s.eviction.logger == nil {
 		s.eviction.logger = slog.Default()
