@@ -20,11 +20,14 @@ import (
 var leanAlgorithms = []store.Algorithm{store.GCRA, store.TokenBucket, store.SlidingWindowLog, store.SlidingWindowCounter, store.FixedWindow}
 
 // TestLeanBatchMatchesLone: for every algorithm, a random run of takes and
-// peeks over three keys, decided by lean batches of one to seven requests
-// under one prefix and by the lean script, one call per request, under
-// another, answers the same decisions (admitted, remaining, repaired) and
-// leaves the same keys with TTLs. The limit is 5 a day, so the few
-// milliseconds between the two runs cannot change a decision.
+// peeks (mixed within a batch but for the sliding window log, whose peeks
+// have one argument fewer) over four keys, two of them holding state no
+// algorithm can read (a string, a list), decided by lean batches of one
+// to seven requests under one prefix and by the lean script, one call per
+// request, under another, answers the same decisions (admitted,
+// remaining, repaired) and leaves the same keys with TTLs. The limit is 5
+// a day, so the few milliseconds between the two runs cannot change a
+// decision.
 func TestLeanBatchMatchesLone(t *testing.T) {
 	ctx := context.Background()
 	c, table := scriptClient(t)
@@ -38,7 +41,15 @@ func TestLeanBatchMatchesLone(t *testing.T) {
 			loadScripts(t, c, lone, batch)
 			rng := rand.New(rand.NewPCG(uint64(alg)+1, 7))
 			pa, pb := randomPrefix(t), randomPrefix(t)
-			seq := 0
+			for _, p := range []string{pa, pb} {
+				if err := c.Set(ctx, p+":k2", "garbage", 0).Err(); err != nil {
+					t.Fatal(err)
+				}
+				if err := c.RPush(ctx, p+":k3", "x").Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			seq, repairs := 0, 0
 			// argsOf returns a request's lean arguments.
 			argsOf := func(mode string, cost int) []any {
 				a := []any{mode, cost, 5, int64(24 * time.Hour / time.Microsecond), 5}
@@ -58,8 +69,12 @@ func TestLeanBatchMatchesLone(t *testing.T) {
 				var argsA []any
 				var want [][]any
 				for range n {
-					k := fmt.Sprintf(":k%d", rng.IntN(3))
-					a := argsOf(mode, 1+rng.IntN(2))
+					k := fmt.Sprintf(":k%d", rng.IntN(4))
+					m := mode
+					if alg != store.SlidingWindowLog && rng.IntN(3) == 0 {
+						m = modePeek
+					}
+					a := argsOf(m, 1+rng.IntN(2))
 					keysA = append(keysA, pa+k)
 					argsA = append(argsA, a...)
 					v, err := c.EvalSha(ctx, lone.sha, []string{pb + k}, a...).Result()
@@ -86,12 +101,18 @@ func TestLeanBatchMatchesLone(t *testing.T) {
 					// by the microseconds between the two runs.
 					for _, j := range []int{0, 1, 4} {
 						if g[j] != want[i][j] {
-							t.Fatalf("round %d, request %d (%s %v): element %d: batch %v, lone %v", round, i, mode, keysA[i], j, g, want[i])
+							t.Fatalf("round %d, request %d (%v): element %d: batch %v, lone %v", round, i, keysA[i], j, g, want[i])
 						}
+					}
+					if g[4] == int64(1) {
+						repairs++
 					}
 				}
 			}
-			for _, k := range []string{":k0", ":k1", ":k2"} {
+			if repairs != 2 {
+				t.Errorf("%d requests repaired unreadable state, want 2 (one per such key)", repairs)
+			}
+			for _, k := range []string{":k0", ":k1", ":k2", ":k3"} {
 				ta, tb := c.PTTL(ctx, pa+k).Val(), c.PTTL(ctx, pb+k).Val()
 				if (ta > 0) != (tb > 0) || ta == -1 {
 					t.Errorf("key %s: TTL %v after batches, %v after lone calls; want both set or both absent", k, ta, tb)
@@ -512,6 +533,110 @@ func TestOneCallEach(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			if _, err := s.Take(context.Background(), store.Request{Key: fmt.Sprintf("one-%d", g), Limits: []store.Limit{{Rate: 10, Period: time.Hour}}}); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	sent := h.counts()
+	if sent[s.scripts.leanBatch[store.GCRA].sha] != 0 || sent[s.scripts.byAlgorithm[store.GCRA][lean].sha] != 32 {
+		t.Errorf("scripts sent: %v; want 32 lone lean calls and no lean batch", sent)
+	}
+}
+
+// TestLeanBatchAfterScriptFlush: after SCRIPT FLUSH a lean batch meets
+// NOSCRIPT, which means it did not run, and is sent again with its source:
+// every call is decided once.
+func TestLeanBatchAfterScriptFlush(t *testing.T) {
+	srv := redistest.Require(t)
+	ctx := context.Background()
+	c := newClient(t, &server{Server: srv, addr: srv.Addr}, nil)
+	h := &shaHook{delay: 2 * time.Millisecond}
+	c.AddHook(h)
+	s, err := newRedis(c, Options{Prefix: randomPrefix(t), Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const keys, limit = 4, 40
+	var admitted [keys]atomic.Int64
+	crowd := func() {
+		var wg sync.WaitGroup
+		for g := range 32 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				k := g % keys
+				d, err := s.Take(ctx, store.Request{Key: fmt.Sprintf("f-%d", k), Limits: []store.Limit{{Rate: limit, Period: time.Hour}}})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if d.Allowed {
+					admitted[k].Add(1)
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	crowd()
+	if err := c.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	h.reset()
+	crowd()
+	if h.counts()[s.scripts.leanBatch[store.GCRA].sha] == 0 {
+		t.Fatal("no lean batch was sent after the flush")
+	}
+	// 16 takes per key, all admitted, each counted once: a peek, which
+	// answers as the next take would, leaves 40-17.
+	for k := range admitted {
+		if n := admitted[k].Load(); n != 16 {
+			t.Errorf("key %d: %d admitted, want 16", k, n)
+		}
+		d, err := s.Peek(ctx, store.Request{Key: fmt.Sprintf("f-%d", k), Limits: []store.Limit{{Rate: limit, Period: time.Hour}}})
+		if err != nil || d.Remaining != limit-17 {
+			t.Errorf("key %d: peek %+v, %v; want %d remaining", k, d, err, limit-17)
+		}
+	}
+
+	// A batch sent right after a flush meets NOSCRIPT itself.
+	if err := c.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	sc := &s.scripts.byAlgorithm[store.GCRA][lean]
+	period := int64(time.Hour / time.Microsecond)
+	var calls []*call
+	for i := range 3 {
+		calls = append(calls, newTestCall(sc, []any{argEvalSHA, sc.shaArg, argOne, fmt.Sprintf("%s:ns%d", randomPrefix(t), i), argTake, int64(i + 1), int64(10), period, int64(10)}))
+	}
+	s.pipes.one.run(append([]*call(nil), calls...))
+	for i, cl := range calls {
+		<-cl.done
+		if r, ok := cl.v.([]any); cl.err != nil || !ok || r[0] != int64(1) || r[1] != int64(10-(i+1)) {
+			t.Errorf("call %d after the flush: got %v, %v; want admitted with %d remaining", i, cl.v, cl.err, 10-(i+1))
+		}
+		cl.release()
+	}
+}
+
+// TestRingSendsNoLeanBatch: a Ring client sends a command to its first
+// key's shard, so the store sends it one call per decision.
+func TestRingSendsNoLeanBatch(t *testing.T) {
+	srv := requireServer(t)
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"only": srv.addr}})
+	t.Cleanup(func() { ring.Close() })
+	h := &shaHook{delay: 2 * time.Millisecond}
+	ring.AddHook(h)
+	s, err := newRedis(ring, Options{Prefix: randomPrefix(t), Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for g := range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := s.Take(context.Background(), store.Request{Key: fmt.Sprintf("ring-%d", g), Limits: []store.Limit{{Rate: 10, Period: time.Hour}}}); err != nil {
 				t.Error(err)
 			}
 		}()
