@@ -336,3 +336,50 @@ func TestEvictingTakeAllocs(t *testing.T) {
 		t.Errorf("Take of a new key at the cap: got %.2f allocations, want none", got)
 	}
 }
+
+// TestEvictionOrderAfterUnorderedUse: while a store holds less than half
+// of MaxKeys its shards do not keep their lists in the order of use (a
+// Take then spares the list's cache misses), but the order eviction reads
+// is the order of use all the same. Twenty keys made in order and then
+// used in the reverse order, with the store far from full, then forty-four
+// new ones that fill it and ten more: the ten evicted are the ten old keys
+// used first in the reverse pass.
+func TestEvictionOrderAfterUnorderedUse(t *testing.T) {
+	s, clk := newTestStore(t, Options{MaxKeys: 64, Shards: 4})
+	l := store.Limit{Rate: 1, Period: time.Hour}
+	take := func(key string) {
+		t.Helper()
+		if _, err := s.Take(ctx, store.Request{Key: key, Limits: []store.Limit{l}}); err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(time.Microsecond)
+	}
+	for i := range 20 {
+		take(fmt.Sprint("old-", i))
+	}
+	for i := 19; i >= 0; i-- {
+		take(fmt.Sprint("old-", i)) // refused, and a use
+	}
+	for i := range 44 {
+		take(fmt.Sprint("new-", i))
+	}
+	if got := s.Evictions(); got != 0 {
+		t.Fatalf("Evictions before the store is full: got %d, want 0", got)
+	}
+	for i := range 10 {
+		take(fmt.Sprint("extra-", i))
+	}
+	if got := s.Evictions(); got != 10 {
+		t.Fatalf("Evictions: got %d, want 10", got)
+	}
+	for i := range 20 {
+		d, err := s.Peek(ctx, store.Request{Key: fmt.Sprint("old-", i), Limits: []store.Limit{l}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if evicted := i >= 10; d.Allowed != evicted {
+			t.Errorf("old-%d: got Allowed %t, want %t (evicted: %t)", i, d.Allowed, evicted, evicted)
+		}
+	}
+	checkCounts(t, s)
+}
