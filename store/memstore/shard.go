@@ -146,12 +146,12 @@ type shard struct {
 	// which it may leave while the store is far from full (see touch).
 	ordered bool
 	uses    uint64 // uses of the shard's records so far (record.used)
-	size    int    // states held, counted as for MaxKeys
-	peak    int    // largest len(index) since the map was last rebuilt
-	last    int64  // latest time seen, µs: time never runs backwards in a shard
-	spare   *record
-	pos     int       // index in the store's shards
-	ov      overrides // per-client overrides, by request key
+	size  int    // states held, counted as for MaxKeys
+	peak  int    // largest len(index) since the map was last rebuilt
+	last  int64  // latest time seen, µs: time never runs backwards in a shard
+	spare *record
+	pos   int       // index in the store's shards
+	ov    overrides // per-client overrides, by request key
 
 	// minExp is a lower bound of every expiry in the shard; a full sweep
 	// makes it exact. It and the LRU tail's touched time are published for
