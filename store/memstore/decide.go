@@ -359,7 +359,7 @@ func (o *op) finish() {
 			o.sh.remove(o.rec)
 			o.rec = nil
 		} else {
-			o.sh.touch(o.rec, o.now, o.s.budget.order.Load())
+			o.sh.touch(o.rec, o.now)
 		}
 	}
 	if o.v.created && o.pool == nil {

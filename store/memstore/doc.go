@@ -54,15 +54,9 @@
 // expired: a store smaller than its set of active clients forgets some of
 // them and admits them again, so size MaxKeys for the clients seen within
 // the longest Period and watch Evictions. Only a request that cannot fit
-// even in an otherwise empty store fails (see [memStore.Take]). While the
-// store holds less than half of MaxKeys, a Take records the use of its key
-// without moving it in its shard's list (the move costs two cache misses
-// and no eviction is near); each shard sorts its list by use once the
-// store is half full, a few milliseconds for the largest shards of a
-// default store, and keeps it in order until it holds less than a quarter
-// again. The order evictions follow is the same either way.
+// even in an otherwise empty store fails (see [memStore.Take]).
 //
-// A key with one limit costs about 175 bytes plus its length: keys are
+// A key with one limit costs about 165 bytes plus its length: keys are
 // stored as given, so a very long key costs its length in memory. A
 // sliding window log holds one entry per distinct microsecond in its
 // longest period, so its memory grows with Rate, and a key's ids grow with

@@ -14,19 +14,6 @@ type budget struct {
 	used atomic.Int64
 	max  int64
 	_    [64]byte
-	// order is whether the shards keep their lists in the order of use,
-	// which only eviction reads: from when the store holds half of max
-	// states until it holds less than a quarter (see shard.touch). Below
-	// that, no eviction is near, and a Take spares the list's two cache
-	// misses; a shard sorts its list once when order comes back.
-	order atomic.Bool
-	_     [64]byte
-}
-
-// setMax sets the cap, with no state held.
-func (b *budget) setMax(max int64) {
-	b.max = max
-	b.order.Store(max <= 1)
 }
 
 // take reserves n states, reporting whether they fit under the cap.
@@ -37,9 +24,6 @@ func (b *budget) take(n int) bool {
 			return false
 		}
 		if b.used.CompareAndSwap(u, u+int64(n)) {
-			if 2*(u+int64(n)) >= b.max && !b.order.Load() {
-				b.order.Store(true)
-			}
 			return true
 		}
 	}
@@ -48,9 +32,7 @@ func (b *budget) take(n int) bool {
 // give returns n states to the budget.
 func (b *budget) give(n int) {
 	if n != 0 {
-		if u := b.used.Add(-int64(n)); 4*u < b.max && b.order.Load() {
-			b.order.Store(false)
-		}
+		b.used.Add(-int64(n))
 	}
 }
 
@@ -129,9 +111,7 @@ func (s *memStore) dropExpired(sh *shard, now int64, keep *record, need int) int
 // least-recently-used order without waiting. It reports false when
 // nothing can be evicted.
 func (s *memStore) evictOne(sh *shard, now int64, keep *record) (int, bool) {
-	// A round that finds its victim's list out of order sorts it and
-	// looks again, at most once per shard.
-	for round := 0; round < evictRounds+len(s.shards); round++ {
+	for round := 0; round < evictRounds; round++ {
 		own := sh.oldest(keep)
 		var victim *shard
 		best := int64(math.MaxInt64)
@@ -153,14 +133,6 @@ func (s *memStore) evictOne(sh *shard, now int64, keep *record) (int, bool) {
 		case victim == sh:
 			return s.evict(sh, own, now), true
 		case s.lockOther(sh, victim):
-			if !victim.ordered {
-				// Its published time was a lower bound: sorted, the
-				// shard publishes its oldest, and the round is run
-				// again.
-				victim.reorder()
-				victim.mu.Unlock()
-				continue
-			}
 			r := victim.oldest(nil)
 			n := 0
 			if r != nil {

@@ -162,7 +162,7 @@ func (s *memStore) takePlain(ctx context.Context, req *store.Request, p *plan, d
 		st.counts = out[0].next
 		sh.expiresAt(st.exp)
 	}
-	sh.touch(r, now, s.budget.order.Load())
+	sh.touch(r, now)
 	sh.mu.Unlock()
 	// op.decision for one limit that met no block and no de-duplication
 	// id.

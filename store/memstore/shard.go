@@ -1,9 +1,7 @@
 package memstore
 
 import (
-	"cmp"
 	"math"
-	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -56,7 +54,6 @@ type record struct {
 	key        string
 	prev, next *record // the shard's list, most recently taken first
 	touched    int64   // µs: when a Take last reached the key
-	used       uint64  // the shard's use count then: the order of uses
 	states     []limitState
 	ks         *keyState // nil when the key has no block, strikes or ids
 	inline     [1]limitState
@@ -142,10 +139,6 @@ type shard struct {
 	mu    sync.Mutex
 	index map[string]*record
 	lru   record // sentinel: lru.next is the most recently taken record
-	// ordered: the list is in the order of the records' touched times,
-	// which it may leave while the store is far from full (see touch).
-	ordered bool
-	uses    uint64 // uses of the shard's records so far (record.used)
 	size  int    // states held, counted as for MaxKeys
 	peak  int    // largest len(index) since the map was last rebuilt
 	last  int64  // latest time seen, µs: time never runs backwards in a shard
@@ -167,7 +160,6 @@ func (sh *shard) init(pos int) {
 	sh.pos = pos
 	sh.index = make(map[string]*record)
 	sh.lru.next, sh.lru.prev = &sh.lru, &sh.lru
-	sh.ordered = true
 	sh.last = math.MinInt64
 	sh.minExp = math.MaxInt64
 	sh.pubMinExp.Store(math.MaxInt64)
@@ -206,8 +198,6 @@ func (sh *shard) newRecord(key string, now int64) *record {
 	r.states = r.inline[:0]
 	sh.index[key] = r
 	r.touched = now
-	sh.uses++
-	r.used = sh.uses
 	sh.pushFront(r)
 	if len(sh.index) > sh.peak {
 		sh.peak = len(sh.index)
@@ -220,38 +210,18 @@ func (sh *shard) newRecord(key string, now int64) *record {
 func (sh *shard) remove(r *record) {
 	delete(sh.index, r.key)
 	sh.unlink(r)
-	if sh.lru.next == &sh.lru {
-		sh.ordered = true // an empty list is in order
-	}
 	sh.publishOldest()
 	*r = record{}
 	sh.spare = r
 }
 
-// touch notes that a Take reached r at now, and moves r to the front of
-// the list when order is set (the store is near enough to full for an
-// eviction to read the list). Otherwise the list is left as it is, out of
-// order once r was not first: reorder sorts it by the touched times when
-// it is read.
-func (sh *shard) touch(r *record, now int64, order bool) {
+// touch moves r to the front of the list: a Take reached it at now.
+func (sh *shard) touch(r *record, now int64) {
 	r.touched = now
-	sh.uses++
-	r.used = sh.uses
 	if sh.lru.next == r {
 		if sh.lru.prev == r { // the only record: it is also the tail
 			sh.publishOldest()
 		}
-		return
-	}
-	if !order {
-		if sh.ordered {
-			sh.ordered = false
-			sh.publishOldest()
-		}
-		return
-	}
-	if !sh.ordered {
-		sh.reorder() // r, the latest, is then first
 		return
 	}
 	// unlink and pushFront, written out: r was linked and not first, so
@@ -281,14 +251,10 @@ func (sh *shard) unlink(r *record) {
 }
 
 // publishOldest publishes the touched time of the list's tail
-// (math.MaxInt64 for an empty shard) when it changed; for a list out of
-// order, math.MinInt64, a lower bound that makes an eviction look (see
-// evictOne).
+// (math.MaxInt64 for an empty shard) when it changed.
 func (sh *shard) publishOldest() {
 	t := int64(math.MaxInt64)
-	if !sh.ordered {
-		t = math.MinInt64
-	} else if tail := sh.lru.prev; tail != &sh.lru {
+	if tail := sh.lru.prev; tail != &sh.lru {
 		t = tail.touched
 	}
 	if t != sh.publishedOld {
@@ -297,29 +263,8 @@ func (sh *shard) publishOldest() {
 	}
 }
 
-// reorder sorts the list in the order of the records' last uses, the
-// latest first, which is the order touch keeps, and publishes the oldest.
-func (sh *shard) reorder() {
-	recs := make([]*record, 0, len(sh.index))
-	for r := sh.lru.next; r != &sh.lru; r = r.next {
-		recs = append(recs, r)
-	}
-	slices.SortFunc(recs, func(a, b *record) int { return cmp.Compare(b.used, a.used) })
-	prev := &sh.lru
-	for _, r := range recs {
-		prev.next, r.prev = r, prev
-		prev = r
-	}
-	prev.next, sh.lru.prev = &sh.lru, prev
-	sh.ordered = true
-	sh.publishOldest()
-}
-
 // oldest returns the least recently taken record other than keep, or nil.
 func (sh *shard) oldest(keep *record) *record {
-	if !sh.ordered {
-		sh.reorder()
-	}
 	r := sh.lru.prev
 	if r == keep {
 		r = r.prev

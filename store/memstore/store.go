@@ -129,7 +129,7 @@ func newMem(opts Options) (*memStore, error) {
 	if s.rand == nil {
 		s.rand = rand.Float64
 	}
-	s.budget.setMax(int64(maxKeys))
+	s.budget.max = int64(maxKeys)
 	for i := range s.shards {
 		s.shards[i].init(i)
 	}
