@@ -229,7 +229,6 @@ func TestRunMergesLeanCalls(t *testing.T) {
 // allow, and the lean batches decided most of them.
 func TestCrowdThroughLeanBatches(t *testing.T) {
 	srv := requireServer(t)
-	ctx := context.Background()
 	for _, alg := range leanAlgorithms {
 		t.Run(alg.String(), func(t *testing.T) {
 			c := newClient(t, srv, &redis.Options{PoolSize: 8})
@@ -239,46 +238,56 @@ func TestCrowdThroughLeanBatches(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			const keys, limit, callers, each = 8, 25, 64, 5
-			var admitted [keys]atomic.Int64
-			var wg sync.WaitGroup
-			errs := make(chan error, callers)
-			for g := range callers {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for i := range each {
-						k := (g + i) % keys
-						req := store.Request{Key: fmt.Sprintf("crowd-%d", k), Limits: []store.Limit{{Algorithm: alg, Rate: limit, Period: time.Hour}}}
-						d, err := s.Take(ctx, req)
-						if err != nil {
-							errs <- err
-							return
-						}
-						if d.Allowed {
-							admitted[k].Add(1)
-						}
-					}
-				}()
-			}
-			wg.Wait()
-			close(errs)
-			for err := range errs {
-				t.Fatalf("take: %v", err)
-			}
-			for k := range admitted {
-				// 40 takes per key, 25 admitted (the GCRA and the
-				// token bucket admit their burst, which is the rate
-				// here).
-				if n := admitted[k].Load(); n != limit {
-					t.Errorf("key %d: %d admitted, want %d", k, n, limit)
-				}
-			}
+			takeCrowd(t, s, alg, "crowd")
 			sent := h.counts()
 			if sent[s.scripts.leanBatch[alg].sha] == 0 {
 				t.Errorf("no lean batch was sent: %v", sent)
 			}
 		})
+	}
+}
+
+// crowdKeys, crowdLimit: takeCrowd's keys and each key's limit.
+const crowdKeys, crowdLimit = 8, 25
+
+// takeCrowd has 64 callers take 5 times each from crowdKeys keys of
+// prefix (40 takes per key) under a limit of crowdLimit per hour of alg,
+// and checks that each key admitted exactly crowdLimit (the GCRA and the
+// token bucket admit their burst, which is the rate here) and that no
+// take failed.
+func takeCrowd(t *testing.T, s store.Store, alg store.Algorithm, prefix string) {
+	t.Helper()
+	const callers, each = 64, 5
+	var admitted [crowdKeys]atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, callers)
+	for g := range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				k := (g + i) % crowdKeys
+				req := store.Request{Key: fmt.Sprintf("%s-%d", prefix, k), Limits: []store.Limit{{Algorithm: alg, Rate: crowdLimit, Period: time.Hour}}}
+				d, err := s.Take(context.Background(), req)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if d.Allowed {
+					admitted[k].Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("take: %v", err)
+	}
+	for k := range admitted {
+		if n := admitted[k].Load(); n != crowdLimit {
+			t.Errorf("key %s-%d: %d admitted, want %d", prefix, k, n, crowdLimit)
+		}
 	}
 }
 
@@ -468,40 +477,7 @@ func TestLeanBatchCrossSlot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const keys, limit, callers, each = 8, 25, 64, 5
-	var admitted [keys]atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, callers)
-	crowd := func() {
-		for g := range callers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := range each {
-					k := (g + i) % keys
-					d, err := s.Take(ctx, store.Request{Key: fmt.Sprintf("x-%d", k), Limits: []store.Limit{{Rate: limit, Period: time.Hour}}})
-					if err != nil {
-						errs <- err
-						return
-					}
-					if d.Allowed {
-						admitted[k].Add(1)
-					}
-				}
-			}()
-		}
-		wg.Wait()
-	}
-	crowd()
-	close(errs)
-	for err := range errs {
-		t.Fatalf("take: %v", err)
-	}
-	for k := range admitted {
-		if n := admitted[k].Load(); n != limit {
-			t.Errorf("key %d: %d admitted, want %d", k, n, limit)
-		}
-	}
+	takeCrowd(t, s, store.GCRA, "x")
 	batchSHA := s.scripts.leanBatch[store.GCRA].sha
 	if h.counts()[batchSHA] == 0 {
 		t.Fatal("no lean batch was tried")
@@ -510,8 +486,7 @@ func TestLeanBatchCrossSlot(t *testing.T) {
 		t.Fatal("merging is still on after CROSSSLOT")
 	}
 	h.reset()
-	errs = make(chan error, callers)
-	crowd()
+	takeCrowd(t, s, store.GCRA, "y")
 	if n := h.counts()[batchSHA]; n != 0 {
 		t.Errorf("%d lean batches sent after CROSSSLOT, want none", n)
 	}
@@ -521,27 +496,7 @@ func TestLeanBatchCrossSlot(t *testing.T) {
 // as a lean batch.
 func TestOneCallEach(t *testing.T) {
 	c := newClient(t, requireServer(t), nil)
-	h := &shaHook{delay: 2 * time.Millisecond}
-	c.AddHook(h)
-	s, err := newRedis(c, Options{Prefix: randomPrefix(t), Timeout: 5 * time.Second, OneCallEach: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	for g := range 32 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if _, err := s.Take(context.Background(), store.Request{Key: fmt.Sprintf("one-%d", g), Limits: []store.Limit{{Rate: 10, Period: time.Hour}}}); err != nil {
-				t.Error(err)
-			}
-		}()
-	}
-	wg.Wait()
-	sent := h.counts()
-	if sent[s.scripts.leanBatch[store.GCRA].sha] != 0 || sent[s.scripts.byAlgorithm[store.GCRA][lean].sha] != 32 {
-		t.Errorf("scripts sent: %v; want 32 lone lean calls and no lean batch", sent)
-	}
+	assertOneCallEach(t, c, Options{Prefix: randomPrefix(t), Timeout: 5 * time.Second, OneCallEach: true})
 }
 
 // TestLeanBatchAfterScriptFlush: after SCRIPT FLUSH a lean batch meets
@@ -622,12 +577,19 @@ func TestLeanBatchAfterScriptFlush(t *testing.T) {
 // TestRingSendsNoLeanBatch: a Ring client sends a command to its first
 // key's shard, so the store sends it one call per decision.
 func TestRingSendsNoLeanBatch(t *testing.T) {
-	srv := requireServer(t)
-	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"only": srv.addr}})
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"only": requireServer(t).addr}})
 	t.Cleanup(func() { ring.Close() })
+	assertOneCallEach(t, ring, Options{Prefix: randomPrefix(t), Timeout: 5 * time.Second})
+}
+
+// assertOneCallEach checks that a store over c with opts sends each of a
+// crowd's 32 calls alone, through commands slowed down so that they
+// queue, and no lean batch.
+func assertOneCallEach(t *testing.T, c redis.UniversalClient, opts Options) {
+	t.Helper()
 	h := &shaHook{delay: 2 * time.Millisecond}
-	ring.AddHook(h)
-	s, err := newRedis(ring, Options{Prefix: randomPrefix(t), Timeout: 5 * time.Second})
+	c.AddHook(h)
+	s, err := newRedis(c, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -636,7 +598,7 @@ func TestRingSendsNoLeanBatch(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, err := s.Take(context.Background(), store.Request{Key: fmt.Sprintf("ring-%d", g), Limits: []store.Limit{{Rate: 10, Period: time.Hour}}}); err != nil {
+			if _, err := s.Take(context.Background(), store.Request{Key: fmt.Sprintf("one-%d", g), Limits: []store.Limit{{Rate: 10, Period: time.Hour}}}); err != nil {
 				t.Error(err)
 			}
 		}()
