@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -44,7 +45,9 @@ func TestTTLOnEveryKey(t *testing.T) {
 		t.Run(alg.String(), func(t *testing.T) {
 			s, c := newStore(t, Options{})
 			req := store.Request{Key: "ttl", Limits: limitsFor(alg)}
+			var last time.Time
 			for i := 0; i < 4; i++ { // admitted, admitted, refused, refused
+				last = time.Now()
 				d, err := s.Take(ctx, req)
 				if err != nil {
 					t.Fatal(err)
@@ -54,6 +57,7 @@ func TestTTLOnEveryKey(t *testing.T) {
 				}
 			}
 			keys := prefixKeys(t, c, s.prefix)
+			scanned := time.Now()
 			var state int
 			for _, k := range keys {
 				ttl, err := c.PTTL(ctx, k).Result()
@@ -73,7 +77,15 @@ func TestTTLOnEveryKey(t *testing.T) {
 			if alg == store.SlidingWindowLog {
 				wantState = 1
 			}
-			if state != wantState {
+			// A fixed window's key lives until its window ends: the fast
+			// limit's key is gone when its window ended between the
+			// last take and the scan (a loaded machine stretches that
+			// time), and only then.
+			fast := req.Limits[0].Period
+			if alg == store.FixedWindow && state == wantState-1 && len(keys) == 1 && strings.HasSuffix(keys[0], ":slow") &&
+				last.UnixNano()/int64(fast) != scanned.UnixNano()/int64(fast) {
+				t.Logf("the fast limit's window ended between the last take and the scan (%v later): its key expired", scanned.Sub(last))
+			} else if state != wantState {
 				t.Fatalf("got %d state keys (%q), want %d", state, keys, wantState)
 			}
 		})
