@@ -22,7 +22,7 @@ for i = 1, #KEYS do
   take = mode == 'take'
   -- A request that fails stops nothing: the requests before it keep what
   -- they wrote, the ones after it are decided, and its own element is the
-  -- error reply it would have met alone.
+  -- error it would have met alone.
   local ok, r = pcall(decide, {KEYS[i]}, args)
   if ok then
     out[i] = r

@@ -692,7 +692,7 @@ func (b *batcher) run(batch []*call) {
 			var v any
 			e := err
 			switch {
-			case e != nil && (notRun(e) || isCrossSlot(e)):
+			case e != nil && notRun(e):
 				// Redis refused the whole command before it ran:
 				// nothing was decided, so each call goes on alone.
 				v, e = b.reroute(ctx, c, e)
@@ -949,16 +949,17 @@ func isNoScript(err error) bool {
 }
 
 // notRun reports Redis errors that mean the command was refused before it
-// ran: cluster redirections and transient cluster states, a replica that
-// does not take writes, a server still loading its data or busy running a
-// script past its busy-reply-threshold.
+// ran: cluster redirections and transient cluster states, keys of several
+// slots on a cluster-mode server, a replica that does not take writes, a
+// server still loading its data or busy running a script past its
+// busy-reply-threshold.
 func notRun(err error) bool {
 	var rerr redis.Error
 	if !errors.As(err, &rerr) {
 		return false
 	}
 	msg := rerr.Error()
-	for _, p := range [...]string{"MOVED ", "ASK ", "TRYAGAIN", "CLUSTERDOWN", "READONLY", "LOADING", "MASTERDOWN", "BUSY "} {
+	for _, p := range [...]string{"MOVED ", "ASK ", "TRYAGAIN", "CLUSTERDOWN", "CROSSSLOT", "READONLY", "LOADING", "MASTERDOWN", "BUSY "} {
 		if strings.HasPrefix(msg, p) {
 			return true
 		}
