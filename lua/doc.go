@@ -14,7 +14,8 @@
 // make each script. A script name is "<algorithm>[/<variant>]", with the
 // algorithm names of package store ("gcra/lean", "fixed_window"),
 // "suppressed" (the strategy of package store/suppressed), or a stacked
-// or refund script ("stacked", "stacked/lean", "refund"), or the slots of
+// or refund script ("stacked", "stacked/lean", "stacked/lean-windows",
+// "refund"), or the slots of
 // in-flight caps ("slots"). Each family has one calling convention,
 // stated below:
 //
@@ -32,6 +33,8 @@
 //	                             algorithm file (unreadable, prelude,
 //	                             part and the file), multi
 //	stacked/lean                 common, unreadable, lean_multi              stacked decisions, lean
+//	stacked/lean-windows         common, unreadable, the cost, counter,      stacked decisions, lean
+//	                             lean_multi_windows
 //	refund                       common, refund                              stacked decisions (refund), settlements
 //	<algorithm>/partial          the full script as the body of a            partial grants
 //	                             function, then partial
@@ -407,6 +410,14 @@
 //	ARGV[2]        the receipts' TTL in ms (takes only), "" for none
 //	ARGV[3]        p, the number of parts
 //	then           per part: cost, rate, period µs, capacity
+//
+// The lean stacked script of window parts ("stacked/lean-windows") decides a step of plain parts
+// of GCRA, the token bucket, the fixed window and the sliding window
+// counter, mixed as they come, with at least one window part, and answers
+// and writes exactly as the stacked script would. Its arguments are those
+// of "stacked/lean", each part's starting with its algorithm's index
+// (store's order): algorithm, cost, rate, period µs, capacity. A step with
+// a sliding window log part runs the stacked script.
 //
 // The refund script ("refund") gives back what one part recorded, when the Redis store runs a
 // stack in several steps (Redis Cluster slots) and a later step refuses:

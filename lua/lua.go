@@ -73,6 +73,9 @@ var multi string
 //go:embed lean_multi.lua
 var leanMulti string
 
+//go:embed lean_multi_windows.lua
+var leanMultiWindows string
+
 //go:embed refund.lua
 var refund string
 
@@ -109,7 +112,8 @@ var (
 // scripts is the one table of every script: its name (see the script names) and the
 // texts it is made of, in order, joined with newlines. The calling
 // convention of each family (full, lean, lean-override, stacked,
-// stacked/lean, refund) is in the package documentation.
+// stacked/lean, stacked/lean-windows, refund) is in the package
+// documentation.
 var scripts = [...]struct {
 	name  string
 	parts []string
@@ -133,6 +137,7 @@ var scripts = [...]struct {
 	{"suppressed", full(suppressedBody)},
 	{"stacked", stacked()},
 	{"stacked/lean", []string{common, unreadable, leanMulti}},
+	{"stacked/lean-windows", leanStackedWindows},
 	{"refund", []string{common, refund}},
 	// Partial grants (partial.go).
 	{"gcra/partial", partial(bucket)},
@@ -213,6 +218,12 @@ end
 return reply
 `
 
+// leanStackedWindows is the lean stacked script of steps with window
+// parts: common.lua, unreadable.lua, the cost counter.lua's functions
+// read (lean_multi_windows.lua sets it per part), counter.lua and
+// lean_multi_windows.lua.
+var leanStackedWindows = []string{common, unreadable, "local cost = 0", counter, leanMultiWindows}
+
 // stacked is the stacked script: one function per algorithm file
 // (unreadable.lua, prelude.lua, part.lua and the file, with KEYS and ARGV
 // as parameters so that each part sees its own), the table parts from the
@@ -238,7 +249,8 @@ var errUnknownScript = errors.New("lua: unknown script")
 // names returns the name of every script [Source] knows, in table order:
 // for each algorithm of package store, by its name, "<algorithm>" (the
 // full script), "<algorithm>/lean" and "<algorithm>/lean-override" (none
-// for the suppressed strategy); then "stacked", "stacked/lean" and
+// for the suppressed strategy); then "stacked", "stacked/lean",
+// "stacked/lean-windows" and
 // "refund"; then "<algorithm>/partial" for each counting algorithm,
 // "fixed_window/calendar", "gcra/wait" and "token_bucket/wait"; "slots";
 // "<algorithm>/reserve" and then "<algorithm>/lean-batch" for each

@@ -129,7 +129,7 @@ func TestNames(t *testing.T) {
 			want = append(want, a+"/lean", a+"/lean-override")
 		}
 	}
-	want = append(want, "stacked", "stacked/lean", "refund")
+	want = append(want, "stacked", "stacked/lean", "stacked/lean-windows", "refund")
 	for _, a := range algorithms {
 		if a != "suppressed" {
 			want = append(want, a+"/partial")
@@ -207,6 +207,9 @@ func TestStackedSource(t *testing.T) {
 	}
 	if r := source(t, "stacked/lean"); r != common+"\n"+unreadable+"\n"+leanMulti {
 		t.Fatal("the lean stacked script is not common.lua, unreadable.lua and lean_multi.lua")
+	}
+	if r := source(t, "stacked/lean-windows"); r != common+"\n"+unreadable+"\nlocal cost = 0\n"+counter+"\n"+leanMultiWindows {
+		t.Fatal("the lean stacked script of window parts is not common.lua, unreadable.lua, the cost, counter.lua and lean_multi_windows.lua")
 	}
 }
 

@@ -95,8 +95,11 @@ type scriptTable struct {
 	byAlgorithm [contract.Suppressed + 1][variants]script
 	stacked     script // the stacked decision (store.MultiStore)
 	stackedLean script // the stacked decision of plain GCRA and token bucket parts
-	refund      script // the refund of one part of a stacked decision
-	slots       script // the slots of in-flight caps (slots.go)
+	// stackedLeanWindows is the stacked decision of plain parts of those
+	// and of the fixed window and the sliding window counter.
+	stackedLeanWindows script
+	refund             script // the refund of one part of a stacked decision
+	slots              script // the slots of in-flight caps (slots.go)
 	// leanBatch decides several lean calls of an algorithm in one
 	// command: the batch of byAlgorithm[alg][lean].
 	leanBatch [contract.Suppressed]script
@@ -148,7 +151,7 @@ var builtinScripts = sync.OnceValues(func() (*scriptTable, error) {
 	for _, s := range []struct {
 		dst  *script
 		name string
-	}{{&t.stacked, "stacked"}, {&t.stackedLean, "stacked/lean"}, {&t.refund, "refund"}, {&t.slots, "slots"}} {
+	}{{&t.stacked, "stacked"}, {&t.stackedLean, "stacked/lean"}, {&t.stackedLeanWindows, "stacked/lean-windows"}, {&t.refund, "refund"}, {&t.slots, "slots"}} {
 		if *s.dst, err = src(s.name); err != nil {
 			return nil, err
 		}

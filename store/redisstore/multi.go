@@ -200,17 +200,37 @@ type stackStep struct {
 	out []store.Decision
 }
 
-// lean reports whether the lean stacked script decides the step: every
-// part is a plain GCRA or token bucket request.
-func (st *stackStep) lean() bool {
+// stackScript says which stacked script decides a step.
+type stackScript int
+
+const (
+	// stackGeneral is the stacked script: any parts.
+	stackGeneral stackScript = iota
+	// stackLean is the lean stacked script: plain GCRA and token bucket
+	// parts only.
+	stackLean
+	// stackLeanWindows is the lean stacked script of window parts: plain
+	// parts of those and of the fixed window and the sliding window
+	// counter, at least one of these.
+	stackLeanWindows
+)
+
+// lean returns the lean stacked script that decides the step, when its
+// every part is a plain request of an algorithm other than the sliding
+// window log (whose stacked parts the general script decides); otherwise
+// stackGeneral.
+func (st *stackStep) lean() stackScript {
+	kind := stackLean
 	for _, i := range st.g {
 		req := st.parts[i].req
-		alg := req.Limits[0].Algorithm
-		if variantOf(req) != lean || (alg != store.GCRA && alg != store.TokenBucket) {
-			return false
+		switch alg := req.Limits[0].Algorithm; {
+		case variantOf(req) != lean || alg == store.SlidingWindowLog:
+			return stackGeneral
+		case alg == store.FixedWindow || alg == store.SlidingWindowCounter:
+			kind = stackLeanWindows
 		}
 	}
-	return true
+	return kind
 }
 
 // runStep runs the stacked script for st in mode, writing its parts'
@@ -219,14 +239,18 @@ func (s *redisStore) runStep(ctx context.Context, mode string, st stackStep) (bo
 	return s.runStepWith(ctx, mode, &st, st.lean())
 }
 
-// runStepWith is runStep with the lean stacked script when leanStep is
-// set (st.lean must then hold), else the general one.
-func (s *redisStore) runStepWith(ctx context.Context, mode string, st *stackStep, leanStep bool) (bool, error) {
+// runStepWith is runStep with the stacked script kind, which must decide
+// st's parts: st.lean's, or stackGeneral.
+func (s *redisStore) runStepWith(ctx context.Context, mode string, st *stackStep, kind stackScript) (bool, error) {
 	cmd := command{sc: &s.scripts.stacked}
-	if leanStep {
+	switch kind {
+	case stackLean:
 		cmd.sc = &s.scripts.stackedLean
-		cmd.args = st.leanArgs(s, mode, cmd.sc)
-	} else {
+		cmd.args = st.leanArgs(s, mode, cmd.sc, false)
+	case stackLeanWindows:
+		cmd.sc = &s.scripts.stackedLeanWindows
+		cmd.args = st.leanArgs(s, mode, cmd.sc, true)
+	default:
 		cmd.args = st.args(mode, cmd.sc)
 	}
 	cmd.key = cmd.args[3].(string)
@@ -317,13 +341,15 @@ func (st *stackStep) appendReceipts(args []any, mode string) []any {
 }
 
 // leanArgs returns the lean stacked script sc's EVALSHA arguments for st
-// (whose every part st.lean accepts) in mode.
-func (st *stackStep) leanArgs(s *redisStore, mode string, sc *script) []any {
+// (whose every part st.lean accepts) in mode; with algorithms, each
+// part's arguments start with its algorithm's index (the window parts'
+// script).
+func (st *stackStep) leanArgs(s *redisStore, mode string, sc *script, algorithms bool) []any {
 	nk := len(st.g)
 	if st.receiptMS > 0 {
 		nk *= 2
 	}
-	args := make([]any, 0, 3+nk+3+4*len(st.g))
+	args := make([]any, 0, 3+nk+3+5*len(st.g))
 	args = append(args, "evalsha", sc.sha, nk)
 	for _, i := range st.g {
 		keys := st.parts[i].keys
@@ -331,7 +357,11 @@ func (st *stackStep) leanArgs(s *redisStore, mode string, sc *script) []any {
 	}
 	args = st.appendReceipts(args, mode)
 	for _, i := range st.g {
-		li := s.limits.get(st.parts[i].req.Limits[0])
+		l := st.parts[i].req.Limits[0]
+		if algorithms {
+			args = append(args, int(l.Algorithm))
+		}
+		li := s.limits.get(l)
 		args = append(args, st.parts[i].cost, li.rate, li.period, li.capacity)
 	}
 	return args

@@ -321,58 +321,162 @@ func TestStackConformanceSteps(t *testing.T) {
 	})
 }
 
-// TestLeanStackMatchesStacked runs the same takes of a stack of plain GCRA
-// and token bucket parts through the lean stacked script and the general
-// one, each on its own keys, and compares the decisions: the lean script
-// must answer as the general one does.
+// TestLeanStackMatchesStacked runs the same takes and peeks of stacks of
+// plain parts of every algorithm the lean stacked script decides through
+// it and through the general one, each on its own keys, and compares the
+// decisions and the state keys' TTLs: the lean script must answer and
+// write as the general one does. Some keys start unreadable (another
+// type, a malformed value, a placeholder), which both repair alike.
 func TestLeanStackMatchesStacked(t *testing.T) {
 	srv := requireServer(t)
-	s, err := newRedis(newClient(t, srv, nil), Options{Prefix: randomPrefix(t), Timeout: 5 * time.Second})
+	rdb := newClient(t, srv, nil)
+	prefix := randomPrefix(t)
+	s, err := newRedis(rdb, Options{Prefix: prefix, Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	rng := rand.New(rand.NewPCG(1, 2))
-	limits := [][]store.Limit{
-		{{Name: "ip", Rate: 5, Period: time.Hour}},
-		{{Name: "route", Algorithm: store.TokenBucket, Rate: 12, Period: time.Hour, Burst: 8}},
+	gcra := store.Limit{Name: "route", Rate: 9, Period: time.Hour}
+	stacks := map[string]struct {
+		limits []store.Limit
+		script stackScript
+	}{
+		"gcra+token_bucket": {[]store.Limit{{Name: "ip", Rate: 5, Period: time.Hour}, {Name: "route", Algorithm: store.TokenBucket, Rate: 12, Period: time.Hour, Burst: 8}}, stackLean},
+		"fixed_window+gcra": {[]store.Limit{{Name: "ip", Algorithm: store.FixedWindow, Rate: 6, Period: 2 * time.Second}, gcra}, stackLeanWindows},
+		"counter+gcra":      {[]store.Limit{{Name: "ip", Algorithm: store.SlidingWindowCounter, Rate: 6, Period: 2 * time.Second}, gcra}, stackLeanWindows},
+		"counter+fixed":     {[]store.Limit{{Name: "ip", Algorithm: store.SlidingWindowCounter, Rate: 7, Period: time.Second}, {Name: "route", Algorithm: store.FixedWindow, Rate: 10, Period: 3 * time.Second}}, stackLeanWindows},
+		"fixed+counter+tb": {[]store.Limit{
+			{Name: "a", Algorithm: store.FixedWindow, Rate: 8, Period: time.Hour},
+			{Name: "b", Algorithm: store.SlidingWindowCounter, Rate: 9, Period: time.Hour},
+			{Name: "c", Algorithm: store.TokenBucket, Rate: 100, Period: time.Hour, Burst: 10},
+		}, stackLeanWindows},
 	}
-	admitted := 0
-	for n := 0; n < 40; n++ {
-		cost := int64(1 + rng.IntN(3))
-		var got [2][]store.Decision
-		for v, lean := range []bool{true, false} {
-			reqs := make([]store.Request, len(limits))
-			parts := make([]stackPart, len(limits))
-			g := make([]int, len(limits))
-			for i, l := range limits {
-				reqs[i] = store.Request{Key: fmt.Sprintf("client-%v-%d", lean, i), Limits: l, Cost: cost}
-				parts[i] = s.stackPart(&reqs[i])
-				g[i] = i
-				if !leanPart(&reqs[i]) {
-					t.Fatalf("part %d is not lean", i)
+	for name, stack := range stacks {
+		limits, want := stack.limits, stack.script
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			key := func(lean bool, i int) string { return fmt.Sprintf("%s-%v-%d", name, lean, i) }
+			stateKey := func(lean bool, i int) string {
+				req := store.Request{Key: key(lean, i), Limits: limits[i : i+1]}
+				keys := s.stackPart(&req).keys
+				return keys[len(keys)-1].(string)
+			}
+			// Unreadable state in the first part's key: a list, where
+			// every algorithm reads a string or a hash.
+			for _, lean := range []bool{true, false} {
+				if err := rdb.RPush(ctx, stateKey(lean, 0), "x").Err(); err != nil {
+					t.Fatal(err)
 				}
 			}
-			got[v] = make([]store.Decision, len(limits))
-			if _, err := s.runStepWith(ctx, modeTake, &stackStep{parts: parts, g: g, out: got[v]}, lean); err != nil {
-				t.Fatalf("take %d (lean %v): %v", n, lean, err)
+			rng := rand.New(rand.NewPCG(1, 2))
+			admitted, repairs := 0, 0
+			const rounds = 40
+			for n := range rounds {
+				cost := int64(1 + rng.IntN(3))
+				mode := modeTake
+				if rng.IntN(5) == 0 {
+					mode = modePeek
+				}
+				if n == 20 {
+					// A malformed value in the last part's key, a
+					// placeholder in the first's.
+					for _, lean := range []bool{true, false} {
+						k := stateKey(lean, len(limits)-1)
+						if err := rdb.Del(ctx, k).Err(); err != nil {
+							t.Fatal(err)
+						}
+						if limits[len(limits)-1].Algorithm == store.FixedWindow || limits[len(limits)-1].Algorithm == store.SlidingWindowCounter {
+							err = rdb.HSet(ctx, k, "w", "soon", "cur", "1").Err()
+						} else {
+							err = rdb.Set(ctx, k, "short", time.Hour).Err()
+						}
+						if err != nil {
+							t.Fatal(err)
+						}
+						if err := rdb.Set(ctx, stateKey(lean, 0), "\x00rk:absent", time.Hour).Err(); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+				if n >= 30 {
+					// State left without a TTL (written by hand): a
+					// refusal gives it the one its state calls for.
+					for _, lean := range []bool{true, false} {
+						for i := range limits {
+							if err := rdb.Persist(ctx, stateKey(lean, i)).Err(); err != nil {
+								t.Fatal(err)
+							}
+						}
+					}
+				}
+				var got [2][]store.Decision
+				for v, lean := range []bool{true, false} {
+					reqs := make([]store.Request, len(limits))
+					parts := make([]stackPart, len(limits))
+					g := make([]int, len(limits))
+					for i := range limits {
+						reqs[i] = store.Request{Key: key(lean, i), Limits: limits[i : i+1], Cost: cost}
+						parts[i] = s.stackPart(&reqs[i])
+						g[i] = i
+					}
+					st := &stackStep{parts: parts, g: g, out: make([]store.Decision, len(limits))}
+					got[v] = st.out
+					kind := st.lean()
+					if kind != want {
+						t.Fatalf("the step runs stacked script %d, want %d", kind, want)
+					}
+					if !lean {
+						kind = stackGeneral
+					}
+					if _, err := s.runStepWith(ctx, mode, st, kind); err != nil {
+						t.Fatalf("%s %d (lean %v): %v", mode, n, lean, err)
+					}
+				}
+				for i := range limits {
+					a, b := got[0][i], got[1][i]
+					// The two calls read the clock a few hundred µs apart:
+					// times may differ by that much, counts not at all (a
+					// window boundary between them fails the test, which
+					// the periods make rare).
+					if a.Allowed != b.Allowed || a.Remaining != b.Remaining || a.Capacity != b.Capacity || a.LimitID != b.LimitID ||
+						a.Repaired != b.Repaired || (a.NextAfter == 0) != (b.NextAfter == 0) ||
+						absDuration(a.RetryAfter-b.RetryAfter) > 50*time.Millisecond || absDuration(a.ResetAfter-b.ResetAfter) > 50*time.Millisecond ||
+						absDuration(a.NextAfter-b.NextAfter) > 50*time.Millisecond {
+						t.Fatalf("%s %d (cost %d), part %d: lean %+v, general %+v", mode, n, cost, i, a, b)
+					}
+					ta, err := rdb.PTTL(ctx, stateKey(true, i)).Result()
+					if err != nil {
+						t.Fatal(err)
+					}
+					tb, err := rdb.PTTL(ctx, stateKey(false, i)).Result()
+					if err != nil {
+						t.Fatal(err)
+					}
+					if (ta < 0) != (tb < 0) || absDuration(ta-tb) > 50*time.Millisecond {
+						t.Fatalf("%s %d, part %d: state TTL %v (lean), %v (general)", mode, n, i, ta, tb)
+					}
+				}
+				for _, d := range got[0] {
+					if d.Repaired {
+						repairs++
+					}
+				}
+				allowed := true
+				for _, d := range got[0] {
+					allowed = allowed && d.Allowed
+				}
+				if allowed && mode == modeTake {
+					admitted++
+				}
+				time.Sleep(time.Duration(rng.IntN(80)) * time.Millisecond)
 			}
-		}
-		for i := range limits {
-			a, b := got[0][i], got[1][i]
-			// The two calls read the clock a few hundred µs apart: times
-			// may differ by that much, counts not at all.
-			if a.Allowed != b.Allowed || a.Remaining != b.Remaining || a.Capacity != b.Capacity || a.LimitID != b.LimitID ||
-				absDuration(a.RetryAfter-b.RetryAfter) > 50*time.Millisecond || absDuration(a.ResetAfter-b.ResetAfter) > 50*time.Millisecond {
-				t.Fatalf("take %d (cost %d), part %d: lean %+v, general %+v", n, cost, i, a, b)
+			if admitted == 0 || admitted == rounds {
+				t.Fatalf("%d of %d stacks admitted: the sequence should reach both verdicts", admitted, rounds)
 			}
-		}
-		if got[0][0].Allowed && got[0][1].Allowed {
-			admitted++
-		}
-	}
-	if admitted == 0 || admitted == 40 {
-		t.Fatalf("%d of 40 stacks admitted: the sequence should reach both verdicts", admitted)
+			if repairs == 0 {
+				t.Fatal("no part reported a repair: the unreadable keys were not read")
+			}
+		})
 	}
 }
 
@@ -383,8 +487,8 @@ func absDuration(d time.Duration) time.Duration {
 	return d
 }
 
-// leanPart reports a part that the lean stacked script decides.
+// leanPart reports a part that a lean stacked script decides.
 func leanPart(req *store.Request) bool {
 	st := stackStep{parts: []stackPart{{req: req}}, g: []int{0}}
-	return st.lean()
+	return st.lean() != stackGeneral
 }

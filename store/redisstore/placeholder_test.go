@@ -270,22 +270,28 @@ func TestPlaceholderLeanPaths(t *testing.T) {
 			}
 		})
 	}
-	t.Run("stack", func(t *testing.T) {
-		s, c := newStore(t, Options{DenyCacheSize: -1})
-		reqs := []store.Request{
-			{Key: "migrating-a", Limits: []store.Limit{{Rate: 3, Period: time.Minute}}},
-			{Key: "migrating-b", Limits: []store.Limit{{Algorithm: store.TokenBucket, Rate: 5, Period: time.Minute}}},
-		}
-		for i := range reqs {
-			if !leanPart(&reqs[i]) {
-				t.Fatalf("part %d is not decided by the lean stacked script", i)
+	for name, algs := range map[string][3]store.Algorithm{
+		"stack":         {store.GCRA, store.TokenBucket, store.GCRA},
+		"stack/windows": {store.FixedWindow, store.SlidingWindowCounter, store.TokenBucket},
+	} {
+		t.Run(name, func(t *testing.T) {
+			s, c := newStore(t, Options{DenyCacheSize: -1})
+			reqs := []store.Request{
+				{Key: "migrating-a", Limits: []store.Limit{{Algorithm: algs[0], Rate: 3, Period: time.Minute}}},
+				{Key: "migrating-b", Limits: []store.Limit{{Algorithm: algs[1], Rate: 5, Period: time.Minute}}},
+				{Key: "migrating-c", Limits: []store.Limit{{Algorithm: algs[2], Rate: 7, Period: time.Minute}}},
 			}
-		}
-		all := takeStackOverPlaceholders(ctx, t, s, c, reqs)
-		for i, k := range all {
-			wantValidState(t, c, k, reqs[i].Limits[0].Algorithm)
-		}
-	})
+			for i := range reqs {
+				if !leanPart(&reqs[i]) {
+					t.Fatalf("part %d is not decided by a lean stacked script", i)
+				}
+			}
+			all := takeStackOverPlaceholders(ctx, t, s, c, reqs)
+			for i, k := range all {
+				wantValidState(t, c, k, reqs[i].Limits[0].Algorithm)
+			}
+		})
+	}
 }
 
 // TestClearOverridePlaceholder: clearing an override key that holds only

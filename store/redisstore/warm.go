@@ -52,6 +52,7 @@ func newWarmer(t *scriptTable, logger *slog.Logger) *warmer {
 	}
 	add(t.stacked)
 	add(t.stackedLean)
+	add(t.stackedLeanWindows)
 	add(t.refund)
 	return w
 }
