@@ -358,8 +358,7 @@ func TestLeanStackMatchesStacked(t *testing.T) {
 			key := func(lean bool, i int) string { return fmt.Sprintf("%s-%v-%d", name, lean, i) }
 			stateKey := func(lean bool, i int) string {
 				req := store.Request{Key: key(lean, i), Limits: limits[i : i+1]}
-				keys := s.stackPart(&req).keys
-				return keys[len(keys)-1].(string)
+				return appendStateKeys(nil, s.stackPart(&req).base, req.Limits)[0]
 			}
 			// Unreadable state in the first part's key: a list, where
 			// every algorithm reads a string or a hash.
