@@ -36,26 +36,13 @@ func (s *redisStore) Refunds() uint64 { return s.stack.refunds.Load() }
 // units stay charged until they expire. Safe for concurrent use.
 func (s *redisStore) Unrefunded() uint64 { return s.stack.unrefunded.Load() }
 
-// stackPart is one request of a stack. Its full-script call is built
-// only for what needs it (the general stacked script, a refund): a lean
-// stacked script names the state key alone.
+// stackPart is one request of a stack, with its full-script call.
 type stackPart struct {
 	req     *store.Request
 	cost    int64
-	base    string // the key base of the request's keys
-	keys    []any  // the full script's KEYS, once full has built them
-	argv    []any  // the full script's ARGV, mode first, likewise
+	keys    []any // the full script's KEYS
+	argv    []any // the full script's ARGV, mode first
 	receipt string
-}
-
-// full builds p's full-script call in mode take, once.
-func (s *redisStore) full(p *stackPart) {
-	if p.keys != nil {
-		return
-	}
-	args := s.fullArgs(modeTake, p.base, &s.scripts.byAlgorithm[p.req.Limits[0].Algorithm][full], p.req, p.cost)
-	nk := args[2].(int)
-	p.keys, p.argv = args[3:3+nk], args[3+nk:]
 }
 
 // TakeMulti implements [store.MultiStore].
@@ -159,9 +146,14 @@ func (s *redisStore) TakeMulti(ctx context.Context, reqs []store.Request) (store
 	return md, nil
 }
 
-// stackPart returns the part of a validated request.
+// stackPart builds the full-script call of a validated request in mode
+// take.
 func (s *redisStore) stackPart(req *store.Request) stackPart {
-	return stackPart{req: req, cost: contract.Cost(req), base: keyBase(s.prefix, encodeKey(req.Key))}
+	cost := contract.Cost(req)
+	base := keyBase(s.prefix, encodeKey(req.Key))
+	args := s.fullArgs(modeTake, base, &s.scripts.byAlgorithm[req.Limits[0].Algorithm][full], req, cost)
+	nk := args[2].(int)
+	return stackPart{req: req, cost: cost, keys: args[3 : 3+nk], argv: args[3+nk:]}
 }
 
 // stackGroups splits a stack into the steps it is decided in: one for a
@@ -259,9 +251,6 @@ func (s *redisStore) runStepWith(ctx context.Context, mode string, st *stackStep
 		cmd.sc = &s.scripts.stackedLeanWindows
 		cmd.args = st.leanArgs(s, mode, cmd.sc, true)
 	default:
-		for _, i := range st.g {
-			s.full(&st.parts[i])
-		}
 		cmd.args = st.args(mode, cmd.sc)
 	}
 	cmd.key = cmd.args[3].(string)
@@ -303,8 +292,7 @@ func (st *stackStep) decode(v any) (bool, error) {
 	return all, nil
 }
 
-// args returns the stacked script sc's EVALSHA arguments for st in mode;
-// the parts' full-script calls must be built.
+// args returns the stacked script sc's EVALSHA arguments for st in mode.
 func (st *stackStep) args(mode string, sc *script) []any {
 	nk, na := 0, 0
 	for _, i := range st.g {
@@ -315,7 +303,7 @@ func (st *stackStep) args(mode string, sc *script) []any {
 		}
 	}
 	args := make([]any, 0, 3+nk+3+3*len(st.g)+na)
-	args = append(args, argEvalSHA, sc.shaArg, nk)
+	args = append(args, "evalsha", sc.sha, nk)
 	for _, i := range st.g {
 		args = append(args, st.parts[i].keys...)
 	}
@@ -340,8 +328,7 @@ func (st *stackStep) appendReceipts(args []any, mode string) []any {
 	if st.receiptMS > 0 {
 		for _, i := range st.g {
 			// A part that counts refusals gets no receipt; the script
-			// writes none for it, and any key of its slot will do. Such
-			// a part runs the general script, which built its keys.
+			// writes none for it, and any key of its slot will do.
 			r := st.parts[i].receipt
 			if r == "" {
 				r = st.parts[i].keys[0].(string)
@@ -350,7 +337,7 @@ func (st *stackStep) appendReceipts(args []any, mode string) []any {
 		}
 		ttl = st.receiptMS
 	}
-	return append(args, modeArg(mode), ttl, len(st.g))
+	return append(args, mode, ttl, len(st.g))
 }
 
 // leanArgs returns the lean stacked script sc's EVALSHA arguments for st
@@ -363,10 +350,10 @@ func (st *stackStep) leanArgs(s *redisStore, mode string, sc *script, algorithms
 		nk *= 2
 	}
 	args := make([]any, 0, 3+nk+3+5*len(st.g))
-	args = append(args, argEvalSHA, sc.shaArg, nk)
+	args = append(args, "evalsha", sc.sha, nk)
 	for _, i := range st.g {
-		p := &st.parts[i]
-		args = append(args, p.base+s.limits.get(p.req.Limits[0]).suffix)
+		keys := st.parts[i].keys
+		args = append(args, keys[len(keys)-1]) // the one state key, after the four fixed keys
 	}
 	args = st.appendReceipts(args, mode)
 	for _, i := range st.g {
@@ -434,12 +421,11 @@ const (
 // refund gives back what part p recorded, at most once, trying up to
 // refundAttempts times.
 func (s *redisStore) refund(ctx context.Context, p *stackPart) int {
-	s.full(p)
 	sc := &s.scripts.refund
 	state := p.keys[4:] // after the block, strike, de-duplication and override keys
 	n := len(p.req.Limits)
 	args := make([]any, 0, 3+1+len(state)+5+3*n)
-	args = append(args, argEvalSHA, sc.shaArg, 1+len(state), p.receipt)
+	args = append(args, "evalsha", sc.sha, 1+len(state), p.receipt)
 	args = append(args, state...)
 	args = append(args, "refund", int(p.req.Limits[0].Algorithm), p.cost, p.argv[2], n)
 	for _, l := range p.req.Limits {

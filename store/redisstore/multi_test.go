@@ -358,7 +358,8 @@ func TestLeanStackMatchesStacked(t *testing.T) {
 			key := func(lean bool, i int) string { return fmt.Sprintf("%s-%v-%d", name, lean, i) }
 			stateKey := func(lean bool, i int) string {
 				req := store.Request{Key: key(lean, i), Limits: limits[i : i+1]}
-				return appendStateKeys(nil, s.stackPart(&req).base, req.Limits)[0]
+				keys := s.stackPart(&req).keys
+				return keys[len(keys)-1].(string)
 			}
 			// Unreadable state in the first part's key: a list, where
 			// every algorithm reads a string or a hash.
