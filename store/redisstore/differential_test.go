@@ -149,6 +149,18 @@ func newClockedStore(t testing.TB, start int64, realTTL bool) (*redisStore, *fak
 		t.Fatal(err)
 	}
 	table.slots = newScript(shim + src) // and in-flight caps
+	for _, sc := range []struct {
+		sc   *script
+		name string
+	}{{&table.stacked, "stacked"}, {&table.stackedLean, "stacked/lean"}, {&table.stackedLeanWindows, "stacked/lean-windows"}} {
+		if src, err = lua.Source(sc.name); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Count(src, "redis.call('TIME')") != 1 {
+			t.Fatalf("%s: want exactly one TIME call in the script", sc.name)
+		}
+		*sc.sc = newScript(shim + src) // and stacked decisions
+	}
 	fc.set(start)
 	s.clock = func() time.Time { return time.UnixMicro(fc.now) }
 	return s, fc
