@@ -158,8 +158,15 @@ func (s *memStore) takePlain(ctx context.Context, req *store.Request, p *plan, d
 	default:
 		bucketOf(l, c, now, cost, &out[0], false) // rem0, reset0: refusals only
 	}
-	if out[0].allowed && p.limit[0].Algorithm != store.SlidingWindowLog {
-		st.counts = out[0].next
+	if n := &out[0].next; out[0].allowed && p.limit[0].Algorithm != store.SlidingWindowLog {
+		if n.cur == st.cur && n.prev == st.prev && n.sup == st.sup {
+			// The buckets' {exp, ts, used}, alone: a store to the
+			// others, although unchanged, would dirty another cache
+			// line of the record (see record).
+			st.exp, st.ts, st.used = n.exp, n.ts, n.used
+		} else {
+			st.counts = *n
+		}
 		sh.expiresAt(st.exp)
 	}
 	sh.touch(r, now)

@@ -40,23 +40,35 @@ type suppression struct {
 // keys with: the limit's ID, or for a sliding window log of several
 // limits their sorted IDs each preceded by a NUL (see logID), which no
 // limit ID contains.
+//
+// The counts come first: with record's layout they share a cache line with
+// the record's touched time, the two fields a Take writes.
 type limitState struct {
+	counts
 	alg store.Algorithm
 	id  string
-	counts
 	log *runLog // sliding window log only
 }
 
 // record holds everything stored for one request key: the states of its
 // limits and its block, strikes and remembered de-duplication ids. A
 // record exists while it holds at least one state.
+//
+// The fields a Take of a GCRA or token bucket limit writes (touched, and
+// the first state's exp, ts and used) are bytes 32 to 63, one 32-byte
+// block of the record: records are allocated 32-byte aligned, so when
+// callers on two cores take the same key those writes move one cache line
+// between them, and the fields a Take only reads stay shared (takePlain
+// writes only those three counts when the others do not change). The
+// order before them keeps a record's other fields where a Take of a key
+// not in the cache finds them in as few lines as before.
 type record struct {
 	key        string
 	prev, next *record // the shard's list, most recently taken first
 	touched    int64   // µs: when a Take last reached the key
-	states     []limitState
-	ks         *keyState // nil when the key has no block, strikes or ids
 	inline     [1]limitState
+	ks         *keyState // nil when the key has no block, strikes or ids
+	states     []limitState
 }
 
 // size returns the number of states r holds, counted as for MaxKeys: one
@@ -135,25 +147,31 @@ func (r *record) minExp() int64 {
 
 // shard is one lock's share of the store: the records of the keys that
 // hash to it, in a map and in a list ordered by their last Take.
+//
+// The fields every Take writes (the lock, the latest time, and the tail's
+// touched time while the shard holds one record) come first, on the cache
+// line of the lock.
 type shard struct {
-	mu    sync.Mutex
+	mu   sync.Mutex
+	last int64 // latest time seen, µs: time never runs backwards in a shard
+	// The LRU tail's touched time, published for other shards making room,
+	// which read it without the lock.
+	pubOldest    atomic.Int64
+	publishedOld int64
+
 	index map[string]*record
 	lru   record // sentinel: lru.next is the most recently taken record
 	size  int    // states held, counted as for MaxKeys
 	peak  int    // largest len(index) since the map was last rebuilt
-	last  int64  // latest time seen, µs: time never runs backwards in a shard
 	spare *record
 	pos   int       // index in the store's shards
 	ov    overrides // per-client overrides, by request key
 
 	// minExp is a lower bound of every expiry in the shard; a full sweep
-	// makes it exact. It and the LRU tail's touched time are published for
-	// other shards making room, which read them without the lock.
-	minExp       int64
-	pubMinExp    atomic.Int64
-	pubOldest    atomic.Int64
-	publishedOld int64
-	_            [64]byte
+	// makes it exact. It is published, as the tail's touched time is.
+	minExp    int64
+	pubMinExp atomic.Int64
+	_         [64]byte
 }
 
 func (sh *shard) init(pos int) {
