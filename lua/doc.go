@@ -412,12 +412,17 @@
 //	then           per part: cost, rate, period µs, capacity
 //
 // The lean stacked script of window parts ("stacked/lean-windows") decides a step of plain parts
-// of GCRA, the token bucket, the fixed window and the sliding window
-// counter, mixed as they come, with at least one window part, and answers
-// and writes exactly as the stacked script would. Its arguments are those
-// of "stacked/lean", each part's starting with its algorithm's index
-// (store's order): algorithm, cost, rate, period µs, capacity. A step with
-// a sliding window log part runs the stacked script.
+// of GCRA, the token bucket, the fixed window, the sliding window counter
+// and the sliding window log, mixed as they come, with at least one window
+// part, and answers and writes exactly as the stacked script would. Its
+// arguments are those of "stacked/lean", each part's starting with its
+// algorithm's index (store's order): algorithm, cost, rate, period µs,
+// capacity; after the parts come the nonces of the sliding window log
+// parts, in part order (the nonce each part's full-script arguments carry,
+// which names its units and by which a refund finds them). A log part is
+// read without a write (ZCOUNT and the ranks its reply needs); only a take
+// that every part admits trims its units outside the window and adds the
+// request's.
 //
 // The refund script ("refund") gives back what one part recorded, when the Redis store runs a
 // stack in several steps (Redis Cluster slots) and a later step refuses:

@@ -2,9 +2,9 @@
 -- "local cost = 0" and counter.lua. The stacked script for a
 -- step whose every part is a plain request (one limit, no block, no
 -- counted refusals, no de-duplication id, no override) of GCRA, the token
--- bucket, the fixed window or the sliding window counter, with at least
--- one window part: a step of GCRA and token bucket parts only runs
--- lean_multi.lua, which does less per part. Each part is decided with its
+-- bucket, the fixed window, the sliding window counter or the sliding
+-- window log, with at least one window part: a step of GCRA and token
+-- bucket parts only runs lean_multi.lua, which does less per part. Each part is decided with its
 -- algorithm file's arithmetic, written with scalars as in the lean
 -- scripts, then written all or nothing as multi.lua does; the reply is
 -- the same. See "Stacked decisions" in doc.go.
@@ -16,6 +16,8 @@
 --   ARGV[3]    p, the number of parts
 --   then       per part: algorithm index (store's order), cost, rate,
 --              period µs, capacity
+--   then       the nonce of each sliding window log part, in part order
+--              (its units' members, as the part's full script names them)
 --
 -- counter.lua's functions read the request's cost from the variable cost
 -- declared before it: it is set to a part's cost before they decide that
@@ -24,7 +26,7 @@ local receipt_ms = tonumber(ARGV[2])
 local receipts = ARGV[2] ~= ''
 local np = tonumber(ARGV[3])
 if (not take and mode ~= 'peek') or (receipts and not (take and receipt_ms and receipt_ms >= 1))
-    or not np or np < 1 or #ARGV ~= 3 + 5 * np then
+    or not np or np < 1 or #ARGV < 3 + 5 * np then
   error('ratekeeper: malformed arguments')
 end
 local nr = 0
@@ -36,17 +38,18 @@ if #KEYS ~= np + nr then
 end
 
 -- The algorithm indexes of package store.
-local GCRA, TOKEN_BUCKET, SLIDING_WINDOW_COUNTER, FIXED_WINDOW = 0, 1, 3, 4
+local GCRA, TOKEN_BUCKET, SLIDING_WINDOW_LOG, SLIDING_WINDOW_COUNTER, FIXED_WINDOW = 0, 1, 2, 3, 4
 
 -- Each part j is decided into parts[j]: its algorithm k, cost c, period p
 -- and capacity b; ok, whether it admits the request; rem0, reset0 and
 -- nxt0, the limit without the request (nxt: the wait for one unit more,
--- the counter only); rem1, reset1 and nxt1, after it (admitting parts);
+-- the counter and the log only); rem1, reset1 and nxt1, after it (admitting parts);
 -- retry, the wait of a refusing part; life, how long its state matters
 -- without the request (its TTL on a refusal), life1 with it; repaired,
 -- whether a take deleted its unreadable state; and what an admission
 -- writes: for the buckets the units v, for the windows the window w and
--- its counts n (and pv, the counter's previous window).
+-- its counts n (and pv, the counter's previous window), for the log its
+-- nonce.
 local parts = {}
 
 -- bucket_part decides a part of GCRA or the token bucket (bucket.lua):
@@ -196,13 +199,67 @@ local function counter_part(j, q)
   end
 end
 
+-- log_part decides a part of the sliding window log
+-- (sliding_window_log.lua for one limit): state a sorted set of units
+-- scored with their time in µs. It reads as that script does and writes
+-- nothing: a take trims and adds only when every part admits. A log with
+-- no unit inside the window has no life (q.life false): a refusal leaves
+-- its TTL alone, as the full script's does.
+local function log_part(j, q)
+  local c, p, b, key = q.c, q.p, q.b, KEYS[j]
+  local count = redis.pcall('ZCOUNT', key, '(' .. int(now - p), '+inf')
+  local newest = nil
+  if type(count) ~= 'number' then
+    repair_part(j, q)
+    count = 0
+  elseif count > 0 then
+    -- The newest unit is inside the window; a score beyond any time (a
+    -- member written by hand) makes the log unreadable.
+    newest = tonumber(redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')[2])
+    if not (newest and newest <= 9007199254740992) then
+      repair_part(j, q)
+      count, newest = 0, nil
+    end
+  end
+  q.rem0, q.reset0, q.nxt0, q.life = floor_units(b - count, b), 0, 0, false
+  if newest then
+    q.reset0, q.life = newest + p - now, newest + p - now
+    -- One unit more fits once the (capacity - remaining)-th newest unit
+    -- has left the window (the newest itself at rank -1).
+    local rank = q.rem0 - b
+    q.nxt0 = q.reset0
+    if rank ~= -1 then
+      q.nxt0 = tonumber(redis.call('ZRANGE', key, int(rank), int(rank), 'WITHSCORES')[2]) + p - now
+    end
+  end
+  q.ok = count + c <= b
+  if q.ok then
+    q.rem1, q.reset1, q.nxt1, q.life1 = b - count - c, p, p, p
+    if count > 0 then
+      q.nxt1 = q.nxt0
+    end
+    return
+  end
+  -- The request fits once the (capacity - cost + 1)-th newest unit has
+  -- left the window; a unit read above is not read again.
+  local rank = c - b - 1
+  if rank == -1 then
+    q.retry = q.reset0
+  elseif rank == q.rem0 - b then
+    q.retry = q.nxt0
+  else
+    q.retry = tonumber(redis.call('ZRANGE', key, int(rank), int(rank), 'WITHSCORES')[2]) + p - now
+  end
+end
+
 local all = true
+local logs = 3 + 5 * np -- the ARGV before the next log part's nonce
 for j = 1, np do
   local a = 3 + 5 * (j - 1)
   local k, c, r, p, b = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]),
     tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5])
-  if not (k == GCRA or k == TOKEN_BUCKET or k == SLIDING_WINDOW_COUNTER or k == FIXED_WINDOW)
-      or not c or c < 1 or not r or r < 1 or not p or p < 1000 or not b or b < 1 then
+  if not (k == GCRA or k == TOKEN_BUCKET or k == SLIDING_WINDOW_COUNTER or k == FIXED_WINDOW
+      or k == SLIDING_WINDOW_LOG) or not c or c < 1 or not r or r < 1 or not p or p < 1000 or not b or b < 1 then
     error('ratekeeper: malformed part ' .. j)
   end
   -- Every field a bucket part sets is set here, so that its table is
@@ -214,23 +271,33 @@ for j = 1, np do
     bucket_part(j, q, r)
   elseif k == FIXED_WINDOW then
     fixed_window_part(j, q)
-  else
+  elseif k == SLIDING_WINDOW_COUNTER then
     counter_part(j, q)
+  else
+    logs = logs + 1
+    q.nonce = ARGV[logs]
+    if not q.nonce then
+      error('ratekeeper: malformed part ' .. j)
+    end
+    log_part(j, q)
   end
   all = all and q.ok
+end
+if #ARGV ~= logs then
+  error('ratekeeper: malformed arguments')
 end
 
 -- part_reply is a part's full-script reply for one limit: allowed (as the
 -- part alone would answer), its units remaining and reset after, the
--- retry after of a refusing part, then, for the counter, the wait for one
--- unit more.
+-- retry after of a refusing part, then, for the counter and the log, the
+-- wait for one unit more.
 local function part_reply(q, allowed, rem, reset, wait, nxt)
   local a = 0
   if allowed then
     a = 1
   end
   local r = {a, 0, rem, reset, wait, 0, 0, 0, q.repaired, 0, rem, reset, '', ''}
-  if q.k == SLIDING_WINDOW_COUNTER then
+  if q.k == SLIDING_WINDOW_COUNTER or q.k == SLIDING_WINDOW_LOG then
     r[15] = nxt
   end
   return r
@@ -251,6 +318,23 @@ for j = 1, np do
       elseif k == SLIDING_WINDOW_COUNTER then
         redis.call('HSET', key, 'w', int(q.w), 'cur', int(q.n), 'prev', int(q.pv))
         redis.call('PEXPIRE', key, int(ttl_ms(q.life1)))
+      elseif k == SLIDING_WINDOW_LOG then
+        -- Units outside the window go first, then this request's, named
+        -- as the full script names them (a refund finds them by nonce).
+        redis.call('ZREMRANGEBYSCORE', key, '-inf', int(now - q.p))
+        local score = int(now)
+        local u = 1
+        while u <= q.c do
+          local args = {'ZADD', key}
+          local last = math.min(q.c, u + 999)
+          for m = u, last do
+            args[#args + 1] = score
+            args[#args + 1] = string.format('%d:%s:%d', now, q.nonce, m)
+          end
+          redis.call(unpack(args))
+          u = last + 1
+        end
+        redis.call('PEXPIRE', key, int(ttl_ms(q.p)))
       else
         redis.call('SET', key, struct.pack('<d<d', now, q.v), 'PX', int(ttl_ms(q.life1)))
       end
@@ -262,7 +346,7 @@ for j = 1, np do
   else
     -- Refused, by this part or another: nothing is recorded, and a state
     -- key left without a TTL gets the one its state calls for.
-    if take then
+    if take and q.life then
       expire(key, q.life)
     end
     reply[j + 1] = part_reply(q, q.ok, q.rem0, q.reset0, q.retry, q.nxt0)

@@ -210,23 +210,22 @@ const (
 	// parts only.
 	stackLean
 	// stackLeanWindows is the lean stacked script of window parts: plain
-	// parts of those and of the fixed window and the sliding window
-	// counter, at least one of these.
+	// parts of those and of the fixed window, the sliding window counter
+	// and the sliding window log, at least one of these.
 	stackLeanWindows
 )
 
 // lean returns the lean stacked script that decides the step, when its
-// every part is a plain request of an algorithm other than the sliding
-// window log (whose stacked parts the general script decides); otherwise
-// stackGeneral.
+// every part is a plain request (one limit, none of the features that
+// need the general script); otherwise stackGeneral.
 func (st *stackStep) lean() stackScript {
 	kind := stackLean
 	for _, i := range st.g {
 		req := st.parts[i].req
 		switch alg := req.Limits[0].Algorithm; {
-		case variantOf(req) != lean || alg == store.SlidingWindowLog:
+		case variantOf(req) != lean:
 			return stackGeneral
-		case alg == store.FixedWindow || alg == store.SlidingWindowCounter:
+		case alg == store.FixedWindow || alg == store.SlidingWindowCounter || alg == store.SlidingWindowLog:
 			kind = stackLeanWindows
 		}
 	}
@@ -342,8 +341,8 @@ func (st *stackStep) appendReceipts(args []any, mode string) []any {
 
 // leanArgs returns the lean stacked script sc's EVALSHA arguments for st
 // (whose every part st.lean accepts) in mode; with algorithms, each
-// part's arguments start with its algorithm's index (the window parts'
-// script).
+// part's arguments start with its algorithm's index, and the sliding
+// window log parts' nonces follow the parts (the window parts' script).
 func (st *stackStep) leanArgs(s *redisStore, mode string, sc *script, algorithms bool) []any {
 	nk := len(st.g)
 	if st.receiptMS > 0 {
@@ -363,6 +362,16 @@ func (st *stackStep) leanArgs(s *redisStore, mode string, sc *script, algorithms
 		}
 		li := s.limits.get(l)
 		args = append(args, st.parts[i].cost, li.rate, li.period, li.capacity)
+	}
+	if algorithms {
+		// Each log part's nonce, the one its full-script arguments
+		// carry (mode, cost, nonce, ...), which a refund names its units
+		// by.
+		for _, i := range st.g {
+			if st.parts[i].req.Limits[0].Algorithm == store.SlidingWindowLog {
+				args = append(args, st.parts[i].argv[2])
+			}
+		}
 	}
 	return args
 }

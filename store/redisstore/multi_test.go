@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -343,6 +344,13 @@ func TestLeanStackMatchesStacked(t *testing.T) {
 		"fixed_window+gcra": {[]store.Limit{{Name: "ip", Algorithm: store.FixedWindow, Rate: 6, Period: 2 * time.Second}, gcra}, stackLeanWindows},
 		"counter+gcra":      {[]store.Limit{{Name: "ip", Algorithm: store.SlidingWindowCounter, Rate: 6, Period: 2 * time.Second}, gcra}, stackLeanWindows},
 		"counter+fixed":     {[]store.Limit{{Name: "ip", Algorithm: store.SlidingWindowCounter, Rate: 7, Period: time.Second}, {Name: "route", Algorithm: store.FixedWindow, Rate: 10, Period: 3 * time.Second}}, stackLeanWindows},
+		"log+gcra":          {[]store.Limit{{Name: "ip", Algorithm: store.SlidingWindowLog, Rate: 6, Period: 2 * time.Second}, {Name: "route", Rate: 200, Period: time.Minute}}, stackLeanWindows},
+		"counter+log":       {[]store.Limit{{Name: "ip", Algorithm: store.SlidingWindowCounter, Rate: 7, Period: time.Second}, {Name: "route", Algorithm: store.SlidingWindowLog, Rate: 10, Period: 3 * time.Second}}, stackLeanWindows},
+		"log+fixed+tb": {[]store.Limit{
+			{Name: "a", Algorithm: store.SlidingWindowLog, Rate: 8, Period: time.Hour},
+			{Name: "b", Algorithm: store.FixedWindow, Rate: 9, Period: time.Hour},
+			{Name: "c", Algorithm: store.TokenBucket, Rate: 100, Period: time.Hour, Burst: 10},
+		}, stackLeanWindows},
 		"fixed+counter+tb": {[]store.Limit{
 			{Name: "a", Algorithm: store.FixedWindow, Rate: 8, Period: time.Hour},
 			{Name: "b", Algorithm: store.SlidingWindowCounter, Rate: 9, Period: time.Hour},
@@ -450,6 +458,28 @@ func TestLeanStackMatchesStacked(t *testing.T) {
 					if (ta < 0) != (tb < 0) || absDuration(ta-tb) > 50*time.Millisecond {
 						t.Fatalf("%s %d, part %d: state TTL %v (lean), %v (general)", mode, n, i, ta, tb)
 					}
+					if limits[i].Algorithm == store.SlidingWindowLog {
+						// The logs' units: the same scores (their members
+						// carry each call's own nonce).
+						var units [2][]float64
+						for v, lean := range []bool{true, false} {
+							k := stateKey(lean, i)
+							if typ := rdb.Type(ctx, k).Val(); typ != "zset" {
+								units[v] = append(units[v], -1) // another type (or none) stands for itself
+								continue
+							}
+							zs, err := rdb.ZRangeWithScores(ctx, k, 0, -1).Result()
+							if err != nil {
+								t.Fatal(err)
+							}
+							for _, z := range zs {
+								units[v] = append(units[v], z.Score)
+							}
+						}
+						if !slices.Equal(units[0], units[1]) {
+							t.Fatalf("%s %d, part %d: log units %v (lean), %v (general)", mode, n, i, units[0], units[1])
+						}
+					}
 				}
 				for _, d := range got[0] {
 					if d.Repaired {
@@ -463,7 +493,7 @@ func TestLeanStackMatchesStacked(t *testing.T) {
 				if allowed && mode == modeTake {
 					admitted++
 				}
-				clock.advance(rng.Int64N(150_000))
+				clock.advance(rng.Int64N(300_000))
 			}
 			if admitted == 0 || admitted == rounds {
 				t.Fatalf("%d of %d stacks admitted: the sequence should reach both verdicts", admitted, rounds)
