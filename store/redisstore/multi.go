@@ -348,7 +348,11 @@ func (st *stackStep) leanArgs(s *redisStore, mode string, sc *script, algorithms
 	if st.receiptMS > 0 {
 		nk *= 2
 	}
-	args := make([]any, 0, 3+nk+3+5*len(st.g))
+	per := 5 // and a log part's nonce, with algorithms
+	if algorithms {
+		per = 6
+	}
+	args := make([]any, 0, 3+nk+3+per*len(st.g))
 	args = append(args, "evalsha", sc.sha, nk)
 	for _, i := range st.g {
 		keys := st.parts[i].keys
