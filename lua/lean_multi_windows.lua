@@ -4,10 +4,11 @@
 -- counted refusals, no de-duplication id, no override) of GCRA, the token
 -- bucket, the fixed window, the sliding window counter or the sliding
 -- window log, with at least one window part: a step of GCRA and token
--- bucket parts only runs lean_multi.lua, which does less per part. Each part is decided with its
--- algorithm file's arithmetic, written with scalars as in the lean
--- scripts, then written all or nothing as multi.lua does; the reply is
--- the same. See "Stacked decisions" in doc.go.
+-- bucket parts only runs lean_multi.lua, which does less per part. Each
+-- part is decided with its algorithm file's arithmetic, written with
+-- scalars as in the lean scripts, then written all or nothing as
+-- multi.lua does; the reply is the same. See "Stacked decisions" in
+-- doc.go.
 --
 --   KEYS       each part's state key, in part order; with receipts, then
 --              one receipt key per part
@@ -43,13 +44,13 @@ local GCRA, TOKEN_BUCKET, SLIDING_WINDOW_LOG, SLIDING_WINDOW_COUNTER, FIXED_WIND
 -- Each part j is decided into parts[j]: its algorithm k, cost c, period p
 -- and capacity b; ok, whether it admits the request; rem0, reset0 and
 -- nxt0, the limit without the request (nxt: the wait for one unit more,
--- the counter and the log only); rem1, reset1 and nxt1, after it (admitting parts);
--- retry, the wait of a refusing part; life, how long its state matters
--- without the request (its TTL on a refusal), life1 with it; repaired,
--- whether a take deleted its unreadable state; and what an admission
--- writes: for the buckets the units v, for the windows the window w and
--- its counts n (and pv, the counter's previous window), for the log its
--- nonce.
+-- the counter and the log only); rem1, reset1 and nxt1, after it
+-- (admitting parts); retry, the wait of a refusing part; life, how long
+-- its state matters without the request (its TTL on a refusal; false for
+-- a log with no unit in its window), life1 with it; repaired, whether a
+-- take deleted its unreadable state; and what an admission writes: for
+-- the buckets the units v, for the windows the window w and its counts n
+-- (and pv, the counter's previous window), for the log its nonce.
 local parts = {}
 
 -- bucket_part decides a part of GCRA or the token bucket (bucket.lua):
