@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 
 	"github.com/ratekeeper/ratekeeper/internal/redistest"
 	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/store/redisstore"
 	"github.com/ratekeeper/ratekeeper/store/storetest"
 )
 
@@ -58,6 +60,10 @@ func TestRedisCluster(t *testing.T) {
 				exactRounds(t, clients, alg, 2, "cluster-exact")
 			})
 		}
+	})
+
+	t.Run("warm-up-fetches-the-command-table", func(t *testing.T) {
+		testClusterCommandTable(t, cluster)
 	})
 
 	t.Run("conformance", func(t *testing.T) {
@@ -223,4 +229,51 @@ func hashTag(t testing.TB, s redisStore, key string) string {
 		t.Fatalf("state key %q has no hash tag", keys[0])
 	}
 	return keys[0][open+1 : end]
+}
+
+// commandCounter counts the COMMAND calls of the clients it hooks.
+type commandCounter struct{ n atomic.Int64 }
+
+func (h *commandCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *commandCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() == "command" {
+			h.n.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *commandCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// testClusterCommandTable: a ClusterClient fetches Redis's command table
+// (COMMAND) on the first command it routes itself, from nodes it picks at
+// random and without the command's deadline; the store routes through it
+// when a node refused a call, which is when a master may be dead. The
+// store's warm-up has it fetch the table while every node is up: once New
+// returns, COMMAND was sent. With the warm-up off, it was not (the check
+// would see it).
+func testClusterCommandTable(t *testing.T, cluster *testCluster) {
+	for _, tc := range []struct {
+		name   string
+		warmUp time.Duration
+		want   bool
+	}{
+		{"warm-up", 0, true},
+		{"no-warm-up", -1, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.addrs})
+			t.Cleanup(func() { _ = cc.Close() })
+			var h commandCounter
+			cc.OnNewNode(func(n *redis.Client) { n.AddHook(&h) })
+			newStoreWith(t, cc, redisstore.Options{Prefix: randomPrefix(t), WarmUp: tc.warmUp})
+			if got := h.n.Load() > 0; got != tc.want {
+				t.Fatalf("COMMAND sent before New returned: %v (%d times), want %v", got, h.n.Load(), tc.want)
+			}
+		})
+	}
 }

@@ -56,6 +56,10 @@ var (
 	// node answered BUSY: it waited for another script, not for a dead
 	// server (classified as kind busy).
 	errBusyBudget = errors.New("redisstore: no reply within the budget; the server was busy running a script")
+	// errDownBudget reports a call that ran out of its budget while the
+	// node answered CLUSTERDOWN: it waited for another shard's failover,
+	// the node itself is up (classified as kind clusterdown).
+	errDownBudget = errors.New("redisstore: no reply within the budget; the cluster was down while another shard failed over")
 	// errOverloaded reports a call refused because its node's queue is
 	// full.
 	errOverloaded = fmt.Errorf("redisstore: too many calls waiting for Redis: %w", context.DeadlineExceeded)
@@ -203,12 +207,16 @@ const dialFailureFresh = time.Second
 
 // budgetError is the error of a call, started at start, whose budget ran
 // out: busy when b's node answered BUSY since start (the call waited for
-// a script to end), a connection failure when the last dial failed
+// a script to end), clusterdown when it answered CLUSTERDOWN since start
+// (the call waited for another shard's failover), a connection failure when the last dial failed
 // recently and none succeeded since (Redis refuses connections or cannot
 // be reached), else a timeout.
 func (p *pipes) budgetError(b *batcher, start time.Time) error {
 	if b.busyAt.Load() >= start.UnixNano() {
 		return errBusyBudget
+	}
+	if b.downAt.Load() >= start.UnixNano() {
+		return errDownBudget
 	}
 	if f := p.dialErr.Load(); f != nil && start.Sub(f.at) < dialFailureFresh {
 		return fmt.Errorf("redisstore: no reply within the budget; connecting failed: %w", f.err)
@@ -383,6 +391,7 @@ type batcher struct {
 	queued   atomic.Int32
 	flushers atomic.Int32
 	busyAt   atomic.Int64 // unix nanos of the node's last BUSY reply
+	downAt   atomic.Int64 // unix nanos of the node's last CLUSTERDOWN reply
 	// scriptsAt is the unix nanos of the last reload of the scripts
 	// after the node answered NOSCRIPT (see warmer.reload).
 	scriptsAt atomic.Int64
@@ -887,18 +896,25 @@ func (b *batcher) process(ctx context.Context, cl client, c *call) (*redis.Cmd, 
 }
 
 // reroute runs a call that Redis answered with err without running it (the
-// slot moved or is being migrated, the cluster is down for a moment):
-// through the cluster client, which follows MOVED and ASK, and again after
-// a short pause while the call's deadline allows. A script call naming
-// several keys that meets TRYAGAIN (a slot being migrated, its keys not
-// all on one node) is run on the migration's target where it can be (see
-// migrating). Nothing ran, so nothing can count twice.
+// slot moved or is being migrated, the cluster is down for a moment), and
+// again after a short pause while the call's deadline allows. A refusal
+// about the node's own state (CLUSTERDOWN, LOADING, BUSY) is retried on
+// the node; any other, and every retry after it, goes through the cluster
+// client, which follows MOVED and ASK. A script call naming several keys
+// that meets TRYAGAIN (a slot being migrated, its keys not all on one
+// node) is run on the migration's target where it can be (see migrating).
+// Nothing ran, so nothing can count twice.
 func (b *batcher) reroute(ctx context.Context, c *call, err error) (any, error) {
 	p := b.p
-	var client client = p.client
+	client := b.client
 	for pause := 2 * time.Millisecond; ; pause *= 2 {
-		if isBusy(err) {
+		switch {
+		case isBusy(err):
 			b.busyAt.Store(time.Now().UnixNano())
+		case isClusterDown(err):
+			b.downAt.Store(time.Now().UnixNano())
+		case !isLoading(err):
+			client = p.client
 		}
 		if p.cluster != nil && c.sc != nil && isTryAgain(err) {
 			if v, done, err := p.migrating(ctx, c); done {
@@ -925,6 +941,18 @@ func (b *batcher) reroute(ctx context.Context, c *call, err error) (any, error) 
 // busy-reply-threshold.
 func isBusy(err error) bool {
 	return err != nil && strings.HasPrefix(err.Error(), "BUSY ")
+}
+
+// isClusterDown reports the CLUSTERDOWN error of a Cluster node while the
+// cluster does not serve every slot (a master failed, its replica is not
+// promoted yet).
+func isClusterDown(err error) bool {
+	return err != nil && strings.HasPrefix(err.Error(), "CLUSTERDOWN")
+}
+
+// isLoading reports the LOADING error of a server still loading its data.
+func isLoading(err error) bool {
+	return err != nil && strings.HasPrefix(err.Error(), "LOADING")
 }
 
 // itemError is the error of one request of a lean batch, which the

@@ -171,6 +171,10 @@ func TestClassify(t *testing.T) {
 		{"reset", syscall.ECONNRESET, "connection"},
 		{"closed client", redis.ErrClosed, "connection"},
 		{"other", errors.New("boom"), "other"},
+		{"busy", itemError("BUSY Redis is busy running a script"), "busy"},
+		{"busy budget", errBusyBudget, "busy"},
+		{"cluster down", itemError("CLUSTERDOWN The cluster is down"), "clusterdown"},
+		{"cluster down budget", errDownBudget, "clusterdown"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -196,6 +196,16 @@
 // runs behind makes window algorithms keep their newer windows (stricter,
 // never looser) and bucket algorithms wait for the lost time.
 //
+// Meanwhile the other masters answer CLUSTERDOWN (unless
+// cluster-require-full-coverage is off). Such a call is sent again to the
+// same node after a short pause while its budget lasts, never through the
+// ClusterClient: on the first command it routes itself, the ClusterClient
+// fetches Redis's command table from nodes it picks at random, and a dead
+// master among them holds the call past its budget, and the node's queue
+// behind it. The warm-up has it fetch that table while every node is up.
+// A call whose budget runs out after its node answered CLUSTERDOWN fails
+// as kind clusterdown, as the reply itself would.
+//
 // # Slot migration
 //
 // While a slot moves from one master (the source, MIGRATING) to another

@@ -53,7 +53,8 @@ func (e *keyError) KeyScoped() bool { return true }
 // classify maps a go-redis or context error to a BackendError Kind: deadlines and
 // network timeouts are timeouts; BUSY (the server is running a script past
 // its busy-reply-threshold) is busy; CLUSTERDOWN (the cluster does not
-// serve every slot, the node itself answers) is clusterdown; other error
+// serve every slot, the node itself answers), and a budget that ran out
+// while the node answered it, is clusterdown; other error
 // replies and undecodable replies are script errors; dial failures,
 // resets, EOF and a closed client are connection errors; the rest (a
 // cancelled context among them) is other.
@@ -68,7 +69,7 @@ func classify(err error) string {
 		return "other"
 	case errors.Is(err, errBusyBudget), errors.As(err, &rerr) && strings.HasPrefix(rerr.Error(), "BUSY "):
 		return "busy"
-	case errors.As(err, &rerr) && strings.HasPrefix(rerr.Error(), "CLUSTERDOWN"):
+	case errors.Is(err, errDownBudget), errors.As(err, &rerr) && strings.HasPrefix(rerr.Error(), "CLUSTERDOWN"):
 		return "clusterdown"
 	case errors.Is(err, errBadReply), errors.As(err, &rerr):
 		return "script"

@@ -87,7 +87,10 @@ func (w *warmer) warm(client redis.UniversalClient, d time.Duration) {
 func (w *warmer) all(ctx context.Context, client redis.UniversalClient) error {
 	switch c := client.(type) {
 	case *redis.ClusterClient:
-		return c.ForEachMaster(ctx, w.nodeSafe)
+		if err := c.ForEachMaster(ctx, w.nodeSafe); err != nil {
+			return err
+		}
+		return commandTable(ctx, c)
 	case *redis.Ring:
 		return c.ForEachShard(ctx, w.nodeSafe)
 	case *redis.Client:
@@ -147,6 +150,26 @@ func (w *warmer) node(ctx context.Context, node *redis.Client) error {
 		if err != nil {
 			return fmt.Errorf("node %s: %w", opt.Addr, err)
 		}
+	}
+	return nil
+}
+
+// commandTable has c fetch Redis's command table (COMMAND) while every
+// node is up. A ClusterClient fetches it on the first command it routes
+// itself, from up to three nodes picked at random, without the command's
+// deadline unless ContextTimeoutEnabled is set; the store routes through
+// it only when a node refused a call (see batcher.reroute), which is when
+// a dead master may be among those picked, and redialing it five times
+// would hold the call, and the node's queue behind it, past their budget.
+// A PING is routed like any command, and writes nothing.
+func commandTable(ctx context.Context, c *redis.ClusterClient) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: %v", errPanic, r)
+		}
+	}()
+	if err := c.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("routing a PING through the cluster client: %w", err)
 	}
 	return nil
 }

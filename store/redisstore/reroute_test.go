@@ -1,0 +1,84 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// scriptedClient answers each command it processes with the next of its
+// replies (an error reply or a value) and counts the commands. Any other
+// method of the client panics.
+type scriptedClient struct {
+	redis.UniversalClient
+	replies []any
+	calls   int
+}
+
+func (c *scriptedClient) Process(_ context.Context, cmd redis.Cmder) error {
+	c.calls++
+	if len(c.replies) == 0 {
+		return errors.New("scriptedClient: no reply left")
+	}
+	r := c.replies[0]
+	c.replies = c.replies[1:]
+	if e, ok := r.(error); ok {
+		cmd.SetErr(e)
+		return e
+	}
+	cmd.(noRetry).SetVal(r)
+	return nil
+}
+
+func (c *scriptedClient) Pipeline() redis.Pipeliner { panic("scriptedClient: no pipelines") }
+
+// TestRerouteNodeState: a call a node refused for its own state
+// (CLUSTERDOWN, LOADING, BUSY) is sent again to that node, never through
+// the cluster client, which may first fetch its command table from a dead
+// master; a call refused with MOVED goes through the cluster client, and
+// so does every retry after it. A budget that runs out after the node
+// answered CLUSTERDOWN is reported as kind clusterdown, which the
+// middleware's breakers do not count.
+func TestRerouteNodeState(t *testing.T) {
+	down := itemError("CLUSTERDOWN The cluster is down")
+	tests := []struct {
+		name                string
+		first               error
+		node, cluster       []any
+		wantNode, wantClust int
+		wantKind            string // of a budget that ran out meanwhile
+	}{
+		{"clusterdown", down, []any{down, int64(7)}, nil, 2, 0, "clusterdown"},
+		{"loading", itemError("LOADING Redis is loading the dataset in memory"), []any{int64(7)}, nil, 1, 0, "timeout"},
+		{"busy", itemError("BUSY Redis is busy running a script"), []any{int64(7)}, nil, 1, 0, "busy"},
+		{"moved", itemError("MOVED 12182 127.0.0.1:7001"), nil, []any{int64(7)}, 0, 1, "timeout"},
+		{"moved, then clusterdown", itemError("MOVED 12182 127.0.0.1:7001"), nil, []any{down, int64(7)}, 0, 2, "clusterdown"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			node := &scriptedClient{replies: tt.node}
+			cluster := &scriptedClient{replies: tt.cluster}
+			p := &pipes{client: cluster}
+			b := p.newBatcher(node)
+			start := time.Now()
+			c := &call{ctx: context.Background(), args: []any{"get", "k"}, deadline: start.Add(time.Second)}
+			v, err := b.reroute(context.Background(), c, tt.first)
+			if err != nil || v != int64(7) {
+				t.Fatalf("reroute: got %v, %v; want 7, nil", v, err)
+			}
+			if node.calls != tt.wantNode || cluster.calls != tt.wantClust {
+				t.Errorf("sent %d to the node and %d through the cluster client; want %d and %d",
+					node.calls, cluster.calls, tt.wantNode, tt.wantClust)
+			}
+			if k := classify(p.budgetError(b, start)); k != tt.wantKind {
+				t.Errorf("a budget that ran out meanwhile: kind %q, want %q", k, tt.wantKind)
+			}
+			if k := classify(p.budgetError(b, time.Now().Add(time.Millisecond))); k != "timeout" {
+				t.Errorf("a budget started after the node's last refusal: kind %q, want timeout", k)
+			}
+		})
+	}
+}
