@@ -354,19 +354,31 @@ func (p *pipes) do(ctx context.Context, cmd *command, deadline time.Time) (any, 
 		c.timer.Reset(wait)
 	}
 	b.submit(c)
+	if beforeWait != nil {
+		beforeWait(c)
+	}
 	var v any
 	var err error
 	select {
 	case <-c.done:
 		v, err = c.v, c.err
 	case <-c.timer.C:
-		err = p.budgetError(b, start)
-		// A refusal of the same key that arrived meanwhile (a burst
-		// for one identity) still answers within the budget: Redis
-		// would refuse this call too, and a refused call writes
-		// nothing, whether it ran or not.
-		if d, ok := cmd.refusal.cached(time.Now()); ok {
-			v, err = d, nil
+		select {
+		case <-c.done:
+			// The reply came while this goroutine waited for a core
+			// (a burst of callers on a busy process): it costs no
+			// more wait now, and failing instead would report a
+			// decision Redis made as none.
+			v, err = c.v, c.err
+		default:
+			err = p.budgetError(b, start)
+			// A refusal of the same key that arrived meanwhile (a
+			// burst for one identity) still answers within the
+			// budget: Redis would refuse this call too, and a
+			// refused call writes nothing, whether it ran or not.
+			if d, ok := cmd.refusal.cached(time.Now()); ok {
+				v, err = d, nil
+			}
 		}
 	case <-ctx.Done():
 		err = ctx.Err()
@@ -375,6 +387,11 @@ func (p *pipes) do(ctx context.Context, cmd *command, deadline time.Time) (any, 
 	c.release()
 	return v, err
 }
+
+// beforeWait, set only by tests, runs after a call is queued and before
+// its caller waits for the reply: it stands for a caller that waits for a
+// core meanwhile.
+var beforeWait func(*call)
 
 // batcher coalesces the calls for one node: up to flusherLimit goroutines
 // each take everything queued (at most maxBatch calls), send it as one

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/ratekeeper/ratekeeper/store"
 )
 
 // scriptedClient answers each command it processes with the next of its
@@ -80,5 +82,33 @@ func TestRerouteNodeState(t *testing.T) {
 				t.Errorf("a budget started after the node's last refusal: kind %q, want timeout", k)
 			}
 		})
+	}
+}
+
+// TestReplyBeforeTheLateWake: a caller that gets a core back only after
+// both its reply and its budget's end (a burst of callers on a busy
+// process) returns the decision Redis made, not a timeout: failing would
+// report a request Redis counted as undecided (and fail it open or
+// closed). Before, the two ready cases were a coin toss.
+func TestReplyBeforeTheLateWake(t *testing.T) {
+	srv := requireServer(t)
+	c := newClient(t, srv, &redis.Options{}) // queued calls: no direct path
+	const budget = 20 * time.Millisecond
+	s, err := newRedis(c, Options{Prefix: randomPrefix(t), Timeout: budget})
+	if err != nil {
+		t.Fatal(err)
+	}
+	beforeWait = func(c *call) {
+		<-c.done // the reply is in
+		c.done <- struct{}{}
+		time.Sleep(budget + 5*time.Millisecond) // and the budget is over
+	}
+	t.Cleanup(func() { beforeWait = nil })
+	req := store.Request{Key: "late-wake", Limits: []store.Limit{{Rate: 1000, Period: time.Hour}}}
+	for i := range 30 {
+		d, err := s.Take(context.Background(), req)
+		if err != nil || !d.Allowed || d.Remaining != int64(999-i) {
+			t.Fatalf("take %d: got %+v, %v; want admitted, %d remaining", i, d, err, 999-i)
+		}
 	}
 }
