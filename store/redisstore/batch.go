@@ -208,9 +208,9 @@ const dialFailureFresh = time.Second
 // budgetError is the error of a call, started at start, whose budget ran
 // out: busy when b's node answered BUSY since start (the call waited for
 // a script to end), clusterdown when it answered CLUSTERDOWN since start
-// (the call waited for another shard's failover), a connection failure when the last dial failed
-// recently and none succeeded since (Redis refuses connections or cannot
-// be reached), else a timeout.
+// (the call waited for another shard's failover), a connection failure
+// when the last dial failed recently and none succeeded since (Redis
+// refuses connections or cannot be reached), else a timeout.
 func (p *pipes) budgetError(b *batcher, start time.Time) error {
 	if b.busyAt.Load() >= start.UnixNano() {
 		return errBusyBudget

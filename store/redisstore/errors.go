@@ -50,12 +50,12 @@ func (e *keyError) Error() string   { return e.err.Error() }
 func (e *keyError) Unwrap() error   { return e.err }
 func (e *keyError) KeyScoped() bool { return true }
 
-// classify maps a go-redis or context error to a BackendError Kind: deadlines and
-// network timeouts are timeouts; BUSY (the server is running a script past
-// its busy-reply-threshold) is busy; CLUSTERDOWN (the cluster does not
-// serve every slot, the node itself answers), and a budget that ran out
-// while the node answered it, is clusterdown; other error
-// replies and undecodable replies are script errors; dial failures,
+// classify maps a go-redis or context error to a BackendError Kind:
+// deadlines and network timeouts are timeouts; BUSY (the server is running
+// a script past its busy-reply-threshold) is busy; CLUSTERDOWN (the
+// cluster does not serve every slot, the node itself answers), and a
+// budget that ran out while the node answered it, is clusterdown; other
+// error replies and undecodable replies are script errors; dial failures,
 // resets, EOF and a closed client are connection errors; the rest (a
 // cancelled context among them) is other.
 func classify(err error) string {
