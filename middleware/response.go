@@ -79,6 +79,43 @@ func (h *policy) writeLimited(w http.ResponseWriter, d *limiter.Decision) {
 	}
 }
 
+// refusalBody is a rendered default refusal body and what it was rendered
+// from (see limitedBody): a client over its limit is refused again and
+// again with the same body within a second, and a request's pooled state
+// (lightState) keeps the last one to write it again as it is.
+type refusalBody struct {
+	of   refusalOf
+	body []byte
+}
+
+// refusalOf is every input of limitedBody.
+type refusalOf struct {
+	h                                *policy
+	secs, capacity, remaining, reset int64
+	blocked                          bool
+	policy, limitID                  string
+	fields                           *headers.Policy
+	index                            int
+}
+
+// writeLimitedFrom answers the refusal of d with the default body, as
+// writeLimited does, rendered into rb's memory unless rb holds it already.
+func (h *policy) writeLimitedFrom(w http.ResponseWriter, d *limiter.Decision, rb *refusalBody) {
+	of := refusalOf{
+		h: h, secs: headers.RetryAfterSeconds(d.RetryAfter), capacity: d.Capacity,
+		remaining: max(d.Remaining, 0), reset: epochSeconds(d.Reset), blocked: d.Blocked,
+		policy: d.Policy, limitID: d.LimitID, fields: d.Headers, index: d.Index,
+	}
+	if of != rb.of || rb.body == nil {
+		rb.body = h.limitedBody(rb.body[:0], d)
+		rb.of = of
+		if cap(rb.body) > 4096 {
+			defer func() { *rb = refusalBody{} }()
+		}
+	}
+	writeJSON(w, http.StatusTooManyRequests, h.contentType(), rb.body)
+}
+
 // appendJSONString appends s as a JSON string (encoding/json's escaping,
 // invalid UTF-8 replaced), for the rare values that are not known to be
 // plain ASCII.
