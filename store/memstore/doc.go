@@ -48,12 +48,15 @@
 // state that carries no information (expired state, in any shard), then
 // evicts the least recently taken keys, each with all its states, block,
 // strike count and remembered ids; [memStore.Evictions] counts them. A Take
-// is a use of its key, admitted or refused; a Peek is not. Recency is the
-// store's clock in microseconds, so keys taken in the same microsecond may
-// go in either order. An evicted key starts afresh, as if its state had
-// expired: a store smaller than its set of active clients forgets some of
-// them and admits them again, so size MaxKeys for the clients seen within
-// the longest Period and watch Evictions. Only a request that cannot fit
+// is a use of its key, admitted or refused; a Peek is not. Recency is kept
+// to within 100 ms: a key taken again less than 100 ms after the Take that
+// last placed it keeps its place, so keys whose last Takes are less than
+// 100 ms apart may go in either order (and a key taken many times a
+// second costs its Takes no writes to the store's recency list, which
+// callers on other cores would fetch back). An evicted key starts afresh,
+// as if its state had expired: a store smaller than its set of active
+// clients forgets some of them and admits them again, so size MaxKeys for
+// the clients seen within the longest Period and watch Evictions. Only a request that cannot fit
 // even in an otherwise empty store fails (see [memStore.Take]).
 //
 // A key with one limit costs about 165 bytes plus its length: keys are

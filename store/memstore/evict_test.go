@@ -180,6 +180,7 @@ func TestEvictionFollowsLeastRecentUse(t *testing.T) {
 	for i := 0; i < 8; i++ {
 		step(req("old-", i), false)
 	}
+	clk.Advance(recencyUS * time.Microsecond) // past the list's precision
 	for i := 0; i < 4; i++ {
 		step(req("old-", i), false)  // refused, and a use
 		step(req("old-", i+4), true) // a peek, not a use
@@ -334,5 +335,44 @@ func TestEvictingTakeAllocs(t *testing.T) {
 	}
 	if got := testing.AllocsPerRun(1000, take); got > 0.1 {
 		t.Errorf("Take of a new key at the cap: got %.2f allocations, want none", got)
+	}
+}
+
+// TestEvictionRecencyPrecision: a key taken again less than recencyUS
+// after the Take that placed it keeps its place in the eviction order;
+// taken again at recencyUS or later, it moves to the front.
+func TestEvictionRecencyPrecision(t *testing.T) {
+	l := store.Limit{Rate: 10, Period: time.Hour}
+	req := func(key string) store.Request { return store.Request{Key: key, Limits: []store.Limit{l}} }
+	for _, tt := range []struct {
+		again   time.Duration
+		evicted string
+	}{
+		{recencyUS*time.Microsecond - time.Microsecond, "a"},
+		{recencyUS * time.Microsecond, "b"},
+	} {
+		t.Run(tt.again.String(), func(t *testing.T) {
+			s, clk := newTestStore(t, Options{MaxKeys: 2, Shards: 1})
+			mustTake(t, s, req("a"))
+			clk.Advance(time.Microsecond)
+			mustTake(t, s, req("b"))
+			clk.Advance(tt.again - time.Microsecond) // a's placement + again
+			mustTake(t, s, req("a"))
+			clk.Advance(time.Microsecond)
+			mustTake(t, s, req("c"))
+			if got := s.Evictions(); got != 1 {
+				t.Fatalf("Evictions: got %d, want 1", got)
+			}
+			for _, k := range []string{"a", "b"} {
+				d, err := s.Peek(ctx, req(k))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if fresh := d.Remaining == 9; fresh != (k == tt.evicted) {
+					t.Errorf("%s taken again %s after a was placed: %s has %d remaining, want %s evicted", k, tt.again, k, d.Remaining, tt.evicted)
+				}
+			}
+			checkCounts(t, s)
+		})
 	}
 }

