@@ -109,11 +109,11 @@ func (h *policy) writeLimitedFrom(w http.ResponseWriter, d *limiter.Decision, rb
 	if of != rb.of || rb.body == nil {
 		rb.body = h.limitedBody(rb.body[:0], d)
 		rb.of = of
-		if cap(rb.body) > 4096 {
-			defer func() { *rb = refusalBody{} }()
-		}
 	}
 	writeJSON(w, http.StatusTooManyRequests, h.contentType(), rb.body)
+	if cap(rb.body) > 4096 {
+		*rb = refusalBody{} // a pooled state keeps no large body
+	}
 }
 
 // appendJSONString appends s as a JSON string (encoding/json's escaping,

@@ -56,8 +56,9 @@
 // callers on other cores would fetch back). An evicted key starts afresh,
 // as if its state had expired: a store smaller than its set of active
 // clients forgets some of them and admits them again, so size MaxKeys for
-// the clients seen within the longest Period and watch Evictions. Only a request that cannot fit
-// even in an otherwise empty store fails (see [memStore.Take]).
+// the clients seen within the longest Period and watch Evictions. Only a
+// request that cannot fit even in an otherwise empty store fails (see
+// [memStore.Take]).
 //
 // A key with one limit costs about 165 bytes plus its length: keys are
 // stored as given, so a very long key costs its length in memory. A

@@ -106,11 +106,10 @@ func (s *memStore) dropExpired(sh *shard, now int64, keep *record, need int) int
 
 // evictOne evicts the least recently taken record of the store other than
 // keep (by touched time: to within recencyUS, see touch) and returns how
-// many states that freed. The candidates are the
-// tails of the shards' lists; when the shard holding the oldest is busy,
-// sh's own oldest record goes instead, so that the store stays close to
-// least-recently-used order without waiting. It reports false when
-// nothing can be evicted.
+// many states that freed. The candidates are the tails of the shards'
+// lists; when the shard holding the oldest is busy, sh's own oldest record
+// goes instead, so that the store stays close to least-recently-used order
+// without waiting. It reports false when nothing can be evicted.
 func (s *memStore) evictOne(sh *shard, now int64, keep *record) (int, bool) {
 	for round := 0; round < evictRounds; round++ {
 		own := sh.oldest(keep)
