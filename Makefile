@@ -28,10 +28,6 @@ INTEGRATION_PARALLEL ?= 16
 # When set, the integration run's -v output is also written to this file
 # (.ci/run checks it for skipped tests).
 INTEGRATION_LOG ?=
-# The unit tests' parallel subtests are the conformance suites', which on
-# the Redis store mostly sleep too: 8 at a time instead of one per core
-# takes the Redis store's suite under -race from 130 s to 40 s on 2 cores.
-UNIT_PARALLEL ?= 8
 
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
@@ -65,7 +61,7 @@ run-grpc: ## run the example service with gRPC on GRPC_ADDR (default :9090) too,
 test: setup lint test-unit test-fuzz test-integration ## set up, lint, then unit tests, short fuzz runs, real-Redis tests
 
 test-unit: ## unit tests with the race detector, root module and MODULES
-	$(GO) test -race -shuffle=on -vet=all -parallel $(UNIT_PARALLEL) ./...
+	$(GO) test -race -shuffle=on -vet=all ./...
 	@for m in $(MODULES); do \
 		echo "cd $$m && $(GO) test -race -shuffle=on -vet=all ./..."; \
 		(cd $$m && $(GO) test -race -shuffle=on -vet=all ./...) || exit 1; \
