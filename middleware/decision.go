@@ -80,9 +80,6 @@ type lightState struct {
 	req             *http.Request
 	hb              headers.Buffer
 	key             keybuf.Buffer
-	// refusal is the last default refusal body written from this state,
-	// kept with it.
-	refusal refusalBody
 }
 
 // lightStates keeps the states of answered requests for the next ones.

@@ -257,14 +257,10 @@ func (l *Limiter) serveLight(w http.ResponseWriter, r *http.Request, next http.H
 	case limiter.OutcomeLimited, limiter.OutcomeBlocked:
 		if err == nil {
 			writeHeaders(w.Header(), &d, &st.hb, true)
-			if l.h.denied == nil {
-				l.h.writeLimitedFrom(w, &d, &st.refusal)
-			} else {
-				l.h.denied(w, r, d)
-			}
 			if pooled {
 				st.giveBack()
 			}
+			l.deny(w, r, &d)
 			return
 		}
 	}

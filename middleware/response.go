@@ -63,26 +63,22 @@ func (h *policy) contentType() string {
 	return contentTypeJSON
 }
 
-// bodies holds the buffers refusal bodies are rendered into: a
-// ResponseWriter does not keep what it is given to write, so a buffer
-// serves again once written.
-var bodies = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+// bodies holds the refusal bodies last rendered: a ResponseWriter does
+// not keep what it is given to write, so a body serves again once
+// written, rendered anew only when its inputs changed.
+var bodies = sync.Pool{New: func() any { return &refusalBody{body: make([]byte, 0, 512)} }}
 
 // writeLimited answers the refusal of d with the default body.
 func (h *policy) writeLimited(w http.ResponseWriter, d *limiter.Decision) {
-	bp := bodies.Get().(*[]byte)
-	b := h.limitedBody((*bp)[:0], d)
-	writeJSON(w, http.StatusTooManyRequests, h.contentType(), b)
-	if cap(b) <= 4096 {
-		*bp = b
-		bodies.Put(bp)
-	}
+	rb := bodies.Get().(*refusalBody)
+	h.writeLimitedFrom(w, d, rb)
+	bodies.Put(rb)
 }
 
 // refusalBody is a rendered default refusal body and what it was rendered
 // from (see limitedBody): a client over its limit is refused again and
-// again with the same body within a second, and a request's pooled state
-// (lightState) keeps the last one to write it again as it is.
+// again with the same body within a second, which is then written as it
+// is.
 type refusalBody struct {
 	of   refusalOf
 	body []byte
@@ -106,13 +102,13 @@ func (h *policy) writeLimitedFrom(w http.ResponseWriter, d *limiter.Decision, rb
 		remaining: max(d.Remaining, 0), reset: epochSeconds(d.Reset), blocked: d.Blocked,
 		policy: d.Policy, limitID: d.LimitID, fields: d.Headers, index: d.Index,
 	}
-	if of != rb.of || rb.body == nil {
+	if of != rb.of {
 		rb.body = h.limitedBody(rb.body[:0], d)
 		rb.of = of
 	}
 	writeJSON(w, http.StatusTooManyRequests, h.contentType(), rb.body)
 	if cap(rb.body) > 4096 {
-		*rb = refusalBody{} // a pooled state keeps no large body
+		*rb = refusalBody{} // the pool keeps no large body
 	}
 }
 
