@@ -32,6 +32,8 @@ func TestHotFieldsLayout(t *testing.T) {
 		"last":         unsafe.Offsetof(sh.last),
 		"pubOldest":    unsafe.Offsetof(sh.pubOldest),
 		"publishedOld": unsafe.Offsetof(sh.publishedOld),
+		"recent":       unsafe.Offsetof(sh.recent),
+		"recentHash":   unsafe.Offsetof(sh.recentHash),
 	} {
 		if off >= 64 {
 			t.Errorf("shard.%s at byte %d, want on the lock's cache line", name, off)

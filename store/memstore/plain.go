@@ -131,10 +131,10 @@ func (s *memStore) planFor(req *store.Request) *plan {
 func (s *memStore) takePlain(ctx context.Context, req *store.Request, p *plan, d *store.Decision) error {
 	cost := contract.Cost(req)
 	now := s.now()
-	sh := s.shardFor(req.Key)
+	sh, h := s.locate(req.Key)
 	sh.mu.Lock()
 	now = sh.clock(now)
-	r := sh.index[req.Key]
+	r := sh.lookup(req.Key, h)
 	st := r.plainState(p, now)
 	if st == nil {
 		return s.takeGeneral(ctx, req, p, sh, now, d)

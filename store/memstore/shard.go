@@ -148,12 +148,17 @@ func (r *record) minExp() int64 {
 // shard is one lock's share of the store: the records of the keys that
 // hash to it, in a map and in a list ordered by their last Take.
 //
-// The fields every Take writes (the lock, the latest time, and the tail's
-// touched time while the shard holds one record) come first, on the cache
-// line of the lock.
+// The fields every Take writes (the lock, the latest time, the tail's
+// touched time while the shard holds one record, and the recent record
+// when it changes) come first, on the cache line of the lock.
 type shard struct {
 	mu   sync.Mutex
 	last int64 // latest time seen, µs: time never runs backwards in a shard
+	// recent is the record lookup found last (nil: none), and recentHash
+	// its key's hash: a key taken again and again, by many callers at
+	// once, is found without a map lookup under the lock.
+	recent     *record
+	recentHash uint64
 	// The LRU tail's touched time, published for other shards making room,
 	// which read it without the lock.
 	pubOldest    atomic.Int64
@@ -171,7 +176,7 @@ type shard struct {
 	// makes it exact. It is published, as the tail's touched time is.
 	minExp    int64
 	pubMinExp atomic.Int64
-	_         [64]byte
+	_         [48]byte
 }
 
 func (sh *shard) init(pos int) {
@@ -203,6 +208,21 @@ func (sh *shard) expiresAt(exp int64) {
 	}
 }
 
+// lookup returns the record of key, whose hash is h (see keyHash), or nil
+// when the shard holds none. The hash is compared first so that another
+// key's lookup does not read the recent record's key, a cache line of
+// its own.
+func (sh *shard) lookup(key string, h uint64) *record {
+	if r := sh.recent; r != nil && sh.recentHash == h && r.key == key {
+		return r
+	}
+	r := sh.index[key]
+	if r != nil {
+		sh.recent, sh.recentHash = r, h
+	}
+	return r
+}
+
 // newRecord returns an empty record for key, linked first in the list and
 // indexed. The caller adds its states.
 func (sh *shard) newRecord(key string, now int64) *record {
@@ -227,6 +247,9 @@ func (sh *shard) newRecord(key string, now int64) *record {
 // states it accounts for, and keeps its memory for the next new record.
 func (sh *shard) remove(r *record) {
 	delete(sh.index, r.key)
+	if sh.recent == r {
+		sh.recent = nil
+	}
 	sh.unlink(r)
 	sh.publishOldest()
 	*r = record{}

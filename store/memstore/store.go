@@ -172,15 +172,21 @@ func clampUnit(u float64) float64 {
 }
 
 func (s *memStore) shardFor(key string) *shard {
-	if len(s.shards) == 1 {
-		return &s.shards[0]
-	}
-	hi, _ := bits.Mul64(keyHash(s.seed, key), uint64(len(s.shards)))
-	return &s.shards[hi]
+	sh, _ := s.locate(key)
+	return sh
 }
 
-// keyHash returns a hash of key seeded by seed, which only has to spread
-// keys evenly over shards: it reads the key eight bytes at a time and
+// locate returns the shard of key and the key's hash, with which the
+// shard's lookup finds its record.
+func (s *memStore) locate(key string) (*shard, uint64) {
+	h := keyHash(s.seed, key)
+	hi, _ := bits.Mul64(h, uint64(len(s.shards)))
+	return &s.shards[hi], h
+}
+
+// keyHash returns a hash of key seeded by seed, which spreads keys evenly
+// over shards and tells a shard's recent key from others (a collision
+// costs a map lookup, see shard.lookup): it reads the key eight bytes at a time and
 // folds each word into the state by a 128-bit multiplication, at a third
 // of the cost of hash/maphash for the short keys of rate limiting.
 func keyHash(seed uint64, key string) uint64 {

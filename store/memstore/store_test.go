@@ -392,3 +392,50 @@ func TestSteadyStateAllocs(t *testing.T) {
 		})
 	}
 }
+
+// TestLookupRecent: the record the shard's lookup found last answers the
+// next lookup of its key only: other keys, a key whose hash matches the
+// recent one's but whose bytes differ, and a key removed since are found
+// (or not) in the index.
+func TestLookupRecent(t *testing.T) {
+	s, _ := newTestStore(t, Options{Shards: 1})
+	l := store.Limit{Rate: 2, Period: time.Hour}
+	a, b := store.Request{Key: "a", Limits: []store.Limit{l}}, store.Request{Key: "b", Limits: []store.Limit{l}}
+	// Each key keeps its own count while the recent record changes.
+	for i, step := range []struct {
+		r       store.Request
+		allowed bool
+		rem     int64
+	}{{a, true, 1}, {b, true, 1}, {b, true, 0}, {a, true, 0}, {b, false, 0}, {a, false, 0}} {
+		if d := mustTake(t, s, step.r); d.Allowed != step.allowed || d.Remaining != step.rem {
+			t.Fatalf("take %d, of %s: got allowed %v, Remaining %d, want %v, %d", i+1, step.r.Key, d.Allowed, d.Remaining, step.allowed, step.rem)
+		}
+	}
+	sh, ha := s.locate("a")
+	_, hb := s.locate("b")
+	ra, rb := sh.index["a"], sh.index["b"]
+	if got := sh.lookup("b", hb); got != rb {
+		t.Fatalf("lookup(b): got %p, want b's record %p", got, rb)
+	}
+	// A hash that matches while the key does not (a collision) falls
+	// back to the index.
+	sh.recentHash = ha
+	if got := sh.lookup("a", ha); got != ra {
+		t.Fatalf("lookup(a) with b's record recent under a's hash: got %p, want a's record %p", got, ra)
+	}
+	if err := s.Reset(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	if sh.recent == ra {
+		t.Fatal("after Reset(a): a's removed record is still the recent one")
+	}
+	if got := sh.lookup("a", ha); got != nil {
+		t.Fatalf("lookup(a) after Reset(a): got %p, want nil", got)
+	}
+	if d := mustTake(t, s, a); !d.Allowed || d.Remaining != 1 {
+		t.Fatalf("Take(a) after Reset(a): got %+v, want allowed with Remaining 1 (a fresh key)", d)
+	}
+	if d := mustTake(t, s, b); d.Allowed {
+		t.Fatalf("Take(b) after Reset(a): got %+v, want refused (b's count kept)", d)
+	}
+}
