@@ -186,9 +186,10 @@ func (s *memStore) locate(key string) (*shard, uint64) {
 
 // keyHash returns a hash of key seeded by seed, which spreads keys evenly
 // over shards and tells a shard's recent key from others (a collision
-// costs a map lookup, see shard.lookup): it reads the key eight bytes at a time and
-// folds each word into the state by a 128-bit multiplication, at a third
-// of the cost of hash/maphash for the short keys of rate limiting.
+// costs a map lookup, see shard.lookup): it reads the key eight bytes at
+// a time and folds each word into the state by a 128-bit multiplication,
+// at a third of the cost of hash/maphash for the short keys of rate
+// limiting.
 func keyHash(seed uint64, key string) uint64 {
 	const m1, m2 = 0xa0761d6478bd642f, 0xe7037ed1a0b428db
 	n := len(key)
