@@ -185,8 +185,11 @@ func tally(ds []store.Decision) (admitted, blocked, started int) {
 // limits blocks is not subject to blocks. Once it ends the key is as good
 // as new; the next block lasts as long (no BlockMax, no escalation).
 func testBlock(e *env, alg store.Algorithm) {
-	p := pick(e, time.Second, 250*time.Millisecond)
-	blk := pick(e, 4*time.Second, time.Second)
+	// On real time the three takes of a round have 300ms (a GCRA
+	// interval, or the room left in the window) before a third would be
+	// admitted, and the block outlasts the state's lifetime by 800ms.
+	p := pick(e, time.Second, 600*time.Millisecond)
+	blk := pick(e, 4*time.Second, 2*time.Second)
 	l := blocking("login", alg, 2, p, blk, 0)
 	other := blocking("other", alg, 100, time.Hour, time.Hour, 0)
 	plain := named("plain", alg, 100, time.Hour)
@@ -194,7 +197,7 @@ func testBlock(e *env, alg store.Algorithm) {
 	r := req(k, 1, l)
 	for round := 0; round < 2; round++ {
 		what := fmt.Sprintf("round %d", round)
-		e.windowRoom(alg, 100*time.Millisecond, p)
+		e.windowRoom(alg, 300*time.Millisecond, p)
 		e.check(what+", request 1", e.take(r), expect{allowed: true, remaining: 1, resetAfter: -1})
 		e.check(what+", request 2", e.take(r), expect{allowed: true, remaining: 0, resetAfter: -1})
 		start := e.clock()
