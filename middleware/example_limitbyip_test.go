@@ -46,7 +46,7 @@ func ExampleLimitByIP() {
 
 // LimitByIP on Redis: one limit shared by every replica.
 func ExampleLimitByIP_store() {
-	// ContextTimeoutEnabled lets the store send a lone call from the caller's goroutine.
+	// ContextTimeoutEnabled: the client cuts socket I/O at each call's budget itself.
 	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379", ContextTimeoutEnabled: true})
 	st, err := redisstore.New(client, redisstore.Options{})
 	if err != nil {

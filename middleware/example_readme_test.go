@@ -40,7 +40,7 @@ func Example_quickStart() {
 	healthz := func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }
 	ping := func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "pong\n") }
 
-	// ContextTimeoutEnabled lets the store send a lone call from the caller's goroutine.
+	// ContextTimeoutEnabled: the client cuts socket I/O at each call's budget itself.
 	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379", ContextTimeoutEnabled: true})
 	st, err := redisstore.New(client, redisstore.Options{}) // one instance, or tests: memstore.New(memstore.Options{})
 	if err != nil {

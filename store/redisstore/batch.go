@@ -150,6 +150,10 @@ type pipes struct {
 	// deadlines, so that a lone call may be sent from its caller's
 	// goroutine (see batcher.direct).
 	direct bool
+	// lone: through a plain client that does not, the connection lone
+	// calls are sent through from their callers' goroutines (see lone);
+	// nil for other clients.
+	lone *loneSender
 	// merge: one command may name the keys of any calls, as on a single
 	// Redis server (not a Cluster, whose keys must share a slot, nor a
 	// Ring, which sends a command to its first key's shard), so the lean
@@ -179,7 +183,9 @@ type dialFailure struct {
 
 // dialWatch is a go-redis hook that records failed dials: go-redis retries
 // a refused dial for longer than a call's budget, so without it a refused
-// connection would read as a timeout. It changes nothing else.
+// connection would read as a timeout. Through a client with a lone sender
+// it also wraps every connection opened (see lone); it changes nothing
+// else.
 type dialWatch struct{ p *pipes }
 
 func (h dialWatch) DialHook(next redis.DialHook) redis.DialHook {
@@ -187,10 +193,15 @@ func (h dialWatch) DialHook(next redis.DialHook) redis.DialHook {
 		conn, err := next(ctx, network, addr)
 		if err != nil {
 			h.p.dialErr.Store(&dialFailure{err: err, at: time.Now()})
-		} else if h.p.dialErr.Load() != nil {
+			return conn, err
+		}
+		if h.p.dialErr.Load() != nil {
 			h.p.dialErr.Store(nil)
 		}
-		return conn, err
+		if h.p.lone != nil && conn != nil {
+			conn, _ = wrapConn(h.p, conn)
+		}
+		return conn, nil
 	}
 }
 
@@ -230,6 +241,9 @@ func newPipes(client redis.UniversalClient, maxBatch int, timeout time.Duration)
 	p := &pipes{client: client, maxBatch: maxBatch, ctxDeadlines: true, slowTrip: timeout / 5}
 	switch c := client.(type) {
 	case *redis.Client:
+		if !c.Options().ContextTimeoutEnabled {
+			p.lone = &loneSender{client: c} // before the hook reads it
+		}
 		c.AddHook(dialWatch{p})
 	case *redis.ClusterClient:
 		p.byAddr = make(map[string]*redis.Client)
@@ -337,15 +351,14 @@ func (p *pipes) do(ctx context.Context, cmd *command, deadline time.Time) (any, 
 	c := callPool.Get().(*call)
 	c.ctx, c.sc, c.args, c.deadline, c.refusal = ctx, cmd.sc, cmd.args, deadline, cmd.refusal
 	b := p.forKey(ctx, cmd.key)
-	if p.direct && b.enter() {
-		v, err := b.direct(c, start)
-		b.leave()
-		if errors.Is(err, context.DeadlineExceeded) {
-			err = p.budgetError(b, start) // as for a queued call
+	if (p.direct || p.lone != nil) && b.enter() {
+		if v, err, sent := b.lone(c, start); sent {
+			b.leave()
+			c.refs.Store(1)
+			c.release()
+			return v, err
 		}
-		c.refs.Store(1)
-		c.release()
-		return v, err
+		b.leave()
 	}
 	c.refs.Store(2)
 	if c.timer == nil {
@@ -488,23 +501,60 @@ func (b *batcher) giveBack() bool {
 	return true
 }
 
-// direct sends the lone call c from its caller's goroutine, through a
-// client that cuts socket I/O and the wait for a pooled connection at
-// the context's deadline, so the call cannot outlast its budget: no
+// lone sends c, a lone call, from its caller's goroutine (see direct) and
+// reports whether it did: through a client that cuts socket I/O at
+// context deadlines, or through the connection held for lone calls (see
+// lone), which it lets go of when the call fails other than by a reply
+// of the server's. It sends nothing while no connection is held.
+func (b *batcher) lone(c *call, start time.Time) (v any, err error, sent bool) {
+	p := b.p
+	if p.direct {
+		v, err = b.direct(c, start, b.client, p.client, nil)
+	} else {
+		lc := p.lone.conn()
+		if lc == nil {
+			return nil, nil, false
+		}
+		// Any reroute stays on the connection, whose deadlines are capped.
+		v, err = b.direct(c, start, lc.conn, lc.conn, lc.sock)
+		if err != nil && (!serverReply(err) || notRun(err)) || lc.sock.closed.Load() {
+			p.lone.drop(lc)
+		}
+		if isTimeout(err) {
+			err = context.DeadlineExceeded // the capped socket's
+		}
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		err = p.budgetError(b, start) // as for a queued call
+	}
+	return v, err, true
+}
+
+// direct sends the lone call c from its caller's goroutine through node
+// (all is the client of any reroute, see reroute): a client that cuts
+// socket I/O and the wait for a pooled connection at the context's
+// deadline, or the held connection of sock, whose socket deadlines are
+// capped at the call's, so the call cannot outlast its budget. No
 // goroutine is started and none is woken to hand the reply back, which
 // is most of a lone call's cost beyond the round trip. A panic in the
 // client fails the call, as in run.
-func (b *batcher) direct(c *call, start time.Time) (v any, err error) {
+func (b *batcher) direct(c *call, start time.Time, node, all client, sock *capConn) (v any, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			v, err = nil, fmt.Errorf("%w: %v", errPanic, r)
 		}
 	}()
+	if sock != nil {
+		// go-redis sets no deadline when its timeouts are negative.
+		sock.limit.Store(c.deadline.UnixNano())
+		_ = sock.Conn.SetDeadline(c.deadline)
+		defer sock.limit.Store(0)
+	}
 	if c.ctx.Done() != nil {
 		ctx, cancel := context.WithDeadline(c.ctx, c.deadline)
 		defer cancel()
 		defer b.p.timed(start)
-		return b.one(ctx, c)
+		return b.oneVia(ctx, c, node, all)
 	}
 	// A caller's context that is never canceled (context.Background, a
 	// detached one) needs only the deadline: the batcher's own context
@@ -512,7 +562,7 @@ func (b *batcher) direct(c *call, start time.Time) (v any, err error) {
 	bc := b.startBudget(c.ctx, c.deadline)
 	defer b.stopBudget(bc)
 	defer b.p.timed(start)
-	return b.one(bc, c)
+	return b.oneVia(bc, c, node, all)
 }
 
 // budgetContext is parent's values with a deadline, for a lone call sent
@@ -891,9 +941,15 @@ func (b *batcher) scriptsLost() {
 
 // one sends a batch of one call.
 func (b *batcher) one(ctx context.Context, c *call) (any, error) {
-	cmd, err := b.process(ctx, b.client, c)
+	return b.oneVia(ctx, c, b.client, b.p.client)
+}
+
+// oneVia sends a batch of one call through node, rerouted through node and
+// all (see reroute) when Redis did not run it.
+func (b *batcher) oneVia(ctx context.Context, c *call, node, all client) (any, error) {
+	cmd, err := b.process(ctx, node, c)
 	if err != nil && notRun(err) {
-		return b.reroute(ctx, c, err)
+		return b.rerouteVia(ctx, c, err, node, all)
 	}
 	return cmd.Val(), err
 }
@@ -922,8 +978,14 @@ func (b *batcher) process(ctx context.Context, cl client, c *call) (*redis.Cmd, 
 // node) is run on the migration's target where it can be (see migrating).
 // Nothing ran, so nothing can count twice.
 func (b *batcher) reroute(ctx context.Context, c *call, err error) (any, error) {
+	return b.rerouteVia(ctx, c, err, b.client, b.p.client)
+}
+
+// rerouteVia is reroute through node (the node's own client, or the
+// connection held for lone calls) and all (the whole client).
+func (b *batcher) rerouteVia(ctx context.Context, c *call, err error, node, all client) (any, error) {
 	p := b.p
-	client := b.client
+	client := node
 	for pause := 2 * time.Millisecond; ; pause *= 2 {
 		switch {
 		case isBusy(err):
@@ -931,7 +993,7 @@ func (b *batcher) reroute(ctx context.Context, c *call, err error) (any, error) 
 		case isClusterDown(err):
 			b.downAt.Store(time.Now().UnixNano())
 		case !isLoading(err):
-			client = p.client
+			client = all
 		}
 		if p.cluster != nil && c.sc != nil && isTryAgain(err) {
 			if v, done, err := p.migrating(ctx, c); done {

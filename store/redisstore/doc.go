@@ -99,7 +99,17 @@
 // then the caller) per lone call; when the caller's context can never be
 // cancelled, the call's deadline context and timer are reused from one
 // such call to the next, so a go-redis hook on the client must not keep
-// the context it is given after the command returns. A call whose
+// the context it is given after the command returns. Through a plain
+// client without it (a *redis.Client, not a Cluster or a Ring), lone
+// calls are sent from their callers' goroutines too, through one
+// connection of the client's pool that the store holds (taken with Conn,
+// so the client's hooks, as they were when it was taken, see its
+// commands) and whose socket deadlines it caps at each call's: the store
+// wraps the connections the client opens after New (a dial hook) and
+// finds the held one's socket by an ECHO of a nonce. Until it holds one
+// (connections opened before New are given back, a few at most are
+// tried), and after a call through it fails other than by a reply of the
+// server's, lone calls are queued and another is sought in the background. A call whose
 // deadline passes before it is sent is not sent. An abandoned command may
 // still complete in Redis; the request is then recorded once, and the
 // caller has already seen a timeout; a batch still reads replies that

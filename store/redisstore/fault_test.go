@@ -175,7 +175,8 @@ func TestClientResendCountsOnce(t *testing.T) {
 
 // TestTimeoutBound pauses Redis under a client that ignores context
 // deadlines and reads for up to 3s: every call must still return a timeout
-// error within the store's Timeout. So must it under a client that cuts
+// error within the store's Timeout, the first sent through the connection
+// the store holds for lone calls. So must it under a client that cuts
 // socket I/O at context deadlines, which sends a lone call from the
 // caller's goroutine.
 func TestTimeoutBound(t *testing.T) {
@@ -197,6 +198,11 @@ func testTimeoutBound(t *testing.T, ctxDeadlines bool) {
 		s, err := newRedis(c, Options{Timeout: timeout, Prefix: randomPrefix(t)})
 		if err != nil {
 			t.Fatal(err)
+		}
+		if !ctxDeadlines {
+			// The first call is then sent through the held connection,
+			// whose socket deadlines the store caps (see lone).
+			waitLone(t, s)
 		}
 		// Connect and load the scripts while the server answers.
 		if _, err := s.Peek(ctx, req); err != nil {
@@ -230,6 +236,12 @@ func testTimeoutBound(t *testing.T, ctxDeadlines bool) {
 			if elapsed := time.Since(start); elapsed > 20*time.Millisecond+slack || store.KindOf(err) != "timeout" {
 				t.Fatalf("%s with a 20ms deadline: got %v after %s", op, err, elapsed)
 			}
+		}
+		// The first call went through the held connection, and its
+		// timeout let go of it; no other can be found while Redis
+		// does not answer.
+		if !ctxDeadlines && s.pipes.lone.cur.Load() != nil {
+			t.Fatal("the connection held for lone calls is still held after a call through it timed out")
 		}
 	}
 	t.Run("client pause", func(t *testing.T) {

@@ -199,6 +199,9 @@ func newRedis(client redis.UniversalClient, opts Options) (*redisStore, error) {
 	s.pipes.warm.timed = s.pipes.timed
 	if opts.WarmUp >= 0 {
 		s.pipes.warm.warm(client, orDefault(opts.WarmUp, defaultWarmUp))
+		if s.pipes.lone != nil {
+			s.pipes.lone.conn() // starts the search for one in the background
+		}
 	}
 	var seed [8]byte
 	if _, err := crand.Read(seed[:]); err != nil {

@@ -1,0 +1,237 @@
+package redisstore
+
+import (
+	"bytes"
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// A lone call is one made while nothing is queued or in flight for its
+// node. Sent from its caller's goroutine it costs the round trip alone;
+// handed to a sending goroutine it also costs waking that goroutine and
+// then the caller, a quarter of a lone decision's time on a machine of
+// few cores. A client with ContextTimeoutEnabled cuts socket I/O at the
+// call's deadline, so the caller may send through it (see batcher.direct).
+// go-redis's default client does not: it bounds a read by its ReadTimeout
+// (3 s) whatever the context says, and a caller that sent through it would
+// wait that long on a stalled server.
+//
+// Through a plain default client (not a Cluster or a Ring) the store
+// therefore sends lone calls through a connection of its own, taken from
+// the client's pool with Conn (so the client's hooks see its commands),
+// whose socket deadlines it caps at each call's deadline. It finds that
+// connection's socket by a nonce: every connection the client opens after
+// the store was made is wrapped (capConn, by the store's dial hook), and
+// the wrapper whose Write carries the nonce of an ECHO sent through the
+// held connection is its socket. Until one is found (a connection opened
+// before the store, the server down), and after the held connection fails,
+// lone calls are queued as through any client, and another is sought in
+// the background.
+
+// loneRetry is how soon after a failed search for a held connection the
+// next may start; loneRetryUnfound is how soon after one that found none
+// of its connections among the wrapped ones (a hook that rewrites ECHO, or
+// a pool of connections opened before the store).
+const (
+	loneRetry        = time.Second
+	loneRetryUnfound = time.Minute
+	// loneTries is how many connections one search holds at most: a
+	// connection opened before the store is held while the next is
+	// tried, so that the pool hands out another.
+	loneTries = 4
+	// loneProbeTimeout bounds the wait for a pooled connection in a
+	// search (its I/O runs in the background, bounded by the client's own
+	// timeouts).
+	loneProbeTimeout = 5 * time.Second
+)
+
+// capConn is a connection of a client that does not cut socket I/O at
+// context deadlines, as the store's dial hook opened it (see lone).
+type capConn struct {
+	net.Conn
+	p *pipes
+	// limit is the unix nanos no deadline of this socket may pass (the
+	// deadline of the lone call being sent through it), or 0.
+	limit  atomic.Int64
+	closed atomic.Bool
+}
+
+// sysCapConn is a capConn of a socket that implements syscall.Conn, which
+// it passes on (go-redis checks a pooled connection's health through it).
+type sysCapConn struct {
+	*capConn
+	sys syscall.Conn
+}
+
+// SyscallConn implements syscall.Conn.
+func (c sysCapConn) SyscallConn() (syscall.RawConn, error) { return c.sys.SyscallConn() }
+
+// wrapConn returns conn wrapped for p's lone sender.
+func wrapConn(p *pipes, conn net.Conn) (net.Conn, *capConn) {
+	c := &capConn{Conn: conn, p: p}
+	if sys, ok := conn.(syscall.Conn); ok {
+		return sysCapConn{c, sys}, c
+	}
+	return c, c
+}
+
+// Write implements net.Conn, noting the connection that sends the nonce
+// of a search in progress.
+func (c *capConn) Write(b []byte) (int, error) {
+	if pr := c.p.lone.probe.Load(); pr != nil && bytes.Contains(b, pr.nonce) {
+		pr.found.CompareAndSwap(nil, c)
+	}
+	return c.Conn.Write(b)
+}
+
+// capped returns t, or the limit when one is set and t is later or none.
+func (c *capConn) capped(t time.Time) time.Time {
+	if l := c.limit.Load(); l != 0 && (t.IsZero() || t.UnixNano() > l) {
+		return time.Unix(0, l)
+	}
+	return t
+}
+
+// SetDeadline implements net.Conn, within the limit.
+func (c *capConn) SetDeadline(t time.Time) error { return c.Conn.SetDeadline(c.capped(t)) }
+
+// SetReadDeadline implements net.Conn, within the limit.
+func (c *capConn) SetReadDeadline(t time.Time) error { return c.Conn.SetReadDeadline(c.capped(t)) }
+
+// SetWriteDeadline implements net.Conn, within the limit.
+func (c *capConn) SetWriteDeadline(t time.Time) error {
+	return c.Conn.SetWriteDeadline(c.capped(t))
+}
+
+// Close implements net.Conn.
+func (c *capConn) Close() error {
+	c.closed.Store(true)
+	return c.Conn.Close()
+}
+
+// nonceProbe is a search for the socket of a held connection: the nonce
+// its ECHO carries, and the wrapper that wrote it.
+type nonceProbe struct {
+	nonce []byte
+	found atomic.Pointer[capConn]
+}
+
+// loneConn is a held connection and its socket.
+type loneConn struct {
+	conn *redis.Conn
+	sock *capConn
+}
+
+// loneSender holds the connection lone calls are sent through (see lone).
+type loneSender struct {
+	client *redis.Client
+	cur    atomic.Pointer[loneConn]
+	probe  atomic.Pointer[nonceProbe]
+	// searching is set while a search runs; nextAt is the unix nanos
+	// before which no other starts.
+	searching atomic.Bool
+	nextAt    atomic.Int64
+}
+
+// conn returns the held connection, or nil when none is ready; then it
+// starts a search unless one runs or failed a short while ago.
+func (ls *loneSender) conn() *loneConn {
+	if lc := ls.cur.Load(); lc != nil {
+		if !lc.sock.closed.Load() && alive(lc.sock) {
+			return lc
+		}
+		ls.drop(lc)
+	}
+	if time.Now().UnixNano() >= ls.nextAt.Load() && ls.searching.CompareAndSwap(false, true) {
+		go ls.search()
+	}
+	return nil
+}
+
+// drop lets go of lc after a call through it failed other than by a
+// reply of the server's (its socket timed out or broke, or the server is
+// a replica now): go-redis then closes it, and the next lone call starts a
+// search for another.
+func (ls *loneSender) drop(lc *loneConn) {
+	if ls.cur.CompareAndSwap(lc, nil) {
+		_ = lc.sock.Conn.SetDeadline(time.Time{})
+		_ = lc.conn.Close()
+	}
+}
+
+// search takes connections of the client's pool until one is a wrapped
+// one (see lone), at most loneTries, and holds it for lone calls.
+func (ls *loneSender) search() {
+	defer ls.searching.Store(false)
+	retry := loneRetry
+	defer func() { ls.nextAt.Store(time.Now().Add(retry).UnixNano()) }()
+	var held []*redis.Conn
+	defer func() {
+		for _, c := range held {
+			_ = c.Close()
+		}
+	}()
+	for range loneTries {
+		conn := ls.client.Conn()
+		sock, err := ls.find(conn)
+		switch {
+		case err != nil:
+			_ = conn.Close()
+			return
+		case sock != nil:
+			ls.cur.Store(&loneConn{conn: conn, sock: sock})
+			return
+		}
+		held = append(held, conn)
+	}
+	retry = loneRetryUnfound
+}
+
+// find sends an ECHO of a fresh nonce through conn and returns the wrapper
+// that wrote it, nil when none did (a connection opened before the store).
+func (ls *loneSender) find(conn *redis.Conn) (sock *capConn, err error) {
+	defer func() {
+		if r := recover(); r != nil { // a client hook panicked
+			sock, err = nil, fmt.Errorf("%w: %v", errPanic, r)
+		}
+	}()
+	var b [16]byte
+	if _, err := crand.Read(b[:]); err != nil {
+		return nil, err
+	}
+	pr := &nonceProbe{nonce: []byte(hex.EncodeToString(b[:]))}
+	ls.probe.Store(pr)
+	defer ls.probe.CompareAndSwap(pr, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), loneProbeTimeout)
+	defer cancel()
+	got, err := conn.Echo(ctx, string(pr.nonce)).Result()
+	if err != nil {
+		return nil, err
+	}
+	if got != string(pr.nonce) {
+		return nil, fmt.Errorf("%w: ECHO answered %q", errBadReply, got)
+	}
+	return pr.found.Load(), nil
+}
+
+// serverReply reports whether err is a reply of the server's (an error
+// it answered), not a failure of the connection or of the wait for it.
+func serverReply(err error) bool {
+	var re redis.Error
+	return errors.As(err, &re) && !isTimeout(err)
+}
+
+// isTimeout reports a socket deadline that passed.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}

@@ -1,0 +1,257 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratekeeper/ratekeeper/store"
+)
+
+// waitLone waits until s holds a connection for lone calls (see lone),
+// and returns it.
+func waitLone(t testing.TB, s *redisStore) *loneConn {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if lc := s.pipes.lone.conn(); lc != nil {
+			return lc
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the store holds no connection for lone calls after 5s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestLoneSenderOnlyWithoutContextDeadlines: only a plain client that does
+// not cut socket I/O at context deadlines gets a lone sender; a client that
+// does sends lone calls itself, and a Cluster or a Ring client queues them.
+func TestLoneSenderOnlyWithoutContextDeadlines(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		client redis.UniversalClient
+		want   bool
+	}{
+		{"default client", redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}), true},
+		{"ContextTimeoutEnabled", redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true}), false},
+		{"ring", redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": "127.0.0.1:1"}}), false},
+	} {
+		t.Cleanup(func() { tc.client.Close() })
+		p := newPipes(tc.client, 128, time.Second)
+		if got := p.lone != nil; got != tc.want {
+			t.Errorf("%s: lone sender %t, want %t", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestLoneCallCappedWithoutClientDeadlines: through a client that sets no
+// socket deadline at all (ReadTimeout and WriteTimeout -2) and against a
+// paused server, a lone call sent through the held connection still ends
+// at its budget, as a timeout; the connection is let go of, and once the
+// server answers again another is held and lone calls go on through it.
+// Both ways go-redis can be told to set no deadline are tried: -1 (it
+// sets none) and -2 (it never calls SetReadDeadline).
+func TestLoneCallCappedWithoutClientDeadlines(t *testing.T) {
+	srv := privateServer(t)
+	ctx := context.Background()
+	for _, rt := range []time.Duration{-1, -2} {
+		c := newClient(t, srv, &redis.Options{ReadTimeout: rt, WriteTimeout: rt})
+		s, err := newRedis(c, Options{Prefix: randomPrefix(t), Timeout: 100 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := store.Request{Key: "capped", Limits: []store.Limit{{Rate: 10, Period: time.Hour}}}
+		first := waitLone(t, s)
+		if _, err := s.Take(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+		admin := newClient(t, srv, nil)
+		if err := admin.Do(ctx, "CLIENT", "PAUSE", 1500, "ALL").Err(); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		_, err = s.Take(ctx, req)
+		elapsed := time.Since(start)
+		if store.KindOf(err) != "timeout" || elapsed > 100*time.Millisecond+150*time.Millisecond {
+			t.Fatalf("timeouts %s: lone take against a paused server: got %v after %s, want a timeout within the 100ms budget", rt, err, elapsed)
+		}
+		if s.pipes.lone.cur.Load() == first {
+			t.Fatalf("timeouts %s: the held connection is still held after a call through it timed out", rt)
+		}
+		// After the pause a new connection is held, and lone calls go on
+		// exactly: the timed-out take counts at most once (Redis drops
+		// the command of a client that left while it was paused).
+		next := waitLone(t, s)
+		if next == first {
+			t.Fatalf("timeouts %s: the same connection is held again", rt)
+		}
+		d, err := s.Take(ctx, req)
+		if err != nil || !d.Allowed || d.Remaining < 7 || d.Remaining > 8 {
+			t.Fatalf("timeouts %s: take after the pause: got %+v, %v; want admitted with 7 or 8 remaining (the paused take counted at most once)", rt, d, err)
+		}
+		if s.pipes.lone.cur.Load() != next {
+			t.Fatalf("timeouts %s: a take through the new held connection let go of it", rt)
+		}
+	}
+}
+
+// TestLoneConnClosedByServer: when the server closes the held connection
+// (a restart, its idle timeout, CLIENT KILL), the next lone call finds it
+// closed before sending, is sent through the client's pool instead and
+// succeeds, and another connection is held for the calls after it.
+func TestLoneConnClosedByServer(t *testing.T) {
+	srv := requireServer(t)
+	ctx := context.Background()
+	c := newClient(t, srv, nil)
+	s, err := newRedis(c, Options{Prefix: randomPrefix(t), Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := waitLone(t, s)
+	id, err := first.conn.ClientID(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := newClient(t, srv, nil)
+	if err := admin.ClientKillByFilter(ctx, "ID", strconv.FormatInt(id, 10)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond) // the FIN reaches the client's socket
+	req := store.Request{Key: "killed", Limits: []store.Limit{{Rate: 10, Period: time.Hour}}}
+	for i := range 3 {
+		if d, err := s.Take(ctx, req); err != nil || !d.Allowed {
+			t.Fatalf("take %d after the held connection was killed: got %+v, %v; want admitted", i, d, err)
+		}
+	}
+	if next := waitLone(t, s); next == first {
+		t.Fatal("the killed connection is still held")
+	}
+}
+
+// TestLoneConnPastOlderConnections: connections the client opened before
+// the store was made are not wrapped (the store's dial hook came later);
+// the store holds another, and gives back those it tried, which the
+// client goes on using.
+func TestLoneConnPastOlderConnections(t *testing.T) {
+	srv := requireServer(t)
+	ctx := context.Background()
+	c := newClient(t, srv, &redis.Options{PoolSize: 8})
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Go(func() {
+			conn := c.Conn()
+			defer conn.Close()
+			if err := conn.Ping(ctx).Err(); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	before := c.PoolStats().TotalConns
+	s, err := newRedis(c, Options{Prefix: randomPrefix(t), Timeout: time.Second, WarmUp: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitLone(t, s)
+	st := c.PoolStats()
+	if st.TotalConns <= before {
+		t.Fatalf("pool: %d connections before the store, %d after; want a new one held", before, st.TotalConns)
+	}
+	if st.IdleConns < before {
+		t.Fatalf("pool: %d idle connections, want the %d older ones given back", st.IdleConns, before)
+	}
+	for i := range 20 {
+		if err := c.Ping(ctx).Err(); err != nil {
+			t.Fatalf("the client's own ping %d: %v", i, err)
+		}
+	}
+}
+
+// TestCapConn: a wrapped connection caps every deadline at its limit while
+// one is set, leaves them alone otherwise, and passes syscall.Conn through
+// when its socket has it.
+func TestCapConn(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		if c, err := l.Accept(); err == nil {
+			defer c.Close()
+			time.Sleep(2 * time.Second)
+		}
+	}()
+	raw, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &pipes{lone: &loneSender{}}
+	conn, c := wrapConn(p, raw)
+	defer conn.Close()
+	if _, ok := conn.(syscall.Conn); !ok {
+		t.Fatal("a wrapped TCP connection does not implement syscall.Conn")
+	}
+	if _, ok := net.Conn(&capConn{Conn: raw}).(syscall.Conn); ok {
+		t.Fatal("capConn itself implements syscall.Conn: a socket without it would claim it")
+	}
+	limit := time.Now().Add(50 * time.Millisecond)
+	c.limit.Store(limit.UnixNano())
+	if err := conn.SetReadDeadline(time.Time{}); err != nil { // "none" becomes the limit
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err = conn.Read(make([]byte, 1))
+	var ne net.Error
+	if !errors.As(err, &ne) || !ne.Timeout() || time.Since(start) > time.Second {
+		t.Fatalf("read past the limit: got %v after %s, want a timeout at about 50ms", err, time.Since(start))
+	}
+	c.limit.Store(0)
+	if got := c.capped(time.Time{}); !got.IsZero() {
+		t.Fatalf("without a limit: capped(none) = %s, want none", got)
+	}
+	if !alive(c) {
+		t.Fatal("an open idle socket is not alive")
+	}
+	c.Close()
+	if !c.closed.Load() {
+		t.Fatal("Close did not mark the connection closed")
+	}
+}
+
+// TestLoneConnOutlivesItsCalls: the held connection serves lone call after
+// lone call, each past the one before's deadline (a deadline left on its
+// socket does not make it look closed).
+func TestLoneConnOutlivesItsCalls(t *testing.T) {
+	srv := requireServer(t)
+	ctx := context.Background()
+	c := newClient(t, srv, nil)
+	h := &callerHook{}
+	c.AddHook(h)
+	s, err := newRedis(c, Options{Prefix: randomPrefix(t), Timeout: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := waitLone(t, s)
+	req := store.Request{Key: "idle", Limits: []store.Limit{{Rate: 10, Period: time.Hour}}}
+	for i := range 4 {
+		if _, err := s.Take(ctx, req); err != nil {
+			t.Fatalf("take %d: %v", i, err)
+		}
+		if s.pipes.lone.cur.Load() != held {
+			t.Fatalf("take %d: the held connection was let go of", i)
+		}
+		time.Sleep(40 * time.Millisecond) // past the take's deadline
+	}
+	if d, q := h.direct.Load(), h.queued.Load(); d != 4 || q != 0 {
+		t.Fatalf("4 lone takes: %d sent by the caller, %d by a flusher; want all 4 by the caller", d, q)
+	}
+}
