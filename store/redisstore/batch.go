@@ -199,7 +199,7 @@ func (h dialWatch) DialHook(next redis.DialHook) redis.DialHook {
 			h.p.dialErr.Store(nil)
 		}
 		if h.p.lone != nil && conn != nil {
-			conn, _ = wrapConn(h.p, conn)
+			conn, _ = wrapConn(conn)
 		}
 		return conn, nil
 	}

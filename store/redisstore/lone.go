@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -35,30 +36,36 @@ import (
 // held connection is its socket. Until one is found (a connection opened
 // before the store, the server down), and after the held connection fails,
 // lone calls are queued as through any client, and another is sought in
-// the background.
+// the background. A connection tried that is not a wrapped one was opened
+// before the first store on the client: it is closed, so that the pool
+// opens a wrapped one in its place.
 
-// loneRetry is how soon after a failed search for a held connection the
-// next may start; loneRetryUnfound is how soon after one that found none
-// of its connections among the wrapped ones (a hook that rewrites ECHO, or
-// a pool of connections opened before the store).
+// loneRetry is how soon after a search for a held connection that failed
+// or found none the next may start; loneTries is how many connections one
+// search tries at most. A connection opened before the store (before any
+// store on the client) is not wrapped: it is closed, not given back, so
+// that the pool opens a wrapped one in its place.
 const (
-	loneRetry        = time.Second
-	loneRetryUnfound = time.Minute
-	// loneTries is how many connections one search holds at most: a
-	// connection opened before the store is held while the next is
-	// tried, so that the pool hands out another.
-	loneTries = 4
+	loneRetry = time.Second
+	loneTries = 16
 	// loneProbeTimeout bounds the wait for a pooled connection in a
 	// search (its I/O runs in the background, bounded by the client's own
 	// timeouts).
 	loneProbeTimeout = 5 * time.Second
 )
 
+// The search in progress, of any store: a wrapper reports the nonce it
+// writes here, so that connections are wrapped once whatever the number
+// of stores on their client; searches take turns.
+var (
+	searchTurn sync.Mutex
+	searching  atomic.Pointer[nonceProbe]
+)
+
 // capConn is a connection of a client that does not cut socket I/O at
 // context deadlines, as the store's dial hook opened it (see lone).
 type capConn struct {
 	net.Conn
-	p *pipes
 	// limit is the unix nanos no deadline of this socket may pass (the
 	// deadline of the lone call being sent through it), or 0.
 	limit  atomic.Int64
@@ -75,9 +82,15 @@ type sysCapConn struct {
 // SyscallConn implements syscall.Conn.
 func (c sysCapConn) SyscallConn() (syscall.RawConn, error) { return c.sys.SyscallConn() }
 
-// wrapConn returns conn wrapped for p's lone sender.
-func wrapConn(p *pipes, conn net.Conn) (net.Conn, *capConn) {
-	c := &capConn{Conn: conn, p: p}
+// wrapConn returns conn wrapped for lone senders, unless it is already.
+func wrapConn(conn net.Conn) (net.Conn, *capConn) {
+	switch w := conn.(type) {
+	case *capConn:
+		return w, w
+	case sysCapConn:
+		return w, w.capConn
+	}
+	c := &capConn{Conn: conn}
 	if sys, ok := conn.(syscall.Conn); ok {
 		return sysCapConn{c, sys}, c
 	}
@@ -87,7 +100,7 @@ func wrapConn(p *pipes, conn net.Conn) (net.Conn, *capConn) {
 // Write implements net.Conn, noting the connection that sends the nonce
 // of a search in progress.
 func (c *capConn) Write(b []byte) (int, error) {
-	if pr := c.p.lone.probe.Load(); pr != nil && bytes.Contains(b, pr.nonce) {
+	if pr := searching.Load(); pr != nil && bytes.Contains(b, pr.nonce) {
 		pr.found.CompareAndSwap(nil, c)
 	}
 	return c.Conn.Write(b)
@@ -135,11 +148,10 @@ type loneConn struct {
 type loneSender struct {
 	client *redis.Client
 	cur    atomic.Pointer[loneConn]
-	probe  atomic.Pointer[nonceProbe]
-	// searching is set while a search runs; nextAt is the unix nanos
-	// before which no other starts.
-	searching atomic.Bool
-	nextAt    atomic.Int64
+	// busy is set while a search of this sender runs; nextAt is the unix
+	// nanos before which no other starts.
+	busy   atomic.Bool
+	nextAt atomic.Int64
 }
 
 // conn returns the held connection, or nil when none is ready; then it
@@ -151,7 +163,7 @@ func (ls *loneSender) conn() *loneConn {
 		}
 		ls.drop(lc)
 	}
-	if time.Now().UnixNano() >= ls.nextAt.Load() && ls.searching.CompareAndSwap(false, true) {
+	if time.Now().UnixNano() >= ls.nextAt.Load() && ls.busy.CompareAndSwap(false, true) {
 		go ls.search()
 	}
 	return nil
@@ -159,11 +171,10 @@ func (ls *loneSender) conn() *loneConn {
 
 // drop lets go of lc after a call through it failed other than by a
 // reply of the server's (its socket timed out or broke, or the server is
-// a replica now): go-redis then closes it, and the next lone call starts a
-// search for another.
+// a replica now): its connection is closed, and the next lone call starts
+// a search for another.
 func (ls *loneSender) drop(lc *loneConn) {
 	if ls.cur.CompareAndSwap(lc, nil) {
-		_ = lc.sock.Conn.SetDeadline(time.Time{})
 		_ = lc.conn.Close()
 	}
 }
@@ -171,34 +182,26 @@ func (ls *loneSender) drop(lc *loneConn) {
 // search takes connections of the client's pool until one is a wrapped
 // one (see lone), at most loneTries, and holds it for lone calls.
 func (ls *loneSender) search() {
-	defer ls.searching.Store(false)
-	retry := loneRetry
-	defer func() { ls.nextAt.Store(time.Now().Add(retry).UnixNano()) }()
-	var held []*redis.Conn
-	defer func() {
-		for _, c := range held {
-			_ = c.Close()
-		}
-	}()
+	defer ls.busy.Store(false)
+	defer func() { ls.nextAt.Store(time.Now().Add(loneRetry).UnixNano()) }()
 	for range loneTries {
-		conn := ls.client.Conn()
-		sock, err := ls.find(conn)
-		switch {
-		case err != nil:
+		conn := ls.client.EphemeralConn() // Close discards its connection
+		sock, err := find(conn)
+		if err != nil || sock == nil {
 			_ = conn.Close()
-			return
-		case sock != nil:
-			ls.cur.Store(&loneConn{conn: conn, sock: sock})
-			return
+			if err != nil {
+				return
+			}
+			continue
 		}
-		held = append(held, conn)
+		ls.cur.Store(&loneConn{conn: conn, sock: sock})
+		return
 	}
-	retry = loneRetryUnfound
 }
 
 // find sends an ECHO of a fresh nonce through conn and returns the wrapper
 // that wrote it, nil when none did (a connection opened before the store).
-func (ls *loneSender) find(conn *redis.Conn) (sock *capConn, err error) {
+func find(conn *redis.Conn) (sock *capConn, err error) {
 	defer func() {
 		if r := recover(); r != nil { // a client hook panicked
 			sock, err = nil, fmt.Errorf("%w: %v", errPanic, r)
@@ -209,8 +212,10 @@ func (ls *loneSender) find(conn *redis.Conn) (sock *capConn, err error) {
 		return nil, err
 	}
 	pr := &nonceProbe{nonce: []byte(hex.EncodeToString(b[:]))}
-	ls.probe.Store(pr)
-	defer ls.probe.CompareAndSwap(pr, nil)
+	searchTurn.Lock()
+	defer searchTurn.Unlock()
+	searching.Store(pr)
+	defer searching.Store(nil)
 	ctx, cancel := context.WithTimeout(context.Background(), loneProbeTimeout)
 	defer cancel()
 	got, err := conn.Echo(ctx, string(pr.nonce)).Result()

@@ -138,40 +138,90 @@ func TestLoneConnClosedByServer(t *testing.T) {
 
 // TestLoneConnPastOlderConnections: connections the client opened before
 // the store was made are not wrapped (the store's dial hook came later);
-// the store holds another, and gives back those it tried, which the
-// client goes on using.
+// the store closes those it tries, so that the pool opens wrapped ones,
+// and holds one of them, however many older ones were idle. The client
+// goes on working.
 func TestLoneConnPastOlderConnections(t *testing.T) {
 	srv := requireServer(t)
 	ctx := context.Background()
-	c := newClient(t, srv, &redis.Options{PoolSize: 8})
-	var wg sync.WaitGroup
-	for range 3 {
-		wg.Go(func() {
-			conn := c.Conn()
-			defer conn.Close()
-			if err := conn.Ping(ctx).Err(); err != nil {
-				t.Error(err)
-			}
-		})
+	const older = 24
+	c := newClient(t, srv, &redis.Options{PoolSize: older + 8})
+	var conns []*redis.Conn
+	for range older {
+		conn := c.Conn()
+		if err := conn.Ping(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, conn)
 	}
-	wg.Wait()
-	before := c.PoolStats().TotalConns
+	for _, conn := range conns {
+		conn.Close()
+	}
+	if idle := c.PoolStats().IdleConns; idle != older {
+		t.Fatalf("pool: %d idle connections before the store, want %d", idle, older)
+	}
 	s, err := newRedis(c, Options{Prefix: randomPrefix(t), Timeout: time.Second, WarmUp: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitLone(t, s)
-	st := c.PoolStats()
-	if st.TotalConns <= before {
-		t.Fatalf("pool: %d connections before the store, %d after; want a new one held", before, st.TotalConns)
-	}
-	if st.IdleConns < before {
-		t.Fatalf("pool: %d idle connections, want the %d older ones given back", st.IdleConns, before)
+	deadline := time.Now().Add(10 * time.Second)
+	for s.pipes.lone.conn() == nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("no connection held after 10s; pool %+v", *c.PoolStats())
+		}
+		time.Sleep(20 * time.Millisecond)
+		s.pipes.lone.nextAt.Store(0) // search again at once
 	}
 	for i := range 20 {
 		if err := c.Ping(ctx).Err(); err != nil {
 			t.Fatalf("the client's own ping %d: %v", i, err)
 		}
+	}
+}
+
+// TestLoneConnTwoStoresOneClient: two stores on one client each hold a
+// connection of their own, and the client's connections are wrapped
+// once, whatever the number of stores.
+func TestLoneConnTwoStoresOneClient(t *testing.T) {
+	srv := requireServer(t)
+	ctx := context.Background()
+	c := newClient(t, srv, nil)
+	var held []*loneConn
+	var stores []*redisStore
+	for range 2 {
+		s, err := newRedis(c, Options{Prefix: randomPrefix(t), Timeout: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stores = append(stores, s)
+		held = append(held, waitLone(t, s))
+	}
+	if held[0].sock == held[1].sock {
+		t.Fatal("two stores hold the same connection")
+	}
+	for _, lc := range held {
+		if _, ok := lc.sock.Conn.(*capConn); ok {
+			t.Fatal("a held connection's socket is wrapped twice")
+		}
+		if _, ok := lc.sock.Conn.(sysCapConn); ok {
+			t.Fatal("a held connection's socket is wrapped twice")
+		}
+	}
+	req := store.Request{Key: "two", Limits: []store.Limit{{Rate: 10, Period: time.Hour}}}
+	var wg sync.WaitGroup
+	for _, s := range stores {
+		wg.Go(func() {
+			for range 5 {
+				if _, err := s.Take(ctx, req); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	d, err := stores[0].Peek(ctx, req)
+	if err != nil || d.Remaining != 4 {
+		t.Fatalf("after 5 takes through each store: got %+v, %v; want 4 remaining of the first's 10 (its prefix alone)", d, err)
 	}
 }
 
@@ -194,11 +244,13 @@ func TestCapConn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &pipes{lone: &loneSender{}}
-	conn, c := wrapConn(p, raw)
+	conn, c := wrapConn(raw)
 	defer conn.Close()
 	if _, ok := conn.(syscall.Conn); !ok {
 		t.Fatal("a wrapped TCP connection does not implement syscall.Conn")
+	}
+	if again, c2 := wrapConn(conn); again != conn || c2 != c {
+		t.Fatal("a wrapped connection was wrapped again")
 	}
 	if _, ok := net.Conn(&capConn{Conn: raw}).(syscall.Conn); ok {
 		t.Fatal("capConn itself implements syscall.Conn: a socket without it would claim it")
