@@ -106,10 +106,11 @@
 // so the client's hooks, as they were when it was taken, see its
 // commands) and whose socket deadlines it caps at each call's: the store
 // wraps the connections the client opens after New (a dial hook) and
-// finds the held one's socket by an ECHO of a nonce. Until it holds one
-// (connections opened before New are given back, a few at most are
-// tried), and after a call through it fails other than by a reply of the
-// server's, lone calls are queued and another is sought in the background. A call whose
+// finds the held one's socket by an ECHO of a nonce; a connection it
+// tries that the client opened before the first store on it is closed, so
+// that the pool opens a wrapped one in its place. Until it holds one, and
+// after a call through it fails other than by a reply of the server's,
+// lone calls are queued and another is sought in the background. A call whose
 // deadline passes before it is sent is not sent. An abandoned command may
 // still complete in Redis; the request is then recorded once, and the
 // caller has already seen a timeout; a batch still reads replies that
