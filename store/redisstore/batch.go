@@ -352,7 +352,7 @@ func (p *pipes) do(ctx context.Context, cmd *command, deadline time.Time) (any, 
 	c.ctx, c.sc, c.args, c.deadline, c.refusal = ctx, cmd.sc, cmd.args, deadline, cmd.refusal
 	b := p.forKey(ctx, cmd.key)
 	if (p.direct || p.lone != nil) && b.enter() {
-		if v, err, sent := b.lone(c, start); sent {
+		if v, sent, err := b.lone(c, start); sent {
 			b.leave()
 			c.refs.Store(1)
 			c.release()
@@ -506,14 +506,14 @@ func (b *batcher) giveBack() bool {
 // context deadlines, or through the connection held for lone calls (see
 // lone), which it lets go of when the call fails other than by a reply
 // of the server's. It sends nothing while no connection is held.
-func (b *batcher) lone(c *call, start time.Time) (v any, err error, sent bool) {
+func (b *batcher) lone(c *call, start time.Time) (v any, sent bool, err error) {
 	p := b.p
 	if p.direct {
 		v, err = b.direct(c, start, b.client, p.client, nil)
 	} else {
 		lc := p.lone.conn()
 		if lc == nil {
-			return nil, nil, false
+			return nil, false, nil
 		}
 		// Any reroute stays on the connection, whose deadlines are capped.
 		v, err = b.direct(c, start, lc.conn, lc.conn, lc.sock)
@@ -527,7 +527,7 @@ func (b *batcher) lone(c *call, start time.Time) (v any, err error, sent bool) {
 	if errors.Is(err, context.DeadlineExceeded) {
 		err = p.budgetError(b, start) // as for a queued call
 	}
-	return v, err, true
+	return v, true, err
 }
 
 // direct sends the lone call c from its caller's goroutine through node

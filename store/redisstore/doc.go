@@ -110,8 +110,11 @@
 // tries that the client opened before the first store on it is closed, so
 // that the pool opens a wrapped one in its place. Until it holds one, and
 // after a call through it fails other than by a reply of the server's,
-// lone calls are queued and another is sought in the background. A call whose
-// deadline passes before it is sent is not sent. An abandoned command may
+// lone calls are queued and another is sought in the background. A call
+// through the held connection ends with its reply or at its deadline (the
+// caller's, when earlier than the budget); a caller's context canceled
+// without a deadline does not cut it short, as it does a queued call's
+// wait. A call whose deadline passes before it is sent is not sent. An abandoned command may
 // still complete in Redis; the request is then recorded once, and the
 // caller has already seen a timeout; a batch still reads replies that
 // come up to a second after its calls' budgets, so that a slow reply does
