@@ -242,7 +242,7 @@ func newPipes(client redis.UniversalClient, maxBatch int, timeout time.Duration)
 	switch c := client.(type) {
 	case *redis.Client:
 		if !c.Options().ContextTimeoutEnabled {
-			p.lone = &loneSender{client: c} // before the hook reads it
+			p.lone = loneSenderOf(c) // before the hook reads it
 		}
 		c.AddHook(dialWatch{p})
 	case *redis.ClusterClient:
@@ -511,10 +511,11 @@ func (b *batcher) lone(c *call, start time.Time) (v any, sent bool, err error) {
 	if p.direct {
 		v, err = b.direct(c, start, b.client, p.client, nil)
 	} else {
-		lc := p.lone.conn()
+		lc := p.lone.take()
 		if lc == nil {
 			return nil, false, nil
 		}
+		defer p.lone.release()
 		// Any reroute stays on the connection, whose deadlines are capped.
 		v, err = b.direct(c, start, lc.conn, lc.conn, lc.sock)
 		if err != nil && (!serverReply(err) || notRun(err)) || lc.sock.closed.Load() {

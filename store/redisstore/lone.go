@@ -8,10 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+	"weak"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -145,29 +147,60 @@ type loneConn struct {
 }
 
 // loneSender holds the connection lone calls are sent through (see lone).
+// The stores on one client share one (see loneSenderOf), so that a client
+// lends one connection for them whatever the number of its stores (a
+// policy reload makes new ones): a lone call of one store while another's
+// is in flight through it is queued.
 type loneSender struct {
-	client *redis.Client
+	client weak.Pointer[redis.Client]
 	cur    atomic.Pointer[loneConn]
+	// inUse is set while a call is sent through cur.
+	inUse atomic.Bool
 	// busy is set while a search of this sender runs; nextAt is the unix
 	// nanos before which no other starts.
 	busy   atomic.Bool
 	nextAt atomic.Int64
 }
 
-// conn returns the held connection, or nil when none is ready; then it
-// starts a search unless one runs or failed a short while ago.
-func (ls *loneSender) conn() *loneConn {
+// loneSenders maps a client to the lone sender of its stores; an entry
+// goes with its client.
+var loneSenders sync.Map // weak.Pointer[redis.Client] -> *loneSender
+
+// loneSenderOf returns the lone sender of the stores on c.
+func loneSenderOf(c *redis.Client) *loneSender {
+	key := weak.Make(c)
+	if v, ok := loneSenders.Load(key); ok {
+		return v.(*loneSender)
+	}
+	v, loaded := loneSenders.LoadOrStore(key, &loneSender{client: key})
+	if !loaded {
+		runtime.AddCleanup(c, func(k weak.Pointer[redis.Client]) { loneSenders.Delete(k) }, key)
+	}
+	return v.(*loneSender)
+}
+
+// take returns the held connection for one call, which release gives
+// back, or nil when none is ready or another call uses it; with none held
+// it starts a search unless one runs or failed a short while ago.
+func (ls *loneSender) take() *loneConn {
+	if !ls.inUse.CompareAndSwap(false, true) {
+		return nil
+	}
 	if lc := ls.cur.Load(); lc != nil {
 		if !lc.sock.closed.Load() && alive(lc.sock) {
 			return lc
 		}
 		ls.drop(lc)
 	}
+	ls.inUse.Store(false)
 	if time.Now().UnixNano() >= ls.nextAt.Load() && ls.busy.CompareAndSwap(false, true) {
 		go ls.search()
 	}
 	return nil
 }
+
+// release gives back the connection take returned.
+func (ls *loneSender) release() { ls.inUse.Store(false) }
 
 // drop lets go of lc after a call through it failed other than by a
 // reply of the server's (its socket timed out or broke, or the server is
@@ -184,8 +217,12 @@ func (ls *loneSender) drop(lc *loneConn) {
 func (ls *loneSender) search() {
 	defer ls.busy.Store(false)
 	defer func() { ls.nextAt.Store(time.Now().Add(loneRetry).UnixNano()) }()
+	client := ls.client.Value()
+	if client == nil {
+		return
+	}
 	for range loneTries {
-		conn := ls.client.EphemeralConn() // Close discards its connection
+		conn := client.EphemeralConn() // Close discards its connection
 		sock, err := find(conn)
 		if err != nil || sock == nil {
 			_ = conn.Close()

@@ -21,7 +21,8 @@ func waitLone(t testing.TB, s *redisStore) *loneConn {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		if lc := s.pipes.lone.conn(); lc != nil {
+		if lc := s.pipes.lone.take(); lc != nil {
+			s.pipes.lone.release()
 			return lc
 		}
 		if time.Now().After(deadline) {
@@ -136,6 +137,15 @@ func TestLoneConnClosedByServer(t *testing.T) {
 	}
 }
 
+// held reports whether s holds a connection for lone calls, ready.
+func held(s *redisStore) bool {
+	if s.pipes.lone.take() == nil {
+		return false
+	}
+	s.pipes.lone.release()
+	return true
+}
+
 // TestLoneConnPastOlderConnections: connections the client opened before
 // the store was made are not wrapped (the store's dial hook came later);
 // the store closes those it tries, so that the pool opens wrapped ones,
@@ -165,7 +175,7 @@ func TestLoneConnPastOlderConnections(t *testing.T) {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for s.pipes.lone.conn() == nil {
+	for !held(s) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no connection held after 10s; pool %+v", *c.PoolStats())
 		}
@@ -179,49 +189,55 @@ func TestLoneConnPastOlderConnections(t *testing.T) {
 	}
 }
 
-// TestLoneConnTwoStoresOneClient: two stores on one client each hold a
-// connection of their own, and the client's connections are wrapped
-// once, whatever the number of stores.
-func TestLoneConnTwoStoresOneClient(t *testing.T) {
+// TestLoneConnSharedByStoresOfAClient: the stores on one client share
+// one held connection, so that a client lends one whatever the number of
+// its stores (a policy reload makes new ones): 40 stores on a client of 8
+// connections all decide, lone and at once, exactly; the client's
+// connections are wrapped once, whatever the number of stores.
+func TestLoneConnSharedByStoresOfAClient(t *testing.T) {
 	srv := requireServer(t)
 	ctx := context.Background()
-	c := newClient(t, srv, nil)
-	var held []*loneConn
+	c := newClient(t, srv, &redis.Options{PoolSize: 8})
 	var stores []*redisStore
-	for range 2 {
-		s, err := newRedis(c, Options{Prefix: randomPrefix(t), Timeout: time.Second})
+	prefix := randomPrefix(t)
+	for range 40 {
+		s, err := newRedis(c, Options{Prefix: prefix, Timeout: time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
 		stores = append(stores, s)
-		held = append(held, waitLone(t, s))
 	}
-	if held[0].sock == held[1].sock {
-		t.Fatal("two stores hold the same connection")
+	first := waitLone(t, stores[0])
+	if _, ok := first.sock.Conn.(*capConn); ok {
+		t.Fatal("the held connection's socket is wrapped twice")
 	}
-	for _, lc := range held {
-		if _, ok := lc.sock.Conn.(*capConn); ok {
-			t.Fatal("a held connection's socket is wrapped twice")
+	if _, ok := first.sock.Conn.(sysCapConn); ok {
+		t.Fatal("the held connection's socket is wrapped twice")
+	}
+	req := store.Request{Key: "shared", Limits: []store.Limit{{Rate: 100, Period: time.Hour}}}
+	for i, s := range stores { // lone, one after the other
+		if got := waitLone(t, s); got != first {
+			t.Fatalf("store %d holds a connection of its own", i)
 		}
-		if _, ok := lc.sock.Conn.(sysCapConn); ok {
-			t.Fatal("a held connection's socket is wrapped twice")
+		if _, err := s.Take(ctx, req); err != nil {
+			t.Fatalf("store %d: lone take: %v", i, err)
 		}
 	}
-	req := store.Request{Key: "two", Limits: []store.Limit{{Rate: 10, Period: time.Hour}}}
 	var wg sync.WaitGroup
-	for _, s := range stores {
+	for _, s := range stores { // at once
 		wg.Go(func() {
-			for range 5 {
-				if _, err := s.Take(ctx, req); err != nil {
-					t.Error(err)
-				}
+			if _, err := s.Take(ctx, req); err != nil {
+				t.Error(err)
 			}
 		})
 	}
 	wg.Wait()
 	d, err := stores[0].Peek(ctx, req)
-	if err != nil || d.Remaining != 4 {
-		t.Fatalf("after 5 takes through each store: got %+v, %v; want 4 remaining of the first's 10 (its prefix alone)", d, err)
+	if err != nil || d.Remaining != 19 {
+		t.Fatalf("after 80 takes through 40 stores of one prefix: got %+v, %v; want 19 remaining", d, err)
+	}
+	if st := c.PoolStats(); st.Timeouts != 0 {
+		t.Fatalf("pool: %d waits for a connection timed out", st.Timeouts)
 	}
 }
 

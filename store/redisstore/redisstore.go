@@ -199,9 +199,9 @@ func newRedis(client redis.UniversalClient, opts Options) (*redisStore, error) {
 	s.pipes.warm.timed = s.pipes.timed
 	if opts.WarmUp >= 0 {
 		s.pipes.warm.warm(client, orDefault(opts.WarmUp, defaultWarmUp))
-		if s.pipes.lone != nil {
-			s.pipes.lone.conn() // starts the search for one in the background
-		}
+		if s.pipes.lone != nil && s.pipes.lone.take() != nil {
+			s.pipes.lone.release() // held already (another store on the client)
+		} // else the search for one has started in the background
 	}
 	var seed [8]byte
 	if _, err := crand.Read(seed[:]); err != nil {
