@@ -102,11 +102,12 @@
 // the context it is given after the command returns. Through a plain
 // client without it (a *redis.Client, not a Cluster or a Ring), lone
 // calls are sent from their callers' goroutines too, through one
-// connection of the client's pool that the store holds (taken with Conn,
-// so the client's hooks, as they were when it was taken, see its
-// commands) and whose socket deadlines it caps at each call's: the store
-// wraps the connections the client opens after New (a dial hook) and
-// finds the held one's socket by an ECHO of a nonce; a connection it
+// connection of the client's pool that the stores on the client hold
+// together, one call at a time (taken with EphemeralConn, so the client's
+// hooks, as they were when it was taken, see its commands), and whose
+// socket deadlines are capped at each call's: the store wraps the
+// connections the client opens after New (a dial hook) and finds the held
+// one's socket by an ECHO of a nonce; a connection it
 // tries that the client opened before the first store on it is closed, so
 // that the pool opens a wrapped one in its place. Until it holds one, and
 // after a call through it fails other than by a reply of the server's,
@@ -114,8 +115,9 @@
 // through the held connection ends with its reply or at its deadline (the
 // caller's, when earlier than the budget); a caller's context canceled
 // without a deadline does not cut it short, as it does a queued call's
-// wait. A call whose deadline passes before it is sent is not sent. An abandoned command may
-// still complete in Redis; the request is then recorded once, and the
+// wait; a lone call while another store's is in flight through it is
+// queued. A call whose deadline passes before it is sent is not sent. An
+// abandoned command may still complete in Redis; the request is then recorded once, and the
 // caller has already seen a timeout; a batch still reads replies that
 // come up to a second after its calls' budgets, so that a slow reply does
 // not cost its connection (a new one pays a handshake of two round trips).
