@@ -521,7 +521,7 @@ func (b *batcher) lone(c *call, start time.Time) (v any, sent bool, err error) {
 		if err != nil && (!serverReply(err) || notRun(err)) || lc.sock.closed.Load() {
 			p.lone.drop(lc)
 		}
-		if isTimeout(err) {
+		if classify(err) == "timeout" {
 			err = context.DeadlineExceeded // the capped socket's
 		}
 	}

@@ -269,11 +269,5 @@ func find(conn *redis.Conn) (sock *capConn, err error) {
 // it answered), not a failure of the connection or of the wait for it.
 func serverReply(err error) bool {
 	var re redis.Error
-	return errors.As(err, &re) && !isTimeout(err)
-}
-
-// isTimeout reports a socket deadline that passed.
-func isTimeout(err error) bool {
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
+	return errors.As(err, &re)
 }
