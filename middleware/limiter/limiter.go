@@ -319,9 +319,10 @@ type storeCall struct {
 // ([OutcomeCanceled]), an unknown tier or invalid limits from
 // Options.LimitsFunc ([OutcomeRejected], logged at error level), and an
 // empty identity or negative cost (no Outcome, nothing reported).
-func (l *Limiter) Decide(ctx context.Context, req Request) (Decision, error) {
-	var d Decision
-	err := l.decideTo(ctx, &req, &d)
+func (l *Limiter) Decide(ctx context.Context, req Request) (d Decision, err error) {
+	// Small enough to inline: the decision is built in the caller's
+	// variable, not copied out of Decide's.
+	err = l.decideTo(ctx, &req, &d)
 	return d, err
 }
 

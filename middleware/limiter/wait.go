@@ -62,12 +62,19 @@ func (o *Options) validateWait(s store.Store) error {
 // saw the admission when it was decided (with its Delay). A dry run, a
 // peek, a partial grant or a request with a DedupID does not wait; with
 // MaxWait 0 Wait is Decide.
-func (l *Limiter) Wait(ctx context.Context, req Request) (Decision, error) {
+func (l *Limiter) Wait(ctx context.Context, req Request) (d Decision, err error) {
+	// Small enough to inline: the decision is built in the caller's
+	// variable, not copied out of Wait's.
+	err = l.waitTo(ctx, &req, &d)
+	return d, err
+}
+
+// waitTo is Wait writing its decision to d, which is zero on entry.
+func (l *Limiter) waitTo(ctx context.Context, req *Request, d *Decision) error {
 	req.wait = l.maxWait > 0 && !l.dryRun && !req.Peek && !req.Partial && req.DedupID == ""
-	var d Decision
-	err := l.decideTo(ctx, &req, &d)
+	err := l.decideTo(ctx, req, d)
 	if err != nil || !d.Allowed || d.Delay <= 0 {
-		return d, err
+		return err
 	}
 	t := time.NewTimer(d.Delay)
 	defer t.Stop()
@@ -80,13 +87,13 @@ func (l *Limiter) Wait(ctx context.Context, req Request) (Decision, error) {
 	select {
 	case <-t.C:
 	case <-done:
-		l.giveBack(ctx, &d)
+		l.giveBack(ctx, d)
 		d.Allowed, d.Outcome = false, OutcomeCanceled
 		err := ctx.Err()
 		if err == nil {
 			err = context.DeadlineExceeded
 		}
-		return d, fmt.Errorf("ratekeeper: limiter %q: gave up waiting %s for a turn: %w", l.name, d.Delay, err)
+		return fmt.Errorf("ratekeeper: limiter %q: gave up waiting %s for a turn: %w", l.name, d.Delay, err)
 	}
 	d.ResetAfter = max(d.ResetAfter-d.Delay, 0)
 	if d.PerLimit != nil {
@@ -96,7 +103,7 @@ func (l *Limiter) Wait(ctx context.Context, req Request) (Decision, error) {
 		}
 		d.PerLimit = per
 	}
-	return d, nil
+	return nil
 }
 
 // giveBack gives back the place d reserved, on the store that reserved
