@@ -11,20 +11,55 @@
 // behind holds the key: a store copies a lent key before keeping it
 // beyond the call ([Copier]), and the middleware gives a request's state
 // back only when neither the decision nor the context went anywhere.
+//
+// The same memory carries the instant of the request's decision
+// ([Buffer.Stamp], [At]): the decision core reads the clock once for its
+// Reset time, and the memory store, which reads the same clock, takes
+// that reading instead of a second one of its own.
 package keybuf
 
 import (
 	"context"
+	"time"
 	"unsafe"
 )
 
 // Size is the length of the longest key a Buffer holds.
 const Size = 32
 
-// Buffer is memory for one store key. Its zero value is ready to lend.
+// Buffer is memory for one store key, and the instant the decision core
+// read its clock for the request. Its zero value is ready to lend.
 type Buffer struct {
-	b    [Size]byte
-	lent bool
+	b       [Size]byte
+	lent    bool
+	stamped bool
+	at      time.Duration // since base, when stamped
+}
+
+// base is the reading of the clock the instants of Buffers count from,
+// so that a Buffer holds no pointer (a time.Time's Location): the
+// middleware clears its Buffers for every request.
+var base = time.Now()
+
+// Stamp records t, a reading of the monotonic clock (as time.Now's), as
+// the instant of the request's decision: a store that reads the same
+// clock takes it instead of reading it again ([At]). Only the decision
+// core stamps, and only when its clock is the real one.
+func (b *Buffer) Stamp(t time.Time) { b.at, b.stamped = t.Sub(base), true }
+
+// At returns the instant ctx's decision was stamped with ([Buffer.Stamp]),
+// with its monotonic reading, or false when ctx lends no Buffer or its
+// Buffer holds no instant.
+func At(ctx context.Context) (time.Time, bool) {
+	l, ok := ctx.(Lender)
+	if !ok {
+		return time.Time{}, false
+	}
+	b := l.KeyBuffer()
+	if !b.stamped {
+		return time.Time{}, false
+	}
+	return base.Add(b.at), true
 }
 
 // Lend returns the buffer's memory, empty with capacity [Size], the first

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 	"unsafe"
 )
 
@@ -47,5 +48,35 @@ func TestHolds(t *testing.T) {
 				t.Fatalf("Holds: got %t, want %t", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestStamp: a stamped Buffer gives its instant back, with the monotonic
+// reading intact; an unstamped one, a cleared one and a context that
+// lends nothing give none.
+func TestStamp(t *testing.T) {
+	l := &lender{Context: context.Background()}
+	if _, ok := At(l); ok {
+		t.Fatal("At of an unstamped Buffer: got an instant, want none")
+	}
+	now := time.Now()
+	later := now.Add(90 * time.Minute) // keeps the monotonic reading
+	l.b.Stamp(later)
+	at, ok := At(l)
+	if !ok {
+		t.Fatal("At of a stamped Buffer: got none, want its instant")
+	}
+	if d := at.Sub(now); d != 90*time.Minute {
+		t.Fatalf("At: got an instant %s after the reading it was made from, want 1h30m0s", d)
+	}
+	if at.Round(0) == at {
+		t.Fatal("At: got an instant without a monotonic reading")
+	}
+	l.b = Buffer{}
+	if _, ok := At(l); ok {
+		t.Fatal("At of a cleared Buffer: got an instant, want none")
+	}
+	if _, ok := At(context.Background()); ok {
+		t.Fatal("At of a context that lends nothing: got an instant, want none")
 	}
 }

@@ -3,6 +3,7 @@ package limiter
 import (
 	"context"
 	"strings"
+	"time"
 	"unsafe"
 
 	"github.com/ratekeeper/ratekeeper/internal/keybuf"
@@ -39,11 +40,12 @@ func StoreKey(policy, tier, identity string) string {
 	return policy + "/" + tier + ":" + identity
 }
 
-// storeKey is [StoreKey] for a request of l: built in the memory the
-// request's context lends (see package internal/keybuf) when the limiter's
-// stores copy the keys they keep and the key fits, else in a string of
-// its own.
-func (l *Limiter) storeKey(ctx context.Context, tier, identity string) string {
+// storeKey is [StoreKey] for a request of l, decided at now: built in the
+// memory the request's context lends (see package internal/keybuf) when
+// the limiter's stores copy the keys they keep and the key fits, else in a
+// string of its own. The lent memory carries now when it is a reading of
+// the real clock.
+func (l *Limiter) storeKey(ctx context.Context, now time.Time, tier, identity string) string {
 	if !l.lendKeys {
 		return StoreKey(l.name, tier, identity)
 	}
@@ -51,7 +53,11 @@ func (l *Limiter) storeKey(ctx context.Context, tier, identity string) string {
 	if !ok {
 		return StoreKey(l.name, tier, identity)
 	}
-	b := lender.KeyBuffer().Lend()
+	kb := lender.KeyBuffer()
+	if l.stamp {
+		kb.Stamp(now)
+	}
+	b := kb.Lend()
 	n := len(l.name) + 1 + len(identity)
 	if tier != "" {
 		n += 1 + len(tier)

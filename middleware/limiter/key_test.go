@@ -1,6 +1,14 @@
 package limiter
 
-import "testing"
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/ratekeeper/ratekeeper/internal/keybuf"
+	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/store/memstore"
+)
 
 func TestSplitStoreKeyReadsWhatStoreKeyBuilds(t *testing.T) {
 	for _, tc := range []struct{ policy, tier, identity string }{
@@ -22,5 +30,60 @@ func TestSplitStoreKeyReadsWhatStoreKeyBuilds(t *testing.T) {
 		if p, tier, id, ok := SplitStoreKey(key); ok {
 			t.Errorf("SplitStoreKey(%q): got %q, %q, %q, true; want ok false", key, p, tier, id)
 		}
+	}
+}
+
+// lendingCtx lends its key buffer, as the middleware's light state does.
+type lendingCtx struct {
+	context.Context
+	b keybuf.Buffer
+}
+
+func (c *lendingCtx) KeyBuffer() *keybuf.Buffer { return &c.b }
+
+// TestDecisionStampsRealClock: a decision whose context lends memory to a
+// memory store stamps it with the instant the limiter read its clock, the
+// instant of its Reset, so that the store does not read the clock again;
+// a limiter with its own Options.Clock stamps nothing (the store's clock
+// is not its clock).
+func TestDecisionStampsRealClock(t *testing.T) {
+	lim := []store.Limit{{Rate: 10, Period: time.Minute}}
+	s, err := memstore.New(memstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := New(s, Options{Name: "api", Limits: lim})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := &lendingCtx{Context: context.Background()}
+	before := time.Now()
+	d, err := l.Decide(ctx, Request{Identity: "alice"})
+	after := time.Now()
+	if err != nil || !d.Allowed {
+		t.Fatalf("Decide: got allowed %t, error %v; want admitted", d.Allowed, err)
+	}
+	at, ok := keybuf.At(ctx)
+	if !ok {
+		t.Fatal("real clock: the lent memory holds no instant, want the decision's")
+	}
+	if at.Before(before) || at.After(after) {
+		t.Fatalf("stamped instant %s: want between %s and %s", at, before, after)
+	}
+	if want := at.Add(d.ResetAfter); !d.Reset.Equal(want) {
+		t.Fatalf("Reset: got %s, want the stamped instant plus ResetAfter, %s", d.Reset, want)
+	}
+
+	fixed := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	l, err = New(s, Options{Name: "api", Limits: lim, Clock: func() time.Time { return fixed }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx = &lendingCtx{Context: context.Background()}
+	if _, err := l.Decide(ctx, Request{Identity: "bob"}); err != nil {
+		t.Fatal(err)
+	}
+	if at, ok := keybuf.At(ctx); ok {
+		t.Fatalf("Options.Clock: the lent memory holds instant %s, want none", at)
 	}
 }

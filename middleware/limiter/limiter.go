@@ -45,6 +45,7 @@ type Limiter struct {
 	locate      store.NodeLocator // the store's, when it has one
 	slots       *slots            // the in-flight cap, nil without one (inflight.go)
 	lendKeys    bool              // the stores copy lent keys they keep (keybuf.Copier)
+	stamp       bool              // lendKeys, and now is the real clock: lent memory carries its reading
 	lastWarn    atomic.Int64      // unix nanos of the last store-failure warning
 	lastError   atomic.Int64      // unix nanos of the last misconfiguration error
 	lastRepair  atomic.Int64      // unix nanos of the last repaired-state warning
@@ -192,6 +193,7 @@ func New(s store.Store, o Options) (*Limiter, error) {
 	}
 	l.locate, _ = s.(store.NodeLocator)
 	l.lendKeys = copiesKeys(s) && (o.Fallback == nil || copiesKeys(o.Fallback))
+	l.stamp = l.lendKeys && o.Clock == nil
 	tiers := o.Tiers
 	rateless := len(tiers) == 0 && len(o.Limits) == 0
 	switch {
@@ -409,9 +411,10 @@ func (l *Limiter) reportUnlessPeek(ctx context.Context, req *Request, e *Event) 
 	}
 }
 
-// storeRequest is the store request for req under set, taking need units.
-func (l *Limiter) storeRequest(ctx context.Context, req *Request, d *Decision, set *limitSet, need int64, sr *store.Request) {
-	*sr = store.Request{Key: l.storeKey(ctx, d.Tier, req.Identity), Limits: set.limits, Cost: need, CountDenied: l.countDenied, ApplyOverride: l.overrides, Partial: req.Partial}
+// storeRequest is the store request for req under set, taking need units,
+// decided at now.
+func (l *Limiter) storeRequest(ctx context.Context, req *Request, d *Decision, set *limitSet, need int64, now time.Time, sr *store.Request) {
+	*sr = store.Request{Key: l.storeKey(ctx, now, d.Tier, req.Identity), Limits: set.limits, Cost: need, CountDenied: l.countDenied, ApplyOverride: l.overrides, Partial: req.Partial}
 	if req.wait {
 		sr.MaxWait = l.maxWait
 	}
@@ -430,8 +433,8 @@ func (l *Limiter) storeRequest(ctx context.Context, req *Request, d *Decision, s
 func (l *Limiter) decide(ctx context.Context, req *Request, d *Decision, set *limitSet) error {
 	d.Limits, d.Headers = set.limits, set.fields
 	var sr store.Request
-	l.storeRequest(ctx, req, d, set, d.Cost-max(req.Charged, 0), &sr)
 	now := l.now()
+	l.storeRequest(ctx, req, d, set, d.Cost-max(req.Charged, 0), now, &sr)
 	sd := &d.Decision
 	call, err := l.call(ctx, &sr, now, req.Peek, sd)
 	if err == nil && sd.Duplicate {

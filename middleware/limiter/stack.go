@@ -207,18 +207,18 @@ func (s *Stack) Decide(ctx context.Context, reqs []Request) ([]Decision, int, er
 // decideAll decides parts together in the store.
 func (s *Stack) decideAll(ctx context.Context, ds []Decision, parts []stackPart) ([]Decision, int, error) {
 	sreqs := make([]store.Request, len(parts))
+	nows := make([]time.Time, len(parts))
+	for n := range parts {
+		nows[n] = s.ls[parts[n].i].now()
+	}
 	for n := range parts {
 		p := &parts[n]
 		l := s.ls[p.i]
-		l.storeRequest(ctx, p.req, &p.d, p.set, p.d.Cost-max(p.req.Charged, 0), &sreqs[n])
+		l.storeRequest(ctx, p.req, &p.d, p.set, p.d.Cost-max(p.req.Charged, 0), nows[n], &sreqs[n])
 		if err := sreqs[n].Validate(); err != nil {
 			ds[p.i], err = l.fail(ctx, p.req, p.d, err, storeCall{})
 			return ds, p.i, err
 		}
-	}
-	nows := make([]time.Time, len(parts))
-	for n := range parts {
-		nows[n] = s.ls[parts[n].i].now()
 	}
 	md, call, err := s.call(ctx, sreqs, nows[0])
 	if err != nil {

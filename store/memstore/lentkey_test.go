@@ -77,3 +77,47 @@ func TestNewRecordCopiesLentKey(t *testing.T) {
 		})
 	}
 }
+
+// TestTakeTakesStampedInstant: a plain take whose context carries the
+// instant of its decision (stamped by the decision core, which read the
+// same clock) decides at that instant instead of reading the clock again;
+// a store with its own Options.Clock ignores the stamp.
+func TestTakeTakesStampedInstant(t *testing.T) {
+	hourly := []store.Limit{{Rate: 1, Period: time.Hour}}
+	stamped := func(at time.Time) context.Context {
+		c := &lendingCtx{Context: context.Background()}
+		c.b.Stamp(at)
+		return c
+	}
+	take := func(s *memStore, ctx context.Context) bool {
+		t.Helper()
+		d, err := s.Take(ctx, store.Request{Key: "k", Limits: hourly})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.Allowed
+	}
+
+	s, err := newMem(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	if !take(s, stamped(now)) {
+		t.Fatal("first take: refused, want admitted")
+	}
+	if take(s, context.Background()) {
+		t.Fatal("second take, at the clock's instant: admitted, want refused")
+	}
+	if !take(s, stamped(now.Add(time.Hour+time.Second))) {
+		t.Fatal("take stamped an hour later: refused, want admitted (the stamp is the decision's instant)")
+	}
+
+	frozen, _ := newTestStore(t, Options{})
+	if !take(frozen, stamped(now)) {
+		t.Fatal("store with its own clock, first take: refused, want admitted")
+	}
+	if take(frozen, stamped(now.Add(time.Hour+time.Second))) {
+		t.Fatal("store with its own clock, take stamped an hour later: admitted, want refused (its clock has not moved)")
+	}
+}

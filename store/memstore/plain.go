@@ -130,7 +130,7 @@ func (s *memStore) planFor(req *store.Request) *plan {
 // which a new record must not keep.
 func (s *memStore) takePlain(ctx context.Context, req *store.Request, p *plan, d *store.Decision) error {
 	cost := contract.Cost(req)
-	now := s.now()
+	now := s.nowFor(ctx)
 	sh, h := s.locate(req.Key)
 	sh.mu.Lock()
 	now = sh.clock(now)

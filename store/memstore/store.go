@@ -136,6 +136,19 @@ func newMem(opts Options) (*memStore, error) {
 	return s, nil
 }
 
+// nowFor is now for a request with context ctx: the instant its decision
+// was stamped with (see package internal/keybuf), which the caller read
+// from the same monotonic clock as time.Since, when the store has no
+// Options.Clock; else a reading of its own.
+func (s *memStore) nowFor(ctx context.Context) int64 {
+	if s.clock == nil {
+		if at, ok := keybuf.At(ctx); ok {
+			return s.since(at.Sub(s.start))
+		}
+	}
+	return s.now()
+}
+
 // now returns the store's clock in µs since the Unix epoch: the first
 // reading plus the time elapsed since, which time.Since reads from the
 // monotonic clock alone, at half the cost of time.Now.
@@ -146,6 +159,12 @@ func (s *memStore) now() int64 {
 	} else {
 		elapsed = s.clock().Sub(s.start)
 	}
+	return s.since(elapsed)
+}
+
+// since returns the store's clock elapsed after its first reading, in µs
+// since the Unix epoch.
+func (s *memStore) since(elapsed time.Duration) int64 {
 	d := int64(elapsed) + s.startNS
 	us := d / 1000
 	if d < 0 && d%1000 != 0 {
