@@ -13,7 +13,7 @@
 // back only when neither the decision nor the context went anywhere.
 //
 // The same memory carries the instant of the request's decision
-// ([Buffer.Stamp], [At]): the decision core reads the clock once for its
+// ([Buffer.Stamp], [Since]): the decision core reads the clock once for its
 // Reset time, and the memory store, which reads the same clock, takes
 // that reading instead of a second one of its own.
 package keybuf
@@ -43,23 +43,24 @@ var base = time.Now()
 
 // Stamp records t, a reading of the monotonic clock (as time.Now's), as
 // the instant of the request's decision: a store that reads the same
-// clock takes it instead of reading it again ([At]). Only the decision
+// clock takes it instead of reading it again ([Since]). Only the decision
 // core stamps, and only when its clock is the real one.
 func (b *Buffer) Stamp(t time.Time) { b.at, b.stamped = t.Sub(base), true }
 
-// At returns the instant ctx's decision was stamped with ([Buffer.Stamp]),
-// with its monotonic reading, or false when ctx lends no Buffer or its
-// Buffer holds no instant.
-func At(ctx context.Context) (time.Time, bool) {
+// Since returns how long after t0 (a reading of the monotonic clock, as
+// time.Now's) the instant ctx's decision was stamped with
+// ([Buffer.Stamp]) falls, or false when ctx lends no Buffer or its Buffer
+// holds no instant.
+func Since(ctx context.Context, t0 time.Time) (time.Duration, bool) {
 	l, ok := ctx.(Lender)
 	if !ok {
-		return time.Time{}, false
+		return 0, false
 	}
 	b := l.KeyBuffer()
 	if !b.stamped {
-		return time.Time{}, false
+		return 0, false
 	}
-	return base.Add(b.at), true
+	return b.at - t0.Sub(base), true
 }
 
 // Lend returns the buffer's memory, empty with capacity [Size], the first

@@ -51,32 +51,28 @@ func TestHolds(t *testing.T) {
 	}
 }
 
-// TestStamp: a stamped Buffer gives its instant back, with the monotonic
-// reading intact; an unstamped one, a cleared one and a context that
-// lends nothing give none.
+// TestStamp: a stamped Buffer gives its instant back, as the time since
+// another reading of the monotonic clock; an unstamped one, a cleared one
+// and a context that lends nothing give none.
 func TestStamp(t *testing.T) {
 	l := &lender{Context: context.Background()}
-	if _, ok := At(l); ok {
-		t.Fatal("At of an unstamped Buffer: got an instant, want none")
-	}
 	now := time.Now()
+	if _, ok := Since(l, now); ok {
+		t.Fatal("Since of an unstamped Buffer: got a duration, want none")
+	}
 	later := now.Add(90 * time.Minute) // keeps the monotonic reading
 	l.b.Stamp(later)
-	at, ok := At(l)
-	if !ok {
-		t.Fatal("At of a stamped Buffer: got none, want its instant")
+	if d, ok := Since(l, now); !ok || d != 90*time.Minute {
+		t.Fatalf("Since the reading it was made from: got %s, %t; want 1h30m0s, true", d, ok)
 	}
-	if d := at.Sub(now); d != 90*time.Minute {
-		t.Fatalf("At: got an instant %s after the reading it was made from, want 1h30m0s", d)
-	}
-	if at.Round(0) == at {
-		t.Fatal("At: got an instant without a monotonic reading")
+	if d, ok := Since(l, later.Add(time.Second)); !ok || d != -time.Second {
+		t.Fatalf("Since a second after it: got %s, %t; want -1s, true", d, ok)
 	}
 	l.b = Buffer{}
-	if _, ok := At(l); ok {
-		t.Fatal("At of a cleared Buffer: got an instant, want none")
+	if _, ok := Since(l, now); ok {
+		t.Fatal("Since of a cleared Buffer: got a duration, want none")
 	}
-	if _, ok := At(context.Background()); ok {
-		t.Fatal("At of a context that lends nothing: got an instant, want none")
+	if _, ok := Since(context.Background(), now); ok {
+		t.Fatal("Since of a context that lends nothing: got a duration, want none")
 	}
 }

@@ -142,8 +142,8 @@ func newMem(opts Options) (*memStore, error) {
 // Options.Clock; else a reading of its own.
 func (s *memStore) nowFor(ctx context.Context) int64 {
 	if s.clock == nil {
-		if at, ok := keybuf.At(ctx); ok {
-			return s.since(at.Sub(s.start))
+		if elapsed, ok := keybuf.Since(ctx, s.start); ok {
+			return s.since(elapsed)
 		}
 	}
 	return s.now()
