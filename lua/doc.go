@@ -491,7 +491,11 @@
 // # State and expiry
 //
 // Every write sets a TTL in whole milliseconds, rounded up and at least 1,
-// that ends when the state can no longer change a decision:
+// that ends when the state can no longer change a decision. A window's
+// expiry is the same instant for every take in the window, so the lean
+// scripts of the fixed window and the sliding window counter set it only
+// when they start the key's window (a key that already holds the window
+// keeps the TTL its first take gave it; HSET keeps a TTL):
 //
 //   - gcra and token_bucket: one 16-byte string per limit, {ts, used} as
 //     two little-endian doubles (struct.pack '<d<d'): the time of the last

@@ -4,6 +4,9 @@
 local ws = now - math.fmod(now, p)
 local we = ws + p
 local c = 0
+-- same: the key holds this window's count, and so already the TTL a take
+-- in this window gives it (the window's end).
+local same = false
 local st = redis.pcall('HMGET', key, 'w', 'cur')
 local w, sc
 if st[1] then
@@ -14,14 +17,16 @@ if st.err or (st[1] and not (w and w >= 0 and w <= 9007199254740992
   repair(key)
 elseif w and w >= ws then
   -- w > ws only when the server clock went back: keep the newer window.
-  ws, c = w, sc
+  ws, c, same = w, sc, true
   we = ws - math.fmod(ws, p) + p
 end
 local left = we - now
 if c + cost <= cap then
   if take then
     redis.call('HSET', key, 'w', int(ws), 'cur', int(c + cost))
-    redis.call('PEXPIRE', key, int(ttl_ms(left)))
+    if not same then
+      redis.call('PEXPIRE', key, int(ttl_ms(left)))
+    end
   end
   return {1, cap - c - cost, left, 0, repaired}
 end

@@ -21,7 +21,11 @@ local life = ws + 2 * p - now
 if est + cost <= cap then
   if take then
     redis.call('HSET', key, 'w', int(ws), 'cur', int(c + cost), 'prev', int(pv))
-    redis.call('PEXPIRE', key, int(ttl_ms(life)))
+    -- A key that holds this window already has the TTL a take in this
+    -- window gives it (the end of the next window).
+    if w ~= ws then
+      redis.call('PEXPIRE', key, int(ttl_ms(life)))
+    end
   end
   -- One unit more fits once the estimate after this request has fallen
   -- by one (see sliding_window_counter.lua).

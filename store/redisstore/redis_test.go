@@ -521,3 +521,66 @@ func assertUnchanged(t *testing.T, c *redis.Client, prefix, when string, f func(
 		}
 	}
 }
+
+// TestWindowTTLSetWhenTheWindowStarts: the lean scripts of the fixed
+// window and the sliding window counter give a key its TTL when a take
+// starts the key's window, and leave it alone on the window's later takes
+// (the expiry instant a take would set is the same for the whole window).
+// A TTL set by hand in between shows which take set one.
+func TestWindowTTLSetWhenTheWindowStarts(t *testing.T) {
+	ctx := context.Background()
+	sec := time.Second.Microseconds()
+	for _, tc := range []struct {
+		alg store.Algorithm
+		end time.Duration // the TTL's end from the window's start
+	}{
+		{store.FixedWindow, 10 * time.Second},
+		{store.SlidingWindowCounter, 20 * time.Second},
+	} {
+		t.Run(tc.alg.String(), func(t *testing.T) {
+			s, clock := newClockedStore(t, aligned+sec/10, true)
+			req := store.Request{Key: "w", Limits: []store.Limit{{Algorithm: tc.alg, Rate: 100, Period: 10 * time.Second}}}
+			take := func() {
+				t.Helper()
+				if d, err := s.Take(ctx, req); err != nil || !d.Allowed {
+					t.Fatalf("take: got %+v, %v; want an admission", d, err)
+				}
+			}
+			ttl := func(key string) time.Duration {
+				t.Helper()
+				d, err := clock.c.PTTL(ctx, key).Result()
+				if err != nil {
+					t.Fatal(err)
+				}
+				return d
+			}
+			take() // starts the window, 100ms in
+			var key string
+			for _, k := range prefixKeys(t, clock.c, s.prefix) {
+				if k != clock.key {
+					key = k
+				}
+			}
+			if key == "" {
+				t.Fatal("no state key after a take")
+			}
+			want := tc.end - 100*time.Millisecond
+			if got := ttl(key); got <= want-time.Second || got > want {
+				t.Fatalf("after the window's first take: got PTTL %s, want about %s", got, want)
+			}
+			if err := clock.c.PExpire(ctx, key, time.Hour).Err(); err != nil {
+				t.Fatal(err)
+			}
+			clock.set(aligned + 5*sec) // the same window
+			take()
+			if got := ttl(key); got <= 59*time.Minute {
+				t.Fatalf("after a take later in the window: got PTTL %s, want the hour set by hand (the window's TTL is already set)", got)
+			}
+			clock.set(aligned + 10*sec + sec/10) // the next window
+			take()
+			if got := ttl(key); got <= want-time.Second || got > want {
+				t.Fatalf("after the next window's first take: got PTTL %s, want about %s", got, want)
+			}
+		})
+	}
+}
