@@ -150,10 +150,13 @@ type pipes struct {
 	// deadlines, so that a lone call may be sent from its caller's
 	// goroutine (see batcher.direct).
 	direct bool
-	// lone: through a plain client that does not, the connection lone
-	// calls are sent through from their callers' goroutines (see lone);
-	// nil for other clients.
+	// lone: through a plain client, the connection lone calls are sent
+	// through from their callers' goroutines (see lone); nil for Cluster
+	// and Ring clients.
 	lone *loneSender
+	// spin bounds how long a lone call through the held connection polls
+	// for its reply (Options.LoneSpin); 0: never.
+	spin time.Duration
 	// merge: one command may name the keys of any calls, as on a single
 	// Redis server (not a Cluster, whose keys must share a slot, nor a
 	// Ring, which sends a command to its first key's shard), so the lean
@@ -241,9 +244,7 @@ func newPipes(client redis.UniversalClient, maxBatch int, timeout time.Duration)
 	p := &pipes{client: client, maxBatch: maxBatch, ctxDeadlines: true, slowTrip: timeout / 5}
 	switch c := client.(type) {
 	case *redis.Client:
-		if !c.Options().ContextTimeoutEnabled {
-			p.lone = loneSenderOf(c) // before the hook reads it
-		}
+		p.lone = loneSenderOf(c) // before the hook reads it
 		c.AddHook(dialWatch{p})
 	case *redis.ClusterClient:
 		p.byAddr = make(map[string]*redis.Client)
@@ -502,33 +503,49 @@ func (b *batcher) giveBack() bool {
 }
 
 // lone sends c, a lone call, from its caller's goroutine (see direct) and
-// reports whether it did: through a client that cuts socket I/O at
-// context deadlines, or through the connection held for lone calls (see
-// lone), which it lets go of when the call fails other than by a reply
-// of the server's. It sends nothing while no connection is held.
+// reports whether it did: through the connection held for lone calls
+// (see lone), or, while none is held, through a client that cuts socket
+// I/O at context deadlines. It sends nothing when neither can.
 func (b *batcher) lone(c *call, start time.Time) (v any, sent bool, err error) {
 	p := b.p
-	if p.direct {
+	var lc *loneConn
+	if p.lone != nil {
+		lc = p.lone.take()
+	}
+	switch {
+	case lc != nil:
+		v, err = b.held(c, start, lc)
+	case p.direct:
 		v, err = b.direct(c, start, b.client, p.client, nil)
-	} else {
-		lc := p.lone.take()
-		if lc == nil {
-			return nil, false, nil
-		}
-		defer p.lone.release()
-		// Any reroute stays on the connection, whose deadlines are capped.
-		v, err = b.direct(c, start, lc.conn, lc.conn, lc.sock)
-		if err != nil && (!serverReply(err) || notRun(err)) || lc.sock.closed.Load() {
-			p.lone.drop(lc)
-		}
-		if classify(err) == "timeout" {
-			err = context.DeadlineExceeded // the capped socket's
-		}
+	default:
+		return nil, false, nil
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		err = p.budgetError(b, start) // as for a queued call
 	}
 	return v, true, err
+}
+
+// held sends c through lc, the held connection, which it lets go of when
+// the call fails other than by a reply of the server's. The call's reply
+// is polled for (see poll) while polls catch their replies (see spinFor).
+func (b *batcher) held(c *call, start time.Time, lc *loneConn) (v any, err error) {
+	ls := b.p.lone
+	defer ls.release()
+	spin := ls.spinFor(b.p.spin)
+	lc.sock.startSpin(spin)
+	// Any reroute stays on the connection, whose deadlines are capped.
+	v, err = b.direct(c, start, lc.conn, lc.conn, lc.sock)
+	caught := lc.sock.stopSpin()
+	if err != nil && (!serverReply(err) || notRun(err)) || lc.sock.closed.Load() {
+		ls.drop(lc)
+	} else if spin > 0 {
+		ls.spun(caught)
+	}
+	if classify(err) == "timeout" {
+		err = context.DeadlineExceeded // the capped socket's
+	}
+	return v, err
 }
 
 // direct sends the lone call c from its caller's goroutine through node

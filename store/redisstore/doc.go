@@ -91,31 +91,36 @@
 // which on a slow server would cost it the budget.
 // Callers wait on their own timer, so a stalled socket (go-redis does not
 // cut a socket read at the context deadline unless ContextTimeoutEnabled
-// is set) holds the sending goroutine, never the request. A client with
-// ContextTimeoutEnabled does cut socket I/O, and the wait for a pooled
-// connection, at the context's deadline: through such a client a call
-// made while nothing is queued or in flight for its node is sent from the
-// caller's goroutine, which saves waking two goroutines (the sender,
-// then the caller) per lone call; when the caller's context can never be
-// cancelled, the call's deadline context and timer are reused from one
-// such call to the next, so a go-redis hook on the client must not keep
-// the context it is given after the command returns. Through a plain
-// client without it (a *redis.Client, not a Cluster or a Ring), lone
-// calls are sent from their callers' goroutines too, through one
-// connection of the client's pool that the stores on the client hold
-// together, one call at a time (taken with EphemeralConn, so the client's
-// hooks, as they were when it was taken, see its commands), and whose
-// socket deadlines are capped at each call's: the store wraps the
-// connections the client opens after New (a dial hook) and finds the held
-// one's socket by an ECHO of a nonce; a connection it
-// tries that the client opened before the first store on it is closed, so
-// that the pool opens a wrapped one in its place. Until it holds one, and
-// after a call through it fails other than by a reply of the server's,
-// lone calls are queued and another is sought in the background. A call
-// through the held connection ends with its reply or at its deadline (the
-// caller's, when earlier than the budget); a caller's context canceled
-// without a deadline does not cut it short, as it does a queued call's
-// wait; a lone call while another store's is in flight through it is
+// is set) holds the sending goroutine, never the request. A call made
+// while nothing is queued or in flight for its node (a lone call) is sent
+// from its caller's goroutine instead, which saves waking two goroutines
+// (the sender, then the caller). Through a plain *redis.Client it goes
+// through one connection of the client's pool that the stores on the
+// client hold together, one call at a time (taken with EphemeralConn, so
+// the client's hooks, as they were when it was taken, see its commands),
+// and whose socket deadlines are capped at each call's: the store wraps
+// the connections the client opens after New (a dial hook) and finds the
+// held one's socket by an ECHO of a nonce; a connection it tries that the
+// client opened before the first store on it is closed, so that the pool
+// opens a wrapped one in its place. A lone call through the held
+// connection polls its socket for the reply for up to [Options.LoneSpin]
+// (100 µs) before it sleeps, which on a host whose cores go idle between
+// calls saves the caller's two wake-ups, often more than a nearby
+// server's round trip; it polls only while most polls catch their reply.
+// Until the store holds a connection, and after a call through it fails
+// other than by a reply of the server's, another is sought in the
+// background, and lone calls are sent through the client's pool by their
+// callers when the client cuts socket I/O and the wait for a pooled
+// connection at the context's deadline (ContextTimeoutEnabled), as they
+// always are through such a Cluster or Ring client, and queued
+// otherwise. When the caller's context can never be cancelled, a lone
+// call's deadline context and timer are reused from one call to the
+// next, so a go-redis hook on the client must not keep the context it is
+// given after the command returns. A call through the held connection
+// ends with its reply or at its deadline (the caller's, when earlier
+// than the budget); a caller's context canceled without a deadline does
+// not cut it short, as it does a queued call's wait; a lone call while
+// another store's is in flight through it is
 // queued. A call whose deadline passes before it is sent is not sent. An
 // abandoned command may still complete in Redis; the request is then recorded once, and the
 // caller has already seen a timeout; a batch still reads replies that

@@ -28,8 +28,10 @@ import (
 // (3 s) whatever the context says, and a caller that sent through it would
 // wait that long on a stalled server.
 //
-// Through a plain default client (not a Cluster or a Ring) the store
-// therefore sends lone calls through a connection of its own, taken from
+// Through a plain client (not a Cluster or a Ring), with or without
+// ContextTimeoutEnabled, the store sends lone calls through a
+// connection of its own, which also lets a call poll its socket for the
+// reply instead of sleeping (see poll, spinFor), taken from
 // the client's pool with Conn (so the client's hooks see its commands),
 // whose socket deadlines it caps at each call's deadline. It finds that
 // connection's socket by a nonce: every connection the client opens after
@@ -37,8 +39,8 @@ import (
 // the wrapper whose Write carries the nonce of an ECHO sent through the
 // held connection is its socket. Until one is found (a connection opened
 // before the store, the server down), and after the held connection fails,
-// lone calls are queued as through any client, and another is sought in
-// the background. A connection tried that is not a wrapped one was opened
+// lone calls are sent or queued as through a Cluster client, and another
+// is sought in the background. A connection tried that is not a wrapped one was opened
 // before the first store on the client: it is closed, so that the pool
 // opens a wrapped one in its place.
 
@@ -72,6 +74,29 @@ type capConn struct {
 	// deadline of the lone call being sent through it), or 0.
 	limit  atomic.Int64
 	closed atomic.Bool
+	// spin is how long, in nanoseconds, a read of the lone call in flight
+	// may poll the socket before it sleeps (see poll); 0 when none may.
+	spin atomic.Int64
+	// missed is set when a poll's window passed before its data came.
+	missed atomic.Bool
+	// raw is the socket's raw connection, nil when it has none.
+	raw syscall.RawConn
+	// onPoll, when set (by tests), is called for every read that polls.
+	onPoll func()
+}
+
+// startSpin lets the reads of the call about to be sent poll for at most
+// window each (0: not at all).
+func (c *capConn) startSpin(window time.Duration) {
+	c.missed.Store(false)
+	c.spin.Store(int64(window))
+}
+
+// stopSpin ends the polling startSpin allowed and reports whether every
+// poll caught its data within the window.
+func (c *capConn) stopSpin() bool {
+	c.spin.Store(0)
+	return !c.missed.Load()
 }
 
 // sysCapConn is a capConn of a socket that implements syscall.Conn, which
@@ -94,6 +119,7 @@ func wrapConn(conn net.Conn) (net.Conn, *capConn) {
 	}
 	c := &capConn{Conn: conn}
 	if sys, ok := conn.(syscall.Conn); ok {
+		c.raw, _ = sys.SyscallConn()
 		return sysCapConn{c, sys}, c
 	}
 	return c, c
@@ -106,6 +132,26 @@ func (c *capConn) Write(b []byte) (int, error) {
 		pr.found.CompareAndSwap(nil, c)
 	}
 	return c.Conn.Write(b)
+}
+
+// Read implements net.Conn. A read of a lone call's reply first polls the
+// socket (see poll), for at most the call's spin and never past its
+// deadline.
+func (c *capConn) Read(b []byte) (int, error) {
+	if w := c.spin.Load(); w > 0 && c.raw != nil {
+		until := time.Now().Add(time.Duration(w))
+		if l := c.limit.Load(); l != 0 && l < until.UnixNano() {
+			until = time.Unix(0, l)
+		}
+		if c.onPoll != nil {
+			c.onPoll()
+		}
+		if n, ok, err := poll(c.raw, b, until); ok {
+			return n, err
+		}
+		c.missed.Store(true)
+	}
+	return c.Conn.Read(b)
 }
 
 // capped returns t, or the limit when one is set and t is later or none.
@@ -160,6 +206,45 @@ type loneSender struct {
 	// nanos before which no other starts.
 	busy   atomic.Bool
 	nextAt atomic.Int64
+	// hits is the recent share of polled calls whose reply came within
+	// their window, in 1/spinScale; skipped counts the calls not polled
+	// (see spinFor).
+	hits    atomic.Int32
+	skipped atomic.Int32
+}
+
+// A held connection's lone calls poll for their replies (see poll) while
+// most recent polls caught theirs: hits, an average that weighs the
+// latest poll 1/8, stays at or above spinKeep. A server farther than the
+// window (its replies come after it) soon stops the polling, which would
+// only burn the window's CPU before sleeping; from then on one lone call
+// in spinProbe polls, to find out when replies come sooner again.
+const (
+	spinScale = 1024
+	spinKeep  = spinScale / 2
+	spinProbe = 16
+)
+
+// spinFor returns how long the next call through ls's connection may
+// poll for its reply: window (0: never) while polls catch their replies,
+// else window for one call in spinProbe and 0 for the others.
+func (ls *loneSender) spinFor(window time.Duration) time.Duration {
+	if window <= 0 || ls.hits.Load() >= spinKeep || ls.skipped.Add(1)%spinProbe == 0 {
+		return window
+	}
+	return 0
+}
+
+// spun records whether a polled call's reply came within its window.
+// Calls through the held connection take turns, so no two update hits at
+// once.
+func (ls *loneSender) spun(caught bool) {
+	h := ls.hits.Load()
+	h -= h / 8
+	if caught {
+		h += spinScale / 8
+	}
+	ls.hits.Store(h)
 }
 
 // loneSenders maps a client to the lone sender of its stores; an entry
@@ -172,7 +257,9 @@ func loneSenderOf(c *redis.Client) *loneSender {
 	if v, ok := loneSenders.Load(key); ok {
 		return v.(*loneSender)
 	}
-	v, loaded := loneSenders.LoadOrStore(key, &loneSender{client: key})
+	ls := &loneSender{client: key}
+	ls.hits.Store(spinScale)
+	v, loaded := loneSenders.LoadOrStore(key, ls)
 	if !loaded {
 		runtime.AddCleanup(c, func(k weak.Pointer[redis.Client]) { loneSenders.Delete(k) }, key)
 	}

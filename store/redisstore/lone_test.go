@@ -32,17 +32,18 @@ func waitLone(t testing.TB, s *redisStore) *loneConn {
 	}
 }
 
-// TestLoneSenderOnlyWithoutContextDeadlines: only a plain client that does
-// not cut socket I/O at context deadlines gets a lone sender; a client that
-// does sends lone calls itself, and a Cluster or a Ring client queues them.
-func TestLoneSenderOnlyWithoutContextDeadlines(t *testing.T) {
+// TestLoneSenderOfPlainClients: a plain client gets a lone sender, whether
+// or not it cuts socket I/O at context deadlines; a Cluster or a Ring
+// client does not (the first sends lone calls itself when it cuts socket
+// I/O, and queues them otherwise, as the second).
+func TestLoneSenderOfPlainClients(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		client redis.UniversalClient
 		want   bool
 	}{
 		{"default client", redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}), true},
-		{"ContextTimeoutEnabled", redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true}), false},
+		{"ContextTimeoutEnabled", redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true}), true},
 		{"ring", redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": "127.0.0.1:1"}}), false},
 	} {
 		t.Cleanup(func() { tc.client.Close() })
@@ -321,5 +322,86 @@ func TestLoneConnOutlivesItsCalls(t *testing.T) {
 	}
 	if d, q := h.direct.Load(), h.queued.Load(); d != 4 || q != 0 {
 		t.Fatalf("4 lone takes: %d sent by the caller, %d by a flusher; want all 4 by the caller", d, q)
+	}
+}
+
+// TestSpinGate: a held connection's lone calls poll while their polls
+// catch their replies; after a run of misses (a server farther than the
+// window) only one call in spinProbe polls, and polling comes back once
+// those probes catch their replies again. No window means no polling.
+func TestSpinGate(t *testing.T) {
+	const w = 100 * time.Microsecond
+	ls := &loneSender{}
+	ls.hits.Store(spinScale)
+	if got := ls.spinFor(0); got != 0 {
+		t.Fatalf("without a window: spinFor = %s, want 0", got)
+	}
+	for i := range 3 {
+		if got := ls.spinFor(w); got != w {
+			t.Fatalf("call %d, polls catching: spinFor = %s, want %s", i, got, w)
+		}
+		ls.spun(true)
+	}
+	misses := 0
+	for ls.spinFor(w) == w {
+		ls.spun(false)
+		if misses++; misses > 20 {
+			t.Fatal("still polling after 20 misses in a row")
+		}
+	}
+	if misses < 3 {
+		t.Fatalf("polling stopped after %d misses; a miss or two in a run of catches must not stop it", misses)
+	}
+	polled := 0
+	for range 10 * spinProbe {
+		if ls.spinFor(w) == w {
+			polled++
+			ls.spun(false)
+		}
+	}
+	if polled < 9 || polled > 11 {
+		t.Fatalf("with replies beyond the window: %d of %d calls polled, want one in %d", polled, 10*spinProbe, spinProbe)
+	}
+	probes := 0
+	for ls.hits.Load() < spinKeep {
+		if ls.spinFor(w) == w {
+			ls.spun(true)
+			if probes++; probes > 8 {
+				t.Fatal("polling did not come back after 8 probes that caught their replies")
+			}
+		}
+	}
+	for i := range 3 {
+		if got := ls.spinFor(w); got != w {
+			t.Fatalf("call %d after %d probes caught their replies: spinFor = %s, want %s", i, probes, got, w)
+		}
+		ls.spun(true)
+	}
+}
+
+// TestLonePollWithinBudget: a lone take polling with a window far longer
+// than its budget, against a paused server, still times out within the
+// budget.
+func TestLonePollWithinBudget(t *testing.T) {
+	srv := privateServer(t)
+	ctx := context.Background()
+	c := newClient(t, srv, nil)
+	s, err := newRedis(c, Options{Prefix: randomPrefix(t), Timeout: 100 * time.Millisecond, LoneSpin: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := store.Request{Key: "paused", Limits: []store.Limit{{Rate: 10, Period: time.Hour}}}
+	waitLone(t, s)
+	if _, err := s.Take(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	admin := newClient(t, srv, nil)
+	if err := admin.Do(ctx, "CLIENT", "PAUSE", 1000, "ALL").Err(); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err = s.Take(ctx, req)
+	if elapsed := time.Since(start); store.KindOf(err) != "timeout" || elapsed > 250*time.Millisecond {
+		t.Fatalf("lone take polling against a paused server: got %v after %s, want a timeout within the 100ms budget", err, elapsed)
 	}
 }

@@ -3,6 +3,10 @@
 package redisstore
 
 import (
+	"io"
+	"net"
+	"os"
+	"runtime"
 	"syscall"
 	"time"
 )
@@ -35,4 +39,45 @@ func alive(c *capConn) bool {
 		return true
 	})
 	return err == nil && open
+}
+
+// poll reads into b from the socket of raw without sleeping, until at
+// most until: it calls read(2) on the non-blocking socket again and again,
+// letting other goroutines run in between, until data or an error comes.
+// ok is false when until passed first, or the socket could not be
+// polled (its deadline passed, it was closed): the caller then reads as
+// usual, which sleeps until data comes or the deadline passes.
+//
+// On a host whose cores go idle between a lone call and its reply, a
+// caller that sleeps pays for waking up twice, its thread and then its
+// goroutine, often more than the round trip itself; polling stays awake.
+func poll(raw syscall.RawConn, b []byte, until time.Time) (n int, ok bool, err error) {
+	if len(b) == 0 {
+		return 0, false, nil
+	}
+	var errno error
+	if raw.Read(func(fd uintptr) bool {
+		for {
+			n, errno = syscall.Read(int(fd), b)
+			switch {
+			case errno == syscall.EINTR:
+				continue
+			case errno != syscall.EAGAIN && errno != syscall.EWOULDBLOCK:
+				ok = true
+				return true
+			case !time.Now().Before(until):
+				return true
+			}
+			runtime.Gosched()
+		}
+	}) != nil || !ok {
+		return 0, false, nil
+	}
+	switch {
+	case errno != nil:
+		return 0, true, &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", errno)}
+	case n == 0:
+		return 0, true, io.EOF
+	}
+	return n, true, nil
 }

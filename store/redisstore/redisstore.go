@@ -28,6 +28,7 @@ const (
 	defaultClusterReload = time.Second
 	defaultMaxBatch      = 128
 	defaultDenyCacheSize = 65536
+	defaultLoneSpin      = 100 * time.Microsecond
 )
 
 // Options configures the store [New] returns. The zero value selects every default; New
@@ -71,6 +72,19 @@ type Options struct {
 	// which would send the other keys' state to the wrong server.
 	// Cluster and Ring clients always send one call per decision.
 	OneCallEach bool
+	// LoneSpin bounds how long a lone call, one made through a
+	// *redis.Client while nothing else is queued or in flight to Redis,
+	// polls its socket for the reply before it sleeps until the reply
+	// comes. A caller that sleeps pays for waking up twice, its thread
+	// and then its goroutine, which on a host whose cores go idle between
+	// calls costs more than a nearby server's round trip; one that polls
+	// stays awake, and spends less CPU than the wake-ups would when the
+	// reply comes within the window. The store polls only while most
+	// polls catch their reply (a distant server's never come within the
+	// window), and then tries again on one lone call in 16. Zero means
+	// 100µs; negative never polls. Cluster and Ring clients, and
+	// platforms without raw socket access (Windows), never poll.
+	LoneSpin time.Duration
 	// Logger receives the store's warnings (an unsafe eviction policy,
 	// see EvictionPolicy). Nil means slog.Default().
 	Logger *slog.Logger
@@ -188,6 +202,9 @@ func newRedis(client redis.UniversalClient, opts Options) (*redisStore, error) {
 		s.reloadEvery = orDefault(opts.ClusterReload, defaultClusterReload)
 	}
 	s.pipes = newPipes(client, maxBatch, s.timeout)
+	if opts.LoneSpin >= 0 {
+		s.pipes.spin = orDefault(opts.LoneSpin, defaultLoneSpin)
+	}
 	if opts.OneCallEach {
 		s.pipes.merge.Store(false)
 	}

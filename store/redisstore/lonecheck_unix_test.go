@@ -1,0 +1,139 @@
+//go:build linux || darwin || dragonfly || freebsd || netbsd || openbsd || solaris || illumos
+
+package redisstore
+
+import (
+	"context"
+	"io"
+	"net"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratekeeper/ratekeeper/store"
+)
+
+// TestPoll: poll returns data already waiting and data that comes within
+// its time, gives up when that time passes first (or at once when the
+// socket's deadline has passed) so that the caller sleeps in an ordinary
+// read instead, and reports a closed peer as io.EOF.
+func TestPoll(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	peers := make(chan net.Conn, 1)
+	go func() {
+		if c, err := l.Accept(); err == nil {
+			peers <- c
+		}
+	}()
+	conn, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	peer := <-peers
+	raw, err := conn.(syscall.Conn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 16)
+
+	start := time.Now()
+	n, ok, err := poll(raw, buf, start.Add(20*time.Millisecond))
+	if ok || err != nil || time.Since(start) < 20*time.Millisecond {
+		t.Fatalf("nothing sent: poll = %d, %t, %v after %s; want to give up after 20ms", n, ok, err, time.Since(start))
+	}
+	if _, err := peer.Write([]byte("+PONG\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(10 * time.Millisecond)
+	if n, ok, err := poll(raw, buf, time.Now()); !ok || err != nil || string(buf[:n]) != "+PONG\r\n" {
+		t.Fatalf("data waiting: poll = %q, %t, %v; want it read, even with no time left", buf[:n], ok, err)
+	}
+	go func() {
+		time.Sleep(5 * time.Millisecond)
+		peer.Write([]byte(":1\r\n"))
+	}()
+	if n, ok, err := poll(raw, buf, time.Now().Add(5*time.Second)); !ok || err != nil || string(buf[:n]) != ":1\r\n" {
+		t.Fatalf("data sent within the time: poll = %q, %t, %v; want it read", buf[:n], ok, err)
+	}
+	if err := conn.SetReadDeadline(time.Now().Add(-time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	start = time.Now()
+	if n, ok, err := poll(raw, buf, start.Add(5*time.Second)); ok || err != nil || time.Since(start) > time.Second {
+		t.Fatalf("deadline passed: poll = %d, %t, %v after %s; want to give up at once", n, ok, err, time.Since(start))
+	}
+	if err := conn.SetReadDeadline(time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	peer.Close()
+	if n, ok, err := poll(raw, buf, time.Now().Add(5*time.Second)); !ok || err != io.EOF || n != 0 {
+		t.Fatalf("peer closed: poll = %d, %t, %v; want io.EOF", n, ok, err)
+	}
+}
+
+// TestLonePolls: lone takes through the held connection poll for their
+// replies and decide exactly, through a default client and through one
+// with ContextTimeoutEnabled; a store whose window no reply can meet
+// soon polls only one call in spinProbe, and one with a negative LoneSpin
+// never polls.
+func TestLonePolls(t *testing.T) {
+	srv := requireServer(t)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name  string
+		ctxTO bool
+		spin  time.Duration
+	}{
+		{"default client", false, 50 * time.Millisecond},
+		{"ContextTimeoutEnabled", true, 50 * time.Millisecond},
+		{"window too short", false, time.Nanosecond},
+		{"never", false, -1},
+	} {
+		c := newClient(t, srv, &redis.Options{ContextTimeoutEnabled: tc.ctxTO})
+		s, err := newRedis(c, Options{Prefix: randomPrefix(t), Timeout: time.Second, LoneSpin: tc.spin})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lc := waitLone(t, s)
+		ls := s.pipes.lone
+		var reads atomic.Int64
+		lc.sock.onPoll = func() { reads.Add(1) }
+		const n = 64
+		req := store.Request{Key: "polled", Limits: []store.Limit{{Rate: n, Period: time.Hour}}}
+		for i := range n {
+			d, err := s.Take(ctx, req)
+			if err != nil || !d.Allowed || d.Remaining != int64(n-1-i) {
+				t.Fatalf("%s: take %d: got %+v, %v; want admitted with %d remaining", tc.name, i, d, err, n-1-i)
+			}
+		}
+		if d, err := s.Take(ctx, req); err != nil || d.Allowed {
+			t.Fatalf("%s: take past the limit: got %+v, %v; want refused", tc.name, d, err)
+		}
+		if s.pipes.lone.cur.Load() != lc {
+			t.Fatalf("%s: the held connection was let go of", tc.name)
+		}
+		got := reads.Load()
+		switch tc.spin {
+		case 50 * time.Millisecond:
+			if got < n || ls.hits.Load() < spinKeep {
+				t.Fatalf("%s: %d polled reads for %d takes (hits %d); want every take polled, catching its reply", tc.name, got, n+1, ls.hits.Load())
+			}
+		case time.Nanosecond:
+			if got < 3 || got > 3+n/spinProbe+6 || ls.hits.Load() >= spinKeep {
+				t.Fatalf("%s: %d polled reads for %d takes (hits %d); want a few, then one take in %d", tc.name, got, n+1, ls.hits.Load(), spinProbe)
+			}
+		default:
+			if got != 0 {
+				t.Fatalf("%s: %d polled reads; want none", tc.name, got)
+			}
+		}
+	}
+}
