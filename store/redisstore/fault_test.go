@@ -26,11 +26,13 @@ func privateServer(t *testing.T) *server {
 
 // dropProxy forwards TCP to a Redis server and, while drops > 0, closes
 // the connection instead of delivering the reply to a script call: the
-// command ran, the client sees a broken connection and re-sends it.
+// command ran, the client sees a broken connection and re-sends it. It
+// delivers every reply delay (nanoseconds) late: a distant server.
 type dropProxy struct {
 	l      net.Listener
 	target string
 	drops  atomic.Int32
+	delay  atomic.Int64
 	wg     sync.WaitGroup
 }
 
@@ -97,6 +99,7 @@ func (p *dropProxy) handle(c net.Conn) {
 				s.Close()
 				return
 			}
+			time.Sleep(time.Duration(p.delay.Load()))
 			if _, werr := c.Write(buf[:n]); werr != nil {
 				err = werr
 			}

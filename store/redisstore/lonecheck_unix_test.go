@@ -81,9 +81,9 @@ func TestPoll(t *testing.T) {
 
 // TestLonePolls: lone takes through the held connection poll for their
 // replies and decide exactly, through a default client and through one
-// with ContextTimeoutEnabled; a store whose window no reply can meet
-// soon polls only one call in spinProbe, and one with a negative LoneSpin
-// never polls.
+// with ContextTimeoutEnabled; through a server farther than the window
+// (a proxy that delivers each reply 2ms late) the store soon polls only
+// one call in spinProbe, and one with a negative LoneSpin never polls.
 func TestLonePolls(t *testing.T) {
 	srv := requireServer(t)
 	ctx := context.Background()
@@ -94,10 +94,16 @@ func TestLonePolls(t *testing.T) {
 	}{
 		{"default client", false, 50 * time.Millisecond},
 		{"ContextTimeoutEnabled", true, 50 * time.Millisecond},
-		{"window too short", false, time.Nanosecond},
+		{"distant server", false, 200 * time.Microsecond},
 		{"never", false, -1},
 	} {
 		c := newClient(t, srv, &redis.Options{ContextTimeoutEnabled: tc.ctxTO})
+		if tc.name == "distant server" {
+			p := newDropProxy(t, srv.addr)
+			p.delay.Store(int64(2 * time.Millisecond))
+			c = redis.NewClient(&redis.Options{Addr: p.l.Addr().String()})
+			t.Cleanup(func() { c.Close() })
+		}
 		s, err := newRedis(c, Options{Prefix: randomPrefix(t), Timeout: time.Second, LoneSpin: tc.spin})
 		if err != nil {
 			t.Fatal(err)
@@ -126,7 +132,7 @@ func TestLonePolls(t *testing.T) {
 			if got < n || ls.hits.Load() < spinKeep {
 				t.Fatalf("%s: %d polled reads for %d takes (hits %d); want every take polled, catching its reply", tc.name, got, n+1, ls.hits.Load())
 			}
-		case time.Nanosecond:
+		case 200 * time.Microsecond:
 			if got < 3 || got > 3+n/spinProbe+6 || ls.hits.Load() >= spinKeep {
 				t.Fatalf("%s: %d polled reads for %d takes (hits %d); want a few, then one take in %d", tc.name, got, n+1, ls.hits.Load(), spinProbe)
 			}
