@@ -295,7 +295,16 @@ type client interface {
 }
 
 func (p *pipes) newBatcher(c client) *batcher {
-	return &batcher{p: p, client: c, idle: make(chan struct{})}
+	b := &batcher{p: p, client: c, idle: make(chan struct{})}
+	b.busyFn = b.busy
+	return b
+}
+
+// busy reports that calls are queued for b's node or sent by another
+// sender than the lone caller's: a lone call's caller then stops polling
+// for its reply (see capConn.startSpin).
+func (b *batcher) busy() bool {
+	return b.head.Load() != nil || b.flushers.Load() > 1
 }
 
 // forKey returns the batcher of the node that serves key's slot.
@@ -415,6 +424,7 @@ var beforeWait func(*call)
 type batcher struct {
 	p      *pipes
 	client client
+	busyFn func() bool // b.busy, made once
 
 	// Queued calls form a lock-free stack (newest first, linked through
 	// call.next): a burst of callers never queues on a mutex.
@@ -533,7 +543,7 @@ func (b *batcher) held(c *call, start time.Time, lc *loneConn) (v any, err error
 	ls := b.p.lone
 	defer ls.release()
 	spin := ls.spinFor(b.p.spin)
-	lc.sock.startSpin(spin)
+	lc.sock.startSpin(spin, b.busyFn)
 	// Any reroute stays on the connection, whose deadlines are capped.
 	v, err = b.direct(c, start, lc.conn, lc.conn, lc.sock)
 	caught := lc.sock.stopSpin()

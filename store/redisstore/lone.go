@@ -79,16 +79,23 @@ type capConn struct {
 	spin atomic.Int64
 	// missed is set when a poll's window passed before its data came.
 	missed atomic.Bool
-	// raw is the socket's raw connection, nil when it has none.
-	raw syscall.RawConn
+	// busy reports, for the call in flight, that other calls wait behind
+	// it (see startSpin).
+	busy func() bool
+	// poller polls the socket; nil when it has no raw connection.
+	poller *poller
 	// onPoll, when set (by tests), is called for every read that polls.
 	onPoll func()
 }
 
 // startSpin lets the reads of the call about to be sent poll for at most
-// window each (0: not at all).
-func (c *capConn) startSpin(window time.Duration) {
+// window each (0: not at all), and while busy (nil: never) reports
+// nothing else for the CPU to do: once calls queue behind a lone one, the
+// process is busy, and a caller that polls on would take a core from
+// them (and, on a shared host, from Redis).
+func (c *capConn) startSpin(window time.Duration, busy func() bool) {
 	c.missed.Store(false)
+	c.busy = busy
 	c.spin.Store(int64(window))
 }
 
@@ -119,7 +126,9 @@ func wrapConn(conn net.Conn) (net.Conn, *capConn) {
 	}
 	c := &capConn{Conn: conn}
 	if sys, ok := conn.(syscall.Conn); ok {
-		c.raw, _ = sys.SyscallConn()
+		if raw, err := sys.SyscallConn(); err == nil {
+			c.poller = newPoller(raw)
+		}
 		return sysCapConn{c, sys}, c
 	}
 	return c, c
@@ -138,7 +147,7 @@ func (c *capConn) Write(b []byte) (int, error) {
 // socket (see poll), for at most the call's spin and never past its
 // deadline.
 func (c *capConn) Read(b []byte) (int, error) {
-	if w := c.spin.Load(); w > 0 && c.raw != nil {
+	if w := c.spin.Load(); w > 0 && c.poller != nil {
 		until := time.Now().Add(time.Duration(w))
 		if l := c.limit.Load(); l != 0 && l < until.UnixNano() {
 			until = time.Unix(0, l)
@@ -146,7 +155,7 @@ func (c *capConn) Read(b []byte) (int, error) {
 		if c.onPoll != nil {
 			c.onPoll()
 		}
-		if n, ok, err := poll(c.raw, b, until); ok {
+		if n, ok, err := c.poller.poll(b, until, c.busy); ok {
 			return n, err
 		}
 		c.missed.Store(true)

@@ -405,3 +405,28 @@ func TestLonePollWithinBudget(t *testing.T) {
 		t.Fatalf("lone take polling against a paused server: got %v after %s, want a timeout within the 100ms budget", err, elapsed)
 	}
 }
+
+// TestBatcherBusy: a lone call's caller polls on while it is the node's
+// only sender and nothing is queued; another sender, or a queued call,
+// makes the node busy.
+func TestBatcherBusy(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	t.Cleanup(func() { c.Close() })
+	b := newPipes(c, 128, time.Second).one
+	if !b.enter() {
+		t.Fatal("an idle batcher refused the lone caller's slot")
+	}
+	if b.busyFn() {
+		t.Fatal("busy with only the lone caller sending")
+	}
+	b.flushers.Add(1)
+	if !b.busyFn() {
+		t.Fatal("not busy with another sender")
+	}
+	b.flushers.Add(-1)
+	b.head.Store(&call{})
+	if !b.busyFn() {
+		t.Fatal("not busy with a call queued")
+	}
+	b.head.Store(nil)
+}

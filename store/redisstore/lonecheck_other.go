@@ -12,6 +12,11 @@ import (
 // sent through it, which fails.
 func alive(*capConn) bool { return true }
 
-// poll reads nothing here: a read of a lone call's reply sleeps until the
-// reply comes, as any other read.
-func poll(syscall.RawConn, []byte, time.Time) (int, bool, error) { return 0, false, nil }
+// poller polls nothing here: a read of a lone call's reply sleeps until
+// the reply comes, as any other read.
+type poller struct{}
+
+func newPoller(syscall.RawConn) *poller { return nil }
+
+// poll reads nothing (see poller).
+func (*poller) poll([]byte, time.Time, func() bool) (int, bool, error) { return 0, false, nil }

@@ -41,43 +41,69 @@ func alive(c *capConn) bool {
 	return err == nil && open
 }
 
-// poll reads into b from the socket of raw without sleeping, until at
-// most until: it calls read(2) on the non-blocking socket again and again,
+// poller polls one socket (see poll). Its fields past fn are those of
+// the read in progress: a socket's reads take turns, and the function
+// given to the raw connection is made once, not per read.
+type poller struct {
+	raw   syscall.RawConn
+	fn    func(fd uintptr) bool // p.try
+	b     []byte
+	until time.Time
+	busy  func() bool // nil: never
+	n     int
+	errno error
+	ok    bool
+}
+
+func newPoller(raw syscall.RawConn) *poller {
+	p := &poller{raw: raw}
+	p.fn = p.try
+	return p
+}
+
+// poll reads into b from the socket without sleeping, until at most
+// until: it calls read(2) on the non-blocking socket again and again,
 // letting other goroutines run in between, until data or an error comes.
-// ok is false when until passed first, or the socket could not be
-// polled (its deadline passed, it was closed): the caller then reads as
+// ok is false when until passed first, or busy (nil: never) reported
+// that other work wants the CPU (calls queued behind this one), or the
+// socket could not be polled (its deadline passed, it was closed): the caller then reads as
 // usual, which sleeps until data comes or the deadline passes.
 //
 // On a host whose cores go idle between a lone call and its reply, a
 // caller that sleeps pays for waking up twice, its thread and then its
 // goroutine, often more than the round trip itself; polling stays awake.
-func poll(raw syscall.RawConn, b []byte, until time.Time) (n int, ok bool, err error) {
+func (p *poller) poll(b []byte, until time.Time, busy func() bool) (n int, ok bool, err error) {
 	if len(b) == 0 {
 		return 0, false, nil
 	}
-	var errno error
-	if raw.Read(func(fd uintptr) bool {
-		for {
-			n, errno = syscall.Read(int(fd), b)
-			switch {
-			case errno == syscall.EINTR:
-				continue
-			case errno != syscall.EAGAIN && errno != syscall.EWOULDBLOCK:
-				ok = true
-				return true
-			case !time.Now().Before(until):
-				return true
-			}
-			runtime.Gosched()
-		}
-	}) != nil || !ok {
-		return 0, false, nil
-	}
+	p.b, p.until, p.busy, p.n, p.errno, p.ok = b, until, busy, 0, nil, false
+	err = p.raw.Read(p.fn)
+	n, ok, errno := p.n, p.ok, p.errno
+	p.b, p.busy = nil, nil
 	switch {
+	case err != nil || !ok:
+		return 0, false, nil
 	case errno != nil:
 		return 0, true, &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", errno)}
 	case n == 0:
 		return 0, true, io.EOF
 	}
 	return n, true, nil
+}
+
+// try is poll's function of the socket's descriptor.
+func (p *poller) try(fd uintptr) bool {
+	for {
+		n, errno := syscall.Read(int(fd), p.b)
+		switch {
+		case errno == syscall.EINTR:
+			continue
+		case errno != syscall.EAGAIN && errno != syscall.EWOULDBLOCK:
+			p.n, p.errno, p.ok = max(n, 0), errno, true
+			return true
+		case !time.Now().Before(p.until), p.busy != nil && p.busy():
+			return true
+		}
+		runtime.Gosched()
+	}
 }

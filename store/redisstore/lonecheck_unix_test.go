@@ -17,9 +17,10 @@ import (
 )
 
 // TestPoll: poll returns data already waiting and data that comes within
-// its time, gives up when that time passes first (or at once when the
-// socket's deadline has passed) so that the caller sleeps in an ordinary
-// read instead, and reports a closed peer as io.EOF.
+// its time; it gives up when that time passes first, when it is told the
+// process is busy, or at once when the socket's deadline has passed, so
+// that the caller sleeps in an ordinary read instead; and it reports a
+// closed peer as io.EOF.
 func TestPoll(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -42,10 +43,11 @@ func TestPoll(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	pl := newPoller(raw)
 	buf := make([]byte, 16)
 
 	start := time.Now()
-	n, ok, err := poll(raw, buf, start.Add(20*time.Millisecond))
+	n, ok, err := pl.poll(buf, start.Add(20*time.Millisecond), nil)
 	if ok || err != nil || time.Since(start) < 20*time.Millisecond {
 		t.Fatalf("nothing sent: poll = %d, %t, %v after %s; want to give up after 20ms", n, ok, err, time.Since(start))
 	}
@@ -53,28 +55,33 @@ func TestPoll(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(10 * time.Millisecond)
-	if n, ok, err := poll(raw, buf, time.Now()); !ok || err != nil || string(buf[:n]) != "+PONG\r\n" {
+	if n, ok, err := pl.poll(buf, time.Now(), nil); !ok || err != nil || string(buf[:n]) != "+PONG\r\n" {
 		t.Fatalf("data waiting: poll = %q, %t, %v; want it read, even with no time left", buf[:n], ok, err)
 	}
 	go func() {
 		time.Sleep(5 * time.Millisecond)
 		peer.Write([]byte(":1\r\n"))
 	}()
-	if n, ok, err := poll(raw, buf, time.Now().Add(5*time.Second)); !ok || err != nil || string(buf[:n]) != ":1\r\n" {
+	if n, ok, err := pl.poll(buf, time.Now().Add(5*time.Second), nil); !ok || err != nil || string(buf[:n]) != ":1\r\n" {
 		t.Fatalf("data sent within the time: poll = %q, %t, %v; want it read", buf[:n], ok, err)
+	}
+	start = time.Now()
+	busy := func() bool { return time.Since(start) > 10*time.Millisecond }
+	if n, ok, err := pl.poll(buf, start.Add(5*time.Second), busy); ok || err != nil || time.Since(start) > time.Second {
+		t.Fatalf("busy after 10ms: poll = %d, %t, %v after %s; want to give up then", n, ok, err, time.Since(start))
 	}
 	if err := conn.SetReadDeadline(time.Now().Add(-time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	start = time.Now()
-	if n, ok, err := poll(raw, buf, start.Add(5*time.Second)); ok || err != nil || time.Since(start) > time.Second {
+	if n, ok, err := pl.poll(buf, start.Add(5*time.Second), nil); ok || err != nil || time.Since(start) > time.Second {
 		t.Fatalf("deadline passed: poll = %d, %t, %v after %s; want to give up at once", n, ok, err, time.Since(start))
 	}
 	if err := conn.SetReadDeadline(time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	peer.Close()
-	if n, ok, err := poll(raw, buf, time.Now().Add(5*time.Second)); !ok || err != io.EOF || n != 0 {
+	if n, ok, err := pl.poll(buf, time.Now().Add(5*time.Second), nil); !ok || err != io.EOF || n != 0 {
 		t.Fatalf("peer closed: poll = %d, %t, %v; want io.EOF", n, ok, err)
 	}
 }
