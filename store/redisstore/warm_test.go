@@ -80,7 +80,7 @@ func testSlowRedisAtStart(t *testing.T, ctxDeadlines bool) {
 	// only logged. What does not depend on timing is
 	// asserted exactly: no script is sent with its source (the scripts
 	// were loaded), and a connection is opened only to replace one whose
-	// read a timed-out call cut.
+	// read a timed-out call cut, or the one held for lone calls.
 	for _, round := range []struct {
 		name          string
 		n, quiet, max int
@@ -94,8 +94,11 @@ func testSlowRedisAtStart(t *testing.T, ctxDeadlines bool) {
 		if n > bound {
 			t.Errorf("%s: got %d of %d takes degraded, want at most %d (first error: %v)", round.name, n, round.n, bound, err)
 		}
-		if opened > n {
-			t.Errorf("%s: got %d connections opened, want none beyond the %d degraded takes", round.name, opened, n)
+		// One more may replace the connection the store holds for lone
+		// calls, which it takes from the pool (see lone) while the
+		// first takes run.
+		if opened > n+1 {
+			t.Errorf("%s: got %d connections opened, want at most one beyond the %d degraded takes", round.name, opened, n)
 		}
 	}
 	if n := proxy.Evals(); n > 0 {
