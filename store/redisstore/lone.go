@@ -40,9 +40,9 @@ import (
 // held connection is its socket. Until one is found (a connection opened
 // before the store, the server down), and after the held connection fails,
 // lone calls are sent or queued as through a Cluster client, and another
-// is sought in the background. A connection tried that is not a wrapped one was opened
-// before the first store on the client: it is closed, so that the pool
-// opens a wrapped one in its place.
+// is sought in the background. A connection tried that is not a wrapped
+// one was opened before the first store on the client: it is closed, so
+// that the pool opens a wrapped one in its place.
 
 // loneRetry is how soon after a search for a held connection that failed
 // or found none the next may start; loneTries is how many connections one
@@ -103,6 +103,7 @@ func (c *capConn) startSpin(window time.Duration, busy func() bool) {
 // poll caught its data within the window.
 func (c *capConn) stopSpin() bool {
 	c.spin.Store(0)
+	c.busy = nil
 	return !c.missed.Load()
 }
 

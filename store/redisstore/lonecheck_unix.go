@@ -66,8 +66,9 @@ func newPoller(raw syscall.RawConn) *poller {
 // letting other goroutines run in between, until data or an error comes.
 // ok is false when until passed first, or busy (nil: never) reported
 // that other work wants the CPU (calls queued behind this one), or the
-// socket could not be polled (its deadline passed, it was closed): the caller then reads as
-// usual, which sleeps until data comes or the deadline passes.
+// socket could not be polled (its deadline passed, it was closed): the
+// caller then reads as usual, which sleeps until data comes or the
+// deadline passes.
 //
 // On a host whose cores go idle between a lone call and its reply, a
 // caller that sleeps pays for waking up twice, its thread and then its
