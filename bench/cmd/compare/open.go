@@ -59,7 +59,7 @@ func runOpen(ctx context.Context, cfg config, e *env, w io.Writer, logf func(str
 	// A client with go-redis's defaults, as an application's would be.
 	rdb := redis.NewClient(&redis.Options{Addr: e.rdb.Options().Addr, ContextTimeoutEnabled: cfg.ctxDeadline})
 	defer rdb.Close()
-	rs, err := redisstore.New(rdb, redisstore.Options{Prefix: e.prefix()})
+	rs, err := redisstore.New(rdb, redisstore.Options{Prefix: e.prefix(), LoneSpin: cfg.loneSpin})
 	if err != nil {
 		return err
 	}
@@ -203,8 +203,8 @@ func (p openProbe) since(now openProbe, res *openResult) {
 // writeOpen writes the open-loop result as a markdown table.
 func writeOpen(w io.Writer, cfg config, g group, r *openResult) {
 	fmt.Fprintf(w, "## Open loop: %.0f requests/s through the middleware on Redis\n\n", cfg.rate)
-	fmt.Fprintf(w, "%s measured after %s, %d identities, ContextTimeoutEnabled %t, GOMAXPROCS %d, %s. Latency is ServeHTTP of the middleware in front of an empty handler (the latency it adds); \"from schedule\" also counts how late the request's goroutine started.\n\n",
-		cfg.duration, cfg.warmup, g.keys, cfg.ctxDeadline, runtime.GOMAXPROCS(0), runtime.Version())
+	fmt.Fprintf(w, "%s measured after %s, %d identities, ContextTimeoutEnabled %t, LoneSpin %s, GOMAXPROCS %d, %s. Latency is ServeHTTP of the middleware in front of an empty handler (the latency it adds); \"from schedule\" also counts how late the request's goroutine started.\n\n",
+		cfg.duration, cfg.warmup, g.keys, cfg.ctxDeadline, loneSpinText(cfg.loneSpin), runtime.GOMAXPROCS(0), runtime.Version())
 	fmt.Fprintln(w, "| | p50 | p99 | p99.9 | max |")
 	fmt.Fprintln(w, "|---|---|---|---|---|")
 	for _, row := range []struct {
@@ -216,4 +216,15 @@ func writeOpen(w io.Writer, cfg config, g group, r *openResult) {
 	}
 	fmt.Fprintf(w, "\n%d requests, %d degraded (503); dispatcher at most %s late; %d GCs, longest pause %s; goroutine scheduling latency p99.9 %s, max %s; %d connections opened, %d waits for a pooled connection (%s in all); %.2f goroutines started per request by the middleware and the store.\n",
 		r.n, r.errs, fmtDur(r.lagMax), r.gcs, fmtDur(r.gcMax), fmtDur(r.sched), fmtDur(r.schedMax), r.dials, r.waits, fmtDur(r.waited), float64(r.goroutines)/float64(max(r.n, 1)))
+}
+
+// loneSpinText describes the open loop's LoneSpin setting.
+func loneSpinText(d time.Duration) string {
+	switch {
+	case d == 0:
+		return "default"
+	case d < 0:
+		return "off"
+	}
+	return d.String()
 }
