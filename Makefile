@@ -38,6 +38,10 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # here one module at a time.
 MODULES := middleware/grpc metrics/otel examples/grpc
 
+# LINT_GOOS: the other systems every module must build and vet on (lint),
+# so that a contributor on macOS or Windows can build and run the tests.
+LINT_GOOS ?= darwin windows
+
 BENCH ?= .
 BENCHTIME ?= 1s
 
@@ -98,7 +102,7 @@ bench-compare: setup ## ratekeeper beside other Go limiters on a private redis-s
 redis-image: setup ## build the local Redis image from /usr/bin/redis-server (idempotent)
 	scripts/build-redis-image.sh $(REDIS_IMAGE)
 
-lint: ## gofmt must report nothing; go vet and staticcheck in every module; integration_test/go.mod and MODULES tidy
+lint: ## gofmt must report nothing; go vet and staticcheck in every module, vet for LINT_GOOS too; integration_test/go.mod and MODULES tidy
 	@out="$$(gofmt -l .)"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	cd integration_test && $(GO) vet ./...
@@ -106,6 +110,12 @@ lint: ## gofmt must report nothing; go vet and staticcheck in every module; inte
 	$(GO) run $(STATICCHECK) ./...
 	cd integration_test && $(GO) run $(STATICCHECK) ./...
 	@cd integration_test && $(GO) mod tidy -diff || { echo "integration_test/go.mod is not tidy: run (cd integration_test && go mod tidy)"; exit 1; }
+	@for os in $(LINT_GOOS); do \
+		for m in . integration_test bench $(MODULES); do \
+			echo "cd $$m && GOOS=$$os go vet ./..."; \
+			(cd $$m && GOOS=$$os $(GO) vet ./...) || exit 1; \
+		done; \
+	done
 	@for m in $(MODULES); do \
 		echo "cd $$m && vet, staticcheck, tidy"; \
 		(cd $$m && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./...) || exit 1; \

@@ -23,7 +23,6 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -32,8 +31,18 @@ import (
 	"github.com/ratekeeper/ratekeeper/store/storetest"
 )
 
-// Binary is the redis-server the tests run.
-const Binary = "/usr/bin/redis-server"
+// binary returns the redis-server the tests run: the first on PATH, else
+// /usr/bin/redis-server (Debian's, where CI installs it).
+func binary() (string, error) {
+	if p, err := exec.LookPath("redis-server"); err == nil {
+		return p, nil
+	}
+	const debian = "/usr/bin/redis-server"
+	if _, err := os.Stat(debian); err != nil {
+		return "", fmt.Errorf("no redis-server to test against (none on PATH): %w", err)
+	}
+	return debian, nil
+}
 
 // Server is a redis-server process started by a test.
 type Server struct {
@@ -73,14 +82,15 @@ func Start(args ...string) (*Server, error) {
 // test that must know the address before the server runs (a client
 // started while Redis is down).
 func StartAt(port string, args ...string) (*Server, error) {
-	if _, err := os.Stat(Binary); err != nil {
-		return nil, fmt.Errorf("no redis-server to test against: %w", err)
+	bin, err := binary()
+	if err != nil {
+		return nil, err
 	}
-	cmd := exec.Command(Binary, append([]string{"--port", port, "--bind", "127.0.0.1",
+	cmd := exec.Command(bin, append([]string{"--port", port, "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no", "--daemonize", "no", "--loglevel", "warning"}, args...)...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	setParentDeathSignal(cmd)
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", Binary, err)
+		return nil, fmt.Errorf("start %s: %w", bin, err)
 	}
 	s := &Server{Addr: "127.0.0.1:" + port, cmd: cmd}
 	if err := s.waitReady(3 * time.Second); err != nil {
@@ -131,18 +141,20 @@ func (s *Server) ping() error {
 // server first.
 func (s *Server) Stop() {
 	if s.cmd.Process != nil {
-		_ = s.cmd.Process.Signal(syscall.SIGCONT)
+		_ = s.Resume()
 		_ = s.cmd.Process.Kill()
 		_ = s.cmd.Wait()
 	}
 }
 
 // Pause stops the server process (SIGSTOP): connections stay open and
-// nothing is answered, as with a Redis that hangs.
-func (s *Server) Pause() error { return s.cmd.Process.Signal(syscall.SIGSTOP) }
+// nothing is answered, as with a Redis that hangs. Where there is no
+// SIGSTOP (Windows) it returns an error.
+func (s *Server) Pause() error { return signalStop(s.cmd.Process) }
 
-// Resume continues a paused server (SIGCONT).
-func (s *Server) Resume() error { return s.cmd.Process.Signal(syscall.SIGCONT) }
+// Resume continues a paused server (SIGCONT). Where there is no SIGCONT
+// (Windows) it returns an error.
+func (s *Server) Resume() error { return signalCont(s.cmd.Process) }
 
 // Required reports whether tests must fail rather than skip when no
 // server can run (RATEKEEPER_REQUIRE_REDIS=1).

@@ -8,8 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -92,15 +90,6 @@ func usedMemory(ctx context.Context, rdb *redis.Client) (int64, error) {
 		return 0, err
 	}
 	return strconv.ParseInt(v, 10, 64)
-}
-
-// processCPU returns the CPU time (user plus system) this process has used.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // cpuModel returns the processor's model name from /proc/cpuinfo, or "".

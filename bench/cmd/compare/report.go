@@ -144,9 +144,12 @@ func (gp *groupPlan) row(i, rr, ping int, redis bool) []string {
 		}
 		return row
 	}
-	redisCol, scriptCol := "-", "-"
+	redisCol, scriptCol, clientCol := "-", "-", "-"
 	if redis {
 		redisCol, scriptCol = fmtMicros(median(rcpu)), fmtMicros(median(scpu))
+	}
+	if clientCPUMeasured {
+		clientCol = fmtMicros(median(ccpu))
 	}
 	adm := fmt.Sprintf("%.3g%%", 100*float64(admitted)/float64(decisions))
 	if errs > 0 {
@@ -161,7 +164,7 @@ func (gp *groupPlan) row(i, rr, ping int, redis bool) []string {
 		strconv.FormatFloat(median(allocs), 'f', 1, 64),
 		redisCol,
 		scriptCol,
-		fmtMicros(median(ccpu)),
+		clientCol,
 		adm,
 	}
 }
