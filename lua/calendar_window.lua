@@ -20,3 +20,13 @@ local function window(i, t)
   end
   return b[3], b[4]
 end
+
+-- window_period is window.lua's: 0 for a calendar limit, whose windows do
+-- not start at multiples of a period, so that the lean script of one limit
+-- sets its own TTL on such a key.
+local function window_period(i)
+  if bounds[i] then
+    return 0
+  end
+  return period[i]
+end

@@ -508,10 +508,16 @@
 //     trimmed (ZREMRANGEBYRANK) to its newest (largest rate + cost) units,
 //     which leaves every decision and retry time unchanged and bounds the
 //     set under a flood; expires one longest period after its newest unit.
-//   - sliding_window_counter: one hash {w, cur, prev} per limit, w the start
-//     of the window cur counts; expires at the end of the window after w.
-//   - fixed_window: one hash {w, cur} per limit; expires at the end of
-//     window w (a calendar window's end for a calendar limit).
+//   - sliding_window_counter: one hash {w, cur, prev, p} per limit, w the
+//     start of the window cur counts; expires at the end of the window
+//     after w. p is the period (µs) the TTL was set for: a lean take keeps
+//     the TTL of a key that holds its window only when p is its period
+//     (a reload may change a named limit's period, not its key). Every
+//     script that sets the TTL writes p; keys written before p existed
+//     lack it, and get their TTL set again.
+//   - fixed_window: one hash {w, cur, p} per limit; expires at the end of
+//     window w (a calendar window's end for a calendar limit, whose p is
+//     0). p as for the sliding window counter.
 //   - override: a string ("exempt", "suspend" or "scale:<factor>"), PX
 //     the override's duration; written by the store's SetOverride, never
 //     by a script.

@@ -1,7 +1,8 @@
--- fixed_window.lua: state[i] is a hash {w, cur} for limit i: the start w
+-- fixed_window.lua: state[i] is a hash {w, cur, p} for limit i: the start w
 -- of the window (microseconds, from window: a multiple of the period, or a
--- calendar window's start) and the units cur counted in it. Window
--- algorithms count up to the capacity, the rate.
+-- calendar window's start), the units cur counted in it, and the period p
+-- the key's TTL was set for (window_period; see doc.go). Window algorithms
+-- count up to the capacity, the rate.
 local start, stop, cur = {}, {}, {}
 for i = 1, n do
   local r = cap[i]
@@ -53,7 +54,7 @@ end
 -- or a refused one whose attempts count.
 local function record()
   for i = 1, n do
-    redis.call('HSET', state[i], 'w', int(start[i]), 'cur', int(cur[i]))
+    redis.call('HSET', state[i], 'w', int(start[i]), 'cur', int(cur[i]), 'p', int(window_period(i)))
     redis.call('PEXPIRE', state[i], int(ttl_ms(stop[i] - now)))
   end
 end

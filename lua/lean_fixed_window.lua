@@ -5,9 +5,13 @@ local ws = now - math.fmod(now, p)
 local we = ws + p
 local c = 0
 -- same: the key holds this window's count, and so already the TTL a take
--- in this window gives it (the window's end).
+-- in this window gives it (the window's end). Only a key whose last take
+-- ran under this period (field p, which only this script writes) has it:
+-- after a reload that changed the period of a named limit, the window
+-- kept below can be one the old period started, whose key expires at the
+-- old window's end.
 local same = false
-local st = redis.pcall('HMGET', key, 'w', 'cur')
+local st = redis.pcall('HMGET', key, 'w', 'cur', 'p')
 local w, sc
 if st[1] then
   w, sc = tonumber(st[1]), tonumber(st[2])
@@ -16,14 +20,15 @@ if st.err or (st[1] and not (w and w >= 0 and w <= 9007199254740992
     and sc and sc >= 0 and sc <= 9007199254740992)) then
   repair(key)
 elseif w and w >= ws then
-  -- w > ws only when the server clock went back: keep the newer window.
-  ws, c, same = w, sc, true
+  -- w > ws only when the server clock went back (or the period grew):
+  -- keep the newer window.
+  ws, c, same = w, sc, tonumber(st[3]) == p
   we = ws - math.fmod(ws, p) + p
 end
 local left = we - now
 if c + cost <= cap then
   if take then
-    redis.call('HSET', key, 'w', int(ws), 'cur', int(c + cost))
+    redis.call('HSET', key, 'w', int(ws), 'cur', int(c + cost), 'p', int(p))
     if not same then
       redis.call('PEXPIRE', key, int(ttl_ms(left)))
     end

@@ -314,10 +314,10 @@ for j = 1, np do
   if all then
     if take then
       if k == FIXED_WINDOW then
-        redis.call('HSET', key, 'w', int(q.w), 'cur', int(q.n))
+        redis.call('HSET', key, 'w', int(q.w), 'cur', int(q.n), 'p', int(q.p))
         redis.call('PEXPIRE', key, int(ttl_ms(q.life1)))
       elseif k == SLIDING_WINDOW_COUNTER then
-        redis.call('HSET', key, 'w', int(q.w), 'cur', int(q.n), 'prev', int(q.pv))
+        redis.call('HSET', key, 'w', int(q.w), 'cur', int(q.n), 'prev', int(q.pv), 'p', int(q.p))
         redis.call('PEXPIRE', key, int(ttl_ms(q.life1)))
       elseif k == SLIDING_WINDOW_LOG then
         -- Units outside the window go first, then this request's, named

@@ -4,7 +4,7 @@
 -- reply has a sixth integer: the time until one unit more is admitted
 -- (µs).
 local w, sc, spv
-local st = redis.pcall('HMGET', key, 'w', 'cur', 'prev')
+local st = redis.pcall('HMGET', key, 'w', 'cur', 'prev', 'p')
 if st[1] then
   w, sc, spv = tonumber(st[1]), tonumber(st[2]), tonumber(st[3])
 end
@@ -20,10 +20,12 @@ local est = estimate(now, ws, p, c, pv)
 local life = ws + 2 * p - now
 if est + cost <= cap then
   if take then
-    redis.call('HSET', key, 'w', int(ws), 'cur', int(c + cost), 'prev', int(pv))
-    -- A key that holds this window already has the TTL a take in this
-    -- window gives it (the end of the next window).
-    if w ~= ws then
+    redis.call('HSET', key, 'w', int(ws), 'cur', int(c + cost), 'prev', int(pv), 'p', int(p))
+    -- A key that holds this window, last taken under this period (field
+    -- p, which only this script writes), already has the TTL a take in
+    -- this window gives it (the end of the next window). After a reload
+    -- that changed the period of a named limit it has the old one's.
+    if w ~= ws or tonumber(st[4]) ~= p then
       redis.call('PEXPIRE', key, int(ttl_ms(life)))
     end
   end

@@ -111,10 +111,10 @@ local function settle_counts(alg, key, p, delta, at)
     c, pv = 0, 0
   end
   if alg == 3 then
-    redis.call('HSET', key, 'w', int(ws), 'cur', int(c + delta), 'prev', int(pv))
+    redis.call('HSET', key, 'w', int(ws), 'cur', int(c + delta), 'prev', int(pv), 'p', int(p))
     redis.call('PEXPIRE', key, int(ttl_ms(ws + 2 * p - now)))
   else
-    redis.call('HSET', key, 'w', int(ws), 'cur', int(c + delta))
+    redis.call('HSET', key, 'w', int(ws), 'cur', int(c + delta), 'p', int(p))
     redis.call('PEXPIRE', key, int(ttl_ms(ws + p - now)))
   end
 end

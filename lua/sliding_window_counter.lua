@@ -1,7 +1,8 @@
--- sliding_window_counter.lua: state[i] is a hash {w, cur, prev} for limit
+-- sliding_window_counter.lua: state[i] is a hash {w, cur, prev, p} for limit
 -- i: the start w of the window that cur counts (microseconds, a multiple of
--- the period) and the count prev of the window before it. Window algorithms
--- count up to the capacity, the rate. counter.lua precedes this file.
+-- the period), the count prev of the window before it, and the period p the
+-- key's TTL was set for (see doc.go). Window algorithms count up to the
+-- capacity, the rate. counter.lua precedes this file.
 
 local start, cur, prev = {}, {}, {}
 for i = 1, n do
@@ -66,7 +67,7 @@ end
 local function record()
   for i = 1, n do
     redis.call('HSET', state[i], 'w', int(start[i]), 'cur', int(cur[i]),
-      'prev', int(prev[i]))
+      'prev', int(prev[i]), 'p', int(period[i]))
     redis.call('PEXPIRE', state[i], int(ttl_ms(start[i] + 2 * period[i] - now)))
   end
 end

@@ -5,3 +5,11 @@ local function window(i, t)
   local ws = t - math.fmod(t, period[i])
   return ws, ws + period[i]
 end
+
+-- window_period returns what a write of limit i's state stores as its
+-- field p: the period at whose multiples its windows start. With it the
+-- lean script of one limit (lean_fixed_window.lua) knows that a key of its
+-- window already has the TTL its take would set.
+local function window_period(i)
+  return period[i]
+end
