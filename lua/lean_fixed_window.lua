@@ -22,13 +22,13 @@ if st.err or (st[1] and not (w and w >= 0 and w <= 9007199254740992
 elseif w and w >= ws then
   -- w > ws only when the server clock went back (or the period grew):
   -- keep the newer window.
-  ws, c, same = w, sc, tonumber(st[3]) == p
+  ws, c, same = w, sc, st[3] == ARGV[4]
   we = ws - math.fmod(ws, p) + p
 end
 local left = we - now
 if c + cost <= cap then
   if take then
-    redis.call('HSET', key, 'w', int(ws), 'cur', int(c + cost), 'p', int(p))
+    redis.call('HSET', key, 'w', int(ws), 'cur', int(c + cost), 'p', ARGV[4])
     if not same then
       redis.call('PEXPIRE', key, int(ttl_ms(left)))
     end

@@ -4,7 +4,11 @@
 -- block, no de-duplication id, no counted refusals. It follows common.lua
 -- and unreadable.lua and parses the lean arguments (see doc.go) into
 -- scalars: key, cost, period p and capacity cap (window algorithms count
--- up to the capacity, the rate). The algorithm file answers the lean
+-- up to the capacity, the rate). The lean fixed window and sliding window
+-- counter write ARGV[4], p as given (decimal µs, the form every script
+-- writes a period in), to a window's field p and compare it with the
+-- stored one as strings: formatting p again would cost Redis more than
+-- the field's read and write. The algorithm file answers the lean
 -- reply's integers (five, and a sixth from the log and the counter: see
 -- doc.go), with the same arithmetic as its full script.
 local cost, rate, p, cap = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
