@@ -5,11 +5,11 @@ local ws = now - math.fmod(now, p)
 local we = ws + p
 local c = 0
 -- same: the key holds this window's count, and so already the TTL a take
--- in this window gives it (the window's end). Only a key whose last take
--- ran under this period (field p, which only this script writes) has it:
--- after a reload that changed the period of a named limit, the window
--- kept below can be one the old period started, whose key expires at the
--- old window's end.
+-- in this window gives it (the window's end). Only a key whose TTL was set
+-- under this period (field p, which every script that sets the TTL
+-- writes) has it: after a reload that changed the period of a named
+-- limit, the window kept below can be one the old period started, whose
+-- key expires at the old window's end.
 local same = false
 local st = redis.pcall('HMGET', key, 'w', 'cur', 'p')
 local w, sc
