@@ -81,8 +81,8 @@ type Lender interface {
 
 // Copier is implemented by a store that copies a key held in memory a
 // request's context lends ([Holds]) before keeping it beyond the call:
-// the memory store. Only the module can name Buffer, so no store outside
-// it claims to.
+// the memory and Redis stores. Only the module can name Buffer, so no
+// store outside it claims to.
 type Copier interface {
 	CopiesLentKeys(*Buffer)
 }

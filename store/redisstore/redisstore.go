@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ratekeeper/ratekeeper/internal/keybuf"
 	"github.com/ratekeeper/ratekeeper/store"
 	"github.com/ratekeeper/ratekeeper/store/internal/contract"
 )
@@ -481,3 +482,12 @@ func (s *redisStore) failed(op string, err error) *store.BackendError {
 
 // Name returns "redis", the backend name used in metrics labels.
 func (s *redisStore) Name() string { return "redis" }
+
+// CopiesLentKeys implements keybuf.Copier: the store reads a request's key
+// only while the call that carries it runs in its caller's goroutine,
+// where it builds the Redis keys it sends (keyOf, keyBase: copies); what
+// outlives the call (a queued or abandoned script call, a cached refusal,
+// an error's text) holds those copies, never the request's memory. The
+// middleware may then lend a request's own memory for its key, which
+// saves an allocation per decision.
+func (*redisStore) CopiesLentKeys(*keybuf.Buffer) {}
