@@ -63,3 +63,37 @@ func testLimitChange(e *env, alg store.Algorithm) {
 	}
 	e.check(fmt.Sprintf("same name, %s after %s", next, alg), e.take(req(k, 1, named("r", next, 2, time.Hour))), expect{allowed: true, remaining: 1, resetAfter: -1})
 }
+
+// testPeriodChange: a limit whose period a reload changes under the same
+// Name keeps its state, and that state lives as long as the new period
+// calls for, not the old one. 2 units taken under 100 per 2 s, then one
+// under 3 per hour is admitted with none left; 4.2 s later, past every
+// expiry the 2 s period could have set, the hour's units are still used
+// and 3 more takes are refused. With KeyTTLs, the key's TTL after the
+// first hourly take reaches past the old period too. (A window store that
+// kept the TTL of a key holding the current window once let the key
+// expire at the old window's end, count and all.)
+func testPeriodChange(e *env, alg store.Algorithm) {
+	// The hourly window must not end during the test, nor the 2 s
+	// window between the first three takes.
+	e.windowRoom(alg, 15*time.Second, 2*time.Second, time.Hour)
+	short, long := named("api", alg, 100, 2*time.Second), named("api", alg, 3, time.Hour)
+	k := e.key()
+	e.allow(req(k, 1, short))
+	e.allow(req(k, 1, short))
+	e.check("first take after the period changed from 2 s to 1 h", e.take(req(k, 1, long)),
+		expect{allowed: true, remaining: 0, resetAfter: -1})
+	if e.h.KeyTTLs != nil {
+		for name, ttl := range e.storedKeys().State {
+			if ttl >= 0 && ttl < 10*time.Second {
+				e.Errorf("state key %s: TTL %v after the first take under the hourly period, want past the old 2 s period's", name, ttl)
+			}
+		}
+	}
+	e.advance(4200 * time.Millisecond)
+	for i := range 3 {
+		if d := e.take(req(k, 1, long)); d.Allowed {
+			e.Errorf("take %d, 4.2 s after the period changed: admitted with %d left; the hour's 3 units were used", i+1, d.Remaining)
+		}
+	}
+}

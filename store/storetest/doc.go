@@ -88,6 +88,10 @@
 //     refuses at once (exact: with the RetryAfter and ResetAfter of the 3
 //     units used); a bucket keeps its state across a change of Burst; a
 //     changed algorithm starts afresh.
+//   - period-change: 2 units under 100 per 2 s, then a period changed to
+//     3 per hour under the same Name admits one with none left and, 4.2 s
+//     later, refuses 3 more: the state lives as long as the new period
+//     calls for (with KeyTTLs, its key's TTL reaches past the old period).
 //   - isolation, hostile-keys: keys are limited separately, including
 //     keys made of storage syntax, NUL, invalid UTF-8 and 10 KB keys.
 //   - concurrent: concurrent takes admit exactly what a serial run would.

@@ -41,6 +41,7 @@ var algorithmTests = []algorithmTest{
 	{"reset", nil, testReset},
 	{"reset-not-found", nil, testResetNotFound},
 	{"limit-change", nil, testLimitChange},
+	{"period-change", nil, testPeriodChange},
 	{"isolation", nil, testIsolation},
 	{"hostile-keys", nil, testHostileKeys},
 	{"concurrent", nil, testConcurrent},
