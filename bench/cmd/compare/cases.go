@@ -91,6 +91,9 @@ type env struct {
 	evalSHA string          // SHA1 of the "return 1" floor script
 	runID   string
 	seq     int
+	// loneSpin is every ratekeeper Redis store's Options.LoneSpin (0:
+	// the store's default; negative: never polls).
+	loneSpin time.Duration
 }
 
 // newEnv prepares n identities and loads the floor script.
@@ -228,8 +231,8 @@ func serve(h http.Handler, reqs []*http.Request) func(w *worker, k int) (bool, e
 // rkOptions returns the Redis store options of a ratekeeper case. batch
 // false asks for one script call per Take (no batching of concurrent
 // Takes); deny false turns off the local cache of refusals.
-func rkOptions(prefix string, batch, deny bool) redisstore.Options {
-	o := redisstore.Options{Prefix: prefix, Timeout: time.Second}
+func (e *env) rkOptions(prefix string, batch, deny bool) redisstore.Options {
+	o := redisstore.Options{Prefix: prefix, Timeout: time.Second, LoneSpin: e.loneSpin}
 	if !batch {
 		o.MaxBatch = 1
 	}
@@ -281,7 +284,7 @@ func rkRedisCaseOf(alg store.Algorithm, batch, deny, overrides bool) func(*env, 
 		for i := range reqs {
 			reqs[i].ApplyOverride = overrides
 		}
-		return rkTakeCase(e.rdb, rkOptions(prefix, batch, deny), reqs)
+		return rkTakeCase(e.rdb, e.rkOptions(prefix, batch, deny), reqs)
 	}
 }
 
@@ -295,7 +298,7 @@ func rkWaitCase(e *env, g group, prefix string) (*instance, error) {
 	for i := range reqs {
 		reqs[i].MaxWait = time.Second
 	}
-	return rkTakeCase(e.rdb, rkOptions(prefix, true, true), reqs)
+	return rkTakeCase(e.rdb, e.rkOptions(prefix, true, true), reqs)
 }
 
 // rkSuppressedCase is load shedding (package store/suppressed) over a
@@ -306,7 +309,7 @@ func rkSuppressedCase(e *env, g group, prefix string) (*instance, error) {
 	wrap := func(s store.Store) (store.Store, error) {
 		return suppressed.New(s, suppressed.Options{Soft: func(l store.Limit) int64 { return l.Rate }})
 	}
-	return rkTakeCaseOf(e.rdb, rkOptions(prefix, true, true), reqs, wrap)
+	return rkTakeCaseOf(e.rdb, e.rkOptions(prefix, true, true), reqs, wrap)
 }
 
 // oneCallSuffix ends the name of a case whose store sends one script call
@@ -319,7 +322,7 @@ const oneCallSuffix = " one call each"
 // batch.
 func rkOneCallCase(alg store.Algorithm) func(*env, group, string) (*instance, error) {
 	return func(e *env, g group, prefix string) (*instance, error) {
-		return rkTakeCase(e.ring, rkOptions(prefix, true, true), rkRequests(e, g, alg))
+		return rkTakeCase(e.ring, e.rkOptions(prefix, true, true), rkRequests(e, g, alg))
 	}
 }
 
@@ -356,7 +359,7 @@ func rkTakeCaseOf(c redis.UniversalClient, opts redisstore.Options, reqs []store
 // rkDeadlinesCase is GCRA through the client with ContextTimeoutEnabled:
 // the store then sends a lone call from its caller's goroutine.
 func rkDeadlinesCase(e *env, g group, prefix string) (*instance, error) {
-	return rkTakeCase(e.rdbDeadlines, rkOptions(prefix, true, true), rkRequests(e, g, store.GCRA))
+	return rkTakeCase(e.rdbDeadlines, e.rkOptions(prefix, true, true), rkRequests(e, g, store.GCRA))
 }
 
 // stackedSuffix ends the name of a stacked case: "ratekeeper/redis/<algorithm> stacked".
@@ -369,7 +372,7 @@ const stackedSuffix = " stacked"
 // full one.
 func rkStackCase(alg store.Algorithm) func(*env, group, string) (*instance, error) {
 	return func(e *env, g group, prefix string) (*instance, error) {
-		s, err := redisstore.New(e.rdb, rkOptions(prefix, true, true))
+		s, err := redisstore.New(e.rdb, e.rkOptions(prefix, true, true))
 		if err != nil {
 			return nil, err
 		}
@@ -395,7 +398,7 @@ func rkStackCase(alg store.Algorithm) func(*env, group, string) (*instance, erro
 // and committed to Redis once per sync interval.
 func rkHybridCase(e *env, g group, prefix string) (*instance, error) {
 	wrap := func(s store.Store) (store.Store, error) { return hybrid.New(s, hybrid.Options{}) }
-	return rkTakeCaseOf(e.rdb, rkOptions(prefix, true, true), rkRequests(e, g, store.GCRA), wrap)
+	return rkTakeCaseOf(e.rdb, e.rkOptions(prefix, true, true), rkRequests(e, g, store.GCRA), wrap)
 }
 
 // rkSettleCase is a cost settled after the response (store.Refunder) for
@@ -405,7 +408,7 @@ func rkHybridCase(e *env, g group, prefix string) (*instance, error) {
 // decision is the two calls'.
 func rkSettleCase(alg store.Algorithm) func(*env, group, string) (*instance, error) {
 	return func(e *env, g group, prefix string) (*instance, error) {
-		s, err := redisstore.New(e.rdb, rkOptions(prefix, true, true))
+		s, err := redisstore.New(e.rdb, e.rkOptions(prefix, true, true))
 		if err != nil {
 			return nil, err
 		}
@@ -446,7 +449,7 @@ func rkMiddlewareCase(onRedis, batch bool) func(*env, group, string) (*instance,
 	return func(e *env, g group, prefix string) (*instance, error) {
 		var s store.Store
 		if onRedis {
-			rs, err := redisstore.New(e.rdb, rkOptions(prefix, batch, true))
+			rs, err := redisstore.New(e.rdb, e.rkOptions(prefix, batch, true))
 			if err != nil {
 				return nil, err
 			}
@@ -633,7 +636,7 @@ func plural(n int, one, many string) string {
 // handler. The cap is the group's rate (10 for the denial-heavy group,
 // whose callers then contend for ten slots; open otherwise).
 func rkInFlightCase(e *env, g group, prefix string) (*instance, error) {
-	rs, err := redisstore.New(e.rdb, rkOptions(prefix, true, true))
+	rs, err := redisstore.New(e.rdb, e.rkOptions(prefix, true, true))
 	if err != nil {
 		return nil, err
 	}

@@ -65,7 +65,7 @@ type config struct {
 	timeout     time.Duration
 	rate        float64       // open-loop arrivals per second; 0 runs the matrix
 	ctxDeadline bool          // the open loop's client has ContextTimeoutEnabled
-	loneSpin    time.Duration // the open loop's redisstore.Options.LoneSpin; 0: the default
+	loneSpin    time.Duration // every ratekeeper Redis store's Options.LoneSpin; 0: the default
 	capacity    bool
 }
 
@@ -90,7 +90,7 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&c.identities, "identities", 10000, "identities of the memory measurement")
 	fs.Float64Var(&c.rate, "rate", 0, "open loop instead of the matrix: this many requests per second through the middleware on Redis, for -warmup then -duration, reporting added latency p50/p99/p99.9/max")
 	fs.BoolVar(&c.ctxDeadline, "context-deadlines", false, "with -rate: the client cuts socket I/O at context deadlines (go-redis ContextTimeoutEnabled), so that a lone decision is sent from its request's goroutine")
-	fs.DurationVar(&c.loneSpin, "lone-spin", 0, "with -rate: the Redis store's LoneSpin, how long a lone call polls for its reply before it sleeps (0: the store's default; negative: never polls)")
+	fs.DurationVar(&c.loneSpin, "lone-spin", 0, "the LoneSpin of every ratekeeper Redis store (the matrix's cases and -rate's): how long a lone call polls for its reply before it sleeps (0: the store's default; negative: never polls)")
 	fs.DurationVar(&c.timeout, "timeout", 0, "abort after this long (0: twice the planned time plus two minutes)")
 	targets := fs.Bool("targets", false, "run what the speed targets need (1, 64 and 256 callers and the cases of the Targets table) unless -callers or -cases say otherwise")
 	fs.BoolVar(&c.capacity, "capacity", false, "print the capacity tables (Redis cost per decision per algorithm, plain and stacked; memory per identity); unless given, -cases selects every algorithm's plain and stacked case, -callers is 64, -keys 10000 and -deny false")
@@ -315,6 +315,7 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) (err error) 
 	if err != nil {
 		return err
 	}
+	e.loneSpin = cfg.loneSpin
 	e.rdbDeadlines = redis.NewClient(&redis.Options{Addr: addr, PoolSize: poolSize, ContextTimeoutEnabled: true})
 	defer e.rdbDeadlines.Close()
 	e.ring = redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"only": addr}, PoolSize: poolSize})
@@ -387,6 +388,7 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) (err error) 
 		redisVersion: version,
 		redisWhere:   where,
 		poolSize:     poolSize,
+		loneSpin:     cfg.loneSpin,
 		duration:     cfg.duration,
 		warmup:       cfg.warmup,
 		rounds:       cfg.rounds,

@@ -50,7 +50,7 @@ func memCases() []memCase {
 	var cases []memCase
 	for _, alg := range store.Algorithms {
 		cases = append(cases, memCase{name: "ratekeeper/redis/" + alg.String(), setup: func(e *env, prefix string) (func(context.Context, string) error, string, error) {
-			s, err := redisstore.New(e.rdb, rkOptions(prefix, true, true))
+			s, err := redisstore.New(e.rdb, e.rkOptions(prefix, true, true))
 			if err != nil {
 				return nil, "", err
 			}

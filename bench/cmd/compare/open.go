@@ -59,7 +59,7 @@ func runOpen(ctx context.Context, cfg config, e *env, w io.Writer, logf func(str
 	// A client with go-redis's defaults, as an application's would be.
 	rdb := redis.NewClient(&redis.Options{Addr: e.rdb.Options().Addr, ContextTimeoutEnabled: cfg.ctxDeadline})
 	defer rdb.Close()
-	rs, err := redisstore.New(rdb, redisstore.Options{Prefix: e.prefix(), LoneSpin: cfg.loneSpin})
+	rs, err := redisstore.New(rdb, redisstore.Options{Prefix: e.prefix(), LoneSpin: e.loneSpin})
 	if err != nil {
 		return err
 	}
@@ -218,7 +218,7 @@ func writeOpen(w io.Writer, cfg config, g group, r *openResult) {
 		r.n, r.errs, fmtDur(r.lagMax), r.gcs, fmtDur(r.gcMax), fmtDur(r.sched), fmtDur(r.schedMax), r.dials, r.waits, fmtDur(r.waited), float64(r.goroutines)/float64(max(r.n, 1)))
 }
 
-// loneSpinText describes the open loop's LoneSpin setting.
+// loneSpinText describes a LoneSpin setting.
 func loneSpinText(d time.Duration) string {
 	switch {
 	case d == 0:

@@ -29,6 +29,7 @@ type facts struct {
 	redisVersion string
 	redisWhere   string
 	poolSize     int
+	loneSpin     time.Duration // the ratekeeper Redis stores' LoneSpin
 	duration     time.Duration
 	warmup       time.Duration
 	rounds       int
@@ -52,6 +53,7 @@ func writeReport(w io.Writer, f facts, plan []groupPlan, mem []memResult, memErr
 	}
 	fmt.Fprintf(w, "- GOMAXPROCS %d (%d CPUs%s), %s %s\n", f.gomaxprocs, f.numCPU, cpu, f.goVersion, f.platform)
 	fmt.Fprintf(w, "- redis-server %s, %s; one go-redis client (PoolSize %d) shared by every Redis case but \"ratekeeper/redis/gcra ctx deadlines\", whose own client differs only in ContextTimeoutEnabled\n", f.redisVersion, f.redisWhere, f.poolSize)
+	fmt.Fprintf(w, "- ratekeeper Redis stores: LoneSpin %s\n", loneSpinText(f.loneSpin))
 	fmt.Fprintf(w, "- each case: %s warm-up, then %s measured; %d round(s), case order rotated each round; medians across rounds\n", f.warmup, f.duration, f.rounds)
 	fmt.Fprintf(w, "- started %s, took %s\n", f.started.UTC().Format(time.RFC3339), f.took.Round(time.Second))
 	fmt.Fprintf(w, "- ratekeeper: %s; peers: %s\n", f.checkout, strings.Join(f.modules, ", "))

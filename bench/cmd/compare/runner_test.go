@@ -2,6 +2,7 @@ package main
 
 import (
 	"testing"
+	"time"
 	"unsafe"
 )
 
@@ -15,5 +16,18 @@ func TestCallerPadding(t *testing.T) {
 	}
 	if n := unsafe.Sizeof(worker{}); n != cacheLinePad {
 		t.Errorf("worker is %d bytes, want %d", n, cacheLinePad)
+	}
+}
+
+// TestRKOptionsLoneSpin: -lone-spin reaches every ratekeeper Redis store
+// of the matrix, batched or not.
+func TestRKOptionsLoneSpin(t *testing.T) {
+	for _, spin := range []time.Duration{0, -1, 250 * time.Microsecond} {
+		e := &env{loneSpin: spin}
+		for _, batch := range []bool{true, false} {
+			if got := e.rkOptions("p", batch, true).LoneSpin; got != spin {
+				t.Errorf("-lone-spin %v, batch %v: store LoneSpin %v", spin, batch, got)
+			}
+		}
 	}
 }
