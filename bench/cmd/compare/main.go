@@ -459,11 +459,21 @@ func modules() []string {
 	return out
 }
 
-// checkout describes the ratekeeper source the run was built from: the
-// repository's commit, marked when tracked files outside bench/ differ
-// from it. The repository is found from this file's path when the build
-// kept it, else taken to be the parent of the working directory.
+// checkout describes the ratekeeper source the run was built from. A
+// binary that go build stamped with its version control state
+// (-buildvcs) names the commit it was built from. Otherwise the
+// repository is asked at run time: its commit, marked when tracked files
+// outside bench/ differ from it, and said to be read at run time, since a
+// binary built earlier may hold other code (go run, as make bench-compare
+// uses, builds and runs the same tree). The repository is found from this
+// file's path when the build kept it, else taken to be the parent of the
+// working directory.
 func checkout(ctx context.Context) string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if s := stampedCheckout(bi.Settings); s != "" {
+			return s
+		}
+	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	root := ".."
@@ -479,5 +489,27 @@ func checkout(ctx context.Context) string {
 	if diff.Run() != nil {
 		s += " with uncommitted changes"
 	}
-	return s
+	return s + " (the checkout at run time; the binary carries no build stamp)"
+}
+
+// stampedCheckout describes the commit of a binary's build settings, or
+// returns "" when the build recorded none.
+func stampedCheckout(settings []debug.BuildSetting) string {
+	var rev, modified string
+	for _, st := range settings {
+		switch st.Key {
+		case "vcs.revision":
+			rev = st.Value
+		case "vcs.modified":
+			modified = st.Value
+		}
+	}
+	if rev == "" {
+		return ""
+	}
+	s := "commit " + rev[:min(len(rev), 7)]
+	if modified == "true" {
+		s += " with uncommitted changes"
+	}
+	return s + " (built from)"
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"runtime/debug"
 	"testing"
 	"time"
 	"unsafe"
@@ -29,5 +30,22 @@ func TestRKOptionsLoneSpin(t *testing.T) {
 				t.Errorf("-lone-spin %v, batch %v: store LoneSpin %v", spin, batch, got)
 			}
 		}
+	}
+}
+
+// TestStampedCheckout: a binary stamped by go build names the commit it
+// was built from, marked when the tree had changes; one without a stamp
+// leaves the description to the repository.
+func TestStampedCheckout(t *testing.T) {
+	rev := []debug.BuildSetting{{Key: "vcs", Value: "git"}, {Key: "vcs.revision", Value: "e8631ddaddfbf1eb708479feae1c83f935e2efc1"}}
+	if got, want := stampedCheckout(rev), "commit e8631dd (built from)"; got != want {
+		t.Errorf("clean build: got %q, want %q", got, want)
+	}
+	dirty := append(rev, debug.BuildSetting{Key: "vcs.modified", Value: "true"})
+	if got, want := stampedCheckout(dirty), "commit e8631dd with uncommitted changes (built from)"; got != want {
+		t.Errorf("modified build: got %q, want %q", got, want)
+	}
+	if got := stampedCheckout([]debug.BuildSetting{{Key: "-buildvcs", Value: "false"}}); got != "" {
+		t.Errorf("unstamped build: got %q, want \"\"", got)
 	}
 }
