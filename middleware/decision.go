@@ -73,8 +73,9 @@ func (s *reqState) Value(k any) any {
 // handed the context), a request's state comes from lightStates and goes
 // back there once its decision is answered: nothing refers to it by then
 // but the header values, which its Buffer never writes over (the next
-// requests' values go after them), and the stores copy the keys they keep
-// (see package internal/keybuf).
+// requests' values go after them); the stores copy the keys they keep,
+// and a call that outlives its answer keeps the request's own context,
+// not the state (see package internal/keybuf, Unlent).
 type lightState struct {
 	context.Context // the request's context
 	req             *http.Request
@@ -107,6 +108,10 @@ func (st *lightState) giveBack() {
 // KeyBuffer implements keybuf.Lender: the core builds the request's store
 // key in the state's memory.
 func (s *lightState) KeyBuffer() *keybuf.Buffer { return &s.key }
+
+// Unlent implements keybuf.Lender: the request's own context, which a
+// store may keep past the call where the state, pooled, may not.
+func (s *lightState) Unlent() context.Context { return s.Context }
 
 // Value implements context.Context.
 func (s *lightState) Value(k any) any {

@@ -1,6 +1,7 @@
 package middleware
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratekeeper/ratekeeper/internal/keybuf"
 	"github.com/ratekeeper/ratekeeper/keyfunc"
 	"github.com/ratekeeper/ratekeeper/store"
 )
@@ -60,5 +62,43 @@ func TestPooledStatesKeepAnsweredHeaders(t *testing.T) {
 				t.Errorf("client %d request %d: X-RateLimit-Limit %q", c, i, got)
 			}
 		}
+	}
+}
+
+// ctxStore records, for each Take it passes on to its store, whether the
+// context lends memory and what keybuf.Unlent makes of it during the call.
+type ctxStore struct {
+	store.Store
+	lends  []bool
+	unlent []context.Context
+}
+
+func (s *ctxStore) Take(ctx context.Context, req store.Request) (store.Decision, error) {
+	_, lends := ctx.(keybuf.Lender)
+	s.lends, s.unlent = append(s.lends, lends), append(s.unlent, keybuf.Unlent(ctx))
+	return s.Store.Take(ctx, req)
+}
+
+// TestPooledStateUnlent: the context a store gets on the light path is the
+// pooled request state, which lends memory; what a store may keep past
+// the call (keybuf.Unlent) is the request's own context, with its values.
+func TestPooledStateUnlent(t *testing.T) {
+	type mark struct{}
+	s := &ctxStore{Store: mustMem(t)}
+	h := mustNew(t, s, keyfunc.RemoteIP, store.Limit{Rate: 10, Period: time.Minute}).Handler(okHandler)
+	r := request(http.MethodGet, "/", "203.0.113.7:4000")
+	r = r.WithContext(context.WithValue(r.Context(), mark{}, "request"))
+	h.ServeHTTP(httptest.NewRecorder(), r)
+	if len(s.lends) != 1 {
+		t.Fatalf("store saw %d takes, want 1", len(s.lends))
+	}
+	if !s.lends[0] {
+		t.Fatal("store's context: not the pooled state that lends memory; the test checks nothing")
+	}
+	if got := s.unlent[0]; got != r.Context() {
+		t.Errorf("Unlent of the store's context: got %v, want the request's own context", got)
+	}
+	if got := s.unlent[0].Value(mark{}); got != "request" {
+		t.Errorf("Unlent context's value: got %v, want the request's", got)
 	}
 }

@@ -77,6 +77,23 @@ func (b *Buffer) Lend() []byte {
 // Only the module can name Buffer, so no context outside it lends one.
 type Lender interface {
 	KeyBuffer() *Buffer
+	// Unlent returns the context the lender wraps, which its lent
+	// memory is not part of (see [Unlent]).
+	Unlent() context.Context
+}
+
+// Unlent returns the context a store may keep past a call made with ctx:
+// ctx itself, or, when ctx lends memory, the context it wraps. A lender
+// goes back to a pool once its request's decision is answered and then
+// serves another request, so a store that keeps a call's context beyond
+// the call (a call still in flight when its caller was answered, whose
+// round trip runs client hooks with the context's values) must keep the
+// wrapped context instead: it is the request's own, never reused.
+func Unlent(ctx context.Context) context.Context {
+	if l, ok := ctx.(Lender); ok {
+		return l.Unlent()
+	}
+	return ctx
 }
 
 // Copier is implemented by a store that copies a key held in memory a

@@ -15,6 +15,10 @@ type lender struct {
 
 func (l *lender) KeyBuffer() *Buffer { return &l.b }
 
+func (l *lender) Unlent() context.Context { return l.Context }
+
+var _ Lender = (*lender)(nil)
+
 func TestLendOnce(t *testing.T) {
 	var b Buffer
 	first := b.Lend()
@@ -74,5 +78,19 @@ func TestStamp(t *testing.T) {
 	}
 	if _, ok := Since(context.Background(), now); ok {
 		t.Fatal("Since of a context that lends nothing: got a duration, want none")
+	}
+}
+
+// TestUnlent: a store keeps the context a lender wraps, never the lender;
+// a context that lends nothing is kept as it is.
+func TestUnlent(t *testing.T) {
+	type key struct{}
+	parent := context.WithValue(context.Background(), key{}, "request")
+	l := &lender{Context: parent}
+	if got := Unlent(l); got != parent {
+		t.Errorf("Unlent(lender): got %v, want the context it wraps", got)
+	}
+	if got := Unlent(parent); got != parent {
+		t.Errorf("Unlent(plain context): got %v, want the context itself", got)
 	}
 }

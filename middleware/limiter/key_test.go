@@ -41,6 +41,10 @@ type lendingCtx struct {
 
 func (c *lendingCtx) KeyBuffer() *keybuf.Buffer { return &c.b }
 
+func (c *lendingCtx) Unlent() context.Context { return c.Context }
+
+var _ keybuf.Lender = (*lendingCtx)(nil)
+
 // TestDecisionStampsRealClock: a decision whose context lends memory to a
 // memory store stamps it with the instant the limiter read its clock, the
 // instant of its Reset, so that the store does not read the clock again;

@@ -18,6 +18,10 @@ type lendingCtx struct {
 
 func (c *lendingCtx) KeyBuffer() *keybuf.Buffer { return &c.b }
 
+func (c *lendingCtx) Unlent() context.Context { return c.Context }
+
+var _ keybuf.Lender = (*lendingCtx)(nil)
+
 // lentKey returns a context and key in the memory that context lends.
 func lentKey(key string) (*lendingCtx, string) {
 	c := &lendingCtx{Context: context.Background()}

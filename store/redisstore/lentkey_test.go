@@ -4,9 +4,13 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/ratekeeper/ratekeeper/internal/keybuf"
 	"github.com/ratekeeper/ratekeeper/store"
@@ -19,6 +23,132 @@ type lendingCtx struct {
 }
 
 func (c *lendingCtx) KeyBuffer() *keybuf.Buffer { return &c.b }
+
+func (c *lendingCtx) Unlent() context.Context { return c.Context }
+
+// lenderProbe is a context key only a lendingCtx answers, with itself: a
+// context that reaches the lender (wraps it) answers it too.
+type lenderProbe struct{}
+
+func (c *lendingCtx) Value(k any) any {
+	if _, ok := k.(lenderProbe); ok {
+		return c
+	}
+	return c.Context.Value(k)
+}
+
+// requestValue is a value of the request's own context, which the
+// context a call keeps must still carry (for client hooks).
+type requestValue struct{}
+
+// lenderHook counts the script calls whose context reaches a lender, and
+// of those sent on their own, the ones that lost the request's values.
+type lenderHook struct{ calls, lender, lost atomic.Int64 }
+
+func (h *lenderHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+// see checks the context of cmd; own reports a command sent on its own,
+// which carries one caller's context (a pipeline, or one script call
+// deciding a merged batch, carries none).
+func (h *lenderHook) see(ctx context.Context, cmd redis.Cmder, own bool) {
+	if cmd.Name() != "evalsha" {
+		return
+	}
+	if ctx.Value(lenderProbe{}) != nil {
+		h.lender.Add(1)
+	}
+	if own {
+		h.calls.Add(1)
+		if ctx.Value(requestValue{}) == nil {
+			h.lost.Add(1)
+		}
+	}
+}
+
+func (h *lenderHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.see(ctx, cmd, true)
+		return next(ctx, cmd)
+	}
+}
+
+func (h *lenderHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			h.see(ctx, cmd, false)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// TestCallKeepsUnlentContext: a script call made with a context that lends
+// memory runs on the context the lender wraps. The lender goes back to a
+// pool once its decision is answered, which can happen while the call is
+// still in flight (a refusal cached meanwhile answers it at its
+// deadline); client hooks that then read the call's context must not
+// reach a lender another request may be using. Lone calls, through the
+// held connection or a client that cuts I/O at context deadlines, and
+// calls sent alone by a flusher (no batching) all keep the request's own
+// context, values included.
+func TestCallKeepsUnlentContext(t *testing.T) {
+	srv := requireServer(t)
+	limits := []store.Limit{{Rate: 1000, Period: time.Hour}}
+	for _, tc := range []struct {
+		name     string
+		copts    redis.Options
+		maxBatch int
+	}{
+		{"held connection", redis.Options{}, 0},
+		{"ContextTimeoutEnabled", redis.Options{ContextTimeoutEnabled: true}, 0},
+		{"no batching", redis.Options{}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newClient(t, srv, &tc.copts)
+			h := &lenderHook{}
+			c.AddHook(h)
+			s, err := newRedis(c, Options{Prefix: randomPrefix(t), Timeout: 2 * time.Second, MaxBatch: tc.maxBatch})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.name == "held connection" {
+				waitLone(t, s)
+			}
+			take := func(key string) {
+				parent := context.WithValue(context.Background(), requestValue{}, true)
+				ctx := &lendingCtx{Context: parent}
+				b := append(ctx.b.Lend(), key...)
+				if _, err := s.Take(ctx, store.Request{Key: unsafe.String(unsafe.SliceData(b), len(b)), Limits: limits}); err != nil {
+					t.Error(err)
+				}
+			}
+			for i := range 5 {
+				take("lone-" + string(rune('a'+i)))
+			}
+			var wg sync.WaitGroup
+			for i := range 16 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for j := range 4 {
+						take("crowd-" + string(rune('a'+i)) + string(rune('a'+j)))
+					}
+				}()
+			}
+			wg.Wait()
+			if h.calls.Load() == 0 {
+				t.Fatal("the hook saw no script call made on a caller's context")
+			}
+			if n := h.lender.Load(); n != 0 {
+				t.Errorf("%d of %d script calls ran on a context that reaches the lender", n, h.calls.Load())
+			}
+			if n := h.lost.Load(); n != 0 {
+				t.Errorf("%d of %d script calls lost the request context's values", n, h.calls.Load())
+			}
+		})
+	}
+}
+
+var _ keybuf.Lender = (*lendingCtx)(nil)
 
 // TestLentKeyNotKept: the store claims to copy keys in memory a request
 // lends (keybuf.Copier), so the middleware builds its keys there. After

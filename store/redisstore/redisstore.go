@@ -447,6 +447,9 @@ func (s *redisStore) run(ctx context.Context, mode string, req store.Request) (s
 // do sends cmd and waits for its reply within the budget: the store's
 // Timeout or ctx's earlier deadline. Errors are *store.BackendError.
 func (s *redisStore) do(ctx context.Context, op string, cmd *command) (any, error) {
+	// The call may outlive this one (answered at its deadline while still
+	// in flight): it keeps the request's own context, never a pooled one.
+	ctx = keybuf.Unlent(ctx)
 	if cmd.start.IsZero() {
 		cmd.start = time.Now()
 	}
@@ -487,7 +490,8 @@ func (s *redisStore) Name() string { return "redis" }
 // only while the call that carries it runs in its caller's goroutine,
 // where it builds the Redis keys it sends (keyOf, keyBase: copies); what
 // outlives the call (a queued or abandoned script call, a cached refusal,
-// an error's text) holds those copies, never the request's memory. The
+// an error's text) holds those copies, and a script call keeps the
+// context the lender wraps (keybuf.Unlent, in do), never the lender. The
 // middleware may then lend a request's own memory for its key, which
 // saves an allocation per decision.
 func (*redisStore) CopiesLentKeys(*keybuf.Buffer) {}
