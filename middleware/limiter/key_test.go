@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/internal/keybuf"
+	"github.com/ratekeeper/ratekeeper/internal/keybuf/keybuftest"
 	"github.com/ratekeeper/ratekeeper/store"
 	"github.com/ratekeeper/ratekeeper/store/memstore"
 )
@@ -33,18 +34,6 @@ func TestSplitStoreKeyReadsWhatStoreKeyBuilds(t *testing.T) {
 	}
 }
 
-// lendingCtx lends its key buffer, as the middleware's light state does.
-type lendingCtx struct {
-	context.Context
-	b keybuf.Buffer
-}
-
-func (c *lendingCtx) KeyBuffer() *keybuf.Buffer { return &c.b }
-
-func (c *lendingCtx) Unlent() context.Context { return c.Context }
-
-var _ keybuf.Lender = (*lendingCtx)(nil)
-
 // TestDecisionStampsRealClock: a decision whose context lends memory to a
 // memory store stamps it with the instant the limiter read its clock, the
 // instant of its Reset, so that the store does not read the clock again;
@@ -60,7 +49,7 @@ func TestDecisionStampsRealClock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := &lendingCtx{Context: context.Background()}
+	ctx := &keybuftest.Ctx{Context: context.Background()}
 	before := time.Now()
 	d, err := l.Decide(ctx, Request{Identity: "alice"})
 	after := time.Now()
@@ -83,7 +72,7 @@ func TestDecisionStampsRealClock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx = &lendingCtx{Context: context.Background()}
+	ctx = &keybuftest.Ctx{Context: context.Background()}
 	if _, err := l.Decide(ctx, Request{Identity: "bob"}); err != nil {
 		t.Fatal(err)
 	}

@@ -4,29 +4,16 @@ import (
 	"context"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/ratekeeper/ratekeeper/internal/keybuf"
+	"github.com/ratekeeper/ratekeeper/internal/keybuf/keybuftest"
 	"github.com/ratekeeper/ratekeeper/store"
 )
 
-// lendingCtx lends its key buffer, as the middleware's light state does.
-type lendingCtx struct {
-	context.Context
-	b keybuf.Buffer
-}
-
-func (c *lendingCtx) KeyBuffer() *keybuf.Buffer { return &c.b }
-
-func (c *lendingCtx) Unlent() context.Context { return c.Context }
-
-var _ keybuf.Lender = (*lendingCtx)(nil)
-
 // lentKey returns a context and key in the memory that context lends.
-func lentKey(key string) (*lendingCtx, string) {
-	c := &lendingCtx{Context: context.Background()}
-	b := append(c.b.Lend(), key...)
-	return c, unsafe.String(unsafe.SliceData(b), len(b))
+func lentKey(key string) (*keybuftest.Ctx, string) {
+	c, k, _ := keybuftest.Lent(context.Background(), key)
+	return c, k
 }
 
 // TestNewRecordCopiesLentKey: a record made for a key in lent memory keeps
@@ -89,8 +76,8 @@ func TestNewRecordCopiesLentKey(t *testing.T) {
 func TestTakeTakesStampedInstant(t *testing.T) {
 	hourly := []store.Limit{{Rate: 1, Period: time.Hour}}
 	stamped := func(at time.Time) context.Context {
-		c := &lendingCtx{Context: context.Background()}
-		c.b.Stamp(at)
+		c := &keybuftest.Ctx{Context: context.Background()}
+		c.KeyBuffer().Stamp(at)
 		return c
 	}
 	take := func(s *memStore, ctx context.Context) bool {

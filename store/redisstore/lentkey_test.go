@@ -8,34 +8,13 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratekeeper/ratekeeper/internal/keybuf"
+	"github.com/ratekeeper/ratekeeper/internal/keybuf/keybuftest"
 	"github.com/ratekeeper/ratekeeper/store"
 )
-
-// lendingCtx lends its key buffer, as the middleware's light state does.
-type lendingCtx struct {
-	context.Context
-	b keybuf.Buffer
-}
-
-func (c *lendingCtx) KeyBuffer() *keybuf.Buffer { return &c.b }
-
-func (c *lendingCtx) Unlent() context.Context { return c.Context }
-
-// lenderProbe is a context key only a lendingCtx answers, with itself: a
-// context that reaches the lender (wraps it) answers it too.
-type lenderProbe struct{}
-
-func (c *lendingCtx) Value(k any) any {
-	if _, ok := k.(lenderProbe); ok {
-		return c
-	}
-	return c.Context.Value(k)
-}
 
 // requestValue is a value of the request's own context, which the
 // context a call keeps must still carry (for client hooks).
@@ -54,7 +33,7 @@ func (h *lenderHook) see(ctx context.Context, cmd redis.Cmder, own bool) {
 	if cmd.Name() != "evalsha" {
 		return
 	}
-	if ctx.Value(lenderProbe{}) != nil {
+	if ctx.Value(keybuftest.Probe{}) != nil {
 		h.lender.Add(1)
 	}
 	if own {
@@ -115,9 +94,8 @@ func TestCallKeepsUnlentContext(t *testing.T) {
 			}
 			take := func(key string) {
 				parent := context.WithValue(context.Background(), requestValue{}, true)
-				ctx := &lendingCtx{Context: parent}
-				b := append(ctx.b.Lend(), key...)
-				if _, err := s.Take(ctx, store.Request{Key: unsafe.String(unsafe.SliceData(b), len(b)), Limits: limits}); err != nil {
+				ctx, lent, _ := keybuftest.Lent(parent, key)
+				if _, err := s.Take(ctx, store.Request{Key: lent, Limits: limits}); err != nil {
 					t.Error(err)
 				}
 			}
@@ -147,8 +125,6 @@ func TestCallKeepsUnlentContext(t *testing.T) {
 		})
 	}
 }
-
-var _ keybuf.Lender = (*lendingCtx)(nil)
 
 // TestLentKeyNotKept: the store claims to copy keys in memory a request
 // lends (keybuf.Copier), so the middleware builds its keys there. After
@@ -212,9 +188,8 @@ func TestLentKeyNotKept(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			ctx := &lendingCtx{Context: context.Background()}
-			b := append(ctx.b.Lend(), key...)
-			if err := tc.do(s, ctx, unsafe.String(unsafe.SliceData(b), len(b))); err != nil {
+			ctx, lent, b := keybuftest.Lent(context.Background(), key)
+			if err := tc.do(s, ctx, lent); err != nil {
 				t.Fatal(err)
 			}
 			if s.deny != nil {
