@@ -387,13 +387,20 @@ func (h *shaHook) counts() map[string]int {
 func TestLeanBatchOnReplica(t *testing.T) {
 	primary := redistest.Require(t)
 	host, port, _ := strings.Cut(primary.Addr, ":")
-	replica := redistest.Require(t, "--replicaof", host, port)
 	ctx := context.Background()
+	// A primary waits repl-diskless-sync-delay (5 s by default) for more
+	// replicas before it sends the first one its data: without this, the
+	// replica's link came up at about the wait's end, racing the deadline.
+	pc := newClient(t, &server{Server: primary, addr: primary.Addr}, nil)
+	if err := pc.ConfigSet(ctx, "repl-diskless-sync-delay", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	replica := redistest.Require(t, "--replicaof", host, port)
 	c := newClient(t, &server{Server: replica, addr: replica.Addr}, nil)
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for !strings.Contains(c.Info(ctx, "replication").Val(), "master_link_status:up") {
 		if time.Now().After(deadline) {
-			t.Fatal("the replica did not connect to its primary within 5 s")
+			t.Fatal("the replica did not connect to its primary within 30 s")
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
