@@ -119,19 +119,19 @@ var scripts = [...]struct {
 	parts []string
 }{
 	{"gcra", full(bucket)},
-	{"gcra/lean", leanScalar},
+	{"gcra/lean", lean(leanBucket)},
 	{"gcra/lean-override", leanWithOverride(leanBucket)},
 	{"token_bucket", full(bucket)},
-	{"token_bucket/lean", leanScalar},
+	{"token_bucket/lean", lean(leanBucket)},
 	{"token_bucket/lean-override", leanWithOverride(leanBucket)},
 	{"sliding_window_log", full(slidingWindowLog)},
-	{"sliding_window_log/lean", lean(leanLog)},
+	{"sliding_window_log/lean", lean(unreadable, leanLog)},
 	{"sliding_window_log/lean-override", leanWithOverride(leanLog)},
 	{"sliding_window_counter", full(windowCounter)},
-	{"sliding_window_counter/lean", lean(leanCounter)},
+	{"sliding_window_counter/lean", lean(unreadable, leanCounter)},
 	{"sliding_window_counter/lean-override", leanWithOverride(leanCounter)},
 	{"fixed_window", full(fixedWindow)},
-	{"fixed_window/lean", lean(leanFixedWindow)},
+	{"fixed_window/lean", lean(unreadable, leanFixedWindow)},
 	{"fixed_window/lean-override", leanWithOverride(leanFixedWindow)},
 	// The suppressed strategy runs its full script for every request.
 	{"suppressed", full(suppressedBody)},
@@ -159,19 +159,18 @@ var scripts = [...]struct {
 	{"sliding_window_counter/reserve", reserve(windowCounter)},
 	{"fixed_window/reserve", reserve(fixedWindow)},
 	// Lean batches: several lean requests in one call.
-	{"gcra/lean-batch", leanBatch(leanScalar)},
-	{"token_bucket/lean-batch", leanBatch(leanScalar)},
-	{"sliding_window_log/lean-batch", leanBatch(lean(leanLog))},
-	{"sliding_window_counter/lean-batch", leanBatch(lean(leanCounter))},
-	{"fixed_window/lean-batch", leanBatch(lean(leanFixedWindow))},
+	{"gcra/lean-batch", leanBatch(leanBucket)},
+	{"token_bucket/lean-batch", leanBatch(leanBucket)},
+	{"sliding_window_log/lean-batch", leanBatch(unreadable, leanLog)},
+	{"sliding_window_counter/lean-batch", leanBatch(unreadable, leanCounter)},
+	{"fixed_window/lean-batch", leanBatch(unreadable, leanFixedWindow)},
 }
 
-// leanBatch is the batch variant of a lean script, whose parts start with
-// common.lua: common.lua, the rest of the lean script as the body of the
-// function decide, then lean_batch.lua, which calls it once per request.
-func leanBatch(leanParts []string) []string {
-	parts := []string{common, "local function decide(KEYS, ARGV)"}
-	parts = append(parts, leanParts[1:]...)
+// leanBatch is the batch variant of a lean script whose body (run
+// after common.lua) is body: common.lua, body as the function decide,
+// then lean_batch.lua, which calls it once per request.
+func leanBatch(body ...string) []string {
+	parts := append([]string{common, "local function decide(KEYS, ARGV)"}, body...)
 	return append(parts, "end", leanBatchDriver)
 }
 
@@ -186,13 +185,17 @@ var waiting = []string{common, "local function decide()", unreadable, override, 
 // overrides).
 func full(body string) []string { return []string{common, unreadable, override, prelude, body} }
 
-// lean is the lean script of a window algorithm's lean body (lean_window.lua
-// and the algorithm's lean file): one limit and nothing else.
-func lean(body string) []string { return []string{common, unreadable, body} }
-
-// leanScalar is the lean script of GCRA and the token bucket: bucket.lua's
-// arithmetic written with scalars, no per-limit tables.
-var leanScalar = []string{common, leanBucket}
+// lean is the lean script whose body (run after common.lua) is body:
+// lean_bucket.lua for GCRA and the token bucket; unreadable.lua,
+// lean_window.lua and the algorithm's lean file for the window
+// algorithms. A lean body returns its reply's integers as values, so
+// that the batch variant (leanBatch) writes them into its flat reply
+// without a table per request; the lean script answers them as one
+// array.
+func lean(body ...string) []string {
+	parts := append([]string{common, "local function decide()"}, body...)
+	return append(parts, "end", "return {decide()}")
+}
 
 // leanWithOverride is the lean script of a request that applies its key's
 // override: the override is read and applied first (lean_override.lua),
@@ -205,16 +208,14 @@ func leanWithOverride(leanBody string) []string {
 // leanOverrideReply ends the lean script with overrides: the lean reply's
 // five integers, marked repaired when the override was, the override's
 // code and value, then the lean reply's sixth integer when it has one.
-const leanOverrideReply = `local reply = decide()
-if type(reply) == 'table' and reply[1] then
-  if repaired == 1 then
-    reply[5] = 1
-  end
-  local nxt = reply[6]
-  reply[6] = override_kind
-  reply[7] = override_value
-  reply[8] = nxt
+const leanOverrideReply = `local reply = {decide()}
+if repaired == 1 then
+  reply[5] = 1
 end
+local nxt = reply[6]
+reply[6] = override_kind
+reply[7] = override_value
+reply[8] = nxt
 return reply
 `
 

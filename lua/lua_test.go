@@ -50,9 +50,15 @@ func TestSource(t *testing.T) {
 				prefix := common + "\n" + unreadable + "\n" + override + "\n" + prelude
 				switch {
 				case lean && bucketAlg:
-					prefix = common + "\n"
+					prefix = common + "\nlocal function decide()\n"
 				case lean:
-					prefix = common + "\n" + unreadable + "\n" + leanWindow
+					prefix = common + "\nlocal function decide()\n" + unreadable + "\n" + leanWindow
+				}
+				// A lean body runs as the function decide, whose values
+				// the script answers as one array.
+				tail := ""
+				if lean {
+					tail = "\nend\nreturn {decide()}"
 				}
 				if !strings.HasPrefix(src, prefix) {
 					t.Fatal("script does not start with common.lua and its prelude")
@@ -70,7 +76,7 @@ func TestSource(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if !strings.HasSuffix(src, string(body)) {
+				if !strings.HasSuffix(src, string(body)+tail) {
 					t.Fatalf("script does not end with %s", file)
 				}
 				if name == "sliding_window_counter" || name == "suppressed" {
@@ -78,7 +84,7 @@ func TestSource(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					if !strings.HasSuffix(src, string(counterFile)+"\n"+string(body)) {
+					if !strings.HasSuffix(src, string(counterFile)+"\n"+string(body)+tail) {
 						t.Fatalf("script does not have counter.lua before %s", file)
 					}
 				}

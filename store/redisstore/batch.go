@@ -780,10 +780,10 @@ func (b *batcher) run(batch []*call) {
 			continue
 		}
 		err := sd.cmd.Err()
-		var replies []any
+		var flat []any
 		if err == nil {
 			var ok bool
-			if replies, ok = sd.cmd.Val().([]any); !ok || len(replies) != len(sd.calls) {
+			if flat, ok = sd.cmd.Val().([]any); !ok || !wellFormedBatch(flat, len(sd.calls)) {
 				err = fmt.Errorf("%w: a lean batch of %d calls answered %T %v", errBadReply, len(sd.calls), sd.cmd.Val(), sd.cmd.Val())
 			}
 		}
@@ -792,7 +792,8 @@ func (b *batcher) run(batch []*call) {
 			// nothing, and a command there names keys of one slot.
 			b.p.merge.Store(false)
 		}
-		for i, c := range sd.calls {
+		at := 0
+		for _, c := range sd.calls {
 			var v any
 			e := err
 			switch {
@@ -801,7 +802,7 @@ func (b *batcher) run(batch []*call) {
 				// nothing was decided, so each call goes on alone.
 				v, e = b.reroute(ctx, c, e)
 			case e == nil:
-				v = replies[i]
+				v, at = batchItem(flat, at)
 				if msg, ok := v.(string); ok {
 					v, e = nil, itemError(msg)
 					if notRun(e) {
@@ -1060,6 +1061,48 @@ func isClusterDown(err error) bool {
 // isLoading reports the LOADING error of a server still loading its data.
 func isLoading(err error) bool {
 	return err != nil && strings.HasPrefix(err.Error(), "LOADING")
+}
+
+// batchItem returns the element of one request in the flat reply of a
+// lean batch (see "Calling convention: lean batches" in package lua)
+// that starts at flat[at]: its lean reply, as the array the lean script
+// would have answered, or its error string; and where the next request's
+// starts. The reply must be well formed (wellFormedBatch).
+func batchItem(flat []any, at int) (v any, next int) {
+	if n, ok := flat[at].(int64); ok {
+		end := at + 1 + int(n)
+		return flat[at+1 : end : end], end
+	}
+	return flat[at], at + 1
+}
+
+// wellFormedBatch reports whether flat, the reply of a lean batch of
+// calls requests, holds exactly one element per request: a count from 1
+// to 8 followed by that many integers, or a string.
+func wellFormedBatch(flat []any, calls int) bool {
+	at := 0
+	for range calls {
+		if at >= len(flat) {
+			return false
+		}
+		switch x := flat[at].(type) {
+		case string:
+			at++
+		case int64:
+			if x < 1 || x > 8 || int64(len(flat)-at-1) < x {
+				return false
+			}
+			for _, y := range flat[at+1 : at+1+int(x)] {
+				if _, ok := y.(int64); !ok {
+					return false
+				}
+			}
+			at += 1 + int(x)
+		default:
+			return false
+		}
+	}
+	return at == len(flat)
 }
 
 // itemError is the error of one request of a lean batch, which the

@@ -88,10 +88,7 @@ func TestLeanBatchMatchesLone(t *testing.T) {
 				if err != nil {
 					t.Fatalf("round %d: lean batch: %v", round, err)
 				}
-				got, ok := v.([]any)
-				if !ok || len(got) != n {
-					t.Fatalf("round %d: lean batch of %d answered %T %v", round, n, v, v)
-				}
+				got := batchReplies(t, v, n)
 				for i := range got {
 					g, ok := got[i].([]any)
 					if !ok || len(g) != len(want[i]) {
@@ -122,6 +119,71 @@ func TestLeanBatchMatchesLone(t *testing.T) {
 	}
 }
 
+// batchReplies splits v, the reply of a lean batch of n requests, into
+// the requests' elements as the store reads them, failing t when it is
+// not well formed.
+func batchReplies(t *testing.T, v any, n int) []any {
+	t.Helper()
+	flat, ok := v.([]any)
+	if !ok || !wellFormedBatch(flat, n) {
+		t.Fatalf("a lean batch of %d requests answered %T %v", n, v, v)
+	}
+	out := make([]any, n)
+	for i, at := 0, 0; i < n; i++ {
+		out[i], at = batchItem(flat, at)
+	}
+	return out
+}
+
+// TestWellFormedBatch: the store accepts a lean batch's reply only when
+// it holds one element per request, each a count and that many integers
+// or a string, and nothing after them.
+func TestWellFormedBatch(t *testing.T) {
+	five := []any{int64(5), int64(1), int64(9), int64(100), int64(0), int64(0)}
+	six := []any{int64(6), int64(0), int64(0), int64(7), int64(8), int64(0), int64(9)}
+	cat := func(parts ...[]any) []any {
+		var out []any
+		for _, p := range parts {
+			out = append(out, p...)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name  string
+		flat  []any
+		calls int
+		want  bool
+	}{
+		{"two replies", cat(five, six), 2, true},
+		{"reply, error, reply", cat(five, []any{"ERR x"}, six), 3, true},
+		{"errors only", []any{"READONLY a", "READONLY b"}, 2, true},
+		{"one request short", cat(five), 2, false},
+		{"one request over", cat(five, six), 1, false},
+		{"count past the end", five[:4], 1, false},
+		{"count 0", []any{int64(0)}, 1, false},
+		{"count 9", append([]any{int64(9)}, make([]any, 9)...), 1, false},
+		{"negative count", []any{int64(-1), int64(1)}, 1, false},
+		{"not an integer", []any{int64(2), int64(1), "x"}, 1, false},
+		{"nested array", []any{[]any{int64(1)}}, 1, false},
+		{"empty", nil, 1, false},
+	} {
+		if got := wellFormedBatch(tc.flat, tc.calls); got != tc.want {
+			t.Errorf("%s: wellFormedBatch = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	flat := cat(five, []any{"ERR x"}, six)
+	v, at := batchItem(flat, 0)
+	if r, ok := v.([]any); !ok || len(r) != 5 || cap(r) != 5 || r[1] != int64(9) || at != 6 {
+		t.Errorf("first item: %v (next %d), want the five integers and 6", v, at)
+	}
+	if v, at = batchItem(flat, at); v != "ERR x" || at != 7 {
+		t.Errorf("second item: %v (next %d), want the error string and 7", v, at)
+	}
+	if v, at = batchItem(flat, at); len(v.([]any)) != 6 || at != len(flat) {
+		t.Errorf("third item: %v (next %d), want the six integers and the end", v, at)
+	}
+}
+
 // TestLeanBatchFailureStopsNothing: a request of a lean batch that fails
 // (here malformed arguments) answers its error as a string; the requests
 // before and after it are decided and recorded as if it were not there.
@@ -147,10 +209,7 @@ func TestLeanBatchFailureStopsNothing(t *testing.T) {
 			if err != nil {
 				t.Fatalf("lean batch: %v", err)
 			}
-			got := v.([]any)
-			if len(got) != 3 {
-				t.Fatalf("got %d elements, want 3: %v", len(got), got)
-			}
+			got := batchReplies(t, v, 3)
 			if e, ok := got[1].(string); !ok || !strings.HasPrefix(e, "ERR ") || !strings.Contains(e, "malformed arguments") {
 				t.Fatalf("request 2: got %T %v, want the malformed-arguments error as a string", got[1], got[1])
 			}
@@ -416,7 +475,7 @@ func TestLeanBatchOnReplica(t *testing.T) {
 	if err != nil {
 		t.Fatalf("lean batch on a replica: %v", err)
 	}
-	for i, el := range v.([]any) {
+	for i, el := range batchReplies(t, v, 2) {
 		if e, ok := el.(string); !ok || !strings.HasPrefix(e, "READONLY ") {
 			t.Errorf("request %d: got %T %v, want a string starting with READONLY", i+1, el, el)
 		}
