@@ -169,7 +169,8 @@ type pipes struct {
 	// leaves that to the calls' EVAL alone.
 	warm *warmer
 	// slowAt is the unix nanos of the last round trip that took longer
-	// than slowTrip (see flusherLimit).
+	// than slowTrip, 0 once a round trip ended slowFor after it (see
+	// flusherLimit).
 	slowAt   atomic.Int64
 	slowTrip time.Duration
 
@@ -272,19 +273,28 @@ func newPipes(client redis.UniversalClient, maxBatch int, timeout time.Duration)
 }
 
 // flusherLimit returns how many pipelines a node may have in flight now:
-// maxFlushers within slowFor of a slow round trip, else baseFlushers.
+// maxFlushers from a slow round trip until a round trip ends slowFor
+// after it, else baseFlushers. It reads no clock: every call asks, and the round trips, which read
+// it anyway, keep slowAt (see timed).
 func (p *pipes) flusherLimit() int32 {
-	if time.Now().UnixNano()-p.slowAt.Load() < int64(slowFor) {
+	if p.slowAt.Load() != 0 {
 		return maxFlushers
 	}
 	return baseFlushers
 }
 
 // timed notes a round trip that started at start and ended now: a slow
-// one raises flusherLimit.
+// one raises flusherLimit, and the first to end slowFor after the last
+// slow one lowers it again.
 func (p *pipes) timed(start time.Time) {
-	if now := time.Now(); now.Sub(start) > p.slowTrip {
+	now := time.Now()
+	if now.Sub(start) > p.slowTrip {
 		p.slowAt.Store(now.UnixNano())
+		return
+	}
+	// A slow round trip noted meanwhile changed slowAt: it stays.
+	if at := p.slowAt.Load(); at != 0 && now.UnixNano()-at >= int64(slowFor) {
+		p.slowAt.CompareAndSwap(at, 0)
 	}
 }
 

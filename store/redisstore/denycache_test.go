@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"strconv"
 	"testing"
 	"time"
 
@@ -185,4 +186,58 @@ func TestDenyCacheAnswersOnlyTheRefusedCost(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestDenyCacheSize: the count lookup reads to skip the shards' locks
+// follows every change of the entries (stores, a longer refusal over a
+// shorter one, evictions from full shards, expired entries a lookup drops,
+// forget), and a lookup still finds what is stored once the count is 0
+// again.
+func TestDenyCacheSize(t *testing.T) {
+	c := newDenyCache(denyShards) // one entry per shard: storing evicts
+	li := &limitInfo{limit: 1}
+	start := time.Now()
+	refusal := func(retry time.Duration) store.Decision {
+		return store.Decision{RetryAfter: retry, ResetAfter: retry}
+	}
+	check := func(when string) {
+		t.Helper()
+		n := 0
+		for i := range c.shards {
+			n += len(c.shards[i].m)
+		}
+		if got := c.size.Load(); got != int64(n) {
+			t.Fatalf("%s: size %d, the shards hold %d", when, got, n)
+		}
+	}
+	check("empty")
+	if _, ok := c.lookup("k0", li, 1, start); ok {
+		t.Fatal("a lookup in an empty cache found a refusal")
+	}
+	for i := range 4 * denyShards {
+		c.store("k"+strconv.Itoa(i), li, 1, start, refusal(time.Duration(1+i%5)*time.Millisecond))
+	}
+	check("after stores that evicted")
+	c.store("k0", li, 1, start, refusal(time.Hour))
+	c.store("k0", li, 1, start, refusal(time.Hour+time.Second))
+	check("after refusals over one key")
+	if _, ok := c.lookup("k0", li, 1, start.Add(time.Millisecond)); !ok {
+		t.Fatal("the stored refusal of k0 was not found")
+	}
+	later := start.Add(10 * time.Millisecond)
+	for i := range 4 * denyShards {
+		c.lookup("k"+strconv.Itoa(i), li, 1, later)
+	}
+	check("after lookups that dropped expired entries")
+	c.forget("k0")
+	c.forget("k0")
+	check("after forget")
+	if got := c.size.Load(); got != 0 {
+		t.Fatalf("size %d after every entry expired or was forgotten, want 0", got)
+	}
+	c.store("k1", li, 1, later, refusal(time.Hour))
+	if _, ok := c.lookup("k1", li, 1, later.Add(time.Millisecond)); !ok {
+		t.Fatal("a refusal stored after the cache emptied was not found")
+	}
+	check("after a store into the emptied cache")
 }

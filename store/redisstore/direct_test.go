@@ -177,6 +177,33 @@ func TestBudgetContextReuse(t *testing.T) {
 	}
 }
 
+// TestFlusherLimit: a slow round trip raises the limit to maxFlushers;
+// quick ones keep it there for slowFor after the slow one, and the first
+// quick one after that lowers it to baseFlushers.
+func TestFlusherLimit(t *testing.T) {
+	p := &pipes{slowTrip: 10 * time.Millisecond}
+	if got := p.flusherLimit(); got != baseFlushers {
+		t.Fatalf("new pipes: limit %d, want %d", got, baseFlushers)
+	}
+	p.timed(time.Now())
+	if got := p.flusherLimit(); got != baseFlushers {
+		t.Fatalf("after a quick round trip: limit %d, want %d", got, baseFlushers)
+	}
+	p.timed(time.Now().Add(-20 * time.Millisecond))
+	if got := p.flusherLimit(); got != maxFlushers {
+		t.Fatalf("after a slow round trip: limit %d, want %d", got, maxFlushers)
+	}
+	p.timed(time.Now())
+	if got := p.flusherLimit(); got != maxFlushers {
+		t.Fatalf("after a quick round trip within slowFor of the slow one: limit %d, want %d", got, maxFlushers)
+	}
+	p.slowAt.Store(time.Now().Add(-slowFor - time.Second).UnixNano())
+	p.timed(time.Now())
+	if got := p.flusherLimit(); got != baseFlushers {
+		t.Fatalf("after a quick round trip slowFor after the slow one: limit %d, want %d", got, baseFlushers)
+	}
+}
+
 // TestGiveBackAboveTheLimitKeepsTheSlot: a sender that gives back its
 // slot and finds a call queued takes the slot again even while the
 // senders outnumber the limit (16 after a slow round trip, 4 once round
