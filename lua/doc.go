@@ -22,11 +22,10 @@
 //	name                         files                                       convention
 //	<algorithm>                  common, unreadable, override, prelude,      full scripts
 //	                             the algorithm file
-//	<algorithm>/lean             common, then unreadable, lean_window and    lean scripts
-//	                             the algorithm's lean file (the sliding
-//	                             window counter's after counter; GCRA and
-//	                             the token bucket: lean_bucket) as the
-//	                             body of a function
+//	<algorithm>/lean             common, unreadable, lean_window, the        lean scripts
+//	                             algorithm's lean file (the sliding window
+//	                             counter's after counter; GCRA and the
+//	                             token bucket: common and lean_bucket)
 //	<algorithm>/lean-override    common, unreadable, override,               lean scripts with overrides
 //	                             lean_override, then the lean script as
 //	                             the body of a function
@@ -48,7 +47,8 @@
 //	<algorithm>/reserve          common, then the rest of the full script    reservations
 //	                             as the body of a function, then reserve
 //	<algorithm>/lean-batch       common, then the rest of the lean script    lean batches
-//	                             as the body of a function, then lean_batch
+//	                             as the body of a function that returns
+//	                             its reply as values, then lean_batch
 //
 // common.lua holds rounding helpers, the clock and the mode;
 // unreadable.lua repairs state the script cannot read; override.lua reads
@@ -95,10 +95,7 @@
 // is admitted, else as the limit stands. The sliding window log and counter
 // add a sixth integer, next after µs: the time until the limit admits one
 // unit more than it has remaining, 0 when it is full (package store, "Next
-// quota"; the store derives it for the other algorithms). The lean body
-// returns these integers as values from the function decide; the lean
-// script answers them as one array, its batch variant writes them into
-// its flat reply.
+// quota"; the store derives it for the other algorithms).
 //
 // # Calling convention: lean batches
 //
@@ -119,16 +116,18 @@
 // sliding window log and counter), then those integers; or, for a
 // request whose decision failed, one string: the error it would have
 // met alone, its code first ("READONLY ...", "OOM ..."; "ERR ..." for a
-// Lua error). A batch of a GCRA admission, a failure and a log refusal
-// answers
+// Lua error). A sliding window log batch of an admission, a failure and
+// a refusal answers
 //
-//	{5, 1, 9, 100000, 0, 0, "ERR ...", 6, 0, 0, 4000, 4000, 0, 4000}
+//	{6, 1, 9, 60000000, 0, 0, 0, "ERR ...", 6, 0, 0, 4000, 4000, 0, 4000}
 //
 // Flat, because Redis turns every table of a reply into an array one
 // element at a time after looking up its error and status fields: an
 // array per request cost about a sixth of Redis's time for a GCRA
-// decision in a batch. The lean bodies therefore return their integers
-// as values (see "Calling convention: lean scripts"). An error is a string rather than an error
+// decision in a batch. The batch's function decide is therefore the
+// lean script's text with each reply "return {...}" written "return ...":
+// it returns the integers as values, which the driver writes into the
+// flat reply. An error is a string rather than an error
 // element because a client may stop reading an array at an error element
 // (go-redis does, for codes such as READONLY and OOM). A request that
 // fails stops nothing: the requests before it keep what they wrote, and

@@ -1,8 +1,7 @@
 -- lean_bucket.lua: GCRA and the token bucket for the common request (one
 -- limit, no block, no de-duplication id, no counted refusals), with the
 -- lean calling convention (see doc.go) and scalars only: the same
--- arithmetic as bucket.lua for one limit, at a lower cost per call. It
--- returns the lean reply's five integers as values.
+-- arithmetic as bucket.lua for one limit, at a lower cost per call.
 local cost, r, p, b = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 if (not take and ARGV[1] ~= 'peek') or not cost or cost < 1 or not r or r < 1
     or not p or p < 1000 or not b or b < 1 or #KEYS ~= 1 then
@@ -51,7 +50,7 @@ if u + cost <= b then
   if take then
     redis.call('SET', key, struct.pack('<d<d', now, v), 'PX', int(ttl_ms(reset)))
   end
-  return 1, floor_units(b - v, b), reset, 0, repaired
+  return {1, floor_units(b - v, b), reset, 0, repaired}
 end
 
 -- used_at is bucket.lua's: the units used at time t.
@@ -78,4 +77,4 @@ end)
 if take and redis.call('PTTL', key) == -1 then
   redis.call('PEXPIRE', key, int(ttl_ms(ceil_us(u * p / r))))
 end
-return 0, floor_units(b - u, b), ceil_us(u * p / r), retry, repaired
+return {0, floor_units(b - u, b), ceil_us(u * p / r), retry, repaired}

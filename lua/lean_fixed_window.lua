@@ -33,7 +33,7 @@ if c + cost <= cap then
       redis.call('PEXPIRE', key, int(ttl_ms(left)))
     end
   end
-  return 1, cap - c - cost, left, 0, repaired
+  return {1, cap - c - cost, left, 0, repaired}
 end
 if take then
   expire(key, left)
@@ -42,4 +42,4 @@ local reset = 0
 if c > 0 then
   reset = left
 end
-return 0, floor_units(cap - c, cap), reset, left, repaired
+return {0, floor_units(cap - c, cap), reset, left, repaired}

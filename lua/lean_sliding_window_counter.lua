@@ -37,7 +37,7 @@ if est + cost <= cap then
   if rem < cap then
     nxt = counter_wait(ws, p, c + cost, pv, ws, c + cost, pv, cap - rem - 1 + cost)
   end
-  return 1, rem, life, 0, repaired, nxt
+  return {1, rem, life, 0, repaired, nxt}
 end
 if take then
   expire(key, life)
@@ -53,4 +53,4 @@ local nxt = 0
 if rem < cap then
   nxt = counter_wait(ws, p, c, pv, w, sc, spv, cap - rem - 1 + cost)
 end
-return 0, rem, reset, counter_wait(ws, p, c, pv, w, sc, spv, cap), repaired, nxt
+return {0, rem, reset, counter_wait(ws, p, c, pv, w, sc, spv, cap), repaired, nxt}

@@ -81,7 +81,7 @@ if count + cost <= cap then
     end
     redis.call('PEXPIRE', key, int(ttl_ms(p)))
   end
-  return 1, cap - count - cost, p, 0, repaired, nxt
+  return {1, cap - count - cost, p, 0, repaired, nxt}
 end
 -- Refused: count + cost > cap >= cost, so count > 0. The request fits once
 -- the (cap - cost + 1)-th newest unit has left the window, and one unit
@@ -105,4 +105,4 @@ end
 if take then
   expire(key, newest + p - now)
 end
-return 0, rem, newest + p - now, kth + p - now, repaired, nth + p - now
+return {0, rem, newest + p - now, kth + p - now, repaired, nth + p - now}

@@ -8,9 +8,9 @@
 -- counter write ARGV[4], p as given (decimal µs, the form every script
 -- writes a period in), to a window's field p and compare it with the
 -- stored one as strings: formatting p again would cost Redis more than
--- the field's read and write. The algorithm file returns the lean
--- reply's integers as values (five, and a sixth from the log and the
--- counter: see doc.go), with the same arithmetic as its full script.
+-- the field's read and write. The algorithm file answers the lean
+-- reply's integers (five, and a sixth from the log and the counter: see
+-- doc.go), with the same arithmetic as its full script.
 local cost, rate, p, cap = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 if (not take and mode ~= 'peek') or not cost or cost < 1 or not rate or rate < 1
     or not p or p < 1000 or not cap or cap < 1 or #KEYS ~= 1 then

@@ -50,15 +50,9 @@ func TestSource(t *testing.T) {
 				prefix := common + "\n" + unreadable + "\n" + override + "\n" + prelude
 				switch {
 				case lean && bucketAlg:
-					prefix = common + "\nlocal function decide()\n"
+					prefix = common + "\n"
 				case lean:
-					prefix = common + "\nlocal function decide()\n" + unreadable + "\n" + leanWindow
-				}
-				// A lean body runs as the function decide, whose values
-				// the script answers as one array.
-				tail := ""
-				if lean {
-					tail = "\nend\nreturn {decide()}"
+					prefix = common + "\n" + unreadable + "\n" + leanWindow
 				}
 				if !strings.HasPrefix(src, prefix) {
 					t.Fatal("script does not start with common.lua and its prelude")
@@ -76,7 +70,7 @@ func TestSource(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if !strings.HasSuffix(src, string(body)+tail) {
+				if !strings.HasSuffix(src, string(body)) {
 					t.Fatalf("script does not end with %s", file)
 				}
 				if name == "sliding_window_counter" || name == "suppressed" {
@@ -84,7 +78,7 @@ func TestSource(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					if !strings.HasSuffix(src, string(counterFile)+"\n"+string(body)+tail) {
+					if !strings.HasSuffix(src, string(counterFile)+"\n"+string(body)) {
 						t.Fatalf("script does not have counter.lua before %s", file)
 					}
 				}
@@ -124,6 +118,49 @@ func TestLeanOverrideSources(t *testing.T) {
 		if !strings.HasPrefix(src, want) || !strings.HasSuffix(src, "return reply\n") {
 			t.Errorf("%s: the script is not common, unreadable, override, lean_override and the lean script as decide, then the reply", name)
 		}
+	}
+}
+
+// TestLeanBatchSources: a lean batch script is common.lua, the lone lean
+// script's body as the function decide with each of its two replies
+// (admitted, refused) returned as values, and lean_batch.lua.
+func TestLeanBatchSources(t *testing.T) {
+	for _, name := range algorithms {
+		src, err := Source(name + "/lean-batch")
+		if name == "suppressed" {
+			if !errors.Is(err, errUnknownScript) {
+				t.Errorf("%s: got %v, want errUnknownScript (no lean batch)", name, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		lone, err := Source(name + "/lean")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, ok := strings.CutPrefix(lone, common+"\n")
+		if !ok {
+			t.Fatalf("%s: the lean script does not start with common.lua", name)
+		}
+		if n := len(leanReply.FindAllString(body, -1)); n != 2 {
+			t.Fatalf("%s: the lean script answers in %d lines of the form return {...}, want 2", name, n)
+		}
+		values := repliesAsValues(body)
+		if want := common + "\nlocal function decide(KEYS, ARGV)\n" + values + "\nend\n" + leanBatchDriver; src != want {
+			t.Errorf("%s: the batch script is not common.lua, the lean body as decide and lean_batch.lua", name)
+		}
+		if strings.Contains(values, "return {") {
+			t.Errorf("%s: the batch's decide still returns a table", name)
+		}
+		if strings.Count(values, "\n") != strings.Count(body, "\n") {
+			t.Errorf("%s: rewriting the replies changed the number of lines", name)
+		}
+	}
+	if got, want := repliesAsValues("if x then\n  return {1, f(a, b), 0}\nend\nreturn {0, g({}), 1}\nlocal t = {1}"),
+		"if x then\n  return 1, f(a, b), 0\nend\nreturn 0, g({}), 1\nlocal t = {1}"; got != want {
+		t.Errorf("repliesAsValues:\n%s\nwant\n%s", got, want)
 	}
 }
 
