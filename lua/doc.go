@@ -119,7 +119,7 @@
 // Lua error). A sliding window log batch of an admission, a failure and
 // a refusal answers
 //
-//	{6, 1, 9, 60000000, 0, 0, 0, "ERR ...", 6, 0, 0, 4000, 4000, 0, 4000}
+//	{6, 1, 9, 60000000, 0, 0, 60000000, "ERR ...", 6, 0, 0, 4000, 4000, 0, 4000}
 //
 // Flat, because Redis turns every table of a reply into an array one
 // element at a time after looking up its error and status fields: an

@@ -33,6 +33,12 @@ for i = 1, #KEYS do
   -- they wrote, the ones after it are decided, and its own element is the
   -- error it would have met alone.
   local ok, allowed, remaining, reset, retry, repaired, nxt = pcall(decide, keys, args)
+  -- A nil among the five would end the flat reply there (Redis reads a
+  -- table up to its first nil) and so fail every request of the batch:
+  -- it fails this one alone.
+  if ok and not (allowed and remaining and reset and retry and repaired) then
+    ok, allowed = false, 'ratekeeper: incomplete lean reply'
+  end
   if ok then
     -- Five integers, and the sixth of the log and the counter.
     if nxt then

@@ -181,8 +181,9 @@ func leanBatch(leanParts []string) []string {
 }
 
 // leanReply matches a lean script's reply: a line that returns one table
-// constructor, "return {...}", the only form the lean files answer in.
-var leanReply = regexp.MustCompile(`(?m)^(\s*)return \{(.*)\}$`)
+// constructor, "return {...}", the only form the lean files answer in (a
+// checkout with CRLF line ends included).
+var leanReply = regexp.MustCompile(`(?m)^([ \t]*)return[ \t]*\{(.*)\}[ \t\r]*$`)
 
 // repliesAsValues rewrites the replies of a lean script's part from
 // "return {a, b, ...}" to "return a, b, ...". The lone lean script answers

@@ -151,7 +151,7 @@ func TestLeanBatchSources(t *testing.T) {
 		if want := common + "\nlocal function decide(KEYS, ARGV)\n" + values + "\nend\n" + leanBatchDriver; src != want {
 			t.Errorf("%s: the batch script is not common.lua, the lean body as decide and lean_batch.lua", name)
 		}
-		if strings.Contains(values, "return {") {
+		if leanReply.MatchString(values) || strings.Contains(values, "return {") {
 			t.Errorf("%s: the batch's decide still returns a table", name)
 		}
 		if strings.Count(values, "\n") != strings.Count(body, "\n") {
@@ -161,6 +161,11 @@ func TestLeanBatchSources(t *testing.T) {
 	if got, want := repliesAsValues("if x then\n  return {1, f(a, b), 0}\nend\nreturn {0, g({}), 1}\nlocal t = {1}"),
 		"if x then\n  return 1, f(a, b), 0\nend\nreturn 0, g({}), 1\nlocal t = {1}"; got != want {
 		t.Errorf("repliesAsValues:\n%s\nwant\n%s", got, want)
+	}
+	// A checkout with CRLF line ends, and a reply written without the space.
+	if got, want := repliesAsValues("if x then\r\n  return {1, 2}\r\nend\r\nreturn{0, 3}\r\n"),
+		"if x then\r\n  return 1, 2\nend\r\nreturn 0, 3\n"; got != want {
+		t.Errorf("repliesAsValues with CRLF: %q, want %q", got, want)
 	}
 }
 

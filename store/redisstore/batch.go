@@ -16,9 +16,9 @@ import (
 )
 
 // baseFlushers and maxFlushers bound how many pipelines one node may have
-// in flight: baseFlushers while round trips are quick, maxFlushers for
-// slowFor after one took longer than a fifth of the store's Timeout
-// (pipes.slowTrip). Redis runs commands one at a time, so on a nearby
+// in flight: baseFlushers while round trips are quick, maxFlushers after
+// one took longer than a fifth of the store's Timeout (pipes.slowTrip),
+// until a round trip ends slowFor after the last such one. Redis runs commands one at a time, so on a nearby
 // server a few pipelines keep it busy, and more would only split batches
 // and start goroutines. But a call that finds them all in flight waits for
 // one to come back before its own round trip starts, so on a slow or
@@ -274,8 +274,8 @@ func newPipes(client redis.UniversalClient, maxBatch int, timeout time.Duration)
 
 // flusherLimit returns how many pipelines a node may have in flight now:
 // maxFlushers from a slow round trip until a round trip ends slowFor
-// after it, else baseFlushers. It reads no clock: every call asks, and the round trips, which read
-// it anyway, keep slowAt (see timed).
+// after it, else baseFlushers. It reads no clock: every call asks, and
+// the round trips, which read it anyway, keep slowAt (see timed).
 func (p *pipes) flusherLimit() int32 {
 	if p.slowAt.Load() != 0 {
 		return maxFlushers

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratekeeper/ratekeeper/internal/redistest"
+	"github.com/ratekeeper/ratekeeper/lua"
 	"github.com/ratekeeper/ratekeeper/store"
 )
 
@@ -226,6 +227,39 @@ func TestLeanBatchFailureStopsNothing(t *testing.T) {
 				t.Errorf("the failed request's key exists")
 			}
 		})
+	}
+}
+
+// TestLeanBatchIncompleteReply: a request whose decide returns a nil
+// among its five integers fails alone, with an error string; the flat
+// reply keeps its other requests' elements. No lean script returns one
+// today: the batch's driver runs here around a decide written for the
+// test.
+func TestLeanBatchIncompleteReply(t *testing.T) {
+	src, err := lua.Source("gcra/lean-batch")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const head = "local function decide(KEYS, ARGV)\n"
+	i, j := strings.Index(src, head), strings.Index(src, "-- lean_batch.lua:")
+	if i < 0 || j < i {
+		t.Fatal("the lean batch script has no decide function before its driver")
+	}
+	src = src[:i] + head + "if KEYS[1] == 'hole' then\n  return 1, nil, 3, 0, 0\nend\nreturn 1, 2, 3, 0, 0\nend\n" + src[j:]
+	ctx := context.Background()
+	c := newClient(t, requireServer(t), nil)
+	v, err := c.Eval(ctx, src, []string{"a", "hole", "c"}, 1, modeTake, modeTake, modeTake).Result()
+	if err != nil {
+		t.Fatalf("lean batch: %v", err)
+	}
+	got := batchReplies(t, v, 3)
+	for _, i := range []int{0, 2} {
+		if r, ok := got[i].([]any); !ok || len(r) != 5 || r[1] != int64(2) {
+			t.Errorf("request %d: %v, want its five integers", i+1, got[i])
+		}
+	}
+	if e, ok := got[1].(string); !ok || e != "ERR ratekeeper: incomplete lean reply" {
+		t.Errorf("request 2: %T %v, want the incomplete-reply error", got[1], got[1])
 	}
 }
 
