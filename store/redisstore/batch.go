@@ -802,8 +802,15 @@ func (b *batcher) run(batch []*call) {
 			// nothing, and a command there names keys of one slot.
 			b.p.merge.Store(false)
 		}
+		// items holds the calls' lean replies, slices of flat: a call's
+		// reply is a pointer into it, which an interface holds without
+		// an allocation per call (see batchItem).
+		var items [][]any
+		if err == nil {
+			items = make([][]any, len(sd.calls))
+		}
 		at := 0
-		for _, c := range sd.calls {
+		for i, c := range sd.calls {
 			var v any
 			e := err
 			switch {
@@ -812,7 +819,7 @@ func (b *batcher) run(batch []*call) {
 				// nothing was decided, so each call goes on alone.
 				v, e = b.reroute(ctx, c, e)
 			case e == nil:
-				v, at = batchItem(flat, at)
+				v, at = batchItem(flat, at, &items[i])
 				if msg, ok := v.(string); ok {
 					v, e = nil, itemError(msg)
 					if notRun(e) {
@@ -1075,13 +1082,17 @@ func isLoading(err error) bool {
 
 // batchItem returns the element of one request in the flat reply of a
 // lean batch (see "Calling convention: lean batches" in package lua)
-// that starts at flat[at]: its lean reply, as the array the lean script
-// would have answered, or its error string; and where the next request's
-// starts. The reply must be well formed (wellFormedBatch).
-func batchItem(flat []any, at int) (v any, next int) {
+// that starts at flat[at], and where the next request's starts. The
+// element is its error string, or its lean reply: the array the lean
+// script would have answered, which batchItem stores in *slot and
+// returns as slot (a *[]any, which decodeLean reads like the []any of a
+// lone call: boxing the slice itself would allocate). The reply must be
+// well formed (wellFormedBatch).
+func batchItem(flat []any, at int, slot *[]any) (v any, next int) {
 	if n, ok := flat[at].(int64); ok {
 		end := at + 1 + int(n)
-		return flat[at+1 : end : end], end
+		*slot = flat[at+1 : end : end]
+		return slot, end
 	}
 	return flat[at], at + 1
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -131,7 +132,14 @@ func batchReplies(t *testing.T, v any, n int) []any {
 	}
 	out := make([]any, n)
 	for i, at := 0, 0; i < n; i++ {
-		out[i], at = batchItem(flat, at)
+		var slot []any
+		out[i], at = batchItem(flat, at, &slot)
+		if p, ok := out[i].(*[]any); ok {
+			if p != &slot {
+				t.Fatalf("request %d: batchItem returned a pointer to another slot", i)
+			}
+			out[i] = *p
+		}
 	}
 	return out
 }
@@ -173,15 +181,26 @@ func TestWellFormedBatch(t *testing.T) {
 		}
 	}
 	flat := cat(five, []any{"ERR x"}, six)
-	v, at := batchItem(flat, 0)
-	if r, ok := v.([]any); !ok || len(r) != 5 || cap(r) != 5 || r[1] != int64(9) || at != 6 {
-		t.Errorf("first item: %v (next %d), want the five integers and 6", v, at)
+	var slots [3][]any
+	v, at := batchItem(flat, 0, &slots[0])
+	if p, ok := v.(*[]any); !ok || p != &slots[0] {
+		t.Fatalf("first item: %T, want a pointer to its slot", v)
 	}
-	if v, at = batchItem(flat, at); v != "ERR x" || at != 7 {
-		t.Errorf("second item: %v (next %d), want the error string and 7", v, at)
+	if r := slots[0]; len(r) != 5 || cap(r) != 5 || r[1] != int64(9) || at != 6 {
+		t.Errorf("first item: %v (next %d), want the five integers and 6", r, at)
 	}
-	if v, at = batchItem(flat, at); len(v.([]any)) != 6 || at != len(flat) {
+	if v, at = batchItem(flat, at, &slots[1]); v != "ERR x" || at != 7 || slots[1] != nil {
+		t.Errorf("second item: %v (next %d), want the error string and 7, its slot untouched", v, at)
+	}
+	if v, at = batchItem(flat, at, &slots[2]); len(*v.(*[]any)) != 6 || at != len(flat) {
 		t.Errorf("third item: %v (next %d), want the six integers and the end", v, at)
+	}
+	// decodeLean reads a batch item as it reads a lone call's reply.
+	li := newLimitInfo(store.Limit{Rate: 10, Period: time.Second})
+	lone, errLone := decodeLean(five[1:], li)
+	batched, errBatched := decodeLean(&slots[0], li)
+	if errLone != nil || errBatched != nil || !reflect.DeepEqual(lone, batched) || !lone.Allowed || lone.Remaining != 9 {
+		t.Errorf("decodeLean: lone reply %+v (%v), batch item %+v (%v); want the same decision", lone, errLone, batched, errBatched)
 	}
 }
 
@@ -667,7 +686,7 @@ func TestLeanBatchAfterScriptFlush(t *testing.T) {
 	s.pipes.one.run(append([]*call(nil), calls...))
 	for i, cl := range calls {
 		<-cl.done
-		if r, ok := cl.v.([]any); cl.err != nil || !ok || r[0] != int64(1) || r[1] != int64(10-(i+1)) {
+		if r := leanArray(cl.v); cl.err != nil || len(r) < 2 || r[0] != int64(1) || r[1] != int64(10-(i+1)) {
 			t.Errorf("call %d after the flush: got %v, %v; want admitted with %d remaining", i, cl.v, cl.err, 10-(i+1))
 		}
 		cl.release()

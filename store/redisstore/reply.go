@@ -377,11 +377,24 @@ func (r *reply) decision(limits []store.Limit) store.Decision {
 // decision for the limit li. User scripts' replies reach it cut to their
 // first four elements (the caller then sets NextAfter). It never panics.
 func decodeLean(v any, li *limitInfo) (store.Decision, error) {
-	arr, ok := v.([]any)
-	if !ok || len(arr) < 4 || len(arr) > 6 {
+	arr := leanArray(v)
+	if arr == nil || len(arr) < 4 || len(arr) > 6 {
 		return store.Decision{}, fmt.Errorf("%w: got %T %v, want 4 to 6 integers", errBadReply, v, v)
 	}
 	return decodeLeanInts(arr, &li.l, li.id)
+}
+
+// leanArray returns the elements of a lean reply as a call gets it: the
+// array of a call sent alone, or the pointer to it of a call answered in
+// a lean batch (batchItem); nil for anything else.
+func leanArray(v any) []any {
+	switch x := v.(type) {
+	case []any:
+		return x
+	case *[]any:
+		return *x
+	}
+	return nil
 }
 
 // leanReply is the layout of a lean script reply, read by name:
