@@ -18,15 +18,15 @@ import (
 // baseFlushers and maxFlushers bound how many pipelines one node may have
 // in flight: baseFlushers while round trips are quick, maxFlushers after
 // one took longer than a fifth of the store's Timeout (pipes.slowTrip),
-// until a round trip ends slowFor after the last such one. Redis runs commands one at a time, so on a nearby
-// server a few pipelines keep it busy, and more would only split batches
-// and start goroutines. But a call that finds them all in flight waits for
-// one to come back before its own round trip starts, so on a slow or
-// distant server the round trips set how many are needed: with 40 ms
-// replies, 4 of them made calls wait up to 40 ms and miss a 50 ms budget
-// (issue 19), where 16 keep the wait to a few milliseconds at hundreds of
-// calls per second. The warm-up opens maxFlushers connections (see
-// warmConns).
+// until a round trip ends slowFor after the last such one. Redis runs
+// commands one at a time, so on a nearby server a few pipelines keep it
+// busy, and more would only split batches and start goroutines. But a
+// call that finds them all in flight waits for one to come back before
+// its own round trip starts, so on a slow or distant server the round
+// trips set how many are needed: with 40 ms replies, 4 of them made calls
+// wait up to 40 ms and miss a 50 ms budget (issue 19), where 16 keep the
+// wait to a few milliseconds at hundreds of calls per second. The warm-up
+// opens maxFlushers connections (see warmConns).
 const (
 	baseFlushers = 4
 	maxFlushers  = 16

@@ -378,7 +378,7 @@ func (r *reply) decision(limits []store.Limit) store.Decision {
 // first four elements (the caller then sets NextAfter). It never panics.
 func decodeLean(v any, li *limitInfo) (store.Decision, error) {
 	arr := leanArray(v)
-	if arr == nil || len(arr) < 4 || len(arr) > 6 {
+	if len(arr) < 4 || len(arr) > 6 {
 		return store.Decision{}, fmt.Errorf("%w: got %T %v, want 4 to 6 integers", errBadReply, v, v)
 	}
 	return decodeLeanInts(arr, &li.l, li.id)
