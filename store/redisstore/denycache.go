@@ -32,10 +32,11 @@ type denyCache struct {
 	seed   maphash.Seed
 	perCap int // entries per shard
 	hits   atomic.Uint64
-	// size is the number of entries of every shard, which a shard's
-	// changes keep under its lock: lookup reads it to skip the shard's
-	// lock while nothing is cached (a workload without refusals).
-	size   atomic.Int64
+	// latest is the latest end (until) of any refusal stored, in
+	// nanoseconds since base: once the clock passes it every entry has
+	// expired, and lookup misses without the shard's lock (a workload
+	// without refusals, or after they ended).
+	latest atomic.Int64
 	shards [denyShards]denyShard
 }
 
@@ -77,18 +78,17 @@ func (c *denyCache) shard(key string) *denyShard {
 // of its own sending time, so that its waits never exceed what Redis
 // answered.
 func (c *denyCache) lookup(key string, li *limitInfo, cost int64, now time.Time) (store.Decision, bool) {
-	if c.size.Load() == 0 {
+	t := int64(now.Sub(c.base))
+	if t >= c.latest.Load() {
 		// A refusal stored meanwhile is missed as if this lookup had
 		// come first.
 		return store.Decision{}, false
 	}
-	t := int64(now.Sub(c.base))
 	sh := c.shard(key)
 	sh.mu.Lock()
 	e, ok := sh.m[key]
 	if ok && t >= e.until {
 		delete(sh.m, key)
-		c.size.Add(-1)
 		ok = false
 	}
 	sh.mu.Unlock()
@@ -143,12 +143,16 @@ func (c *denyCache) store(key string, li *limitInfo, cost int64, start time.Time
 		sh.mu.Unlock()
 		return // the entry already refuses longer
 	}
-	n := len(sh.m)
 	if _, ok := sh.m[key]; !ok && len(sh.m) >= c.perCap {
 		c.evict(sh, t)
 	}
 	sh.m[key] = e
-	c.size.Add(int64(len(sh.m) - n))
+	for {
+		l := c.latest.Load()
+		if e.until <= l || c.latest.CompareAndSwap(l, e.until) {
+			break
+		}
+	}
 	sh.mu.Unlock()
 }
 
@@ -177,9 +181,7 @@ func (c *denyCache) evict(sh *denyShard, t int64) {
 func (c *denyCache) forget(key string) {
 	sh := c.shard(key)
 	sh.mu.Lock()
-	n := len(sh.m)
 	delete(sh.m, key)
-	c.size.Add(int64(len(sh.m) - n))
 	sh.mu.Unlock()
 }
 

@@ -188,56 +188,63 @@ func TestDenyCacheAnswersOnlyTheRefusedCost(t *testing.T) {
 	}
 }
 
-// TestDenyCacheSize: the count lookup reads to skip the shards' locks
-// follows every change of the entries (stores, a longer refusal over a
-// shorter one, evictions from full shards, expired entries a lookup drops,
-// forget), and a lookup still finds what is stored once the count is 0
-// again.
-func TestDenyCacheSize(t *testing.T) {
+// TestDenyCacheLatest: the cache knows the latest end of any refusal it
+// stored, across evictions and forget, and a lookup after it misses
+// without taking a shard's lock (here held by the test), while a lookup
+// before it still finds its refusal.
+func TestDenyCacheLatest(t *testing.T) {
 	c := newDenyCache(denyShards) // one entry per shard: storing evicts
 	li := &limitInfo{limit: 1}
 	start := time.Now()
 	refusal := func(retry time.Duration) store.Decision {
 		return store.Decision{RetryAfter: retry, ResetAfter: retry}
 	}
-	check := func(when string) {
-		t.Helper()
-		n := 0
-		for i := range c.shards {
-			n += len(c.shards[i].m)
-		}
-		if got := c.size.Load(); got != int64(n) {
-			t.Fatalf("%s: size %d, the shards hold %d", when, got, n)
-		}
-	}
-	check("empty")
 	if _, ok := c.lookup("k0", li, 1, start); ok {
 		t.Fatal("a lookup in an empty cache found a refusal")
 	}
+	longest := time.Duration(0)
 	for i := range 4 * denyShards {
-		c.store("k"+strconv.Itoa(i), li, 1, start, refusal(time.Duration(1+i%5)*time.Millisecond))
+		retry := time.Duration(1+i%7) * time.Millisecond
+		longest = max(longest, retry)
+		c.store("k"+strconv.Itoa(i), li, 1, start, refusal(retry))
 	}
-	check("after stores that evicted")
-	c.store("k0", li, 1, start, refusal(time.Hour))
-	c.store("k0", li, 1, start, refusal(time.Hour+time.Second))
-	check("after refusals over one key")
-	if _, ok := c.lookup("k0", li, 1, start.Add(time.Millisecond)); !ok {
-		t.Fatal("the stored refusal of k0 was not found")
+	c.store("k0", li, 1, start, refusal(time.Second))
+	c.store("k1", li, 1, start, refusal(time.Millisecond)) // shorter than k1's: kept as it was
+	want := int64(start.Sub(c.base) + time.Second)
+	if got := c.latest.Load(); got != want {
+		t.Fatalf("latest %d, want %d (the end of k0's refusal)", got, want)
 	}
-	later := start.Add(10 * time.Millisecond)
-	for i := range 4 * denyShards {
-		c.lookup("k"+strconv.Itoa(i), li, 1, later)
+	if _, ok := c.lookup("k0", li, 1, start.Add(time.Microsecond)); !ok {
+		t.Fatal("k0's refusal was not found before it ended")
 	}
-	check("after lookups that dropped expired entries")
 	c.forget("k0")
-	c.forget("k0")
-	check("after forget")
-	if got := c.size.Load(); got != 0 {
-		t.Fatalf("size %d after every entry expired or was forgotten, want 0", got)
+	if _, ok := c.lookup("k0", li, 1, start.Add(time.Microsecond)); ok {
+		t.Fatal("k0's refusal was found after forget")
 	}
-	c.store("k1", li, 1, later, refusal(time.Hour))
-	if _, ok := c.lookup("k1", li, 1, later.Add(time.Millisecond)); !ok {
-		t.Fatal("a refusal stored after the cache emptied was not found")
+
+	// Every shard locked: a lookup after the latest end must not wait.
+	for i := range c.shards {
+		c.shards[i].mu.Lock()
 	}
-	check("after a store into the emptied cache")
+	done := make(chan bool, 1)
+	go func() {
+		_, ok := c.lookup("k2", li, 1, start.Add(time.Second))
+		done <- ok
+	}()
+	waited := false
+	select {
+	case ok := <-done:
+		if ok {
+			t.Error("a lookup after every refusal ended found one")
+		}
+	case <-time.After(5 * time.Second):
+		waited = true
+		t.Error("a lookup after every refusal ended waited for a shard's lock")
+	}
+	for i := range c.shards {
+		c.shards[i].mu.Unlock()
+	}
+	if waited {
+		<-done
+	}
 }
