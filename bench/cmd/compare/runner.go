@@ -71,14 +71,23 @@ type worker struct {
 
 func (w *worker) loop(do func(*worker, int) (bool, error), first, nkeys int, phase *atomic.Int32) {
 	k := first
+	// One clock reading per call: a call's latency runs from the reading
+	// after the previous call to the one after it, so it also holds this
+	// loop's few nanoseconds of bookkeeping. Reading the clock before and
+	// after each call (time.Now, then time.Since) cost 74 ns per call on a
+	// 2-core AMD EPYC guest: a constant added to every in-process case,
+	// which pulled their ratios towards 1.
+	base := time.Now()
+	last := time.Since(base)
 	for {
 		p := phase.Load()
 		if p == phaseStop {
 			return
 		}
-		start := time.Now()
 		ok, err := do(w, k)
-		d := time.Since(start)
+		end := time.Since(base)
+		d := end - last
+		last = end
 		if p == phaseMeasure {
 			w.hist.record(d)
 			w.calls++
