@@ -77,7 +77,7 @@ func (s *memStore) run(req store.Request, take bool) (store.Decision, error) {
 	}
 	now := s.now()
 	o.sh = s.shardFor(req.Key)
-	o.sh.mu.Lock()
+	o.sh.lock()
 	o.now = o.sh.clock(now)
 	var kind store.OverrideKind
 	if req.ApplyOverride {

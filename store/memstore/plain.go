@@ -132,7 +132,7 @@ func (s *memStore) takePlain(ctx context.Context, req *store.Request, p *plan, d
 	cost := contract.Cost(req)
 	now := s.nowFor(ctx)
 	sh, h := s.locate(req.Key)
-	sh.mu.Lock()
+	sh.lock()
 	now = sh.clock(now)
 	r := sh.lookup(req.Key, h)
 	st := r.plainState(p, now)
