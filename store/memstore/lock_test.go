@@ -6,8 +6,8 @@ import (
 	"time"
 )
 
-// TestShardLockExcludes: callers that lock a shard by lock, by Lock and
-// by lock again, from many goroutines at once, never hold it together.
+// TestShardLockExcludes: goroutines that lock a shard at once, half by
+// lock and half by Lock, never hold it together.
 func TestShardLockExcludes(t *testing.T) {
 	var sh shard
 	sh.init(0)

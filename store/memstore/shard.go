@@ -196,9 +196,10 @@ const lockSpins = 64
 
 // lock locks sh.mu. A shard is held for tens of nanoseconds, less than
 // one round of the spinning sync.Mutex does before it looks again (30
-// PAUSE instructions, up to a microsecond on some processors): a caller
-// that finds the lock held reads it again in a tight loop first, and
-// falls back to Lock, which may park it, only when that fails.
+// PAUSE instructions): a caller that finds the lock held tries it again
+// in a tight loop first, and falls back to Lock, which may park it, only
+// when that fails. TryLock fails while the mutex is starving, so the
+// goroutines queued then keep their turn.
 func (sh *shard) lock() {
 	for range lockSpins {
 		if sh.mu.TryLock() {
