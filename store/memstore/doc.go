@@ -81,5 +81,5 @@
 // locking, and time never runs backwards within a shard. The shards share
 // one count of states, changed only when states are created or dropped,
 // never when a Take updates a state in place; making room may lock other
-// shards, one at a time and in an order that cannot deadlock.
+// shards, one at a time and never waiting for one, so it cannot deadlock.
 package memstore

@@ -4,6 +4,7 @@ import (
 	"math"
 	"runtime"
 	"sync/atomic"
+	"time"
 )
 
 // budget counts the states of every shard against MaxKeys. It is the one
@@ -36,9 +37,17 @@ func (b *budget) give(n int) {
 	}
 }
 
-// evictRounds bounds how often a store making room retries when the shard
-// it would evict from is busy.
-const evictRounds = 64
+// evictRounds bounds how often a store making room looks again when
+// every shard it could evict from is busy: the first half of the rounds
+// yield the processor, the rest sleep for longer and longer (evictPause
+// times the round past the first half), some 20ms in all. A shard is held
+// only for bounded work, so a round fails only while each shard holding
+// records is held at that very moment, or while the states a full store
+// counts are reserved by writes not yet done.
+const (
+	evictRounds = 128
+	evictPause  = 5 * time.Microsecond
+)
 
 // makeRoom reserves need states for a write in shard sh, which the caller
 // holds locked, at now. When the store is full it first drops states that
@@ -83,8 +92,8 @@ func (s *memStore) makeRoom(sh *shard, now int64, need int, keep *record) bool {
 
 // dropExpired sweeps the shards that may hold expired state (their
 // published minExp has passed), sh first, until need states are freed,
-// and returns how many it freed. Other shards are swept only when their
-// lock can be had without risking a deadlock; a busy one is skipped.
+// and returns how many it freed. Other shards are swept only when
+// tryLock has their lock; a busy one is skipped.
 func (s *memStore) dropExpired(sh *shard, now int64, keep *record, need int) int {
 	got := 0
 	if sh.minExp <= now {
@@ -95,7 +104,7 @@ func (s *memStore) dropExpired(sh *shard, now int64, keep *record, need int) int
 			break
 		}
 		o := &s.shards[i]
-		if o == sh || o.pubMinExp.Load() > now || !s.lockOther(sh, o) {
+		if o == sh || o.pubMinExp.Load() > now || !o.tryLock() {
 			continue
 		}
 		got += o.sweep(now, nil)
@@ -107,11 +116,15 @@ func (s *memStore) dropExpired(sh *shard, now int64, keep *record, need int) int
 // evictOne evicts the least recently taken record of the store other than
 // keep (by touched time: to within recencyUS, see touch) and returns how
 // many states that freed. The candidates are the tails of the shards'
-// lists; when the shard holding the oldest is busy, sh's own oldest record
-// goes instead, so that the store stays close to least-recently-used order
-// without waiting. It reports false when nothing can be evicted.
+// lists. Other shards are locked with tryLock, which never waits for
+// long, so two stores making room in each other's shards cannot deadlock.
+// When the shard holding the oldest is busy, sh's own oldest record
+// goes instead, or, when sh holds none, the oldest of any other shard that
+// can be locked, so that the store stays close to least-recently-used
+// order without waiting. When every candidate is busy it looks again, up
+// to evictRounds times. It reports false when nothing can be evicted.
 func (s *memStore) evictOne(sh *shard, now int64, keep *record) (int, bool) {
-	for round := 0; round < evictRounds; round++ {
+	for round := 0; ; round++ {
 		own := sh.oldest(keep)
 		var victim *shard
 		best := int64(math.MaxInt64)
@@ -127,28 +140,52 @@ func (s *memStore) evictOne(sh *shard, now int64, keep *record) (int, bool) {
 				victim, best = o, t
 			}
 		}
-		switch {
-		case victim == nil:
-			return 0, false
-		case victim == sh:
+		if victim == sh {
 			return s.evict(sh, own, now), true
-		case s.lockOther(sh, victim):
-			r := victim.oldest(nil)
-			n := 0
-			if r != nil {
-				n = s.evict(victim, r, now)
-			}
-			victim.mu.Unlock()
-			if r != nil {
+		}
+		if victim != nil {
+			if n, ok := s.evictFrom(victim, now); ok {
 				return n, true
 			}
-		case own != nil:
+		}
+		if own != nil {
 			return s.evict(sh, own, now), true
-		default:
+		}
+		for i := range s.shards {
+			o := &s.shards[i]
+			if o == sh || o == victim || o.pubOldest.Load() == math.MaxInt64 {
+				continue
+			}
+			if n, ok := s.evictFrom(o, now); ok {
+				return n, true
+			}
+		}
+		// Nothing could be evicted now: every shard holding records is
+		// busy, or the states counted are reserved by writes under way.
+		switch {
+		case round == evictRounds:
+			return 0, false
+		case round < evictRounds/2:
 			runtime.Gosched()
+		default:
+			time.Sleep(time.Duration(round-evictRounds/2+1) * evictPause)
 		}
 	}
-	return 0, false
+}
+
+// evictFrom evicts the least recently taken record of shard o, while
+// another shard is held, reporting false when o is busy or holds no record.
+func (s *memStore) evictFrom(o *shard, now int64) (int, bool) {
+	if !o.tryLock() {
+		return 0, false
+	}
+	n := 0
+	r := o.oldest(nil)
+	if r != nil {
+		n = s.evict(o, r, now)
+	}
+	o.mu.Unlock()
+	return n, r != nil
 }
 
 // evict removes record r from shard o, both locked, and returns how many
@@ -161,15 +198,4 @@ func (s *memStore) evict(o *shard, r *record, now int64) int {
 	o.size -= n
 	o.remove(r)
 	return n
-}
-
-// lockOther locks shard o while sh is held. Locks are taken in shard
-// order, so it blocks only for a shard after sh and otherwise tries once:
-// two stores making room in each other's shards cannot deadlock.
-func (s *memStore) lockOther(sh, o *shard) bool {
-	if o.pos > sh.pos {
-		o.mu.Lock()
-		return true
-	}
-	return o.mu.TryLock()
 }

@@ -376,3 +376,56 @@ func TestEvictionRecencyPrecision(t *testing.T) {
 		})
 	}
 }
+
+// TestEvictWaitsForBusyShard: when the only record to evict is in another
+// shard that is held for a moment, a new key waits for it rather than
+// being refused, and the busy holder's own work is not disturbed.
+func TestEvictWaitsForBusyShard(t *testing.T) {
+	for _, holderFirst := range []bool{true, false} {
+		s, err := newMem(Options{MaxKeys: 2, Shards: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := []store.Limit{{Rate: 1, Period: time.Hour}}
+		// Two old keys fill the store, both in the busy shard; the new
+		// key's shard comes after it, or before it: both orders must
+		// wait.
+		busy := &s.shards[0]
+		if !holderFirst {
+			busy = &s.shards[1]
+		}
+		var olds []string
+		fresh := ""
+		for i := 0; len(olds) < 2 || fresh == ""; i++ {
+			k := fmt.Sprint("key-", i)
+			if s.shardFor(k) == busy {
+				olds = append(olds, k)
+			} else {
+				fresh = k
+			}
+		}
+		for _, k := range olds[:2] {
+			if d, err := s.Take(ctx, store.Request{Key: k, Limits: l}); err != nil || !d.Allowed {
+				t.Fatalf("Take(%q): got %+v, %v, want admitted", k, d, err)
+			}
+		}
+		busy.mu.Lock()
+		got := make(chan error, 1)
+		go func() {
+			d, err := s.Take(ctx, store.Request{Key: fresh, Limits: l})
+			if err == nil && !d.Allowed {
+				err = fmt.Errorf("refused: %+v", d)
+			}
+			got <- err
+		}()
+		time.Sleep(time.Millisecond)
+		busy.mu.Unlock()
+		if err := <-got; err != nil {
+			t.Fatalf("holder first %v: Take(%q) while the old keys' shard was busy: %v, want admitted", holderFirst, fresh, err)
+		}
+		if n, ev := s.Len(), s.Evictions(); n != 2 || ev != 1 {
+			t.Fatalf("holder first %v: got Len %d, Evictions %d, want 2, 1", holderFirst, n, ev)
+		}
+		checkCounts(t, s)
+	}
+}

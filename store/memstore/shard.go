@@ -209,6 +209,18 @@ func (sh *shard) lock() {
 	sh.mu.Lock()
 }
 
+// tryLock locks sh.mu unless it stays held for lockSpins tries. A store
+// holding one shard locks another only this way, so it never waits on a
+// shard whose holder waits on it.
+func (sh *shard) tryLock() bool {
+	for range lockSpins {
+		if sh.mu.TryLock() {
+			return true
+		}
+	}
+	return false
+}
+
 // clock returns now, or the latest time the shard has seen when the clock
 // stepped back, and remembers it.
 func (sh *shard) clock(now int64) int64 {
