@@ -37,17 +37,13 @@ func (b *budget) give(n int) {
 	}
 }
 
-// evictRounds bounds how often a store making room looks again when
-// every shard it could evict from is busy: the first half of the rounds
-// yield the processor, the rest sleep for longer and longer (evictPause
-// times the round past the first half), some 20ms in all. A shard is held
-// only for bounded work, so a round fails only while each shard holding
-// records is held at that very moment, or while the states a full store
-// counts are reserved by writes not yet done.
-const (
-	evictRounds = 128
-	evictPause  = 5 * time.Microsecond
-)
+// evictWait bounds how long a store making room keeps looking when every
+// shard it could evict from is busy, yielding the processor between
+// looks. A shard is held only for bounded work, so a look fails only
+// while each shard holding records is held at that very moment (its
+// holder's thread may have been descheduled), or while the states a full
+// store counts are reserved by writes not yet done.
+const evictWait = 5 * time.Millisecond
 
 // makeRoom reserves need states for a write in shard sh, which the caller
 // holds locked, at now. When the store is full it first drops states that
@@ -117,14 +113,15 @@ func (s *memStore) dropExpired(sh *shard, now int64, keep *record, need int) int
 // keep (by touched time: to within recencyUS, see touch) and returns how
 // many states that freed. The candidates are the tails of the shards'
 // lists. Other shards are locked with tryLock, which never waits for
-// long, so two stores making room in each other's shards cannot deadlock.
+// long, so two decisions making room in each other's shards cannot deadlock.
 // When the shard holding the oldest is busy, sh's own oldest record
 // goes instead, or, when sh holds none, the oldest of any other shard that
 // can be locked, so that the store stays close to least-recently-used
-// order without waiting. When every candidate is busy it looks again, up
-// to evictRounds times. It reports false when nothing can be evicted.
+// order without waiting. When every candidate is busy it looks again, for
+// up to evictWait. It reports false when nothing can be evicted.
 func (s *memStore) evictOne(sh *shard, now int64, keep *record) (int, bool) {
-	for round := 0; ; round++ {
+	var started time.Time
+	for {
 		own := sh.oldest(keep)
 		var victim *shard
 		best := int64(math.MaxInt64)
@@ -162,14 +159,12 @@ func (s *memStore) evictOne(sh *shard, now int64, keep *record) (int, bool) {
 		}
 		// Nothing could be evicted now: every shard holding records is
 		// busy, or the states counted are reserved by writes under way.
-		switch {
-		case round == evictRounds:
+		if started.IsZero() {
+			started = time.Now()
+		} else if time.Since(started) > s.evictWait {
 			return 0, false
-		case round < evictRounds/2:
-			runtime.Gosched()
-		default:
-			time.Sleep(time.Duration(round-evictRounds/2+1) * evictPause)
 		}
+		runtime.Gosched()
 	}
 }
 

@@ -386,6 +386,8 @@ func TestEvictWaitsForBusyShard(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// Long enough for a loaded machine: the shard is held for 1ms.
+		s.evictWait = time.Minute
 		l := []store.Limit{{Rate: 1, Period: time.Hour}}
 		// Two old keys fill the store, both in the busy shard; the new
 		// key's shard comes after it, or before it: both orders must
@@ -428,4 +430,51 @@ func TestEvictWaitsForBusyShard(t *testing.T) {
 		}
 		checkCounts(t, s)
 	}
+}
+
+// TestEvictGivesUp: a new key waits for a busy shard for evictWait at
+// most, then is refused with ErrTooManyKeys, nothing evicted or recorded.
+func TestEvictGivesUp(t *testing.T) {
+	s, err := newMem(Options{MaxKeys: 2, Shards: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.evictWait = 2 * time.Millisecond
+	l := []store.Limit{{Rate: 1, Period: time.Hour}}
+	busy := &s.shards[0]
+	var olds []string
+	fresh := ""
+	for i := 0; len(olds) < 2 || fresh == ""; i++ {
+		k := fmt.Sprint("key-", i)
+		if s.shardFor(k) == busy {
+			olds = append(olds, k)
+		} else {
+			fresh = k
+		}
+	}
+	for _, k := range olds[:2] {
+		if d, err := s.Take(ctx, store.Request{Key: k, Limits: l}); err != nil || !d.Allowed {
+			t.Fatalf("Take(%q): got %+v, %v, want admitted", k, d, err)
+		}
+	}
+	busy.mu.Lock()
+	start := time.Now()
+	_, err = s.Take(ctx, store.Request{Key: fresh, Limits: l})
+	waited := time.Since(start)
+	busy.mu.Unlock()
+	if !errors.Is(err, store.ErrTooManyKeys) {
+		t.Fatalf("Take(%q) while the only records' shard stays busy: got %v, want ErrTooManyKeys", fresh, err)
+	}
+	if waited < s.evictWait {
+		t.Fatalf("Take(%q) gave up after %v, want at least %v", fresh, waited, s.evictWait)
+	}
+	if n, ev := s.Len(), s.Evictions(); n != 2 || ev != 0 {
+		t.Fatalf("after the refusal: got Len %d, Evictions %d, want 2, 0", n, ev)
+	}
+	for _, k := range olds[:2] {
+		if d, _ := s.Peek(ctx, store.Request{Key: k, Limits: l}); d.Allowed {
+			t.Fatalf("Peek(%q) after the refusal: got %+v, want still limited (its state kept)", k, d)
+		}
+	}
+	checkCounts(t, s)
 }

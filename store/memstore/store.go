@@ -80,7 +80,8 @@ type memStore struct {
 
 	budget    budget
 	evictions atomic.Uint64
-	overrides atomic.Int64 // live overrides, expired ones not yet dropped included
+	evictWait time.Duration // see evictWait; tests change it
+	overrides atomic.Int64  // live overrides, expired ones not yet dropped included
 }
 
 // New returns an in-memory [store.Store] configured by opts. It returns an
@@ -130,6 +131,7 @@ func newMem(opts Options) (*memStore, error) {
 		s.rand = rand.Float64
 	}
 	s.budget.max = int64(maxKeys)
+	s.evictWait = evictWait
 	for i := range s.shards {
 		s.shards[i].init(i)
 	}
@@ -260,7 +262,7 @@ func fold(x, m uint64) uint64 {
 // evicted key starts afresh, as if it had expired. Only when the request
 // cannot fit even in an otherwise empty store (MaxKeys is smaller than
 // its states, plus what its key already holds), or in the rare case that
-// every shard it could evict from stays busy, does an admission record
+// every shard it could evict from stays busy for 5ms, does an admission record
 // nothing and return a *[store.BackendError] with Kind
 // "capacity" wrapping [store.ErrTooManyKeys] (so it also
 // matches [store.ErrStoreUnavailable]): the caller applies its failure
