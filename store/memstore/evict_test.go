@@ -377,9 +377,9 @@ func TestEvictionRecencyPrecision(t *testing.T) {
 	}
 }
 
-// TestEvictWaitsForBusyShard: when the only record to evict is in another
-// shard that is held for a moment, a new key waits for it rather than
-// being refused, and the busy holder's own work is not disturbed.
+// TestEvictWaitsForBusyShard: when the only records to evict are in
+// another shard that is held for a moment, a new key waits for it rather
+// than being refused, and evicts one of them.
 func TestEvictWaitsForBusyShard(t *testing.T) {
 	for _, holderFirst := range []bool{true, false} {
 		s, err := newMem(Options{MaxKeys: 2, Shards: 2})

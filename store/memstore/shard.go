@@ -209,9 +209,9 @@ func (sh *shard) lock() {
 	sh.mu.Lock()
 }
 
-// tryLock locks sh.mu unless it stays held for lockSpins tries. A store
-// holding one shard locks another only this way, so it never waits on a
-// shard whose holder waits on it.
+// tryLock locks sh.mu unless it stays held for lockSpins tries. A
+// decision holding one shard locks another only this way (see evictOne),
+// so it never waits on a shard whose holder waits on it.
 func (sh *shard) tryLock() bool {
 	for range lockSpins {
 		if sh.mu.TryLock() {
