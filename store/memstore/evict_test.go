@@ -396,21 +396,7 @@ func TestEvictWaitsForBusyShard(t *testing.T) {
 		if !holderFirst {
 			busy = &s.shards[1]
 		}
-		var olds []string
-		fresh := ""
-		for i := 0; len(olds) < 2 || fresh == ""; i++ {
-			k := fmt.Sprint("key-", i)
-			if s.shardFor(k) == busy {
-				olds = append(olds, k)
-			} else {
-				fresh = k
-			}
-		}
-		for _, k := range olds[:2] {
-			if d, err := s.Take(ctx, store.Request{Key: k, Limits: l}); err != nil || !d.Allowed {
-				t.Fatalf("Take(%q): got %+v, %v, want admitted", k, d, err)
-			}
-		}
+		_, fresh := fillShard(t, s, busy, l)
 		busy.mu.Lock()
 		got := make(chan error, 1)
 		go func() {
@@ -442,21 +428,7 @@ func TestEvictGivesUp(t *testing.T) {
 	s.evictWait = 2 * time.Millisecond
 	l := []store.Limit{{Rate: 1, Period: time.Hour}}
 	busy := &s.shards[0]
-	var olds []string
-	fresh := ""
-	for i := 0; len(olds) < 2 || fresh == ""; i++ {
-		k := fmt.Sprint("key-", i)
-		if s.shardFor(k) == busy {
-			olds = append(olds, k)
-		} else {
-			fresh = k
-		}
-	}
-	for _, k := range olds[:2] {
-		if d, err := s.Take(ctx, store.Request{Key: k, Limits: l}); err != nil || !d.Allowed {
-			t.Fatalf("Take(%q): got %+v, %v, want admitted", k, d, err)
-		}
-	}
+	olds, fresh := fillShard(t, s, busy, l)
 	busy.mu.Lock()
 	start := time.Now()
 	_, err = s.Take(ctx, store.Request{Key: fresh, Limits: l})
@@ -471,10 +443,32 @@ func TestEvictGivesUp(t *testing.T) {
 	if n, ev := s.Len(), s.Evictions(); n != 2 || ev != 0 {
 		t.Fatalf("after the refusal: got Len %d, Evictions %d, want 2, 0", n, ev)
 	}
-	for _, k := range olds[:2] {
+	for _, k := range olds {
 		if d, _ := s.Peek(ctx, store.Request{Key: k, Limits: l}); d.Allowed {
 			t.Fatalf("Peek(%q) after the refusal: got %+v, want still limited (its state kept)", k, d)
 		}
 	}
 	checkCounts(t, s)
+}
+
+// fillShard fills s, a store of two shards and MaxKeys 2, with two keys of
+// shard busy under limits l, admitted, and returns them and a key of the
+// other shard.
+func fillShard(t *testing.T, s *memStore, busy *shard, l []store.Limit) (olds []string, fresh string) {
+	t.Helper()
+	for i := 0; len(olds) < 2 || fresh == ""; i++ {
+		k := fmt.Sprint("key-", i)
+		switch {
+		case s.shardFor(k) != busy:
+			fresh = k
+		case len(olds) < 2:
+			olds = append(olds, k)
+		}
+	}
+	for _, k := range olds {
+		if d, err := s.Take(ctx, store.Request{Key: k, Limits: l}); err != nil || !d.Allowed {
+			t.Fatalf("Take(%q): got %+v, %v, want admitted", k, d, err)
+		}
+	}
+	return olds, fresh
 }
