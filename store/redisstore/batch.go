@@ -150,6 +150,13 @@ type pipes struct {
 	// deadlines, so that a lone call may be sent from its caller's
 	// goroutine (see batcher.direct).
 	direct bool
+	// poolCap caps flusherLimit at the connections the client's pool
+	// (per node) has for flushers: its PoolSize, less the one held for
+	// lone calls. A flusher beyond them would wait for a connection
+	// with its calls taken, where they could have gone out with the next
+	// flusher back. go-redis sizes the pool 10 per GOMAXPROCS, so a
+	// process limited to one CPU has 10. Zero: no cap.
+	poolCap int32
 	// lone: through a plain client, the connection lone calls are sent
 	// through from their callers' goroutines (see lone); nil for Cluster
 	// and Ring clients.
@@ -254,6 +261,7 @@ func newPipes(client redis.UniversalClient, maxBatch int, timeout time.Duration)
 			p.addNode(n)
 		})
 	}
+	p.poolCap = poolCap(client, p.lone != nil)
 	switch c := client.(type) {
 	case *redis.Client:
 		p.ctxDeadlines = c.Options().ContextTimeoutEnabled
@@ -274,13 +282,17 @@ func newPipes(client redis.UniversalClient, maxBatch int, timeout time.Duration)
 
 // flusherLimit returns how many pipelines a node may have in flight now:
 // maxFlushers from a slow round trip until a round trip ends slowFor
-// after it, else baseFlushers. It reads no clock: every call asks, and
+// after it, else baseFlushers; never more than poolCap. It reads no clock: every call asks, and
 // the round trips, which read it anyway, keep slowAt (see timed).
 func (p *pipes) flusherLimit() int32 {
+	limit := int32(baseFlushers)
 	if p.slowAt.Load() != 0 {
-		return maxFlushers
+		limit = maxFlushers
 	}
-	return baseFlushers
+	if p.poolCap > 0 {
+		limit = min(limit, p.poolCap)
+	}
+	return limit
 }
 
 // timed notes a round trip that started at start and ended now: a slow
@@ -296,6 +308,27 @@ func (p *pipes) timed(start time.Time) {
 	if at := p.slowAt.Load(); at != 0 && now.UnixNano()-at >= int64(slowFor) {
 		p.slowAt.CompareAndSwap(at, 0)
 	}
+}
+
+// poolCap returns pipes.poolCap for client, of whose pool one connection
+// is held for lone calls when lone is set.
+func poolCap(client redis.UniversalClient, lone bool) int32 {
+	var size int
+	switch c := client.(type) {
+	case *redis.Client:
+		size = c.Options().PoolSize
+	case *redis.ClusterClient:
+		size = c.Options().PoolSize
+	case *redis.Ring:
+		size = c.Options().PoolSize
+	}
+	if size <= 0 {
+		return 0
+	}
+	if lone {
+		size--
+	}
+	return int32(min(max(size, 1), maxFlushers))
 }
 
 // client is what a batcher sends through: a node, or the whole client.

@@ -229,3 +229,39 @@ func TestGiveBackAboveTheLimitKeepsTheSlot(t *testing.T) {
 		t.Fatal("giveBack with nothing queued: kept the slot, want it given back")
 	}
 }
+
+// TestFlusherLimitCappedByPool: the flushers of a node never outnumber
+// the connections its pool has for them (PoolSize, less the one held for
+// lone calls), which go-redis makes 10 per GOMAXPROCS: with 16 flushers
+// and a pool of 10 (one CPU), a slow server's calls waited for a
+// connection after their flusher took them, and a fifth to a quarter of
+// them missed their budget (TestSlowRedisAtStart at -cpu 1).
+func TestFlusherLimitCappedByPool(t *testing.T) {
+	for _, tc := range []struct {
+		pool int
+		lone bool
+		want int32
+	}{{10, true, 9}, {10, false, 10}, {2, true, 1}, {1, true, 1}, {100, true, maxFlushers}} {
+		c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", PoolSize: tc.pool})
+		got := poolCap(c, tc.lone)
+		c.Close()
+		if got != tc.want {
+			t.Errorf("PoolSize %d, lone %t: cap %d, want %d", tc.pool, tc.lone, got, tc.want)
+		}
+	}
+	p := &pipes{slowTrip: 10 * time.Millisecond, poolCap: 9}
+	p.timed(time.Now().Add(-20 * time.Millisecond))
+	if got := p.flusherLimit(); got != 9 {
+		t.Fatalf("after a slow round trip with a cap of 9: limit %d, want 9", got)
+	}
+	p.poolCap = 2
+	if got := p.flusherLimit(); got != 2 {
+		t.Fatalf("after a slow round trip with a cap of 2: limit %d, want 2", got)
+	}
+	// A store on a plain client holds one connection for lone calls.
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", PoolSize: 7})
+	defer c.Close()
+	if got := newPipes(c, 64, 50*time.Millisecond).poolCap; got != 6 {
+		t.Fatalf("newPipes on a client of PoolSize 7: cap %d, want 6", got)
+	}
+}
