@@ -88,7 +88,10 @@
 // longer than a fifth of the Timeout (a distant or overloaded server), up
 // to sixteen goroutines per node send: a call that finds every pipeline in
 // flight waits for one to come back before its own round trip starts,
-// which on a slow server would cost it the budget.
+// which on a slow server would cost it the budget. They never outnumber
+// the connections of the client's pool (PoolSize, which go-redis makes 10
+// per GOMAXPROCS), less the one held for lone calls (below): a sender
+// beyond them would wait for a connection with its calls taken.
 // Callers wait on their own timer, so a stalled socket (go-redis does not
 // cut a socket read at the context deadline unless ContextTimeoutEnabled
 // is set) holds the sending goroutine, never the request. A call made
