@@ -154,8 +154,9 @@ type pipes struct {
 	// (per node) has for flushers: its PoolSize, less the one held for
 	// lone calls. A flusher beyond them would wait for a connection
 	// with its calls taken, where they could have gone out with the next
-	// flusher back. go-redis sizes the pool 10 per GOMAXPROCS, so a
-	// process limited to one CPU has 10. Zero: no cap.
+	// flusher back. go-redis sizes the pool 10 per GOMAXPROCS (5 per
+	// node of a cluster), so a process limited to one CPU has 10 (5).
+	// Zero: no cap.
 	poolCap int32
 	// lone: through a plain client, the connection lone calls are sent
 	// through from their callers' goroutines (see lone); nil for Cluster
@@ -282,8 +283,9 @@ func newPipes(client redis.UniversalClient, maxBatch int, timeout time.Duration)
 
 // flusherLimit returns how many pipelines a node may have in flight now:
 // maxFlushers from a slow round trip until a round trip ends slowFor
-// after it, else baseFlushers; never more than poolCap. It reads no clock: every call asks, and
-// the round trips, which read it anyway, keep slowAt (see timed).
+// after it, else baseFlushers; never more than poolCap. It reads no
+// clock: every call asks, and the round trips, which read it anyway, keep
+// slowAt (see timed).
 func (p *pipes) flusherLimit() int32 {
 	limit := int32(baseFlushers)
 	if p.slowAt.Load() != 0 {
