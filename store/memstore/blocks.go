@@ -56,7 +56,7 @@ func (s *memStore) Blocks(_ context.Context, keyPrefix, cursor string, count int
 // blocks returns the keys of sh that start with prefix, sort after after
 // (every key when after is empty) and are blocked at now, in byte order.
 func (sh *shard) blocks(now int64, prefix, after string) []store.Block {
-	sh.mu.Lock()
+	sh.lock()
 	now = sh.clock(now)
 	nowMS := floorMS(now)
 	var out []store.Block

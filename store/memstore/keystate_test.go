@@ -20,7 +20,7 @@ func checkCounts(t *testing.T, s *memStore) {
 	total := 0
 	for i := range s.shards {
 		sh := &s.shards[i]
-		sh.mu.Lock()
+		sh.lock()
 		size, n := 0, 0
 		for r := sh.lru.next; r != &sh.lru; r = r.next {
 			n++
@@ -49,7 +49,7 @@ func checkCounts(t *testing.T, s *memStore) {
 // findRecord returns the record of key, or nil.
 func findRecord(s *memStore, key string) *record {
 	sh := s.shardFor(key)
-	sh.mu.Lock()
+	sh.lock()
 	defer sh.mu.Unlock()
 	return sh.index[key]
 }

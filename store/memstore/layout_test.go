@@ -8,8 +8,8 @@ import (
 // TestHotFieldsLayout pins the layout the record and shard comments
 // describe: what a Take of a bucket limit writes in one 32-byte block of
 // a record allocated 32-byte aligned (Go's 160-byte size class), and the
-// shard's per-Take writes on the lock's cache line, shards a whole number
-// of lines apart.
+// shard's per-Take writes, the hot record's counts among them, on the
+// lock's cache line, shards a whole number of lines apart.
 func TestHotFieldsLayout(t *testing.T) {
 	var r record
 	st := unsafe.Offsetof(r.inline)
@@ -28,14 +28,16 @@ func TestHotFieldsLayout(t *testing.T) {
 	}
 	var sh shard
 	for name, off := range map[string]uintptr{
-		"mu":           unsafe.Offsetof(sh.mu),
-		"last":         unsafe.Offsetof(sh.last),
-		"pubOldest":    unsafe.Offsetof(sh.pubOldest),
-		"publishedOld": unsafe.Offsetof(sh.publishedOld),
-		"recent":       unsafe.Offsetof(sh.recent),
-		"recentHash":   unsafe.Offsetof(sh.recentHash),
+		"mu":         unsafe.Offsetof(sh.mu),
+		"last":       unsafe.Offsetof(sh.last),
+		"recent":     unsafe.Offsetof(sh.recent),
+		"recentHash": unsafe.Offsetof(sh.recentHash),
+		"hot":        unsafe.Offsetof(sh.hot),
+		"hotExp":     unsafe.Offsetof(sh.hotExp),
+		"hotTS":      unsafe.Offsetof(sh.hotTS),
+		"hotUsed":    unsafe.Offsetof(sh.hotUsed),
 	} {
-		if off >= 64 {
+		if off+8 > 64 {
 			t.Errorf("shard.%s at byte %d, want on the lock's cache line", name, off)
 		}
 	}

@@ -81,7 +81,7 @@ func (s *memStore) TakeMulti(ctx context.Context, reqs []store.Request) (store.M
 func (s *memStore) lockAndReserve(reqs []store.Request, ops []op, outs [][]outcome, shards []*shard) (all bool, reserved int, err error) {
 	for attempt := 0; ; attempt++ {
 		for _, sh := range shards {
-			sh.mu.Lock()
+			sh.lock()
 		}
 		all = s.evaluateStack(reqs, ops, outs)
 		need := 0
@@ -95,7 +95,7 @@ func (s *memStore) lockAndReserve(reqs []store.Request, ops []op, outs [][]outco
 			shards[i].mu.Unlock()
 		}
 		top := shards[len(shards)-1]
-		top.mu.Lock()
+		top.lock()
 		ok := attempt < 2 && s.makeRoom(top, top.clock(s.now()), need-reserved, nil)
 		top.mu.Unlock()
 		if !ok {

@@ -132,12 +132,32 @@ func (s *memStore) takePlain(ctx context.Context, req *store.Request, p *plan, d
 	cost := contract.Cost(req)
 	now := s.nowFor(ctx)
 	sh, h := s.locate(req.Key)
-	sh.lock()
+	sh.spinLock()
 	now = sh.clock(now)
+	recent := sh.recent
 	r := sh.lookup(req.Key, h)
 	st := r.plainState(p, now)
 	if st == nil {
+		sh.settleHot()
 		return s.takeGeneral(ctx, req, p, sh, now, d)
+	}
+	var out [1]outcome
+	l := &p.limit[0]
+	if r == sh.hot {
+		// The counts are the shard's (see hold); the record's are stale.
+		c := &counts{exp: sh.hotExp, ts: sh.hotTS, used: sh.hotUsed}
+		if c.exp <= now {
+			c = nil // decides like none, and is written afresh
+		}
+		bucketOf(l, c, now, cost, &out[0], false)
+		if n := &out[0].next; out[0].allowed {
+			sh.hotExp, sh.hotTS, sh.hotUsed = n.exp, n.ts, n.used
+			sh.expiresAt(n.exp)
+		}
+		sh.touch(r, now)
+		sh.mu.Unlock()
+		s.plainDecision(p, &out[0], d)
+		return nil
 	}
 	// An expired state decides like none and is written afresh in place.
 	c, lg := &st.counts, st.log
@@ -147,8 +167,7 @@ func (s *memStore) takePlain(ctx context.Context, req *store.Request, p *plan, d
 			st.log.clear()
 		}
 	}
-	var out [1]outcome
-	switch l := &p.limit[0]; l.Algorithm {
+	switch l.Algorithm {
 	case store.FixedWindow:
 		fixedWindow(l, c, now, cost, &out[0])
 	case store.SlidingWindowCounter:
@@ -158,7 +177,7 @@ func (s *memStore) takePlain(ctx context.Context, req *store.Request, p *plan, d
 	default:
 		bucketOf(l, c, now, cost, &out[0], false) // rem0, reset0: refusals only
 	}
-	if n := &out[0].next; out[0].allowed && p.limit[0].Algorithm != store.SlidingWindowLog {
+	if n := &out[0].next; out[0].allowed && l.Algorithm != store.SlidingWindowLog {
 		if n.cur == st.cur && n.prev == st.prev && n.sup == st.sup {
 			// The buckets' {exp, ts, used}, alone: a store to the
 			// others, although unchanged, would dirty another cache
@@ -169,22 +188,32 @@ func (s *memStore) takePlain(ctx context.Context, req *store.Request, p *plan, d
 		}
 		sh.expiresAt(st.exp)
 	}
+	if r == recent && len(r.states) == 1 && r.ks == nil && (l.Algorithm == store.GCRA || l.Algorithm == store.TokenBucket) {
+		// A key taken twice in a row in its shard: its counts move to
+		// the shard's line (see hold).
+		sh.hold(r, st)
+	}
 	sh.touch(r, now)
 	sh.mu.Unlock()
-	// op.decision for one limit that met no block and no de-duplication
-	// id.
+	s.plainDecision(p, &out[0], d)
+	return nil
+}
+
+// plainDecision writes to d the decision of a plain request of plan p
+// whose limit's outcome is o: op.decision for one limit that met no
+// block and no de-duplication id.
+func (*memStore) plainDecision(p *plan, o *outcome, d *store.Decision) {
 	d.Capacity, d.LimitID = p.capacity, p.id
-	if o := &out[0]; o.allowed {
+	if o.allowed {
 		d.Allowed = true
 		d.Remaining, d.ResetAfter = o.rem1, micros(o.reset1)
 	} else {
 		d.Remaining, d.ResetAfter, d.RetryAfter = o.rem0, micros(o.reset0), micros(o.retry)
 	}
-	d.NextAfter = micros(out[0].nextAfter(&p.limit[0], d.Allowed))
+	d.NextAfter = micros(o.nextAfter(&p.limit[0], d.Allowed))
 	if !d.Allowed {
 		d.NextAfter = min(d.NextAfter, d.RetryAfter) // as op.decision
 	}
-	return nil
 }
 
 // plainLog is evaluateLog and, when admitted, op.record for a log of one

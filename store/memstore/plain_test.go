@@ -85,7 +85,7 @@ func liveStates(s *memStore) int {
 	n := 0
 	for i := range s.shards {
 		sh := &s.shards[i]
-		sh.mu.Lock()
+		sh.lock()
 		for _, r := range sh.index {
 			for j := range r.states {
 				if r.states[j].exp > now {

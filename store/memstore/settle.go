@@ -32,7 +32,7 @@ func (s *memStore) Settle(_ context.Context, req store.Request, taken store.Deci
 	}
 	now := s.now()
 	o.sh = s.shardFor(req.Key)
-	o.sh.mu.Lock()
+	o.sh.lock()
 	defer o.sh.mu.Unlock()
 	o.now = o.sh.clock(now)
 	o.rec = o.sh.index[req.Key]

@@ -333,7 +333,7 @@ func (s *memStore) reset(req store.Request) error {
 		ids[0], n = s.logID(req.Limits), 1
 	}
 	sh := s.shardFor(req.Key)
-	sh.mu.Lock()
+	sh.lock()
 	defer sh.mu.Unlock()
 	now := sh.clock(s.now())
 	r := sh.index[req.Key]

@@ -167,7 +167,7 @@ func TestIncrementalSweep(t *testing.T) {
 	}
 	checkCounts(t, s)
 	sh := &s.shards[0]
-	sh.mu.Lock()
+	sh.lock()
 	defer sh.mu.Unlock()
 	now := s.now() + 2*time.Second.Microseconds() // every state has expired
 	held := sh.size
@@ -197,7 +197,7 @@ func TestSweepLeavesMinExpExact(t *testing.T) {
 	clk.Advance(50 * time.Millisecond)
 	mustTake(t, s, short) // 1.5 units used: now expires 200ms from start
 	sh := &s.shards[0]
-	sh.mu.Lock()
+	sh.lock()
 	defer sh.mu.Unlock()
 	if want := start + 100_000; sh.minExp != want {
 		t.Fatalf("minExp before the sweep: got %d, want %d (the first expiry, now stale)", sh.minExp, want)

@@ -90,7 +90,7 @@ func keyTTLs(s *memStore) func(context.Context) (map[string]time.Duration, error
 func forEachRecord(s *memStore, f func(*shard, *record)) {
 	for i := range s.shards {
 		sh := &s.shards[i]
-		sh.mu.Lock()
+		sh.lock()
 		for r := sh.lru.next; r != &sh.lru; r = r.next {
 			f(sh, r)
 		}

@@ -78,7 +78,7 @@ func (s *memStore) CancelWait(_ context.Context, req store.Request, d store.Deci
 	s.limitIDs(req.Limits, &o.ids)
 	now := s.now()
 	o.sh = s.shardFor(req.Key)
-	o.sh.mu.Lock()
+	o.sh.lock()
 	defer o.sh.mu.Unlock()
 	o.now = o.sh.clock(now)
 	o.rec = o.sh.index[req.Key]
