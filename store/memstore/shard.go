@@ -167,12 +167,13 @@ type shard struct {
 	hotTS   int64
 	hotUsed float64
 
+	index map[string]*record // first on the next line, which a lookup reads
+
 	// The LRU tail's touched time, published for other shards making room,
 	// which read it without the lock.
 	pubOldest    atomic.Int64
 	publishedOld int64
 
-	index map[string]*record
 	lru   record // sentinel: lru.next is the most recently taken record
 	size  int    // states held, counted as for MaxKeys
 	peak  int    // largest len(index) since the map was last rebuilt
