@@ -91,6 +91,7 @@
 // cores move one cache line between them per Take instead of two; any
 // other use of the shard puts them back in the key's record first. On a
 // 2-core guest the memory store alone on one key at 64 callers went from
-// 2.9 M to 4.6-4.9 M decisions per second, and the middleware from 2.4-2.6
-// M to 3.4-3.6 M, with no change at one caller or over 10,000 keys.
+// 2.8-2.9 M to 4.0-4.9 M decisions per second, and the middleware from
+// 2.4-2.6 M to 3.3-3.6 M, with no change at one caller or over 10,000
+// keys.
 package memstore
