@@ -249,9 +249,9 @@ func (sh *shard) tryLock() bool {
 //
 // A key taken by callers on several cores then moves one cache line
 // between them per Take instead of two, and the lock is held for no miss
-// on the record's line: on two cores, a lone key's Takes ran up to twice
-// as fast. The record's own lines are only read while it is hot, so they
-// stay in every core's cache.
+// on the record's line: on two cores, one key's Takes from 64 callers ran
+// 1.4 to 1.7 times as fast. The record's own lines are only read while it
+// is hot, so they stay in every core's cache.
 //
 // The plain path alone reads and writes the hot counts, with the shard
 // locked by spinLock; lock and tryLock write them back to the record
