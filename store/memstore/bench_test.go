@@ -138,9 +138,9 @@ func BenchmarkNewKeys(b *testing.B) {
 // decision, for the algorithms the plain path decides in place. Run it
 // with -cpu 1,2: at one processor the work and the Takes add up; at two,
 // every Take whose state the other core wrote last pays to fetch it, and
-// with the shard held. GCRA and the token bucket keep a hot key's counts
-// on the shard's lock line (see shard.hold); the window algorithms do
-// not.
+// with the shard held. GCRA, the token bucket and the fixed window keep
+// a hot key's counts on the shard's lock line (see shard.hold); the
+// sliding window counter does not.
 func BenchmarkTakeHotKey(b *testing.B) {
 	for _, alg := range []store.Algorithm{store.GCRA, store.TokenBucket, store.FixedWindow, store.SlidingWindowCounter} {
 		b.Run(alg.String(), func(b *testing.B) {

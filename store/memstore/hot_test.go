@@ -18,11 +18,11 @@ func hotOf(s *memStore, key string) (hot, r *record) {
 }
 
 // TestHotRecord: a key taken again and again becomes its shard's hot
-// record, for GCRA and the token bucket only, and whatever else reads the
+// record, for GCRA, the token bucket and the fixed window, and whatever else reads the
 // key's state (Peek, the general path, Reset, a sweep, eviction) finds the
 // counts its Takes left, as if they had stayed in the record.
 func TestHotRecord(t *testing.T) {
-	for _, alg := range []store.Algorithm{store.GCRA, store.TokenBucket} {
+	for _, alg := range []store.Algorithm{store.GCRA, store.TokenBucket, store.FixedWindow} {
 		t.Run(alg.String(), func(t *testing.T) {
 			s, clk := newTestStore(t, Options{Shards: 1})
 			l := store.Limit{Algorithm: alg, Rate: 10, Period: time.Second}
@@ -82,7 +82,7 @@ func TestHotRecord(t *testing.T) {
 	}
 }
 
-// TestHotRecordNotForOtherStates: a window limit's record, a record of
+// TestHotRecordNotForOtherStates: a sliding window's record, a record of
 // two states and one with a key state never become hot.
 func TestHotRecordNotForOtherStates(t *testing.T) {
 	s, _ := newTestStore(t, Options{})
@@ -91,7 +91,6 @@ func TestHotRecordNotForOtherStates(t *testing.T) {
 		key  string
 		reqs []store.Request
 	}{
-		{"fixed", []store.Request{{Key: "fixed", Limits: []store.Limit{{Algorithm: store.FixedWindow, Rate: 99, Period: hour}}}}},
 		{"counter", []store.Request{{Key: "counter", Limits: []store.Limit{{Algorithm: store.SlidingWindowCounter, Rate: 99, Period: hour}}}}},
 		{"log", []store.Request{{Key: "log", Limits: []store.Limit{{Algorithm: store.SlidingWindowLog, Rate: 99, Period: hour}}}}},
 		{"two", []store.Request{
@@ -184,7 +183,7 @@ func keysInShards(s *memStore) (a, b, c string) {
 // de-duplication id, which also gives the key a key state) admit exactly
 // the limit's capacity between them. Run it with -race.
 func TestHotRecordConcurrent(t *testing.T) {
-	for _, alg := range []store.Algorithm{store.GCRA, store.TokenBucket} {
+	for _, alg := range []store.Algorithm{store.GCRA, store.TokenBucket, store.FixedWindow} {
 		t.Run(alg.String(), func(t *testing.T) {
 			s, _ := newTestStore(t, Options{Shards: 2})
 			const capacity = 1000

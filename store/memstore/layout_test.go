@@ -35,7 +35,7 @@ func TestHotFieldsLayout(t *testing.T) {
 		"hot":        unsafe.Offsetof(sh.hot),
 		"hotExp":     unsafe.Offsetof(sh.hotExp),
 		"hotTS":      unsafe.Offsetof(sh.hotTS),
-		"hotUsed":    unsafe.Offsetof(sh.hotUsed),
+		"hotN":       unsafe.Offsetof(sh.hotN),
 	} {
 		if off+8 > 64 {
 			t.Errorf("shard.%s at byte %d, want on the lock's cache line", name, off)

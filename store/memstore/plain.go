@@ -145,14 +145,18 @@ func (s *memStore) takePlain(ctx context.Context, req *store.Request, p *plan, d
 	l := &p.limit[0]
 	if r == sh.hot {
 		// The counts are the shard's (see hold); the record's are stale.
-		c := &counts{exp: sh.hotExp, ts: sh.hotTS, used: sh.hotUsed}
-		if c.exp <= now {
-			c = nil // decides like none, and is written afresh
-		}
-		bucketOf(l, c, now, cost, &out[0], false)
-		if n := &out[0].next; out[0].allowed {
-			sh.hotExp, sh.hotTS, sh.hotUsed = n.exp, n.ts, n.used
-			sh.expiresAt(n.exp)
+		if l.Algorithm == store.FixedWindow {
+			sh.takeHotWindow(l, now, cost, &out[0])
+		} else {
+			c := &counts{exp: sh.hotExp, ts: sh.hotTS, used: math.Float64frombits(sh.hotN)}
+			if c.exp <= now {
+				c = nil // decides like none, and is written afresh
+			}
+			bucketOf(l, c, now, cost, &out[0], false)
+			if n := &out[0].next; out[0].allowed {
+				sh.hotExp, sh.hotTS, sh.hotN = n.exp, n.ts, math.Float64bits(n.used)
+				sh.expiresAt(n.exp)
+			}
 		}
 		sh.touch(r, now)
 		sh.mu.Unlock()
@@ -188,7 +192,7 @@ func (s *memStore) takePlain(ctx context.Context, req *store.Request, p *plan, d
 		}
 		sh.expiresAt(st.exp)
 	}
-	if r == recent && len(r.states) == 1 && r.ks == nil && (l.Algorithm == store.GCRA || l.Algorithm == store.TokenBucket) {
+	if r == recent && len(r.states) == 1 && r.ks == nil && hotAlgorithm(l.Algorithm) {
 		// A key taken twice in a row in its shard: its counts move to
 		// the shard's line (see hold).
 		sh.hold(r, st)
@@ -197,6 +201,20 @@ func (s *memStore) takePlain(ctx context.Context, req *store.Request, p *plan, d
 	sh.mu.Unlock()
 	s.plainDecision(p, &out[0], d)
 	return nil
+}
+
+// takeHotWindow decides a plain Take of the hot record's fixed window l
+// on the shard's counts, setting o (zero), and stores them when it admits.
+func (sh *shard) takeHotWindow(l *store.Limit, now, cost int64, o *outcome) {
+	c := &counts{exp: sh.hotExp, ts: sh.hotTS, cur: int64(sh.hotN)}
+	if c.exp <= now {
+		c = nil // decides like none, and is written afresh
+	}
+	fixedWindow(l, c, now, cost, o)
+	if n := &o.next; o.allowed {
+		sh.hotExp, sh.hotTS, sh.hotN = n.exp, n.ts, uint64(n.cur)
+		sh.expiresAt(n.exp)
+	}
 }
 
 // plainDecision writes to d the decision of a plain request of plan p

@@ -159,13 +159,13 @@ type shard struct {
 	// once, is found without a map lookup under the lock.
 	recent     *record
 	recentHash uint64
-	// hot is a record whose one bucket state's counts live here, in
-	// hotExp, hotTS and hotUsed, while its own are stale (nil: none); see
-	// hold.
-	hot     *record
-	hotExp  int64
-	hotTS   int64
-	hotUsed float64
+	// hot is a record whose one state's counts live here while its own
+	// are stale (nil: none; see hold): exp and ts in hotExp and hotTS, and
+	// in hotN a fixed window's cur, or the bits of a bucket's used.
+	hot    *record
+	hotExp int64
+	hotTS  int64
+	hotN   uint64
 
 	index map[string]*record // first on the next line, which a lookup reads
 
@@ -243,9 +243,10 @@ func (sh *shard) tryLock() bool {
 }
 
 // hold makes r, whose only state st is a bucket's (GCRA or the token
-// bucket) and whose key has no key state, the shard's hot record: its
-// counts are kept on the shard's first cache line from now on, where
-// every Take of the key already writes the lock, instead of in the record.
+// bucket) or a fixed window's (see hotAlgorithm) and whose key has no key
+// state, the shard's hot record: its counts are kept on the shard's first
+// cache line from now on, where every Take of the key already writes the
+// lock, instead of in the record.
 //
 // A key taken by callers on several cores then moves one cache line
 // between them per Take instead of two, and the lock is held for no miss
@@ -263,7 +264,37 @@ func (sh *shard) hold(r *record, st *limitState) {
 		sh.settleHot()
 		sh.hot = r
 	}
-	sh.hotExp, sh.hotTS, sh.hotUsed = st.exp, st.ts, st.used
+	sh.keepHot(st.alg, &st.counts)
+}
+
+// keepHot stores the counts c of a hot record's state of algorithm alg in
+// the shard's hot fields.
+func (sh *shard) keepHot(alg store.Algorithm, c *counts) {
+	sh.hotExp, sh.hotTS = c.exp, c.ts
+	if alg == store.FixedWindow {
+		sh.hotN = uint64(c.cur)
+	} else {
+		sh.hotN = math.Float64bits(c.used)
+	}
+}
+
+// hotCounts returns the hot record's counts, its state being of
+// algorithm alg.
+func (sh *shard) hotCounts(alg store.Algorithm) counts {
+	c := counts{exp: sh.hotExp, ts: sh.hotTS}
+	if alg == store.FixedWindow {
+		c.cur = int64(sh.hotN)
+	} else {
+		c.used = math.Float64frombits(sh.hotN)
+	}
+	return c
+}
+
+// hotAlgorithm reports an algorithm whose state a hot record may hold:
+// one whose counts are exp, ts and one more (a bucket's used, a fixed
+// window's cur), which fit on the shard's first line.
+func hotAlgorithm(a store.Algorithm) bool {
+	return a == store.GCRA || a == store.TokenBucket || a == store.FixedWindow
 }
 
 // settleHot writes the hot record's counts back to its state, if there
@@ -271,7 +302,8 @@ func (sh *shard) hold(r *record, st *limitState) {
 func (sh *shard) settleHot() {
 	if r := sh.hot; r != nil {
 		st := &r.states[0]
-		st.exp, st.ts, st.used = sh.hotExp, sh.hotTS, sh.hotUsed
+		c := sh.hotCounts(st.alg)
+		st.exp, st.ts, st.used, st.cur = c.exp, c.ts, c.used, c.cur
 		sh.hot = nil
 	}
 }
