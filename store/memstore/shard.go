@@ -258,12 +258,12 @@ func (sh *shard) tryLock() bool {
 // locked by spinLock; lock and tryLock write them back to the record
 // first (settleHot), so the rest of the store never sees a hot record.
 // A plain Take that does not find its state in place (plainState) writes
-// them back too before the general path runs.
+// them back too before the general path runs. The plain path calls hold
+// only for a record that is not hot, so another hot record's counts are
+// written back first.
 func (sh *shard) hold(r *record, st *limitState) {
-	if sh.hot != r {
-		sh.settleHot()
-		sh.hot = r
-	}
+	sh.settleHot()
+	sh.hot = r
 	sh.keepHot(st.alg, &st.counts)
 }
 
