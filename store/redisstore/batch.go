@@ -597,7 +597,9 @@ func (b *batcher) held(c *call, start time.Time, lc *loneConn) (v any, err error
 	} else if spin > 0 {
 		ls.spun(caught)
 	}
-	if classify(err) == "timeout" {
+	// Only a failure is classified: classify's targets escape, so a call
+	// that succeeded would pay its allocations for nothing.
+	if err != nil && classify(err) == "timeout" {
 		err = context.DeadlineExceeded // the capped socket's
 	}
 	return v, err

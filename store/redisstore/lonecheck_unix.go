@@ -18,47 +18,62 @@ import (
 // (a push notification, which go-redis reads before the next reply) is
 // not a closed socket.
 func alive(c *capConn) bool {
-	sc, ok := c.Conn.(syscall.Conn)
-	if !ok {
-		return true
-	}
-	raw, err := sc.SyscallConn()
-	if err != nil {
-		return false
+	p := c.poller // made once with the connection: this runs before every lone call
+	if p == nil {
+		sc, ok := c.Conn.(syscall.Conn)
+		if !ok {
+			return true
+		}
+		raw, err := sc.SyscallConn()
+		if err != nil {
+			return false
+		}
+		p = newPoller(raw)
 	}
 	// The last call's deadline has passed, and a read would report it
 	// instead of looking; the next call sets its own.
 	if c.Conn.SetDeadline(time.Time{}) != nil {
 		return false
 	}
-	open := true
-	err = raw.Read(func(fd uintptr) bool {
-		var b [1]byte
-		n, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		open = n > 0 || err == syscall.EAGAIN || err == syscall.EWOULDBLOCK
-		return true
-	})
-	return err == nil && open
+	return p.raw.Read(p.peekFn) == nil && p.open
 }
 
-// poller polls one socket (see poll). Its fields past fn are those of
-// the read in progress: a socket's reads take turns, and the function
-// given to the raw connection is made once, not per read.
+// peekOpen reports whether the socket fd is open: a peek of one byte finds
+// data or nothing to read yet, not the end of the stream or an error.
+func peekOpen(fd uintptr) bool {
+	var b [1]byte
+	n, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+	return n > 0 || err == syscall.EAGAIN || err == syscall.EWOULDBLOCK
+}
+
+// poller polls one socket (see poll) and checks it (see alive). Its
+// fields past open are those of the read in progress: a socket's reads
+// take turns, and the functions given to the raw connection are made
+// once, not per read.
 type poller struct {
-	raw   syscall.RawConn
-	fn    func(fd uintptr) bool // p.try
-	b     []byte
-	until time.Time
-	busy  func() bool // nil: never
-	n     int
-	errno error
-	ok    bool
+	raw    syscall.RawConn
+	fn     func(fd uintptr) bool // p.try
+	peekFn func(fd uintptr) bool // p.peek
+	open   bool                  // what the last peek found
+	b      []byte
+	until  time.Time
+	busy   func() bool // nil: never
+	n      int
+	errno  error
+	ok     bool
 }
 
 func newPoller(raw syscall.RawConn) *poller {
 	p := &poller{raw: raw}
 	p.fn = p.try
+	p.peekFn = p.peek
 	return p
+}
+
+// peek is alive's function of the socket's descriptor.
+func (p *poller) peek(fd uintptr) bool {
+	p.open = peekOpen(fd)
+	return true
 }
 
 // poll reads into b from the socket without sleeping, until at most
