@@ -88,8 +88,6 @@ func (p *poller) peek(fd uintptr) bool {
 // On a host whose cores go idle between a lone call and its reply, a
 // caller that sleeps pays for waking up twice, its thread and then its
 // goroutine, often more than the round trip itself; polling stays awake.
-// Between reads it yields its core to any thread waiting for it (see
-// yieldThread), which on Linux may be the server's.
 func (p *poller) poll(b []byte, until time.Time, busy func() bool) (n int, ok bool, err error) {
 	if len(b) == 0 {
 		return 0, false, nil
@@ -122,9 +120,6 @@ func (p *poller) try(fd uintptr) bool {
 		case !time.Now().Before(p.until), p.busy != nil && p.busy():
 			return true
 		}
-		// Other goroutines, then other threads (the server's, on this
-		// core) go first.
 		runtime.Gosched()
-		yieldThread()
 	}
 }
