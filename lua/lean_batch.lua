@@ -7,9 +7,37 @@
 -- is flat: for each request, the number of its lean reply's integers and
 -- then the integers, or the error it met as one string. See doc.go,
 -- "Calling convention: lean batches".
-local n = tonumber(ARGV[1])
-if not n or n < 1 or #ARGV ~= 1 + n * #KEYS then
+--
+-- ARGV[1] is n, the number of arguments of every request, and ARGV[2] is
+-- m, the number of argument lists the call shares among its requests.
+-- With m = 0 every request's n arguments follow in order; with m = 1 one
+-- list of n follows, every request's; with m > 1 the m lists follow, then
+-- each request's list number. Most batches are of one limit, whose
+-- requests have the same arguments: Redis then parses n of them once per
+-- call instead of n per request, and the driver copies none.
+local n, m = tonumber(ARGV[1]), tonumber(ARGV[2])
+local count = #KEYS
+if not n or n < 1 or not m or m < 0 or m > count or m % 1 ~= 0 then
   error('ratekeeper: malformed arguments')
+end
+local want = 2 + m * n
+if m == 0 then
+  want = 2 + count * n
+elseif m > 1 then
+  want = want + count
+end
+if #ARGV ~= want then
+  error('ratekeeper: malformed arguments')
+end
+-- The shared lists. decide only reads its ARGV, so one table serves every
+-- request of a list.
+local lists = {}
+for t = 1, m do
+  local list, a = {}, 2 + (t - 1) * n
+  for j = 1, n do
+    list[j] = ARGV[a + j]
+  end
+  lists[t] = list
 end
 
 -- One array for the whole batch: Redis turns each table of a reply into
@@ -17,22 +45,29 @@ end
 -- per request cost it about a sixth of a GCRA decision.
 local out = {}
 local o = 0
--- One request's KEYS and ARGV, written over for each: decide keeps
--- neither, and every request has n arguments. Two tables fewer per
--- request cost Redis about 8% less time per batch.
-local keys, args = {}, {}
-for i = 1, #KEYS do
-  local a = 1 + (i - 1) * n
-  for j = 1, n do
-    args[j] = ARGV[a + j]
+-- One request's KEYS and, without shared lists, its ARGV, written over
+-- for each: decide keeps neither, and every request has n arguments. Two
+-- tables fewer per request cost Redis about 8% less time per batch.
+local keys, args = {}, lists[1] or {}
+for i = 1, count do
+  if m == 0 then
+    local a = 2 + (i - 1) * n
+    for j = 1, n do
+      args[j] = ARGV[a + j]
+    end
+  elseif m > 1 then
+    args = lists[tonumber(ARGV[2 + m * n + i])]
   end
   keys[1] = KEYS[i]
-  mode = args[1]
-  take = mode == 'take'
   -- A request that fails stops nothing: the requests before it keep what
   -- they wrote, the ones after it are decided, and its own element is the
-  -- error it would have met alone.
-  local ok, allowed, remaining, reset, retry, repaired, nxt = pcall(decide, keys, args)
+  -- error it would have met alone (here also a list number out of range).
+  local ok, allowed, remaining, reset, retry, repaired, nxt = false, 'ratekeeper: malformed arguments'
+  if args then
+    mode = args[1]
+    take = mode == 'take'
+    ok, allowed, remaining, reset, retry, repaired, nxt = pcall(decide, keys, args)
+  end
   -- A nil among the five would end the flat reply there (Redis reads a
   -- table up to its first nil) and so fail every request of the batch:
   -- it fails this one alone.

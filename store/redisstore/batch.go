@@ -991,27 +991,106 @@ func (b *batcher) merge(live []*call) []send {
 			alone(g.calls[0])
 			continue
 		}
-		// A lean call's arguments: "evalsha", sha, 1, its key, then
-		// its script's. The batch takes the keys, the count of
-		// arguments of each call, then every call's arguments.
-		per := g.nargs - 4
-		args := make([]any, 0, 4+len(g.calls)*(1+per))
-		args = append(args, argEvalSHA, g.sc.batch.shaArg, len(g.calls))
-		for _, c := range g.calls {
-			args = append(args, c.args[3])
-		}
-		args = append(args, per)
-		for _, c := range g.calls {
-			args = append(args, c.args[4:]...)
-		}
 		from := len(order)
 		order = append(order, g.calls...)
-		sends = append(sends, send{sc: g.sc.batch, args: args, calls: order[from:]})
+		sends = append(sends, send{sc: g.sc.batch, args: leanBatchArgs(g.sc.batch, g.calls, g.nargs-4), calls: order[from:]})
 	}
 	// The panic handler of run finishes live's calls from the first not
 	// delivered: live follows the order of the commands.
 	copy(live, order)
 	return sends
+}
+
+// leanBatchArgs returns the command of the lean batch sc of calls, lean
+// calls of per arguments each. A lean call's arguments are "evalsha", sha,
+// 1, its key, then its script's; the batch takes the calls' keys, per,
+// and the calls' arguments as lists that calls share (see "Calling
+// convention: lean batches" in package lua): one list when every call has
+// the same arguments, as the calls of one limit of cost 1 do; the
+// distinct lists and each call's list number when that is shorter; else
+// every call's arguments in order (m = 0), as for the sliding window
+// log's, whose last argument is the call's own.
+func leanBatchArgs(sc *script, calls []*call, per int) []any {
+	// lists holds each distinct list's first call, at most as many as
+	// sharing saves arguments for; of[i] is call i's list, from 1.
+	var listBuf [8]*call
+	var ofBuf [64]int
+	lists, of := listBuf[:0], ofBuf[:]
+	if len(calls) > len(of) {
+		of = make([]int, len(calls))
+	}
+	of = of[:len(calls)]
+	limit := len(calls) * (per - 1) / per // lists*per + calls <= calls*per
+	shared := per > 1
+share:
+	for i := 0; shared && i < len(calls); i++ {
+		c := calls[i]
+		for j, l := range lists {
+			if sameArgs(l.args[4:], c.args[4:]) {
+				of[i] = j + 1
+				continue share
+			}
+		}
+		if len(lists) == limit {
+			shared = false
+			break
+		}
+		lists = append(lists, c)
+		of[i] = len(lists)
+	}
+	args := make([]any, 0, 5+len(calls)*(1+per))
+	args = append(args, argEvalSHA, sc.shaArg, len(calls))
+	for _, c := range calls {
+		args = append(args, c.args[3])
+	}
+	switch {
+	case !shared:
+		args = append(args, per, 0)
+		for _, c := range calls {
+			args = append(args, c.args[4:]...)
+		}
+	case len(lists) == 1:
+		args = append(args, per, 1)
+		args = append(args, calls[0].args[4:]...)
+	default:
+		args = append(args, per, len(lists))
+		for _, l := range lists {
+			args = append(args, l.args[4:]...)
+		}
+		for _, n := range of {
+			args = append(args, n)
+		}
+	}
+	return args
+}
+
+// sameArgs reports whether two lean calls' script arguments are the same:
+// strings and integers, as command builds them; any other value is never
+// the same as another. It compares from the last, where the sliding window
+// log's calls differ.
+func sameArgs(a, b []any) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := len(a) - 1; i >= 0; i-- {
+		switch x := a[i].(type) {
+		case string:
+			if y, ok := b[i].(string); !ok || x != y {
+				return false
+			}
+		case int64:
+			if y, ok := b[i].(int64); !ok || x != y {
+				return false
+			}
+		case int:
+			if y, ok := b[i].(int); !ok || x != y {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // scriptsLost reacts to a NOSCRIPT reply of b's node: the scripts are

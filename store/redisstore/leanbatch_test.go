@@ -52,6 +52,7 @@ func TestLeanBatchMatchesLone(t *testing.T) {
 				}
 			}
 			seq, repairs := 0, 0
+			var layouts [3]int // batches sent with 0, 1 and more shared argument lists
 			// argsOf returns a request's lean arguments.
 			argsOf := func(mode string, cost int) []any {
 				a := []any{mode, cost, 5, int64(24 * time.Hour / time.Microsecond), 5}
@@ -85,10 +86,28 @@ func TestLeanBatchMatchesLone(t *testing.T) {
 					}
 					want = append(want, v.([]any))
 				}
+				// Even rounds send the command the store builds, which
+				// shares argument lists where that is shorter; odd ones
+				// every request's arguments in order.
 				per := len(argsA) / n
-				v, err := c.EvalSha(ctx, batch.sha, keysA, append([]any{per}, argsA...)...).Result()
+				cmd := []any{argEvalSHA, batch.shaArg, n}
+				for _, k := range keysA {
+					cmd = append(cmd, k)
+				}
+				if round%2 == 0 {
+					calls := make([]*call, n)
+					for i := range calls {
+						calls[i] = newTestCall(lone, append([]any{argEvalSHA, lone.shaArg, argOne, keysA[i]}, argsA[i*per:(i+1)*per]...))
+					}
+					cmd = leanBatchArgs(batch, calls, per)
+				} else {
+					cmd = append(append(cmd, per, 0), argsA...)
+				}
+				lists := cmd[3+n+1].(int)
+				layouts[min(lists, 2)]++
+				v, err := c.Do(ctx, cmd...).Result()
 				if err != nil {
-					t.Fatalf("round %d: lean batch: %v", round, err)
+					t.Fatalf("round %d: lean batch (%d shared lists): %v", round, lists, err)
 				}
 				got := batchReplies(t, v, n)
 				for i := range got {
@@ -110,6 +129,11 @@ func TestLeanBatchMatchesLone(t *testing.T) {
 			}
 			if repairs != 2 {
 				t.Errorf("%d requests repaired unreadable state, want 2 (one per such key)", repairs)
+			}
+			// The log's takes differ in their nonces: the store shares
+			// only its peeks' lists.
+			if layouts[0] == 0 || layouts[1] == 0 || layouts[2] == 0 {
+				t.Errorf("batches with 0, 1 and more shared argument lists: %v, want each layout", layouts)
 			}
 			for _, k := range []string{":k0", ":k1", ":k2", ":k3"} {
 				ta, tb := c.PTTL(ctx, pa+k).Val(), c.PTTL(ctx, pb+k).Val()
@@ -222,7 +246,7 @@ func TestLeanBatchFailureStopsNothing(t *testing.T) {
 			period := int64(time.Hour / time.Microsecond)
 			loadScripts(t, c, &table.leanBatch[store.GCRA])
 			v, err := c.EvalSha(ctx, table.leanBatch[store.GCRA].sha, []string{p + ":a", p + ":b", p + ":c"},
-				5,
+				5, 0,
 				modeTake, 1, 10, period, 10,
 				modeTake, 0, 10, period, 10, // cost 0: malformed
 				modeTake, 3, 10, period, 10).Result()
@@ -249,6 +273,94 @@ func TestLeanBatchFailureStopsNothing(t *testing.T) {
 	}
 }
 
+// TestLeanBatchSharedLists: requests of a lean batch that share argument
+// lists are decided with their list's arguments; a list number that names
+// no list fails its request alone; a command whose length does not match
+// its counts fails as a whole, before deciding anything.
+func TestLeanBatchSharedLists(t *testing.T) {
+	ctx := context.Background()
+	c, table := scriptClient(t)
+	batch := &table.leanBatch[store.GCRA]
+	loadScripts(t, c, batch)
+	p := randomPrefix(t)
+	period := int64(time.Hour / time.Microsecond)
+	keys := []string{p + ":a", p + ":b", p + ":a", p + ":c", p + ":d"}
+	v, err := c.EvalSha(ctx, batch.sha, keys, 5, 2,
+		modeTake, 1, 10, period, 10, // list 1
+		modeTake, 4, 10, period, 10, // list 2
+		1, 2, 2, 3, "x").Result() // c: no list 3; d: not a number
+	if err != nil {
+		t.Fatalf("lean batch: %v", err)
+	}
+	got := batchReplies(t, v, len(keys))
+	for i, want := range map[int]int64{0: 9, 1: 6, 2: 5} {
+		if r, ok := got[i].([]any); !ok || r[0] != int64(1) || r[1] != want {
+			t.Errorf("request %d: got %v, want admitted with %d remaining", i+1, got[i], want)
+		}
+	}
+	for _, i := range []int{3, 4} {
+		if e, ok := got[i].(string); !ok || e != "ERR ratekeeper: malformed arguments" {
+			t.Errorf("request %d: got %T %v, want the malformed-arguments error", i+1, got[i], got[i])
+		}
+	}
+	if n := c.Exists(ctx, p+":c", p+":d").Val(); n != 0 {
+		t.Errorf("%d keys of failed requests exist, want none", n)
+	}
+	for _, bad := range [][]any{
+		{5, 1, modeTake, 1, 10, period},                                     // a list too short
+		{5, 2, modeTake, 1, 10, period, 10, modeTake, 1, 10, period, 10, 1}, // a list number missing
+		{5, 3, modeTake, 1, 10, period, 10},                                 // more lists than requests
+		{5, 0, modeTake, 1, 10, period, 10},                                 // the second request's arguments missing
+	} {
+		err := c.EvalSha(ctx, batch.sha, []string{p + ":e", p + ":f"}, bad...).Err()
+		if err == nil || !strings.Contains(err.Error(), "malformed arguments") {
+			t.Errorf("arguments %v: got %v, want the malformed-arguments error", bad, err)
+		}
+	}
+	if n := c.Exists(ctx, p+":e", p+":f").Val(); n != 0 {
+		t.Errorf("a malformed command wrote %d keys", n)
+	}
+}
+
+// TestLeanBatchArgs: the store shares one argument list among calls with
+// the same arguments, the distinct lists with a list number per call when
+// that is shorter, and none otherwise (the sliding window log's takes,
+// each with its nonce, or lists as many as the calls).
+func TestLeanBatchArgs(t *testing.T) {
+	sc := &script{shaArg: "sha"}
+	callsOf := func(lists ...[]any) []*call {
+		calls := make([]*call, len(lists))
+		for i, l := range lists {
+			calls[i] = &call{args: append([]any{argEvalSHA, "lone", argOne, fmt.Sprintf("k%d", i)}, l...)}
+		}
+		return calls
+	}
+	a := []any{argTake, int64(1), int64(10), int64(60e6), int64(10)}
+	b := []any{argTake, int64(2), int64(10), int64(60e6), int64(10)}
+	head := []any{argEvalSHA, "sha"}
+	for _, tc := range []struct {
+		name  string
+		calls []*call
+		want  []any
+	}{
+		{"one list", callsOf(a, a, a), append(append(head, 3, "k0", "k1", "k2", 5, 1), a...)},
+		{"two lists", callsOf(a, b, a, a), append(append(append(head, 4, "k0", "k1", "k2", "k3", 5, 2), append(a, b...)...), 1, 2, 1, 1)},
+		{"as many lists as calls", callsOf(a, b), append(append(head, 2, "k0", "k1", 5, 0), append(a, b...)...)},
+		{"nonces", callsOf(append(a[:5:5], "n1"), append(a[:5:5], "n2"), append(a[:5:5], "n3")),
+			append(append(head, 3, "k0", "k1", "k2", 6, 0), append(append(append(a[:5:5], "n1"), append(a[:5:5], "n2")...), append(a[:5:5], "n3")...)...)},
+		{"an int and an int64", callsOf([]any{argTake, 1}, []any{argTake, int64(1)}, []any{argTake, 1}, []any{argTake, 1}, []any{argTake, 1}),
+			append(head, 5, "k0", "k1", "k2", "k3", "k4", 2, 2, argTake, 1, argTake, int64(1), 1, 2, 1, 1, 1)},
+		{"one argument", callsOf([]any{argTake}, []any{argTake}), append(head, 2, "k0", "k1", 1, 0, argTake, argTake)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			per := len(tc.calls[0].args) - 4
+			if got := leanBatchArgs(sc, tc.calls, per); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("got  %v\nwant %v", got, tc.want)
+			}
+		})
+	}
+}
+
 // TestLeanBatchIncompleteReply: a request whose decide returns a nil
 // among its five integers fails alone, with an error string; the flat
 // reply keeps its other requests' elements. No lean script returns one
@@ -267,7 +379,7 @@ func TestLeanBatchIncompleteReply(t *testing.T) {
 	src = src[:i] + head + "if KEYS[1] == 'hole' then\n  return 1, nil, 3, 0, 0\nend\nreturn 1, 2, 3, 0, 0\nend\n" + src[j:]
 	ctx := context.Background()
 	c := newClient(t, requireServer(t), nil)
-	v, err := c.Eval(ctx, src, []string{"a", "hole", "c"}, 1, modeTake, modeTake, modeTake).Result()
+	v, err := c.Eval(ctx, src, []string{"a", "hole", "c"}, 1, 1, modeTake).Result()
 	if err != nil {
 		t.Fatalf("lean batch: %v", err)
 	}
@@ -523,8 +635,8 @@ func TestLeanBatchOnReplica(t *testing.T) {
 	batch := &table.leanBatch[store.GCRA]
 	loadScripts(t, c, batch)
 	period := int64(time.Hour / time.Microsecond)
-	v, err := c.EvalSha(ctx, batch.sha, []string{"a", "b"}, 5,
-		modeTake, 1, 10, period, 10, modeTake, 1, 10, period, 10).Result()
+	v, err := c.EvalSha(ctx, batch.sha, []string{"a", "b"}, 5, 1,
+		modeTake, 1, 10, period, 10).Result()
 	if err != nil {
 		t.Fatalf("lean batch on a replica: %v", err)
 	}
