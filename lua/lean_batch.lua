@@ -17,7 +17,7 @@
 -- call instead of n per request, and the driver copies none.
 local n, m = tonumber(ARGV[1]), tonumber(ARGV[2])
 local count = #KEYS
-if not n or n < 1 or not m or m < 0 or m > count or m % 1 ~= 0 then
+if not n or n < 1 or n % 1 ~= 0 or not m or m < 0 or m > count or m % 1 ~= 0 then
   error('ratekeeper: malformed arguments')
 end
 local want = 2 + m * n

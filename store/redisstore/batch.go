@@ -1007,7 +1007,8 @@ func (b *batcher) merge(live []*call) []send {
 // and the calls' arguments as lists that calls share (see "Calling
 // convention: lean batches" in package lua): one list when every call has
 // the same arguments, as the calls of one limit of cost 1 do; the
-// distinct lists and each call's list number when that is shorter; else
+// distinct lists (up to 8) and each call's list number when that is no
+// longer; else
 // every call's arguments in order (m = 0), as for the sliding window
 // log's, whose last argument is the call's own.
 func leanBatchArgs(sc *script, calls []*call, per int) []any {
@@ -1020,8 +1021,15 @@ func leanBatchArgs(sc *script, calls []*call, per int) []any {
 		of = make([]int, len(calls))
 	}
 	of = of[:len(calls)]
-	limit := len(calls) * (per - 1) / per // lists*per + calls <= calls*per
 	shared := per > 1
+	// At most as many lists as keep the command no longer (lists*per +
+	// calls <= calls*per), and at most len(listBuf): the search is
+	// quadratic in the lists, and calls that share none (the log's takes)
+	// stop it there.
+	limit := 0
+	if shared {
+		limit = min(len(calls)*(per-1)/per, len(listBuf))
+	}
 share:
 	for i := 0; shared && i < len(calls); i++ {
 		c := calls[i]

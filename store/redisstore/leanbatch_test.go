@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -284,11 +285,11 @@ func TestLeanBatchSharedLists(t *testing.T) {
 	loadScripts(t, c, batch)
 	p := randomPrefix(t)
 	period := int64(time.Hour / time.Microsecond)
-	keys := []string{p + ":a", p + ":b", p + ":a", p + ":c", p + ":d"}
+	keys := []string{p + ":a", p + ":b", p + ":a", p + ":c", p + ":d", p + ":e", p + ":f", p + ":g"}
 	v, err := c.EvalSha(ctx, batch.sha, keys, 5, 2,
 		modeTake, 1, 10, period, 10, // list 1
 		modeTake, 4, 10, period, 10, // list 2
-		1, 2, 2, 3, "x").Result() // c: no list 3; d: not a number
+		1, 2, 2, 3, "x", 0, -1, 1.5).Result() // from c on, lists that do not exist
 	if err != nil {
 		t.Fatalf("lean batch: %v", err)
 	}
@@ -298,12 +299,12 @@ func TestLeanBatchSharedLists(t *testing.T) {
 			t.Errorf("request %d: got %v, want admitted with %d remaining", i+1, got[i], want)
 		}
 	}
-	for _, i := range []int{3, 4} {
+	for _, i := range []int{3, 4, 5, 6, 7} {
 		if e, ok := got[i].(string); !ok || e != "ERR ratekeeper: malformed arguments" {
 			t.Errorf("request %d: got %T %v, want the malformed-arguments error", i+1, got[i], got[i])
 		}
 	}
-	if n := c.Exists(ctx, p+":c", p+":d").Val(); n != 0 {
+	if n := c.Exists(ctx, p+":c", p+":d", p+":e", p+":f", p+":g").Val(); n != 0 {
 		t.Errorf("%d keys of failed requests exist, want none", n)
 	}
 	for _, bad := range [][]any{
@@ -311,6 +312,10 @@ func TestLeanBatchSharedLists(t *testing.T) {
 		{5, 2, modeTake, 1, 10, period, 10, modeTake, 1, 10, period, 10, 1}, // a list number missing
 		{5, 3, modeTake, 1, 10, period, 10},                                 // more lists than requests
 		{5, 0, modeTake, 1, 10, period, 10},                                 // the second request's arguments missing
+		{5, -1, modeTake, 1, 10, period, 10},                                // a negative count of lists
+		{5, 1.5, modeTake, 1, 10, period, 10},                               // a count of lists that is not whole
+		{0, 0},                                                              // no arguments per request
+		{2.5, 2, modeTake, 1, modeTake, 1, modeTake, 1, 2},                  // a count of arguments that is not whole
 	} {
 		err := c.EvalSha(ctx, batch.sha, []string{p + ":e", p + ":f"}, bad...).Err()
 		if err == nil || !strings.Contains(err.Error(), "malformed arguments") {
@@ -351,6 +356,8 @@ func TestLeanBatchArgs(t *testing.T) {
 		{"an int and an int64", callsOf([]any{argTake, 1}, []any{argTake, int64(1)}, []any{argTake, 1}, []any{argTake, 1}, []any{argTake, 1}),
 			append(head, 5, "k0", "k1", "k2", "k3", "k4", 2, 2, argTake, 1, argTake, int64(1), 1, 2, 1, 1, 1)},
 		{"one argument", callsOf([]any{argTake}, []any{argTake}), append(head, 2, "k0", "k1", 1, 0, argTake, argTake)},
+		{"a take and a peek", callsOf(a, append([]any{argPeek}, a[1:]...), a, a, a),
+			append(append(append(head, 5, "k0", "k1", "k2", "k3", "k4", 5, 2), append(a, append([]any{argPeek}, a[1:]...)...)...), 1, 2, 1, 1, 1)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			per := len(tc.calls[0].args) - 4
@@ -358,6 +365,61 @@ func TestLeanBatchArgs(t *testing.T) {
 				t.Errorf("got  %v\nwant %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestLeanBatchArgsKeepsEveryCallsOwn: whatever argument two calls differ
+// in, each call is sent with its own arguments, in batches of every size
+// up to well past the stack buffers of leanBatchArgs (64 calls, 8 lists).
+func TestLeanBatchArgsKeepsEveryCallsOwn(t *testing.T) {
+	sc := &script{shaArg: "sha"}
+	base := []any{argTake, int64(1), int64(10), int64(60e6), int64(10)}
+	for field := range base {
+		for _, n := range []int{2, 3, 5, 17, 64, 65, 200} {
+			calls := make([]*call, n)
+			for i := range calls {
+				args := slices.Clone(base)
+				if i%3 == 1 { // every third call differs in this field alone
+					switch field {
+					case 0:
+						args[0] = argPeek
+					default:
+						args[field] = args[field].(int64) + 1
+					}
+				}
+				calls[i] = &call{args: append([]any{argEvalSHA, "lone", argOne, fmt.Sprintf("k%d", i)}, args...)}
+			}
+			got := leanBatchArgs(sc, calls, len(base))
+			if got[2] != n {
+				t.Fatalf("field %d, %d calls: key count %v", field, n, got[2])
+			}
+			for i, c := range calls {
+				if got[3+i] != c.args[3] {
+					t.Fatalf("field %d, %d calls: key %d is %v, want %v", field, n, i, got[3+i], c.args[3])
+				}
+			}
+			rest := got[3+n:]
+			per, lists := rest[0].(int), rest[1].(int)
+			rest = rest[2:]
+			if len(got) > 3+n+2+n*per {
+				t.Errorf("field %d, %d calls: %d arguments, longer than every call's own (%d)", field, n, len(got), 3+n+2+n*per)
+			}
+			for i, c := range calls {
+				var own []any
+				switch lists {
+				case 0:
+					own = rest[i*per : (i+1)*per]
+				case 1:
+					own = rest[:per]
+				default:
+					k := rest[lists*per+i].(int)
+					own = rest[(k-1)*per : k*per]
+				}
+				if !reflect.DeepEqual(own, c.args[4:]) {
+					t.Fatalf("field %d, %d calls (%d lists): call %d sent %v, want %v", field, n, lists, i, own, c.args[4:])
+				}
+			}
+		}
 	}
 }
 
