@@ -28,9 +28,11 @@ var leanAlgorithms = []store.Algorithm{store.GCRA, store.TokenBucket, store.Slid
 // algorithm can read (a string, a list), decided by lean batches of one
 // to seven requests under one prefix and by the lean script, one call per
 // request, under another, answers the same decisions (admitted,
-// remaining, repaired) and leaves the same keys with TTLs. The limit is 5
+// remaining, repaired) and leaves the same keys with TTLs. The limit is 20
 // a day, so the few milliseconds between the two runs cannot change a
-// decision.
+// decision, and the first refusals come a third to a half of the way
+// through: until then a request decided with another's cost or mode shows
+// in its remaining count, and after it the refusals are compared.
 func TestLeanBatchMatchesLone(t *testing.T) {
 	ctx := context.Background()
 	c, table := scriptClient(t)
@@ -56,7 +58,7 @@ func TestLeanBatchMatchesLone(t *testing.T) {
 			var layouts [3]int // batches sent with 0, 1 and more shared argument lists
 			// argsOf returns a request's lean arguments.
 			argsOf := func(mode string, cost int) []any {
-				a := []any{mode, cost, 5, int64(24 * time.Hour / time.Microsecond), 5}
+				a := []any{mode, cost, 20, int64(24 * time.Hour / time.Microsecond), 20}
 				if alg == store.SlidingWindowLog && mode == modeTake {
 					seq++
 					a = append(a, fmt.Sprintf("n%d", seq))
