@@ -118,10 +118,10 @@
 // Shared lists are for the common batch, whose requests are of one limit
 // and one cost: Redis then parses their arguments once per call rather
 // than once per request (about a tenth of its time per GCRA decision in a
-// batch of 17). The store shares lists (up to 8) when that does not
-// make the command longer; the sliding window log's requests, whose nonces differ, take
-// m = 0. A list number that names no list fails its request alone, as
-// malformed arguments.
+// batch of 17). The store shares up to 8 lists when that does not make
+// the command longer; the sliding window log's takes, whose nonces
+// differ, take m = 0. A list number that names no list fails its request
+// alone, as malformed arguments.
 //
 // The reply is one flat array, with the elements of each request in
 // order: the number of integers of its lean reply (5, or 6 for the

@@ -1008,9 +1008,8 @@ func (b *batcher) merge(live []*call) []send {
 // convention: lean batches" in package lua): one list when every call has
 // the same arguments, as the calls of one limit of cost 1 do; the
 // distinct lists (up to 8) and each call's list number when that is no
-// longer; else
-// every call's arguments in order (m = 0), as for the sliding window
-// log's, whose last argument is the call's own.
+// longer; else every call's arguments in order (m = 0), as for the
+// sliding window log's takes, whose last argument is the call's own.
 func leanBatchArgs(sc *script, calls []*call, per int) []any {
 	// lists holds each distinct list's first call, at most as many as
 	// sharing saves arguments for; of[i] is call i's list, from 1.
