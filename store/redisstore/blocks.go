@@ -45,7 +45,11 @@ const blockScansPerPage = 16
 // It returns an error wrapping [store.ErrInvalidRequest] for a count
 // below 1 or a cursor it did not issue (one naming a master the cluster
 // no longer has among them), and a *[store.BackendError] when Redis
-// fails. ctx bounds the whole listing.
+// fails. Each of its calls to Redis (a SCAN, the pipeline of reads, and on
+// a cluster the lookup of its masters) answers within the store's
+// [Options.Timeout] or ctx's earlier deadline, as a decision does: a
+// stalled Redis fails the listing with a timeout after one budget, not
+// after the client's socket timeouts. ctx bounds the whole listing.
 func (s *redisStore) Blocks(ctx context.Context, keyPrefix, cursor string, count int) ([]store.Block, string, error) {
 	if count < 1 {
 		return nil, "", fmt.Errorf("%w: block listing: count must be positive, got %d", store.ErrInvalidRequest, count)
@@ -61,7 +65,12 @@ func (s *redisStore) Blocks(ctx context.Context, keyPrefix, cursor string, count
 	pattern := globEscape(s.prefix) + ":{" + encodeKey(keyPrefix) + "*}:" + tagBlock
 	var keys []string
 	for scans := 0; scans < blockScansPerPage && len(keys) < count && node < len(nodes); scans++ {
-		batch, next, err := nodes[node].Scan(ctx, pos, pattern, int64(count)).Result()
+		var batch []string
+		var next uint64
+		err := s.bounded(ctx, "blocks", func(ctx context.Context) (err error) {
+			batch, next, err = nodes[node].Scan(ctx, pos, pattern, int64(count)).Result()
+			return err
+		})
 		if err != nil {
 			return nil, "", backendError("blocks", err)
 		}
@@ -102,11 +111,13 @@ func (s *redisStore) scanNodes(ctx context.Context) ([]redis.UniversalClient, er
 	}
 	var mu sync.Mutex
 	var masters []*redis.Client
-	err := cc.ForEachMaster(ctx, func(_ context.Context, c *redis.Client) error {
-		mu.Lock()
-		masters = append(masters, c)
-		mu.Unlock()
-		return nil
+	err := s.bounded(ctx, "blocks", func(ctx context.Context) error {
+		return cc.ForEachMaster(ctx, func(_ context.Context, c *redis.Client) error {
+			mu.Lock()
+			masters = append(masters, c)
+			mu.Unlock()
+			return nil
+		})
 	})
 	if err != nil {
 		return nil, backendError("blocks", err)
@@ -133,7 +144,11 @@ func (s *redisStore) readBlocks(ctx context.Context, keys []string) ([]store.Blo
 		gets[i] = pipe.Get(ctx, k)
 		ttls[i] = pipe.PTTL(ctx, k)
 	}
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+	err := s.bounded(ctx, "blocks", func(ctx context.Context) error {
+		_, err := pipe.Exec(ctx)
+		return err
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
 		return nil, backendError("blocks", err)
 	}
 	out := make([]store.Block, 0, len(keys))
@@ -205,4 +220,40 @@ func globEscape(s string) string {
 		b.WriteByte(s[i])
 	}
 	return b.String()
+}
+
+// bounded runs call, one call of an administrative operation op to Redis,
+// with ctx cut at the store's Timeout, and returns its error; once the
+// budget or ctx's earlier deadline passes it returns a timeout without
+// waiting for call, which a client that does not cut socket I/O at
+// deadlines (go-redis's ContextTimeoutEnabled false) ends at its own
+// ReadTimeout. Decisions are bounded by their pipeline instead (see do);
+// this is for the calls that cannot travel in one, such as SCAN. What
+// call writes, the caller reads only after a nil error. A panic of call (a
+// client hook's) is returned as an error.
+func (s *redisStore) bounded(ctx context.Context, op string, call func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	done := make(chan error, 1)
+	go func() {
+		defer cancel()
+		defer func() {
+			if r := recover(); r != nil {
+				done <- fmt.Errorf("redisstore: %s: panic: %v", op, r)
+			}
+		}()
+		done <- call(ctx)
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		// call may still be about to answer; a reply that came in time
+		// wins over the deadline.
+		select {
+		case err := <-done:
+			return err
+		default:
+		}
+		return ctx.Err()
+	}
 }

@@ -219,6 +219,9 @@ func testTimeoutBound(t *testing.T, ctxDeadlines bool) {
 			"take":  func(ctx context.Context) error { _, err := s.Take(ctx, req); return err },
 			"peek":  func(ctx context.Context) error { _, err := s.Peek(ctx, req); return err },
 			"reset": func(ctx context.Context) error { return s.Reset(ctx, req) },
+			// A listing's SCAN cannot travel in a pipeline; it has
+			// the same budget.
+			"blocks": func(ctx context.Context) error { _, _, err := s.Blocks(ctx, "", "", 100); return err },
 		}
 		for op, call := range calls {
 			start := time.Now()
