@@ -4,12 +4,16 @@ import (
 	"net/http"
 
 	"github.com/go-chi/chi/v5"
+	chimw "github.com/go-chi/chi/v5/middleware"
 
 	"github.com/ratekeeper/ratekeeper/examples/internal/demo"
 )
 
 func routes(p *demo.Policies) http.Handler {
 	r := chi.NewRouter()
+	// HEAD of a GET route runs the GET handler, limits included, as on
+	// http.ServeMux.
+	r.Use(chimw.GetHead)
 	r.Get("/healthz", demo.Healthz)
 	r.Method(http.MethodGet, "/metrics", p.Metrics)
 	r.Route("/api", func(r chi.Router) {

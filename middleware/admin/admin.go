@@ -448,7 +448,7 @@ func intParam(w http.ResponseWriter, s string, def, max int, name string) (int, 
 }
 
 // readBody decodes a JSON body of at most maxBody bytes, with unknown
-// fields refused, or answers 400 or 415. Requiring application/json keeps
+// fields refused, or answers 400, 413 or 415. Requiring application/json keeps
 // cross-site forms from reaching a mutating endpoint without a CORS
 // preflight.
 func readBody(w http.ResponseWriter, r *http.Request, v any) bool {
@@ -459,6 +459,11 @@ func readBody(w http.ResponseWriter, r *http.Request, v any) bool {
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			writeError(w, http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("the body must be at most %d bytes", maxBody))
+			return false
+		}
 		writeError(w, http.StatusBadRequest, "bad_request", "the body is not a valid JSON object for this endpoint")
 		return false
 	}

@@ -394,7 +394,8 @@ func TestResetClient(t *testing.T) {
 		{"unknown field", `{"identity":"x","all":true}`, "application/json", http.StatusBadRequest},
 		{"no identity", `{}`, "application/json", http.StatusBadRequest},
 		{"not JSON", `{`, "application/json", http.StatusBadRequest},
-		{"too large", `{"identity":"` + strings.Repeat("x", maxBody) + `"}`, "application/json", http.StatusBadRequest},
+		{"too large", `{"identity":"` + strings.Repeat("x", maxBody) + `"}`, "application/json", http.StatusRequestEntityTooLarge},
+		{"at the limit", `{"identity":"` + strings.Repeat("x", maxBody-len(`{"identity":"","x":1}`)) + `","x":1}`, "application/json", http.StatusBadRequest},
 	}
 	for _, b := range bad {
 		t.Run(b.name, func(t *testing.T) {

@@ -24,7 +24,8 @@
 //
 // Mutating endpoints take an application/json body (anything else is
 // refused with 415), which a cross-site form cannot send without a CORS
-// preflight; bodies are limited to 4 KiB and unknown fields are refused.
+// preflight; bodies are limited to 4 KiB (413 beyond) and unknown fields
+// are refused.
 // Every change is logged at info level ("ratekeeper: admin: change") with
 // who made it, the policy, and what changed; the identity of a reset
 // client is logged as the operator typed it. Refused calls are logged at

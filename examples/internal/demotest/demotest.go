@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -78,6 +79,27 @@ func Run(t *testing.T, routes func(*demo.Policies) http.Handler) {
 		wg.Wait()
 		if codes[200] != 10 || codes[429] != 40 {
 			t.Fatalf("got %v, want 10 × 200 and 40 × 429", codes)
+		}
+	})
+
+	t.Run("HEAD is limited as GET", func(t *testing.T) {
+		h := newServer(t)
+		for i := range 12 {
+			method := "GET"
+			if i%2 == 1 {
+				method = "HEAD"
+			}
+			w := send(h, method, "/api/ping", "198.51.100.8")
+			want := 200
+			if i >= 10 {
+				want = 429
+			}
+			if w.Code != want {
+				t.Fatalf("request %d (%s): got %d, want %d", i+1, method, w.Code, want)
+			}
+			if rem := w.Header().Get("X-RateLimit-Remaining"); i < 10 && rem != strconv.Itoa(9-i) {
+				t.Fatalf("request %d (%s): X-RateLimit-Remaining %q, want %d", i+1, method, rem, 9-i)
+			}
 		}
 	})
 
