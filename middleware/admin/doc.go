@@ -61,8 +61,12 @@
 //     (0 < S < 1) or scale (any S from 2⁻²⁰ to 2²⁰) to multiply every
 //     limit's rate and capacity by S, exempt (admitted, not counted), or
 //     suspend (403 until it ends). Replaces the client's override; answers
-//     it with its expiry. The policy must have overrides: true (409
-//     otherwise) and the store must keep overrides (501 otherwise).
+//     it with its expiry. The store must keep overrides (501 otherwise),
+//     the identity is required and the tier is read as for the client's
+//     state (400 otherwise), a tier unlimited or suspended as a whole
+//     takes none (400), and the policy whose quota the client's is must
+//     have overrides: true (409 otherwise); the answer names the first
+//     of these that fails, in this order.
 //   - POST /policies/{policy}/override/clear {"identity": I, "tier": T}:
 //     remove the client's override; "found" says whether it had one.
 //   - POST /policies/{policy}/mode {"mode": M}: M is enforce, dry_run or

@@ -90,6 +90,12 @@ func TestOverrideEndpoints(t *testing.T) {
 		{"/policies/api/override", `{"identity":"x","kind":"exempt","ttl":"1h","extra":1}`, http.StatusBadRequest},
 		{"/policies/login/override", `{"identity":"x","kind":"exempt","ttl":"1h"}`, http.StatusConflict},
 		{"/policies/plans/override", `{"tier":"gold","identity":"x","kind":"exempt","ttl":"1h"}`, http.StatusBadRequest},
+		// The identity and the tier are checked before whether the
+		// policy applies overrides: plans and login apply none.
+		{"/policies/plans/override", `{"identity":"x","kind":"exempt","ttl":"1h"}`, http.StatusBadRequest},
+		{"/policies/plans/override", `{"tier":"free","kind":"exempt","ttl":"1h"}`, http.StatusBadRequest},
+		{"/policies/plans/override", `{"tier":"free","identity":"x","kind":"exempt","ttl":"1h"}`, http.StatusConflict},
+		{"/policies/login/override", `{"tier":"free","identity":"x","kind":"exempt","ttl":"1h"}`, http.StatusBadRequest},
 		{"/policies/nope/override", `{"identity":"x","kind":"exempt","ttl":"1h"}`, http.StatusNotFound},
 		{"/policies/login/override/clear", `{"identity":"x"}`, http.StatusConflict},
 	} {
