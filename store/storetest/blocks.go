@@ -27,6 +27,11 @@ type wantBlock struct {
 	index   int
 	started bool
 	left    time.Duration
+	// early: with real time, the block may have started up to early
+	// after the moment left counts from (the request that started it
+	// took that long, and Redis decided it somewhere within it), so it
+	// may have up to early more to run than left.
+	early time.Duration
 }
 
 // blockedByIt reports whether d refuses the request because of the block
@@ -72,12 +77,20 @@ func (e *env) blockedWithin(what string, d store.Decision, w wantBlock, wait, la
 	}
 	what = fmt.Sprintf("%s: RetryAfter (the later of the block's remaining %s and the limits' wait %s)", what, w.left, wait)
 	want := max(w.left, wait)
-	if e.h.Exact || late == 0 || d.RetryAfter < want || w.left >= wait {
+	if e.h.Exact {
 		e.near(what, d.RetryAfter, want)
 		return
 	}
-	if d.RetryAfter > want+late+slack {
-		e.Errorf("%s: got %s, want %s to %s", what, d.RetryAfter, want, want+late+slack)
+	hi := want + slack
+	if late > 0 && w.left < wait {
+		hi = want + late + slack
+	}
+	hi = max(hi, w.left+w.early+slack)
+	switch {
+	case hi == want+slack:
+		e.near(what, d.RetryAfter, want)
+	case d.RetryAfter < want-slack || d.RetryAfter > hi:
+		e.Errorf("%s: got %s, want %s to %s", what, d.RetryAfter, want-slack, hi)
 	}
 }
 
@@ -123,7 +136,7 @@ func (e *env) endBlock(what string, r store.Request, limitID string, index int, 
 		e.advance(left + slack)
 	} else {
 		e.advance(left - time.Millisecond)
-		e.blockedFor(what+", a millisecond before the block ends", r, e.peek(r), wantBlock{limitID, index, false, time.Millisecond})
+		e.blockedFor(what+", a millisecond before the block ends", r, e.peek(r), wantBlock{limitID, index, false, time.Millisecond, 0})
 		e.advance(time.Millisecond)
 	}
 	if d := e.peek(r); d.Blocked {
@@ -201,16 +214,17 @@ func testBlock(e *env, alg store.Algorithm) {
 		e.check(what+", request 1", e.take(r), expect{allowed: true, remaining: 1, resetAfter: -1})
 		e.check(what+", request 2", e.take(r), expect{allowed: true, remaining: 0, resetAfter: -1})
 		start := e.clock()
-		e.blockedAfter(what+", request 3", e.take(r), wantBlock{"login", 0, true, blk}, 0)
-		e.blockedAfter(what+", request 4", e.take(r), wantBlock{"login", 0, false, blk - (e.clock() - start)}, 0)
-		e.blockedFor(what+", peek", r, e.peek(r), wantBlock{"login", 0, false, blk - (e.clock() - start)})
+		e.blockedAfter(what+", request 3", e.take(r), wantBlock{"login", 0, true, blk, 0}, 0)
+		took := e.clock() - start // the block started within it
+		e.blockedAfter(what+", request 4", e.take(r), wantBlock{"login", 0, false, blk - (e.clock() - start), took}, 0)
+		e.blockedFor(what+", peek", r, e.peek(r), wantBlock{"login", 0, false, blk - (e.clock() - start), took})
 
 		e.past(lifetime(r))
-		e.blockedAfter(what+", after the counting window", e.take(r), wantBlock{"login", 0, false, blk - (e.clock() - start)}, 0)
-		e.blockedAfter(what+", another limit of the key", e.take(req(k, 1, other)), wantBlock{"login", -1, false, blk - (e.clock() - start)}, 0)
-		e.blockedAfter(what+", another limit first", e.take(req(k, 1, other, l)), wantBlock{"login", 1, false, blk - (e.clock() - start)}, 0)
+		e.blockedAfter(what+", after the counting window", e.take(r), wantBlock{"login", 0, false, blk - (e.clock() - start), took}, 0)
+		e.blockedAfter(what+", another limit of the key", e.take(req(k, 1, other)), wantBlock{"login", -1, false, blk - (e.clock() - start), took}, 0)
+		e.blockedAfter(what+", another limit first", e.take(req(k, 1, other, l)), wantBlock{"login", 1, false, blk - (e.clock() - start), took}, 0)
 		e.check(what+", a limit that does not block", e.take(req(k, 1, plain)), expect{allowed: true, remaining: int64(99 - round), resetAfter: -1})
-		e.endBlock(what, r, "login", 0, blk-(e.clock()-start))
+		e.endBlock(what, r, "login", 0, blk-(e.clock()-start)+took)
 		e.check(what+", peek after the block", e.peek(r), expect{allowed: true, remaining: 1, resetAfter: -1})
 	}
 	e.check("another limit after the blocks", e.take(req(k, 1, other)), expect{allowed: true, remaining: 99, resetAfter: -1})
@@ -247,13 +261,13 @@ func testBlockStartedOnce(e *env, alg store.Algorithm) {
 				continue
 			}
 			if tc.counted {
-				e.blockedBy(tc.name+": the request that started the block", d, wantBlock{"once", 0, true, blk})
+				e.blockedBy(tc.name+": the request that started the block", d, wantBlock{"once", 0, true, blk, 0})
 			} else {
 				// The decision came at some point of the storm: on real
 				// time its wait may exceed the limits' wait now by as
 				// much as has passed since the storm began.
 				wait := e.limitsWait(r)
-				e.blockedWithin(tc.name+": the request that started the block", d, wantBlock{"once", 0, true, blk}, wait, e.clock()-stormed)
+				e.blockedWithin(tc.name+": the request that started the block", d, wantBlock{"once", 0, true, blk, 0}, wait, e.clock()-stormed)
 			}
 		}
 		if d := e.take(r); !d.Blocked || d.BlockStarted {
@@ -286,7 +300,7 @@ func testThreshold(e *env, alg store.Algorithm) {
 				e.Errorf("%s: attempt %d: got %s, want allowed with Limit %d, Remaining %d", tc.name, i, show(d), tc.admit, tc.admit-i)
 			}
 		}
-		e.blockedFor(fmt.Sprintf("%s: attempt %d", tc.name, tc.admit+1), r, e.take(r), wantBlock{"login", 0, true, blk})
+		e.blockedFor(fmt.Sprintf("%s: attempt %d", tc.name, tc.admit+1), r, e.take(r), wantBlock{"login", 0, true, blk, 0})
 	}
 }
 
@@ -322,7 +336,7 @@ func testBlockEscalation(e *env, alg store.Algorithm) {
 		if n != 1 && (n != 2 || rolled == nil || !rolled()) {
 			e.Fatalf("%s: got %d admitted before the refusal, want 1 (the window is fresh after a block)", what, n)
 		}
-		e.blockedFor(what, r, d, wantBlock{"esc", 0, true, want})
+		e.blockedFor(what, r, d, wantBlock{"esc", 0, true, want, 0})
 		e.endBlock(what, r, "esc", 0, want)
 	}
 	block("block 1", b)
@@ -363,7 +377,7 @@ func testBlockChoice(e *env, alg store.Algorithm) {
 	} {
 		r := req(e.key(), 1, tc.limits...)
 		e.allow(r)
-		e.blockedFor(tc.name, r, e.take(r), wantBlock{tc.limitID, tc.index, true, tc.left})
+		e.blockedFor(tc.name, r, e.take(r), wantBlock{tc.limitID, tc.index, true, tc.left, 0})
 		// The limits' wait (an hour) hides the block's length in
 		// RetryAfter: the block must end when it should.
 		e.endBlock(tc.name, r, tc.limitID, tc.index, tc.left)
@@ -381,11 +395,11 @@ func testBlockChoice(e *env, alg store.Algorithm) {
 	first := req(k, 1, blocking("c", alg, 1, h, u, 8*u))
 	e.allow(first)
 	d := e.take(first)
-	e.blockedFor("escalating limit, first block", first, d, wantBlock{"c", 0, true, u})
+	e.blockedFor("escalating limit, first block", first, d, wantBlock{"c", 0, true, u, 0})
 	e.endBlock("escalating limit, first block", first, "c", 0, u)
 	second := req(k, 1, blocking("c2", alg, 1, h, u, 8*u), blocking("d", alg, 1, h, 3*u/2, 0))
 	e.allow(second)
-	e.blockedFor("escalated (2×) against a longer base block (1.5×)", second, e.take(second), wantBlock{"c2", 0, true, 2 * u})
+	e.blockedFor("escalated (2×) against a longer base block (1.5×)", second, e.take(second), wantBlock{"c2", 0, true, 2 * u, 0})
 	e.endBlock("escalated (2×) against a longer base block (1.5×)", second, "c2", 0, 2*u)
 }
 
@@ -417,24 +431,25 @@ func testPeekBlocks(e *env, alg store.Algorithm) {
 		}
 	}
 	start := e.clock()
-	e.blockedFor("take after the peeks", r, e.take(r), wantBlock{"p", 0, true, blk})
+	e.blockedFor("take after the peeks", r, e.take(r), wantBlock{"p", 0, true, blk, 0})
+	took := e.clock() - start // the block started within it
 
 	e.advance(pick(e, 500*time.Millisecond, 100*time.Millisecond))
 	for i := 0; i < 3; i++ {
-		e.blockedFor(fmt.Sprintf("peek %d on the blocked key", i), r, e.peek(r), wantBlock{"p", 0, false, blk - (e.clock() - start)})
+		e.blockedFor(fmt.Sprintf("peek %d on the blocked key", i), r, e.peek(r), wantBlock{"p", 0, false, blk - (e.clock() - start), took})
 	}
-	e.blockedFor("peek with the remembered id", once, e.peek(once), wantBlock{"p", 0, false, blk - (e.clock() - start)})
-	e.blockedFor("take with the remembered id", once, e.take(once), wantBlock{"p", 0, false, blk - (e.clock() - start)})
+	e.blockedFor("peek with the remembered id", once, e.peek(once), wantBlock{"p", 0, false, blk - (e.clock() - start), took})
+	e.blockedFor("take with the remembered id", once, e.take(once), wantBlock{"p", 0, false, blk - (e.clock() - start), took})
 	// The peeks did not extend the block (the limit's wait hides its end
 	// in RetryAfter).
-	defer e.endBlock("the block the peeks saw", r, "p", 0, blk-(e.clock()-start))
+	defer e.endBlock("the block the peeks saw", r, "p", 0, blk-(e.clock()-start)+took)
 	if !windowAlg(alg) {
 		return
 	}
 	rc := counted(req(k, 1, l, wide))
 	for i := 0; i < 3; i++ {
 		d := e.peek(rc)
-		e.blockedFor(fmt.Sprintf("counted peek %d", i), rc, d, wantBlock{"p", 0, false, blk - (e.clock() - start)})
+		e.blockedFor(fmt.Sprintf("counted peek %d", i), rc, d, wantBlock{"p", 0, false, blk - (e.clock() - start), took})
 		if got := remainingOf(d, 1); got != 100 {
 			e.Errorf("counted peek %d: got PerLimit[1] Remaining %d, want 100 (peeks record nothing)", i, got)
 		}
@@ -464,23 +479,23 @@ func testBlockReset(e *env, alg store.Algorithm) {
 		e.Errorf("id once again: got %s, want a Duplicate with Remaining 1", show(d))
 	}
 	e.allow(r)
-	e.blockedFor("third request", r, e.take(r), wantBlock{"r", 0, true, blk})
+	e.blockedFor("third request", r, e.take(r), wantBlock{"r", 0, true, blk, 0})
 	e.reset(req(k, 0, l))
 	d := e.take(once)
 	if !d.Allowed || d.Duplicate || d.Remaining != 1 {
 		e.Errorf("remembered id after Reset: got %s, want allowed, not Duplicate, Remaining 1", show(d))
 	}
 	e.allow(r)
-	e.blockedFor("block after Reset (strikes forgotten)", r, e.take(r), wantBlock{"r", 0, true, blk})
+	e.blockedFor("block after Reset (strikes forgotten)", r, e.take(r), wantBlock{"r", 0, true, blk, 0})
 	e.endBlock("block after Reset (strikes forgotten)", r, "r", 0, blk)
 
 	twin := req(e.key(), 1, l)
 	e.allow(twin)
 	e.allow(twin)
 	d = e.take(twin)
-	e.blockedFor("twin without Reset, first block", twin, d, wantBlock{"r", 0, true, blk})
+	e.blockedFor("twin without Reset, first block", twin, d, wantBlock{"r", 0, true, blk, 0})
 	e.endBlock("twin without Reset, first block", twin, "r", 0, blk)
-	e.blockedFor("twin without Reset, second block", twin, e.take(twin), wantBlock{"r", 0, true, 2 * blk})
+	e.blockedFor("twin without Reset, second block", twin, e.take(twin), wantBlock{"r", 0, true, 2 * blk, 0})
 	e.endBlock("twin without Reset, second block", twin, "r", 0, 2*blk)
 
 	e.reset(req(k, 0, other))
@@ -518,7 +533,7 @@ func testBlockTTL(e *env, alg store.Algorithm) {
 	e.allow(once)
 	e.allow(r)
 	wait := e.limitsWait(r)
-	e.blockedAfter("third request", e.take(r), wantBlock{"t", 0, true, blk}, wait)
+	e.blockedAfter("third request", e.take(r), wantBlock{"t", 0, true, blk, 0}, wait)
 	e.take(r)
 	keys := e.storedKeys()
 	elapsed := e.clock() - start
@@ -574,7 +589,7 @@ func testRetryAfterBlockShorterThanWindow(e *env, alg store.Algorithm) {
 	second := e.clock() // the second unit was logged by then
 	d := e.take(r)
 	third := e.clock() // RetryAfter counts from the third request, decided by then
-	e.blockedAfter("third request", d, wantBlock{"login", 0, true, blk}, p-(third-start))
+	e.blockedAfter("third request", d, wantBlock{"login", 0, true, blk, 0}, p-(third-start))
 	retry := d.RetryAfter
 	if retry <= blk {
 		e.Fatalf("third request: got RetryAfter %s, want later than the block's end %s (the window is full until %s)", retry, blk, p)

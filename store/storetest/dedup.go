@@ -297,7 +297,7 @@ func countDeniedBlocks(e *env, alg store.Algorithm) {
 	for i := 0; i < 3; i++ {
 		e.allow(rb)
 	}
-	e.blockedBy("fourth attempt", e.take(rb), wantBlock{"a", 0, true, blk})
+	e.blockedBy("fourth attempt", e.take(rb), wantBlock{"a", 0, true, blk, 0})
 	for i := 0; i < 3; i++ {
 		if d := e.take(rb); !d.Blocked {
 			e.Errorf("attempt %d during the block: got %s, want Blocked", i+5, show(d))
