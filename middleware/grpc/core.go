@@ -57,8 +57,14 @@ func decide(ctx context.Context, lim *limiter.Limiter, req limiter.Request) (ver
 	}
 	switch d.Outcome {
 	case limiter.OutcomeAllowed, limiter.OutcomeDryRun:
-		// A dry-run refusal goes on with the state of the limit.
-		return verdict{limit: d.Capacity, remaining: d.Remaining, reset: d.ResetAfter}, nil
+		// A dry-run refusal goes on with the state of the limit, whose
+		// reset is, as for a refusal, the wait before a retry (as the
+		// HTTP middleware's headers say).
+		reset := d.ResetAfter
+		if !d.Allowed {
+			reset = d.RetryAfter
+		}
+		return verdict{limit: d.Capacity, remaining: d.Remaining, reset: reset}, nil
 	case limiter.OutcomeLimited, limiter.OutcomeBlocked:
 		// A cost above a limit's capacity is refused with that capacity
 		// and no RetryAfter: no wait can admit it.

@@ -415,6 +415,29 @@ func TestDryRun(t *testing.T) {
 	}
 }
 
+// TestDryRunReset: a call a dry-run limiter would refuse reports as its
+// reset the wait before a retry, as a refusal does (and as the HTTP
+// middleware's headers say), not the time until the limit is full.
+func TestDryRunReset(t *testing.T) {
+	lim := newLimiter(t, newMemStore(t), store.Limit{Rate: 10, Period: time.Minute}, limiter.Options{DryRun: true})
+	s := startServer(t, newInterceptor(t, lim, keyfunc.RemoteIP, grpclimit.Options{}), "203.0.113.7:4242")
+	for i := range 11 {
+		md, err := say(t, s.conn)
+		if err != nil {
+			t.Fatalf("call %d: %v", i+1, err)
+		}
+		// Admitted: until the limit is full again, 6s per unit taken.
+		// Refused in a dry run: until one unit comes back, 6s (not 60s).
+		want := strconv.Itoa(6 * (i + 1))
+		if i == 10 {
+			want = "6"
+		}
+		if got := md.Get("ratelimit-reset"); len(got) != 1 || got[0] != want {
+			t.Errorf("call %d: ratelimit-reset %q, want [%s]", i+1, got, want)
+		}
+	}
+}
+
 // TestSuspended: a client suspended by an override is PermissionDenied.
 func TestSuspended(t *testing.T) {
 	lim := newLimiter(t, newMemStore(t), store.PerMinute(10), limiter.Options{Overrides: true})
