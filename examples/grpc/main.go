@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -50,12 +51,31 @@ func serveGRPC(ctx context.Context, p *demo.Policies, logger *slog.Logger) error
 	if err != nil {
 		return err
 	}
-	srv := newGRPCServer(p)
+	logger.Info("listening", slog.String("protocol", "grpc"), slog.String("addr", lis.Addr().String()))
+	return serveUntil(ctx, newGRPCServer(p), lis)
+}
+
+// grpcDrain bounds a graceful stop: the calls still running then are
+// closed. A health Watch stream never ends by itself, and would otherwise
+// hold the stop until the service's own bound gave up with an error.
+const grpcDrain = 2 * time.Second
+
+// serveUntil serves srv on lis until ctx is done, then stops it
+// gracefully within grpcDrain.
+func serveUntil(ctx context.Context, srv *grpc.Server, lis net.Listener) error {
 	go func() {
 		<-ctx.Done()
-		srv.GracefulStop()
+		stopped := make(chan struct{})
+		go func() {
+			srv.GracefulStop()
+			close(stopped)
+		}()
+		select {
+		case <-stopped:
+		case <-time.After(grpcDrain):
+			srv.Stop()
+		}
 	}()
-	logger.Info("listening", slog.String("protocol", "grpc"), slog.String("addr", lis.Addr().String()))
 	if err := srv.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -182,5 +183,49 @@ func TestModeSwitch(t *testing.T) {
 	}
 	if code, limit := s.check(t, ""); code != codes.OK || len(limit) != 1 || limit[0] != "10" {
 		t.Errorf("call in dry run: %v, ratelimit-limit %q; want OK with limit 10", code, limit)
+	}
+}
+
+// TestStopWithWatchStream: a stop with a health Watch stream open, which
+// never ends by itself, still returns without an error within grpcDrain,
+// and the stream is closed.
+func TestStopWithWatchStream(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	healthpb.RegisterHealthServer(srv, health.NewServer())
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	served := make(chan error, 1)
+	go func() { served <- serveUntil(ctx, srv, lis) }()
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	watch, err := healthpb.NewHealthClient(conn).Watch(context.Background(), &healthpb.HealthCheckRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := watch.Recv(); err != nil {
+		t.Fatalf("first health status: %v", err)
+	}
+	start := time.Now()
+	stop()
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Fatalf("serve: got %v, want nil", err)
+		}
+	case <-time.After(grpcDrain + 3*time.Second):
+		t.Fatalf("serve did not return within %s of the stop", grpcDrain+3*time.Second)
+	}
+	if took := time.Since(start); took < grpcDrain-100*time.Millisecond {
+		t.Errorf("stopped after %s: the open stream was not given its %s to end", took, grpcDrain)
+	}
+	if _, err := watch.Recv(); err == nil {
+		t.Error("the Watch stream still delivers after the stop")
 	}
 }
