@@ -286,6 +286,11 @@ func (inv *invocation) clientFlags(fs *flag.FlagSet, fileUsage string) {
 // checkArgs checks the arguments after the flags and the flags against
 // each other.
 func (inv *invocation) checkArgs(rest []string) error {
+	if inv.command != "check" && inv.command != "version" {
+		if err := inv.checkConnection(); err != nil {
+			return err
+		}
+	}
 	switch inv.command {
 	case "inspect", "reset", "override set", "override clear":
 		if len(rest) != 1 || rest[0] == "" {
@@ -407,6 +412,22 @@ func (inv *invocation) open(c redis.UniversalClient) (redisStore, error) {
 		return nil, err
 	}
 	return st.(redisStore), nil
+}
+
+// checkConnection checks the connection flags of a command that uses
+// Redis: a URL the client can parse and a budget above zero.
+func (inv *invocation) checkConnection() error {
+	parse := func(u string) error { _, err := redis.ParseURL(u); return err }
+	if inv.cluster {
+		parse = func(u string) error { _, err := redis.ParseClusterURL(u); return err }
+	}
+	if err := parse(inv.redisURL); err != nil {
+		return fmt.Errorf("%w: --redis-url (or $RATEKEEPER_REDIS_URL) %q: %v", errUsage, inv.redisURL, err)
+	}
+	if inv.timeout <= 0 {
+		return fmt.Errorf("%w: --timeout must be above 0, got %s", errUsage, inv.timeout)
+	}
+	return nil
 }
 
 // client connects to --redis-url.

@@ -139,6 +139,11 @@ func TestParseErrors(t *testing.T) {
 		{"tier without policy", []string{"blocks", "--tier", "free"}, "--tier needs --policy"},
 		{"check without files", []string{"check"}, "one or more files"},
 		{"blocks with arguments", []string{"blocks", "login"}, "no arguments"},
+		{"URL without a scheme", []string{"blocks", "--redis-url", "127.0.0.1:6379"}, `--redis-url (or $RATEKEEPER_REDIS_URL) "127.0.0.1:6379"`},
+		{"URL with a bad database", []string{"blocks", "--redis-url", "redis://127.0.0.1:6379/abc"}, `"redis://127.0.0.1:6379/abc"`},
+		{"bad cluster URL", []string{"blocks", "--cluster", "--redis-url", "http://127.0.0.1:6379"}, `"http://127.0.0.1:6379"`},
+		{"timeout not above 0", []string{"inspect", "--timeout", "-1s", "--policy", "a", "--rate", "1", "--period", "1s", "x"}, "--timeout must be above 0"},
+		{"zero timeout", []string{"blocks", "--timeout", "0s"}, "--timeout must be above 0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -257,8 +262,8 @@ func TestUnreachableRedis(t *testing.T) {
 		}
 	}
 	code, _, stderr := runCLI(t, "blocks", "--redis-url", "http://nowhere")
-	if code != exitFailure || !strings.Contains(stderr, "--redis-url") {
-		t.Errorf("bad URL: got exit %d, stderr %q", code, stderr)
+	if code != exitUsage || !strings.Contains(stderr, `--redis-url (or $RATEKEEPER_REDIS_URL) "http://nowhere"`) {
+		t.Errorf("bad URL: got exit %d, stderr %q; want 2 naming the URL", code, stderr)
 	}
 }
 
