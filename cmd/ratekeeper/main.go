@@ -747,6 +747,9 @@ func fileQuota(path, name, tier string) (quota, error) {
 		if tier != "" {
 			return quota{}, fmt.Errorf("%s: policy %q has no tiers; leave --tier out", path, q.owner)
 		}
+		if len(q.limits) == 0 {
+			return quota{}, fmt.Errorf("%s: policy %q has no rate limits (only an in_flight cap, whose slots the command does not read or reset)", path, q.owner)
+		}
 		return q, nil
 	}
 	j := slices.IndexFunc(p.Tiers, func(t limiter.Tier) bool { return t.Name == tier })

@@ -241,6 +241,10 @@ func TestFileQuota(t *testing.T) {
 	if _, err := fileQuota(writeFile(t, "bad.yaml", "policies: 3\n"), "login", ""); err == nil {
 		t.Error("invalid file: got nil error")
 	}
+	capOnly := writeFile(t, "cap.yaml", "policies:\n  conc:\n    key: ip\n    in_flight: {max: 2}\n")
+	if _, err := fileQuota(capOnly, "conc", ""); err == nil || !strings.Contains(err.Error(), "no rate limits") {
+		t.Errorf("a policy with an in_flight cap only: got %v, want an error saying it has no rate limits", err)
+	}
 }
 
 func TestUnreachableRedis(t *testing.T) {
