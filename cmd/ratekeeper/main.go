@@ -362,6 +362,7 @@ func (inv *invocation) run(ctx context.Context, out io.Writer) error {
 		_, err := fmt.Fprintln(out, version())
 		return err
 	}
+	redis.SetLogger(quietRedis{})
 	c, err := inv.client()
 	if err != nil {
 		return err
@@ -429,6 +430,13 @@ func (inv *invocation) checkConnection() error {
 	}
 	return nil
 }
+
+// quietRedis drops go-redis's own log lines (each failed dial, each
+// connection it closes): the command reports the error it ends with.
+type quietRedis struct{}
+
+// Printf implements go-redis's logger.
+func (quietRedis) Printf(context.Context, string, ...any) {}
 
 // client connects to --redis-url.
 func (inv *invocation) client() (redis.UniversalClient, error) {
