@@ -16,7 +16,7 @@ import (
 // read): the request was admitted at l's estimated cost (1, or n for a
 // limiter made with [Limiter.WithCost]), and when the handler returns the
 // difference is charged or given back in one step (package store, "Costs
-// settled after the response"; GCRA and token-bucket limits only). The
+// settled after the response"). The
 // settlement also runs when the handler panics and when the client went
 // away, within the store's own time budget; its failure is logged, never
 // answered. The last report counts; without one the estimate stands.

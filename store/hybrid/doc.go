@@ -19,6 +19,7 @@
 // other request goes straight to the backend, unchanged, and is exactly as
 // precise as the backend is. Local state is kept per key and [store.Limit]
 // (the whole value, so a changed limit starts a new local state).
+//
 // # Capabilities
 //
 // Of the optional capabilities of package store, a Store forwards to its

@@ -166,9 +166,9 @@
 // asks Redis, and a refusal of a larger cost is not cached, since the
 // units remaining grow while its wait runs. Only time frees capacity, so
 // the cache refuses nothing Redis would admit, except after a
-// Reset made through another process, which this process sees
-// once the cached RetryAfter has passed. [Options.DenyCacheSize] bounds
-// it.
+// Reset made through another process: a cached refusal answers for at
+// most 250 ms before Redis is asked again, so such a reset applies here
+// within 250 ms. [Options.DenyCacheSize] bounds it.
 //
 // Requests of the suppressed strategy (package store/suppressed) are never lean:
 // they always run the full script, with the request's random value
