@@ -19,7 +19,8 @@
 // it opens and, with [Options.PerMessage], for every message the client
 // sends. [Options.Exempt] lets methods such as health checks through. The
 // limiter's observer, refusal hook and log see every call with the call's
-// context, as they see HTTP requests.
+// context, as they see HTTP requests; the limiter's lines about a call
+// carry its full method name as grpc_method ([limiter.WithLogAttrs]).
 //
 // # Identities
 //

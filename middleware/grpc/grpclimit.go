@@ -3,6 +3,7 @@ package grpclimit
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 
 	"google.golang.org/grpc"
@@ -130,12 +131,16 @@ type opened struct {
 	exempt   bool // an exempt method: nothing was decided
 	tier     string
 	identity string
+	// ctx is the call's context with the attributes of its log lines.
+	ctx context.Context
 }
 
 // open derives the tier and identity of a call to fullMethod and charges
 // it; setHeader sends the rate-limit metadata. It returns what the
 // per-message decisions need, or the status error that ends the call.
+// The limiter's lines about the call name its method (grpc_method).
 func (ic *Interceptor) open(ctx context.Context, fullMethod string, setHeader func(metadata.MD)) (opened, error) {
+	ctx = limiter.WithLogAttrs(ctx, slog.String("grpc_method", fullMethod))
 	if ic.exempt != nil && ic.exempt(fullMethod) {
 		_, _ = ic.lim.Decide(ctx, limiter.Request{Exempt: true}) // reports it; always admits
 		return opened{exempt: true}, nil
@@ -155,5 +160,5 @@ func (ic *Interceptor) open(ctx context.Context, fullMethod string, setHeader fu
 	if md := v.metadata(); md != nil {
 		setHeader(md)
 	}
-	return opened{tier: tier, identity: id}, v.status()
+	return opened{tier: tier, identity: id, ctx: ctx}, v.status()
 }

@@ -136,8 +136,7 @@ func (s *meteredStream) RecvMsg(m any) error {
 	if err := s.ServerStream.RecvMsg(m); err != nil {
 		return err
 	}
-	ctx := s.Context()
-	v, err := decide(ctx, s.lim, limiter.Request{Tier: s.call.tier, Identity: s.call.identity})
+	v, err := decide(s.call.ctx, s.lim, limiter.Request{Tier: s.call.tier, Identity: s.call.identity})
 	if err != nil {
 		return decideStatus(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"log/slog"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -22,6 +23,23 @@ var processSecret = func() []byte {
 	_, _ = rand.Read(k)
 	return k
 }()
+
+// logAttrsKey is the context key of the attributes of [WithLogAttrs].
+type logAttrsKey struct{}
+
+// WithLogAttrs returns a copy of ctx under which the limiter's lines about
+// one request (the decision at debug level, the start of a block at info)
+// carry attrs, after the policy and outcome and before the identity's
+// hash: what the request was, in the caller's terms. The gRPC interceptor
+// adds the call's full method name this way; the HTTP middleware adds the
+// method and route pattern of its own accord. Attributes of an enclosing
+// WithLogAttrs come first.
+func WithLogAttrs(ctx context.Context, attrs ...slog.Attr) context.Context {
+	if prev, ok := ctx.Value(logAttrsKey{}).([]slog.Attr); ok {
+		attrs = append(slices.Clip(prev), attrs...)
+	}
+	return context.WithValue(ctx, logAttrsKey{}, attrs)
+}
 
 // watching reports whether anyone wants events: an observer, a refusal
 // hook, or a logger that logs at debug level. Events are not built
@@ -51,7 +69,7 @@ func (l *Limiter) report(ctx context.Context, e *Event, identity string) {
 func (l *Limiter) debug(ctx context.Context, e *Event, identity string) {
 	attrs := make([]slog.Attr, 0, 12)
 	attrs = append(attrs, slog.String("policy", e.Policy), slog.String("outcome", string(e.Outcome)))
-	attrs = l.identityAttr(attrs, identity)
+	attrs = l.identityAttr(ctx, attrs, identity)
 	if e.Capacity != 0 {
 		attrs = append(attrs,
 			slog.Int64("remaining", e.Remaining),
@@ -70,8 +88,12 @@ func (l *Limiter) debug(ctx context.Context, e *Event, identity string) {
 	l.logger.LogAttrs(ctx, slog.LevelDebug, "ratekeeper: decision", attrs...)
 }
 
-// identityAttr appends the identity's hash, when there is an identity.
-func (l *Limiter) identityAttr(attrs []slog.Attr, identity string) []slog.Attr {
+// identityAttr appends the attributes ctx carries for the request
+// ([WithLogAttrs]), then the identity's hash, when there is an identity.
+func (l *Limiter) identityAttr(ctx context.Context, attrs []slog.Attr, identity string) []slog.Attr {
+	if call, ok := ctx.Value(logAttrsKey{}).([]slog.Attr); ok {
+		attrs = append(attrs, call...)
+	}
 	if identity != "" {
 		attrs = append(attrs, slog.String("key_hash", l.hashIdentity(identity)))
 	}
@@ -93,7 +115,7 @@ func (l *Limiter) blockStarted(ctx context.Context, identity string, d *Decision
 	}
 	attrs := make([]slog.Attr, 0, 8)
 	attrs = append(attrs, slog.String("policy", d.Policy), slog.String("scope", d.LimitID), slog.Duration("duration", d.RetryAfter))
-	attrs = l.identityAttr(attrs, identity)
+	attrs = l.identityAttr(ctx, attrs, identity)
 	l.logger.LogAttrs(ctx, slog.LevelInfo, "ratekeeper: block started", attrs...)
 }
 
