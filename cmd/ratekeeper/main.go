@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/ratekeeper/ratekeeper/internal/clientstate"
 	"github.com/ratekeeper/ratekeeper/middleware/limiter"
@@ -406,9 +407,12 @@ type redisStore interface {
 	store.BlockLister
 }
 
-// open returns the Redis store on c with --prefix and --timeout.
+// open returns the Redis store on c with --prefix and --timeout. It skips
+// the store's warm-up, which would add up to a second before a command
+// against a Redis that does not answer: a command's few calls each have
+// the budget of --timeout to open their connection (see client).
 func (inv *invocation) open(c redis.UniversalClient) (redisStore, error) {
-	st, err := redisstore.New(c, redisstore.Options{Prefix: inv.prefix, Timeout: inv.timeout})
+	st, err := redisstore.New(c, redisstore.Options{Prefix: inv.prefix, Timeout: inv.timeout, WarmUp: -1})
 	if err != nil {
 		return nil, err
 	}
@@ -438,19 +442,27 @@ type quietRedis struct{}
 // Printf implements go-redis's logger.
 func (quietRedis) Printf(context.Context, string, ...any) {}
 
-// client connects to --redis-url.
+// client connects to --redis-url. Its connections do not ask for
+// maintenance notifications, which a command does not live long enough to
+// use: go-redis settles in a connection's first handshake whether the
+// server takes them, and without the store's warm-up several first
+// handshakes would settle it at once, which go-redis does without a lock
+// (see redisstore.Options.WarmUp).
 func (inv *invocation) client() (redis.UniversalClient, error) {
+	noMaint := &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 	if inv.cluster {
 		o, err := redis.ParseClusterURL(inv.redisURL)
 		if err != nil {
 			return nil, fmt.Errorf("--redis-url: %w", err)
 		}
+		o.MaintNotificationsConfig = noMaint
 		return redis.NewClusterClient(o), nil
 	}
 	o, err := redis.ParseURL(inv.redisURL)
 	if err != nil {
 		return nil, fmt.Errorf("--redis-url: %w", err)
 	}
+	o.MaintNotificationsConfig = noMaint
 	return redis.NewClient(o), nil
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ratekeeper/ratekeeper/internal/redistest"
 	"github.com/ratekeeper/ratekeeper/store"
 	"github.com/ratekeeper/ratekeeper/store/redisstore"
 )
@@ -268,6 +269,34 @@ func TestUnreachableRedis(t *testing.T) {
 	code, _, stderr := runCLI(t, "blocks", "--redis-url", "http://nowhere")
 	if code != exitUsage || !strings.Contains(stderr, `--redis-url (or $RATEKEEPER_REDIS_URL) "http://nowhere"`) {
 		t.Errorf("bad URL: got exit %d, stderr %q; want 2 naming the URL", code, stderr)
+	}
+}
+
+// TestPausedRedis: against a Redis that accepts connections and answers
+// nothing, a command fails once its budget (--timeout) has passed, not a
+// warm-up later.
+func TestPausedRedis(t *testing.T) {
+	srv := redistest.Require(t)
+	if err := srv.Pause(); err != nil {
+		t.Skipf("cannot pause the server here: %v", err)
+	}
+	t.Cleanup(func() { _ = srv.Resume() })
+	const budget = 300 * time.Millisecond
+	for _, args := range [][]string{
+		{"inspect", "--policy", "login", "--rate", "2", "--period", "1m", "x"},
+		{"blocks"},
+	} {
+		args = append(args[:1], append([]string{"--redis-url", "redis://" + srv.Addr + "/0", "--timeout", budget.String()}, args[1:]...)...)
+		start := time.Now()
+		code, stdout, stderr := runCLI(t, args...)
+		took := time.Since(start)
+		if code != exitFailure || stdout != "" || !strings.Contains(stderr, "timeout") {
+			t.Errorf("%s: got exit %d, stdout %q, stderr %q; want 1 and a timeout", args[0], code, stdout, stderr)
+		}
+		// The store's warm-up alone would wait a second.
+		if took < budget || took > budget+700*time.Millisecond {
+			t.Errorf("%s: took %v, want the budget of %v and less than 700ms more", args[0], took, budget)
+		}
 	}
 }
 

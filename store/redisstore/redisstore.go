@@ -118,6 +118,16 @@ type Options struct {
 	// in the client's pool while go-redis keeps them (ConnMaxIdleTime,
 	// 30 minutes by default); set the client's MinIdleConns to keep them
 	// always. See the package documentation, "Warm-up".
+	//
+	// Without the warm-up, the first decisions open their connections at
+	// once, and go-redis (v9.23 at least) settles in each first handshake
+	// whether the server takes maintenance notifications, writing the
+	// answer to the client's options while other handshakes read them
+	// without a lock: a data race in go-redis, which the race detector
+	// reports. The warm-up opens the first connection alone. A client
+	// whose options disable maintenance notifications
+	// (MaintNotificationsConfig with Mode maintnotifications.ModeDisabled)
+	// settles nothing, and may skip the warm-up safely.
 	WarmUp time.Duration
 }
 
