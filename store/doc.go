@@ -316,8 +316,10 @@
 // type assertion: [MultiStore] (stacked decisions), [OverrideStore]
 // (per-client overrides), [BlockLister] (listing blocked keys),
 // [EvictionCounter] and [EvictionPolicyReporter] (evictions),
-// [Refunder] (refunds of stacked decisions and settled costs) and [NodeLocator] (the node
-// that serves a key). Each says which stores implement it. Nothing above
+// [Refunder] (refunds of stacked decisions and settled costs),
+// [NodeLocator] (the node that serves a key), [Waiter] (admissions later
+// instead of refusals, and the place given back when the caller leaves)
+// and [SlotStore] (in-flight caps). Each says which stores implement it. Nothing above
 // a store reads or parses its keys: what a caller needs to know about
 // stored state, it asks the store through one of these.
 //

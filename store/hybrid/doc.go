@@ -46,6 +46,11 @@
 //     backend call, and locating its node on every request would cost
 //     about as much as the local decision; the middleware's limiter-wide
 //     circuit breaker serves a hybrid store.
+//   - [store.Waiter]: a request admitted later holds a place in the
+//     backend's timeline that the leases of other instances do not see.
+//     Such requests (MaxWait) are passed to the backend, which decides
+//     them by its limits alone; a limiter with MaxWait refuses a hybrid
+//     store when it is built. Give such a limiter the backend directly.
 //
 // # How a key is decided
 //

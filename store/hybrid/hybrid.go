@@ -80,9 +80,10 @@ type Stats struct {
 // commits them to a backend in the background (see the package
 // documentation). Create it with [New] and stop it with Close. Besides
 // Store, the value [New] returns implements [store.BlockLister],
-// [store.EvictionCounter], [store.EvictionPolicyReporter] and
-// [store.Refunder] with the backend's (see "Capabilities" in the package
-// documentation); reach them by type assertion.
+// [store.EvictionCounter], [store.EvictionPolicyReporter],
+// [store.Refunder] and [store.SlotStore] with the backend's (see
+// "Capabilities" in the package documentation); reach them by type
+// assertion.
 //
 // A Store is safe for concurrent use. No lock is held across a backend
 // call: each key has its own mutex, held for the in-memory update only.

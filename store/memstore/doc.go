@@ -18,8 +18,9 @@
 //
 // Of the optional capabilities of package store it implements
 // [store.MultiStore], [store.OverrideStore], [store.BlockLister],
-// [store.EvictionCounter] and [store.Refunder] (costs settled after the
-// response, for every algorithm).
+// [store.EvictionCounter], [store.Refunder] (costs settled after the
+// response, for every algorithm), [store.Waiter] (admissions later
+// instead of refusals) and [store.SlotStore] (in-flight caps).
 //
 // # Expiry
 //
