@@ -4,42 +4,24 @@ import (
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/ratekeeper/ratekeeper/internal/testlog"
 	"github.com/ratekeeper/ratekeeper/keyfunc"
 	grpclimit "github.com/ratekeeper/ratekeeper/middleware/grpc"
 	"github.com/ratekeeper/ratekeeper/middleware/limiter"
 	"github.com/ratekeeper/ratekeeper/store"
 )
 
-// syncBuffer is a strings.Builder safe for the server's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) lines() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return strings.Split(strings.TrimSpace(s.b.String()), "\n")
-}
-
 // TestLogLinesNameTheMethod: the decision lines of a unary call, and of a
 // stream's opening and its messages, carry the call's full method name,
 // before the identity's hash.
 func TestLogLinesNameTheMethod(t *testing.T) {
-	var buf syncBuffer
+	var buf testlog.Buffer
 	logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	lim := newLimiter(t, newMemStore(t), store.PerMinute(100), limiter.Options{Logger: logger})
 	s := startServer(t, newInterceptor(t, lim, keyfunc.RemoteIP, grpclimit.Options{PerMessage: true}), "203.0.113.7:4242")
@@ -59,7 +41,7 @@ func TestLogLinesNameTheMethod(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{methodSay, methodChat, methodChat} // the call, the stream, its message
-	lines := buf.lines()
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
 	if len(lines) != len(want) {
 		t.Fatalf("got %d lines, want %d:\n%s", len(lines), len(want), strings.Join(lines, "\n"))
 	}
