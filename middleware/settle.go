@@ -15,13 +15,12 @@ import (
 // the handler knows it (the tokens a completion used, the rows an export
 // read): the request was admitted at l's estimated cost (1, or n for a
 // limiter made with [Limiter.WithCost]), and when the handler returns the
-// difference is charged or given back in one step (package store, "Costs
-// settled after the response"). The
-// settlement also runs when the handler panics and when the client went
-// away, within the store's own time budget; its failure is logged, never
-// answered. The last report counts; without one the estimate stands.
-// Every algorithm settles; what an overrun and a give-back mean for each
-// is in package store ("Costs settled after the response").
+// difference is charged or given back in one step. The settlement also
+// runs when the handler panics and when the client went away, within the
+// store's own time budget; its failure is logged, never answered. The
+// last report counts; without one the estimate stands. Every algorithm
+// settles; what an overrun and a give-back mean for each is in package
+// store ("Costs settled after the response").
 // ReportCost finds the request's decision in ctx, so l (and, for headers
 // that describe both budgets, an enclosing limiter of another quota) must
 // be built with [Options].DecisionInContext, which also makes each

@@ -69,7 +69,7 @@ func (l *Limiter) report(ctx context.Context, e *Event, identity string) {
 func (l *Limiter) debug(ctx context.Context, e *Event, identity string) {
 	attrs := make([]slog.Attr, 0, 12)
 	attrs = append(attrs, slog.String("policy", e.Policy), slog.String("outcome", string(e.Outcome)))
-	attrs = l.identityAttr(ctx, attrs, identity)
+	attrs = l.requestAttrs(ctx, attrs, identity)
 	if e.Capacity != 0 {
 		attrs = append(attrs,
 			slog.Int64("remaining", e.Remaining),
@@ -88,9 +88,10 @@ func (l *Limiter) debug(ctx context.Context, e *Event, identity string) {
 	l.logger.LogAttrs(ctx, slog.LevelDebug, "ratekeeper: decision", attrs...)
 }
 
-// identityAttr appends the attributes ctx carries for the request
-// ([WithLogAttrs]), then the identity's hash, when there is an identity.
-func (l *Limiter) identityAttr(ctx context.Context, attrs []slog.Attr, identity string) []slog.Attr {
+// requestAttrs appends what a line says of its request: the attributes
+// ctx carries ([WithLogAttrs]), then the identity's hash, when there is an
+// identity.
+func (l *Limiter) requestAttrs(ctx context.Context, attrs []slog.Attr, identity string) []slog.Attr {
 	if call, ok := ctx.Value(logAttrsKey{}).([]slog.Attr); ok {
 		attrs = append(attrs, call...)
 	}
@@ -115,7 +116,7 @@ func (l *Limiter) blockStarted(ctx context.Context, identity string, d *Decision
 	}
 	attrs := make([]slog.Attr, 0, 8)
 	attrs = append(attrs, slog.String("policy", d.Policy), slog.String("scope", d.LimitID), slog.Duration("duration", d.RetryAfter))
-	attrs = l.identityAttr(ctx, attrs, identity)
+	attrs = l.requestAttrs(ctx, attrs, identity)
 	l.logger.LogAttrs(ctx, slog.LevelInfo, "ratekeeper: block started", attrs...)
 }
 
