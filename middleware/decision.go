@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/ratekeeper/ratekeeper/headers"
 	"github.com/ratekeeper/ratekeeper/internal/keybuf"
@@ -76,11 +77,16 @@ func (s *reqState) Value(k any) any {
 // requests' values go after them); the stores copy the keys they keep,
 // and a call that outlives its answer keeps the request's own context,
 // not the state (see package internal/keybuf, Unlent).
+//
+// The state is the request's context by delegation: each method asks
+// the request for its context when called. A decision that needs none of
+// it (no deadline, no cancellation, no value, as the memory store's)
+// never reads the request's context field, a memory line of its own that
+// a request built long before its decision no longer has in cache.
 type lightState struct {
-	context.Context // the request's context
-	req             *http.Request
-	hb              headers.Buffer
-	key             keybuf.Buffer
+	req *http.Request
+	hb  headers.Buffer
+	key keybuf.Buffer
 }
 
 // lightStates keeps the states of answered requests for the next ones.
@@ -89,19 +95,22 @@ var lightStates = sync.Pool{New: func() any { return new(lightState) }}
 // lightStateFor returns the state of request r and whether it goes back
 // to lightStates when answered (see lightState).
 func (l *Limiter) lightStateFor(r *http.Request) (*lightState, bool) {
-	ctx := r.Context()
-	if l.h.watched || l.h.logger.Enabled(ctx, slog.LevelDebug) {
-		return &lightState{Context: ctx, req: r}, false
+	if l.h.watched {
+		return &lightState{req: r}, false
 	}
 	st := lightStates.Get().(*lightState)
-	st.Context, st.req = ctx, r
+	st.req = r
+	if l.h.logger.Enabled(st, slog.LevelDebug) {
+		st.giveBack()
+		return &lightState{req: r}, false
+	}
 	return st, true
 }
 
 // giveBack returns a state of lightStates there, emptied but for its
 // header Buffer, which goes on where it stopped.
 func (st *lightState) giveBack() {
-	st.Context, st.req, st.key = nil, nil, keybuf.Buffer{}
+	st.req, st.key = nil, keybuf.Buffer{}
 	lightStates.Put(st)
 }
 
@@ -111,14 +120,24 @@ func (s *lightState) KeyBuffer() *keybuf.Buffer { return &s.key }
 
 // Unlent implements keybuf.Lender: the request's own context, which a
 // store may keep past the call where the state, pooled, may not.
-func (s *lightState) Unlent() context.Context { return s.Context }
+func (s *lightState) Unlent() context.Context { return s.req.Context() }
 
-// Value implements context.Context.
+// Deadline implements context.Context: the request context's.
+func (s *lightState) Deadline() (time.Time, bool) { return s.req.Context().Deadline() }
+
+// Done implements context.Context: the request context's.
+func (s *lightState) Done() <-chan struct{} { return s.req.Context().Done() }
+
+// Err implements context.Context: the request context's.
+func (s *lightState) Err() error { return s.req.Context().Err() }
+
+// Value implements context.Context: the request for reqKey, else the
+// request context's value.
 func (s *lightState) Value(k any) any {
 	if _, ok := k.(reqKey); ok {
 		return s.req
 	}
-	return s.Context.Value(k)
+	return s.req.Context().Value(k)
 }
 
 // requestFrom returns the request a decision's context was made for, or

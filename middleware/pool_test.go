@@ -2,6 +2,7 @@ package middleware
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -100,5 +101,53 @@ func TestPooledStateUnlent(t *testing.T) {
 	}
 	if got := s.unlent[0].Value(mark{}); got != "request" {
 		t.Errorf("Unlent context's value: got %v, want the request's", got)
+	}
+}
+
+// TestPooledStateIsTheRequestContext: the pooled state a store gets on
+// the light path reads the request's context only when asked, so each of
+// its context methods must answer as the request's context does: the
+// same deadline and Done channel, the cancellation once the request is
+// canceled, and the request's values.
+func TestPooledStateIsTheRequestContext(t *testing.T) {
+	type mark struct{}
+	deadline := time.Now().Add(time.Hour)
+	base, cancel := context.WithDeadline(context.WithValue(context.Background(), mark{}, "request"), deadline)
+	defer cancel()
+	r := request(http.MethodGet, "/", "203.0.113.7:4000").WithContext(base)
+
+	var (
+		lends            bool
+		gotDeadline      time.Time
+		hasDeadline      bool
+		sameDone         bool
+		errBefore, after error
+		value            any
+	)
+	s := &funcStore{take: func(ctx context.Context, _ store.Request) (store.Decision, error) {
+		_, lends = ctx.(keybuf.Lender)
+		gotDeadline, hasDeadline = ctx.Deadline()
+		sameDone = ctx.Done() == base.Done()
+		errBefore = ctx.Err()
+		value = ctx.Value(mark{})
+		cancel()
+		after = ctx.Err()
+		return store.Decision{Allowed: true, Capacity: 1}, nil
+	}}
+	mustNew(t, s, keyfunc.RemoteIP, store.PerMinute(1)).Handler(okHandler).ServeHTTP(httptest.NewRecorder(), r)
+	if !lends {
+		t.Fatal("store's context: not the pooled state; the test checks nothing")
+	}
+	if !hasDeadline || !gotDeadline.Equal(deadline) {
+		t.Errorf("Deadline: got %v, %t, want the request's %v", gotDeadline, hasDeadline, deadline)
+	}
+	if !sameDone {
+		t.Error("Done: not the request context's channel")
+	}
+	if errBefore != nil || !errors.Is(after, context.Canceled) {
+		t.Errorf("Err: %v before the request was canceled and %v after, want nil and context.Canceled", errBefore, after)
+	}
+	if value != "request" {
+		t.Errorf("Value: got %v, want the request's", value)
 	}
 }
