@@ -29,8 +29,13 @@
 // With trusted proxies, X-Forwarded-For and Forwarded (RFC 7239) are read
 // over all their lines, in order, and walked from the right: trusted
 // addresses are skipped and the first untrusted one is the client, so the
-// entries a client adds on the left never matter, and are never read. If
-// every address is trusted, the leftmost one is the client. The walk reads
+// entries a client outside the trusted prefixes adds on the left never
+// matter, and are never read. If every address is trusted, the leftmost
+// one is the client. A client whose own address is trusted is taken for a
+// proxy: the entries it sent on the left are read as a proxy's, so it can
+// name any identity, another client's included. List only the proxies'
+// own addresses, never a network that also holds clients (all of
+// 10.0.0.0/8 when internal hosts call the service through the proxy). The walk reads
 // at most [IPOptions.MaxHops] entries (16 by default) of at most 512 bytes
 // each, so a header of any size costs no more than that; a client further
 // left is refused. A single-address header such as X-Real-IP,

@@ -56,8 +56,10 @@ type IPOptions struct {
 	// believed, as CIDR prefixes ("10.0.0.0/8", "2001:db8::/32") or single
 	// addresses ("192.0.2.10"). Headers are read only when the peer itself
 	// is in this list. A prefix of length 0 ("0.0.0.0/0") is refused: it
-	// would let any client choose its own key. Mutually exclusive with
-	// TrustedHops.
+	// would let any client choose its own key. Any client inside a listed
+	// prefix can do the same, since its address is skipped as a proxy's:
+	// list the proxies, not the networks their clients share with them.
+	// Mutually exclusive with TrustedHops.
 	TrustedProxies []string
 
 	// TrustedHops is the number of reverse proxies that every request

@@ -379,3 +379,24 @@ func TestRemoteIPDoesNotAllocate(t *testing.T) {
 		t.Fatalf("got %.1f allocations, want 0", allocs)
 	}
 }
+
+// TestTrustedClientNamesItsKey pins what the docs warn of: a client whose
+// own address lies in a trusted prefix is skipped as a proxy would be, so
+// the entries it sends name its key; a client outside the prefixes is
+// keyed by the address its proxy appended, whatever it sent.
+func TestTrustedClientNamesItsKey(t *testing.T) {
+	ip := mustIP(t, trustTen)
+	tests := []struct {
+		name, remote, xff, want string
+	}{
+		{"internal client straight to the service", "10.9.9.9:4000", "203.0.113.9", "203.0.113.9"},
+		{"internal client through a trusted proxy", "10.0.0.5:4000", "203.0.113.9, 10.9.9.9", "203.0.113.9"},
+		{"outside client through a trusted proxy", "10.0.0.5:4000", "203.0.113.9, 198.51.100.4", "198.51.100.4"},
+	}
+	for _, tt := range tests {
+		got, err := ip(newRequest(t, tt.remote, hdr{"X-Forwarded-For", tt.xff}))
+		if err != nil || got != tt.want {
+			t.Errorf("%s: got %q, %v, want %q", tt.name, got, err, tt.want)
+		}
+	}
+}

@@ -31,7 +31,9 @@
 // or CIDR prefixes, comma-separated, and the service keys each client by
 // the address the proxies append to X-Forwarded-For (nginx:
 // proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for). A peer
-// that is not listed is keyed by its own address, whatever it sends.
+// that is not listed is keyed by its own address, whatever it sends; a
+// client whose address is listed is taken for a proxy and names its own
+// key, so list the proxies, not their clients' networks.
 //
 // With REDIS_URL set and Redis down at start, the service starts anyway:
 // each policy applies its failure mode (api fails open, login fails
