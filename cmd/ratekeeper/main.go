@@ -22,6 +22,7 @@ import (
 	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/ratekeeper/ratekeeper/internal/clientstate"
+	"github.com/ratekeeper/ratekeeper/internal/ipform"
 	"github.com/ratekeeper/ratekeeper/middleware/limiter"
 	"github.com/ratekeeper/ratekeeper/middleware/policy"
 	"github.com/ratekeeper/ratekeeper/store"
@@ -298,6 +299,9 @@ func (inv *invocation) checkArgs(rest []string) error {
 			return fmt.Errorf("%w: %s takes one identity after the flags", errUsage, inv.command)
 		}
 		inv.identity = rest[0]
+		if err := ipform.Check(inv.identity); err != nil {
+			return fmt.Errorf("%w: %v", errUsage, err)
+		}
 		if inv.policy == "" {
 			return fmt.Errorf("%w: --policy is required", errUsage)
 		}

@@ -130,6 +130,8 @@ func TestParseErrors(t *testing.T) {
 		{"unknown flag", []string{"blocks", "--all"}, "flag provided but not defined: -all"},
 		{"bad output", []string{"check", "--output", "yaml", "f"}, "--output must be table or json"},
 		{"no identity", []string{"inspect", "--policy", "a", "--rate", "1", "--period", "1s"}, "one identity"},
+		{"IPv4-mapped identity", []string{"override", "set", "--policy", "a", "--kind", "suspend", "--ttl", "1m", "::FFFF:127.0.0.150"}, `they name it "127.0.0.150"`},
+		{"unmasked prefix", []string{"reset", "--policy", "a", "--rate", "1", "--period", "1s", "2001:db8:1:2::5/64"}, `they name it "2001:db8:1:2::/64"`},
 		{"two identities", []string{"reset", "--policy", "a", "--rate", "1", "--period", "1s", "x", "y"}, "one identity"},
 		{"no policy", []string{"inspect", "--rate", "1", "--period", "1s", "x"}, "--policy is required"},
 		{"no limits", []string{"inspect", "--policy", "a", "x"}, "give --rate and --period, or --policy-file"},

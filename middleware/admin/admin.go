@@ -5,13 +5,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/internal/clientstate"
+	"github.com/ratekeeper/ratekeeper/internal/ipform"
 	"github.com/ratekeeper/ratekeeper/middleware"
 	"github.com/ratekeeper/ratekeeper/middleware/limiter"
 	"github.com/ratekeeper/ratekeeper/middleware/policy"
@@ -107,6 +110,42 @@ type api struct {
 	logger    *slog.Logger
 	now       func() time.Time
 	mux       *http.ServeMux
+	refusals  logGate // the warnings of refused calls
+}
+
+// logGate lets one log line through per second and counts the ones it
+// held back, so that a client sending unauthorized calls as fast as it
+// can writes one line a second, not one per call.
+type logGate struct {
+	mu      sync.Mutex
+	next    time.Time
+	dropped int
+}
+
+// allow reports whether a line may be written at now and, when it may,
+// how many were held back since the last one.
+func (g *logGate) allow(now time.Time) (dropped int, ok bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if now.Before(g.next) {
+		g.dropped++
+		return 0, false
+	}
+	dropped, g.dropped, g.next = g.dropped, 0, now.Add(time.Second)
+	return dropped, true
+}
+
+// maxLogged is the longest text of a request (its path, method or
+// error) a refusal's log line holds; the rest is cut, so that a client
+// cannot make every line as long as its request line.
+const maxLogged = 256
+
+// logged returns s cut to maxLogged bytes, marked when cut.
+func logged(s string) string {
+	if len(s) <= maxLogged {
+		return s
+	}
+	return strings.ToValidUTF8(s[:maxLogged], "") + "…(cut)"
 }
 
 // whoKey carries the authorized caller in the request's context.
@@ -118,8 +157,10 @@ func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Content-Type-Options", "nosniff")
 	if a.authorize == nil {
-		a.logger.LogAttrs(r.Context(), slog.LevelWarn, "ratekeeper: admin: refused: no authorization function configured",
-			slog.String("method", r.Method), slog.String("path", r.URL.Path))
+		if dropped, ok := a.refusals.allow(a.now()); ok {
+			a.logger.LogAttrs(r.Context(), slog.LevelWarn, "ratekeeper: admin: refused: no authorization function configured",
+				slog.String("method", logged(r.Method)), slog.String("path", logged(r.URL.Path)), slog.Int("not_logged", dropped))
+		}
 		writeError(w, http.StatusForbidden, "forbidden", "the admin API has no authorization function configured")
 		return
 	}
@@ -132,9 +173,11 @@ func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if errors.Is(err, ErrUnauthenticated) {
 			status, code, msg = http.StatusUnauthorized, "unauthenticated", "credentials missing or invalid"
 		}
-		a.logger.LogAttrs(r.Context(), slog.LevelWarn, "ratekeeper: admin: refused",
-			slog.Int("status", status), slog.String("method", r.Method), slog.String("path", r.URL.Path),
-			slog.String("error", err.Error()))
+		if dropped, ok := a.refusals.allow(a.now()); ok {
+			a.logger.LogAttrs(r.Context(), slog.LevelWarn, "ratekeeper: admin: refused",
+				slog.Int("status", status), slog.String("method", logged(r.Method)), slog.String("path", logged(r.URL.Path)),
+				slog.String("error", logged(err.Error())), slog.Int("not_logged", dropped))
+		}
 		writeError(w, status, code, msg)
 		return
 	}
@@ -189,6 +232,9 @@ func (a *api) showClient(w http.ResponseWriter, r *http.Request) {
 	c := client{Tier: q.Get("tier"), Identity: q.Get("identity")}
 	if c.Identity == "" {
 		writeError(w, http.StatusBadRequest, "bad_request", "the identity query parameter is required")
+		return
+	}
+	if !identityForm(w, c.Identity) {
 		return
 	}
 	target, err := a.resolve(p, c.Tier)
@@ -280,6 +326,9 @@ func (a *api) resetClient(w http.ResponseWriter, r *http.Request) {
 	}
 	if c.Identity == "" {
 		writeError(w, http.StatusBadRequest, "bad_request", "identity is required")
+		return
+	}
+	if !identityForm(w, c.Identity) {
 		return
 	}
 	target, err := a.resolve(p, c.Tier)
@@ -447,6 +496,17 @@ func intParam(w http.ResponseWriter, s string, def, max int, name string) (int, 
 	return n, true
 }
 
+// identityForm answers 400 and returns false when identity names a client
+// address in a form no IP key function gives (see package
+// internal/ipform): the call would act on a key no request ever has.
+func identityForm(w http.ResponseWriter, identity string) bool {
+	if err := ipform.Check(identity); err != nil {
+		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
+		return false
+	}
+	return true
+}
+
 // readBody decodes a JSON body of at most maxBody bytes, with unknown
 // fields refused, or answers 400, 413 or 415. Requiring application/json keeps
 // cross-site forms from reaching a mutating endpoint without a CORS
@@ -458,16 +518,22 @@ func readBody(w http.ResponseWriter, r *http.Request, v any) bool {
 	}
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			writeError(w, http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("the body must be at most %d bytes", maxBody))
-			return false
+	err := dec.Decode(v)
+	msg := "the body is not a valid JSON object for this endpoint"
+	if err == nil {
+		// Nothing may follow the object: a second one would be ignored.
+		if _, err = dec.Token(); err == io.EOF {
+			return true
 		}
-		writeError(w, http.StatusBadRequest, "bad_request", "the body is not a valid JSON object for this endpoint")
+		msg = "the body must hold one JSON object and nothing after it"
+	}
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		writeError(w, http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("the body must be at most %d bytes", maxBody))
 		return false
 	}
-	return true
+	writeError(w, http.StatusBadRequest, "bad_request", msg)
+	return false
 }
 
 // seconds rounds d up to whole seconds, as Retry-After does.

@@ -394,6 +394,9 @@ func TestResetClient(t *testing.T) {
 		{"unknown field", `{"identity":"x","all":true}`, "application/json", http.StatusBadRequest},
 		{"no identity", `{}`, "application/json", http.StatusBadRequest},
 		{"not JSON", `{`, "application/json", http.StatusBadRequest},
+		{"a second object", `{"identity":"x"}{"identity":"y","evil":1}`, "application/json", http.StatusBadRequest},
+		{"text after the object", `{"identity":"x"} garbage`, "application/json", http.StatusBadRequest},
+		{"too large after the object", `{"identity":"x"} ` + strings.Repeat(" ", maxBody), "application/json", http.StatusRequestEntityTooLarge},
 		{"too large", `{"identity":"` + strings.Repeat("x", maxBody) + `"}`, "application/json", http.StatusRequestEntityTooLarge},
 		{"at the limit", `{"identity":"` + strings.Repeat("x", maxBody-len(`{"identity":"","x":1}`)) + `","x":1}`, "application/json", http.StatusBadRequest},
 	}
@@ -671,3 +674,66 @@ func TestSecurityHeaders(t *testing.T) {
 type classifyFunc func(r *http.Request) (tier, identity string, err error)
 
 func (f classifyFunc) Classify(r *http.Request) (string, string, error) { return f(r) }
+
+// TestIdentityInAnotherForm: an identity that names a client address in a
+// form the IP key functions never give is refused with the form they
+// give, on every endpoint that takes an identity, so that an override or
+// a reset never silently misses its client; the form they give works.
+func TestIdentityInAnotherForm(t *testing.T) {
+	f := newFixture(t, Options{Authorize: allowAll})
+	calls := []struct{ method, path, body string }{
+		{"GET", "/policies/api/client?identity=%3A%3Affff%3A198.51.100.7", ""},
+		{"POST", "/policies/api/reset", `{"identity":"::ffff:198.51.100.7"}`},
+		{"POST", "/policies/api/override", `{"identity":"::ffff:198.51.100.7","kind":"suspend","ttl":"1h"}`},
+		{"POST", "/policies/api/override/clear", `{"identity":"::ffff:198.51.100.7"}`},
+	}
+	for _, c := range calls {
+		w := f.call(c.method, c.path, c.body)
+		var e errorJSON
+		decode(t, w, http.StatusBadRequest, &e)
+		if !strings.Contains(w.Body.String(), `198.51.100.7`) || !strings.Contains(w.Body.String(), "no IP key function gives") {
+			t.Errorf("%s %s: %s, want the form the key functions give", c.method, c.path, w.Body)
+		}
+	}
+	if code := f.hit("GET", "/api", "[::ffff:198.51.100.7]"); code != http.StatusOK {
+		t.Fatalf("before the suspension: got %d, want 200", code)
+	}
+	var ov map[string]any
+	decode(t, f.call("POST", "/policies/api/override", `{"identity":"198.51.100.7","kind":"suspend","ttl":"1h"}`), http.StatusOK, &ov)
+	if code := f.hit("GET", "/api", "[::ffff:198.51.100.7]"); code != http.StatusForbidden {
+		t.Errorf("the client, from its IPv4-mapped address, after its suspension: got %d, want 403", code)
+	}
+}
+
+// TestRefusalsLoggedOncePerSecond: refused calls write at most one line a
+// second, which says how many it held back, and a long path is cut.
+func TestRefusalsLoggedOncePerSecond(t *testing.T) {
+	f := newFixture(t, Options{Authorize: func(*http.Request) (string, error) { return "", ErrUnauthenticated }})
+	now := time.Unix(1_000_000, 0)
+	f.api.(*api).now = func() time.Time { return now }
+	long := "/policies/" + strings.Repeat("A", 10_000)
+	for range 50 {
+		if w := f.call("GET", long, ""); w.Code != http.StatusUnauthorized {
+			t.Fatalf("got %d, want 401", w.Code)
+		}
+	}
+	now = now.Add(time.Second)
+	f.call("GET", "/policies", "")
+	var lines []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(f.log.String()), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("log line %q: %v", l, err)
+		}
+		lines = append(lines, m)
+	}
+	if len(lines) != 2 {
+		t.Fatalf("got %d log lines for 51 refusals a second apart, want 2: %s", len(lines), f.log)
+	}
+	if p, _ := lines[0]["path"].(string); len(p) > maxLogged+len("…(cut)") || !strings.HasSuffix(p, "…(cut)") {
+		t.Errorf("first line's path: %d bytes %q, want it cut to %d", len(p), p, maxLogged)
+	}
+	if n, _ := lines[1]["not_logged"].(float64); n != 49 {
+		t.Errorf("second line: not_logged %v, want 49", lines[1]["not_logged"])
+	}
+}

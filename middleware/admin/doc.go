@@ -24,13 +24,28 @@
 //
 // Mutating endpoints take an application/json body (anything else is
 // refused with 415), which a cross-site form cannot send without a CORS
-// preflight; bodies are limited to 4 KiB (413 beyond) and unknown fields
-// are refused.
+// preflight; bodies are limited to 4 KiB (413 beyond), hold one JSON
+// object and nothing after it, and unknown fields are refused (field
+// names match regardless of case, as encoding/json matches them, and of
+// a field given twice the last counts).
 // Every change is logged at info level ("ratekeeper: admin: change") with
 // who made it, the policy, and what changed; the identity of a reset
 // client is logged as the operator typed it. Refused calls are logged at
-// warn level with the authorization error; clients only see a short JSON
-// error, never an error's text. Answers carry Cache-Control: no-store.
+// warn level with the authorization error, at most one line a second
+// (with not_logged, the refusals held back since the last line) and with
+// the path cut to 256 bytes, so that a caller without credentials cannot
+// fill the log. A refused caller sees a short JSON error, never the
+// authorization error's text; a 400 to an authorized caller says what in
+// its request is wrong, and GET /policies shows the last reload's error
+// as is. Answers carry Cache-Control: no-store.
+//
+// An identity is the one the policy's key function gives: for a policy
+// keyed by client address, "203.0.113.7", or the prefix a key function
+// groups the client in ("2001:db8:1:2::/64" for an IPv6 client, by
+// default). An address written in a form no IP key function of package
+// keyfunc gives ("::ffff:203.0.113.7", "2001:DB8::1", "fe80::1%eth0", an
+// unmasked prefix) is refused with 400 naming the form they give, since
+// an override or reset of it would never reach the client.
 //
 // # Endpoints
 //

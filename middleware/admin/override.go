@@ -84,6 +84,9 @@ func (a *api) overrideTarget(w http.ResponseWriter, r *http.Request, tier, ident
 		writeError(w, http.StatusBadRequest, "bad_request", "identity is required")
 		return nil, false
 	}
+	if !identityForm(w, identity) {
+		return nil, false
+	}
 	target, err := a.resolve(p, tier)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
