@@ -162,3 +162,18 @@ func TestStartsWhileRedisIsDown(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestWarnDemoSecret: the service warns when it verifies tokens with the
+// public demo secret, and only then.
+func TestWarnDemoSecret(t *testing.T) {
+	for _, tt := range []struct {
+		secret string
+		warns  bool
+	}{{DemoSecret, true}, {strings.Repeat("s", 32), false}} {
+		var logs testlog.Buffer
+		warnDemoSecret(Env{JWTSecret: tt.secret}, slog.New(slog.NewTextHandler(&logs, nil)))
+		if got := strings.Contains(logs.String(), "level=WARN") && strings.Contains(logs.String(), "public demo secret"); got != tt.warns {
+			t.Errorf("secret %q: warned %t, want %t: %q", tt.secret, got, tt.warns, logs.String())
+		}
+	}
+}

@@ -109,6 +109,7 @@ func serve(name string, env Env, logger *slog.Logger, routes func(*Policies) htt
 	logger.Info("listening", slog.String("example", name), slog.String("addr", env.Addr), slog.String("store", storeName),
 		slog.String("policies", p.Set.Status().Source), slog.Bool("admin", p.Admin != nil),
 		slog.Int("pid", os.Getpid()), slog.Any("trusted_proxies", env.TrustedProxies))
+	warnDemoSecret(env, logger)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ListenAndServe() }()
 	alsoc := make(chan error, len(also))
@@ -149,6 +150,14 @@ func serve(name string, env Env, logger *slog.Logger, routes func(*Policies) htt
 // reloadOnHangup reloads the policy file at every SIGHUP until ctx is
 // done. A reload that fails is logged by the Set, which keeps the running
 // policies.
+// warnDemoSecret logs a warning when the service verifies bearer tokens
+// with DemoSecret, which anyone can read and sign tokens with.
+func warnDemoSecret(env Env, logger *slog.Logger) {
+	if env.JWTSecret == DemoSecret {
+		logger.Warn("JWT_SECRET is unset: bearer tokens are verified with the public demo secret, so anyone can sign one and take the authenticated tier's limit; set JWT_SECRET outside a demo")
+	}
+}
+
 func reloadOnHangup(ctx context.Context, p *Policies, logger *slog.Logger) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
