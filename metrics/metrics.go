@@ -103,7 +103,7 @@ func New(reg prometheus.Registerer, opts Options) (*Collector, error) {
 		}, []string{"policy", "scope"}),
 		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: ns, Name: nameStoreErrors, ConstLabels: opts.ConstLabels,
-			Help: "Store failures by policy and kind (timeout, connection, script, capacity, other); calls skipped by the circuit breaker are not counted here.",
+			Help: "Store failures by policy and kind (timeout, connection, script, capacity, busy, clusterdown, oom, readonly, other); calls skipped by the circuit breaker are not counted here.",
 		}, []string{"policy", "kind"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: ns, Name: nameLatency, ConstLabels: opts.ConstLabels, Buckets: buckets,
@@ -115,7 +115,7 @@ func New(reg prometheus.Registerer, opts Options) (*Collector, error) {
 		}, []string{"policy", "mode"}),
 		unavailable: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: ns, Name: nameUnavailable, ConstLabels: opts.ConstLabels,
-			Help: "1 while the limiter's circuit breaker considers the store unavailable, else 0.",
+			Help: "1 while the limiter's circuit breaker considers the store unavailable, else 0, as of the policy's latest decision (a policy without traffic keeps its last value).",
 		}, []string{"policy"}),
 	}
 	c.cached = policyCounter(ns, opts.ConstLabels, nameCached,

@@ -545,7 +545,9 @@ type BackendError struct {
 	// decoded), "capacity" (a bounded store refused a new key), "busy"
 	// (the backend was running another script and refused the call),
 	// "clusterdown" (a Redis Cluster node refused the call while the
-	// cluster does not serve every slot) or "other".
+	// cluster does not serve every slot), "oom" (the backend refused a
+	// write at its memory limit), "readonly" (a replica, or a master
+	// being failed over, refused a write) or "other".
 	Kind string
 	// Err is the underlying error.
 	Err error

@@ -175,6 +175,8 @@ func TestClassify(t *testing.T) {
 		{"busy budget", errBusyBudget, "busy"},
 		{"cluster down", itemError("CLUSTERDOWN The cluster is down"), "clusterdown"},
 		{"cluster down budget", errDownBudget, "clusterdown"},
+		{"out of memory", itemError("OOM command not allowed when used memory > 'maxmemory'."), "oom"},
+		{"read-only replica", itemError("READONLY You can't write against a read only replica."), "readonly"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

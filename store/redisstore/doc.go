@@ -296,9 +296,13 @@
 // answered BUSY, running a script past its busy-reply-threshold, until
 // the budget ran out), clusterdown (a Cluster node answered CLUSTERDOWN
 // until the budget ran out: the node is up, but the cluster does not
-// serve every slot), script (another error reply or a reply the store
-// cannot decode) or other (a cancelled context among them). The
-// middleware's breakers count neither busy nor clusterdown.
+// serve every slot), oom (Redis refused a write at maxmemory, under
+// maxmemory-policy noeviction), readonly (a replica, or a master being
+// failed over, answered READONLY until the budget ran out), script
+// (another error reply or a reply the store cannot decode) or other (a
+// cancelled context among them). The middleware's breakers count neither
+// busy nor clusterdown; they count oom and readonly, which every call
+// meets until the server is fixed or the failover ends.
 //
 // State the scripts cannot read is not an error: a key of the wrong type
 // (written by another application, or by hand) or with malformed state is

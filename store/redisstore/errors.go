@@ -54,8 +54,10 @@ func (e *keyError) KeyScoped() bool { return true }
 // deadlines and network timeouts are timeouts; BUSY (the server is running
 // a script past its busy-reply-threshold) is busy; CLUSTERDOWN (the
 // cluster does not serve every slot, the node itself answers), and a
-// budget that ran out while the node answered it, is clusterdown; other
-// error replies and undecodable replies are script errors; dial failures,
+// budget that ran out while the node answered it, is clusterdown; OOM (a
+// write refused at maxmemory under noeviction) is oom; READONLY (a
+// replica, or a master being failed over, refused a write) is readonly;
+// other error replies and undecodable replies are script errors; dial failures,
 // resets, EOF and a closed client are connection errors; the rest (a
 // cancelled context among them) is other.
 func classify(err error) string {
@@ -71,6 +73,10 @@ func classify(err error) string {
 		return "busy"
 	case errors.Is(err, errDownBudget), errors.As(err, &rerr) && strings.HasPrefix(rerr.Error(), "CLUSTERDOWN"):
 		return "clusterdown"
+	case errors.As(err, &rerr) && strings.HasPrefix(rerr.Error(), "OOM "):
+		return "oom"
+	case errors.As(err, &rerr) && strings.HasPrefix(rerr.Error(), "READONLY"):
+		return "readonly"
 	case errors.Is(err, errBadReply), errors.As(err, &rerr):
 		return "script"
 	case errors.As(err, &nerr) && nerr.Timeout():

@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"log/slog"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -67,5 +68,36 @@ func TestEvictionPolicyUnknown(t *testing.T) {
 	}
 	if got := st.EvictionPolicy(); got != "unknown" {
 		t.Fatalf("got %q, want unknown", got)
+	}
+}
+
+// TestOutOfMemoryKind: a Redis at its maxmemory under noeviction refuses
+// the scripts' writes with OOM, which the store reports as kind "oom",
+// not as a script error.
+func TestOutOfMemoryKind(t *testing.T) {
+	s := redistest.Require(t, "--maxmemory", "2mb", "--maxmemory-policy", "noeviction")
+	srv := &server{Server: s, addr: s.Addr}
+	c := newClient(t, srv, nil)
+	ctx := context.Background()
+	// Fill the server past its limit: each SET is admitted while used
+	// memory is below it, the last one takes it over.
+	for i := 0; ; i++ {
+		if err := c.Set(ctx, "fill"+strconv.Itoa(i), strings.Repeat("x", 256<<10), 0).Err(); err != nil {
+			if !strings.HasPrefix(err.Error(), "OOM ") {
+				t.Fatalf("filling: %v", err)
+			}
+			break
+		}
+		if i > 100 {
+			t.Fatal("the server took 25 MB under a 2 MB maxmemory")
+		}
+	}
+	st, err := newRedis(c, Options{Prefix: randomPrefix(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = st.Take(ctx, store.Request{Key: "k", Limits: []store.Limit{store.PerSecond(5)}})
+	if kind := store.KindOf(err); kind != "oom" {
+		t.Fatalf("Take on a full server: kind %q (%v), want oom", kind, err)
 	}
 }
