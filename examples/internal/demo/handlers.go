@@ -147,9 +147,6 @@ func serve(name string, env Env, logger *slog.Logger, routes func(*Policies) htt
 	return nil
 }
 
-// reloadOnHangup reloads the policy file at every SIGHUP until ctx is
-// done. A reload that fails is logged by the Set, which keeps the running
-// policies.
 // warnDemoSecret logs a warning when the service verifies bearer tokens
 // with DemoSecret, which anyone can read and sign tokens with.
 func warnDemoSecret(env Env, logger *slog.Logger) {
@@ -158,6 +155,9 @@ func warnDemoSecret(env Env, logger *slog.Logger) {
 	}
 }
 
+// reloadOnHangup reloads the policy file at every SIGHUP until ctx is
+// done. A reload that fails is logged by the Set, which keeps the running
+// policies.
 func reloadOnHangup(ctx context.Context, p *Policies, logger *slog.Logger) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
