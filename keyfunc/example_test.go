@@ -14,10 +14,12 @@ import (
 	"github.com/ratekeeper/ratekeeper/keyfunc"
 )
 
-// A service behind load balancers in 10.0.0.0/8 keys clients by the
-// address the nearest untrusted hop reported.
+// A service behind the load balancers 10.0.0.5 and 10.0.0.9 keys clients
+// by the address the nearest untrusted hop reported. Name the proxies, not
+// a network their clients share: a client whose own address is trusted
+// names its key.
 func ExampleNewClientIP() {
-	clientIP, err := keyfunc.NewClientIP(keyfunc.IPOptions{TrustedProxies: []string{"10.0.0.0/8"}})
+	clientIP, err := keyfunc.NewClientIP(keyfunc.IPOptions{TrustedProxies: []string{"10.0.0.5", "10.0.0.9"}})
 	if err != nil {
 		log.Fatal(err)
 	}

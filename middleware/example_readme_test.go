@@ -287,7 +287,7 @@ func ExampleLimiter_Reset() {
 // found with the same trusted-proxy rules as identities.
 func ExampleExemptCIDRs() {
 	st, _ := memstore.New(memstore.Options{})
-	clientIP, err := keyfunc.NewClientIP(keyfunc.IPOptions{TrustedProxies: []string{"10.0.0.0/8"}})
+	clientIP, err := keyfunc.NewClientIP(keyfunc.IPOptions{TrustedProxies: []string{"10.0.0.5", "10.0.0.6"}})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -381,7 +381,7 @@ func Example_logs() {
 func Example_behindProxy() {
 	st, _ := memstore.New(memstore.Options{})
 	// snippet:behind-proxy
-	clientIP, err := keyfunc.NewClientIP(keyfunc.IPOptions{TrustedProxies: []string{"10.0.0.0/8"}})
+	clientIP, err := keyfunc.NewClientIP(keyfunc.IPOptions{TrustedProxies: []string{"10.0.0.5", "10.0.0.6"}})
 	if err != nil {
 		log.Fatal(err)
 	}
