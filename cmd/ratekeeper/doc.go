@@ -21,8 +21,8 @@
 // middleware uses, "<policy>[/<tier>]:<identity>". An IPv6 client of an
 // IP key function is named by its prefix ("2001:db8:1:2::/64" by default);
 // an address in a form no IP key function gives ("::ffff:203.0.113.7",
-// "2001:DB8::1", an unmasked prefix) is refused with the form they give,
-// exit status 2. A policy that shares
+// "2001:DB8::1", "203.0.113.07", an unmasked prefix) is refused with the
+// form they give, exit status 2. A policy that shares
 // another's quota ("share") uses the shared policy's counters. The limits
 // come from the policy file (--policy-file, checked first as check does),
 // or from flags (--rate, --period, --algorithm, --burst, --name, --block,

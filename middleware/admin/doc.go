@@ -43,9 +43,10 @@
 // keyed by client address, "203.0.113.7", or the prefix a key function
 // groups the client in ("2001:db8:1:2::/64" for an IPv6 client, by
 // default). An address written in a form no IP key function of package
-// keyfunc gives ("::ffff:203.0.113.7", "2001:DB8::1", "fe80::1%eth0", an
-// unmasked prefix) is refused with 400 naming the form they give, since
-// an override or reset of it would never reach the client.
+// keyfunc gives ("::ffff:203.0.113.7", "2001:DB8::1", "fe80::1%eth0",
+// "203.0.113.07", an unmasked prefix, "0.0.0.0/0") is refused with 400
+// naming the form they give, if any, since an override or reset of it
+// would never reach the client.
 //
 // # Endpoints
 //
