@@ -48,8 +48,11 @@ func canonical(identity string) (string, bool) {
 	if !isPrefix {
 		return a.Unmap().String(), true
 	}
-	bits, err := strconv.Atoi(bitsText)
-	if err != nil || bits < 0 || bits > a.BitLen() || bitsText == "" || bitsText[0] == '+' || bitsText[0] == '-' {
+	if !digits(bitsText, 3) {
+		return "", false
+	}
+	bits, _ := strconv.Atoi(bitsText)
+	if bits > a.BitLen() {
 		return "", false
 	}
 	if a.Is4In6() {
@@ -80,7 +83,7 @@ func parseAddr(text string) (netip.Addr, bool) {
 	}
 	var b [4]byte
 	for i, f := range fields {
-		if f == "" || len(f) > 3 || strings.Trim(f, "0123456789") != "" {
+		if !digits(f, 3) {
 			return netip.Addr{}, false
 		}
 		n, _ := strconv.Atoi(f)
@@ -90,4 +93,9 @@ func parseAddr(text string) (netip.Addr, bool) {
 		b[i] = byte(n)
 	}
 	return netip.AddrFrom4(b), true
+}
+
+// digits reports whether s is 1 to max decimal digits, no sign.
+func digits(s string, max int) bool {
+	return s != "" && len(s) <= max && strings.Trim(s, "0123456789") == ""
 }

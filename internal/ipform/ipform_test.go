@@ -34,6 +34,8 @@ func TestCheck(t *testing.T) {
 		{"1.2.3.256", ""},
 		{"1.2.3.4/33", ""},
 		{"1.2.3.4/x", ""},
+		{"1.2.3.4/+24", ""},
+		{"1.2.3.4/", ""},
 	}
 	for _, tt := range tests {
 		err := Check(tt.identity)
