@@ -2,11 +2,12 @@
 -- decides several lean requests in one call: each in order, as its lean
 -- script would alone, at the one clock reading of common.lua. It follows
 -- common.lua and the lean script's body as the function decide(KEYS,
--- ARGV), which returns the request's lean reply as values, and sets mode
--- and take (common.lua's) for each request before deciding it. The reply
--- is flat: for each request, the number of its lean reply's integers and
--- then the integers, or the error it met as one string. See doc.go,
--- "Calling convention: lean batches".
+-- ARGV), which returns the request's lean reply as values, then the
+-- line setting numeric, and sets mode and take (common.lua's) for each
+-- request before deciding it. The reply is flat: for each request, the
+-- number of its lean reply's integers and then the integers (two or
+-- three of them for an admission that repaired nothing), or the error it
+-- met as one string. See doc.go, "Calling convention: lean batches".
 --
 -- ARGV[1] is n, the number of arguments of every request, and ARGV[2] is
 -- m, the number of argument lists the call shares among its requests.
@@ -30,12 +31,21 @@ if #ARGV ~= want then
   error('ratekeeper: malformed arguments')
 end
 -- The shared lists. decide only reads its ARGV, so one table serves every
--- request of a list.
+-- request of a list. Of the arguments the lean script reads only as
+-- numbers (numeric, which precedes this file), a list holds the number:
+-- decide's tonumber then returns it as it is, where a string would be
+-- parsed again for every request (about a twelfth of a GCRA decision in
+-- a batch of 16). Any other string stays, for decide to refuse.
 local lists = {}
 for t = 1, m do
   local list, a = {}, 2 + (t - 1) * n
   for j = 1, n do
     list[j] = ARGV[a + j]
+  end
+  for _, j in ipairs(numeric) do
+    if j <= n then
+      list[j] = tonumber(list[j]) or list[j]
+    end
   end
   lists[t] = list
 end
@@ -74,7 +84,23 @@ for i = 1, count do
   if ok and not (allowed and remaining and reset and retry and repaired) then
     ok, allowed = false, 'ratekeeper: incomplete lean reply'
   end
-  if ok then
+  if ok and allowed == 1 and retry == 0 and repaired == 0 then
+    -- An admission that repaired nothing, the common element, is
+    -- compact: the remaining count, the reset time and the log's and the
+    -- counter's sixth integer, after their number (2 or 3). Three
+    -- integers fewer per request cost Redis about a fourteenth of a GCRA
+    -- decision.
+    out[o + 2] = remaining
+    out[o + 3] = reset
+    if nxt then
+      out[o + 1] = 3
+      out[o + 4] = nxt
+      o = o + 4
+    else
+      out[o + 1] = 2
+      o = o + 3
+    end
+  elseif ok then
     -- Five integers, and the sixth of the log and the counter.
     if nxt then
       out[o + 1] = 6

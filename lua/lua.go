@@ -160,24 +160,35 @@ var scripts = [...]struct {
 	{"sliding_window_counter/reserve", reserve(windowCounter)},
 	{"fixed_window/reserve", reserve(fixedWindow)},
 	// Lean batches: several lean requests in one call.
-	{"gcra/lean-batch", leanBatch(leanScalar)},
-	{"token_bucket/lean-batch", leanBatch(leanScalar)},
-	{"sliding_window_log/lean-batch", leanBatch(lean(leanLog))},
-	{"sliding_window_counter/lean-batch", leanBatch(lean(leanCounter))},
-	{"fixed_window/lean-batch", leanBatch(lean(leanFixedWindow))},
+	{"gcra/lean-batch", leanBatch(leanScalar, allNumeric)},
+	{"token_bucket/lean-batch", leanBatch(leanScalar, allNumeric)},
+	{"sliding_window_log/lean-batch", leanBatch(lean(leanLog), allNumeric)},
+	{"sliding_window_counter/lean-batch", leanBatch(lean(leanCounter), periodAsGiven)},
+	{"fixed_window/lean-batch", leanBatch(lean(leanFixedWindow), periodAsGiven)},
 }
+
+// The lean arguments a lean script reads only as numbers, which
+// lean_batch.lua turns into numbers once per shared list: cost, rate,
+// period and capacity; or all but the period, which the lean fixed window
+// and sliding window counter also write and compare as given (see
+// lean_window.lua).
+const (
+	allNumeric    = "local numeric = {2, 3, 4, 5}"
+	periodAsGiven = "local numeric = {2, 3, 5}"
+)
 
 // leanBatch is the batch variant of a lean script, whose parts start with
 // common.lua: common.lua, the rest of the lean script as the body of the
 // function decide with its replies returned as values (repliesAsValues),
-// then lean_batch.lua, which calls it once per request and writes the
+// the line numeric that names the arguments it reads only as numbers,
+// then lean_batch.lua, which calls decide once per request and writes the
 // values into its flat reply.
-func leanBatch(leanParts []string) []string {
+func leanBatch(leanParts []string, numeric string) []string {
 	parts := []string{common, "local function decide(KEYS, ARGV)"}
 	for _, p := range leanParts[1:] {
 		parts = append(parts, repliesAsValues(p))
 	}
-	return append(parts, "end", leanBatchDriver)
+	return append(parts, "end", numeric, leanBatchDriver)
 }
 
 // leanReply matches a lean script's reply: a line that returns one table

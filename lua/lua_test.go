@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -121,9 +123,13 @@ func TestLeanOverrideSources(t *testing.T) {
 	}
 }
 
+// luaComment matches a Lua line comment (the scripts have no long ones).
+var luaComment = regexp.MustCompile(`--[^\n]*`)
+
 // TestLeanBatchSources: a lean batch script is common.lua, the lone lean
 // script's body as the function decide with each of its two replies
-// (admitted, refused) returned as values, and lean_batch.lua.
+// (admitted, refused) returned as values, the line naming the arguments
+// it reads only as numbers (and no other), and lean_batch.lua.
 func TestLeanBatchSources(t *testing.T) {
 	for _, name := range algorithms {
 		src, err := Source(name + "/lean-batch")
@@ -148,8 +154,39 @@ func TestLeanBatchSources(t *testing.T) {
 			t.Fatalf("%s: the lean script answers in %d lines of the form return {...}, want 2", name, n)
 		}
 		values := repliesAsValues(body)
-		if want := common + "\nlocal function decide(KEYS, ARGV)\n" + values + "\nend\n" + leanBatchDriver; src != want {
-			t.Errorf("%s: the batch script is not common.lua, the lean body as decide and lean_batch.lua", name)
+		// The line naming the arguments read as numbers ends the text
+		// before lean_batch.lua.
+		head, ok := strings.CutSuffix(src, "\n"+leanBatchDriver)
+		if !ok {
+			t.Fatalf("%s: the batch script does not end with lean_batch.lua", name)
+		}
+		numeric := head[strings.LastIndexByte(head, '\n')+1:]
+		if numeric != allNumeric && numeric != periodAsGiven {
+			t.Errorf("%s: numeric line %q", name, numeric)
+		}
+		if want := common + "\nlocal function decide(KEYS, ARGV)\n" + values + "\nend\n" + numeric + "\n" + leanBatchDriver; src != want {
+			t.Errorf("%s: the batch script is not common.lua, the lean body as decide, its numeric line and lean_batch.lua", name)
+		}
+		// An argument the batch turns into a number must be one the lean
+		// script reads only through tonumber: one it writes or compares
+		// as given would then be written or compared as a number.
+		inner, ok := strings.CutPrefix(numeric, "local numeric = {")
+		inner, ok2 := strings.CutSuffix(inner, "}")
+		if !ok || !ok2 {
+			t.Fatalf("%s: numeric line %q", name, numeric)
+		}
+		listedArgs := strings.Split(inner, ", ")
+		code := luaComment.ReplaceAllString(body, "")
+		for j := 1; j <= 6; j++ {
+			arg := fmt.Sprintf("ARGV[%d]", j)
+			asNumber := strings.Count(code, "tonumber("+arg+")")
+			listed := slices.Contains(listedArgs, fmt.Sprint(j))
+			if listed && strings.Count(code, arg) != asNumber {
+				t.Errorf("%s: %s is turned into a number, but the lean script reads it as given", name, arg)
+			}
+			if !listed && j >= 2 && j <= 5 && asNumber > 0 && strings.Count(code, arg) == asNumber {
+				t.Errorf("%s: %s is read only as a number, but the batch parses it for every request", name, arg)
+			}
 		}
 		if leanReply.MatchString(values) || strings.Contains(values, "return {") {
 			t.Errorf("%s: the batch's decide still returns a table", name)

@@ -1206,23 +1206,35 @@ func isLoading(err error) bool {
 // batchItem returns the element of one request in the flat reply of a
 // lean batch (see "Calling convention: lean batches" in package lua)
 // that starts at flat[at], and where the next request's starts. The
-// element is its error string, or its lean reply: the array the lean
-// script would have answered, which batchItem stores in *slot and
-// returns as slot (a *[]any, which decodeLean reads like the []any of a
-// lone call: boxing the slice itself would allocate). The reply must be
-// well formed (wellFormedBatch).
+// element is its error string, or its integers, which batchItem stores
+// in *slot and returns as a pointer to slot (boxing the slice itself
+// would allocate): a *[]any, the array the lean script would have
+// answered, which decodeLean reads like the []any of a lone call; or,
+// for the two or three integers of an admission that repaired nothing, a
+// *admission. The reply must be well formed (wellFormedBatch).
 func batchItem(flat []any, at int, slot *[]any) (v any, next int) {
 	if n, ok := flat[at].(int64); ok {
 		end := at + 1 + int(n)
 		*slot = flat[at+1 : end : end]
+		if n <= 3 {
+			return (*admission)(slot), end
+		}
 		return slot, end
 	}
 	return flat[at], at + 1
 }
 
+// admission is the compact element of a lean batch's request admitted
+// without a repair: its remaining count, its reset time (µs) and, from
+// the sliding window log and counter, the time until one unit more; the
+// lean reply's other integers are then 1 (allowed), 0 (retry) and 0
+// (repaired).
+type admission []any
+
 // wellFormedBatch reports whether flat, the reply of a lean batch of
 // calls requests, holds exactly one element per request: a count from 1
-// to 8 followed by that many integers, or a string.
+// to 8 followed by that many integers, or a string. decodeLean checks
+// the count against the layouts of a lean reply.
 func wellFormedBatch(flat []any, calls int) bool {
 	at := 0
 	for range calls {

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
@@ -150,7 +151,8 @@ func TestLeanBatchMatchesLone(t *testing.T) {
 
 // batchReplies splits v, the reply of a lean batch of n requests, into
 // the requests' elements as the store reads them, failing t when it is
-// not well formed.
+// not well formed. A compact admission comes back as the lean reply it
+// stands for, {1, remaining, reset, 0, 0[, next]}.
 func batchReplies(t *testing.T, v any, n int) []any {
 	t.Helper()
 	flat, ok := v.([]any)
@@ -161,14 +163,98 @@ func batchReplies(t *testing.T, v any, n int) []any {
 	for i, at := 0, 0; i < n; i++ {
 		var slot []any
 		out[i], at = batchItem(flat, at, &slot)
-		if p, ok := out[i].(*[]any); ok {
+		switch p := out[i].(type) {
+		case *[]any:
 			if p != &slot {
 				t.Fatalf("request %d: batchItem returned a pointer to another slot", i)
 			}
 			out[i] = *p
+		case *admission:
+			if (*[]any)(p) != &slot {
+				t.Fatalf("request %d: batchItem returned a pointer to another slot", i)
+			}
+			out[i] = append([]any{int64(1), slot[0], slot[1], int64(0), int64(0)}, slot[2:]...)
 		}
 	}
 	return out
+}
+
+// TestLeanBatchAdmissionsCompact: in a lean batch, an admission that
+// repaired nothing answers its two integers (three for the sliding window
+// log and counter) after their number, and the store decodes them as the
+// lean reply it stands for; a refusal and a repair answer the full lean
+// reply.
+func TestLeanBatchAdmissionsCompact(t *testing.T) {
+	ctx := context.Background()
+	c, table := scriptClient(t)
+	for _, alg := range leanAlgorithms {
+		t.Run(alg.String(), func(t *testing.T) {
+			lone := &table.byAlgorithm[alg][lean]
+			batch := lone.batch
+			loadScripts(t, c, lone, batch)
+			p := randomPrefix(t)
+			if err := c.Set(ctx, p+":bad", "garbage", 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+			l := store.Limit{Algorithm: alg, Rate: 2, Period: time.Hour}
+			li := newLimitInfo(l)
+			period := int64(time.Hour / time.Microsecond)
+			keys := []string{p + ":a", p + ":a", p + ":a", p + ":bad"}
+			cmd := []any{argEvalSHA, batch.shaArg, len(keys)}
+			for _, k := range keys {
+				cmd = append(cmd, k)
+			}
+			n := 5
+			if alg == store.SlidingWindowLog {
+				n = 6
+			}
+			cmd = append(cmd, n, 0)
+			for i := range keys {
+				cmd = append(cmd, modeTake, 1, 2, period, 2)
+				if n == 6 {
+					cmd = append(cmd, fmt.Sprintf("n%d", i))
+				}
+			}
+			v, err := c.Do(ctx, cmd...).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			flat := v.([]any)
+			if !wellFormedBatch(flat, len(keys)) {
+				t.Fatalf("reply %v is not well formed", flat)
+			}
+			ints := int64(2) // the compact admission's
+			full := int64(5)
+			if alg == store.SlidingWindowLog || alg == store.SlidingWindowCounter {
+				ints, full = 3, 6
+			}
+			// admitted, admitted, refused (a limit of 2), repaired and admitted
+			wantCounts := []int64{ints, ints, full, full}
+			wantAllowed := []bool{true, true, false, true}
+			wantRemaining := []int64{1, 0, 0, 1}
+			var slots [4][]any
+			for i, at := 0, 0; i < len(keys); i++ {
+				if got := flat[at]; got != wantCounts[i] {
+					t.Fatalf("request %d: count %v, want %d (reply %v)", i, got, wantCounts[i], flat)
+				}
+				var item any
+				item, at = batchItem(flat, at, &slots[i])
+				if _, compact := item.(*admission); compact != (wantCounts[i] == ints) {
+					t.Errorf("request %d: batchItem answered %T", i, item)
+				}
+				d, err := decodeLean(item, li)
+				if err != nil {
+					t.Fatalf("request %d: %v", i, err)
+				}
+				if d.Allowed != wantAllowed[i] || d.Remaining != wantRemaining[i] || d.Repaired != (i == 3) || d.Capacity != 2 {
+					t.Errorf("request %d: %+v, want allowed %v, remaining %d", i, d, wantAllowed[i], wantRemaining[i])
+				}
+				if d.Allowed && (d.RetryAfter != 0 || d.ResetAfter <= 0 || d.NextAfter < 0) {
+					t.Errorf("request %d: admitted with %+v", i, d)
+				}
+			}
+		})
+	}
 }
 
 // TestWellFormedBatch: the store accepts a lean batch's reply only when
@@ -191,6 +277,7 @@ func TestWellFormedBatch(t *testing.T) {
 		want  bool
 	}{
 		{"two replies", cat(five, six), 2, true},
+		{"compact admissions", []any{int64(2), int64(9), int64(100), int64(3), int64(8), int64(200), int64(7)}, 2, true},
 		{"reply, error, reply", cat(five, []any{"ERR x"}, six), 3, true},
 		{"errors only", []any{"READONLY a", "READONLY b"}, 2, true},
 		{"one request short", cat(five), 2, false},
@@ -222,12 +309,52 @@ func TestWellFormedBatch(t *testing.T) {
 	if v, at = batchItem(flat, at, &slots[2]); len(*v.(*[]any)) != 6 || at != len(flat) {
 		t.Errorf("third item: %v (next %d), want the six integers and the end", v, at)
 	}
-	// decodeLean reads a batch item as it reads a lone call's reply.
+	// decodeLean reads a batch item as it reads a lone call's reply, and
+	// a compact admission as the lean reply it stands for.
 	li := newLimitInfo(store.Limit{Rate: 10, Period: time.Second})
 	lone, errLone := decodeLean(five[1:], li)
 	batched, errBatched := decodeLean(&slots[0], li)
 	if errLone != nil || errBatched != nil || !reflect.DeepEqual(lone, batched) || !lone.Allowed || lone.Remaining != 9 {
 		t.Errorf("decodeLean: lone reply %+v (%v), batch item %+v (%v); want the same decision", lone, errLone, batched, errBatched)
+	}
+	compact := []any{int64(2), int64(9), int64(100)}
+	var slot []any
+	v, at = batchItem(compact, 0, &slot)
+	if _, ok := v.(*admission); !ok || at != 3 {
+		t.Fatalf("compact admission: %T (next %d), want an *admission and 3", v, at)
+	}
+	if d, err := decodeLean(v, li); err != nil || !reflect.DeepEqual(d, lone) {
+		t.Errorf("compact admission: %+v (%v), want %+v", d, err, lone)
+	}
+	// The window algorithms' compact admission carries the time until
+	// one unit more; a count the layouts do not have is refused.
+	wli := newLimitInfo(store.Limit{Algorithm: store.SlidingWindowCounter, Rate: 10, Period: time.Second})
+	wfull, err := decodeLean([]any{int64(1), int64(9), int64(1000000), int64(0), int64(0), int64(50000)}, wli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		item admission
+		li   *limitInfo
+		want *store.Decision
+	}{
+		{"window with next", admission{int64(9), int64(1000000), int64(50000)}, wli, &wfull},
+		{"window without next", admission{int64(9), int64(1000000)}, wli, nil},
+		{"bucket with next", admission{int64(9), int64(100), int64(5)}, li, nil},
+		{"one integer", admission{int64(9)}, li, nil},
+		{"remaining over the limit", admission{int64(11), int64(100)}, li, nil},
+		{"negative reset", admission{int64(9), int64(-1)}, li, nil},
+		{"not an integer", admission{int64(9), "x"}, li, nil},
+	} {
+		d, err := decodeLean(&tc.item, tc.li)
+		if tc.want == nil {
+			if !errors.Is(err, errBadReply) {
+				t.Errorf("%s: %+v, %v; want errBadReply", tc.name, d, err)
+			}
+		} else if err != nil || !reflect.DeepEqual(d, *tc.want) {
+			t.Errorf("%s: %+v (%v), want %+v", tc.name, d, err, *tc.want)
+		}
 	}
 }
 
@@ -436,10 +563,11 @@ func TestLeanBatchIncompleteReply(t *testing.T) {
 		t.Fatal(err)
 	}
 	const head = "local function decide(KEYS, ARGV)\n"
-	i, j := strings.Index(src, head), strings.Index(src, "-- lean_batch.lua:")
+	i, j := strings.Index(src, head), strings.Index(src, "\nlocal numeric = ")
 	if i < 0 || j < i {
 		t.Fatal("the lean batch script has no decide function before its driver")
 	}
+	j++
 	src = src[:i] + head + "if KEYS[1] == 'hole' then\n  return 1, nil, 3, 0, 0\nend\nreturn 1, 2, 3, 0, 0\nend\n" + src[j:]
 	ctx := context.Background()
 	c := newClient(t, requireServer(t), nil)
@@ -490,12 +618,24 @@ func TestRunMergesLeanCalls(t *testing.T) {
 		leanCall(gcra, p+":g1", int64(3)),
 		leanCall(fw, p+":f1", int64(1)),
 	}
-	want := []string{"[1 8", "v", "[1 6", "malformed arguments", "[1 5", "[1 5"}
+	// The lean calls' remaining counts once admitted; the others' reply
+	// or error.
+	remaining := []int64{8, -1, 6, -1, 5, 5}
+	want := []string{"", "v", "", "malformed arguments", "", ""}
+	algs := []store.Algorithm{store.GCRA, 0, store.FixedWindow, 0, store.GCRA, store.FixedWindow}
 	batch := append([]*call(nil), calls...)
 	h.reset()
 	s.pipes.one.run(batch)
 	for i, cl := range calls {
 		<-cl.done
+		if remaining[i] >= 0 {
+			d, err := decodeLean(cl.v, newLimitInfo(store.Limit{Algorithm: algs[i], Rate: 10, Period: time.Hour}))
+			if cl.err != nil || err != nil || !d.Allowed || d.Remaining != remaining[i] {
+				t.Errorf("call %d: got %+v (%v, %v), want admitted with %d remaining", i, d, cl.err, err, remaining[i])
+			}
+			cl.release()
+			continue
+		}
 		got := fmt.Sprint(cl.v)
 		if cl.err != nil {
 			got = cl.err.Error()
@@ -862,7 +1002,7 @@ func TestLeanBatchAfterScriptFlush(t *testing.T) {
 	s.pipes.one.run(append([]*call(nil), calls...))
 	for i, cl := range calls {
 		<-cl.done
-		if r := leanArray(cl.v); cl.err != nil || len(r) < 2 || r[0] != int64(1) || r[1] != int64(10-(i+1)) {
+		if d, err := decodeLean(cl.v, newLimitInfo(store.Limit{Rate: 10, Period: time.Hour})); cl.err != nil || err != nil || !d.Allowed || d.Remaining != int64(10-(i+1)) {
 			t.Errorf("call %d after the flush: got %v, %v; want admitted with %d remaining", i, cl.v, cl.err, 10-(i+1))
 		}
 		cl.release()

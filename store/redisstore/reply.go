@@ -375,13 +375,33 @@ func (r *reply) decision(limits []store.Limit) store.Decision {
 // scripts, a fifth integer, repaired (0 or 1), and for the sliding window
 // log and counter a sixth, the time until one unit more (µs), into the
 // decision for the limit li. User scripts' replies reach it cut to their
-// first four elements (the caller then sets NextAfter). It never panics.
+// first four elements (the caller then sets NextAfter). A lean batch's
+// admission that repaired nothing comes as its compact element (see
+// admission). It never panics.
 func decodeLean(v any, li *limitInfo) (store.Decision, error) {
+	if a, ok := v.(*admission); ok {
+		return decodeAdmission(*a, li)
+	}
 	arr := leanArray(v)
 	if len(arr) < 4 || len(arr) > 6 {
 		return store.Decision{}, fmt.Errorf("%w: got %T %v, want 4 to 6 integers", errBadReply, v, v)
 	}
 	return decodeLeanInts(arr, &li.l, li.id)
+}
+
+// decodeAdmission decodes the compact element of a lean batch's
+// admission, arr (2 or 3 integers: remaining, reset after µs, and next
+// after µs from the sliding window log and counter), as the lean reply
+// {1, remaining, reset, 0, 0[, next]}.
+func decodeAdmission(arr []any, li *limitInfo) (store.Decision, error) {
+	if len(arr) != 2 && len(arr) != 3 {
+		return store.Decision{}, fmt.Errorf("%w: an admission of %d integers, want 2 or 3", errBadReply, len(arr))
+	}
+	x := leanReply{allowed: 1}
+	if err := readInts(arr, &x.remaining, &x.resetAfter, &x.next); err != nil {
+		return store.Decision{}, err
+	}
+	return leanDecision(x, len(arr)+3, &li.l, li.id)
 }
 
 // leanArray returns the elements of a lean reply as a call gets it: the
@@ -412,15 +432,21 @@ func decodeLeanInts(arr []any, l *store.Limit, id string) (store.Decision, error
 	if err := readInts(arr, &x.allowed, &x.remaining, &x.resetAfter, &x.retryAfter, &x.repaired, &x.next); err != nil {
 		return store.Decision{}, err
 	}
+	return leanDecision(x, len(arr), l, id)
+}
+
+// leanDecision checks the lean reply x, of n integers (4 to 6), and
+// returns its decision for the limit l of ID id.
+func leanDecision(x leanReply, n int, l *store.Limit, id string) (store.Decision, error) {
 	limit := l.Capacity()
 	next, derived := contract.NextUS(l, x.remaining, x.resetAfter)
-	if !derived && len(arr) == 6 {
+	if !derived && n == 6 {
 		if err := checkNext(x.next, x.remaining, limit); err != nil {
 			return store.Decision{}, err
 		}
 		next = x.next
-	} else if derived == (len(arr) == 6) && len(arr) > 4 {
-		return store.Decision{}, fmt.Errorf("%w: %d integers for %s", errBadReply, len(arr), l.Algorithm)
+	} else if derived == (n == 6) && n > 4 {
+		return store.Decision{}, fmt.Errorf("%w: %d integers for %s", errBadReply, n, l.Algorithm)
 	}
 	switch {
 	case x.allowed != 0 && x.allowed != 1:
