@@ -110,10 +110,14 @@
 //	KEYS[i]   request i's state key
 //	ARGV[1]   n, the number of arguments of every request
 //	ARGV[2]   m, the number of argument lists the requests share
-//	ARGV[...] m = 0: request i's lean arguments, ARGV[3+(i-1)*n] to ARGV[2+i*n]
-//	          m = 1: one list, ARGV[3] to ARGV[2+n], every request's arguments
-//	          m > 1: list t at ARGV[3+(t-1)*n] to ARGV[2+t*n], then request
-//	          i's list number (from 1) at ARGV[2+m*n+i]
+//	ARGV[3]   e, the number of each request's last arguments that are its
+//	          own (0 with m = 0; with m > 0, fewer than n): a list holds
+//	          the first s = n - e
+//	ARGV[...] m = 0: request i's lean arguments, ARGV[4+(i-1)*n] to ARGV[3+i*n]
+//	          m = 1: one list, ARGV[4] to ARGV[3+s], every request's first s
+//	          m > 1: list t at ARGV[4+(t-1)*s] to ARGV[3+t*s], then request
+//	          i's list number (from 1) at ARGV[3+m*s+i]
+//	          m > 0: then request i's own e arguments, in request order
 //
 // Shared lists are for the common batch, whose requests are of one limit
 // and one cost: Redis then parses their arguments once per call rather
@@ -123,9 +127,10 @@
 // number (not the fixed window's and the sliding window counter's, which
 // write it as given), into numbers once, where each request's decide
 // would parse them again. The store shares up to 8 lists when that does
-// not make the command longer; the sliding window log's takes, whose
-// nonces differ, take m = 0. A list number that names no list fails its
-// request alone, as malformed arguments.
+// not make the command longer; the sliding window log's takes share the
+// first five arguments and send their nonces as their own (e = 1). A
+// list number that names no list fails its request alone, as malformed
+// arguments; counts that do not match the command's length fail it whole.
 //
 // The reply is one flat array, with the elements of each request in
 // order: the number of integers of its lean reply (5, or 6 for the

@@ -9,41 +9,53 @@
 -- three of them for an admission that repaired nothing), or the error it
 -- met as one string. See doc.go, "Calling convention: lean batches".
 --
--- ARGV[1] is n, the number of arguments of every request, and ARGV[2] is
--- m, the number of argument lists the call shares among its requests.
--- With m = 0 every request's n arguments follow in order; with m = 1 one
--- list of n follows, every request's; with m > 1 the m lists follow, then
--- each request's list number. Most batches are of one limit, whose
--- requests have the same arguments: Redis then parses n of them once per
--- call instead of n per request, and the driver copies none.
-local n, m = tonumber(ARGV[1]), tonumber(ARGV[2])
+-- ARGV[1] is n, the number of arguments of every request, ARGV[2] is m,
+-- the number of argument lists the call shares among its requests, and
+-- ARGV[3] is e, the number of each request's last arguments that are its
+-- own (the sliding window log's nonce), which the lists leave out: a list
+-- holds s = n - e arguments. With m = 0 (and e = 0) every request's n
+-- arguments follow in order; with m = 1 one list of s follows, every
+-- request's; with m > 1 the m lists follow, then each request's list
+-- number. With m > 0 each request's e own arguments come last, in order.
+-- Most batches are of one limit, whose requests have the same arguments
+-- but for a nonce: Redis then parses s of them once per call instead of
+-- once per request.
+local n, m, e = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local count = #KEYS
-if not n or n < 1 or n % 1 ~= 0 or not m or m < 0 or m > count or m % 1 ~= 0 then
+if not n or n < 1 or n % 1 ~= 0 or not m or m < 0 or m > count or m % 1 ~= 0
+    or not e or e < 0 or e >= n or e % 1 ~= 0 or (m == 0 and e ~= 0) then
   error('ratekeeper: malformed arguments')
 end
-local want = 2 + m * n
+local s = n - e
+-- own: where the requests' own arguments start, after the lists and the
+-- list numbers.
+local own = 3 + m * s
+if m > 1 then
+  own = own + count
+end
+local want = own + count * e
 if m == 0 then
-  want = 2 + count * n
-elseif m > 1 then
-  want = want + count
+  want = 3 + count * n
 end
 if #ARGV ~= want then
   error('ratekeeper: malformed arguments')
 end
 -- The shared lists. decide only reads its ARGV, so one table serves every
--- request of a list. Of the arguments the lean script reads only as
--- numbers (numeric, which precedes this file), a list holds the number:
--- decide's tonumber then returns it as it is, where a string would be
--- parsed again for every request (about a twelfth of a GCRA decision in
--- a batch of 16). Any other string stays, for decide to refuse.
+-- request of a list, with the request's own arguments written after the
+-- list's before it is decided. Of the arguments the lean script reads
+-- only as numbers (numeric, which precedes this file), a list holds the
+-- number: decide's tonumber then returns it as it is, where a string
+-- would be parsed again for every request (about a twelfth of a GCRA
+-- decision in a batch of 16). Any other string stays, for decide to
+-- refuse.
 local lists = {}
 for t = 1, m do
-  local list, a = {}, 2 + (t - 1) * n
-  for j = 1, n do
+  local list, a = {}, 3 + (t - 1) * s
+  for j = 1, s do
     list[j] = ARGV[a + j]
   end
   for _, j in ipairs(numeric) do
-    if j <= n then
+    if j <= s then
       list[j] = tonumber(list[j]) or list[j]
     end
   end
@@ -61,12 +73,20 @@ local o = 0
 local keys, args = {}, lists[1] or {}
 for i = 1, count do
   if m == 0 then
-    local a = 2 + (i - 1) * n
+    local a = 3 + (i - 1) * n
     for j = 1, n do
       args[j] = ARGV[a + j]
     end
-  elseif m > 1 then
-    args = lists[tonumber(ARGV[2 + m * n + i])]
+  else
+    if m > 1 then
+      args = lists[tonumber(ARGV[3 + m * s + i])]
+    end
+    if args and e > 0 then
+      local a = own + (i - 1) * e
+      for j = 1, e do
+        args[s + j] = ARGV[a + j]
+      end
+    end
   end
   keys[1] = KEYS[i]
   -- A request that fails stops nothing: the requests before it keep what
@@ -121,16 +141,16 @@ for i = 1, count do
     -- store what it means; pcall hands it back as a string (or as a table
     -- with an err field). Any other error is a Lua error, which Redis
     -- would have answered as ERR.
-    local e = allowed
-    if type(e) == 'table' and e.err then
-      e = e.err
+    local msg = allowed
+    if type(msg) == 'table' and msg.err then
+      msg = msg.err
     end
-    e = tostring(e)
-    if not string.find(e, '^%u[%u%d_]* ') then
-      e = 'ERR ' .. e
+    msg = tostring(msg)
+    if not string.find(msg, '^%u[%u%d_]* ') then
+      msg = 'ERR ' .. msg
     end
     o = o + 1
-    out[o] = e
+    out[o] = msg
   end
 end
 return out

@@ -1001,6 +1001,11 @@ func (b *batcher) merge(live []*call) []send {
 	return sends
 }
 
+// leanCommon is how many lean arguments the calls of one limit and cost
+// have in common: mode, cost, rate, period and capacity. A lean call's
+// arguments after them (the sliding window log's nonce) are its own.
+const leanCommon = 5
+
 // leanBatchArgs returns the command of the lean batch sc of calls, lean
 // calls of per arguments each. A lean call's arguments are "evalsha", sha,
 // 1, its key, then its script's; the batch takes the calls' keys, per,
@@ -1008,8 +1013,9 @@ func (b *batcher) merge(live []*call) []send {
 // convention: lean batches" in package lua): one list when every call has
 // the same arguments, as the calls of one limit of cost 1 do; the
 // distinct lists (up to 8) and each call's list number when that is no
-// longer; else every call's arguments in order (m = 0), as for the
-// sliding window log's takes, whose last argument is the call's own.
+// longer; else every call's arguments in order (m = 0). A list leaves out
+// the arguments after the first leanCommon, each call's own, which follow
+// the lists (the sliding window log's takes, whose nonces differ).
 func leanBatchArgs(sc *script, calls []*call, per int) []any {
 	// lists holds each distinct list's first call, at most as many as
 	// sharing saves arguments for; of[i] is call i's list, from 1.
@@ -1020,20 +1026,22 @@ func leanBatchArgs(sc *script, calls []*call, per int) []any {
 		of = make([]int, len(calls))
 	}
 	of = of[:len(calls)]
-	shared := per > 1
-	// At most as many lists as keep the command no longer (lists*per +
-	// calls <= calls*per), and at most len(listBuf): the search is
-	// quadratic in the lists, and calls that share none (the log's takes)
-	// stop it there.
+	// A list's arguments, s of per, and each call's own, e.
+	s := min(per, leanCommon)
+	e := per - s
+	shared := s > 1
+	// At most as many lists as keep the command no longer (lists*s +
+	// calls <= calls*s), and at most len(listBuf): the search is
+	// quadratic in the lists, and calls that share none stop it there.
 	limit := 0
 	if shared {
-		limit = min(len(calls)*(per-1)/per, len(listBuf))
+		limit = min(len(calls)*(s-1)/s, len(listBuf))
 	}
 share:
 	for i := 0; shared && i < len(calls); i++ {
 		c := calls[i]
 		for j, l := range lists {
-			if sameArgs(l.args[4:], c.args[4:]) {
+			if sameArgs(l.args[4:4+s], c.args[4:4+s]) {
 				of[i] = j + 1
 				continue share
 			}
@@ -1045,27 +1053,33 @@ share:
 		lists = append(lists, c)
 		of[i] = len(lists)
 	}
-	args := make([]any, 0, 5+len(calls)*(1+per))
+	args := make([]any, 0, 6+len(calls)*(1+per))
 	args = append(args, argEvalSHA, sc.shaArg, len(calls))
 	for _, c := range calls {
 		args = append(args, c.args[3])
 	}
 	switch {
 	case !shared:
-		args = append(args, per, 0)
+		args = append(args, per, 0, 0)
 		for _, c := range calls {
 			args = append(args, c.args[4:]...)
 		}
+		return args
 	case len(lists) == 1:
-		args = append(args, per, 1)
-		args = append(args, calls[0].args[4:]...)
+		args = append(args, per, 1, e)
+		args = append(args, calls[0].args[4:4+s]...)
 	default:
-		args = append(args, per, len(lists))
+		args = append(args, per, len(lists), e)
 		for _, l := range lists {
-			args = append(args, l.args[4:]...)
+			args = append(args, l.args[4:4+s]...)
 		}
 		for _, n := range of {
 			args = append(args, n)
+		}
+	}
+	if e > 0 {
+		for _, c := range calls {
+			args = append(args, c.args[4+s:]...)
 		}
 	}
 	return args
@@ -1073,8 +1087,8 @@ share:
 
 // sameArgs reports whether two lean calls' script arguments are the same:
 // strings and integers, as command builds them; any other value is never
-// the same as another. It compares from the last, where the sliding window
-// log's calls differ.
+// the same as another. It compares from the last, the capacity, where
+// calls of different limits differ first.
 func sameArgs(a, b []any) bool {
 	if len(a) != len(b) {
 		return false

@@ -57,6 +57,7 @@ func TestLeanBatchMatchesLone(t *testing.T) {
 			}
 			seq, repairs := 0, 0
 			var layouts [3]int // batches sent with 0, 1 and more shared argument lists
+			withOwn := 0       // and with arguments of each request's own after the lists
 			// argsOf returns a request's lean arguments.
 			argsOf := func(mode string, cost int) []any {
 				a := []any{mode, cost, 20, int64(24 * time.Hour / time.Microsecond), 20}
@@ -105,10 +106,13 @@ func TestLeanBatchMatchesLone(t *testing.T) {
 					}
 					cmd = leanBatchArgs(batch, calls, per)
 				} else {
-					cmd = append(append(cmd, per, 0), argsA...)
+					cmd = append(append(cmd, per, 0, 0), argsA...)
 				}
 				lists := cmd[3+n+1].(int)
 				layouts[min(lists, 2)]++
+				if cmd[3+n+2].(int) > 0 {
+					withOwn++
+				}
 				v, err := c.Do(ctx, cmd...).Result()
 				if err != nil {
 					t.Fatalf("round %d: lean batch (%d shared lists): %v", round, lists, err)
@@ -134,10 +138,13 @@ func TestLeanBatchMatchesLone(t *testing.T) {
 			if repairs != 2 {
 				t.Errorf("%d requests repaired unreadable state, want 2 (one per such key)", repairs)
 			}
-			// The log's takes differ in their nonces: the store shares
-			// only its peeks' lists.
 			if layouts[0] == 0 || layouts[1] == 0 || layouts[2] == 0 {
 				t.Errorf("batches with 0, 1 and more shared argument lists: %v, want each layout", layouts)
+			}
+			// The log's takes share their lists and send each nonce
+			// after them; no other algorithm has an argument of its own.
+			if (withOwn > 0) != (alg == store.SlidingWindowLog) {
+				t.Errorf("%d batches sent arguments of each request's own after the lists", withOwn)
 			}
 			for _, k := range []string{":k0", ":k1", ":k2", ":k3"} {
 				ta, tb := c.PTTL(ctx, pa+k).Val(), c.PTTL(ctx, pb+k).Val()
@@ -208,7 +215,7 @@ func TestLeanBatchAdmissionsCompact(t *testing.T) {
 			if alg == store.SlidingWindowLog {
 				n = 6
 			}
-			cmd = append(cmd, n, 0)
+			cmd = append(cmd, n, 0, 0)
 			for i := range keys {
 				cmd = append(cmd, modeTake, 1, 2, period, 2)
 				if n == 6 {
@@ -376,7 +383,7 @@ func TestLeanBatchFailureStopsNothing(t *testing.T) {
 			period := int64(time.Hour / time.Microsecond)
 			loadScripts(t, c, &table.leanBatch[store.GCRA])
 			v, err := c.EvalSha(ctx, table.leanBatch[store.GCRA].sha, []string{p + ":a", p + ":b", p + ":c"},
-				5, 0,
+				5, 0, 0,
 				modeTake, 1, 10, period, 10,
 				modeTake, 0, 10, period, 10, // cost 0: malformed
 				modeTake, 3, 10, period, 10).Result()
@@ -415,7 +422,7 @@ func TestLeanBatchSharedLists(t *testing.T) {
 	p := randomPrefix(t)
 	period := int64(time.Hour / time.Microsecond)
 	keys := []string{p + ":a", p + ":b", p + ":a", p + ":c", p + ":d", p + ":e", p + ":f", p + ":g"}
-	v, err := c.EvalSha(ctx, batch.sha, keys, 5, 2,
+	v, err := c.EvalSha(ctx, batch.sha, keys, 5, 2, 0,
 		modeTake, 1, 10, period, 10, // list 1
 		modeTake, 4, 10, period, 10, // list 2
 		1, 2, 2, 3, "x", 0, -1, 1.5).Result() // from c on, lists that do not exist
@@ -437,14 +444,22 @@ func TestLeanBatchSharedLists(t *testing.T) {
 		t.Errorf("%d keys of failed requests exist, want none", n)
 	}
 	for _, bad := range [][]any{
-		{5, 1, modeTake, 1, 10, period},                                     // a list too short
-		{5, 2, modeTake, 1, 10, period, 10, modeTake, 1, 10, period, 10, 1}, // a list number missing
-		{5, 3, modeTake, 1, 10, period, 10},                                 // more lists than requests
-		{5, 0, modeTake, 1, 10, period, 10},                                 // the second request's arguments missing
-		{5, -1, modeTake, 1, 10, period, 10},                                // a negative count of lists
-		{5, 1.5, modeTake, 1, 10, period, 10},                               // a count of lists that is not whole
-		{0, 0},                                                              // no arguments per request
-		{2.5, 2, modeTake, 1, modeTake, 1, modeTake, 1, 2},                  // a count of arguments that is not whole
+		{5, 1, 0, modeTake, 1, 10, period},                                     // a list too short
+		{5, 2, 0, modeTake, 1, 10, period, 10, modeTake, 1, 10, period, 10, 1}, // a list number missing
+		{5, 3, 0, modeTake, 1, 10, period, 10},                                 // more lists than requests
+		{5, 0, 0, modeTake, 1, 10, period, 10},                                 // the second request's arguments missing
+		{5, -1, 0, modeTake, 1, 10, period, 10},                                // a negative count of lists
+		{5, 1.5, 0, modeTake, 1, 10, period, 10},                               // a count of lists that is not whole
+		{0, 0, 0},                                                              // no arguments per request
+		{2.5, 2, 0, modeTake, 1, modeTake, 1, modeTake, 1, 2},                  // a count of arguments that is not whole
+		{5, 1},                                   // no count of each request's own
+		{5, 1, 1, modeTake, 1, 10, period, "n1"}, // the same, the second's own missing
+		{6, 1, 1, modeTake, 1, 10, period, 10, "n1"},                                    // the second's own missing
+		{6, 1, 1, modeTake, 1, 10, period, 10, "n1", "n2", "n3"},                        // one own too many
+		{6, 0, 1, modeTake, 1, 10, period, 10, "n1", modeTake, 1, 10, period, 10, "n2"}, // own arguments without lists
+		{5, 1, 5, "n1", "n2"},                       // every argument each's own
+		{5, 1, -1, modeTake, 1, 10, period, 10, 10}, // a negative count of own
+		{5, 1, 0.5, modeTake, 1, 10, period, 10},    // a count of own that is not whole
 	} {
 		err := c.EvalSha(ctx, batch.sha, []string{p + ":e", p + ":f"}, bad...).Err()
 		if err == nil || !strings.Contains(err.Error(), "malformed arguments") {
@@ -458,8 +473,9 @@ func TestLeanBatchSharedLists(t *testing.T) {
 
 // TestLeanBatchArgs: the store shares one argument list among calls with
 // the same arguments, the distinct lists with a list number per call when
-// that is shorter, and none otherwise (the sliding window log's takes,
-// each with its nonce, or lists as many as the calls).
+// that is shorter, and none otherwise (lists as many as the calls); the
+// sliding window log's takes share their lists and send each nonce after
+// them.
 func TestLeanBatchArgs(t *testing.T) {
 	sc := &script{shaArg: "sha"}
 	callsOf := func(lists ...[]any) []*call {
@@ -477,16 +493,20 @@ func TestLeanBatchArgs(t *testing.T) {
 		calls []*call
 		want  []any
 	}{
-		{"one list", callsOf(a, a, a), append(append(head, 3, "k0", "k1", "k2", 5, 1), a...)},
-		{"two lists", callsOf(a, b, a, a), append(append(append(head, 4, "k0", "k1", "k2", "k3", 5, 2), append(a, b...)...), 1, 2, 1, 1)},
-		{"as many lists as calls", callsOf(a, b), append(append(head, 2, "k0", "k1", 5, 0), append(a, b...)...)},
+		{"one list", callsOf(a, a, a), append(append(head, 3, "k0", "k1", "k2", 5, 1, 0), a...)},
+		{"two lists", callsOf(a, b, a, a), append(append(append(head, 4, "k0", "k1", "k2", "k3", 5, 2, 0), append(a, b...)...), 1, 2, 1, 1)},
+		{"as many lists as calls", callsOf(a, b), append(append(head, 2, "k0", "k1", 5, 0, 0), append(a, b...)...)},
 		{"nonces", callsOf(append(a[:5:5], "n1"), append(a[:5:5], "n2"), append(a[:5:5], "n3")),
-			append(append(head, 3, "k0", "k1", "k2", 6, 0), append(append(append(a[:5:5], "n1"), append(a[:5:5], "n2")...), append(a[:5:5], "n3")...)...)},
+			append(append(append(head, 3, "k0", "k1", "k2", 6, 1, 1), a...), "n1", "n2", "n3")},
+		{"nonces, two lists", callsOf(append(a[:5:5], "n1"), append(b[:5:5], "n2"), append(a[:5:5], "n3"), append(a[:5:5], "n4")),
+			append(append(append(head, 4, "k0", "k1", "k2", "k3", 6, 2, 1), append(a, b...)...), 1, 2, 1, 1, "n1", "n2", "n3", "n4")},
+		{"nonces, as many lists as calls", callsOf(append(a[:5:5], "n1"), append(b[:5:5], "n2")),
+			append(append(head, 2, "k0", "k1", 6, 0, 0), append(append(a[:5:5], "n1"), append(b[:5:5], "n2")...)...)},
 		{"an int and an int64", callsOf([]any{argTake, 1}, []any{argTake, int64(1)}, []any{argTake, 1}, []any{argTake, 1}, []any{argTake, 1}),
-			append(head, 5, "k0", "k1", "k2", "k3", "k4", 2, 2, argTake, 1, argTake, int64(1), 1, 2, 1, 1, 1)},
-		{"one argument", callsOf([]any{argTake}, []any{argTake}), append(head, 2, "k0", "k1", 1, 0, argTake, argTake)},
+			append(head, 5, "k0", "k1", "k2", "k3", "k4", 2, 2, 0, argTake, 1, argTake, int64(1), 1, 2, 1, 1, 1)},
+		{"one argument", callsOf([]any{argTake}, []any{argTake}), append(head, 2, "k0", "k1", 1, 0, 0, argTake, argTake)},
 		{"a take and a peek", callsOf(a, append([]any{argPeek}, a[1:]...), a, a, a),
-			append(append(append(head, 5, "k0", "k1", "k2", "k3", "k4", 5, 2), append(a, append([]any{argPeek}, a[1:]...)...)...), 1, 2, 1, 1, 1)},
+			append(append(append(head, 5, "k0", "k1", "k2", "k3", "k4", 5, 2, 0), append(a, append([]any{argPeek}, a[1:]...)...)...), 1, 2, 1, 1, 1)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			per := len(tc.calls[0].args) - 4
@@ -502,50 +522,71 @@ func TestLeanBatchArgs(t *testing.T) {
 // up to well past the stack buffers of leanBatchArgs (64 calls, 8 lists).
 func TestLeanBatchArgsKeepsEveryCallsOwn(t *testing.T) {
 	sc := &script{shaArg: "sha"}
-	base := []any{argTake, int64(1), int64(10), int64(60e6), int64(10)}
-	for field := range base {
-		for _, n := range []int{2, 3, 5, 17, 64, 65, 200} {
-			calls := make([]*call, n)
-			for i := range calls {
-				args := slices.Clone(base)
-				if i%3 == 1 { // every third call differs in this field alone
-					switch field {
-					case 0:
-						args[0] = argPeek
-					default:
-						args[field] = args[field].(int64) + 1
+	for _, nonce := range []bool{false, true} {
+		base := []any{argTake, int64(1), int64(10), int64(60e6), int64(10)}
+		for field := range base {
+			for _, n := range []int{2, 3, 5, 17, 64, 65, 200} {
+				calls := make([]*call, n)
+				for i := range calls {
+					args := slices.Clone(base)
+					if i%3 == 1 { // every third call differs in this field alone
+						switch field {
+						case 0:
+							args[0] = argPeek
+						default:
+							args[field] = args[field].(int64) + 1
+						}
+					}
+					if nonce {
+						args = append(args, fmt.Sprintf("n%d", i))
+					}
+					calls[i] = &call{args: append([]any{argEvalSHA, "lone", argOne, fmt.Sprintf("k%d", i)}, args...)}
+				}
+				per := len(calls[0].args) - 4
+				got := leanBatchArgs(sc, calls, per)
+				if got[2] != n {
+					t.Fatalf("field %d, %d calls: key count %v", field, n, got[2])
+				}
+				for i, c := range calls {
+					if got[3+i] != c.args[3] {
+						t.Fatalf("field %d, %d calls: key %d is %v, want %v", field, n, i, got[3+i], c.args[3])
 					}
 				}
-				calls[i] = &call{args: append([]any{argEvalSHA, "lone", argOne, fmt.Sprintf("k%d", i)}, args...)}
-			}
-			got := leanBatchArgs(sc, calls, len(base))
-			if got[2] != n {
-				t.Fatalf("field %d, %d calls: key count %v", field, n, got[2])
-			}
-			for i, c := range calls {
-				if got[3+i] != c.args[3] {
-					t.Fatalf("field %d, %d calls: key %d is %v, want %v", field, n, i, got[3+i], c.args[3])
+				rest := got[3+n:]
+				if rest[0] != per {
+					t.Fatalf("field %d, %d calls: %v arguments per call, want %d", field, n, rest[0], per)
 				}
-			}
-			rest := got[3+n:]
-			per, lists := rest[0].(int), rest[1].(int)
-			rest = rest[2:]
-			if len(got) > 3+n+2+n*per {
-				t.Errorf("field %d, %d calls: %d arguments, longer than every call's own (%d)", field, n, len(got), 3+n+2+n*per)
-			}
-			for i, c := range calls {
-				var own []any
-				switch lists {
-				case 0:
-					own = rest[i*per : (i+1)*per]
-				case 1:
-					own = rest[:per]
-				default:
-					k := rest[lists*per+i].(int)
-					own = rest[(k-1)*per : k*per]
+				lists, e := rest[1].(int), rest[2].(int)
+				rest = rest[3:]
+				if len(got) > 3+n+3+n*per {
+					t.Errorf("field %d, %d calls: %d arguments, longer than every call's own (%d)", field, n, len(got), 3+n+3+n*per)
 				}
-				if !reflect.DeepEqual(own, c.args[4:]) {
-					t.Fatalf("field %d, %d calls (%d lists): call %d sent %v, want %v", field, n, lists, i, own, c.args[4:])
+				if lists > 0 && nonce != (e == 1) || lists == 0 && e != 0 {
+					t.Fatalf("field %d, %d calls: %d lists, %d arguments of each call's own", field, n, lists, e)
+				}
+				s := per - e
+				// own: where the calls' own arguments start.
+				own := lists * s
+				if lists > 1 {
+					own += n
+				}
+				for i, c := range calls {
+					var sent []any
+					switch lists {
+					case 0:
+						sent = rest[i*per : (i+1)*per]
+					case 1:
+						sent = slices.Concat(rest[:s], rest[own+i*e:own+(i+1)*e])
+					default:
+						k := rest[lists*s+i].(int)
+						sent = slices.Concat(rest[(k-1)*s:k*s], rest[own+i*e:own+(i+1)*e])
+					}
+					if !reflect.DeepEqual(sent, c.args[4:]) {
+						t.Fatalf("field %d, %d calls (%d lists): call %d sent %v, want %v", field, n, lists, i, sent, c.args[4:])
+					}
+				}
+				if lists > 0 && len(rest) != own+n*e {
+					t.Errorf("field %d, %d calls: %d arguments after the counts, want %d", field, n, len(rest), own+n*e)
 				}
 			}
 		}
@@ -571,7 +612,7 @@ func TestLeanBatchIncompleteReply(t *testing.T) {
 	src = src[:i] + head + "if KEYS[1] == 'hole' then\n  return 1, nil, 3, 0, 0\nend\nreturn 1, 2, 3, 0, 0\nend\n" + src[j:]
 	ctx := context.Background()
 	c := newClient(t, requireServer(t), nil)
-	v, err := c.Eval(ctx, src, []string{"a", "hole", "c"}, 1, 1, modeTake).Result()
+	v, err := c.Eval(ctx, src, []string{"a", "hole", "c"}, 1, 1, 0, modeTake).Result()
 	if err != nil {
 		t.Fatalf("lean batch: %v", err)
 	}
@@ -839,7 +880,7 @@ func TestLeanBatchOnReplica(t *testing.T) {
 	batch := &table.leanBatch[store.GCRA]
 	loadScripts(t, c, batch)
 	period := int64(time.Hour / time.Microsecond)
-	v, err := c.EvalSha(ctx, batch.sha, []string{"a", "b"}, 5, 1,
+	v, err := c.EvalSha(ctx, batch.sha, []string{"a", "b"}, 5, 1, 0,
 		modeTake, 1, 10, period, 10).Result()
 	if err != nil {
 		t.Fatalf("lean batch on a replica: %v", err)
