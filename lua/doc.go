@@ -48,7 +48,9 @@
 //	                             as the body of a function, then reserve
 //	<algorithm>/lean-batch       common, then the rest of the lean script    lean batches
 //	                             as the body of a function that returns
-//	                             its reply as values, then lean_batch
+//	                             its reply as values, the line naming the
+//	                             arguments it reads as numbers, then
+//	                             lean_batch
 //
 // common.lua holds rounding helpers, the clock and the mode;
 // unreadable.lua repairs state the script cannot read; override.lua reads

@@ -941,7 +941,8 @@ func (b *batcher) pipeline(ctx context.Context, live []*call) []send {
 // there are several and the pipes may merge them (pipes.merge); one
 // command per call for the rest. It orders live as the commands answer
 // it, keeping the order of first arrival. A lean batch answers its calls
-// with the replies they would have had alone, at one clock reading: it
+// with the decisions they would have had alone (an admission in a compact
+// form), at one clock reading: it
 // saves Redis a command's parsing, lookup and reply per call, and the
 // client a command per call.
 func (b *batcher) merge(live []*call) []send {
@@ -1011,7 +1012,7 @@ const leanCommon = 5
 // 1, its key, then its script's; the batch takes the calls' keys, per,
 // and the calls' arguments as lists that calls share (see "Calling
 // convention: lean batches" in package lua): one list when every call has
-// the same arguments, as the calls of one limit of cost 1 do; the
+// the same first leanCommon arguments, as the calls of one limit of cost 1 do; the
 // distinct lists (up to 8) and each call's list number when that is no
 // longer; else every call's arguments in order (m = 0). A list leaves out
 // the arguments after the first leanCommon, each call's own, which follow

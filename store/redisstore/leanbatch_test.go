@@ -130,6 +130,17 @@ func TestLeanBatchMatchesLone(t *testing.T) {
 							t.Fatalf("round %d, request %d (%v): element %d: batch %v, lone %v", round, i, keysA[i], j, g, want[i])
 						}
 					}
+					// reset, retry and the sixth: within the seconds
+					// between the runs, so a compact admission that
+					// misplaced one shows.
+					for j := 2; j < len(g); j++ {
+						if j == 4 {
+							continue
+						}
+						if d := g[j].(int64) - want[i][j].(int64); d > 5e6 || d < -5e6 {
+							t.Fatalf("round %d, request %d (%v): element %d: batch %v, lone %v", round, i, keysA[i], j, g, want[i])
+						}
+					}
 					if g[4] == int64(1) {
 						repairs++
 					}
@@ -207,20 +218,23 @@ func TestLeanBatchAdmissionsCompact(t *testing.T) {
 			li := newLimitInfo(l)
 			period := int64(time.Hour / time.Microsecond)
 			keys := []string{p + ":a", p + ":a", p + ":a", p + ":bad"}
-			cmd := []any{argEvalSHA, batch.shaArg, len(keys)}
-			for _, k := range keys {
-				cmd = append(cmd, k)
-			}
-			n := 5
-			if alg == store.SlidingWindowLog {
-				n = 6
-			}
-			cmd = append(cmd, n, 0, 0)
-			for i := range keys {
-				cmd = append(cmd, modeTake, 1, 2, period, 2)
-				if n == 6 {
-					cmd = append(cmd, fmt.Sprintf("n%d", i))
+			// The command the store builds: one shared list, and for the
+			// log's takes each nonce after it.
+			calls := make([]*call, len(keys))
+			for i, k := range keys {
+				a := []any{argEvalSHA, lone.shaArg, argOne, k, modeTake, int64(1), int64(2), period, int64(2)}
+				if alg == store.SlidingWindowLog {
+					a = append(a, fmt.Sprintf("n%d", i))
 				}
+				calls[i] = newTestCall(lone, a)
+			}
+			cmd := leanBatchArgs(batch, calls, len(calls[0].args)-4)
+			wantOwn := 0
+			if alg == store.SlidingWindowLog {
+				wantOwn = 1
+			}
+			if m, e := cmd[3+len(keys)+1], cmd[3+len(keys)+2]; m != 1 || e != wantOwn {
+				t.Fatalf("command %v: %v lists and %v arguments of each request's own, want 1 and %d", cmd, m, e, wantOwn)
 			}
 			v, err := c.Do(ctx, cmd...).Result()
 			if err != nil {
