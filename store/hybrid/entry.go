@@ -35,9 +35,11 @@ type entry struct {
 	known     bool  // a backend call has answered for this key
 
 	resetAt   int64 // ResetAfter reference point
-	denyUntil int64 // a cached refusal lasts until then
+	denyUntil int64 // a cached refusal lasts until then (from the call's sending)
 	denyCost  int64 // for requests of at least this cost
 	denyCheck int64 // and is answered from memory until then
+	denyFrom  int64 // when the refusal came back: its waits count from then
+	denyRetry int64 // denyFrom + RetryAfter
 	lastUse   int64
 
 	syncing bool          // a backend call for this key is in flight
@@ -86,7 +88,11 @@ func (e *entry) local(now, cost int64, take bool) (store.Decision, bool) {
 		e.lastUse = now
 	}
 	if now < e.denyUntil && cost >= e.denyCost && now < e.denyCheck {
-		retry := time.Duration(e.denyUntil - now)
+		// The backend read its clock between the call's sending (the
+		// start of denyUntil) and its answer: a wait counted from the
+		// answer never ends before the backend's, and never exceeds what
+		// it answered.
+		retry := time.Duration(e.denyRetry - max(now, e.denyFrom))
 		return store.Decision{
 			Capacity: e.capacity, RetryAfter: retry, ResetAfter: max(retry, e.resetAfter(now)),
 			NextAfter: retry, LimitID: e.id, Cached: true,
@@ -192,10 +198,10 @@ func (e *entry) settle(s *hybridStore, now, owed int64, x *exchange) {
 	e.resetAt = now + int64(x.d.ResetAfter)
 }
 
-// finish completes a request's refresh: it settles the exchange and
-// returns the request's decision, degrading to local knowledge when the
-// backend failed before deciding it.
-func (e *entry) finish(s *hybridStore, now, owed int64, x *exchange) (store.Decision, error) {
+// finish completes a request's refresh, begun at now and answered at
+// done: it settles the exchange and returns the request's decision,
+// degrading to local knowledge when the backend failed before deciding it.
+func (e *entry) finish(s *hybridStore, now, done, owed int64, x *exchange) (store.Decision, error) {
 	e.settle(s, now, owed, x)
 	if !x.decided {
 		applied := int64(0)
@@ -211,6 +217,8 @@ func (e *entry) finish(s *hybridStore, now, owed int64, x *exchange) (store.Deci
 		e.denyUntil = now + int64(d.RetryAfter)
 		e.denyCost = x.cost
 		e.denyCheck = now + int64(denyCheckInterval)
+		e.denyFrom = max(now, done)
+		e.denyRetry = e.denyFrom + int64(d.RetryAfter)
 		return d, nil
 	}
 	e.denyUntil = 0

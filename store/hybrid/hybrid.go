@@ -435,8 +435,9 @@ func (s *hybridStore) refresh(ctx context.Context, req store.Request, cost int64
 		} else {
 			s.recover()
 		}
+		done := s.now()
 		e.mu.Lock()
-		d, err := e.finish(s, now, owed, &x)
+		d, err := e.finish(s, now, done, owed, &x)
 		e.mu.Unlock()
 		return d, err
 	}

@@ -210,6 +210,59 @@ func TestDenyCache(t *testing.T) {
 	}
 }
 
+// TestDenyCacheWaitsEndWhenTheBackendAdmits: a backend call that travels
+// 20 ms before the backend decides and 10 ms back. A cached refusal's
+// wait counts from the answer, so that the backend admits the request once
+// it has passed (counted from the sending, it ended 20 ms early), and it
+// is never longer than the backend answered.
+func TestDenyCacheWaitsEndWhenTheBackendAdmits(t *testing.T) {
+	m, clock := frozenMem(t)
+	b := &travellingStore{Store: m, clock: clock, out: 20 * time.Millisecond, back: 10 * time.Millisecond}
+	s := newHybrid(t, b, hybrid.Options{SyncInterval: time.Hour, Clock: clock.Now})
+	r := req("k", store.Limit{Rate: 2, Period: time.Second})
+	ctx := context.Background()
+	var refused store.Decision
+	for refused.RetryAfter == 0 {
+		d, err := s.Take(ctx, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !d.Allowed {
+			refused = d
+		}
+	}
+	if refused.Cached {
+		t.Fatalf("first refusal %+v: want the backend's", refused)
+	}
+	clock.Advance(5 * time.Millisecond)
+	d, err := s.Take(ctx, r)
+	if err != nil || d.Allowed || !d.Cached {
+		t.Fatalf("take after the refusal: %+v, %v; want the cached refusal", d, err)
+	}
+	if d.RetryAfter > refused.RetryAfter {
+		t.Fatalf("cached RetryAfter %s, longer than the backend answered (%s)", d.RetryAfter, refused.RetryAfter)
+	}
+	clock.Advance(d.RetryAfter)
+	if p, err := m.Peek(ctx, r); err != nil || !p.Allowed {
+		t.Fatalf("after the cached RetryAfter %s the backend answers %+v, %v; want admitted", d.RetryAfter, p, err)
+	}
+}
+
+// travellingStore moves a fake clock by out before each Take reaches the
+// store and by back after it answers: a distant backend.
+type travellingStore struct {
+	store.Store
+	clock     *fakeclock.Clock
+	out, back time.Duration
+}
+
+func (s *travellingStore) Take(ctx context.Context, r store.Request) (store.Decision, error) {
+	s.clock.Advance(s.out)
+	d, err := s.Store.Take(ctx, r)
+	s.clock.Advance(s.back)
+	return d, err
+}
+
 // Requests the fast path does not support go to the backend unchanged.
 func TestPassThrough(t *testing.T) {
 	lim := store.Limit{Rate: 100, Period: time.Minute}

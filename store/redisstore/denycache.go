@@ -52,8 +52,10 @@ type denyEntry struct {
 	li        *limitInfo // the limit refused; a changed limit never matches
 	cost      int64      // the refused cost: only that cost matches
 	since     int64      // when the refused call was sent
-	until     int64      // refused until then
-	resetAt   int64
+	until     int64      // answered from the cache until then
+	answered  int64      // when the refusal came back: its waits count from then
+	retryAt   int64      // answered + RetryAfter
+	resetAt   int64      // answered + ResetAfter
 	remaining int64
 	limitID   string
 	index     int
@@ -73,10 +75,14 @@ func (c *denyCache) shard(key string) *denyShard {
 }
 
 // lookup returns the cached refusal of key under li for a request of cost
-// made at now, if one applies. A refusal stored after now (by a call sent
-// while this caller was between reading the clock and looking) is read as
-// of its own sending time, so that its waits never exceed what Redis
-// answered.
+// made at now, if one applies. Its waits count down from when the refusal
+// came back, never from an earlier time: the script read its clock
+// somewhere between the call's sending and its answer, so waits counted
+// from the sending would end before the server's (by the time the call
+// queued and travelled), and a client that waited them would be refused
+// again. A refusal answered after now (by a call sent while this caller
+// was between reading the clock and looking) is read as of its answer, so
+// that its waits never exceed what Redis answered.
 func (c *denyCache) lookup(key string, li *limitInfo, cost int64, now time.Time) (store.Decision, bool) {
 	t := int64(now.Sub(c.base))
 	if t >= c.latest.Load() {
@@ -95,12 +101,12 @@ func (c *denyCache) lookup(key string, li *limitInfo, cost int64, now time.Time)
 	if !ok || e.li != li || cost != e.cost || t >= e.since+int64(denyCheckInterval) {
 		return store.Decision{}, false
 	}
-	t = max(t, e.since)
+	t = max(t, e.answered)
 	c.hits.Add(1)
 	d := store.Decision{
 		Capacity:   li.limit,
 		Remaining:  e.remaining,
-		RetryAfter: ceilMicros(e.until - t),
+		RetryAfter: ceilMicros(e.retryAt - t),
 		LimitID:    e.limitID,
 		Index:      e.index,
 		Blocked:    e.blocked,
@@ -119,19 +125,25 @@ func (c *denyCache) lookup(key string, li *limitInfo, cost int64, now time.Time)
 }
 
 // store remembers refusal d of key under li for a request of cost sent at
-// start (before the call: the script ran later, so the refusal lasts at
-// least until start + RetryAfter).
-func (c *denyCache) store(key string, li *limitInfo, cost int64, start time.Time, d store.Decision) {
+// start and answered at end. The script read its clock between the two,
+// so the refusal lasts at least until start + RetryAfter, and the cache
+// answers until then (it never refuses what Redis would admit); the waits
+// it reports end at end + RetryAfter, when a client of the answer can
+// count on being admitted.
+func (c *denyCache) store(key string, li *limitInfo, cost int64, start, end time.Time, d store.Decision) {
 	if d.Allowed || d.RetryAfter <= 0 || cost > 1 && !d.Blocked {
 		return
 	}
 	t := int64(start.Sub(c.base))
+	a := max(t, int64(end.Sub(c.base)))
 	e := denyEntry{
 		li:        li,
 		cost:      cost,
 		since:     t,
 		until:     t + int64(d.RetryAfter),
-		resetAt:   t + int64(d.ResetAfter),
+		answered:  a,
+		retryAt:   a + int64(d.RetryAfter),
+		resetAt:   a + int64(d.ResetAfter),
 		remaining: d.Remaining,
 		limitID:   d.LimitID,
 		index:     d.Index,
@@ -215,9 +227,9 @@ func (q *refusalQuery) cached(now time.Time) (store.Decision, bool) {
 }
 
 // remember caches d, the call's decision from Redis, when it refuses; the
-// call was sent at start.
+// call was sent at start and its answer has just come back.
 func (q *refusalQuery) remember(start time.Time, d store.Decision) {
 	if q.cache != nil && !d.Allowed {
-		q.cache.store(q.key, q.li, q.cost, start, d)
+		q.cache.store(q.key, q.li, q.cost, start, time.Now(), d)
 	}
 }

@@ -106,7 +106,7 @@ func TestDenyCacheLookupBeforeTheRefusal(t *testing.T) {
 	li := newLimitInfo(store.Limit{Rate: 20, Period: time.Hour})
 	sent := time.Now()
 	refusal := store.Decision{Capacity: 20, RetryAfter: 3 * time.Minute, ResetAfter: time.Hour, LimitID: li.id}
-	c.store("k", li, 1, sent, refusal)
+	c.store("k", li, 1, sent, sent, refusal)
 	for _, at := range []time.Duration{-5 * time.Millisecond, -time.Microsecond, 0} {
 		d, ok := c.lookup("k", li, 1, sent.Add(at))
 		if !ok {
@@ -122,6 +122,36 @@ func TestDenyCacheLookupBeforeTheRefusal(t *testing.T) {
 	}
 }
 
+// TestDenyCacheWaitsCountFromTheAnswer: a refusal answered 3 ms after
+// its call was sent is answered from the cache until the sending time plus
+// its RetryAfter (Redis admits nothing before then), with waits that end
+// 3 ms later, when Redis's own end has certainly passed: never longer
+// than Redis answered.
+func TestDenyCacheWaitsCountFromTheAnswer(t *testing.T) {
+	c := newDenyCache(16)
+	li := newLimitInfo(store.Limit{Rate: 20, Period: time.Hour})
+	sent := time.Now()
+	const retry, reset, late = 200 * time.Millisecond, time.Second, 3 * time.Millisecond
+	c.store("k", li, 1, sent, sent.Add(late), store.Decision{Capacity: 20, RetryAfter: retry, ResetAfter: reset, LimitID: li.id})
+	for _, tc := range []struct {
+		at, retry, reset time.Duration
+	}{
+		{0, retry, reset},
+		{time.Millisecond, retry, reset},
+		{late, retry, reset},
+		{late + 100*time.Millisecond, retry - 100*time.Millisecond, reset - 100*time.Millisecond},
+		{retry - time.Microsecond, late + time.Microsecond, reset - retry + late + time.Microsecond},
+	} {
+		d, ok := c.lookup("k", li, 1, sent.Add(tc.at))
+		if !ok || d.RetryAfter != tc.retry || d.NextAfter != tc.retry || d.ResetAfter != tc.reset {
+			t.Fatalf("lookup %s from the sending: got %v, %+v; want RetryAfter and NextAfter %s, ResetAfter %s", tc.at, ok, d, tc.retry, tc.reset)
+		}
+	}
+	if d, ok := c.lookup("k", li, 1, sent.Add(retry)); ok {
+		t.Fatalf("lookup at the sending plus RetryAfter: got the cached %+v, want none (Redis may admit it)", d)
+	}
+}
+
 // TestDenyCacheAsksAgain pins the Reset made through another process that
 // did not reach this one: a cached refusal answered until its RetryAfter
 // (3 minutes here). It now answers for 250 ms; then Redis is asked again.
@@ -129,7 +159,7 @@ func TestDenyCacheAsksAgain(t *testing.T) {
 	c := newDenyCache(16)
 	li := newLimitInfo(store.Limit{Rate: 20, Period: time.Hour})
 	sent := time.Now()
-	c.store("k", li, 1, sent, store.Decision{Capacity: 20, RetryAfter: 3 * time.Minute, ResetAfter: time.Hour, LimitID: li.id})
+	c.store("k", li, 1, sent, sent, store.Decision{Capacity: 20, RetryAfter: 3 * time.Minute, ResetAfter: time.Hour, LimitID: li.id})
 	if _, ok := c.lookup("k", li, 1, sent.Add(249*time.Millisecond)); !ok {
 		t.Fatal("lookup 249ms later: got no refusal, want the cached one")
 	}
@@ -206,10 +236,10 @@ func TestDenyCacheLatest(t *testing.T) {
 	for i := range 4 * denyShards {
 		retry := time.Duration(1+i%7) * time.Millisecond
 		longest = max(longest, retry)
-		c.store("k"+strconv.Itoa(i), li, 1, start, refusal(retry))
+		c.store("k"+strconv.Itoa(i), li, 1, start, start, refusal(retry))
 	}
-	c.store("k0", li, 1, start, refusal(time.Second))
-	c.store("k1", li, 1, start, refusal(time.Millisecond)) // shorter than k1's: kept as it was
+	c.store("k0", li, 1, start, start, refusal(time.Second))
+	c.store("k1", li, 1, start, start, refusal(time.Millisecond)) // shorter than k1's: kept as it was
 	want := int64(start.Sub(c.base) + time.Second)
 	if got := c.latest.Load(); got != want {
 		t.Fatalf("latest %d, want %d (the end of k0's refusal)", got, want)
@@ -246,5 +276,48 @@ func TestDenyCacheLatest(t *testing.T) {
 	}
 	if waited {
 		<-done
+	}
+}
+
+// TestDenyCacheWaitsEndWhenRedisAdmits: a client that waits a cached
+// refusal's RetryAfter is admitted then. The calls travel 30 ms before
+// Redis runs them (a hook delays every command), so the script's clock
+// reads 30 ms after the call was sent; waits counted from the sending
+// ended 30 ms before the server's, and the retry was refused again. A
+// cached wait is also never longer than the one Redis answered.
+func TestDenyCacheWaitsEndWhenRedisAdmits(t *testing.T) {
+	srv := requireServer(t)
+	for _, alg := range leanAlgorithms {
+		t.Run(alg.String(), func(t *testing.T) {
+			c := newClient(t, srv, nil)
+			c.AddHook(&shaHook{delay: 30 * time.Millisecond})
+			s, err := newRedis(c, Options{Prefix: randomPrefix(t), Timeout: 5 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			plain, err := newRedis(newClient(t, srv, nil), Options{Prefix: s.prefix, Timeout: 5 * time.Second, DenyCacheSize: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			req := store.Request{Key: "k", Limits: []store.Limit{{Algorithm: alg, Rate: 1, Period: 400 * time.Millisecond}}}
+			if d := mustTake(t, s, req); !d.Allowed {
+				t.Fatalf("first take: got %s, want admitted", fmtFull(d))
+			}
+			refused := mustTake(t, s, req)
+			if refused.Allowed || refused.Cached {
+				t.Fatalf("second take: got %s, want refused by Redis", fmtFull(refused))
+			}
+			d := mustTake(t, s, req)
+			if d.Allowed || !d.Cached {
+				t.Fatalf("third take: got %s, want the cached refusal", fmtFull(d))
+			}
+			if d.RetryAfter > refused.RetryAfter || d.NextAfter > refused.NextAfter {
+				t.Fatalf("cached refusal %s waits longer than Redis answered (%s)", fmtFull(d), fmtFull(refused))
+			}
+			time.Sleep(d.RetryAfter)
+			if p := mustPeek(t, plain, req); !p.Allowed {
+				t.Fatalf("after the cached RetryAfter %s: Redis refuses %s, want admitted", d.RetryAfter, fmtFull(p))
+			}
+		})
 	}
 }

@@ -160,9 +160,12 @@
 // the same key, limit and cost are refused from memory
 // ([store.Decision.Cached]), also while they wait in the queue or when
 // their budget runs out, so a burst for one identity is decided by its
-// first refusal. The cached answer is the one Redis would give, to the
-// microsecond: nothing remains until the retry time, and the waits count
-// down from the refusal. A request of another cost has another wait and
+// first refusal. The cached answer is the one Redis gave: nothing remains
+// until the retry time, and the waits count down from when the refusal
+// came back. The script read its clock between the call's sending and
+// its answer, so a wait counted so never ends before Redis's (a client
+// that waits it is not refused again for it) and never exceeds what Redis
+// answered. A request of another cost has another wait and
 // asks Redis, and a refusal of a larger cost is not cached, since the
 // units remaining grow while its wait runs. Only time frees capacity, so
 // the cache refuses nothing Redis would admit, except after a
