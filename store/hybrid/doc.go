@@ -75,7 +75,8 @@
 // A refusal from the backend is remembered until its RetryAfter (measured
 // from before the call, so that nothing the backend would admit is
 // refused; the waits it answers count from the refusal's arrival, so that
-// a client that waits them is not refused again for them) and answered
+// a client that waits them is not refused again for them; a refusal the
+// backend itself answered from a cache is not kept) and answered
 // locally ([store.Decision.Cached]) to
 // requests of at least the same cost, for 250 ms at a time: the first such
 // request after that asks the backend again (and, refused, caches the new

@@ -92,9 +92,10 @@ func (e *entry) local(now, cost int64, take bool) (store.Decision, bool) {
 		// start of denyUntil) and its answer: a wait counted from the
 		// answer never ends before the backend's, and never exceeds what
 		// it answered.
-		retry := time.Duration(e.denyRetry - max(now, e.denyFrom))
+		at := max(now, e.denyFrom)
+		retry := time.Duration(e.denyRetry - at)
 		return store.Decision{
-			Capacity: e.capacity, RetryAfter: retry, ResetAfter: max(retry, e.resetAfter(now)),
+			Capacity: e.capacity, RetryAfter: retry, ResetAfter: max(retry, e.resetAfter(at)),
 			NextAfter: retry, LimitID: e.id, Cached: true,
 		}, true
 	}
@@ -214,11 +215,19 @@ func (e *entry) finish(s *hybridStore, now, done, owed int64, x *exchange) (stor
 	if !d.Allowed {
 		// Refused, even when committing the pending units failed after.
 		e.lease, e.remaining = 0, 0
+		if d.Cached {
+			// The backend answered from its own cache, whose waits count
+			// from its call's answer, not its sending: now + RetryAfter
+			// may be later than the backend admits. Its cache answers the
+			// next requests without a round trip anyway.
+			return d, nil
+		}
 		e.denyUntil = now + int64(d.RetryAfter)
 		e.denyCost = x.cost
 		e.denyCheck = now + int64(denyCheckInterval)
 		e.denyFrom = max(now, done)
 		e.denyRetry = e.denyFrom + int64(d.RetryAfter)
+		e.resetAt = e.denyFrom + int64(d.ResetAfter)
 		return d, nil
 	}
 	e.denyUntil = 0

@@ -217,7 +217,7 @@ func TestDenyCache(t *testing.T) {
 // is never longer than the backend answered.
 func TestDenyCacheWaitsEndWhenTheBackendAdmits(t *testing.T) {
 	m, clock := frozenMem(t)
-	b := &travellingStore{Store: m, clock: clock, out: 20 * time.Millisecond, back: 10 * time.Millisecond}
+	b := &travellingStore{Store: m, clock: clock, out: 20 * time.Millisecond, back: 10 * time.Millisecond, later: time.Second}
 	s := newHybrid(t, b, hybrid.Options{SyncInterval: time.Hour, Clock: clock.Now})
 	r := req("k", store.Limit{Rate: 2, Period: time.Second})
 	ctx := context.Background()
@@ -239,8 +239,10 @@ func TestDenyCacheWaitsEndWhenTheBackendAdmits(t *testing.T) {
 	if err != nil || d.Allowed || !d.Cached {
 		t.Fatalf("take after the refusal: %+v, %v; want the cached refusal", d, err)
 	}
-	if d.RetryAfter > refused.RetryAfter {
-		t.Fatalf("cached RetryAfter %s, longer than the backend answered (%s)", d.RetryAfter, refused.RetryAfter)
+	// 5 ms after the answer came back: both waits 5 ms shorter than the
+	// backend answered (counted from the sending, they were 35 ms shorter).
+	if d.RetryAfter != refused.RetryAfter-5*time.Millisecond || d.ResetAfter != refused.ResetAfter-5*time.Millisecond {
+		t.Fatalf("cached refusal %+v 5ms after the backend's %+v: want RetryAfter and ResetAfter 5ms shorter", d, refused)
 	}
 	clock.Advance(d.RetryAfter)
 	if p, err := m.Peek(ctx, r); err != nil || !p.Allowed {
@@ -248,18 +250,64 @@ func TestDenyCacheWaitsEndWhenTheBackendAdmits(t *testing.T) {
 	}
 }
 
+// TestBackendsCachedRefusalNotKept: a refusal the backend answered from
+// its own cache is not cached again. Its waits count from when the
+// backend's call came back, so counting them from this call's sending
+// could refuse past the backend's end; the backend's cache answers the
+// next request anyway.
+func TestBackendsCachedRefusalNotKept(t *testing.T) {
+	m, clock := frozenMem(t)
+	b := &cachingStore{countingStore: countingStore{Store: m}}
+	s := newHybrid(t, b, hybrid.Options{SyncInterval: time.Hour, Clock: clock.Now})
+	r := req("k", store.Limit{Rate: 2, Period: time.Second})
+	ctx := context.Background()
+	for range 2 {
+		if d, err := s.Take(ctx, r); err != nil || !d.Allowed {
+			t.Fatalf("take: %+v, %v; want admitted", d, err)
+		}
+	}
+	for i := range 3 {
+		before := b.takes.Load()
+		d, err := s.Take(ctx, r)
+		if err != nil || d.Allowed || !d.Cached {
+			t.Fatalf("refused take %d: %+v, %v; want the backend's cached refusal", i, d, err)
+		}
+		if b.takes.Load() == before {
+			t.Fatalf("refused take %d answered without the backend: want the backend asked (its cached refusal is not kept)", i)
+		}
+	}
+}
+
+// cachingStore reports every refusal as answered from a cache.
+type cachingStore struct {
+	countingStore
+}
+
+func (c *cachingStore) Take(ctx context.Context, r store.Request) (store.Decision, error) {
+	d, err := c.countingStore.Take(ctx, r)
+	if err == nil && !d.Allowed {
+		d.Cached = true
+	}
+	return d, err
+}
+
 // travellingStore moves a fake clock by out before each Take reaches the
-// store and by back after it answers: a distant backend.
+// store and by back after it answers: a distant backend. It moves a
+// refusal's ResetAfter later by later, so that it differs from its
+// RetryAfter.
 type travellingStore struct {
 	store.Store
-	clock     *fakeclock.Clock
-	out, back time.Duration
+	clock            *fakeclock.Clock
+	out, back, later time.Duration
 }
 
 func (s *travellingStore) Take(ctx context.Context, r store.Request) (store.Decision, error) {
 	s.clock.Advance(s.out)
 	d, err := s.Store.Take(ctx, r)
 	s.clock.Advance(s.back)
+	if err == nil && !d.Allowed {
+		d.ResetAfter += s.later
+	}
 	return d, err
 }
 

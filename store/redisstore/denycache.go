@@ -21,8 +21,9 @@ const denyCheckInterval = 250 * time.Millisecond
 // denyCache remembers refusals until their retry time. A refusal records
 // nothing in Redis, and only time frees capacity, so a request of the
 // same key, limit and cost is refused until then whatever other requests
-// do (see Take for what it cannot see). It answers only what
-// Redis would answer, to the microsecond: a request of another cost has
+// do (see Take for what it cannot see). It answers only what Redis
+// would answer, with waits never longer than Redis answered and never
+// ending before Redis admits (see lookup): a request of another cost has
 // another wait, so it asks Redis; and a refusal of a cost above 1 is not
 // kept at all unless a block decided it, since the units remaining may
 // grow while the wait runs (a cost of 1 is refused only while none

@@ -299,7 +299,18 @@ func TestDenyCacheWaitsEndWhenRedisAdmits(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			req := store.Request{Key: "k", Limits: []store.Limit{{Algorithm: alg, Rate: 1, Period: 400 * time.Millisecond}}}
+			const period = 400 * time.Millisecond
+			req := store.Request{Key: "k", Limits: []store.Limit{{Algorithm: alg, Rate: 1, Period: period}}}
+			if alg == store.FixedWindow {
+				// Start just after a window starts (at a multiple of the
+				// period on the server's clock), so that the three takes
+				// fall in one window.
+				now, err := plain.client.Time(context.Background()).Result()
+				if err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(period - time.Duration(now.UnixMicro()%period.Microseconds())*time.Microsecond + 5*time.Millisecond)
+			}
 			if d := mustTake(t, s, req); !d.Allowed {
 				t.Fatalf("first take: got %s, want admitted", fmtFull(d))
 			}
