@@ -93,7 +93,7 @@ func (e *entry) local(now, cost int64, take bool) (store.Decision, bool) {
 		// answer never ends before the backend's, and never exceeds what
 		// it answered.
 		at := max(now, e.denyFrom)
-		retry := time.Duration(e.denyRetry - at)
+		retry := ceilMicros(e.denyRetry - at)
 		return store.Decision{
 			Capacity: e.capacity, RetryAfter: retry, ResetAfter: max(retry, e.resetAfter(at)),
 			NextAfter: retry, LimitID: e.id, Cached: true,
@@ -137,7 +137,14 @@ func (e *entry) admitted(now, cost int64) {
 }
 
 func (e *entry) resetAfter(now int64) time.Duration {
-	return time.Duration(max(0, e.resetAt-now))
+	return ceilMicros(max(0, e.resetAt-now))
+}
+
+// ceilMicros returns ns rounded up to whole microseconds, as every store
+// reports durations: a wait learned from the backend, which is whole, stays
+// as it was.
+func ceilMicros(ns int64) time.Duration {
+	return time.Duration((ns+999)/1000) * time.Microsecond
 }
 
 // begin marks a backend call for the key and hands it the units to commit.

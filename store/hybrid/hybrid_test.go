@@ -278,6 +278,38 @@ func TestBackendsCachedRefusalNotKept(t *testing.T) {
 	}
 }
 
+// TestDurationsInWholeMicroseconds: every duration the hybrid store reports
+// is a whole number of microseconds, as every store's are, also those it
+// works out from its own clock (local admissions under a rate whose unit is
+// not whole, cached refusals read at odd times); they used to carry
+// nanoseconds.
+func TestDurationsInWholeMicroseconds(t *testing.T) {
+	m, clock := frozenMem(t)
+	b := &travellingStore{Store: m, clock: clock, out: 3*time.Millisecond + 333, back: time.Millisecond + 77}
+	s := newHybrid(t, b, hybrid.Options{SyncInterval: time.Hour, Clock: clock.Now})
+	r := req("k", store.Limit{Rate: 3, Burst: 7, Period: time.Second})
+	ctx := context.Background()
+	refused := 0 // from the cache
+	for i := range 40 {
+		d, err := s.Take(ctx, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range []time.Duration{d.RetryAfter, d.ResetAfter, d.NextAfter} {
+			if w%time.Microsecond != 0 {
+				t.Fatalf("take %d: %+v reports %d ns, want whole microseconds", i, d, w)
+			}
+		}
+		if d.Cached {
+			refused++
+		}
+		clock.Advance(time.Duration(1 + 7919*i))
+	}
+	if refused == 0 {
+		t.Fatal("no refusal was cached: the check saw none")
+	}
+}
+
 // cachingStore reports every refusal as answered from a cache.
 type cachingStore struct {
 	countingStore
