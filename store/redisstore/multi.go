@@ -36,12 +36,19 @@ func (s *redisStore) Refunds() uint64 { return s.stack.refunds.Load() }
 // units stay charged until they expire. Safe for concurrent use.
 func (s *redisStore) Unrefunded() uint64 { return s.stack.unrefunded.Load() }
 
-// stackPart is one request of a stack, with its full-script call.
+// stackPart is one request of a stack, with its full-script call when a
+// step may run the stacked script or a refund (see stackPart).
 type stackPart struct {
-	req     *store.Request
-	cost    int64
-	keys    []any // the full script's KEYS
-	argv    []any // the full script's ARGV, mode first
+	req  *store.Request
+	cost int64
+	li   *limitInfo // of the request's first limit
+	// key is the state key of the request's first limit: a plain
+	// request's one state key.
+	key string
+	// nonce names a sliding window log take's units; "" for others.
+	nonce   string
+	keys    []any // the full script's KEYS; nil when not needed
+	argv    []any // the full script's ARGV, mode first; nil when not needed
 	receipt string
 }
 
@@ -95,11 +102,17 @@ func (s *redisStore) TakeMulti(ctx context.Context, reqs []store.Request) (store
 		return store.MultiDecision{}, backendError(modeTake, err)
 	}
 	s.eviction.start(s.client)
-	parts := make([]stackPart, len(reqs))
-	for i := range reqs {
-		parts[i] = s.stackPart(&reqs[i])
-	}
 	groups := s.stackGroups(reqs)
+	// A stack decided in one step by a lean stacked script, the common
+	// case, never needs the parts' full-script calls: only the stacked
+	// script and refunds read them.
+	withFull := len(groups) > 1 ||
+		stackKind(groups[0], func(i int) *store.Request { return &reqs[i] }) == stackGeneral
+	var buf [store.MaxParts]stackPart
+	parts := buf[:len(reqs)]
+	for i := range reqs {
+		parts[i] = s.stackPart(&reqs[i], withFull)
+	}
 	var receiptMS int64
 	if len(groups) > 1 {
 		receiptMS = max(1000, int64(len(groups)+refundAttempts+1)*s.timeout.Milliseconds())
@@ -146,15 +159,38 @@ func (s *redisStore) TakeMulti(ctx context.Context, reqs []store.Request) (store
 	return md, nil
 }
 
-// stackPart builds the full-script call of a validated request in mode
-// take.
-func (s *redisStore) stackPart(req *store.Request) stackPart {
-	cost := contract.Cost(req)
+// stackPart builds the part of a validated request in mode take, with its
+// full-script call when withFull is set.
+func (s *redisStore) stackPart(req *store.Request, withFull bool) stackPart {
+	p := stackPart{req: req, cost: contract.Cost(req), li: s.limits.get(req.Limits[0])}
+	if !withFull {
+		p.key = keyOf(s.prefix, req.Key, p.li.suffix)
+		if req.Limits[0].Algorithm == store.SlidingWindowLog {
+			p.nonce = s.nonce()
+		}
+		return p
+	}
 	base := keyBase(s.prefix, encodeKey(req.Key))
-	args := s.fullArgs(modeTake, base, &s.scripts.byAlgorithm[req.Limits[0].Algorithm][full], req, cost)
+	args := s.fullArgs(modeTake, base, &s.scripts.byAlgorithm[req.Limits[0].Algorithm][full], req, p.cost)
 	nk := args[2].(int)
-	return stackPart{req: req, cost: cost, keys: args[3 : 3+nk], argv: args[3+nk:]}
+	p.keys, p.argv = args[3:3+nk], args[3+nk:]
+	p.key = p.keys[len(p.keys)-1].(string) // a plain request's one state key, after the four fixed keys
+	p.nonce = p.argv[2].(string)
+	return p
 }
+
+// singleSteps[n] is the one step of a stack of n parts on a single node:
+// every part, in order. Steps are only read.
+var singleSteps = func() (steps [store.MaxParts + 1][][]int) {
+	for n := range steps {
+		all := make([]int, n)
+		for i := range all {
+			all[i] = i
+		}
+		steps[n] = [][]int{all}
+	}
+	return steps
+}()
 
 // stackGroups splits a stack into the steps it is decided in: one for a
 // single node, one per hash slot on a Redis Cluster (in the order of
@@ -162,11 +198,7 @@ func (s *redisStore) stackPart(req *store.Request) stackPart {
 // sharding the store does not know.
 func (s *redisStore) stackGroups(reqs []store.Request) [][]int {
 	if _, single := s.client.(*redis.Client); single {
-		all := make([]int, len(reqs))
-		for i := range all {
-			all[i] = i
-		}
-		return [][]int{all}
+		return singleSteps[len(reqs)]
 	}
 	var groups [][]int
 	var slots []int
@@ -219,17 +251,35 @@ const (
 // every part is a plain request (one limit, none of the features that
 // need the general script); otherwise stackGeneral.
 func (st *stackStep) lean() stackScript {
+	return stackKind(st.g, func(i int) *store.Request { return st.parts[i].req })
+}
+
+// stackKind is stackStep.lean for the parts g of a stack, req(i) being
+// part i's request.
+func stackKind(g []int, req func(int) *store.Request) stackScript {
 	kind := stackLean
-	for _, i := range st.g {
-		req := st.parts[i].req
-		switch alg := req.Limits[0].Algorithm; {
-		case variantOf(req) != lean:
+	for _, i := range g {
+		switch partKind(req(i)) {
+		case stackGeneral:
 			return stackGeneral
-		case alg == store.FixedWindow || alg == store.SlidingWindowCounter || alg == store.SlidingWindowLog:
+		case stackLeanWindows:
 			kind = stackLeanWindows
 		}
 	}
 	return kind
+}
+
+// partKind returns the stacked script one part needs: stackLean for a
+// plain GCRA or token bucket request, stackLeanWindows for a plain
+// request of a window algorithm, else stackGeneral.
+func partKind(req *store.Request) stackScript {
+	switch alg := req.Limits[0].Algorithm; {
+	case variantOf(req) != lean:
+		return stackGeneral
+	case alg == store.FixedWindow || alg == store.SlidingWindowCounter || alg == store.SlidingWindowLog:
+		return stackLeanWindows
+	}
+	return stackLean
 }
 
 // runStep runs the stacked script for st in mode, writing its parts'
@@ -282,7 +332,7 @@ func (st *stackStep) decode(v any) (bool, error) {
 		if err != nil {
 			return false, fmt.Errorf("part %d: %w", i, err)
 		}
-		st.out[i] = r.decision(p.req.Limits)
+		st.out[i] = r.decisionOf(p.req.Limits, p.li.id)
 		all = all && st.out[i].Allowed
 	}
 	if all != (flagV == 1) {
@@ -336,7 +386,7 @@ func (st *stackStep) appendReceipts(args []any, mode string) []any {
 		}
 		ttl = st.receiptMS
 	}
-	return append(args, mode, ttl, len(st.g))
+	return append(args, modeArg(mode), ttl, len(st.g))
 }
 
 // leanArgs returns the lean stacked script sc's EVALSHA arguments for st
@@ -353,27 +403,25 @@ func (st *stackStep) leanArgs(s *redisStore, mode string, sc *script, algorithms
 		per = 6
 	}
 	args := make([]any, 0, 3+nk+3+per*len(st.g))
-	args = append(args, "evalsha", sc.sha, nk)
+	args = append(args, argEvalSHA, sc.shaArg, nk)
 	for _, i := range st.g {
-		keys := st.parts[i].keys
-		args = append(args, keys[len(keys)-1]) // the one state key, after the four fixed keys
+		args = append(args, st.parts[i].key)
 	}
 	args = st.appendReceipts(args, mode)
 	for _, i := range st.g {
-		l := st.parts[i].req.Limits[0]
+		p := &st.parts[i]
 		if algorithms {
-			args = append(args, int(l.Algorithm))
+			args = append(args, int(p.req.Limits[0].Algorithm))
 		}
-		li := s.limits.get(l)
-		args = append(args, st.parts[i].cost, li.rate, li.period, li.capacity)
+		args = append(args, p.cost, p.li.rate, p.li.period, p.li.capacity)
 	}
 	if algorithms {
 		// Each log part's nonce, the one its full-script arguments
-		// carry (mode, cost, nonce, ...), which a refund names its units
-		// by.
+		// carry when it has them (mode, cost, nonce, ...), which a
+		// refund names its units by.
 		for _, i := range st.g {
-			if st.parts[i].req.Limits[0].Algorithm == store.SlidingWindowLog {
-				args = append(args, st.parts[i].argv[2])
+			if p := &st.parts[i]; p.req.Limits[0].Algorithm == store.SlidingWindowLog {
+				args = append(args, p.nonce)
 			}
 		}
 	}

@@ -197,7 +197,7 @@ func TestRefundAtMostOnce(t *testing.T) {
 	s, _ := ringStore(t)
 	ctx := context.Background()
 	reqs := stackOf(store.GCRA, store.GCRA, 5, 5)
-	parts := []stackPart{s.stackPart(&reqs[0]), s.stackPart(&reqs[1])}
+	parts := []stackPart{s.stackPart(&reqs[0], true), s.stackPart(&reqs[1], true)}
 	parts[0].receipt = keyBase(s.prefix, encodeKey(reqs[0].Key)) + "receipt:test"
 	out := make([]store.Decision, 2)
 	if ok, err := s.runStep(ctx, modeTake, stackStep{parts: parts, g: []int{0}, receiptMS: 2000, out: out}); err != nil || !ok {
@@ -245,7 +245,7 @@ func TestRefundFailureIsCounted(t *testing.T) {
 	}
 	ctx := context.Background()
 	reqs := stackOf(store.FixedWindow, store.GCRA, 5, 5)
-	parts := []stackPart{s.stackPart(&reqs[0])}
+	parts := []stackPart{s.stackPart(&reqs[0], true)}
 	parts[0].receipt = keyBase(prefix, encodeKey(reqs[0].Key)) + "receipt:test"
 	out := make([]store.Decision, 1)
 	if ok, err := s.runStep(ctx, modeTake, stackStep{parts: parts, g: []int{0}, receiptMS: 2000, out: out}); err != nil || !ok {
@@ -351,6 +351,8 @@ func TestLeanStackMatchesStacked(t *testing.T) {
 			{Name: "b", Algorithm: store.FixedWindow, Rate: 9, Period: time.Hour},
 			{Name: "c", Algorithm: store.TokenBucket, Rate: 100, Period: time.Hour, Burst: 10},
 		}, stackLeanWindows},
+		"unnamed log+gcra": {[]store.Limit{{Algorithm: store.SlidingWindowLog, Rate: 6, Period: 2 * time.Second}, {Rate: 200, Period: time.Minute}}, stackLeanWindows},
+		"unnamed tb+gcra":  {[]store.Limit{{Algorithm: store.TokenBucket, Rate: 6, Period: time.Hour}, {Rate: 9, Period: time.Hour}}, stackLean},
 		"fixed+counter+tb": {[]store.Limit{
 			{Name: "a", Algorithm: store.FixedWindow, Rate: 8, Period: time.Hour},
 			{Name: "b", Algorithm: store.SlidingWindowCounter, Rate: 9, Period: time.Hour},
@@ -366,7 +368,7 @@ func TestLeanStackMatchesStacked(t *testing.T) {
 			key := func(lean bool, i int) string { return fmt.Sprintf("%s-%v-%d", name, lean, i) }
 			stateKey := func(lean bool, i int) string {
 				req := store.Request{Key: key(lean, i), Limits: limits[i : i+1]}
-				keys := s.stackPart(&req).keys
+				keys := s.stackPart(&req, true).keys
 				return keys[len(keys)-1].(string)
 			}
 			// Unreadable state in the first part's key: a list, where
@@ -425,7 +427,9 @@ func TestLeanStackMatchesStacked(t *testing.T) {
 					g := make([]int, len(limits))
 					for i := range limits {
 						reqs[i] = store.Request{Key: key(lean, i), Limits: limits[i : i+1], Cost: cost}
-						parts[i] = s.stackPart(&reqs[i])
+						// As TakeMulti builds them: without the full
+						// script's call when a lean script decides.
+						parts[i] = s.stackPart(&reqs[i], !lean)
 						g[i] = i
 					}
 					st := &stackStep{parts: parts, g: g, out: make([]store.Decision, len(limits))}
@@ -443,6 +447,9 @@ func TestLeanStackMatchesStacked(t *testing.T) {
 				}
 				for i := range limits {
 					a, b := got[0][i], got[1][i]
+					if a.LimitID != limits[i].ID() {
+						t.Fatalf("%s %d, part %d: limit %q, want %q", mode, n, i, a.LimitID, limits[i].ID())
+					}
 					if a.Allowed != b.Allowed || a.Remaining != b.Remaining || a.Capacity != b.Capacity || a.LimitID != b.LimitID ||
 						a.Repaired != b.Repaired || a.NextAfter != b.NextAfter || a.RetryAfter != b.RetryAfter || a.ResetAfter != b.ResetAfter {
 						t.Fatalf("%s %d (cost %d), part %d: lean %+v, general %+v", mode, n, cost, i, a, b)

@@ -319,7 +319,19 @@ const ppm = 1_000_000
 // that ID in limits, or -1 and the first limit's capacity when the block
 // was started by a limit this request does not carry.
 func (r *reply) decision(limits []store.Limit) store.Decision {
+	return r.decisionOf(limits, "")
+}
+
+// decisionOf is decision with the ID of a request's one limit when id is
+// not empty (a limitInfo's, which Limit.ID would build again).
+func (r *reply) decisionOf(limits []store.Limit, id string) store.Decision {
 	limits = r.limits[:len(limits)]
+	idOf := func(i int) string {
+		if id != "" && len(limits) == 1 {
+			return id
+		}
+		return limits[i].ID()
+	}
 	var d store.Decision
 	if r.blocked {
 		d = store.Decision{
@@ -333,7 +345,7 @@ func (r *reply) decision(limits []store.Limit) store.Decision {
 			BlockStarted: r.blockStarted,
 		}
 		for i, l := range limits {
-			if l.ID() == r.scope {
+			if idOf(i) == r.scope {
 				d.Index, d.Capacity = i, l.Capacity()
 				break
 			}
@@ -347,7 +359,7 @@ func (r *reply) decision(limits []store.Limit) store.Decision {
 			ResetAfter: micros(r.resetUS[r.index]),
 			NextAfter:  micros(r.nextUS[r.index]),
 			RetryAfter: micros(r.retryUS),
-			LimitID:    l.ID(),
+			LimitID:    idOf(r.index),
 			Index:      r.index,
 			Duplicate:  r.duplicate,
 		}
