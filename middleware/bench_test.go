@@ -149,3 +149,36 @@ func BenchmarkStack(b *testing.B) {
 		}
 	})
 }
+
+// TestStackAllocations pins the allocations of an admitted request through
+// a stack of two limiters on the memory store, each of which attaches its
+// decision to the request (a stack always does): the two states, the
+// decisions the core returns, the store requests and the stacked
+// decision's parts, the two store keys, and the requests the core is
+// handed.
+func TestStackAllocations(t *testing.T) {
+	st := mustMem(t)
+	perClient := mustNew(t, st, keyfunc.RemoteIP, store.Limit{Rate: 1 << 30, Period: time.Hour}, Options{Name: "client", Logger: quiet})
+	perRoute := mustNew(t, st, keyfunc.Constant("api"), store.Limit{Rate: 1 << 30, Period: time.Hour}, Options{Name: "route", Logger: quiet})
+	stack, err := NewStack(perClient, perRoute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen bool
+	h := stack(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, seen = DecisionFrom(r.Context())
+	}))
+	r := httptest.NewRequest(http.MethodGet, "/api/ping", nil)
+	r.RemoteAddr = "192.0.2.1:5000"
+	w := &nopWriter{h: http.Header{}}
+	h.ServeHTTP(w, r) // create the keys
+	if !seen {
+		t.Fatal("no decision reached the handler")
+	}
+	allocs := testing.AllocsPerRun(1000, func() { h.ServeHTTP(w, r) })
+	t.Logf("allocations per admitted stacked request: %.1f", allocs)
+	const budget = 10
+	if allocs > budget {
+		t.Fatalf("got %.1f allocations per request, want <= %d", allocs, budget)
+	}
+}

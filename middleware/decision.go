@@ -84,9 +84,16 @@ func (s *reqState) Value(k any) any {
 // never reads the request's context field, a memory line of its own that
 // a request built long before its decision no longer has in cache.
 type lightState struct {
-	req *http.Request
+	requestContext
 	hb  headers.Buffer
 	key keybuf.Buffer
+}
+
+// requestContext is a context for the decisions of request req, which
+// it carries to log lines and limits functions: req's context, asked for
+// when needed (see lightState), and req for reqKey. It lends no memory.
+type requestContext struct {
+	req *http.Request
 }
 
 // lightStates keeps the states of answered requests for the next ones.
@@ -96,13 +103,13 @@ var lightStates = sync.Pool{New: func() any { return new(lightState) }}
 // to lightStates when answered (see lightState).
 func (l *Limiter) lightStateFor(r *http.Request) (*lightState, bool) {
 	if l.h.watched {
-		return &lightState{req: r}, false
+		return &lightState{requestContext: requestContext{r}}, false
 	}
 	st := lightStates.Get().(*lightState)
 	st.req = r
 	if l.h.logger.Enabled(st, slog.LevelDebug) {
 		st.giveBack()
-		return &lightState{req: r}, false
+		return &lightState{requestContext: requestContext{r}}, false
 	}
 	return st, true
 }
@@ -123,17 +130,17 @@ func (s *lightState) KeyBuffer() *keybuf.Buffer { return &s.key }
 func (s *lightState) Unlent() context.Context { return s.req.Context() }
 
 // Deadline implements context.Context: the request context's.
-func (s *lightState) Deadline() (time.Time, bool) { return s.req.Context().Deadline() }
+func (s *requestContext) Deadline() (time.Time, bool) { return s.req.Context().Deadline() }
 
 // Done implements context.Context: the request context's.
-func (s *lightState) Done() <-chan struct{} { return s.req.Context().Done() }
+func (s *requestContext) Done() <-chan struct{} { return s.req.Context().Done() }
 
 // Err implements context.Context: the request context's.
-func (s *lightState) Err() error { return s.req.Context().Err() }
+func (s *requestContext) Err() error { return s.req.Context().Err() }
 
 // Value implements context.Context: the request for reqKey, else the
 // request context's value.
-func (s *lightState) Value(k any) any {
+func (s *requestContext) Value(k any) any {
 	if _, ok := k.(reqKey); ok {
 		return s.req
 	}

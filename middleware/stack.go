@@ -86,13 +86,18 @@ type stack struct {
 func (s *stack) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
 	var buf [4]limiter.Request
 	reqs := buf[:0]
-	ctx := newState(r, nil) // carries r to log lines and limits functions
+	// The decisions' context, which carries r to log lines and limits
+	// functions. It lends no memory for the store keys: the memory store
+	// would copy such keys of a stack, and the decisions that go on with
+	// the request may hold them.
+	ctx := &requestContext{r}
+	prev := stateFrom(r.Context())
 	for i, l := range s.ls {
 		if l.h.exempted(r) {
 			reqs = append(reqs, limiter.Request{Exempt: true})
 			continue
 		}
-		tier, id, err := l.h.classify(&ctx.req)
+		tier, id, err := l.h.classify(r)
 		if err == nil && id == "" {
 			err = errEmptyKey
 		}
@@ -105,7 +110,7 @@ func (s *stack) serve(w http.ResponseWriter, r *http.Request, next http.Handler)
 			l.rejectIdentity(ctx, w, err)
 			return
 		}
-		reqs = append(reqs, limiter.Request{Tier: tier, Identity: id, Cost: l.cost, Charged: ctx.prev.chargedFor(l.Limiter, tier, id)})
+		reqs = append(reqs, limiter.Request{Tier: tier, Identity: id, Cost: l.cost, Charged: prev.chargedFor(l.Limiter, tier, id)})
 	}
 	ds, k, err := s.core.Decide(ctx, reqs)
 	if k < 0 {

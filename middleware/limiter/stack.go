@@ -207,7 +207,8 @@ func (s *Stack) Decide(ctx context.Context, reqs []Request) ([]Decision, int, er
 // decideAll decides parts together in the store.
 func (s *Stack) decideAll(ctx context.Context, ds []Decision, parts []stackPart) ([]Decision, int, error) {
 	sreqs := make([]store.Request, len(parts))
-	nows := make([]time.Time, len(parts))
+	var nowsBuf [store.MaxParts]time.Time
+	nows := nowsBuf[:len(parts)]
 	for n := range parts {
 		nows[n] = s.ls[parts[n].i].now()
 	}
@@ -264,7 +265,7 @@ func (s *Stack) call(ctx context.Context, reqs []store.Request, now time.Time) (
 	b := l.breaker.of(node)
 	ok, probe := b.allow(now)
 	var md store.MultiDecision
-	err := error(&storeFailure{err: errBreakerOpen, skipped: true})
+	var err error
 	if ok {
 		var start time.Time
 		if l.watching(ctx) {
@@ -277,6 +278,7 @@ func (s *Stack) call(ctx context.Context, reqs []store.Request, now time.Time) (
 		err = l.settle(ctx, b, probe, node, err)
 	} else {
 		c.skipped = true
+		err = &storeFailure{err: errBreakerOpen, skipped: true}
 	}
 	if err == nil {
 		err = wellFormed(&md, len(reqs))

@@ -31,24 +31,38 @@ func (s *memStore) TakeMulti(ctx context.Context, reqs []store.Request) (store.M
 		return store.MultiDecision{}, err
 	}
 	reqs = ownKeys(ctx, reqs)
-	ops := make([]op, len(reqs))
-	outs := make([][]outcome, len(reqs))
-	shards := make([]*shard, 0, len(reqs))
+	// A stack has at most store.MaxParts parts: its working memory stays
+	// on the stack, but for the outcomes of parts with several limits.
+	var (
+		opsBuf    [store.MaxParts]op
+		outsBuf   [store.MaxParts][]outcome
+		oneBuf    [store.MaxParts]outcome
+		shardsBuf [store.MaxParts]*shard
+	)
+	ops, shards := opsBuf[:len(reqs)], shardsBuf[:0]
 	for i := range reqs {
-		outs[i] = make([]outcome, len(reqs[i].Limits))
+		// Written through the arrays, not the slices over them, which
+		// would move them to the heap.
+		if len(reqs[i].Limits) == 1 {
+			outsBuf[i] = oneBuf[i : i+1 : i+1]
+		} else {
+			outsBuf[i] = make([]outcome, len(reqs[i].Limits))
+		}
 		sh := s.shardFor(reqs[i].Key)
 		if !slices.Contains(shards, sh) {
 			shards = append(shards, sh)
 		}
 	}
 	slices.SortFunc(shards, func(a, b *shard) int { return a.pos - b.pos })
+	outs := outsBuf[:len(reqs)]
 
 	all, reserved, err := s.lockAndReserve(reqs, ops, outs, shards)
 	if err != nil {
 		return store.MultiDecision{}, err
 	}
 	pool := reserved
-	held := make([]bool, len(ops))
+	var heldBuf [store.MaxParts]bool
+	held := heldBuf[:len(ops)]
 	for i := range ops {
 		o := &ops[i]
 		o.pool = &pool
