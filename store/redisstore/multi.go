@@ -37,13 +37,15 @@ func (s *redisStore) Refunds() uint64 { return s.stack.refunds.Load() }
 func (s *redisStore) Unrefunded() uint64 { return s.stack.unrefunded.Load() }
 
 // stackPart is one request of a stack, with its full-script call when a
-// step may run the stacked script or a refund (see stackPart).
+// step may run the general stacked script or a refund (see
+// redisStore.stackPart). li must be set: decoding reads it.
 type stackPart struct {
 	req  *store.Request
 	cost int64
 	li   *limitInfo // of the request's first limit
-	// key is the state key of the request's first limit: a plain
-	// request's one state key.
+	// key is a plain request's one state key; for other requests, with
+	// the full call, the last of their state keys (read only for plain
+	// parts).
 	key string
 	// nonce names a sliding window log take's units; "" for others.
 	nonce   string
