@@ -53,21 +53,25 @@ func benchLimiter(b *testing.B, alg store.Algorithm, opts ...Options) http.Handl
 func BenchmarkMiddleware(b *testing.B) {
 	for _, alg := range store.Algorithms {
 		b.Run(alg.String(), func(b *testing.B) {
-			h := benchLimiter(b, alg)
-			reqs := clients(10000)
-			var next atomic.Uint64
-			b.ReportAllocs()
-			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				w := &nopWriter{h: http.Header{}}
-				i := int(next.Add(7919))
-				for pb.Next() {
-					i++
-					h.ServeHTTP(w, reqs[i%len(reqs)])
-				}
-			})
+			serveParallel(b, benchLimiter(b, alg), clients(10000))
 		})
 	}
+}
+
+// serveParallel serves reqs through h from the parallel callers, each
+// with its own writer, starting at spread-out requests.
+func serveParallel(b *testing.B, h http.Handler, reqs []*http.Request) {
+	var next atomic.Uint64
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		w := &nopWriter{h: http.Header{}}
+		i := int(next.Add(7919))
+		for pb.Next() {
+			i++
+			h.ServeHTTP(w, reqs[i%len(reqs)])
+		}
+	})
 }
 
 // BenchmarkBaseline is the handler without the limiter, for ratios.
@@ -135,19 +139,7 @@ func BenchmarkStack(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	h := stack(nopHandler)
-	reqs := clients(10000)
-	var next atomic.Uint64
-	b.ReportAllocs()
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		w := &nopWriter{h: http.Header{}}
-		i := int(next.Add(7919))
-		for pb.Next() {
-			i++
-			h.ServeHTTP(w, reqs[i%len(reqs)])
-		}
-	})
+	serveParallel(b, stack(nopHandler), clients(10000))
 }
 
 // TestStackAllocations pins the allocations of an admitted request through
