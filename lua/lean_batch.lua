@@ -3,8 +3,8 @@
 -- script would alone, at the one clock reading of common.lua. It follows
 -- common.lua and the lean script's body as the function decide(KEYS,
 -- ARGV), which returns the request's lean reply as values, then the
--- line setting numeric, and sets mode and take (common.lua's) for each
--- request before deciding it. The reply is flat: for each request, the
+-- line setting numeric and batch_error.lua, and sets mode and take
+-- (common.lua's) for each request before deciding it. The reply is flat: for each request, the
 -- number of its lean reply's integers and then the integers (two or
 -- three of them for an admission that repaired nothing), or the error it
 -- met as one string. See doc.go, "Calling convention: lean batches".
@@ -135,22 +135,9 @@ for i = 1, count do
     out[o + 6] = repaired
     o = o + 1 + out[o + 1]
   else
-    -- The error travels as a string, not as an error reply: a client may
-    -- stop reading an array at an error element of some codes. A Redis
-    -- error (READONLY, OOM, WRONGTYPE...) keeps its code, which tells the
-    -- store what it means; pcall hands it back as a string (or as a table
-    -- with an err field). Any other error is a Lua error, which Redis
-    -- would have answered as ERR.
-    local msg = allowed
-    if type(msg) == 'table' and msg.err then
-      msg = msg.err
-    end
-    msg = tostring(msg)
-    if not string.find(msg, '^%u[%u%d_]* ') then
-      msg = 'ERR ' .. msg
-    end
+    -- The error travels as a string (batch_error.lua).
     o = o + 1
-    out[o] = msg
+    out[o] = batch_error(allowed)
   end
 end
 return out

@@ -92,6 +92,12 @@ var slots string
 //go:embed lean_batch.lua
 var leanBatchDriver string
 
+//go:embed stacked_batch.lua
+var stackedBatchDriver string
+
+//go:embed batch_error.lua
+var batchError string
+
 // The algorithm files, each with what it follows: sliding_window_counter
 // and suppressed count in counter.lua's windows; fixed_window follows
 // window.lua, its windows (calendar_window.lua in the calendar script).
@@ -137,7 +143,7 @@ var scripts = [...]struct {
 	// The suppressed strategy runs its full script for every request.
 	{"suppressed", full(suppressedBody)},
 	{"stacked", stacked()},
-	{"stacked/lean", []string{common, unreadable, leanMulti}},
+	{"stacked/lean", leanStacked},
 	{"stacked/lean-windows", leanStackedWindows},
 	{"refund", []string{common, refund}},
 	// Partial grants (partial.go).
@@ -165,6 +171,9 @@ var scripts = [...]struct {
 	{"sliding_window_log/lean-batch", leanBatch(lean(leanLog), allNumeric)},
 	{"sliding_window_counter/lean-batch", leanBatch(lean(leanCounter), periodAsGiven)},
 	{"fixed_window/lean-batch", leanBatch(lean(leanFixedWindow), periodAsGiven)},
+	// Stacked batches: several lean stacked requests in one call.
+	{"stacked/lean-batch", stackedBatch(leanStacked)},
+	{"stacked/lean-windows-batch", stackedBatch(leanStackedWindows)},
 }
 
 // The lean arguments a lean script reads only as numbers, which
@@ -181,15 +190,30 @@ const (
 // common.lua: common.lua, the rest of the lean script as the body of the
 // function decide with its replies returned as values (repliesAsValues),
 // the line numeric that names the arguments it reads only as numbers,
-// then lean_batch.lua, which calls decide once per request and writes the
-// values into its flat reply.
+// then batch_error.lua and lean_batch.lua, which calls decide once per
+// request and writes the values into its flat reply.
 func leanBatch(leanParts []string, numeric string) []string {
 	parts := []string{common, "local function decide(KEYS, ARGV)"}
 	for _, p := range leanParts[1:] {
 		parts = append(parts, repliesAsValues(p))
 	}
-	return append(parts, "end", numeric, leanBatchDriver)
+	return append(parts, "end", numeric, batchError, leanBatchDriver)
 }
+
+// stackedBatch is the batch variant of a lean stacked script, whose parts
+// start with common.lua: common.lua, the rest of the script as the body
+// of the function decide, which returns its reply, then batch_error.lua
+// and stacked_batch.lua, which calls decide once per request. Everything
+// the lean stacked script keeps per call (unreadable.lua's repairs, the
+// cost counter.lua's functions read) is then decide's own.
+func stackedBatch(leanParts []string) []string {
+	parts := []string{common, "local function decide(KEYS, ARGV)"}
+	parts = append(parts, leanParts[1:]...)
+	return append(parts, "end", batchError, stackedBatchDriver)
+}
+
+// leanStacked is the lean stacked script of GCRA and token bucket parts.
+var leanStacked = []string{common, unreadable, leanMulti}
 
 // leanReply matches a lean script's reply: a line that returns one table
 // constructor, "return {...}", the only form the lean files answer in (a
@@ -287,7 +311,8 @@ var errUnknownScript = errors.New("lua: unknown script")
 // "refund"; then "<algorithm>/partial" for each counting algorithm,
 // "fixed_window/calendar", "gcra/wait" and "token_bucket/wait"; "slots";
 // "<algorithm>/reserve" and then "<algorithm>/lean-batch" for each
-// counting algorithm. The slice is a fresh copy.
+// counting algorithm; then "stacked/lean-batch" and
+// "stacked/lean-windows-batch". The slice is a fresh copy.
 func names() []string {
 	out := make([]string, len(scripts))
 	for i := range scripts {

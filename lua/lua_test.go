@@ -156,16 +156,16 @@ func TestLeanBatchSources(t *testing.T) {
 		values := repliesAsValues(body)
 		// The line naming the arguments read as numbers ends the text
 		// before lean_batch.lua.
-		head, ok := strings.CutSuffix(src, "\n"+leanBatchDriver)
+		head, ok := strings.CutSuffix(src, "\n"+batchError+"\n"+leanBatchDriver)
 		if !ok {
-			t.Fatalf("%s: the batch script does not end with lean_batch.lua", name)
+			t.Fatalf("%s: the batch script does not end with batch_error.lua and lean_batch.lua", name)
 		}
 		numeric := head[strings.LastIndexByte(head, '\n')+1:]
 		if numeric != allNumeric && numeric != periodAsGiven {
 			t.Errorf("%s: numeric line %q", name, numeric)
 		}
-		if want := common + "\nlocal function decide(KEYS, ARGV)\n" + values + "\nend\n" + numeric + "\n" + leanBatchDriver; src != want {
-			t.Errorf("%s: the batch script is not common.lua, the lean body as decide, its numeric line and lean_batch.lua", name)
+		if want := common + "\nlocal function decide(KEYS, ARGV)\n" + values + "\nend\n" + numeric + "\n" + batchError + "\n" + leanBatchDriver; src != want {
+			t.Errorf("%s: the batch script is not common.lua, the lean body as decide, its numeric line, batch_error.lua and lean_batch.lua", name)
 		}
 		// An argument the batch turns into a number must be one the lean
 		// script reads only through tonumber: one it writes or compares
@@ -231,6 +231,7 @@ func TestNames(t *testing.T) {
 			want = append(want, a+"/lean-batch")
 		}
 	}
+	want = append(want, "stacked/lean-batch", "stacked/lean-windows-batch")
 	got := names()
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("got %v, want %v", got, want)
@@ -295,6 +296,18 @@ func TestStackedSource(t *testing.T) {
 	}
 	if r := source(t, "stacked/lean-windows"); r != common+"\n"+unreadable+"\nlocal cost = 0\n"+counter+"\n"+leanMultiWindows {
 		t.Fatal("the lean stacked script of window parts is not common.lua, unreadable.lua, the cost, counter.lua and lean_multi_windows.lua")
+	}
+	// The batches: common.lua, the rest of the lean stacked script as
+	// decide, batch_error.lua and stacked_batch.lua.
+	for name, lone := range map[string]string{"stacked/lean-batch": "stacked/lean", "stacked/lean-windows-batch": "stacked/lean-windows"} {
+		body, ok := strings.CutPrefix(source(t, lone), common+"\n")
+		if !ok {
+			t.Fatalf("%s does not start with common.lua", lone)
+		}
+		want := common + "\nlocal function decide(KEYS, ARGV)\n" + body + "\nend\n" + batchError + "\n" + stackedBatchDriver
+		if source(t, name) != want {
+			t.Errorf("%s is not common.lua, the rest of %s as decide, batch_error.lua and stacked_batch.lua", name, lone)
+		}
 	}
 }
 

@@ -168,7 +168,8 @@ type pipes struct {
 	// merge: one command may name the keys of any calls, as on a single
 	// Redis server (not a Cluster, whose keys must share a slot, nor a
 	// Ring, which sends a command to its first key's shard), so the lean
-	// calls of a batch are decided by one lean batch call (see merge). It
+	// calls of a batch are decided by one lean batch call, and its lean
+	// stacked calls by one stacked batch call (see merge). It
 	// is switched off for good when the server answers CROSSSLOT (a
 	// cluster-mode server behind a plain client).
 	merge atomic.Bool
@@ -827,11 +828,12 @@ func (b *batcher) run(batch []*call) {
 			continue
 		}
 		err := sd.cmd.Err()
+		perCall := sd.sc.perCall
 		var flat []any
 		if err == nil {
 			var ok bool
-			if flat, ok = sd.cmd.Val().([]any); !ok || !wellFormedBatch(flat, len(sd.calls)) {
-				err = fmt.Errorf("%w: a lean batch of %d calls answered %T %v", errBadReply, len(sd.calls), sd.cmd.Val(), sd.cmd.Val())
+			if flat, ok = sd.cmd.Val().([]any); !ok || !perCall && !wellFormedBatch(flat, len(sd.calls)) || perCall && !wellFormedPerCall(flat, len(sd.calls)) {
+				err = fmt.Errorf("%w: a batch of %d calls answered %T %v", errBadReply, len(sd.calls), sd.cmd.Val(), sd.cmd.Val())
 			}
 		}
 		if isCrossSlot(err) {
@@ -843,7 +845,7 @@ func (b *batcher) run(batch []*call) {
 		// reply is a pointer into it, which an interface holds without
 		// an allocation per call (see batchItem).
 		var items [][]any
-		if err == nil {
+		if err == nil && !perCall {
 			items = make([][]any, len(sd.calls))
 		}
 		at := 0
@@ -856,7 +858,11 @@ func (b *batcher) run(batch []*call) {
 				// nothing was decided, so each call goes on alone.
 				v, e = b.reroute(ctx, c, e)
 			case e == nil:
-				v, at = batchItem(flat, at, &items[i])
+				if perCall {
+					v = flat[i]
+				} else {
+					v, at = batchItem(flat, at, &items[i])
+				}
 				if msg, ok := v.(string); ok {
 					v, e = nil, itemError(msg)
 					if notRun(e) {
@@ -896,7 +902,7 @@ func sendable(batch []*call, now time.Time) (live []*call, latest time.Time) {
 }
 
 // send is one command of a pipeline and the calls it answers: one call,
-// or the calls of a lean batch (see merge).
+// or the calls of a lean or stacked batch (see merge).
 type send struct {
 	cmd   *redis.Cmd
 	sc    *script // sent again with its source on NOSCRIPT; nil for no script
@@ -936,15 +942,15 @@ func (b *batcher) pipeline(ctx context.Context, live []*call) []send {
 	return sends
 }
 
-// merge returns the commands that decide the calls live: one lean batch
-// call for the lean calls of one script with as many arguments, where
-// there are several and the pipes may merge them (pipes.merge); one
-// command per call for the rest. It orders live as the commands answer
-// it, keeping the order of first arrival. A lean batch answers its calls
-// with the decisions they would have had alone (an admission in a compact
-// form), at one clock reading: it
-// saves Redis a command's parsing, lookup and reply per call, and the
-// client a command per call.
+// merge returns the commands that decide the calls live: one batch call
+// for the calls of one lean or lean stacked script with as many
+// arguments, where there are several and the pipes may merge them
+// (pipes.merge); one command per call for the rest. It orders live as the
+// commands answer it, keeping the order of first arrival. A batch answers
+// its calls with the decisions they would have had alone, in order, at
+// one clock reading (a lean batch's admissions in a compact form, a
+// stacked batch's replies as they are): it saves Redis a command's
+// parsing, lookup and reply per call, and the client a command per call.
 func (b *batcher) merge(live []*call) []send {
 	type group struct {
 		sc    *script
@@ -994,7 +1000,13 @@ func (b *batcher) merge(live []*call) []send {
 		}
 		from := len(order)
 		order = append(order, g.calls...)
-		sends = append(sends, send{sc: g.sc.batch, args: leanBatchArgs(g.sc.batch, g.calls, g.nargs-4), calls: order[from:]})
+		var args []any
+		if g.sc.batch.perCall {
+			args = stackedBatchArgs(g.sc.batch, g.calls)
+		} else {
+			args = leanBatchArgs(g.sc.batch, g.calls, g.nargs-4)
+		}
+		sends = append(sends, send{sc: g.sc.batch, args: args, calls: order[from:]})
 	}
 	// The panic handler of run finishes live's calls from the first not
 	// delivered: live follows the order of the commands.
@@ -1082,6 +1094,36 @@ share:
 		for _, c := range calls {
 			args = append(args, c.args[4+s:]...)
 		}
+	}
+	return args
+}
+
+// stackedBatchArgs returns the command of the stacked batch sc of calls,
+// calls of one lean stacked script: "evalsha", sha, the number of every
+// call's keys, then those keys in call order; then the number of calls,
+// each call's number of keys and of arguments, and every call's arguments
+// in order (see "Calling convention: stacked batches" in package lua).
+// A call's arguments are "evalsha", sha, its number of keys n, its n keys,
+// then its script's.
+func stackedBatchArgs(sc *script, calls []*call) []any {
+	keys, argv := 0, 0
+	for _, c := range calls {
+		n := c.args[2].(int)
+		keys += n
+		argv += len(c.args) - 3 - n
+	}
+	args := make([]any, 0, 4+keys+2*len(calls)+argv)
+	args = append(args, argEvalSHA, sc.shaArg, keys)
+	for _, c := range calls {
+		args = append(args, c.args[3:3+c.args[2].(int)]...)
+	}
+	args = append(args, len(calls))
+	for _, c := range calls {
+		n := c.args[2].(int)
+		args = append(args, n, len(c.args)-3-n)
+	}
+	for _, c := range calls {
+		args = append(args, c.args[3+c.args[2].(int):]...)
 	}
 	return args
 }
@@ -1274,6 +1316,23 @@ func wellFormedBatch(flat []any, calls int) bool {
 		}
 	}
 	return at == len(flat)
+}
+
+// wellFormedPerCall reports whether flat, the reply of a stacked batch of
+// calls requests, holds exactly one element per request: its reply (an
+// array, which the call's own decoding checks) or a string.
+func wellFormedPerCall(flat []any, calls int) bool {
+	if len(flat) != calls {
+		return false
+	}
+	for _, x := range flat {
+		switch x.(type) {
+		case string, []any:
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // itemError is the error of one request of a lean batch, which the

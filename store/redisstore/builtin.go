@@ -17,9 +17,13 @@ type script struct {
 	sha    string
 	shaArg any // sha as a command argument, converted once
 	// batch is the script that decides several calls of this one in
-	// one command (a lean script's lean batch, see merge); nil for the
-	// others.
+	// one command (a lean script's lean batch, a lean stacked script's
+	// stacked batch; see merge); nil for the others.
 	batch *script
+	// perCall marks a stacked batch, whose reply holds each call's reply
+	// as the call alone would have had it (see stackedBatchArgs); a lean
+	// batch's reply is flat (see batchItem).
+	perCall bool
 }
 
 // newScript returns the script of source src.
@@ -103,6 +107,9 @@ type scriptTable struct {
 	// leanBatch decides several lean calls of an algorithm in one
 	// command: the batch of byAlgorithm[alg][lean].
 	leanBatch [contract.Suppressed]script
+	// stackedLeanBatch and stackedLeanWindowsBatch decide several calls
+	// of stackedLean and of stackedLeanWindows in one command.
+	stackedLeanBatch, stackedLeanWindowsBatch script
 }
 
 // scriptName returns the name of alg's scripts in package lua: the
@@ -151,10 +158,15 @@ var builtinScripts = sync.OnceValues(func() (*scriptTable, error) {
 	for _, s := range []struct {
 		dst  *script
 		name string
-	}{{&t.stacked, "stacked"}, {&t.stackedLean, "stacked/lean"}, {&t.stackedLeanWindows, "stacked/lean-windows"}, {&t.refund, "refund"}, {&t.slots, "slots"}} {
+	}{{&t.stacked, "stacked"}, {&t.stackedLean, "stacked/lean"}, {&t.stackedLeanWindows, "stacked/lean-windows"}, {&t.refund, "refund"}, {&t.slots, "slots"},
+		{&t.stackedLeanBatch, "stacked/lean-batch"}, {&t.stackedLeanWindowsBatch, "stacked/lean-windows-batch"}} {
 		if *s.dst, err = src(s.name); err != nil {
 			return nil, err
 		}
 	}
+	t.stackedLeanBatch.perCall = true
+	t.stackedLeanWindowsBatch.perCall = true
+	t.stackedLean.batch = &t.stackedLeanBatch
+	t.stackedLeanWindows.batch = &t.stackedLeanWindowsBatch
 	return t, nil
 })

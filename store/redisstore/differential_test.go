@@ -161,6 +161,22 @@ func newClockedStore(t testing.TB, start int64, realTTL bool) (*redisStore, *fak
 		}
 		*sc.sc = newScript(shim + src) // and stacked decisions
 	}
+	// Stacked batches too, which the clocked lean stacked scripts'
+	// calls then travel in.
+	for _, sc := range []struct {
+		sc, lone *script
+		name     string
+	}{{&table.stackedLeanBatch, &table.stackedLean, "stacked/lean-batch"}, {&table.stackedLeanWindowsBatch, &table.stackedLeanWindows, "stacked/lean-windows-batch"}} {
+		if src, err = lua.Source(sc.name); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Count(src, "redis.call('TIME')") != 1 {
+			t.Fatalf("%s: want exactly one TIME call in the script", sc.name)
+		}
+		*sc.sc = newScript(shim + src)
+		sc.sc.perCall = true
+		sc.lone.batch = sc.sc
+	}
 	fc.set(start)
 	s.clock = func() time.Time { return time.UnixMicro(fc.now) }
 	return s, fc

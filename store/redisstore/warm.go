@@ -53,6 +53,8 @@ func newWarmer(t *scriptTable, logger *slog.Logger) *warmer {
 	add(t.stacked)
 	add(t.stackedLean)
 	add(t.stackedLeanWindows)
+	add(t.stackedLeanBatch)
+	add(t.stackedLeanWindowsBatch)
 	add(t.refund)
 	return w
 }

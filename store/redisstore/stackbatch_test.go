@@ -1,0 +1,342 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratekeeper/ratekeeper/store"
+)
+
+// stackShapes are stacks of plain parts: the per-client part first, then
+// a route-wide part whose key every stack of a round shares. The first
+// two are decided by the lean stacked script, the others by the lean
+// stacked script of window parts.
+var stackShapes = []struct {
+	name   string
+	limits []store.Limit
+	kind   stackScript
+}{
+	{"gcra+token_bucket", []store.Limit{{Name: "ip", Rate: 5, Period: time.Hour}, {Name: "route", Algorithm: store.TokenBucket, Rate: 30, Period: time.Hour, Burst: 20}}, stackLean},
+	{"token_bucket+gcra+gcra", []store.Limit{{Name: "ip", Algorithm: store.TokenBucket, Rate: 4, Period: time.Minute, Burst: 6}, {Name: "day", Rate: 9, Period: 24 * time.Hour}, {Name: "route", Rate: 40, Period: time.Hour}}, stackLean},
+	{"fixed_window+gcra", []store.Limit{{Name: "ip", Algorithm: store.FixedWindow, Rate: 6, Period: 2 * time.Second}, {Name: "route", Rate: 30, Period: time.Hour}}, stackLeanWindows},
+	{"counter+log", []store.Limit{{Name: "ip", Algorithm: store.SlidingWindowCounter, Rate: 5, Period: time.Second}, {Name: "route", Algorithm: store.SlidingWindowLog, Rate: 25, Period: 3 * time.Second}}, stackLeanWindows},
+	{"log+fixed+token_bucket", []store.Limit{
+		{Name: "ip", Algorithm: store.SlidingWindowLog, Rate: 4, Period: time.Hour},
+		{Name: "b", Algorithm: store.FixedWindow, Rate: 9, Period: time.Hour},
+		{Name: "route", Algorithm: store.TokenBucket, Rate: 100, Period: time.Hour, Burst: 30},
+	}, stackLeanWindows},
+}
+
+// stackStepOf returns the step of a stacked request of limits for client
+// (the first part's key; the others are route-wide, keyed by side), as
+// TakeMulti builds it when a lean stacked script decides it.
+func stackStepOf(s *redisStore, side, client string, limits []store.Limit, cost int64) *stackStep {
+	reqs := make([]store.Request, len(limits))
+	st := &stackStep{parts: make([]stackPart, len(limits)), g: make([]int, len(limits)), out: make([]store.Decision, len(limits))}
+	for i := range limits {
+		key := side + ":route"
+		if i == 0 {
+			key = side + ":" + client
+		}
+		reqs[i] = store.Request{Key: key, Limits: limits[i : i+1], Cost: cost}
+		st.parts[i] = s.stackPart(&reqs[i], false)
+		st.g[i] = i
+	}
+	return st
+}
+
+// TestStackedBatchMatchesLone: for every stacked lean script, random runs
+// of stacked takes and peeks (costs 1 to 3) over three clients and a
+// route-wide part every stack shares, decided by stacked batches of one
+// to six requests on one side and by the lean stacked script, one call per
+// request, on another, answer the same decisions, every field of every
+// part, on a fake clock that moves between batches. A batch mixes stacks
+// of different shapes, so of different numbers of keys and arguments, as
+// the command allows (the store itself batches calls of one shape), and
+// one client's unreadable state (a list) is repaired on both sides alike.
+func TestStackedBatchMatchesLone(t *testing.T) {
+	ctx := context.Background()
+	for name, kind := range map[string]stackScript{"lean": stackLean, "windows": stackLeanWindows} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s, clock := newClockedStore(t, aligned+12345, true)
+			rdb := clock.c
+			var shapes []int
+			for i, sh := range stackShapes {
+				if sh.kind == kind {
+					shapes = append(shapes, i)
+				}
+			}
+			lone := &s.scripts.stackedLean
+			if kind == stackLeanWindows {
+				lone = &s.scripts.stackedLeanWindows
+			}
+			batch := lone.batch
+			if batch == nil || !batch.perCall {
+				t.Fatal("the lean stacked script has no stacked batch")
+			}
+			loadScripts(t, rdb, lone, batch)
+			// A list where the shapes' first part keeps a string or a
+			// hash, for client c2 under the first shape, on both sides.
+			for _, side := range []string{"A", "B"} {
+				st := stackStepOf(s, side, "c2", stackShapes[shapes[0]].limits, 1)
+				if err := rdb.RPush(ctx, st.parts[0].key, "x").Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			rng := rand.New(rand.NewPCG(uint64(kind), 11))
+			decided, refused, repaired, mixed := 0, 0, 0, 0
+			for round := range 60 {
+				n := 1 + rng.IntN(6)
+				type req struct {
+					shape  int
+					client string
+					mode   string
+					cost   int64
+				}
+				reqs := make([]req, n)
+				for i := range reqs {
+					reqs[i] = req{shape: shapes[rng.IntN(len(shapes))], client: fmt.Sprintf("c%d", rng.IntN(3)), mode: modeTake, cost: int64(1 + rng.IntN(3))}
+					if rng.IntN(5) == 0 {
+						reqs[i].mode = modePeek
+					}
+					if reqs[i].shape != reqs[0].shape {
+						mixed++
+					}
+				}
+				// Side A: one call per request, in order.
+				want := make([][]store.Decision, n)
+				for i, r := range reqs {
+					st := stackStepOf(s, "A", r.client, stackShapes[r.shape].limits, r.cost)
+					if _, err := s.runStepWith(ctx, r.mode, st, kind); err != nil {
+						t.Fatalf("round %d, request %d alone: %v", round, i, err)
+					}
+					want[i] = st.out
+				}
+				// Side B: one stacked batch of the same requests.
+				steps := make([]*stackStep, n)
+				calls := make([]*call, n)
+				for i, r := range reqs {
+					steps[i] = stackStepOf(s, "B", r.client, stackShapes[r.shape].limits, r.cost)
+					calls[i] = &call{sc: lone, args: steps[i].leanArgs(s, r.mode, lone, kind == stackLeanWindows)}
+				}
+				v, err := rdb.Do(ctx, stackedBatchArgs(batch, calls)...).Result()
+				if err != nil {
+					t.Fatalf("round %d: stacked batch of %d: %v", round, n, err)
+				}
+				flat, ok := v.([]any)
+				if !ok || !wellFormedPerCall(flat, n) {
+					t.Fatalf("round %d: a stacked batch of %d answered %T %v", round, n, v, v)
+				}
+				for i := range reqs {
+					if _, err := steps[i].decode(flat[i]); err != nil {
+						t.Fatalf("round %d, request %d in the batch: %v (%v)", round, i, err, flat[i])
+					}
+					for j := range want[i] {
+						a, b := steps[i].out[j], want[i][j]
+						if !sameDecision(a, b) {
+							t.Fatalf("round %d, request %d (%s %s %s cost %d), part %d: batch %+v, alone %+v",
+								round, i, reqs[i].mode, stackShapes[reqs[i].shape].name, reqs[i].client, reqs[i].cost, j, a, b)
+						}
+						decided++
+						if !a.Allowed {
+							refused++
+						}
+						if a.Repaired {
+							repaired++
+						}
+					}
+				}
+				clock.advance(rng.Int64N(400_000))
+			}
+			if refused == 0 || refused == decided {
+				t.Errorf("%d of %d part decisions refused: want some of each", refused, decided)
+			}
+			if repaired != 1 {
+				t.Errorf("%d part decisions in batches repaired unreadable state, want 1", repaired)
+			}
+			if mixed == 0 {
+				t.Error("no batch mixed stacks of different shapes")
+			}
+			// Every key either side wrote has a TTL.
+			keys, err := rdb.Keys(ctx, s.prefix+"*").Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, k := range keys {
+				if strings.HasSuffix(k, ":clock") {
+					continue
+				}
+				if ttl := rdb.PTTL(ctx, k).Val(); ttl == -1 {
+					t.Errorf("key %s has no TTL", k)
+				}
+			}
+		})
+	}
+}
+
+// TestStackedBatchFailureStopsNothing: a request of a stacked batch that
+// fails (a malformed part) is answered its error as a string, and the
+// requests before and after it are decided and recorded.
+func TestStackedBatchFailureStopsNothing(t *testing.T) {
+	ctx := context.Background()
+	s, rdb := newStore(t, Options{DenyCacheSize: -1})
+	lone := &s.scripts.stackedLean
+	loadScripts(t, rdb, lone, lone.batch)
+	limits := stackShapes[0].limits
+	steps := []*stackStep{
+		stackStepOf(s, "x", "a", limits, 2),
+		stackStepOf(s, "x", "b", limits, 1),
+		stackStepOf(s, "x", "a", limits, 1),
+	}
+	calls := make([]*call, len(steps))
+	for i, st := range steps {
+		calls[i] = &call{sc: lone, args: st.leanArgs(s, modeTake, lone, false)}
+	}
+	calls[1].args[len(calls[1].args)-1] = "x" // the route part's capacity
+	v, err := rdb.Do(ctx, stackedBatchArgs(lone.batch, calls)...).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	flat, ok := v.([]any)
+	if !ok || !wellFormedPerCall(flat, 3) {
+		t.Fatalf("got %T %v", v, v)
+	}
+	if msg, ok := flat[1].(string); !ok || !strings.Contains(msg, "malformed part 2") || !strings.HasPrefix(msg, "ERR ") {
+		t.Fatalf("request 2: got %v, want the malformed part's error as a string", flat[1])
+	}
+	for i, remaining := range map[int][2]int64{0: {3, 18}, 2: {2, 17}} {
+		if _, err := steps[i].decode(flat[i]); err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		if d := steps[i].out; !d[0].Allowed || d[0].Remaining != remaining[0] || d[1].Remaining != remaining[1] {
+			t.Errorf("request %d: got %+v, want admitted with %v remaining", i, d, remaining)
+		}
+	}
+	// Counts that do not match the command fail it whole.
+	args := stackedBatchArgs(lone.batch, calls[:1])
+	args[3+len(steps[0].parts)] = 2 // two calls, one call's counts
+	if err := rdb.Do(ctx, args...).Err(); err == nil || !strings.Contains(err.Error(), "malformed arguments") {
+		t.Errorf("a batch whose counts do not match: got %v, want malformed arguments", err)
+	}
+}
+
+// TestStackedBatchArgs: the command of a stacked batch holds every call's
+// keys, then the number of calls, each call's counts of keys and
+// arguments, and every call's arguments.
+func TestStackedBatchArgs(t *testing.T) {
+	sc := &script{sha: "b", shaArg: "b", perCall: true}
+	calls := []*call{
+		{args: []any{argEvalSHA, "s", 2, "k1", "k2", "take", "", 2, 1, 5, 6, 7, 1, 8, 9, 10}},
+		{args: []any{argEvalSHA, "s", 1, "k3", "peek", "", 1, 2, 3, 4, 5}},
+	}
+	got := fmt.Sprint(stackedBatchArgs(sc, calls))
+	want := fmt.Sprint([]any{argEvalSHA, "b", 3, "k1", "k2", "k3", 2, 2, 11, 1, 7,
+		"take", "", 2, 1, 5, 6, 7, 1, 8, 9, 10, "peek", "", 1, 2, 3, 4, 5})
+	if got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+}
+
+// TestWellFormedPerCall: a stacked batch's reply is accepted only with one
+// array or string per call.
+func TestWellFormedPerCall(t *testing.T) {
+	for _, tc := range []struct {
+		flat  []any
+		calls int
+		want  bool
+	}{
+		{[]any{[]any{int64(1)}, "ERR x"}, 2, true},
+		{[]any{[]any{int64(1)}}, 2, false},
+		{[]any{[]any{int64(1)}, "ERR x", "ERR y"}, 2, false},
+		{[]any{int64(1), "ERR x"}, 2, false},
+		{[]any{nil}, 1, false},
+	} {
+		if got := wellFormedPerCall(tc.flat, tc.calls); got != tc.want {
+			t.Errorf("wellFormedPerCall(%v, %d) = %v, want %v", tc.flat, tc.calls, got, tc.want)
+		}
+	}
+}
+
+// TestCrowdThroughStackedBatches: 64 callers taking stacks of a
+// per-client limit and a route-wide one through a client whose commands
+// are slowed by 2 ms, so that calls queue and travel in stacked batches:
+// each client is admitted exactly as often as its limit allows, the
+// route-wide part counts exactly the admitted stacks, and stacked batches
+// decided them.
+func TestCrowdThroughStackedBatches(t *testing.T) {
+	srv := requireServer(t)
+	for _, tc := range []struct {
+		name  string
+		alg   store.Algorithm
+		batch func(*scriptTable) *script
+	}{
+		{"lean", store.GCRA, func(t *scriptTable) *script { return &t.stackedLeanBatch }},
+		{"windows", store.FixedWindow, func(t *scriptTable) *script { return &t.stackedLeanWindowsBatch }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newClient(t, srv, &redis.Options{PoolSize: 8})
+			h := &shaHook{delay: 2 * time.Millisecond}
+			c.AddHook(h)
+			s, err := newRedis(c, Options{Prefix: randomPrefix(t), Timeout: 5 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			const callers, each = 64, 5
+			route := store.Request{Key: "route", Limits: []store.Limit{{Name: "route", Rate: 1000, Period: 24 * time.Hour}}}
+			var admitted [crowdKeys]atomic.Int64
+			var wg sync.WaitGroup
+			errs := make(chan error, callers)
+			for g := range callers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := range each {
+						k := (g + i) % crowdKeys
+						own := store.Request{Key: fmt.Sprintf("client-%d", k), Limits: []store.Limit{{Name: "ip", Algorithm: tc.alg, Rate: crowdLimit, Period: time.Hour}}}
+						d, err := s.TakeMulti(context.Background(), []store.Request{own, route})
+						if err != nil {
+							errs <- err
+							return
+						}
+						if d.Allowed {
+							admitted[k].Add(1)
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Fatalf("take: %v", err)
+			}
+			total := int64(0)
+			for k := range admitted {
+				n := admitted[k].Load()
+				total += n
+				if n != crowdLimit {
+					t.Errorf("client %d: %d admitted, want %d", k, n, crowdLimit)
+				}
+			}
+			d, err := s.Peek(context.Background(), route)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// A peek answers as the take of one unit would.
+			if d.Remaining != 1000-total-1 {
+				t.Errorf("route: a peek leaves %d remaining after %d admitted stacks, want %d", d.Remaining, total, 1000-total-1)
+			}
+			if sent := h.counts(); sent[tc.batch(s.scripts).sha] == 0 {
+				t.Errorf("no stacked batch was sent: %v", sent)
+			}
+		})
+	}
+}
