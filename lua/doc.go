@@ -15,7 +15,8 @@
 // algorithm names of package store ("gcra/lean", "fixed_window"),
 // "suppressed" (the strategy of package store/suppressed), or a stacked
 // or refund script ("stacked", "stacked/lean", "stacked/lean-windows",
-// "refund"), or the slots of
+// "refund"), a batch ("<algorithm>/lean-batch", "stacked/lean-batch",
+// "stacked/lean-windows-batch"), or the slots of
 // in-flight caps ("slots"). Each family has one calling convention,
 // stated below:
 //
@@ -50,7 +51,10 @@
 //	                             as the body of a function that returns
 //	                             its reply as values, the line naming the
 //	                             arguments it reads as numbers, then
-//	                             lean_batch
+//	                             batch_error and lean_batch
+//	stacked/lean-batch,          common, then the rest of the lean stacked   stacked batches
+//	stacked/lean-windows-batch   script as the body of a function, then
+//	                             batch_error and stacked_batch
 //
 // common.lua holds rounding helpers, the clock and the mode;
 // unreadable.lua repairs state the script cannot read; override.lua reads
@@ -445,8 +449,8 @@
 //
 // The lean stacked script ("stacked/lean") decides a step whose every part is a plain GCRA or token
 // bucket request (one limit, no block, counted refusals, de-duplication id
-// or override) with scalar arithmetic, as the lean script does, and answers
-// exactly as the stacked script would. Its arguments are lean:
+// or override) with scalar arithmetic, as the lean script does, and decides
+// and writes exactly as the stacked script would. Its arguments are lean:
 //
 //	KEYS           each part's state key, in part order; with receipts,
 //	               then one receipt key per part
@@ -467,6 +471,34 @@
 // read without a write (ZCOUNT and the ranks its reply needs); only a take
 // that every part admits trims its units outside the window and adds the
 // request's.
+//
+// Both lean stacked scripts answer one flat array of integers: allowed (1
+// when every part admits), then each part's lean reply as the lean script
+// lays it out (see "Calling convention: lean scripts"): allowed (as the
+// part alone would answer), remaining, reset after µs, retry after µs,
+// repaired, and for a sliding window log or counter part the time until
+// one unit more. A table per part, in the stacked script's layout, cost
+// Redis about a quarter of a stacked decision to turn into a reply.
+//
+// # Calling convention: stacked batches
+//
+// "stacked/lean-batch" and "stacked/lean-windows-batch" decide several
+// requests of "stacked/lean" and of "stacked/lean-windows" in one call,
+// as that script would decide each alone, in order, at one reading of
+// the clock. The Redis store sends one in place of the pipelined lean
+// stacked calls of a batch on a single Redis server. A batch may mix
+// stacks of different shapes.
+//
+//	KEYS           every request's KEYS, in request order
+//	ARGV[1]        c, the number of requests
+//	ARGV[2i]       request i's number of KEYS
+//	ARGV[2i+1]     request i's number of ARGV
+//	then           every request's ARGV, in request order
+//
+// The reply has one element per request: its reply as the lean stacked
+// script answers it, or the error it met as one string (a Redis error
+// keeps its code, any other is ERR), which stops nothing else of the
+// batch. Counts that do not match the command fail it whole.
 //
 // The refund script ("refund") gives back what one part recorded, when the Redis store runs a
 // stack in several steps (Redis Cluster slots) and a later step refuses:

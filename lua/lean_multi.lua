@@ -2,8 +2,9 @@
 -- every part is a plain GCRA or token bucket request: one limit, no block,
 -- no counted refusals, no de-duplication id, no override. Each part is
 -- decided with bucket.lua's arithmetic, written with scalars as in
--- lean_bucket.lua, then written all or nothing as multi.lua does; the
--- reply is the same. See "Stacked decisions" in doc.go.
+-- lean_bucket.lua, then written all or nothing as multi.lua does. The
+-- reply is flat: the stack's allowed flag, then each part's lean reply.
+-- See "Stacked decisions" in doc.go.
 --
 --   KEYS       each part's state key, in part order; with receipts, then
 --              one receipt key per part
@@ -27,10 +28,13 @@ if #KEYS ~= np + nr then
 end
 
 -- Per part j: cost, rate, period and capacity; used and ts, the stored
--- state (nil when there is none); u, the units used now; ok, whether the
--- part admits the request; part_repaired, whether a take deleted its state.
-local cost, rate, period, cap = {}, {}, {}, {}
-local used, ts, u, ok, part_repaired = {}, {}, {}, {}, {}
+-- state (false when there is none); u, the units used now; ok, whether
+-- the part admits the request; part_repaired, whether a take deleted its
+-- state. Each table starts with room for two parts, the common stack (a
+-- client's limit and a route-wide one): growing nine empty tables to two
+-- elements cost about 8% of a stacked decision.
+local cost, rate, period, cap = {false, false}, {false, false}, {false, false}, {false, false}
+local used, ts, u, ok, part_repaired = {false, false}, {false, false}, {false, false}, {false, false}, {false, false}
 local all = true
 for j = 1, np do
   local a = 3 + 4 * (j - 1)
@@ -70,20 +74,23 @@ for j = 1, np do
   all = all and ok[j]
 end
 
--- part_reply is a part's full-script reply for one limit: allowed (as the
--- part alone would answer), its units remaining and reset after, and the
--- retry after of a refusing part.
+-- reply is the flat reply: the stack's allowed flag, then each part's
+-- lean reply (see part_reply); n, its length.
+local reply, n = {0}, 1
+if all then
+  reply[1] = 1
+end
+
+-- part_reply appends part j's lean reply: allowed (as the part alone
+-- would answer), its units remaining and reset after, the retry after of
+-- a refusing part, and whether its state was repaired.
 local function part_reply(allowed, rem, reset, retry, j)
   local a = 0
   if allowed then
     a = 1
   end
-  return {a, 0, rem, reset, retry, 0, 0, 0, part_repaired[j], 0, rem, reset, '', ''}
-end
-
-local reply = {0}
-if all then
-  reply[1] = 1
+  reply[n + 1], reply[n + 2], reply[n + 3], reply[n + 4], reply[n + 5] = a, rem, reset, retry, part_repaired[j]
+  n = n + 5
 end
 for j = 1, np do
   local c, r, p, b = cost[j], rate[j], period[j], cap[j]
@@ -96,7 +103,7 @@ for j = 1, np do
         redis.call('SET', KEYS[np + j], int(now), 'PX', int(math.min(receipt_ms, ttl_ms(p))))
       end
     end
-    reply[j + 1] = part_reply(true, floor_units(b - v, b), reset, 0, j)
+    part_reply(true, floor_units(b - v, b), reset, 0, j)
   else
     -- Refused, by this part or another: nothing is recorded, and a state
     -- key left without a TTL gets the one its units call for.
@@ -122,7 +129,7 @@ for j = 1, np do
         return w + c <= b
       end)
     end
-    reply[j + 1] = part_reply(ok[j], floor_units(b - u[j], b), reset, retry, j)
+    part_reply(ok[j], floor_units(b - u[j], b), reset, retry, j)
   end
 end
 return reply

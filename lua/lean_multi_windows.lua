@@ -7,8 +7,8 @@
 -- bucket parts only runs lean_multi.lua, which does less per part. Each
 -- part is decided with its algorithm file's arithmetic, written with
 -- scalars as in the lean scripts, then written all or nothing as
--- multi.lua does; the reply is the same. See "Stacked decisions" in
--- doc.go.
+-- multi.lua does. The reply is flat: the stack's allowed flag, then each
+-- part's lean reply. See "Stacked decisions" in doc.go.
 --
 --   KEYS       each part's state key, in part order; with receipts, then
 --              one receipt key per part
@@ -288,25 +288,28 @@ if #ARGV ~= logs then
   error('ratekeeper: malformed arguments')
 end
 
--- part_reply is a part's full-script reply for one limit: allowed (as the
--- part alone would answer), its units remaining and reset after, the
--- retry after of a refusing part, then, for the counter and the log, the
--- wait for one unit more.
+-- reply is the flat reply: the stack's allowed flag, then each part's
+-- lean reply (see part_reply); at, its length.
+local reply, at = {0}, 1
+if all then
+  reply[1] = 1
+end
+
+-- part_reply appends part q's lean reply: allowed (as the part alone
+-- would answer), its units remaining and reset after, the retry after of
+-- a refusing part, whether its state was repaired, then, for the counter
+-- and the log, the wait for one unit more.
 local function part_reply(q, allowed, rem, reset, wait, nxt)
   local a = 0
   if allowed then
     a = 1
   end
-  local r = {a, 0, rem, reset, wait, 0, 0, 0, q.repaired, 0, rem, reset, '', ''}
+  reply[at + 1], reply[at + 2], reply[at + 3], reply[at + 4], reply[at + 5] = a, rem, reset, wait, q.repaired
+  at = at + 5
   if q.k == SLIDING_WINDOW_COUNTER or q.k == SLIDING_WINDOW_LOG then
-    r[15] = nxt
+    at = at + 1
+    reply[at] = nxt
   end
-  return r
-end
-
-local reply = {0}
-if all then
-  reply[1] = 1
 end
 for j = 1, np do
   local q, key = parts[j], KEYS[j]
@@ -343,14 +346,14 @@ for j = 1, np do
         redis.call('SET', KEYS[np + j], int(now), 'PX', int(math.min(receipt_ms, ttl_ms(q.p))))
       end
     end
-    reply[j + 1] = part_reply(q, true, q.rem1, q.reset1, 0, q.nxt1)
+    part_reply(q, true, q.rem1, q.reset1, 0, q.nxt1)
   else
     -- Refused, by this part or another: nothing is recorded, and a state
     -- key left without a TTL gets the one its state calls for.
     if take and q.life then
       expire(key, q.life)
     end
-    reply[j + 1] = part_reply(q, q.ok, q.rem0, q.reset0, q.retry, q.nxt0)
+    part_reply(q, q.ok, q.rem0, q.reset0, q.retry, q.nxt0)
   end
 end
 return reply

@@ -7,48 +7,92 @@
 -- request before deciding it. See doc.go, "Calling convention: stacked
 -- batches".
 --
--- ARGV[1] is c, the number of requests; ARGV[2i] and ARGV[2i+1] are
--- request i's number of keys and of arguments; then come every request's
--- arguments, in order. KEYS holds every request's keys, in order. The
--- reply has one element per request: its reply as the lean stacked
--- script would have answered it alone, or the error it met as one string
--- (batch_error.lua).
-local c = tonumber(ARGV[1])
-if not c or c < 1 or c % 1 ~= 0 or #ARGV < 1 + 2 * c then
+-- ARGV[1] is c, the number of requests; ARGV[2] k, the number of keys of
+-- every request (KEYS holds them, request after request); ARGV[3] s and
+-- ARGV[4] e, every request's numbers of arguments in a list and of its
+-- own (a window stack's log nonces), which follow the list's; ARGV[5] m,
+-- the number of argument lists the requests share. With m = 0 every
+-- request's s + e arguments follow in order; with m = 1 one list of s
+-- follows, every request's; with m > 1 the m lists follow, then each
+-- request's list number. With m > 0 each request's e own arguments come
+-- last, in order. The requests of one stack shape and one cost have the
+-- same arguments but for their nonces: Redis then parses them once per
+-- call instead of once per request.
+local c, k, s, e, m = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local function whole(x, lo)
+  return x and x >= lo and x % 1 == 0
+end
+if not (whole(c, 1) and whole(k, 1) and whole(s, 1) and whole(e, 0) and whole(m, 0)) or m > c
+    or #KEYS ~= c * k then
   error('ratekeeper: malformed arguments')
 end
-local nk, na = {}, {}
-local kt, at = 0, 1 + 2 * c
-for i = 1, c do
-  local k, a = tonumber(ARGV[2 * i]), tonumber(ARGV[2 * i + 1])
-  if not k or k < 1 or k % 1 ~= 0 or not a or a < 1 or a % 1 ~= 0 then
-    error('ratekeeper: malformed arguments')
+-- own: where the requests' own arguments start, after the lists and the
+-- list numbers.
+local own = 5 + m * s
+if m > 1 then
+  own = own + c
+end
+local want = own + c * e
+if m == 0 then
+  want = 5 + c * (s + e)
+end
+if #ARGV ~= want then
+  error('ratekeeper: malformed arguments')
+end
+-- The shared lists. decide only reads its ARGV, so one table serves every
+-- request of a list, with the request's own arguments written after the
+-- list's. A lean stacked script reads its arguments from the third on
+-- (the number of parts, then the parts') only through tonumber: a list
+-- holds them as numbers, parsed once per call; any other string stays,
+-- for decide to refuse.
+local lists = {}
+for t = 1, m do
+  local list, a = {}, 5 + (t - 1) * s
+  for j = 1, s do
+    local x = ARGV[a + j]
+    if j >= 3 then
+      x = tonumber(x) or x
+    end
+    list[j] = x
   end
-  nk[i], na[i] = k, a
-  kt, at = kt + k, at + a
-end
-if kt ~= #KEYS or at ~= #ARGV then
-  error('ratekeeper: malformed arguments')
+  lists[t] = list
 end
 
 local out = {}
-local k, a = 0, 1 + 2 * c
+-- One request's KEYS and, without shared lists, its ARGV, written over
+-- for each: decide keeps neither, and every request has k keys and s + e
+-- arguments.
+local keys, args = {}, lists[1] or {}
 for i = 1, c do
-  -- Fresh tables: decide reads #KEYS and #ARGV, and the requests of a
-  -- batch need not have as many of either.
-  local keys, args = {}, {}
-  for j = 1, nk[i] do
-    keys[j] = KEYS[k + j]
+  local b = (i - 1) * k
+  for j = 1, k do
+    keys[j] = KEYS[b + j]
   end
-  for j = 1, na[i] do
-    args[j] = ARGV[a + j]
+  if m == 0 then
+    local a = 5 + (i - 1) * (s + e)
+    for j = 1, s + e do
+      args[j] = ARGV[a + j]
+    end
+  else
+    if m > 1 then
+      args = lists[tonumber(ARGV[5 + m * s + i])]
+    end
+    if args then
+      local a = own + (i - 1) * e
+      for j = 1, e do
+        args[s + j] = ARGV[a + j]
+      end
+    end
   end
-  k, a = k + nk[i], a + na[i]
-  mode = args[1]
-  take = mode == 'take'
   -- A request that fails stops nothing: the requests before it keep what
-  -- they wrote and the ones after it are decided.
-  local ok, reply = pcall(decide, keys, args)
+  -- they wrote and the ones after it are decided (a list number out of
+  -- range fails its request alone, as malformed arguments).
+  local ok, reply = false, 'ratekeeper: malformed arguments'
+  if args then
+    mode = args[1]
+    take = mode == 'take'
+    ok, reply = pcall(decide, keys, args)
+  end
   if ok and type(reply) ~= 'table' then
     ok, reply = false, 'ratekeeper: incomplete stacked reply'
   end

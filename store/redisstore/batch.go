@@ -84,6 +84,7 @@ type call struct {
 	ctx  context.Context
 	sc   *script // nil for a command that is not a script call
 	args []any
+	own  int // command.own
 	// refusal finds a cached refusal that answers the call: one that
 	// arrives while the call waits in the queue answers it there, without
 	// a round trip.
@@ -131,7 +132,7 @@ func (c *call) release() {
 	case <-c.done: // the caller left before the reply came
 	default:
 	}
-	c.ctx, c.sc, c.args, c.v, c.err = nil, nil, nil, nil, nil
+	c.ctx, c.sc, c.args, c.own, c.v, c.err = nil, nil, nil, 0, nil, nil
 	c.detached.Context = nil
 	c.refusal = refusalQuery{}
 	callPool.Put(c)
@@ -405,7 +406,7 @@ func (p *pipes) do(ctx context.Context, cmd *command, deadline time.Time) (any, 
 		return nil, errBudget
 	}
 	c := callPool.Get().(*call)
-	c.ctx, c.sc, c.args, c.deadline, c.refusal = ctx, cmd.sc, cmd.args, deadline, cmd.refusal
+	c.ctx, c.sc, c.args, c.own, c.deadline, c.refusal = ctx, cmd.sc, cmd.args, cmd.own, deadline, cmd.refusal
 	b := p.forKey(ctx, cmd.key)
 	if (p.direct || p.lone != nil) && b.enter() {
 		if v, sent, err := b.lone(c, start); sent {
@@ -952,9 +953,13 @@ func (b *batcher) pipeline(ctx context.Context, live []*call) []send {
 // stacked batch's replies as they are): it saves Redis a command's
 // parsing, lookup and reply per call, and the client a command per call.
 func (b *batcher) merge(live []*call) []send {
+	// A group's calls have one script and as many keys, arguments and
+	// arguments of their own.
 	type group struct {
 		sc    *script
+		keys  any
 		nargs int
+		own   int
 		calls []*call
 	}
 	var groups []group
@@ -967,12 +972,12 @@ func (b *batcher) merge(live []*call) []send {
 				continue
 			}
 			for i := range groups {
-				if g := &groups[i]; g.sc == c.sc && g.nargs == len(c.args) {
+				if g := &groups[i]; g.sc == c.sc && g.nargs == len(c.args) && g.keys == c.args[2] && g.own == c.own {
 					g.calls = append(g.calls, c)
 					continue next
 				}
 			}
-			groups = append(groups, group{sc: c.sc, nargs: len(c.args), calls: []*call{c}})
+			groups = append(groups, group{sc: c.sc, keys: c.args[2], nargs: len(c.args), own: c.own, calls: []*call{c}})
 		}
 	}
 	if len(groups) == 0 || len(groups) == len(live) {
@@ -1030,11 +1035,9 @@ const leanCommon = 5
 // the arguments after the first leanCommon, each call's own, which follow
 // the lists (the sliding window log's takes, whose nonces differ).
 func leanBatchArgs(sc *script, calls []*call, per int) []any {
-	// lists holds each distinct list's first call, at most as many as
-	// sharing saves arguments for; of[i] is call i's list, from 1.
 	var listBuf [8]*call
 	var ofBuf [64]int
-	lists, of := listBuf[:0], ofBuf[:]
+	of := ofBuf[:]
 	if len(calls) > len(of) {
 		of = make([]int, len(calls))
 	}
@@ -1042,30 +1045,7 @@ func leanBatchArgs(sc *script, calls []*call, per int) []any {
 	// A list's arguments, s of per, and each call's own, e.
 	s := min(per, leanCommon)
 	e := per - s
-	shared := s > 1
-	// At most as many lists as keep the command no longer (lists*s +
-	// calls <= calls*s), and at most len(listBuf): the search is
-	// quadratic in the lists, and calls that share none stop it there.
-	limit := 0
-	if shared {
-		limit = min(len(calls)*(s-1)/s, len(listBuf))
-	}
-share:
-	for i := 0; shared && i < len(calls); i++ {
-		c := calls[i]
-		for j, l := range lists {
-			if sameArgs(l.args[4:4+s], c.args[4:4+s]) {
-				of[i] = j + 1
-				continue share
-			}
-		}
-		if len(lists) == limit {
-			shared = false
-			break
-		}
-		lists = append(lists, c)
-		of[i] = len(lists)
-	}
+	lists, shared := shareLists(calls, 4, s, listBuf[:0], of)
 	args := make([]any, 0, 6+len(calls)*(1+per))
 	args = append(args, argEvalSHA, sc.shaArg, len(calls))
 	for _, c := range calls {
@@ -1074,58 +1054,97 @@ share:
 	switch {
 	case !shared:
 		args = append(args, per, 0, 0)
-		for _, c := range calls {
-			args = append(args, c.args[4:]...)
-		}
-		return args
-	case len(lists) == 1:
-		args = append(args, per, 1, e)
-		args = append(args, calls[0].args[4:4+s]...)
 	default:
 		args = append(args, per, len(lists), e)
-		for _, l := range lists {
-			args = append(args, l.args[4:4+s]...)
+	}
+	return appendShared(args, calls, 4, s, lists, of, shared)
+}
+
+// shareLists finds the argument lists that calls share, each call's
+// args[from:from+s], and returns each distinct list's first call, in
+// lists (a buffer of up to cap(lists)), with each call's list number,
+// from 1, in of (of len(calls)). It reports false when sharing would not
+// make the command shorter (more distinct lists than lists*s + calls <=
+// calls*s allows) or finds more than cap(lists): the search is quadratic
+// in the lists, and calls that share none stop it there.
+func shareLists(calls []*call, from, s int, lists []*call, of []int) ([]*call, bool) {
+	if s <= 1 {
+		return lists, false
+	}
+	limit := min(len(calls)*(s-1)/s, cap(lists))
+share:
+	for i, c := range calls {
+		for j, l := range lists {
+			if sameArgs(l.args[from:from+s], c.args[from:from+s]) {
+				of[i] = j + 1
+				continue share
+			}
 		}
+		if len(lists) == limit {
+			return lists, false
+		}
+		lists = append(lists, c)
+		of[i] = len(lists)
+	}
+	return lists, true
+}
+
+// appendShared appends to a batch's command the calls' arguments, each
+// call's args[from:]: without shared lists every call's in order; else
+// the lists (s arguments each), then with more than one each call's list
+// number, then each call's own arguments after its list's, in order.
+func appendShared(args []any, calls []*call, from, s int, lists []*call, of []int, shared bool) []any {
+	if !shared {
+		for _, c := range calls {
+			args = append(args, c.args[from:]...)
+		}
+		return args
+	}
+	for _, l := range lists {
+		args = append(args, l.args[from:from+s]...)
+	}
+	if len(lists) > 1 {
 		for _, n := range of {
 			args = append(args, n)
 		}
 	}
-	if e > 0 {
-		for _, c := range calls {
-			args = append(args, c.args[4+s:]...)
-		}
+	for _, c := range calls {
+		args = append(args, c.args[from+s:]...)
 	}
 	return args
 }
 
 // stackedBatchArgs returns the command of the stacked batch sc of calls,
-// calls of one lean stacked script: "evalsha", sha, the number of every
-// call's keys, then those keys in call order; then the number of calls,
-// each call's number of keys and of arguments, and every call's arguments
-// in order (see "Calling convention: stacked batches" in package lua).
-// A call's arguments are "evalsha", sha, its number of keys n, its n keys,
-// then its script's.
+// calls of one lean stacked script with as many keys (k) and arguments,
+// of which the last own are each call's own (see command.own): "evalsha",
+// sha, every call's keys in order; then the number of calls, k, the
+// number of arguments in a list (s) and of each call's own (e), the
+// number of lists, and the arguments as lists that calls share (see
+// "Calling convention: stacked batches" in package lua). A call's
+// arguments are "evalsha", sha, k, its k keys, then its script's.
 func stackedBatchArgs(sc *script, calls []*call) []any {
-	keys, argv := 0, 0
-	for _, c := range calls {
-		n := c.args[2].(int)
-		keys += n
-		argv += len(c.args) - 3 - n
+	var listBuf [8]*call
+	var ofBuf [64]int
+	of := ofBuf[:]
+	if len(calls) > len(of) {
+		of = make([]int, len(calls))
 	}
-	args := make([]any, 0, 4+keys+2*len(calls)+argv)
-	args = append(args, argEvalSHA, sc.shaArg, keys)
+	of = of[:len(calls)]
+	k := calls[0].args[2].(int)
+	e := calls[0].own
+	s := len(calls[0].args) - 3 - k - e
+	lists, shared := shareLists(calls, 3+k, s, listBuf[:0], of)
+	args := make([]any, 0, 8+len(calls)*(len(calls[0].args)-2))
+	args = append(args, argEvalSHA, sc.shaArg, len(calls)*k)
 	for _, c := range calls {
-		args = append(args, c.args[3:3+c.args[2].(int)]...)
+		args = append(args, c.args[3:3+k]...)
 	}
-	args = append(args, len(calls))
-	for _, c := range calls {
-		n := c.args[2].(int)
-		args = append(args, n, len(c.args)-3-n)
+	m := 0
+	if shared {
+		m = len(lists)
 	}
-	for _, c := range calls {
-		args = append(args, c.args[3+c.args[2].(int):]...)
-	}
-	return args
+	args = append(args, len(calls), k, s, e, m)
+	return appendShared(args, calls, 3+k, s, lists, of, shared)
 }
 
 // sameArgs reports whether two lean calls' script arguments are the same:

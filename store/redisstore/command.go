@@ -38,9 +38,13 @@ func modeArg(mode string) any {
 
 // command is one command for Redis: a script call when sc is set.
 type command struct {
-	key     string // the first key the command names: its slot
-	sc      *script
-	args    []any // "evalsha", sha, key count, keys..., arguments...
+	key  string // the first key the command names: its slot
+	sc   *script
+	args []any // "evalsha", sha, key count, keys..., arguments...
+	// own is how many of the last arguments are the call's own, which a
+	// stacked batch does not share among calls of the same shape: the
+	// log parts' nonces of a lean stacked call of window parts.
+	own     int
 	variant variant
 	li      *limitInfo // of the request's first limit
 	// refusal finds the cached refusal that answers the call; the zero

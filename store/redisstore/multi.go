@@ -301,6 +301,7 @@ func (s *redisStore) runStepWith(ctx context.Context, mode string, st *stackStep
 	case stackLeanWindows:
 		cmd.sc = &s.scripts.stackedLeanWindows
 		cmd.args = st.leanArgs(s, mode, cmd.sc, true)
+		cmd.own = st.nonces()
 	default:
 		cmd.args = st.args(mode, cmd.sc)
 	}
@@ -309,7 +310,11 @@ func (s *redisStore) runStepWith(ctx context.Context, mode string, st *stackStep
 	if err != nil {
 		return false, err
 	}
-	all, err := st.decode(v)
+	decode := st.decode
+	if kind != stackGeneral {
+		decode = st.decodeLean
+	}
+	all, err := decode(v)
 	if err != nil {
 		return false, backendError(mode, err)
 	}
@@ -341,6 +346,52 @@ func (st *stackStep) decode(v any) (bool, error) {
 		return false, fmt.Errorf("%w: stacked allowed flag %d disagrees with its parts", errBadReply, flagV)
 	}
 	return all, nil
+}
+
+// decodeLean checks and decodes the reply v of a lean stacked script
+// into st.out: one flat array, {allowed (1 when every part admits), then
+// each part's lean reply: allowed, remaining, reset after µs, retry after
+// µs, repaired, and the time until one unit more from the sliding window
+// log and counter}.
+func (st *stackStep) decodeLean(v any) (bool, error) {
+	arr, ok := v.([]any)
+	want := 1
+	for _, i := range st.g {
+		want += leanStackedInts(st.parts[i].li.l.Algorithm)
+	}
+	if !ok || len(arr) != want {
+		return false, fmt.Errorf("%w: lean stacked reply %T of %d parts, want %d integers", errBadReply, v, len(st.g), want)
+	}
+	flagV, ok := arr[0].(int64)
+	if !ok || (flagV != 0 && flagV != 1) {
+		return false, fmt.Errorf("%w: stacked allowed flag %v", errBadReply, arr[0])
+	}
+	all, at := true, 1
+	for _, i := range st.g {
+		p := &st.parts[i]
+		n := leanStackedInts(p.li.l.Algorithm)
+		d, err := decodeLeanInts(arr[at:at+n], &p.li.l, p.li.id)
+		if err != nil {
+			return false, fmt.Errorf("part %d: %w", i, err)
+		}
+		at += n
+		st.out[i] = d
+		all = all && d.Allowed
+	}
+	if all != (flagV == 1) {
+		return false, fmt.Errorf("%w: stacked allowed flag %d disagrees with its parts", errBadReply, flagV)
+	}
+	return all, nil
+}
+
+// leanStackedInts is how many integers a lean stacked script answers for a
+// part of alg: the lean reply's five, and the time until one unit more
+// from the algorithms whose scripts report it.
+func leanStackedInts(alg store.Algorithm) int {
+	if scriptNext(alg) {
+		return 6
+	}
+	return 5
 }
 
 // args returns the stacked script sc's EVALSHA arguments for st in mode.
@@ -389,6 +440,19 @@ func (st *stackStep) appendReceipts(args []any, mode string) []any {
 		ttl = st.receiptMS
 	}
 	return append(args, modeArg(mode), ttl, len(st.g))
+}
+
+// nonces returns how many of st's parts are sliding window log parts,
+// whose nonces end the arguments of the lean stacked script of window
+// parts (leanArgs).
+func (st *stackStep) nonces() int {
+	n := 0
+	for _, i := range st.g {
+		if st.parts[i].req.Limits[0].Algorithm == store.SlidingWindowLog {
+			n++
+		}
+	}
+	return n
 }
 
 // leanArgs returns the lean stacked script sc's EVALSHA arguments for st

@@ -450,8 +450,7 @@ func TestLeanStackMatchesStacked(t *testing.T) {
 					if a.LimitID != limits[i].ID() {
 						t.Fatalf("%s %d, part %d: limit %q, want %q", mode, n, i, a.LimitID, limits[i].ID())
 					}
-					if a.Allowed != b.Allowed || a.Remaining != b.Remaining || a.Capacity != b.Capacity || a.LimitID != b.LimitID ||
-						a.Repaired != b.Repaired || a.NextAfter != b.NextAfter || a.RetryAfter != b.RetryAfter || a.ResetAfter != b.ResetAfter {
+					if !sameDecision(a, b) {
 						t.Fatalf("%s %d (cost %d), part %d: lean %+v, general %+v", mode, n, cost, i, a, b)
 					}
 					ta, err := rdb.PTTL(ctx, stateKey(true, i)).Result()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -93,8 +94,9 @@ func TestStackedBatchMatchesLone(t *testing.T) {
 				}
 			}
 			rng := rand.New(rand.NewPCG(uint64(kind), 11))
-			decided, refused, repaired, mixed := 0, 0, 0, 0
-			for round := range 60 {
+			decided, refused, repaired := 0, 0, 0
+			var layouts [3]int // batches sent with 0, 1 and more shared argument lists
+			for round := range 80 {
 				n := 1 + rng.IntN(6)
 				type req struct {
 					shape  int
@@ -104,14 +106,17 @@ func TestStackedBatchMatchesLone(t *testing.T) {
 				}
 				reqs := make([]req, n)
 				for i := range reqs {
-					reqs[i] = req{shape: shapes[rng.IntN(len(shapes))], client: fmt.Sprintf("c%d", rng.IntN(3)), mode: modeTake, cost: int64(1 + rng.IntN(3))}
+					reqs[i] = req{shape: shapes[rng.IntN(len(shapes))], client: fmt.Sprintf("c%d", rng.IntN(3)), mode: modeTake, cost: 1}
 					if rng.IntN(5) == 0 {
 						reqs[i].mode = modePeek
 					}
-					if reqs[i].shape != reqs[0].shape {
-						mixed++
+					if rng.IntN(3) == 0 {
+						reqs[i].cost = int64(2 + rng.IntN(2))
 					}
 				}
+				// As the store batches them: the calls of one shape in
+				// one command, the shapes in turn.
+				slices.SortStableFunc(reqs, func(a, b req) int { return a.shape - b.shape })
 				// Side A: one call per request, in order.
 				want := make([][]store.Decision, n)
 				for i, r := range reqs {
@@ -121,25 +126,42 @@ func TestStackedBatchMatchesLone(t *testing.T) {
 					}
 					want[i] = st.out
 				}
-				// Side B: one stacked batch of the same requests.
+				// Side B: one stacked batch per shape.
 				steps := make([]*stackStep, n)
-				calls := make([]*call, n)
-				for i, r := range reqs {
-					steps[i] = stackStepOf(s, "B", r.client, stackShapes[r.shape].limits, r.cost)
-					calls[i] = &call{sc: lone, args: steps[i].leanArgs(s, r.mode, lone, kind == stackLeanWindows)}
-				}
-				v, err := rdb.Do(ctx, stackedBatchArgs(batch, calls)...).Result()
-				if err != nil {
-					t.Fatalf("round %d: stacked batch of %d: %v", round, n, err)
-				}
-				flat, ok := v.([]any)
-				if !ok || !wellFormedPerCall(flat, n) {
-					t.Fatalf("round %d: a stacked batch of %d answered %T %v", round, n, v, v)
+				for from := 0; from < n; {
+					to := from + 1
+					for to < n && reqs[to].shape == reqs[from].shape {
+						to++
+					}
+					calls := make([]*call, 0, to-from)
+					for i := from; i < to; i++ {
+						r := reqs[i]
+						steps[i] = stackStepOf(s, "B", r.client, stackShapes[r.shape].limits, r.cost)
+						cl := &call{sc: lone, args: steps[i].leanArgs(s, r.mode, lone, kind == stackLeanWindows)}
+						if kind == stackLeanWindows {
+							cl.own = steps[i].nonces()
+						}
+						calls = append(calls, cl)
+					}
+					args := stackedBatchArgs(batch, calls)
+					m := args[3+len(calls)*len(steps[from].parts)+4].(int)
+					layouts[min(m, 2)]++
+					v, err := rdb.Do(ctx, args...).Result()
+					if err != nil {
+						t.Fatalf("round %d: stacked batch of %d (%d lists): %v", round, len(calls), m, err)
+					}
+					flat, ok := v.([]any)
+					if !ok || !wellFormedPerCall(flat, len(calls)) {
+						t.Fatalf("round %d: a stacked batch of %d answered %T %v", round, len(calls), v, v)
+					}
+					for i := from; i < to; i++ {
+						if _, err := steps[i].decodeLean(flat[i-from]); err != nil {
+							t.Fatalf("round %d, request %d in the batch: %v (%v)", round, i, err, flat[i-from])
+						}
+					}
+					from = to
 				}
 				for i := range reqs {
-					if _, err := steps[i].decode(flat[i]); err != nil {
-						t.Fatalf("round %d, request %d in the batch: %v (%v)", round, i, err, flat[i])
-					}
 					for j := range want[i] {
 						a, b := steps[i].out[j], want[i][j]
 						if !sameDecision(a, b) {
@@ -163,8 +185,8 @@ func TestStackedBatchMatchesLone(t *testing.T) {
 			if repaired != 1 {
 				t.Errorf("%d part decisions in batches repaired unreadable state, want 1", repaired)
 			}
-			if mixed == 0 {
-				t.Error("no batch mixed stacks of different shapes")
+			if layouts[0] == 0 || layouts[1] == 0 || layouts[2] == 0 {
+				t.Errorf("batches with 0, 1 and more shared argument lists: %v, want each layout", layouts)
 			}
 			// Every key either side wrote has a TTL.
 			keys, err := rdb.Keys(ctx, s.prefix+"*").Result()
@@ -214,7 +236,7 @@ func TestStackedBatchFailureStopsNothing(t *testing.T) {
 		t.Fatalf("request 2: got %v, want the malformed part's error as a string", flat[1])
 	}
 	for i, remaining := range map[int][2]int64{0: {3, 18}, 2: {2, 17}} {
-		if _, err := steps[i].decode(flat[i]); err != nil {
+		if _, err := steps[i].decodeLean(flat[i]); err != nil {
 			t.Fatalf("request %d: %v", i, err)
 		}
 		if d := steps[i].out; !d[0].Allowed || d[0].Remaining != remaining[0] || d[1].Remaining != remaining[1] {
@@ -234,15 +256,30 @@ func TestStackedBatchFailureStopsNothing(t *testing.T) {
 // arguments, and every call's arguments.
 func TestStackedBatchArgs(t *testing.T) {
 	sc := &script{sha: "b", shaArg: "b", perCall: true}
-	calls := []*call{
-		{args: []any{argEvalSHA, "s", 2, "k1", "k2", "take", "", 2, 1, 5, 6, 7, 1, 8, 9, 10}},
-		{args: []any{argEvalSHA, "s", 1, "k3", "peek", "", 1, 2, 3, 4, 5}},
+	mk := func(key string, cost int, nonce string) *call {
+		return &call{own: 1, args: []any{argEvalSHA, "s", 2, key, "route", "take", "", 2, 2, cost, 5, 6, 7, 0, 1, 8, 9, 10, nonce}}
 	}
-	got := fmt.Sprint(stackedBatchArgs(sc, calls))
-	want := fmt.Sprint([]any{argEvalSHA, "b", 3, "k1", "k2", "k3", 2, 2, 11, 1, 7,
-		"take", "", 2, 1, 5, 6, 7, 1, 8, 9, 10, "peek", "", 1, 2, 3, 4, 5})
-	if got != want {
-		t.Errorf("got  %s\nwant %s", got, want)
+	for _, tc := range []struct {
+		name  string
+		calls []*call
+		want  []any
+	}{
+		{"one list", []*call{mk("a", 1, "n1"), mk("b", 1, "n2")},
+			[]any{argEvalSHA, "b", 4, "a", "route", "b", "route", 2, 2, 13, 1, 1,
+				"take", "", 2, 2, 1, 5, 6, 7, 0, 1, 8, 9, 10, "n1", "n2"}},
+		{"two lists", []*call{mk("a", 1, "n1"), mk("b", 2, "n2"), mk("c", 1, "n3"), mk("d", 2, "n4"), mk("e", 1, "n5")},
+			[]any{argEvalSHA, "b", 10, "a", "route", "b", "route", "c", "route", "d", "route", "e", "route", 5, 2, 13, 1, 2,
+				"take", "", 2, 2, 1, 5, 6, 7, 0, 1, 8, 9, 10,
+				"take", "", 2, 2, 2, 5, 6, 7, 0, 1, 8, 9, 10,
+				1, 2, 1, 2, 1, "n1", "n2", "n3", "n4", "n5"}},
+		{"no list", []*call{mk("a", 1, "n1"), mk("b", 2, "n2")},
+			[]any{argEvalSHA, "b", 4, "a", "route", "b", "route", 2, 2, 13, 1, 0,
+				"take", "", 2, 2, 1, 5, 6, 7, 0, 1, 8, 9, 10, "n1",
+				"take", "", 2, 2, 2, 5, 6, 7, 0, 1, 8, 9, 10, "n2"}},
+	} {
+		if got, want := fmt.Sprint(stackedBatchArgs(sc, tc.calls)), fmt.Sprint(tc.want); got != want {
+			t.Errorf("%s:\ngot  %s\nwant %s", tc.name, got, want)
+		}
 	}
 }
 
