@@ -77,7 +77,8 @@
 // pipeline: a lone call goes out at once, a crowd shares round trips. On
 // a single Redis server (a *redis.Client), the plain calls of one
 // algorithm in a pipeline travel as one script call, the algorithm's lean
-// batch (package lua), which decides each as alone and in order; a
+// batch (package lua), which decides each as alone and in order, and so
+// do the stacked calls of one lean stacked script (its stacked batch); a
 // Cluster or Ring client sends one script call per decision, since one
 // command there names keys of one slot or shard, and so does a store with
 // [Options.OneCallEach] (for a proxy that routes a script by its first

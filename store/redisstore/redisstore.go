@@ -67,7 +67,9 @@ type Options struct {
 	// OneCallEach sends every decision as its own script call. By
 	// default, through a *redis.Client, the plain decisions of one
 	// algorithm that share a pipeline are one call of the algorithm's
-	// lean batch script (package lua), which names all their keys: set
+	// lean batch script (package lua), which names all their keys, and
+	// the stacked decisions of one lean stacked script one call of its
+	// stacked batch: set
 	// OneCallEach when the client talks to Redis through a proxy that
 	// routes a script by its first key (twemproxy, Envoy's Redis proxy),
 	// which would send the other keys' state to the wrong server.

@@ -369,7 +369,8 @@ const stackedSuffix = " stacked"
 // (store.MultiStore): the identity's own limit of alg and a route-wide
 // GCRA limit that never refuses, one script for both keys. For GCRA and
 // the token bucket that is the lean stacked script, for the others the
-// full one.
+// lean stacked script of window parts; the calls that share a pipeline
+// travel as one stacked batch.
 func rkStackCase(alg store.Algorithm) func(*env, group, string) (*instance, error) {
 	return func(e *env, g group, prefix string) (*instance, error) {
 		s, err := redisstore.New(e.rdb, e.rkOptions(prefix, true, true))
