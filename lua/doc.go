@@ -478,7 +478,7 @@
 // part alone would answer), remaining, reset after µs, retry after µs,
 // repaired, and for a sliding window log or counter part the time until
 // one unit more. A table per part, in the stacked script's layout, cost
-// Redis about a quarter of a stacked decision to turn into a reply.
+// Redis 7% of a stacked decision to turn into a reply.
 //
 // # Calling convention: stacked batches
 //
