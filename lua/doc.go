@@ -462,7 +462,7 @@
 // The lean stacked script of window parts ("stacked/lean-windows") decides a step of plain parts
 // of GCRA, the token bucket, the fixed window, the sliding window counter
 // and the sliding window log, mixed as they come, with at least one window
-// part, and answers and writes exactly as the stacked script would. Its
+// part, and decides and writes exactly as the stacked script would. Its
 // arguments are those of "stacked/lean", each part's starting with its
 // algorithm's index (store's order): algorithm, cost, rate, period µs,
 // capacity; after the parts come the nonces of the sliding window log
@@ -486,19 +486,37 @@
 // requests of "stacked/lean" and of "stacked/lean-windows" in one call,
 // as that script would decide each alone, in order, at one reading of
 // the clock. The Redis store sends one in place of the pipelined lean
-// stacked calls of a batch on a single Redis server. A batch may mix
-// stacks of different shapes.
+// stacked calls of a batch on a single Redis server: calls with as many
+// keys, arguments and nonces (a window stack's log parts), which may be
+// stacks of different algorithms.
 //
-//	KEYS           every request's KEYS, in request order
-//	ARGV[1]        c, the number of requests
-//	ARGV[2i]       request i's number of KEYS
-//	ARGV[2i+1]     request i's number of ARGV
-//	then           every request's ARGV, in request order
+//	KEYS      every request's k keys, in request order
+//	ARGV[1]   c, the number of requests
+//	ARGV[2]   k, the number of keys of every request
+//	ARGV[3]   s, the number of every request's arguments a list holds:
+//	          all but its own
+//	ARGV[4]   e, the number of every request's own last arguments (the
+//	          nonces of a window stack's log parts), which no list holds
+//	ARGV[5]   m, the number of argument lists the requests share
+//	then      m = 0: every request's s + e arguments, in request order
+//	          m = 1: one list of s, every request's
+//	          m > 1: the m lists of s, then each request's list number
+//	          (from 1)
+//	          m > 0: then every request's e own arguments, in order
+//
+// The requests of one stack shape and cost have the same arguments but
+// for their nonces: Redis then parses them once per call rather than once
+// per request. A list's arguments from the third on (the number of parts
+// and the parts'), which the lean stacked scripts read only as numbers,
+// reach decide as numbers, turned once per call. The store shares up to 8
+// lists when that does not make the command longer.
 //
 // The reply has one element per request: its reply as the lean stacked
 // script answers it, or the error it met as one string (a Redis error
 // keeps its code, any other is ERR), which stops nothing else of the
-// batch. Counts that do not match the command fail it whole.
+// batch; a list number that names no list fails its request alone, as
+// malformed arguments. Counts that do not match the command fail it
+// whole.
 //
 // The refund script ("refund") gives back what one part recorded, when the Redis store runs a
 // stack in several steps (Redis Cluster slots) and a later step refuses:

@@ -17,9 +17,10 @@ import (
 )
 
 // stackShapes are stacks of plain parts: the per-client part first, then
-// a route-wide part whose key every stack of a round shares. The first
-// two are decided by the lean stacked script, the others by the lean
-// stacked script of window parts.
+// route-wide parts whose keys every stack of a round shares. The first
+// three are decided by the lean stacked script, the others by the lean
+// stacked script of window parts. Some have as many parts and log parts
+// as others, so the store sends them in one batch (see stackSignature).
 var stackShapes = []struct {
 	name   string
 	limits []store.Limit
@@ -27,13 +28,28 @@ var stackShapes = []struct {
 }{
 	{"gcra+token_bucket", []store.Limit{{Name: "ip", Rate: 5, Period: time.Hour}, {Name: "route", Algorithm: store.TokenBucket, Rate: 30, Period: time.Hour, Burst: 20}}, stackLean},
 	{"token_bucket+gcra+gcra", []store.Limit{{Name: "ip", Algorithm: store.TokenBucket, Rate: 4, Period: time.Minute, Burst: 6}, {Name: "day", Rate: 9, Period: 24 * time.Hour}, {Name: "route", Rate: 40, Period: time.Hour}}, stackLean},
+	{"token_bucket+gcra", []store.Limit{{Name: "ip", Algorithm: store.TokenBucket, Rate: 3, Period: time.Minute, Burst: 4}, {Name: "route", Rate: 30, Period: time.Hour}}, stackLean},
 	{"fixed_window+gcra", []store.Limit{{Name: "ip", Algorithm: store.FixedWindow, Rate: 6, Period: 2 * time.Second}, {Name: "route", Rate: 30, Period: time.Hour}}, stackLeanWindows},
+	{"counter+gcra", []store.Limit{{Name: "ip", Algorithm: store.SlidingWindowCounter, Rate: 4, Period: time.Second}, {Name: "route", Rate: 30, Period: time.Hour}}, stackLeanWindows},
 	{"counter+log", []store.Limit{{Name: "ip", Algorithm: store.SlidingWindowCounter, Rate: 5, Period: time.Second}, {Name: "route", Algorithm: store.SlidingWindowLog, Rate: 25, Period: 3 * time.Second}}, stackLeanWindows},
 	{"log+fixed+token_bucket", []store.Limit{
 		{Name: "ip", Algorithm: store.SlidingWindowLog, Rate: 4, Period: time.Hour},
 		{Name: "b", Algorithm: store.FixedWindow, Rate: 9, Period: time.Hour},
 		{Name: "route", Algorithm: store.TokenBucket, Rate: 100, Period: time.Hour, Burst: 30},
 	}, stackLeanWindows},
+}
+
+// stackSignature is what the store batches the calls of one lean stacked
+// script by: their numbers of parts (keys and arguments) and of log parts
+// (nonces).
+func stackSignature(limits []store.Limit) int {
+	logs := 0
+	for _, l := range limits {
+		if l.Algorithm == store.SlidingWindowLog {
+			logs++
+		}
+	}
+	return 100*len(limits) + logs
 }
 
 // stackStepOf returns the step of a stacked request of limits for client
@@ -55,14 +71,14 @@ func stackStepOf(s *redisStore, side, client string, limits []store.Limit, cost 
 }
 
 // TestStackedBatchMatchesLone: for every stacked lean script, random runs
-// of stacked takes and peeks (costs 1 to 3) over three clients and a
-// route-wide part every stack shares, decided by stacked batches of one
-// to six requests on one side and by the lean stacked script, one call per
-// request, on another, answer the same decisions, every field of every
-// part, on a fake clock that moves between batches. A batch mixes stacks
-// of different shapes, so of different numbers of keys and arguments, as
-// the command allows (the store itself batches calls of one shape), and
-// one client's unreadable state (a list) is repaired on both sides alike.
+// of stacked takes and peeks (costs 1 to 3) over three clients and
+// route-wide parts every stack shares, decided by stacked batches (one per
+// stackSignature, as the store sends them, so mixing stacks of different
+// algorithms) of one to six requests on one side and by the lean stacked
+// script, one call per request, on another, answer the same decisions,
+// every field of every part, on a fake clock that moves between batches.
+// The batches share no argument list, one, and several; one client's
+// unreadable state (a list) is repaired on both sides alike.
 func TestStackedBatchMatchesLone(t *testing.T) {
 	ctx := context.Background()
 	for name, kind := range map[string]stackScript{"lean": stackLean, "windows": stackLeanWindows} {
@@ -94,7 +110,7 @@ func TestStackedBatchMatchesLone(t *testing.T) {
 				}
 			}
 			rng := rand.New(rand.NewPCG(uint64(kind), 11))
-			decided, refused, repaired := 0, 0, 0
+			decided, refused, repaired, mixed := 0, 0, 0, 0
 			var layouts [3]int // batches sent with 0, 1 and more shared argument lists
 			for round := range 80 {
 				n := 1 + rng.IntN(6)
@@ -114,9 +130,15 @@ func TestStackedBatchMatchesLone(t *testing.T) {
 						reqs[i].cost = int64(2 + rng.IntN(2))
 					}
 				}
-				// As the store batches them: the calls of one shape in
-				// one command, the shapes in turn.
-				slices.SortStableFunc(reqs, func(a, b req) int { return a.shape - b.shape })
+				// As the store batches them: the calls of one signature
+				// in one command, the signatures in turn.
+				sig := func(r req) int { return stackSignature(stackShapes[r.shape].limits) }
+				slices.SortStableFunc(reqs, func(a, b req) int { return sig(a) - sig(b) })
+				for i := 1; i < n; i++ {
+					if reqs[i].shape != reqs[i-1].shape && sig(reqs[i]) == sig(reqs[i-1]) {
+						mixed++
+					}
+				}
 				// Side A: one call per request, in order.
 				want := make([][]store.Decision, n)
 				for i, r := range reqs {
@@ -126,11 +148,11 @@ func TestStackedBatchMatchesLone(t *testing.T) {
 					}
 					want[i] = st.out
 				}
-				// Side B: one stacked batch per shape.
+				// Side B: one stacked batch per signature.
 				steps := make([]*stackStep, n)
 				for from := 0; from < n; {
 					to := from + 1
-					for to < n && reqs[to].shape == reqs[from].shape {
+					for to < n && sig(reqs[to]) == sig(reqs[from]) {
 						to++
 					}
 					calls := make([]*call, 0, to-from)
@@ -184,6 +206,9 @@ func TestStackedBatchMatchesLone(t *testing.T) {
 			}
 			if repaired != 1 {
 				t.Errorf("%d part decisions in batches repaired unreadable state, want 1", repaired)
+			}
+			if mixed == 0 {
+				t.Error("no batch mixed stacks of different algorithms")
 			}
 			if layouts[0] == 0 || layouts[1] == 0 || layouts[2] == 0 {
 				t.Errorf("batches with 0, 1 and more shared argument lists: %v, want each layout", layouts)
@@ -338,7 +363,8 @@ func TestCrowdThroughStackedBatches(t *testing.T) {
 					defer wg.Done()
 					for i := range each {
 						k := (g + i) % crowdKeys
-						own := store.Request{Key: fmt.Sprintf("client-%d", k), Limits: []store.Limit{{Name: "ip", Algorithm: tc.alg, Rate: crowdLimit, Period: time.Hour}}}
+						// A day: a window that ends during the run is rare.
+						own := store.Request{Key: fmt.Sprintf("client-%d", k), Limits: []store.Limit{{Name: "ip", Algorithm: tc.alg, Rate: crowdLimit, Period: 24 * time.Hour}}}
 						d, err := s.TakeMulti(context.Background(), []store.Request{own, route})
 						if err != nil {
 							errs <- err
@@ -375,5 +401,85 @@ func TestCrowdThroughStackedBatches(t *testing.T) {
 				t.Errorf("no stacked batch was sent: %v", sent)
 			}
 		})
+	}
+}
+
+// TestRunMergesStackedCalls: a pipeline of lean stacked calls of three
+// shapes (two of them with as many keys and arguments) and a plain lean
+// call, sent after Redis forgot every script, goes out as one stacked
+// batch per signature (the NOSCRIPT reply answered by sending the
+// batch's source), and every call gets the decisions the same calls sent
+// one by one, in the order the pipeline decided them, get on a fake clock.
+func TestRunMergesStackedCalls(t *testing.T) {
+	ctx := context.Background()
+	s, clock := newClockedStore(t, aligned+777, true)
+	rdb := clock.c
+	h := &shaHook{}
+	rdb.AddHook(h)
+	type stack struct {
+		shape  int
+		client string
+		cost   int64
+	}
+	stacks := []stack{{0, "a", 1}, {1, "b", 1}, {2, "c", 1}, {0, "a", 2}, {2, "d", 3}}
+	steps := make([]*stackStep, len(stacks))
+	var batch []*call
+	for i, st := range stacks {
+		steps[i] = stackStepOf(s, "B", st.client, stackShapes[st.shape].limits, st.cost)
+		batch = append(batch, newTestCall(&s.scripts.stackedLean, steps[i].leanArgs(s, modeTake, &s.scripts.stackedLean, false)))
+	}
+	gcra := &s.scripts.byAlgorithm[store.GCRA][lean]
+	plain := newTestCall(gcra, []any{argEvalSHA, gcra.shaArg, argOne, s.prefix + ":plain", argTake, int64(1), int64(10), int64(time.Hour / time.Microsecond), int64(10)})
+	batch = append(batch, plain)
+	calls := append([]*call(nil), batch...)
+	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	h.reset()
+	s.pipes.one.run(batch) // reorders batch as the commands answer it
+	order := make(map[*call]int, len(calls))
+	for i, c := range batch {
+		order[c] = i
+	}
+	for i, c := range calls[:len(stacks)] {
+		<-c.done
+		if c.err != nil {
+			t.Fatalf("stack %d: %v", i, c.err)
+		}
+		if _, err := steps[i].decodeLean(c.v); err != nil {
+			t.Fatalf("stack %d: %v", i, err)
+		}
+	}
+	<-plain.done
+	if d, err := decodeLean(plain.v, newLimitInfo(store.Limit{Rate: 10, Period: time.Hour})); plain.err != nil || err != nil || !d.Allowed || d.Remaining != 9 {
+		t.Errorf("plain call: %+v (%v, %v), want admitted with 9 remaining", d, plain.err, err)
+	}
+	// The same stacks one by one on side A, in the order decided.
+	byOrder := make([]int, len(stacks))
+	for i := range byOrder {
+		byOrder[i] = i
+	}
+	slices.SortFunc(byOrder, func(a, b int) int { return order[calls[a]] - order[calls[b]] })
+	for _, i := range byOrder {
+		st := stacks[i]
+		alone := stackStepOf(s, "A", st.client, stackShapes[st.shape].limits, st.cost)
+		if _, err := s.runStepWith(ctx, modeTake, alone, stackLean); err != nil {
+			t.Fatal(err)
+		}
+		for j := range alone.out {
+			if !sameDecision(steps[i].out[j], alone.out[j]) {
+				t.Errorf("stack %d, part %d: in the pipeline %+v, alone %+v", i, j, steps[i].out[j], alone.out[j])
+			}
+		}
+	}
+	for _, c := range calls {
+		c.release()
+	}
+	sent := h.counts()
+	if n := sent[s.scripts.stackedLeanBatch.sha]; n != 1 {
+		t.Errorf("stacked batches sent by SHA: %d, want 1 (the two-part stacks; the three-part one alone): %v", n, sent)
+	}
+	if n := sent[s.scripts.stackedLean.sha]; n != 1 {
+		t.Errorf("lone stacked calls: %d, want 1 (the three-part stack): %v", n, sent)
 	}
 }
