@@ -1035,17 +1035,11 @@ const leanCommon = 5
 // the arguments after the first leanCommon, each call's own, which follow
 // the lists (the sliding window log's takes, whose nonces differ).
 func leanBatchArgs(sc *script, calls []*call, per int) []any {
-	var listBuf [8]*call
-	var ofBuf [64]int
-	of := ofBuf[:]
-	if len(calls) > len(of) {
-		of = make([]int, len(calls))
-	}
-	of = of[:len(calls)]
 	// A list's arguments, s of per, and each call's own, e.
 	s := min(per, leanCommon)
 	e := per - s
-	lists, shared := shareLists(calls, 4, s, listBuf[:0], of)
+	var sh sharing
+	lists, of, shared := sh.share(calls, 4, s)
 	args := make([]any, 0, 6+len(calls)*(1+per))
 	args = append(args, argEvalSHA, sc.shaArg, len(calls))
 	for _, c := range calls {
@@ -1060,18 +1054,31 @@ func leanBatchArgs(sc *script, calls []*call, per int) []any {
 	return appendShared(args, calls, 4, s, lists, of, shared)
 }
 
-// shareLists finds the argument lists that calls share, each call's
-// args[from:from+s], and returns each distinct list's first call, in
-// lists (a buffer of up to cap(lists)), with each call's list number,
-// from 1, in of (of len(calls)). It reports false when sharing would not
-// make the command shorter (more distinct lists than lists*s + calls <=
-// calls*s allows) or finds more than cap(lists): the search is quadratic
-// in the lists, and calls that share none stop it there.
-func shareLists(calls []*call, from, s int, lists []*call, of []int) ([]*call, bool) {
-	if s <= 1 {
-		return lists, false
+// sharing is the working memory of share, on its caller's stack: a batch
+// of up to 64 calls allocates none.
+type sharing struct {
+	lists [8]*call
+	of    [64]int
+}
+
+// share finds the argument lists that calls share, each call's
+// args[from:from+s], and returns each distinct list's first call (at
+// most len(sh.lists)) and each call's list number, from 1. It reports
+// false when sharing would not make the command shorter (more distinct
+// lists than lists*s + calls <= calls*s allows) or finds more than
+// len(sh.lists): the search is quadratic in the lists, and calls that
+// share none stop it there.
+func (sh *sharing) share(calls []*call, from, s int) (lists []*call, of []int, ok bool) {
+	of = sh.of[:]
+	if len(calls) > len(of) {
+		of = make([]int, len(calls))
 	}
-	limit := min(len(calls)*(s-1)/s, cap(lists))
+	of = of[:len(calls)]
+	lists = sh.lists[:0]
+	if s <= 1 {
+		return lists, of, false
+	}
+	limit := min(len(calls)*(s-1)/s, len(sh.lists))
 share:
 	for i, c := range calls {
 		for j, l := range lists {
@@ -1081,12 +1088,12 @@ share:
 			}
 		}
 		if len(lists) == limit {
-			return lists, false
+			return lists, of, false
 		}
 		lists = append(lists, c)
 		of[i] = len(lists)
 	}
-	return lists, true
+	return lists, of, true
 }
 
 // appendShared appends to a batch's command the calls' arguments, each
@@ -1123,17 +1130,11 @@ func appendShared(args []any, calls []*call, from, s int, lists []*call, of []in
 // "Calling convention: stacked batches" in package lua). A call's
 // arguments are "evalsha", sha, k, its k keys, then its script's.
 func stackedBatchArgs(sc *script, calls []*call) []any {
-	var listBuf [8]*call
-	var ofBuf [64]int
-	of := ofBuf[:]
-	if len(calls) > len(of) {
-		of = make([]int, len(calls))
-	}
-	of = of[:len(calls)]
 	k := calls[0].args[2].(int)
 	e := calls[0].own
 	s := len(calls[0].args) - 3 - k - e
-	lists, shared := shareLists(calls, 3+k, s, listBuf[:0], of)
+	var sh sharing
+	lists, of, shared := sh.share(calls, 3+k, s)
 	args := make([]any, 0, 8+len(calls)*(len(calls[0].args)-2))
 	args = append(args, argEvalSHA, sc.shaArg, len(calls)*k)
 	for _, c := range calls {

@@ -6,8 +6,6 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -352,38 +350,15 @@ func TestCrowdThroughStackedBatches(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			const callers, each = 64, 5
 			route := store.Request{Key: "route", Limits: []store.Limit{{Name: "route", Rate: 1000, Period: 24 * time.Hour}}}
-			var admitted [crowdKeys]atomic.Int64
-			var wg sync.WaitGroup
-			errs := make(chan error, callers)
-			for g := range callers {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for i := range each {
-						k := (g + i) % crowdKeys
-						// A day: a window that ends during the run is rare.
-						own := store.Request{Key: fmt.Sprintf("client-%d", k), Limits: []store.Limit{{Name: "ip", Algorithm: tc.alg, Rate: crowdLimit, Period: 24 * time.Hour}}}
-						d, err := s.TakeMulti(context.Background(), []store.Request{own, route})
-						if err != nil {
-							errs <- err
-							return
-						}
-						if d.Allowed {
-							admitted[k].Add(1)
-						}
-					}
-				}()
-			}
-			wg.Wait()
-			close(errs)
-			for err := range errs {
-				t.Fatalf("take: %v", err)
-			}
+			admitted := crowdAdmitted(t, func(k int) (bool, error) {
+				// A day: a window that ends during the run is rare.
+				own := store.Request{Key: fmt.Sprintf("client-%d", k), Limits: []store.Limit{{Name: "ip", Algorithm: tc.alg, Rate: crowdLimit, Period: 24 * time.Hour}}}
+				d, err := s.TakeMulti(context.Background(), []store.Request{own, route})
+				return d.Allowed, err
+			})
 			total := int64(0)
-			for k := range admitted {
-				n := admitted[k].Load()
+			for k, n := range admitted {
 				total += n
 				if n != crowdLimit {
 					t.Errorf("client %d: %d admitted, want %d", k, n, crowdLimit)
