@@ -8,12 +8,17 @@
 -- left to right in the same order, so that both stores reach the same
 -- decisions.
 
+-- The library functions the helpers below call, read once per call of
+-- the script rather than once for each of their several calls per
+-- decision.
+local ceil, floor, format = math.ceil, math.floor, string.format
+
 -- ceil_us rounds a duration in microseconds up; zero when not positive.
 local function ceil_us(x)
   if not (x > 0) then
     return 0
   end
-  return math.ceil(x)
+  return ceil(x)
 end
 
 -- floor_units rounds a number of units down, within [0, hi].
@@ -24,7 +29,7 @@ local function floor_units(x, hi)
   if x >= hi then
     return hi
   end
-  return math.floor(x)
+  return floor(x)
 end
 
 -- earliest returns the smallest d >= 1 near guess for which ok(d) holds. ok
@@ -51,7 +56,7 @@ end
 -- ttl_ms turns how long state still matters (microseconds) into a key TTL in
 -- whole milliseconds, rounded up and at least 1 (PEXPIRE 0 would delete).
 local function ttl_ms(us)
-  local ms = math.ceil(us / 1000)
+  local ms = ceil(us / 1000)
   if ms < 1 then
     return 1
   end
@@ -61,7 +66,7 @@ end
 -- int formats an integral number for a Redis argument. Lua's own number to
 -- string conversion keeps only 14 significant digits.
 local function int(x)
-  return string.format('%d', x)
+  return format('%d', x)
 end
 
 -- placeholder is the value of a key created only so that a command naming

@@ -1,11 +1,13 @@
 -- lean_batch.lua: the driver of a lean script's batch variant, which
 -- decides several lean requests in one call: each in order, as its lean
 -- script would alone, at the one clock reading of common.lua. It follows
--- common.lua and the lean script's body as the function decide(KEYS,
--- ARGV), which returns the request's lean reply as values, then the
--- line setting numeric and batch_error.lua, and sets mode and take
--- (common.lua's) for each request before deciding it. The reply is flat: for each request, the
--- number of its lean reply's integers and then the integers (two or
+-- common.lua, lean_args.lua as the function check(KEYS, ARGV), which
+-- returns the scalars cost, rate, period and capacity or raises the error
+-- of malformed arguments, the algorithm file as the function decide(key,
+-- ARGV, cost, rate, p, cap), which returns the request's lean reply as
+-- values, and batch_error.lua; it sets mode and take (common.lua's) for
+-- each request before deciding it. The reply is flat: for each request,
+-- the number of its lean reply's integers and then the integers (two or
 -- three of them for an admission that repaired nothing), or the error it
 -- met as one string. See doc.go, "Calling convention: lean batches".
 --
@@ -40,24 +42,19 @@ end
 if #ARGV ~= want then
   error('ratekeeper: malformed arguments')
 end
--- The shared lists. decide only reads its ARGV, so one table serves every
--- request of a list, with the request's own arguments written after the
--- list's before it is decided. Of the arguments the lean script reads
--- only as numbers (numeric, which precedes this file), a list holds the
--- number: decide's tonumber then returns it as it is, where a string
--- would be parsed again for every request (about a twelfth of a GCRA
--- decision in a batch of 16). Any other string stays, for decide to
--- refuse.
-local lists = {}
+-- The shared lists, each with the scalars check (lean_args.lua) turned it
+-- into, or the error it met: a list is checked once, when its first
+-- request is decided, and its requests are then decided with the checked
+-- scalars, where each would parse and check its arguments again (about a
+-- sixth of a GCRA decision in a batch of 18). decide only reads its ARGV
+-- (the window algorithms' period as given, the log's nonce), so one table
+-- serves every request of a list, with the request's own arguments
+-- written after the list's before it is decided.
+local lists, checked = {}, {}
 for t = 1, m do
   local list, a = {}, 3 + (t - 1) * s
   for j = 1, s do
     list[j] = ARGV[a + j]
-  end
-  for _, j in ipairs(numeric) do
-    if j <= s then
-      list[j] = tonumber(list[j]) or list[j]
-    end
   end
   lists[t] = list
 end
@@ -68,10 +65,11 @@ end
 local out = {}
 local o = 0
 -- One request's KEYS and, without shared lists, its ARGV, written over
--- for each: decide keeps neither, and every request has n arguments. Two
--- tables fewer per request cost Redis about 8% less time per batch.
-local keys, args = {}, lists[1] or {}
+-- for each: neither function keeps them, and every request has n
+-- arguments.
+local keys, args = {}, {}
 for i = 1, count do
+  local t = 1
   if m == 0 then
     local a = 3 + (i - 1) * n
     for j = 1, n do
@@ -79,8 +77,9 @@ for i = 1, count do
     end
   else
     if m > 1 then
-      args = lists[tonumber(ARGV[3 + m * s + i])]
+      t = tonumber(ARGV[3 + m * s + i])
     end
+    args = lists[t]
     if args and e > 0 then
       local a = own + (i - 1) * e
       for j = 1, e do
@@ -88,7 +87,6 @@ for i = 1, count do
       end
     end
   end
-  keys[1] = KEYS[i]
   -- A request that fails stops nothing: the requests before it keep what
   -- they wrote, the ones after it are decided, and its own element is the
   -- error it would have met alone (here also a list number out of range).
@@ -96,15 +94,21 @@ for i = 1, count do
   if args then
     mode = args[1]
     take = mode == 'take'
-    ok, allowed, remaining, reset, retry, repaired, nxt = pcall(decide, keys, args)
+    local c = m > 0 and checked[t]
+    if not c then
+      keys[1] = KEYS[i]
+      c = {pcall(check, keys, args)}
+      if m > 0 then
+        checked[t] = c
+      end
+    end
+    if c[1] then
+      ok, allowed, remaining, reset, retry, repaired, nxt = pcall(decide, KEYS[i], args, c[2], c[3], c[4], c[5])
+    else
+      allowed = c[2]
+    end
   end
-  -- A nil among the five would end the flat reply there (Redis reads a
-  -- table up to its first nil) and so fail every request of the batch:
-  -- it fails this one alone.
-  if ok and not (allowed and remaining and reset and retry and repaired) then
-    ok, allowed = false, 'ratekeeper: incomplete lean reply'
-  end
-  if ok and allowed == 1 and retry == 0 and repaired == 0 then
+  if ok and allowed == 1 and retry == 0 and repaired == 0 and remaining and reset then
     -- An admission that repaired nothing, the common element, is
     -- compact: the remaining count, the reset time and the log's and the
     -- counter's sixth integer, after their number (2 or 3). Three
@@ -120,7 +124,7 @@ for i = 1, count do
       out[o + 1] = 2
       o = o + 3
     end
-  elseif ok then
+  elseif ok and allowed and remaining and reset and retry and repaired then
     -- Five integers, and the sixth of the log and the counter.
     if nxt then
       out[o + 1] = 6
@@ -135,7 +139,13 @@ for i = 1, count do
     out[o + 6] = repaired
     o = o + 1 + out[o + 1]
   else
-    -- The error travels as a string (batch_error.lua).
+    -- The error travels as a string (batch_error.lua). A nil among the
+    -- five would have ended the flat reply there (Redis reads a table up
+    -- to its first nil) and so failed every request of the batch: it
+    -- fails this one alone.
+    if ok then
+      allowed = 'ratekeeper: incomplete lean reply'
+    end
     o = o + 1
     out[o] = batch_error(allowed)
   end

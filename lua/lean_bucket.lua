@@ -1,13 +1,8 @@
 -- lean_bucket.lua: GCRA and the token bucket for the common request (one
--- limit, no block, no de-duplication id, no counted refusals), with the
--- lean calling convention (see doc.go) and scalars only: the same
--- arithmetic as bucket.lua for one limit, at a lower cost per call.
-local cost, r, p, b = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-if (not take and ARGV[1] ~= 'peek') or not cost or cost < 1 or not r or r < 1
-    or not p or p < 1000 or not b or b < 1 or #KEYS ~= 1 then
-  error('ratekeeper: malformed arguments')
-end
-local key = KEYS[1]
+-- limit, no block, no de-duplication id, no counted refusals), after
+-- lean_args.lua: scalars only, the same arithmetic as bucket.lua for one
+-- limit (its rate r is rate here, its burst b is cap), at a lower cost per
+-- call.
 
 -- used, ts: the stored state, nil when there is none; u: the units used now.
 -- State that cannot be read (another type, whose error pcall hands back,
@@ -26,7 +21,7 @@ if stored then
     if d < 0 then
       d = 0
     end
-    u = used - d * r / p
+    u = used - d * rate / p
     if u < 0 then
       u = 0
     end
@@ -44,13 +39,13 @@ if stored then
   end
 end
 
-if u + cost <= b then
+if u + cost <= cap then
   local v = u + cost
-  local reset = ceil_us(v * p / r)
+  local reset = ceil_us(v * p / rate)
   if take then
     redis.call('SET', key, struct.pack('<d<d', now, v), 'PX', int(ttl_ms(reset)))
   end
-  return {1, floor_units(b - v, b), reset, 0, repaired}
+  return {1, floor_units(cap - v, cap), reset, 0, repaired}
 end
 
 -- used_at is bucket.lua's: the units used at time t.
@@ -62,19 +57,19 @@ local function used_at(t)
   if d < 0 then
     d = 0
   end
-  local x = used - d * r / p
+  local x = used - d * rate / p
   if x < 0 then
     return 0
   end
   return x
 end
-local retry = earliest(ceil_us((u + cost - b) * p / r), function(d)
-  return used_at(now + d) + cost <= b
+local retry = earliest(ceil_us((u + cost - cap) * p / rate), function(d)
+  return used_at(now + d) + cost <= cap
 end)
 -- A refusal writes nothing, but a key left without a TTL (by hand, or by
 -- an older version) gets the one its state calls for: it expires when the
 -- units have drained.
 if take and redis.call('PTTL', key) == -1 then
-  redis.call('PEXPIRE', key, int(ttl_ms(ceil_us(u * p / r))))
+  redis.call('PEXPIRE', key, int(ttl_ms(ceil_us(u * p / rate))))
 end
-return {0, floor_units(b - u, b), ceil_us(u * p / r), retry, repaired}
+return {0, floor_units(cap - u, cap), ceil_us(u * p / rate), retry, repaired}

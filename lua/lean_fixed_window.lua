@@ -1,5 +1,5 @@
 -- lean_fixed_window.lua: fixed_window.lua for one plain limit, after
--- lean_window.lua: the same state (a hash {w, cur}), arithmetic and calls,
+-- lean_args.lua: the same state (a hash {w, cur}), arithmetic and calls,
 -- with scalars only.
 local ws = now - math.fmod(now, p)
 local we = ws + p

@@ -4,7 +4,7 @@
 -- and takes the lean arguments with KEYS[2], the override key. An exempt or
 -- suspend override answers here, as in prelude.lua; a cost that the limit
 -- the override leaves cannot hold answers RKCOST. Otherwise the
--- algorithm's lean script (lean_bucket.lua, or lean_window.lua and the
+-- algorithm's lean script (lean_args.lua, then lean_bucket.lua or the
 -- algorithm's lean file) runs next, as the body of a function that sees
 -- the request's state key and the limit the override leaves (the locals
 -- KEYS and ARGV below shadow the call's own). The reply is the lean script's five integers,

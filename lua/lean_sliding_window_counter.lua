@@ -1,5 +1,5 @@
 -- lean_sliding_window_counter.lua: sliding_window_counter.lua for one
--- plain limit, after lean_window.lua and counter.lua: the same state (a
+-- plain limit, after lean_args.lua and counter.lua: the same state (a
 -- hash {w, cur, prev}), arithmetic and calls, with scalars only. The
 -- reply has a sixth integer: the time until one unit more is admitted
 -- (µs).

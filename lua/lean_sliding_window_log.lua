@@ -1,5 +1,5 @@
 -- lean_sliding_window_log.lua: sliding_window_log.lua for one plain limit,
--- after lean_window.lua: the same state (one sorted set of units scored
+-- after lean_args.lua: the same state (one sorted set of units scored
 -- with their time in µs) and arithmetic, with scalars only and fewer
 -- calls. ARGV[6] is the take's nonce. The reply has a sixth integer: the
 -- time until one unit more is admitted (µs).

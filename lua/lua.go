@@ -20,8 +20,8 @@ var override string
 //go:embed prelude.lua
 var prelude string
 
-//go:embed lean_window.lua
-var leanWindow string
+//go:embed lean_args.lua
+var leanArgs string
 
 //go:embed lean_fixed_window.lua
 var leanFixedWindowFile string
@@ -107,14 +107,60 @@ var (
 	fixedWindow    = alignedWindow + "\n" + fixedWindowFile
 )
 
-// The lean bodies of the window algorithms: lean_window.lua's arguments,
-// then the algorithm's lean file (the sliding window counter's after
-// counter.lua, its windows).
+// leanFamily is the lean script of one algorithm, built from its
+// algorithm file after lean_args.lua, which parses the lean arguments.
+type leanFamily struct {
+	// unreadable: the window algorithms repair unreadable state with
+	// unreadable.lua, which precedes their lean files; lean_bucket.lua
+	// repairs its own.
+	unreadable bool
+	// body is the algorithm file (the sliding window counter's after
+	// counter.lua, its windows).
+	body string
+}
+
+// The lean families: GCRA and the token bucket share one.
 var (
-	leanLog         = leanWindow + "\n" + leanSlidingWindowLog
-	leanCounter     = leanWindow + "\n" + counter + "\n" + leanSlidingWindowCounter
-	leanFixedWindow = leanWindow + "\n" + leanFixedWindowFile
+	leanBuckets     = leanFamily{body: leanBucket}
+	leanLog         = leanFamily{unreadable: true, body: leanSlidingWindowLog}
+	leanCounter     = leanFamily{unreadable: true, body: counter + "\n" + leanSlidingWindowCounter}
+	leanFixedWindow = leanFamily{unreadable: true, body: leanFixedWindowFile}
 )
+
+// lone is the lean script: common.lua, unreadable.lua for the window
+// algorithms, lean_args.lua and the algorithm file. One limit and nothing
+// else.
+func (f leanFamily) lone() []string {
+	parts := []string{common}
+	if f.unreadable {
+		parts = append(parts, unreadable)
+	}
+	return append(parts, leanArgs, f.body)
+}
+
+// withOverride is the lean script of a request that applies its key's
+// override: the override is read and applied first (lean_override.lua),
+// then lean_args.lua and the algorithm file run as the body of decide.
+func (f leanFamily) withOverride() []string {
+	return []string{common, unreadable, override, leanOverride,
+		"local function decide()", leanArgs, f.body, "end", leanOverrideReply}
+}
+
+// batch is the lean batch script: common.lua, lean_args.lua as the
+// function check, which returns the scalars it parsed, the algorithm file
+// (after unreadable.lua for the window algorithms) as the function decide
+// of the key, the arguments and those scalars, with its replies returned
+// as values (repliesAsValues), then batch_error.lua and lean_batch.lua,
+// which checks each argument list its requests share once and calls
+// decide once per request.
+func (f leanFamily) batch() []string {
+	parts := []string{common, "local function check(KEYS, ARGV)", leanArgs, "return cost, rate, p, cap", "end",
+		"local function decide(key, ARGV, cost, rate, p, cap)"}
+	if f.unreadable {
+		parts = append(parts, unreadable)
+	}
+	return append(parts, repliesAsValues(f.body), "end", batchError, leanBatchDriver)
+}
 
 // scripts is the one table of every script: its name (see the script names) and the
 // texts it is made of, in order, joined with newlines. The calling
@@ -126,20 +172,20 @@ var scripts = [...]struct {
 	parts []string
 }{
 	{"gcra", full(bucket)},
-	{"gcra/lean", leanScalar},
-	{"gcra/lean-override", leanWithOverride(leanBucket)},
+	{"gcra/lean", leanBuckets.lone()},
+	{"gcra/lean-override", leanBuckets.withOverride()},
 	{"token_bucket", full(bucket)},
-	{"token_bucket/lean", leanScalar},
-	{"token_bucket/lean-override", leanWithOverride(leanBucket)},
+	{"token_bucket/lean", leanBuckets.lone()},
+	{"token_bucket/lean-override", leanBuckets.withOverride()},
 	{"sliding_window_log", full(slidingWindowLog)},
-	{"sliding_window_log/lean", lean(leanLog)},
-	{"sliding_window_log/lean-override", leanWithOverride(leanLog)},
+	{"sliding_window_log/lean", leanLog.lone()},
+	{"sliding_window_log/lean-override", leanLog.withOverride()},
 	{"sliding_window_counter", full(windowCounter)},
-	{"sliding_window_counter/lean", lean(leanCounter)},
-	{"sliding_window_counter/lean-override", leanWithOverride(leanCounter)},
+	{"sliding_window_counter/lean", leanCounter.lone()},
+	{"sliding_window_counter/lean-override", leanCounter.withOverride()},
 	{"fixed_window", full(fixedWindow)},
-	{"fixed_window/lean", lean(leanFixedWindow)},
-	{"fixed_window/lean-override", leanWithOverride(leanFixedWindow)},
+	{"fixed_window/lean", leanFixedWindow.lone()},
+	{"fixed_window/lean-override", leanFixedWindow.withOverride()},
 	// The suppressed strategy runs its full script for every request.
 	{"suppressed", full(suppressedBody)},
 	{"stacked", stacked()},
@@ -166,38 +212,14 @@ var scripts = [...]struct {
 	{"sliding_window_counter/reserve", reserve(windowCounter)},
 	{"fixed_window/reserve", reserve(fixedWindow)},
 	// Lean batches: several lean requests in one call.
-	{"gcra/lean-batch", leanBatch(leanScalar, allNumeric)},
-	{"token_bucket/lean-batch", leanBatch(leanScalar, allNumeric)},
-	{"sliding_window_log/lean-batch", leanBatch(lean(leanLog), allNumeric)},
-	{"sliding_window_counter/lean-batch", leanBatch(lean(leanCounter), periodAsGiven)},
-	{"fixed_window/lean-batch", leanBatch(lean(leanFixedWindow), periodAsGiven)},
+	{"gcra/lean-batch", leanBuckets.batch()},
+	{"token_bucket/lean-batch", leanBuckets.batch()},
+	{"sliding_window_log/lean-batch", leanLog.batch()},
+	{"sliding_window_counter/lean-batch", leanCounter.batch()},
+	{"fixed_window/lean-batch", leanFixedWindow.batch()},
 	// Stacked batches: several lean stacked requests in one call.
 	{"stacked/lean-batch", stackedBatch(leanStacked)},
 	{"stacked/lean-windows-batch", stackedBatch(leanStackedWindows)},
-}
-
-// The lean arguments a lean script reads only as numbers, which
-// lean_batch.lua turns into numbers once per shared list: cost, rate,
-// period and capacity; or all but the period, which the lean fixed window
-// and sliding window counter also write and compare as given (see
-// lean_window.lua).
-const (
-	allNumeric    = "local numeric = {2, 3, 4, 5}"
-	periodAsGiven = "local numeric = {2, 3, 5}"
-)
-
-// leanBatch is the batch variant of a lean script, whose parts start with
-// common.lua: common.lua, the rest of the lean script as the body of the
-// function decide with its replies returned as values (repliesAsValues),
-// the line numeric that names the arguments it reads only as numbers,
-// then batch_error.lua and lean_batch.lua, which calls decide once per
-// request and writes the values into its flat reply.
-func leanBatch(leanParts []string, numeric string) []string {
-	parts := []string{common, "local function decide(KEYS, ARGV)"}
-	for _, p := range leanParts[1:] {
-		parts = append(parts, repliesAsValues(p))
-	}
-	return append(parts, "end", numeric, batchError, leanBatchDriver)
 }
 
 // stackedBatch is the batch variant of a lean stacked script, whose parts
@@ -242,22 +264,6 @@ var waiting = []string{common, "local function decide()", unreadable, override, 
 // request (several limits, blocks, counted refusals, de-duplication,
 // overrides).
 func full(body string) []string { return []string{common, unreadable, override, prelude, body} }
-
-// lean is the lean script of a window algorithm's lean body (lean_window.lua
-// and the algorithm's lean file): one limit and nothing else.
-func lean(body string) []string { return []string{common, unreadable, body} }
-
-// leanScalar is the lean script of GCRA and the token bucket: bucket.lua's
-// arithmetic written with scalars, no per-limit tables.
-var leanScalar = []string{common, leanBucket}
-
-// leanWithOverride is the lean script of a request that applies its key's
-// override: the override is read and applied first (lean_override.lua),
-// then the lean script runs as the body of decide.
-func leanWithOverride(leanBody string) []string {
-	return []string{common, unreadable, override, leanOverride,
-		"local function decide()", leanBody, "end", leanOverrideReply}
-}
 
 // leanOverrideReply ends the lean script with overrides: the lean reply's
 // five integers, marked repaired when the override was, the override's

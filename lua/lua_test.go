@@ -7,7 +7,6 @@ import (
 	"net"
 	"os"
 	"regexp"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -52,9 +51,9 @@ func TestSource(t *testing.T) {
 				prefix := common + "\n" + unreadable + "\n" + override + "\n" + prelude
 				switch {
 				case lean && bucketAlg:
-					prefix = common + "\n"
+					prefix = common + "\n" + leanArgs
 				case lean:
-					prefix = common + "\n" + unreadable + "\n" + leanWindow
+					prefix = common + "\n" + unreadable + "\n" + leanArgs
 				}
 				if !strings.HasPrefix(src, prefix) {
 					t.Fatal("script does not start with common.lua and its prelude")
@@ -107,14 +106,14 @@ func TestLeanOverrideSources(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		body := leanBucket
+		body := leanArgs + "\n" + leanBucket
 		switch name {
 		case "sliding_window_log":
-			body = leanWindow + "\n" + leanSlidingWindowLog
+			body = leanArgs + "\n" + leanSlidingWindowLog
 		case "sliding_window_counter":
-			body = leanWindow + "\n" + counter + "\n" + leanSlidingWindowCounter
+			body = leanArgs + "\n" + counter + "\n" + leanSlidingWindowCounter
 		case "fixed_window":
-			body = leanWindow + "\n" + leanFixedWindowFile
+			body = leanArgs + "\n" + leanFixedWindowFile
 		}
 		want := common + "\n" + unreadable + "\n" + override + "\n" + leanOverride + "\nlocal function decide()\n" + body + "\nend\n"
 		if !strings.HasPrefix(src, want) || !strings.HasSuffix(src, "return reply\n") {
@@ -126,10 +125,12 @@ func TestLeanOverrideSources(t *testing.T) {
 // luaComment matches a Lua line comment (the scripts have no long ones).
 var luaComment = regexp.MustCompile(`--[^\n]*`)
 
-// TestLeanBatchSources: a lean batch script is common.lua, the lone lean
-// script's body as the function decide with each of its two replies
-// (admitted, refused) returned as values, the line naming the arguments
-// it reads only as numbers (and no other), and lean_batch.lua.
+// TestLeanBatchSources: a lean batch script is common.lua, lean_args.lua
+// as the function check returning the scalars it parses, the lone lean
+// script's algorithm file as the function decide of the key, the
+// arguments and those scalars, with each of its two replies (admitted,
+// refused) returned as values, then batch_error.lua and lean_batch.lua.
+// decide must not parse again what check parsed, nor read KEYS.
 func TestLeanBatchSources(t *testing.T) {
 	for _, name := range algorithms {
 		src, err := Source(name + "/lean-batch")
@@ -146,46 +147,30 @@ func TestLeanBatchSources(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		body, ok := strings.CutPrefix(lone, common+"\n")
+		start := common + "\n" + leanArgs + "\n"
+		decideStart := ""
+		if name != "gcra" && name != "token_bucket" {
+			start = common + "\n" + unreadable + "\n" + leanArgs + "\n"
+			decideStart = unreadable + "\n"
+		}
+		body, ok := strings.CutPrefix(lone, start)
 		if !ok {
-			t.Fatalf("%s: the lean script does not start with common.lua", name)
+			t.Fatalf("%s: the lean script does not start with common.lua and lean_args.lua", name)
 		}
 		if n := len(leanReply.FindAllString(body, -1)); n != 2 {
 			t.Fatalf("%s: the lean script answers in %d lines of the form return {...}, want 2", name, n)
 		}
 		values := repliesAsValues(body)
-		// The line naming the arguments read as numbers ends the text
-		// before lean_batch.lua.
-		head, ok := strings.CutSuffix(src, "\n"+batchError+"\n"+leanBatchDriver)
-		if !ok {
-			t.Fatalf("%s: the batch script does not end with batch_error.lua and lean_batch.lua", name)
+		want := common + "\nlocal function check(KEYS, ARGV)\n" + leanArgs + "\nreturn cost, rate, p, cap\nend\n" +
+			"local function decide(key, ARGV, cost, rate, p, cap)\n" + decideStart + values + "\nend\n" +
+			batchError + "\n" + leanBatchDriver
+		if src != want {
+			t.Errorf("%s: the batch script is not common.lua, lean_args.lua as check, the algorithm file as decide, batch_error.lua and lean_batch.lua", name)
 		}
-		numeric := head[strings.LastIndexByte(head, '\n')+1:]
-		if numeric != allNumeric && numeric != periodAsGiven {
-			t.Errorf("%s: numeric line %q", name, numeric)
-		}
-		if want := common + "\nlocal function decide(KEYS, ARGV)\n" + values + "\nend\n" + numeric + "\n" + batchError + "\n" + leanBatchDriver; src != want {
-			t.Errorf("%s: the batch script is not common.lua, the lean body as decide, its numeric line, batch_error.lua and lean_batch.lua", name)
-		}
-		// An argument the batch turns into a number must be one the lean
-		// script reads only through tonumber: one it writes or compares
-		// as given would then be written or compared as a number.
-		inner, ok := strings.CutPrefix(numeric, "local numeric = {")
-		inner, ok2 := strings.CutSuffix(inner, "}")
-		if !ok || !ok2 {
-			t.Fatalf("%s: numeric line %q", name, numeric)
-		}
-		listedArgs := strings.Split(inner, ", ")
 		code := luaComment.ReplaceAllString(body, "")
-		for j := 1; j <= 6; j++ {
-			arg := fmt.Sprintf("ARGV[%d]", j)
-			asNumber := strings.Count(code, "tonumber("+arg+")")
-			listed := slices.Contains(listedArgs, fmt.Sprint(j))
-			if listed && strings.Count(code, arg) != asNumber {
-				t.Errorf("%s: %s is turned into a number, but the lean script reads it as given", name, arg)
-			}
-			if !listed && j >= 2 && j <= 5 && asNumber > 0 && strings.Count(code, arg) == asNumber {
-				t.Errorf("%s: %s is read only as a number, but the batch parses it for every request", name, arg)
+		for _, again := range []string{"ARGV[2]", "ARGV[3]", "ARGV[5]", "tonumber(ARGV[4])", "KEYS"} {
+			if strings.Contains(code, again) {
+				t.Errorf("%s: the algorithm file reads %s, which the batch's check has parsed once for every request", name, again)
 			}
 		}
 		if leanReply.MatchString(values) || strings.Contains(values, "return {") {
@@ -193,6 +178,12 @@ func TestLeanBatchSources(t *testing.T) {
 		}
 		if strings.Count(values, "\n") != strings.Count(body, "\n") {
 			t.Errorf("%s: rewriting the replies changed the number of lines", name)
+		}
+	}
+	// check returns the scalars lean_args.lua names.
+	for _, v := range []string{"local cost, rate, p, cap = ", "local key = KEYS[1]"} {
+		if !strings.Contains(leanArgs, v) {
+			t.Errorf("lean_args.lua does not define %q", v)
 		}
 	}
 	if got, want := repliesAsValues("if x then\n  return {1, f(a, b), 0}\nend\nreturn {0, g({}), 1}\nlocal t = {1}"),

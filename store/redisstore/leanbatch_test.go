@@ -617,16 +617,16 @@ func TestLeanBatchIncompleteReply(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const head = "local function decide(KEYS, ARGV)\n"
-	i, j := strings.Index(src, head), strings.Index(src, "\nlocal numeric = ")
+	const head = "local function decide(key, ARGV, cost, rate, p, cap)\n"
+	i, j := strings.Index(src, head), strings.Index(src, "\n-- batch_error.lua")
 	if i < 0 || j < i {
 		t.Fatal("the lean batch script has no decide function before its driver")
 	}
 	j++
-	src = src[:i] + head + "if KEYS[1] == 'hole' then\n  return 1, nil, 3, 0, 0\nend\nreturn 1, 2, 3, 0, 0\nend\n" + src[j:]
+	src = src[:i] + head + "if key == 'hole' then\n  return 1, nil, 3, 0, 0\nend\nreturn 1, 2, 3, 0, 0\nend\n" + src[j:]
 	ctx := context.Background()
 	c := newClient(t, requireServer(t), nil)
-	v, err := c.Eval(ctx, src, []string{"a", "hole", "c"}, 1, 1, 0, modeTake).Result()
+	v, err := c.Eval(ctx, src, []string{"a", "hole", "c"}, 5, 1, 0, modeTake, 1, 10, int64(time.Hour/time.Microsecond), 10).Result()
 	if err != nil {
 		t.Fatalf("lean batch: %v", err)
 	}

@@ -429,6 +429,8 @@ func TestRunMergesStackedCalls(t *testing.T) {
 	if d, err := decodeLean(plain.v, newLimitInfo(store.Limit{Rate: 10, Period: time.Hour})); plain.err != nil || err != nil || !d.Allowed || d.Remaining != 9 {
 		t.Errorf("plain call: %+v (%v, %v), want admitted with 9 remaining", d, plain.err, err)
 	}
+	// What the pipeline sent, before the stacks below are sent alone.
+	sent := h.counts()
 	// The same stacks one by one on side A, in the order decided.
 	byOrder := make([]int, len(stacks))
 	for i := range byOrder {
@@ -450,7 +452,6 @@ func TestRunMergesStackedCalls(t *testing.T) {
 	for _, c := range calls {
 		c.release()
 	}
-	sent := h.counts()
 	if n := sent[s.scripts.stackedLeanBatch.sha]; n != 1 {
 		t.Errorf("stacked batches sent by SHA: %d, want 1 (the two-part stacks; the three-part one alone): %v", n, sent)
 	}
