@@ -49,7 +49,8 @@
 //	<algorithm>/reserve          common, then the rest of the full script    reservations
 //	                             as the body of a function, then reserve
 //	<algorithm>/lean-batch       common, lean_args as the body of a          lean batches
-//	                             function, the rest of the lean script as
+//	                             function, unreadable for the window
+//	                             algorithms, the algorithm's lean file as
 //	                             the body of a function that returns its
 //	                             reply as values, then batch_error and
 //	                             lean_batch

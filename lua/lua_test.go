@@ -148,10 +148,10 @@ func TestLeanBatchSources(t *testing.T) {
 			t.Fatal(err)
 		}
 		start := common + "\n" + leanArgs + "\n"
-		decideStart := ""
+		beforeDecide, decideStart := "", ""
 		if name != "gcra" && name != "token_bucket" {
 			start = common + "\n" + unreadable + "\n" + leanArgs + "\n"
-			decideStart = unreadable + "\n"
+			beforeDecide, decideStart = unreadable+"\n", "repaired = 0\n"
 		}
 		body, ok := strings.CutPrefix(lone, start)
 		if !ok {
@@ -161,7 +161,7 @@ func TestLeanBatchSources(t *testing.T) {
 			t.Fatalf("%s: the lean script answers in %d lines of the form return {...}, want 2", name, n)
 		}
 		values := repliesAsValues(body)
-		want := common + "\nlocal function check(KEYS, ARGV)\n" + leanArgs + "\nreturn cost, rate, p, cap\nend\n" +
+		want := common + "\nlocal function check(KEYS, ARGV)\n" + leanArgs + "\nreturn cost, rate, p, cap\nend\n" + beforeDecide +
 			"local function decide(key, ARGV, cost, rate, p, cap)\n" + decideStart + values + "\nend\n" +
 			batchError + "\n" + leanBatchDriver
 		if src != want {
@@ -175,6 +175,11 @@ func TestLeanBatchSources(t *testing.T) {
 		}
 		if leanReply.MatchString(values) || strings.Contains(values, "return {") {
 			t.Errorf("%s: the batch's decide still returns a table", name)
+		}
+		// repaired is unreadable.lua's one per-request state, which
+		// decide's first line resets.
+		if beforeDecide != "" && strings.Count(luaComment.ReplaceAllString(unreadable, ""), "local ") != 3 {
+			t.Errorf("unreadable.lua declares other locals than repaired, repair and expire: a batch makes them once for all its requests")
 		}
 		if strings.Count(values, "\n") != strings.Count(body, "\n") {
 			t.Errorf("%s: rewriting the replies changed the number of lines", name)
