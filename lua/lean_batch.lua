@@ -46,7 +46,7 @@ end
 -- into, or the error it met: a list is checked once, when its first
 -- request is decided, and its requests are then decided with the checked
 -- scalars, where each would parse and check its arguments again (about a
--- sixth of a GCRA decision in a batch of 18). decide only reads its ARGV
+-- twentieth of a GCRA decision in a batch of 18). decide only reads its ARGV
 -- (the window algorithms' period as given, the log's nonce), so one table
 -- serves every request of a list, with the request's own arguments
 -- written after the list's before it is decided.

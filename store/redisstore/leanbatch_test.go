@@ -424,6 +424,47 @@ func TestLeanBatchFailureStopsNothing(t *testing.T) {
 	}
 }
 
+// TestLeanBatchMalformedList: a shared list that fails its check fails
+// each of its requests with the malformed-arguments error, and only
+// those: the requests of the other list, before and after them, are
+// decided and recorded, for a bucket and for a window algorithm (whose
+// batch holds the repair functions once for all its requests).
+func TestLeanBatchMalformedList(t *testing.T) {
+	ctx := context.Background()
+	c, table := scriptClient(t)
+	period := int64(time.Hour / time.Microsecond)
+	for _, alg := range []store.Algorithm{store.GCRA, store.FixedWindow} {
+		batch := &table.leanBatch[alg]
+		loadScripts(t, c, batch)
+		p := randomPrefix(t)
+		keys := []string{p + ":a", p + ":b", p + ":c", p + ":d", p + ":e"}
+		v, err := c.EvalSha(ctx, batch.sha, keys, 5, 2, 0,
+			modeTake, 1, 10, period, 10, // list 1
+			modeTake, 1, 0, period, 10, // list 2: rate 0, malformed
+			1, 2, 1, 2, 1).Result()
+		if err != nil {
+			t.Fatalf("%v: lean batch: %v", alg, err)
+		}
+		got := batchReplies(t, v, len(keys))
+		for _, i := range []int{0, 2, 4} {
+			if r, ok := got[i].([]any); !ok || r[0] != int64(1) || r[1] != int64(9) {
+				t.Errorf("%v: request %d: got %v, want admitted with 9 remaining", alg, i+1, got[i])
+			}
+		}
+		for _, i := range []int{1, 3} {
+			if e, ok := got[i].(string); !ok || !strings.HasPrefix(e, "ERR ") || !strings.Contains(e, "ratekeeper: malformed arguments") {
+				t.Errorf("%v: request %d: got %T %v, want the malformed-arguments error", alg, i+1, got[i], got[i])
+			}
+		}
+		if n := c.Exists(ctx, p+":a", p+":c", p+":e").Val(); n != 3 {
+			t.Errorf("%v: %d of the decided requests' keys exist, want 3", alg, n)
+		}
+		if n := c.Exists(ctx, p+":b", p+":d").Val(); n != 0 {
+			t.Errorf("%v: %d keys of failed requests exist, want none", alg, n)
+		}
+	}
+}
+
 // TestLeanBatchSharedLists: requests of a lean batch that share argument
 // lists are decided with their list's arguments; a list number that names
 // no list fails its request alone; a command whose length does not match
