@@ -19,10 +19,14 @@ import (
 	"github.com/ratekeeper/ratekeeper/store"
 )
 
-// The scenario of the stacking issue: a per-IP limit of 10 per minute
-// before a route-wide one of 100 per minute. stackClients clients send
+// The scenario of the stacking issue: a per-IP limit of 10 per hour
+// before a route-wide one of 100 per hour. stackClients clients send
 // stackRounds rounds of one request each, so that the route runs out
-// while most clients still have IP quota.
+// while most clients still have IP quota. The tests of stacks count their
+// limits per hour so that no unit comes back while they run: at 100 per
+// minute one would after 0.6 s, which the scenario's 220 requests in
+// turn can take on a loaded machine, and the route would then rightly
+// admit a 101st.
 const (
 	stackIPRate    = 10
 	stackRouteRate = 100
@@ -33,11 +37,11 @@ const (
 // stackLimiters returns the per-IP and the route-wide limiter over s.
 func stackLimiters(t testing.TB, s store.Store) (perIP, perRoute *middleware.Limiter) {
 	t.Helper()
-	perIP, err := middleware.New(s, keyfunc.RemoteIP, store.PerMinute(stackIPRate), middleware.Options{Name: "ip"})
+	perIP, err := middleware.New(s, keyfunc.RemoteIP, store.PerHour(stackIPRate), middleware.Options{Name: "ip"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	perRoute, err = middleware.New(s, keyfunc.Constant("/search"), store.PerMinute(stackRouteRate), middleware.Options{Name: "route"})
+	perRoute, err = middleware.New(s, keyfunc.Constant("/search"), store.PerHour(stackRouteRate), middleware.Options{Name: "route"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,11 +133,11 @@ func TestStackRedisHeaders(t *testing.T) {
 	s := newStore(t, newClient(t, sharedRedis(t)), randomPrefix(t))
 	// A route of 12 per minute: the IP (10) decides admissions and the
 	// 11th request of a client; the route refuses the 13th admission.
-	perIP, err := middleware.New(s, keyfunc.RemoteIP, store.PerMinute(stackIPRate), middleware.Options{Name: "ip"})
+	perIP, err := middleware.New(s, keyfunc.RemoteIP, store.PerHour(stackIPRate), middleware.Options{Name: "ip"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	perRoute, err := middleware.New(s, keyfunc.Constant("/search"), store.PerMinute(12), middleware.Options{Name: "route"})
+	perRoute, err := middleware.New(s, keyfunc.Constant("/search"), store.PerHour(12), middleware.Options{Name: "route"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,11 +197,11 @@ func TestStackRedisConcurrent(t *testing.T) {
 	var perIP0 *middleware.Limiter
 	for i := range handlers {
 		s := newStore(t, newClient(t, srv), prefix)
-		perIP, err := middleware.New(s, keyfunc.RemoteIP, store.PerMinute(ipRate), middleware.Options{Name: "ip"})
+		perIP, err := middleware.New(s, keyfunc.RemoteIP, store.PerHour(ipRate), middleware.Options{Name: "ip"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		perRoute, err := middleware.New(s, keyfunc.Constant("/search"), store.PerMinute(routeRate), middleware.Options{Name: "route"})
+		perRoute, err := middleware.New(s, keyfunc.Constant("/search"), store.PerHour(routeRate), middleware.Options{Name: "route"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -329,11 +333,11 @@ func testStackClusterConcurrent(t *testing.T, cluster *testCluster) {
 	var perIP0 *middleware.Limiter
 	for i := range handlers {
 		stores[i] = newStore(t, cluster.client(t), prefix)
-		perIP, err := middleware.New(stores[i], keyfunc.RemoteIP, store.PerMinute(ipRate), middleware.Options{Name: "ip"})
+		perIP, err := middleware.New(stores[i], keyfunc.RemoteIP, store.PerHour(ipRate), middleware.Options{Name: "ip"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		perRoute, err := middleware.New(stores[i], keyfunc.Constant("/search"), store.PerMinute(routeRate), middleware.Options{Name: "route"})
+		perRoute, err := middleware.New(stores[i], keyfunc.Constant("/search"), store.PerHour(routeRate), middleware.Options{Name: "route"})
 		if err != nil {
 			t.Fatal(err)
 		}
