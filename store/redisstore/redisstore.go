@@ -62,7 +62,12 @@ type Options struct {
 	// no pipeline is being written to its node, and decisions that arrive
 	// meanwhile go together in the next one, so a lone caller waits for
 	// nothing and a crowd shares round trips. Zero means 128; 1 sends
-	// every decision on its own; negative is an error.
+	// every decision on its own; negative is an error. With 1 every
+	// decision pays a round trip of its own, which costs Redis three to
+	// four times the CPU of a batched decision and the client about three
+	// times (docs/capacity.md), and under many concurrent decisions those
+	// round trips queue against the Timeout: set it only where the
+	// decisions in flight per process stay few.
 	MaxBatch int
 	// OneCallEach sends every decision as its own script call. By
 	// default, through a *redis.Client, the plain decisions of one

@@ -39,6 +39,7 @@ import (
 	"regexp"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -67,6 +68,7 @@ type config struct {
 	ctxDeadline bool          // the open loop's client has ContextTimeoutEnabled
 	loneSpin    time.Duration // every ratekeeper Redis store's Options.LoneSpin; 0: the default
 	capacity    bool
+	cpuProfile  string // write the client's CPU profile here; empty: none
 }
 
 // poolSize is the go-redis pool of the one shared client: room for 256
@@ -94,6 +96,7 @@ func parseFlags(args []string) (config, error) {
 	fs.DurationVar(&c.timeout, "timeout", 0, "abort after this long (0: twice the planned time plus two minutes)")
 	targets := fs.Bool("targets", false, "run what the speed targets need (1, 64 and 256 callers and the cases of the Targets table) unless -callers or -cases say otherwise")
 	fs.BoolVar(&c.capacity, "capacity", false, "print the capacity tables (Redis cost per decision per algorithm, plain and stacked; memory per identity); unless given, -cases selects every algorithm's plain and stacked case, -callers is 64, -keys 10000 and -deny false")
+	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of this process (the benchmark client and the limiters it runs, not redis-server) over the whole run to this file, for go tool pprof; the report says that its figures include the profiler's cost")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -175,9 +178,17 @@ func main() {
 		fmt.Fprintln(os.Stderr, "compare:", err)
 		os.Exit(2)
 	}
+	stopProfile, err := startProfile(cfg.cpuProfile)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "compare:", err)
+		os.Exit(2)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err = run(ctx, cfg, os.Stdout, os.Stderr)
 	stop()
+	if perr := stopProfile(); perr != nil && err == nil {
+		err = perr
+	}
 	if n := lingering(); n > 0 {
 		fmt.Fprintf(os.Stderr, "compare: %d goroutines still running at exit\n", n)
 	}
@@ -185,6 +196,30 @@ func main() {
 		fmt.Fprintln(os.Stderr, "compare:", err)
 		os.Exit(1)
 	}
+}
+
+// startProfile starts the CPU profile -cpuprofile asks for, written to
+// path, and returns what stops it and closes the file; with path empty
+// it starts nothing.
+func startProfile(path string) (stop func() error, err error) {
+	if path == "" {
+		return func() error { return nil }, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("-cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("-cpuprofile: %w", err)
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			return fmt.Errorf("-cpuprofile: %w", err)
+		}
+		return nil
+	}, nil
 }
 
 // lingering returns how many goroutines besides main and the signal
@@ -397,6 +432,7 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) (err error) 
 		started:      began,
 		took:         time.Since(began),
 		capacity:     cfg.capacity,
+		cpuProfile:   cfg.cpuProfile,
 	}
 	var out bytes.Buffer
 	writeReport(&out, f, plan, mem, memErr)

@@ -37,7 +37,8 @@ type facts struct {
 	checkout     string
 	started      time.Time
 	took         time.Duration
-	capacity     bool // print the capacity tables (-capacity)
+	capacity     bool   // print the capacity tables (-capacity)
+	cpuProfile   string // the client ran under the CPU profiler, writing here (-cpuprofile)
 }
 
 func writeReport(w io.Writer, f facts, plan []groupPlan, mem []memResult, memErr error) {
@@ -58,6 +59,9 @@ func writeReport(w io.Writer, f facts, plan []groupPlan, mem []memResult, memErr
 	fmt.Fprintf(w, "- started %s, took %s\n", f.started.UTC().Format(time.RFC3339), f.took.Round(time.Second))
 	fmt.Fprintf(w, "- ratekeeper: %s; peers: %s\n", f.checkout, strings.Join(f.modules, ", "))
 	fmt.Fprintf(w, "- caveat: the client and redis-server share the same %d cores, so every Redis case competes with its own client for CPU; compare ratios, not absolute figures\n", f.numCPU)
+	if f.cpuProfile != "" {
+		fmt.Fprintf(w, "- the client ran under the CPU profiler (-cpuprofile %s): its figures include the profiler's cost, so compare them only with other profiled runs\n", f.cpuProfile)
+	}
 	if !rkVariants {
 		fmt.Fprintf(w, "- the ratekeeper \"no batching\" and \"no deny cache\" cases run the same store as the default one: this redisstore.Options has no batching or deny-cache settings\n")
 	}
