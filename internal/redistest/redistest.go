@@ -49,20 +49,37 @@ type Server struct {
 	// Addr is "127.0.0.1:<port>".
 	Addr string
 	cmd  *exec.Cmd
+	// exited is closed when the process has ended and been reaped.
+	exited chan struct{}
 }
 
-// Start starts redis-server on a free port between 20000 and 40000 with
+// The ports Start picks from: [firstPort, firstPort+ports). They and the
+// cluster bus ports of cluster-mode servers (the port plus 10000) lie
+// below Linux's default range of ephemeral ports (32768-60999), from which
+// the tests' own client connections take their local ports: a port picked
+// there could be taken by a connection between the check and the server's
+// bind.
+const (
+	firstPort = 10000
+	ports     = 12000
+)
+
+// startAttempts bounds the ports Start tries.
+const startAttempts = 10
+
+// Start starts redis-server on a free port between 10000 and 21999 with
 // args appended to the defaults (no persistence, loopback only, warnings
-// only) and waits until it answers PING. Should the test binary die, the
-// kernel kills the server with it.
+// only) and waits until it answers PING. A port taken meanwhile (the
+// server exits at once) is replaced by another. Should the test binary
+// die, the kernel kills the server with it.
 func Start(args ...string) (*Server, error) {
 	var lastErr error
-	for attempt := 0; attempt < 5; attempt++ {
-		n, err := rand.Int(rand.Reader, big.NewInt(20000))
+	for attempt := 0; attempt < startAttempts; attempt++ {
+		n, err := rand.Int(rand.Reader, big.NewInt(ports))
 		if err != nil {
 			return nil, err
 		}
-		port := strconv.Itoa(20000 + int(n.Int64()))
+		port := strconv.Itoa(firstPort + int(n.Int64()))
 		l, err := net.Listen("tcp", "127.0.0.1:"+port)
 		if err != nil {
 			lastErr = err
@@ -92,7 +109,11 @@ func StartAt(port string, args ...string) (*Server, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", bin, err)
 	}
-	s := &Server{Addr: "127.0.0.1:" + port, cmd: cmd}
+	s := &Server{Addr: "127.0.0.1:" + port, cmd: cmd, exited: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		close(s.exited)
+	}()
 	if err := s.waitReady(3 * time.Second); err != nil {
 		s.Stop()
 		return nil, err
@@ -100,13 +121,19 @@ func StartAt(port string, args ...string) (*Server, error) {
 	return s, nil
 }
 
-// waitReady sends PING until the server answers +PONG or d passes.
+// waitReady sends PING until the server answers +PONG, the process ends
+// (a port taken, for one) or d passes.
 func (s *Server) waitReady(d time.Duration) error {
 	deadline := time.Now().Add(d)
 	for {
 		err := s.ping()
 		if err == nil {
 			return nil
+		}
+		select {
+		case <-s.exited:
+			return fmt.Errorf("redis-server at %s exited before it answered: %w", s.Addr, err)
+		default:
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("redis-server at %s not ready: %w", s.Addr, err)
@@ -140,11 +167,14 @@ func (s *Server) ping() error {
 // Stop kills the process (by its pid) and reaps it. It resumes a paused
 // server first.
 func (s *Server) Stop() {
-	if s.cmd.Process != nil {
-		_ = s.Resume()
-		_ = s.cmd.Process.Kill()
-		_ = s.cmd.Wait()
+	select {
+	case <-s.exited:
+		return
+	default:
 	}
+	_ = s.Resume()
+	_ = s.cmd.Process.Kill()
+	<-s.exited
 }
 
 // Pause stops the server process (SIGSTOP): connections stay open and

@@ -305,7 +305,7 @@ func TestLoneConnOutlivesItsCalls(t *testing.T) {
 	c := newClient(t, srv, nil)
 	h := &callerHook{}
 	c.AddHook(h)
-	s, err := newRedis(c, Options{Prefix: randomPrefix(t), Timeout: 20 * time.Millisecond})
+	s, err := newRedis(c, Options{Prefix: randomPrefix(t), Timeout: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -318,7 +318,7 @@ func TestLoneConnOutlivesItsCalls(t *testing.T) {
 		if s.pipes.lone.cur.Load() != held {
 			t.Fatalf("take %d: the held connection was let go of", i)
 		}
-		time.Sleep(40 * time.Millisecond) // past the take's deadline
+		time.Sleep(70 * time.Millisecond) // past the take's deadline
 	}
 	if d, q := h.direct.Load(), h.queued.Load(); d != 4 || q != 0 {
 		t.Fatalf("4 lone takes: %d sent by the caller, %d by a flusher; want all 4 by the caller", d, q)
