@@ -25,11 +25,6 @@ INTEGRATION_TIMEOUT ?= 5m
 # The conformance suite's subtests run in parallel and mostly sleep (Redis
 # keeps real time), so they may outnumber the cores.
 INTEGRATION_PARALLEL ?= 16
-# The unit tests' parallel subtests (go test -parallel, GOMAXPROCS by
-# default): most of them wait on Redis or on real time rather than use a
-# core. On 2 cores the Redis store's package took 320 s at 2 and 141-157 s
-# at 8, using a fifth of a core at 2.
-UNIT_PARALLEL ?= 8
 # When set, the integration run's -v output is also written to this file
 # (.ci/run checks it for skipped tests).
 INTEGRATION_LOG ?=
@@ -70,10 +65,10 @@ run-grpc: ## run the example service with gRPC on GRPC_ADDR (default :9090) too,
 test: setup lint test-unit test-fuzz test-integration ## set up, lint, then unit tests, short fuzz runs, real-Redis tests
 
 test-unit: ## unit tests with the race detector, root module and MODULES
-	$(GO) test -race -shuffle=on -vet=all -parallel $(UNIT_PARALLEL) ./...
+	$(GO) test -race -shuffle=on -vet=all ./...
 	@for m in $(MODULES); do \
-		echo "cd $$m && $(GO) test -race -shuffle=on -vet=all -parallel $(UNIT_PARALLEL) ./..."; \
-		(cd $$m && $(GO) test -race -shuffle=on -vet=all -parallel $(UNIT_PARALLEL) ./...) || exit 1; \
+		echo "cd $$m && $(GO) test -race -shuffle=on -vet=all ./..."; \
+		(cd $$m && $(GO) test -race -shuffle=on -vet=all ./...) || exit 1; \
 	done
 
 test-fuzz: ## run every FuzzXxx target for FUZZTIME executions
