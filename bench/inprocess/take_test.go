@@ -11,7 +11,8 @@
 // BenchmarkMiddleware does the same for the HTTP middlewares: ours on the
 // memory store beside go-limiter's httplimit, httprate, ulule's and a
 // hand-written x/time/rate one, over 1 and 10k clients, admitting and
-// refusing (run it with -cpu 1,2).
+// refusing (run it with -cpu 1,2); BenchmarkMiddlewareOneCaller keeps to
+// one caller at any -cpu, as the compare command's "1 caller" groups do.
 package inprocess
 
 import (
