@@ -64,8 +64,9 @@ run-grpc: ## run the example service with gRPC on GRPC_ADDR (default :9090) too,
 
 test: setup lint test-unit test-fuzz test-integration ## set up, lint, then unit tests, short fuzz runs, real-Redis tests
 
-test-unit: ## unit tests with the race detector, root module and MODULES
+test-unit: ## unit tests with the race detector, root module, the benchmark module's harness and MODULES
 	$(GO) test -race -shuffle=on -vet=all ./...
+	cd bench && $(GO) test -race -shuffle=on -vet=all ./...
 	@for m in $(MODULES); do \
 		echo "cd $$m && $(GO) test -race -shuffle=on -vet=all ./..."; \
 		(cd $$m && $(GO) test -race -shuffle=on -vet=all ./...) || exit 1; \
