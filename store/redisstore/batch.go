@@ -84,6 +84,15 @@ type call struct {
 	ctx  context.Context
 	sc   *script // nil for a command that is not a script call
 	args []any
+	// argv is the room of a plain request's arguments, and key its key,
+	// which argv holds as a *string (go-redis writes it as the string):
+	// a call made by redisStore.command owns both, so a plain decision
+	// builds no argument slice and boxes no key. They are written before
+	// the call is queued and read until its batch has been sent and
+	// answered, when go-redis is done with them, before the batch lets go
+	// of the call.
+	argv [leanArgs]any
+	key  string
 	own  int // command.own
 	// refusal finds a cached refusal that answers the call: one that
 	// arrives while the call waits in the queue answers it there, without
@@ -132,7 +141,8 @@ func (c *call) release() {
 	case <-c.done: // the caller left before the reply came
 	default:
 	}
-	c.ctx, c.sc, c.args, c.own, c.v, c.err = nil, nil, nil, 0, nil, nil
+	clear(c.argv[:])
+	c.ctx, c.sc, c.args, c.own, c.v, c.err, c.key = nil, nil, nil, 0, nil, nil, ""
 	c.detached.Context = nil
 	c.refusal = refusalQuery{}
 	callPool.Put(c)
@@ -403,9 +413,10 @@ func (p *pipes) do(ctx context.Context, cmd *command, deadline time.Time) (any, 
 	start := cmd.start
 	wait := deadline.Sub(start)
 	if wait <= 0 {
+		cmd.drop()
 		return nil, errBudget
 	}
-	c := callPool.Get().(*call)
+	c := cmd.take()
 	c.ctx, c.sc, c.args, c.own, c.deadline, c.refusal = ctx, cmd.sc, cmd.args, cmd.own, deadline, cmd.refusal
 	b := p.forKey(ctx, cmd.key)
 	if (p.direct || p.lone != nil) && b.enter() {
@@ -966,7 +977,7 @@ func (b *batcher) merge(live []*call) []send {
 	var singles []*call
 	if b.p.merge.Load() {
 	next:
-		for _, c := range live {
+		for j, c := range live {
 			if c.sc == nil || c.sc.batch == nil {
 				singles = append(singles, c)
 				continue
@@ -977,7 +988,14 @@ func (b *batcher) merge(live []*call) []send {
 					continue next
 				}
 			}
-			groups = append(groups, group{sc: c.sc, keys: c.args[2], nargs: len(c.args), own: c.own, calls: []*call{c}})
+			// The first group has room for every call after it: most
+			// batches are of one limit, whose calls then fill it
+			// without growing it.
+			calls := []*call{c}
+			if groups == nil {
+				calls = append(make([]*call, 0, len(live)-j), c)
+			}
+			groups = append(groups, group{sc: c.sc, keys: c.args[2], nargs: len(c.args), own: c.own, calls: calls})
 		}
 	}
 	if len(groups) == 0 || len(groups) == len(live) {

@@ -53,6 +53,33 @@ type command struct {
 	// start is when the call was made, its budget's start; zero for
 	// the time it is sent (see redisStore.do).
 	start time.Time
+	// pooled is the call whose room holds args (a plain request's), or
+	// nil: the call that sends the command (see take).
+	pooled *call
+}
+
+// leanArgs is the most arguments of a plain request's script call: the
+// lean override script's, with its two keys.
+const leanArgs = 11
+
+// take returns the call that sends cmd: the one whose room holds its
+// arguments, or a new one.
+func (cmd *command) take() *call {
+	if c := cmd.pooled; c != nil {
+		cmd.pooled = nil
+		return c
+	}
+	return callPool.Get().(*call)
+}
+
+// drop gives back the call whose room holds cmd's arguments, for a
+// command that is not sent.
+func (cmd *command) drop() {
+	if c := cmd.pooled; c != nil {
+		cmd.pooled, cmd.args = nil, nil
+		c.refs.Store(1)
+		c.release()
+	}
 }
 
 // command builds the script call of a validated request, in the family
@@ -78,14 +105,20 @@ func (s *redisStore) command(mode string, req *store.Request, cost int64) comman
 		c.key = c.args[3+4].(string) // the first state key
 		return c
 	}
-	c.args = make([]any, 0, 11)
+	// The arguments go in the room of the call that will send them,
+	// the key as a pointer to the call's copy of it: neither allocates.
+	p := callPool.Get().(*call)
+	c.pooled = p
+	c.args = p.argv[:0]
 	if c.variant == lean {
 		c.key = keyOf(s.prefix, req.Key, li.suffix)
-		c.args = append(c.args, argEvalSHA, c.sc.shaArg, argOne, c.key)
+		p.key = c.key
+		c.args = append(c.args, argEvalSHA, c.sc.shaArg, argOne, &p.key)
 	} else {
 		base := keyOf(s.prefix, req.Key, "")
 		c.key = base + li.suffix
-		c.args = append(c.args, argEvalSHA, c.sc.shaArg, 2, c.key, base+tagOverride)
+		p.key = c.key
+		c.args = append(c.args, argEvalSHA, c.sc.shaArg, 2, &p.key, base+tagOverride)
 	}
 	c.args = append(c.args, modeArg(mode), cost, li.rate, li.period, li.capacity)
 	if alg == store.SlidingWindowLog && mode == modeTake {

@@ -48,8 +48,13 @@ func callKeys(args []any) []string {
 	keys := make([]string, 0, n)
 next:
 	for _, a := range args[3 : 3+n] {
-		k, ok := a.(string)
-		if !ok {
+		var k string
+		switch a := a.(type) {
+		case string:
+			k = a
+		case *string: // a plain request's key (see call.argv)
+			k = *a
+		default:
 			return nil
 		}
 		for _, seen := range keys {

@@ -439,6 +439,7 @@ func (s *redisStore) run(ctx context.Context, mode string, req store.Request) (s
 	cmd := s.command(mode, &req, cost)
 	cmd.start = start
 	if d, ok := cmd.refusal.cached(start); ok {
+		cmd.drop()
 		return d, nil
 	}
 	v, err := s.do(ctx, mode, &cmd)
