@@ -84,16 +84,18 @@ type call struct {
 	ctx  context.Context
 	sc   *script // nil for a command that is not a script call
 	args []any
-	// argv is the room of a plain request's arguments, and key its key,
-	// which argv holds as a *string (go-redis writes it as the string):
-	// a call made by redisStore.command owns both, so a plain decision
-	// builds no argument slice and boxes no key. They are written before
-	// the call is queued and read until its batch has been sent and
-	// answered, when go-redis is done with them, before the batch lets go
-	// of the call.
-	argv [leanArgs]any
-	key  string
-	own  int // command.own
+	// argv is the room of a plain request's arguments, key its key and
+	// nonce a sliding window log take's nonce, which argv holds as
+	// *string (go-redis writes them as the strings): a call made by
+	// redisStore.command owns them, so a plain decision builds no
+	// argument slice and boxes no string. They are written before the
+	// call is queued and read until its batch has been sent and answered,
+	// when go-redis is done with them, before the batch lets go of the
+	// call.
+	argv  [leanArgs]any
+	key   string
+	nonce string
+	own   int // command.own
 	// refusal finds a cached refusal that answers the call: one that
 	// arrives while the call waits in the queue answers it there, without
 	// a round trip.
@@ -142,7 +144,7 @@ func (c *call) release() {
 	default:
 	}
 	clear(c.argv[:])
-	c.ctx, c.sc, c.args, c.own, c.v, c.err, c.key = nil, nil, nil, 0, nil, nil, ""
+	c.ctx, c.sc, c.args, c.own, c.v, c.err, c.key, c.nonce = nil, nil, nil, 0, nil, nil, "", ""
 	c.detached.Context = nil
 	c.refusal = refusalQuery{}
 	callPool.Put(c)

@@ -106,7 +106,8 @@ func (s *redisStore) command(mode string, req *store.Request, cost int64) comman
 		return c
 	}
 	// The arguments go in the room of the call that will send them,
-	// the key as a pointer to the call's copy of it: neither allocates.
+	// the key and a nonce as pointers to the call's copies: neither the
+	// list nor the strings as arguments allocate.
 	p := callPool.Get().(*call)
 	c.pooled = p
 	c.args = p.argv[:0]
@@ -122,7 +123,8 @@ func (s *redisStore) command(mode string, req *store.Request, cost int64) comman
 	}
 	c.args = append(c.args, modeArg(mode), cost, li.rate, li.period, li.capacity)
 	if alg == store.SlidingWindowLog && mode == modeTake {
-		c.args = append(c.args, s.nonce())
+		p.nonce = s.nonce()
+		c.args = append(c.args, &p.nonce)
 	}
 	if c.variant == lean && s.deny != nil {
 		c.refusal = refusalQuery{cache: s.deny, key: c.key, li: li, cost: cost}

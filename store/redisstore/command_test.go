@@ -553,12 +553,28 @@ func TestLeanCommandAllocations(t *testing.T) {
 			t.Errorf("%s: %v allocations per lean call, want at most 1 (the key)", alg, n)
 		}
 	}
+	// A sliding window log take's nonce is the call's too: the key and the
+	// nonce are all it allocates.
+	req := store.Request{Key: "ip:10.0.0.1", Limits: []store.Limit{{Algorithm: store.SlidingWindowLog, Rate: 5, Period: time.Second}}}
+	c := s.command(modeTake, &req, 1)
+	if p := c.pooled; c.variant != lean || p == nil || c.args[len(c.args)-1] != any(&p.nonce) || p.nonce == "" {
+		t.Fatalf("sliding window log: variant %v, arguments %#v", c.variant, c.args)
+	}
+	if !raceEnabled {
+		if n := testing.AllocsPerRun(100, func() {
+			c := s.command(modeTake, &req, 1)
+			c.drop()
+		}); n > 2 {
+			t.Errorf("sliding window log: %v allocations per lean take, want at most 2 (the key and the nonce)", n)
+		}
+	}
 }
 
-// TestLeanKeyWrittenAsString: a plain request's key, which its call holds
-// as a *string, reaches Redis as the key itself: the script's state is
-// under it, and a Reset of the request finds it.
-func TestLeanKeyWrittenAsString(t *testing.T) {
+// TestLeanCallStringsReachRedis: a plain request's key, which its call
+// holds as a *string, reaches Redis as the key itself (the script's state
+// is under it, and a Reset of the request finds it), and so does a
+// sliding window log take's nonce.
+func TestLeanCallStringsReachRedis(t *testing.T) {
 	srv := requireServer(t)
 	c := newClient(t, srv, nil)
 	s, err := newRedis(c, Options{Prefix: randomPrefix(t)})
@@ -576,5 +592,20 @@ func TestLeanKeyWrittenAsString(t *testing.T) {
 	}
 	if err := s.Reset(ctx, req); err != nil {
 		t.Fatalf("Reset: %v", err)
+	}
+	// A sliding window log take's nonce, held as a *string too, is in the
+	// member the take adds: "<µs>:<nonce>:1", the nonce the store's base
+	// and a counter.
+	req.Limits[0].Algorithm = store.SlidingWindowLog
+	if d, err := s.Take(ctx, req); err != nil || !d.Allowed {
+		t.Fatalf("log Take: %+v, %v", d, err)
+	}
+	key = keyOf(s.prefix, req.Key, s.limits.get(req.Limits[0]).suffix)
+	members, err := c.ZRange(ctx, key, 0, -1).Result()
+	if err != nil || len(members) != 1 {
+		t.Fatalf("ZRANGE %q: %q, %v; want one member", key, members, err)
+	}
+	if parts := strings.Split(members[0], ":"); len(parts) != 3 || !strings.HasPrefix(parts[1], s.nonceBase) || parts[2] != "1" {
+		t.Fatalf("log member %q: want <µs>:%s<counter>:1", members[0], s.nonceBase)
 	}
 }
