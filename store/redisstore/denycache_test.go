@@ -239,7 +239,14 @@ func TestDenyCacheLatest(t *testing.T) {
 		c.store("k"+strconv.Itoa(i), li, 1, start, start, refusal(retry))
 	}
 	c.store("k0", li, 1, start, start, refusal(time.Second))
-	c.store("k1", li, 1, start, start, refusal(time.Millisecond)) // shorter than k1's: kept as it was
+	// A shorter refusal stored later leaves the latest end at k0's. Its
+	// key is in another shard than k0: with one entry per shard, storing
+	// it in k0's would evict k0 (shards follow a seed drawn per cache).
+	other := "k1"
+	for i := 2; c.shard(other) == c.shard("k0"); i++ {
+		other = "k" + strconv.Itoa(i)
+	}
+	c.store(other, li, 1, start, start, refusal(time.Millisecond))
 	want := int64(start.Sub(c.base) + time.Second)
 	if got := c.latest.Load(); got != want {
 		t.Fatalf("latest %d, want %d (the end of k0's refusal)", got, want)
