@@ -543,10 +543,11 @@ func TestLeanCommandAllocations(t *testing.T) {
 		if c.take() != p || c.pooled != nil {
 			t.Fatalf("%s: take did not hand over the call whose room holds the arguments", alg)
 		}
-		if raceEnabled {
-			continue // pooled calls are dropped at random: allocations vary
-		}
-		if n := testing.AllocsPerRun(100, func() {
+		// Under the race detector sync.Pool drops a quarter of what it
+		// is given, and a call made anew is two allocations (the call and
+		// its channel): half an allocation per call on average, which
+		// AllocsPerRun's whole number leaves out.
+		if n := testing.AllocsPerRun(400, func() {
 			c := s.command(modeTake, &req, 1)
 			c.drop()
 		}); n > 1 {
@@ -560,13 +561,11 @@ func TestLeanCommandAllocations(t *testing.T) {
 	if p := c.pooled; c.variant != lean || p == nil || c.args[len(c.args)-1] != any(&p.nonce) || p.nonce == "" {
 		t.Fatalf("sliding window log: variant %v, arguments %#v", c.variant, c.args)
 	}
-	if !raceEnabled {
-		if n := testing.AllocsPerRun(100, func() {
-			c := s.command(modeTake, &req, 1)
-			c.drop()
-		}); n > 2 {
-			t.Errorf("sliding window log: %v allocations per lean take, want at most 2 (the key and the nonce)", n)
-		}
+	if n := testing.AllocsPerRun(400, func() {
+		c := s.command(modeTake, &req, 1)
+		c.drop()
+	}); n > 2 {
+		t.Errorf("sliding window log: %v allocations per lean take, want at most 2 (the key and the nonce)", n)
 	}
 }
 
