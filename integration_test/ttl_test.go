@@ -63,8 +63,11 @@ func TestEveryKeyHasTTL(t *testing.T) {
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 				defer cancel()
 
+				// 24 takes put 12 units on each of three keys, over
+				// every limit above even when a fixed window's boundary
+				// falls inside the loop and splits a key's units in two.
 				refused, blocked := 0, 0
-				for i := range 12 {
+				for i := range 24 {
 					req := store.Request{
 						Key:         "client-" + strconv.Itoa(i%3),
 						Limits:      limits,
