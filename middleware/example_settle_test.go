@@ -24,7 +24,7 @@ func ExampleLimiter_ReportCost() {
 	requests, _ := middleware.New(st, keyfunc.RemoteIP,
 		store.Limit{Name: "requests", Algorithm: store.FixedWindow, Rate: 60, Period: time.Minute}, middleware.Options{Name: "requests", DecisionInContext: true})
 	budget, _ := middleware.New(st, keyfunc.RemoteIP,
-		store.Limit{Name: "tokens", Algorithm: store.TokenBucket, Rate: 100_000, Period: time.Hour}, middleware.Options{Name: "tokens", DecisionInContext: true})
+		store.Limit{Name: "tokens", Algorithm: store.TokenBucket, Rate: 100_000, Period: 24 * time.Hour}, middleware.Options{Name: "tokens", DecisionInContext: true})
 	// snippet:report-cost
 	tokens, err := budget.WithCost(500) // the estimate, reserved before the handler runs
 	if err != nil {

@@ -16,11 +16,12 @@ import (
 )
 
 // stackOf returns an IP part of ipRate and a route part of routeRate per
-// minute, with algorithms a and b.
+// hour, with algorithms a and b (an hour, so that a fixed window seldom
+// ends inside a test).
 func stackOf(a, b store.Algorithm, ipRate, routeRate int64) []store.Request {
 	return []store.Request{
-		{Key: "ip:203.0.113.7", Limits: []store.Limit{{Name: "ip", Algorithm: a, Rate: ipRate, Period: time.Minute}}},
-		{Key: "route:/search", Limits: []store.Limit{{Name: "route", Algorithm: b, Rate: routeRate, Period: time.Minute}}},
+		{Key: "ip:203.0.113.7", Limits: []store.Limit{{Name: "ip", Algorithm: a, Rate: ipRate, Period: time.Hour}}},
+		{Key: "route:/search", Limits: []store.Limit{{Name: "route", Algorithm: b, Rate: routeRate, Period: time.Hour}}},
 	}
 }
 

@@ -106,7 +106,7 @@ func TestPoisonedStateIsRepaired(t *testing.T) {
 				}
 				t.Run(name, func(t *testing.T) {
 					s, c := newStore(t, Options{})
-					limits := []store.Limit{{Algorithm: alg, Rate: 3, Period: time.Minute}}
+					limits := []store.Limit{{Algorithm: alg, Rate: 3, Period: 30 * time.Minute}}
 					if full {
 						limits = append(limits, store.Limit{Name: "hour", Algorithm: alg, Rate: 100, Period: time.Hour})
 					}
@@ -268,10 +268,10 @@ func TestRefusalGivesStateATTL(t *testing.T) {
 }
 
 // leanAndFull runs fn, for each algorithm of algs, on a fresh store
-// without the deny cache and a request for key under rate per minute:
-// alone (a lean script, but for the suppressed strategy) and with a
-// second, hourly limit (the full script). keys are the request's state
-// keys.
+// without the deny cache and a request for key under rate per 30 minutes
+// (long, so that a fixed window seldom ends inside fn): alone (a lean
+// script, but for the suppressed strategy) and with a second, hourly
+// limit (the full script). keys are the request's state keys.
 func leanAndFull(t *testing.T, algs []store.Algorithm, key string, rate int64, fn func(t *testing.T, s *redisStore, c *redis.Client, req store.Request, keys []string)) {
 	for _, alg := range algs {
 		for _, full := range []bool{false, true} {
@@ -281,7 +281,7 @@ func leanAndFull(t *testing.T, algs []store.Algorithm, key string, rate int64, f
 			}
 			t.Run(name, func(t *testing.T) {
 				s, c := newStore(t, Options{DenyCacheSize: -1})
-				limits := []store.Limit{{Algorithm: alg, Rate: rate, Period: time.Minute}}
+				limits := []store.Limit{{Algorithm: alg, Rate: rate, Period: 30 * time.Minute}}
 				if full {
 					limits = append(limits, store.Limit{Name: "hour", Algorithm: alg, Rate: 100, Period: time.Hour})
 				}
