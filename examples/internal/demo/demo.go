@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -130,7 +131,10 @@ func clientIP(trusted []string) (keyfunc.KeyFunc, error) {
 // store. A Redis that does not answer at start is not an error: the
 // service starts, every policy applies its failure mode while Redis is
 // away, and a watcher logs when it answers (until ctx ends). Each
-// decision reaches Redis by itself once it is back.
+// decision reaches Redis by itself once it is back. With Redis, go-redis's
+// own log lines (a dial it gave up, one per attempt while Redis is away)
+// go to logger too, at most one every redisLogEvery (redis.SetLogger,
+// which sets go-redis's logger for the whole process).
 func OpenStore(ctx context.Context, url string, logger *slog.Logger) (*Store, error) {
 	if url == "" {
 		m, err := memstore.New(memstore.Options{})
@@ -143,12 +147,13 @@ func OpenStore(ctx context.Context, url string, logger *slog.Logger) (*Store, er
 	if err != nil {
 		return nil, fmt.Errorf("REDIS_URL: %w", err)
 	}
+	redis.SetLogger(&redisLog{logger: logger, every: redisLogEvery, now: time.Now})
 	// With deadlines honoured, the store sends a lone call from the
 	// caller's goroutine (see package redisstore, "Time budget and
 	// batching").
 	opt.ContextTimeoutEnabled = true
 	client := redis.NewClient(opt)
-	rs, err := redisstore.New(client, redisstore.Options{})
+	rs, err := redisstore.New(client, redisstore.Options{Logger: logger})
 	if err != nil {
 		_ = client.Close()
 		return nil, err
@@ -160,6 +165,41 @@ func OpenStore(ctx context.Context, url string, logger *slog.Logger) (*Store, er
 		go awaitRedis(wctx, client, opt.Addr, logger)
 	}
 	return &Store{Store: rs, Redis: client, Close: func() { stop(); _ = client.Close() }}, nil
+}
+
+// redisLogEvery is how often go-redis's own log lines reach the service's
+// log at most.
+const redisLogEvery = 10 * time.Second
+
+// redisLog passes go-redis's log lines to a slog.Logger as warnings, at
+// most one every every, each with how many were held back since the one
+// before (not_logged): while Redis is away, go-redis writes a line for
+// every dial it gives up, several a second under traffic.
+type redisLog struct {
+	logger *slog.Logger
+	every  time.Duration
+	now    func() time.Time
+
+	mu   sync.Mutex
+	last time.Time // when the last line was written; zero: never
+	held int       // lines held back since
+}
+
+// Printf implements go-redis's Logging.
+func (l *redisLog) Printf(ctx context.Context, format string, v ...any) {
+	now := l.now()
+	l.mu.Lock()
+	if !l.last.IsZero() && now.Sub(l.last) < l.every {
+		l.held++
+		l.mu.Unlock()
+		return
+	}
+	held := l.held
+	l.last, l.held = now, 0
+	l.mu.Unlock()
+	l.logger.LogAttrs(ctx, slog.LevelWarn, "redis client",
+		slog.String("message", strings.TrimSpace(fmt.Sprintf(format, v...))),
+		slog.Int("not_logged", held))
 }
 
 // ping asks Redis for PONG within three seconds.

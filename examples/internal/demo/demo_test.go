@@ -136,6 +136,19 @@ func TestStartsWhileRedisIsDown(t *testing.T) {
 	if !strings.Contains(logs.String(), "redis does not answer") {
 		t.Fatalf("log: got %q, want a warning that Redis does not answer", logs.String())
 	}
+	downSince := time.Now()
+
+	// Requests while Redis is away make go-redis dial and give up, and
+	// say so in the service's log, a line every redisLogEvery at most.
+	for range 20 {
+		get(api, "192.0.2.1", "")
+		get(login, "192.0.2.1", "")
+		time.Sleep(50 * time.Millisecond)
+	}
+	lines := strings.Count(logs.String(), "msg=\"redis client\"")
+	if most := 1 + int(time.Since(downSince)/redisLogEvery); lines < 1 || lines > most {
+		t.Fatalf("log: got %d lines from go-redis in %v, want 1 to %d: %q", lines, time.Since(downSince), most, logs.String())
+	}
 
 	back, err := redistest.StartAt(port)
 	if err != nil {
@@ -160,6 +173,32 @@ func TestStartsWhileRedisIsDown(t *testing.T) {
 			t.Fatalf("api after Redis came back: got %d with headers %v, want 200 with X-RateLimit-Limit 10", w.Code, w.Header())
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestRedisLogHoldsBack: go-redis's lines reach the log at most once every
+// redisLogEvery, each counting the lines held back before it.
+func TestRedisLogHoldsBack(t *testing.T) {
+	logs := &testlog.Buffer{}
+	now := time.Unix(1_700_000_000, 0)
+	l := &redisLog{logger: slog.New(slog.NewTextHandler(logs, nil)), every: 10 * time.Second, now: func() time.Time { return now }}
+	for range 5 {
+		l.Printf(t.Context(), "redis: connection pool: failed to dial after %d attempts: %s\n", 5, "refused")
+		now = now.Add(time.Second)
+	}
+	now = now.Add(6 * time.Second) // 11s after the first line
+	l.Printf(t.Context(), "redis: later")
+	got := strings.Split(strings.TrimSpace(logs.String()), "\n")
+	if len(got) != 2 {
+		t.Fatalf("got %d lines, want 2: %q", len(got), logs.String())
+	}
+	for i, want := range []string{
+		`level=WARN msg="redis client" message="redis: connection pool: failed to dial after 5 attempts: refused" not_logged=0`,
+		`level=WARN msg="redis client" message="redis: later" not_logged=4`,
+	} {
+		if !strings.Contains(got[i], want) {
+			t.Errorf("line %d: got %q, want it to contain %q", i, got[i], want)
+		}
 	}
 }
 
