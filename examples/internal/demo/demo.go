@@ -132,9 +132,10 @@ func clientIP(trusted []string) (keyfunc.KeyFunc, error) {
 // service starts, every policy applies its failure mode while Redis is
 // away, and a watcher logs when it answers (until ctx ends). Each
 // decision reaches Redis by itself once it is back. With Redis, go-redis's
-// own log lines (a dial it gave up, one per attempt while Redis is away)
-// go to logger too, at most one every redisLogEvery (redis.SetLogger,
-// which sets go-redis's logger for the whole process).
+// own log lines (a connection it failed to dial, as many as its pool has
+// room for while Redis is away) go to logger too, at most one every
+// redisLogEvery (redis.SetLogger, which sets go-redis's logger for the
+// whole process).
 func OpenStore(ctx context.Context, url string, logger *slog.Logger) (*Store, error) {
 	if url == "" {
 		m, err := memstore.New(memstore.Options{})
@@ -172,9 +173,10 @@ func OpenStore(ctx context.Context, url string, logger *slog.Logger) (*Store, er
 const redisLogEvery = 10 * time.Second
 
 // redisLog passes go-redis's log lines to a slog.Logger as warnings, at
-// most one every every, each with how many were held back since the one
-// before (not_logged): while Redis is away, go-redis writes a line for
-// every dial it gives up, several a second under traffic.
+// most one every every, each with how many were held back since the line
+// written before it (not_logged), however long ago: while Redis is away,
+// go-redis writes a line for each connection it fails to dial, several a
+// second under traffic, until as many have failed as its pool holds.
 type redisLog struct {
 	logger *slog.Logger
 	every  time.Duration

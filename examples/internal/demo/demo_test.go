@@ -117,6 +117,7 @@ func TestStartsWhileRedisIsDown(t *testing.T) {
 	srv.Stop() // the address is known and nothing answers there
 	logs := &testlog.Buffer{}
 	logger := slog.New(slog.NewTextHandler(logs, nil))
+	downSince := time.Now()
 	st, err := OpenStore(t.Context(), "redis://"+srv.Addr+"/0", logger)
 	if err != nil {
 		t.Fatalf("OpenStore with Redis down: got error %v, want a store", err)
@@ -136,7 +137,6 @@ func TestStartsWhileRedisIsDown(t *testing.T) {
 	if !strings.Contains(logs.String(), "redis does not answer") {
 		t.Fatalf("log: got %q, want a warning that Redis does not answer", logs.String())
 	}
-	downSince := time.Now()
 
 	// Requests while Redis is away make go-redis dial and give up, and
 	// say so in the service's log, a line every redisLogEvery at most.
