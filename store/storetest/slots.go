@@ -53,8 +53,10 @@ func (e *env) renew(what string, slots []store.Slot, lease time.Duration, want i
 }
 
 // slotLease is the lease of the slot subtests: long on an exact clock,
-// short on real time, which sleeps through it.
-func (e *env) slotLease() time.Duration { return pick(e, time.Minute, 300*time.Millisecond) }
+// short on real time, which sleeps through it, yet long enough that a
+// stalled machine seldom outlasts the margins the subtests leave (a
+// quarter of it in testSlotsRenew).
+func (e *env) slotLease() time.Duration { return pick(e, time.Minute, 900*time.Millisecond) }
 
 // testSlotsCap: of a cap of 3, three holders get a slot (held 1, 2, 3), a
 // fourth is refused with 3 held, a holder acquiring again keeps its slot
