@@ -60,12 +60,13 @@ func (sh *shard) blocks(now int64, prefix, after string) []store.Block {
 	now = sh.clock(now)
 	nowMS := floorMS(now)
 	var out []store.Block
-	for key, r := range sh.index {
+	sh.index.each(func(r *record) {
+		key := r.key
 		if !r.ks.blocked(now) || !strings.HasPrefix(key, prefix) || (after != "" && key <= after) {
-			continue
+			return
 		}
 		out = append(out, store.Block{Key: key, Scope: r.ks.scope, Remaining: time.Duration(r.ks.blockEnd-nowMS) * time.Millisecond})
-	}
+	})
 	sh.mu.Unlock()
 	slices.SortFunc(out, func(a, b store.Block) int { return strings.Compare(a.Key, b.Key) })
 	return out

@@ -172,7 +172,7 @@ func (o *op) liveState(id string) *limitState {
 // evaluate reads the key's record and fills the verdict and out.
 func (o *op) evaluate(out []outcome) {
 	v, now := &o.v, o.now
-	o.rec = o.sh.index[o.req.Key]
+	o.rec = o.sh.find(o.req.Key)
 	if o.rec != nil && o.rec.ks != nil && o.rec.ks.exp > now {
 		o.ks = o.rec.ks
 	}

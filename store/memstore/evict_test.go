@@ -103,7 +103,7 @@ func TestMaxKeysIsExact(t *testing.T) {
 	}
 	fullest := 0
 	for i := range s.shards {
-		fullest = max(fullest, len(s.shards[i].index))
+		fullest = max(fullest, s.shards[i].index.len())
 	}
 	if fullest <= maxKeys/shards {
 		t.Fatalf("fullest shard: got %d keys, want more than an even share of %d (the case the bug refused)", fullest, maxKeys/shards)

@@ -14,7 +14,7 @@ func hotOf(s *memStore, key string) (hot, r *record) {
 	sh := s.shardFor(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	return sh.hot, sh.index[key]
+	return sh.hot, sh.find(key)
 }
 
 // TestHotRecord: a key taken again and again becomes its shard's hot

@@ -28,12 +28,12 @@ func checkCounts(t *testing.T, s *memStore) {
 			if r.size() == 0 {
 				t.Errorf("shard %d: empty record %q kept", i, r.key)
 			}
-			if sh.index[r.key] != r {
+			if sh.find(r.key) != r {
 				t.Errorf("shard %d: record %q listed but not indexed", i, r.key)
 			}
 		}
-		if n != len(sh.index) {
-			t.Errorf("shard %d: got %d records listed, %d indexed, want the same", i, n, len(sh.index))
+		if n != sh.index.len() {
+			t.Errorf("shard %d: got %d records listed, %d indexed, want the same", i, n, sh.index.len())
 		}
 		if size != sh.size {
 			t.Errorf("shard %d: got size %d counted, want %d (held)", i, sh.size, size)
@@ -51,7 +51,7 @@ func findRecord(s *memStore, key string) *record {
 	sh := s.shardFor(key)
 	sh.lock()
 	defer sh.mu.Unlock()
-	return sh.index[key]
+	return sh.find(key)
 }
 
 // TestBlockWholeMilliseconds: a block set at t for d ends at ⌊t⌋ms + d,

@@ -53,18 +53,18 @@ func TestNewRecordCopiesLentKey(t *testing.T) {
 			if err := tc.do(s, ctx, key); err != nil {
 				t.Fatal(err)
 			}
-			r := s.shards[0].index[key]
+			r := s.shards[0].find(key)
 			if r == nil {
 				t.Fatalf("no record for %q", key)
 			}
 			if keybuf.Holds(ctx, r.key) {
 				t.Fatalf("record key %q: got the lent memory, want a copy", r.key)
 			}
-			for k := range s.shards[0].index {
-				if keybuf.Holds(ctx, k) {
-					t.Fatalf("index key %q: got the lent memory, want a copy", k)
+			s.shards[0].index.each(func(r *record) {
+				if keybuf.Holds(ctx, r.key) {
+					t.Errorf("index key %q: got the lent memory, want a copy", r.key)
 				}
-			}
+			})
 		})
 	}
 }

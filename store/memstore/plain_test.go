@@ -86,7 +86,7 @@ func liveStates(s *memStore) int {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.lock()
-		for _, r := range sh.index {
+		sh.index.each(func(r *record) {
 			for j := range r.states {
 				if r.states[j].exp > now {
 					n++
@@ -100,7 +100,7 @@ func liveStates(s *memStore) int {
 					}
 				}
 			}
-		}
+		})
 		sh.mu.Unlock()
 	}
 	return n

@@ -35,7 +35,7 @@ func (s *memStore) Settle(_ context.Context, req store.Request, taken store.Deci
 	o.sh.lock()
 	defer o.sh.mu.Unlock()
 	o.now = o.sh.clock(now)
-	o.rec = o.sh.index[req.Key]
+	o.rec = o.sh.find(req.Key)
 	if o.rec == nil {
 		// A record made here keeps the key: a copy, in case the key is
 		// in memory a request lent (see Take).

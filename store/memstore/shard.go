@@ -69,6 +69,7 @@ type record struct {
 	inline     [1]limitState
 	ks         *keyState // nil when the key has no block, strikes or ids
 	states     []limitState
+	hash       uint64 // keyHash of key, the shard's index's
 }
 
 // size returns the number of states r holds, counted as for MaxKeys: one
@@ -167,7 +168,8 @@ type shard struct {
 	hotTS  int64
 	hotN   uint64
 
-	index map[string]*record // first on the next line, which a lookup reads
+	index keyIndex // first on the next line, which a lookup reads
+	seed  uint64   // the store's, of keyHash
 
 	// The LRU tail's touched time, published for other shards making room,
 	// which read it without the lock.
@@ -176,7 +178,6 @@ type shard struct {
 
 	lru   record // sentinel: lru.next is the most recently taken record
 	size  int    // states held, counted as for MaxKeys
-	peak  int    // largest len(index) since the map was last rebuilt
 	spare *record
 	pos   int       // index in the store's shards
 	ov    overrides // per-client overrides, by request key
@@ -185,12 +186,11 @@ type shard struct {
 	// makes it exact. It is published, as the tail's touched time is.
 	minExp    int64
 	pubMinExp atomic.Int64
-	_         [16]byte
+	_         [40]byte
 }
 
-func (sh *shard) init(pos int) {
-	sh.pos = pos
-	sh.index = make(map[string]*record)
+func (sh *shard) init(pos int, seed uint64) {
+	sh.pos, sh.seed = pos, seed
 	sh.lru.next, sh.lru.prev = &sh.lru, &sh.lru
 	sh.last = math.MinInt64
 	sh.minExp = math.MaxInt64
@@ -334,11 +334,17 @@ func (sh *shard) lookup(key string, h uint64) *record {
 	if r := sh.recent; r != nil && sh.recentHash == h && r.key == key {
 		return r
 	}
-	r := sh.index[key]
+	r := sh.index.get(key, h)
 	if r != nil {
 		sh.recent, sh.recentHash = r, h
 	}
 	return r
+}
+
+// find returns the record of key, or nil, as lookup does for a caller
+// that has not hashed the key.
+func (sh *shard) find(key string) *record {
+	return sh.index.get(key, keyHash(sh.seed, key))
 }
 
 // newRecord returns an empty record for key, linked first in the list and
@@ -350,21 +356,18 @@ func (sh *shard) newRecord(key string, now int64) *record {
 	} else {
 		r = &record{}
 	}
-	r.key = key
+	r.key, r.hash = key, keyHash(sh.seed, key)
 	r.states = r.inline[:0]
-	sh.index[key] = r
+	sh.index.put(r)
 	r.touched = now
 	sh.pushFront(r)
-	if len(sh.index) > sh.peak {
-		sh.peak = len(sh.index)
-	}
 	return r
 }
 
 // remove unindexes and unlinks r, which the caller has emptied or whose
 // states it accounts for, and keeps its memory for the next new record.
 func (sh *shard) remove(r *record) {
-	delete(sh.index, r.key)
+	sh.index.del(r)
 	if sh.recent == r {
 		sh.recent = nil
 	}
@@ -455,7 +458,7 @@ func (sh *shard) oldest(keep *record) *record {
 
 // sweep drops every expired state and id of the shard, except keep's, and
 // returns how many it dropped; it leaves minExp exact and returns the
-// map's memory after a large shrink.
+// index's memory after a large shrink.
 func (sh *shard) sweep(now int64, keep *record) int {
 	freed := 0
 	m := int64(math.MaxInt64)
@@ -475,35 +478,27 @@ func (sh *shard) sweep(now int64, keep *record) int {
 	sh.size -= freed
 	sh.minExp = m
 	sh.pubMinExp.Store(m)
-	if sh.peak > 1024 && len(sh.index) < sh.peak/4 {
-		// Go maps do not shrink: rebuild to return the memory.
-		index := make(map[string]*record, len(sh.index))
-		for k, r := range sh.index {
-			index[k] = r
-		}
-		sh.index = index
-		sh.peak = len(index)
-	}
+	sh.index.shrink()
 	return freed
 }
 
-// sweepSome drops the expired states of up to n records, which Go's map
-// iteration picks from a random position, and returns how many it
-// dropped. keep is left alone.
+// sweepSome drops the expired states of up to n records, from where the
+// last sample of the index stopped, and returns how many it dropped. keep
+// is left alone.
 func (sh *shard) sweepSome(now int64, n int, keep *record) int {
 	freed := 0
-	for _, r := range sh.index {
-		if r != keep {
-			f := r.dropExpired(now, false)
-			freed += f
-			if f > 0 && r.size() == 0 {
-				sh.remove(r)
-			}
+	sh.index.sample(n, func(r *record) bool {
+		if r == keep {
+			return false
 		}
-		if n--; n == 0 {
-			break
+		f := r.dropExpired(now, false)
+		freed += f
+		if f > 0 && r.size() == 0 {
+			sh.remove(r)
+			return true
 		}
-	}
+		return false
+	})
 	sh.size -= freed
 	return freed
 }

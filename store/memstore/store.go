@@ -133,7 +133,7 @@ func newMem(opts Options) (*memStore, error) {
 	s.budget.max = int64(maxKeys)
 	s.evictWait = evictWait
 	for i := range s.shards {
-		s.shards[i].init(i)
+		s.shards[i].init(i, s.seed)
 	}
 	return s, nil
 }
@@ -336,7 +336,7 @@ func (s *memStore) reset(req store.Request) error {
 	sh.lock()
 	defer sh.mu.Unlock()
 	now := sh.clock(s.now())
-	r := sh.index[req.Key]
+	r := sh.find(req.Key)
 	if r == nil {
 		return store.ErrNotFound
 	}

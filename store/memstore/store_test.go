@@ -174,8 +174,8 @@ func TestIncrementalSweep(t *testing.T) {
 	if got := sh.sweep(now, nil); got != held {
 		t.Fatalf("full sweep after every state expired: got %d dropped, want %d", got, held)
 	}
-	if len(sh.index) != 0 || sh.peak != 0 || sh.lru.next != &sh.lru {
-		t.Fatalf("after a full sweep: got %d records, peak %d, want 0, 0 (map rebuilt)", len(sh.index), sh.peak)
+	if sh.index.len() != 0 || len(sh.index.slots) != 0 || sh.lru.next != &sh.lru {
+		t.Fatalf("after a full sweep: got %d records in %d slots, want 0, 0 (index dropped)", sh.index.len(), len(sh.index.slots))
 	}
 	if sh.minExp != math.MaxInt64 || sh.pubMinExp.Load() != math.MaxInt64 {
 		t.Fatalf("minExp of an empty shard: got %d (published %d), want the maximum", sh.minExp, sh.pubMinExp.Load())
@@ -221,7 +221,7 @@ func TestSharding(t *testing.T) {
 	}
 	used := 0
 	for i := range s.shards {
-		if len(s.shards[i].index) > 0 {
+		if s.shards[i].index.len() > 0 {
 			used++
 		}
 	}
@@ -413,7 +413,7 @@ func TestLookupRecent(t *testing.T) {
 	}
 	sh, ha := s.locate("a")
 	_, hb := s.locate("b")
-	ra, rb := sh.index["a"], sh.index["b"]
+	ra, rb := sh.find("a"), sh.find("b")
 	if got := sh.lookup("b", hb); got != rb {
 		t.Fatalf("lookup(b): got %p, want b's record %p", got, rb)
 	}

@@ -81,7 +81,7 @@ func (s *memStore) CancelWait(_ context.Context, req store.Request, d store.Deci
 	o.sh.lock()
 	defer o.sh.mu.Unlock()
 	o.now = o.sh.clock(now)
-	o.rec = o.sh.index[req.Key]
+	o.rec = o.sh.find(req.Key)
 	if o.rec == nil {
 		return nil // expired or reset since: nothing left to give back
 	}
