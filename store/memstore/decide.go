@@ -19,6 +19,7 @@ import (
 type op struct {
 	s     *memStore
 	sh    *shard
+	h     uint64 // keyHash of the request's key
 	req   store.Request
 	cost  int64
 	now   int64
@@ -76,7 +77,7 @@ func (s *memStore) run(req store.Request, take bool) (store.Decision, error) {
 		o.u = s.draw()
 	}
 	now := s.now()
-	o.sh = s.shardFor(req.Key)
+	o.sh, o.h = s.locate(req.Key)
 	o.sh.lock()
 	o.now = o.sh.clock(now)
 	var kind store.OverrideKind
@@ -172,7 +173,7 @@ func (o *op) liveState(id string) *limitState {
 // evaluate reads the key's record and fills the verdict and out.
 func (o *op) evaluate(out []outcome) {
 	v, now := &o.v, o.now
-	o.rec = o.sh.find(o.req.Key)
+	o.rec = o.sh.index.get(o.req.Key, o.h)
 	if o.rec != nil && o.rec.ks != nil && o.rec.ks.exp > now {
 		o.ks = o.rec.ks
 	}
@@ -381,7 +382,7 @@ const sweepGrace = 1_000_000
 // ensureRecord returns the key's record, creating it.
 func (o *op) ensureRecord() *record {
 	if o.rec == nil {
-		o.rec = o.sh.newRecord(o.req.Key, o.now)
+		o.rec = o.sh.newRecord(o.req.Key, o.h, o.now)
 		o.v.created = true
 	}
 	return o.rec

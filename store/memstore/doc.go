@@ -75,7 +75,7 @@
 //
 // # Concurrency
 //
-// Keys are spread over [Options.Shards] maps by a hash of the key, seeded
+// Keys are spread over [Options.Shards] shards by a hash of the key, seeded
 // randomly per Store, each with its own mutex. All states of one key live
 // in one record in one shard, so a Take is atomic under one lock, held for
 // the in-memory update only. The clock is read once per call, before

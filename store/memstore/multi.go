@@ -155,7 +155,7 @@ func (s *memStore) evaluateStack(reqs []store.Request, ops []op, outs [][]outcom
 		if o.isLog() {
 			o.logID[0] = s.logID(o.req.Limits)
 		}
-		o.sh = s.shardFor(o.req.Key)
+		o.sh, o.h = s.locate(o.req.Key)
 		o.now = o.sh.clock(now)
 		o.evaluate(outs[i])
 		all = all && o.admits()

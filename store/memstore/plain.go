@@ -139,7 +139,7 @@ func (s *memStore) takePlain(ctx context.Context, req *store.Request, p *plan, d
 	st := r.plainState(p, now)
 	if st == nil {
 		sh.settleHot()
-		return s.takeGeneral(ctx, req, p, sh, now, d)
+		return s.takeGeneral(ctx, req, p, sh, h, now, d)
 	}
 	var out [1]outcome
 	l := &p.limit[0]
@@ -287,12 +287,12 @@ func (r *record) plainState(p *plan, now int64) *limitState {
 	return found
 }
 
-// takeGeneral decides a plain request on the general path, sh being
-// locked at now, and writes the decision to d; it unlocks sh. A key in
+// takeGeneral decides a plain request on the general path, sh (where
+// the key's hash h leads) being locked at now, and writes the decision to d; it unlocks sh. A key in
 // memory ctx lends is copied first, since the record it may create keeps
 // it.
-func (s *memStore) takeGeneral(ctx context.Context, req *store.Request, p *plan, sh *shard, now int64, d *store.Decision) error {
-	o := op{s: s, sh: sh, req: *req, cost: contract.Cost(req), now: now}
+func (s *memStore) takeGeneral(ctx context.Context, req *store.Request, p *plan, sh *shard, h uint64, now int64, d *store.Decision) error {
+	o := op{s: s, sh: sh, h: h, req: *req, cost: contract.Cost(req), now: now}
 	if keybuf.Holds(ctx, o.req.Key) {
 		o.req.Key = strings.Clone(o.req.Key)
 	}

@@ -31,11 +31,11 @@ func (s *memStore) Settle(_ context.Context, req store.Request, taken store.Deci
 		o.logID[0] = s.logID(req.Limits)
 	}
 	now := s.now()
-	o.sh = s.shardFor(req.Key)
+	o.sh, o.h = s.locate(req.Key)
 	o.sh.lock()
 	defer o.sh.mu.Unlock()
 	o.now = o.sh.clock(now)
-	o.rec = o.sh.find(req.Key)
+	o.rec = o.sh.index.get(req.Key, o.h)
 	if o.rec == nil {
 		// A record made here keeps the key: a copy, in case the key is
 		// in memory a request lent (see Take).

@@ -147,7 +147,8 @@ func (r *record) minExp() int64 {
 }
 
 // shard is one lock's share of the store: the records of the keys that
-// hash to it, in a map and in a list ordered by their last Take.
+// hash to it, in an index (see keyIndex) and in a list ordered by their
+// last Take.
 //
 // The fields every Take writes (the lock, the latest time, the recent
 // record when it changes, and a hot key's counts) fill the first cache
@@ -157,7 +158,7 @@ type shard struct {
 	last int64 // latest time seen, µs: time never runs backwards in a shard
 	// recent is the record lookup found last (nil: none), and recentHash
 	// its key's hash: a key taken again and again, by many callers at
-	// once, is found without a map lookup under the lock.
+	// once, is found without an index lookup under the lock.
 	recent     *record
 	recentHash uint64
 	// hot is a record whose one state's counts live here while its own
@@ -349,14 +350,14 @@ func (sh *shard) find(key string) *record {
 
 // newRecord returns an empty record for key, linked first in the list and
 // indexed. The caller adds its states.
-func (sh *shard) newRecord(key string, now int64) *record {
+func (sh *shard) newRecord(key string, h uint64, now int64) *record {
 	r := sh.spare
 	if r != nil {
 		sh.spare = nil
 	} else {
 		r = &record{}
 	}
-	r.key, r.hash = key, keyHash(sh.seed, key)
+	r.key, r.hash = key, h
 	r.states = r.inline[:0]
 	sh.index.put(r)
 	r.touched = now

@@ -207,7 +207,8 @@ func (s *memStore) locate(key string) (*shard, uint64) {
 
 // keyHash returns a hash of key seeded by seed, which spreads keys evenly
 // over shards and tells a shard's recent key from others (a collision
-// costs a map lookup, see shard.lookup): it reads the key eight bytes at
+// costs an index lookup, see shard.lookup) and finds its slot in the
+// shard's index by its low bits: it reads the key eight bytes at
 // a time and folds each word into the state by a 128-bit multiplication,
 // at a third of the cost of hash/maphash for the short keys of rate
 // limiting.

@@ -77,11 +77,11 @@ func (s *memStore) CancelWait(_ context.Context, req store.Request, d store.Deci
 	o.s, o.req = s, req
 	s.limitIDs(req.Limits, &o.ids)
 	now := s.now()
-	o.sh = s.shardFor(req.Key)
+	o.sh, o.h = s.locate(req.Key)
 	o.sh.lock()
 	defer o.sh.mu.Unlock()
 	o.now = o.sh.clock(now)
-	o.rec = o.sh.find(req.Key)
+	o.rec = o.sh.index.get(req.Key, o.h)
 	if o.rec == nil {
 		return nil // expired or reset since: nothing left to give back
 	}
