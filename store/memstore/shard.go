@@ -187,7 +187,7 @@ type shard struct {
 	// makes it exact. It is published, as the tail's touched time is.
 	minExp    int64
 	pubMinExp atomic.Int64
-	_         [40]byte
+	_         [88]byte
 }
 
 func (sh *shard) init(pos int, seed uint64) {

@@ -174,8 +174,8 @@ func TestIncrementalSweep(t *testing.T) {
 	if got := sh.sweep(now, nil); got != held {
 		t.Fatalf("full sweep after every state expired: got %d dropped, want %d", got, held)
 	}
-	if sh.index.len() != 0 || len(sh.index.slots) != 0 || sh.lru.next != &sh.lru {
-		t.Fatalf("after a full sweep: got %d records in %d slots, want 0, 0 (index dropped)", sh.index.len(), len(sh.index.slots))
+	if sh.index.len() != 0 || sh.index.segs != nil || sh.lru.next != &sh.lru {
+		t.Fatalf("after a full sweep: got %d records in %d segments, want 0, 0 (index dropped)", sh.index.len(), len(sh.index.segs))
 	}
 	if sh.minExp != math.MaxInt64 || sh.pubMinExp.Load() != math.MaxInt64 {
 		t.Fatalf("minExp of an empty shard: got %d (published %d), want the maximum", sh.minExp, sh.pubMinExp.Load())
