@@ -288,9 +288,9 @@ func (r *record) plainState(p *plan, now int64) *limitState {
 }
 
 // takeGeneral decides a plain request on the general path, sh (where
-// the key's hash h leads) being locked at now, and writes the decision to d; it unlocks sh. A key in
-// memory ctx lends is copied first, since the record it may create keeps
-// it.
+// the key's hash h leads) being locked at now, and writes the decision to
+// d; it unlocks sh. A key in memory ctx lends is copied first, since the
+// record it may create keeps it.
 func (s *memStore) takeGeneral(ctx context.Context, req *store.Request, p *plan, sh *shard, h uint64, now int64, d *store.Decision) error {
 	o := op{s: s, sh: sh, h: h, req: *req, cost: contract.Cost(req), now: now}
 	if keybuf.Holds(ctx, o.req.Key) {
