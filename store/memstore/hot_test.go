@@ -11,10 +11,10 @@ import (
 
 // hotOf returns the hot record of key's shard and the record of key.
 func hotOf(s *memStore, key string) (hot, r *record) {
-	sh := s.shardFor(key)
+	sh, h := s.locate(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	return sh.hot, sh.find(key)
+	return sh.hot, sh.index.get(key, h)
 }
 
 // TestHotRecord: a key taken again and again becomes its shard's hot

@@ -28,7 +28,7 @@ func checkCounts(t *testing.T, s *memStore) {
 			if r.size() == 0 {
 				t.Errorf("shard %d: empty record %q kept", i, r.key)
 			}
-			if sh.find(r.key) != r {
+			if sh.index.get(r.key, keyHash(s.seed, r.key)) != r {
 				t.Errorf("shard %d: record %q listed but not indexed", i, r.key)
 			}
 		}
@@ -48,10 +48,10 @@ func checkCounts(t *testing.T, s *memStore) {
 
 // findRecord returns the record of key, or nil.
 func findRecord(s *memStore, key string) *record {
-	sh := s.shardFor(key)
+	sh, h := s.locate(key)
 	sh.lock()
 	defer sh.mu.Unlock()
-	return sh.find(key)
+	return sh.index.get(key, h)
 }
 
 // TestBlockWholeMilliseconds: a block set at t for d ends at ⌊t⌋ms + d,

@@ -53,7 +53,7 @@ func TestNewRecordCopiesLentKey(t *testing.T) {
 			if err := tc.do(s, ctx, key); err != nil {
 				t.Fatal(err)
 			}
-			r := s.shards[0].find(key)
+			r := s.shards[0].index.get(key, keyHash(s.seed, key))
 			if r == nil {
 				t.Fatalf("no record for %q", key)
 			}

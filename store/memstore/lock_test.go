@@ -10,7 +10,7 @@ import (
 // lock and half by Lock, never hold it together.
 func TestShardLockExcludes(t *testing.T) {
 	var sh shard
-	sh.init(0, 0)
+	sh.init(0)
 	const goroutines, rounds = 8, 2000
 	n := 0
 	var wg sync.WaitGroup
@@ -40,7 +40,7 @@ func TestShardLockExcludes(t *testing.T) {
 // its spins waits until the holder unlocks it.
 func TestShardLockWaits(t *testing.T) {
 	var sh shard
-	sh.init(0, 0)
+	sh.init(0)
 	sh.mu.Lock()
 	locked := make(chan struct{})
 	go func() {

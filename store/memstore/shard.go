@@ -170,7 +170,6 @@ type shard struct {
 	hotN   uint64
 
 	index keyIndex // first on the next line, which a lookup reads
-	seed  uint64   // the store's, of keyHash
 
 	// The LRU tail's touched time, published for other shards making room,
 	// which read it without the lock.
@@ -187,11 +186,11 @@ type shard struct {
 	// makes it exact. It is published, as the tail's touched time is.
 	minExp    int64
 	pubMinExp atomic.Int64
-	_         [88]byte
+	_         [96]byte
 }
 
-func (sh *shard) init(pos int, seed uint64) {
-	sh.pos, sh.seed = pos, seed
+func (sh *shard) init(pos int) {
+	sh.pos = pos
 	sh.lru.next, sh.lru.prev = &sh.lru, &sh.lru
 	sh.last = math.MinInt64
 	sh.minExp = math.MaxInt64
@@ -340,12 +339,6 @@ func (sh *shard) lookup(key string, h uint64) *record {
 		sh.recent, sh.recentHash = r, h
 	}
 	return r
-}
-
-// find returns the record of key, or nil, as lookup does for a caller
-// that has not hashed the key.
-func (sh *shard) find(key string) *record {
-	return sh.index.get(key, keyHash(sh.seed, key))
 }
 
 // newRecord returns an empty record for key, linked first in the list and

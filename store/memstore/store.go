@@ -133,7 +133,7 @@ func newMem(opts Options) (*memStore, error) {
 	s.budget.max = int64(maxKeys)
 	s.evictWait = evictWait
 	for i := range s.shards {
-		s.shards[i].init(i, s.seed)
+		s.shards[i].init(i)
 	}
 	return s, nil
 }
@@ -333,11 +333,11 @@ func (s *memStore) reset(req store.Request) error {
 	if alg == store.SlidingWindowLog {
 		ids[0], n = s.logID(req.Limits), 1
 	}
-	sh := s.shardFor(req.Key)
+	sh, h := s.locate(req.Key)
 	sh.lock()
 	defer sh.mu.Unlock()
 	now := sh.clock(s.now())
-	r := sh.find(req.Key)
+	r := sh.index.get(req.Key, h)
 	if r == nil {
 		return store.ErrNotFound
 	}

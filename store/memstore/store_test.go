@@ -413,7 +413,7 @@ func TestLookupRecent(t *testing.T) {
 	}
 	sh, ha := s.locate("a")
 	_, hb := s.locate("b")
-	ra, rb := sh.find("a"), sh.find("b")
+	ra, rb := sh.index.get("a", ha), sh.index.get("b", hb)
 	if got := sh.lookup("b", hb); got != rb {
 		t.Fatalf("lookup(b): got %p, want b's record %p", got, rb)
 	}
