@@ -598,7 +598,9 @@ func (b *batcher) lone(c *call, start time.Time) (v any, sent bool, err error) {
 
 // held sends c through lc, the held connection, which it lets go of when
 // the call fails other than by a reply of the server's. The call's reply
-// is polled for (see poll) while polls catch their replies (see spinFor).
+// is polled for (see poll) while polls catch their replies (see spinFor),
+// and go-redis's peeks for push notifications look at nothing while alive
+// found nothing to read (see quietRaw).
 func (b *batcher) held(c *call, start time.Time, lc *loneConn) (v any, err error) {
 	ls := b.p.lone
 	defer ls.release()
@@ -606,6 +608,7 @@ func (b *batcher) held(c *call, start time.Time, lc *loneConn) (v any, err error
 	lc.sock.startSpin(spin, b.busyFn)
 	// Any reroute stays on the connection, whose deadlines are capped.
 	v, err = b.direct(c, start, lc.conn, lc.conn, lc.sock)
+	lc.sock.quiet.Store(false) // before a drop gives the connection back
 	caught := lc.sock.stopSpin()
 	if err != nil && (!serverReply(err) || notRun(err)) || lc.sock.closed.Load() {
 		ls.drop(lc)

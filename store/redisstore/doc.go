@@ -111,6 +111,10 @@
 // (100 µs) before it sleeps, which on a host whose cores go idle between
 // calls saves the caller's two wake-ups, often more than a nearby
 // server's round trip; it polls only while most polls catch their reply.
+// Before each call the store peeks at the held connection's socket, to
+// find a connection the server has closed; while that peek finds nothing
+// to read, go-redis's own peeks for push notifications during the call
+// look at nothing instead of making a system call each.
 // Until the store holds a connection, and after a call through it fails
 // other than by a reply of the server's, another is sought in the
 // background, and lone calls are sent through the client's pool by their

@@ -82,6 +82,12 @@ type capConn struct {
 	// busy reports, for the call in flight, that other calls wait behind
 	// it (see startSpin).
 	busy func() bool
+	// quiet is set while a lone call is sent through the connection after
+	// alive found its socket open with nothing to read; hush is the raw
+	// connection its SyscallConn then returns (see quietRaw), nil when the
+	// socket has none.
+	quiet atomic.Bool
+	hush  *quietRaw
 	// poller polls the socket; nil when it has no raw connection.
 	poller *poller
 	// onPoll, when set (by tests), is called for every read that polls.
@@ -114,8 +120,40 @@ type sysCapConn struct {
 	sys syscall.Conn
 }
 
-// SyscallConn implements syscall.Conn.
-func (c sysCapConn) SyscallConn() (syscall.RawConn, error) { return c.sys.SyscallConn() }
+// SyscallConn implements syscall.Conn: the socket's raw connection, or
+// while the connection is quiet one that finds nothing to read (see
+// quietRaw).
+func (c sysCapConn) SyscallConn() (syscall.RawConn, error) {
+	if c.quiet.Load() && c.hush != nil {
+		return c.hush, nil
+	}
+	return c.sys.SyscallConn()
+}
+
+// quietRaw is the raw connection of a held socket during a lone call that
+// alive has just found open with nothing to read. go-redis peeks through
+// it for push notifications twice per command on a connection held out
+// of its pool (before the command, and as the command lets the
+// connection go), a system call each that a pooled connection skips; on
+// a host where system calls are dear the two cost a lone call a few
+// percent. Its Read calls nothing and reports no error: a peek then finds
+// nothing to read, as alive did a moment before. A push notification that
+// comes in between is read before the reply that follows it, as go-redis
+// reads any (see processPendingPushNotificationWithReader), and alive
+// finds one left after a call, so the next call's peeks are real.
+type quietRaw struct {
+	syscall.RawConn
+	// onRead, when set (by tests), is called for every Read.
+	onRead func()
+}
+
+// Read implements syscall.RawConn without calling f (see quietRaw).
+func (q *quietRaw) Read(func(fd uintptr) bool) error {
+	if q.onRead != nil {
+		q.onRead()
+	}
+	return nil
+}
 
 // wrapConn returns conn wrapped for lone senders, unless it is already.
 func wrapConn(conn net.Conn) (net.Conn, *capConn) {
@@ -129,6 +167,7 @@ func wrapConn(conn net.Conn) (net.Conn, *capConn) {
 	if sys, ok := conn.(syscall.Conn); ok {
 		if raw, err := sys.SyscallConn(); err == nil {
 			c.poller = newPoller(raw)
+			c.hush = &quietRaw{RawConn: raw}
 		}
 		return sysCapConn{c, sys}, c
 	}
@@ -284,8 +323,11 @@ func (ls *loneSender) take() *loneConn {
 		return nil
 	}
 	if lc := ls.cur.Load(); lc != nil {
-		if !lc.sock.closed.Load() && alive(lc.sock) {
-			return lc
+		if !lc.sock.closed.Load() {
+			if open, empty := alive(lc.sock); open {
+				lc.sock.quiet.Store(empty)
+				return lc
+			}
 		}
 		ls.drop(lc)
 	}
@@ -296,8 +338,13 @@ func (ls *loneSender) take() *loneConn {
 	return nil
 }
 
-// release gives back the connection take returned.
-func (ls *loneSender) release() { ls.inUse.Store(false) }
+// release gives back the connection take returned, no longer quiet.
+func (ls *loneSender) release() {
+	if lc := ls.cur.Load(); lc != nil {
+		lc.sock.quiet.Store(false)
+	}
+	ls.inUse.Store(false)
+}
 
 // drop lets go of lc after a call through it failed other than by a
 // reply of the server's (its socket timed out or broke, or the server is

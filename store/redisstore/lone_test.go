@@ -287,7 +287,7 @@ func TestCapConn(t *testing.T) {
 	if got := c.capped(time.Time{}); !got.IsZero() {
 		t.Fatalf("without a limit: capped(none) = %s, want none", got)
 	}
-	if !alive(c) {
+	if open, _ := alive(c); !open {
 		t.Fatal("an open idle socket is not alive")
 	}
 	c.Close()

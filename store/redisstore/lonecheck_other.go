@@ -7,10 +7,11 @@ import (
 	"time"
 )
 
-// alive reports whether the socket of a held connection is still open;
-// without a way to look at it here, a closed one is found by the call
-// sent through it, which fails.
-func alive(*capConn) bool { return true }
+// alive reports whether the socket of a held connection is still open,
+// and whether nothing waits to be read on it; without a way to look at it
+// here, a closed one is found by the call sent through it, which fails,
+// and it is never known to be empty.
+func alive(*capConn) (open, empty bool) { return true, false }
 
 // poller polls nothing here: a read of a lone call's reply sleeps until
 // the reply comes, as any other read.

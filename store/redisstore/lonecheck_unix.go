@@ -16,34 +16,39 @@ import (
 // idle timeout), which go-redis finds out for the connections of its pool
 // when it hands one out, but not for a held one. Data waiting to be read
 // (a push notification, which go-redis reads before the next reply) is
-// not a closed socket.
-func alive(c *capConn) bool {
+// not a closed socket; empty reports that none waits.
+func alive(c *capConn) (open, empty bool) {
 	p := c.poller // made once with the connection: this runs before every lone call
 	if p == nil {
 		sc, ok := c.Conn.(syscall.Conn)
 		if !ok {
-			return true
+			return true, false
 		}
 		raw, err := sc.SyscallConn()
 		if err != nil {
-			return false
+			return false, false
 		}
 		p = newPoller(raw)
 	}
 	// The last call's deadline has passed, and a read would report it
 	// instead of looking; the next call sets its own.
 	if c.Conn.SetDeadline(time.Time{}) != nil {
-		return false
+		return false, false
 	}
-	return p.raw.Read(p.peekFn) == nil && p.open
+	if p.raw.Read(p.peekFn) != nil {
+		return false, false
+	}
+	return p.open, p.empty
 }
 
 // peekOpen reports whether the socket fd is open: a peek of one byte finds
-// data or nothing to read yet, not the end of the stream or an error.
-func peekOpen(fd uintptr) bool {
+// data or nothing to read yet (empty), not the end of the stream or an
+// error.
+func peekOpen(fd uintptr) (open, empty bool) {
 	var b [1]byte
 	n, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-	return n > 0 || err == syscall.EAGAIN || err == syscall.EWOULDBLOCK
+	empty = err == syscall.EAGAIN || err == syscall.EWOULDBLOCK
+	return n > 0 || empty, empty
 }
 
 // poller polls one socket (see poll) and checks it (see alive). Its
@@ -55,6 +60,7 @@ type poller struct {
 	fn     func(fd uintptr) bool // p.try
 	peekFn func(fd uintptr) bool // p.peek
 	open   bool                  // what the last peek found
+	empty  bool
 	b      []byte
 	until  time.Time
 	busy   func() bool // nil: never
@@ -72,7 +78,7 @@ func newPoller(raw syscall.RawConn) *poller {
 
 // peek is alive's function of the socket's descriptor.
 func (p *poller) peek(fd uintptr) bool {
-	p.open = peekOpen(fd)
+	p.open, p.empty = peekOpen(fd)
 	return true
 }
 

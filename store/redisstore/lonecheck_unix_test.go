@@ -6,6 +6,7 @@ import (
 	"context"
 	"io"
 	"net"
+	"strconv"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -147,6 +148,175 @@ func TestLonePolls(t *testing.T) {
 			if got != 0 {
 				t.Fatalf("%s: %d polled reads; want none", tc.name, got)
 			}
+		}
+	}
+}
+
+// TestAliveQuiet: alive finds an open socket with nothing to read empty,
+// one with data waiting open but not empty, and a closed one not open;
+// while its connection is quiet, a wrapped socket's SyscallConn gives a
+// raw connection whose Read looks at nothing, and the socket's own
+// otherwise.
+func TestAliveQuiet(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	peers := make(chan net.Conn, 1)
+	go func() {
+		if c, err := l.Accept(); err == nil {
+			peers <- c
+		}
+	}()
+	tcp, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, c := wrapConn(tcp)
+	defer conn.Close()
+	peer := <-peers
+	defer peer.Close()
+
+	looked := func() bool {
+		raw, err := conn.(syscall.Conn).SyscallConn()
+		if err != nil {
+			t.Fatal(err)
+		}
+		called := false
+		if err := raw.Read(func(uintptr) bool { called = true; return true }); err != nil {
+			t.Fatal(err)
+		}
+		return called
+	}
+	if open, empty := alive(c); !open || !empty {
+		t.Fatalf("an open idle socket: alive = %t, %t; want open and empty", open, empty)
+	}
+	if !looked() {
+		t.Fatal("a socket not quiet: its raw connection's Read did not call its function")
+	}
+	c.quiet.Store(true)
+	if looked() {
+		t.Fatal("a quiet socket: its raw connection's Read called its function")
+	}
+	c.quiet.Store(false)
+	if !looked() {
+		t.Fatal("a socket quiet no more: its raw connection's Read did not call its function")
+	}
+
+	if _, err := peer.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		open, empty := alive(c)
+		if !open {
+			t.Fatal("a socket with data waiting: alive reports it closed")
+		}
+		if !empty {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a socket with data waiting: alive still finds it empty after 5s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if _, err := io.ReadFull(conn, make([]byte, 1)); err != nil {
+		t.Fatal(err)
+	}
+	peer.Close()
+	for {
+		if open, _ := alive(c); !open {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a socket its peer closed: alive still finds it open after 5s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestLoneQuietPeeks: go-redis peeks at a connection held out of its pool
+// for push notifications before each command and as the command lets the
+// connection go, once the connection was last put in the pool over five
+// seconds ago. Through the held connection, with nothing to read, those
+// peeks look at nothing (alive has just looked), and the connection is
+// quiet only during its calls. A push notification that waits on it
+// (an invalidation of client tracking) makes the next call's peeks real:
+// go-redis reads the notification and the call is decided as any other.
+func TestLoneQuietPeeks(t *testing.T) {
+	srv := requireServer(t)
+	ctx := context.Background()
+	c := newClient(t, srv, nil) // RESP3, go-redis's default
+	s, err := newRedis(c, Options{Prefix: randomPrefix(t), Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lc := waitLone(t, s)
+	var hushed atomic.Int64
+	lc.sock.hush.onRead = func() { hushed.Add(1) }
+	// go-redis skips its peek for five seconds after the connection was
+	// last put in its pool, which was before the store took it.
+	time.Sleep(5200 * time.Millisecond)
+
+	const n = 20
+	req := store.Request{Key: "quiet", Limits: []store.Limit{{Rate: 2 * n, Period: time.Hour}}}
+	taken := 0
+	take := func(what string) {
+		t.Helper()
+		taken++
+		d, err := s.Take(ctx, req)
+		if err != nil || !d.Allowed || d.Remaining != int64(2*n-taken) {
+			t.Fatalf("%s: take %d: got %+v, %v; want admitted with %d remaining", what, taken, d, err, 2*n-taken)
+		}
+		if lc.sock.quiet.Load() {
+			t.Fatalf("%s: take %d: the held connection is still quiet after its call", what, taken)
+		}
+		if s.pipes.lone.cur.Load() != lc {
+			t.Fatalf("%s: take %d: the held connection was let go of", what, taken)
+		}
+	}
+	for range n {
+		take("quiet")
+	}
+	if got := hushed.Load(); got < n {
+		t.Fatalf("%d peeks of go-redis looked at nothing in %d lone calls; want at least one per call", got, n)
+	}
+
+	// Client tracking in broadcast mode sends the held connection an
+	// invalidation for every key of the prefix that another client sets.
+	if err := lc.conn.Do(ctx, "CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "quietpush:").Err(); err != nil {
+		t.Fatal(err)
+	}
+	admin := newClient(t, srv, nil)
+	for i := range 3 {
+		if err := admin.Set(ctx, "quietpush:"+strconv.Itoa(i), i, time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			if open, empty := alive(lc.sock); !open {
+				t.Fatal("the held connection was closed")
+			} else if !empty {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("no invalidation reached the held connection within 5s")
+			}
+			time.Sleep(time.Millisecond)
+		}
+		before := hushed.Load()
+		take("a notification waiting")
+		if got := hushed.Load() - before; got != 0 {
+			t.Fatalf("a call with a notification waiting: %d of go-redis's peeks looked at nothing; want none", got)
+		}
+		if open, empty := alive(lc.sock); !open || !empty {
+			t.Fatalf("after the call: alive = %t, %t; want the notification read, nothing left", open, empty)
+		}
+		before = hushed.Load()
+		take("quiet again")
+		if hushed.Load() == before {
+			t.Fatal("the call after the notification was read: every peek of go-redis looked")
 		}
 	}
 }
