@@ -28,8 +28,12 @@ end
 local left = we - now
 if c + cost <= cap then
   if take then
-    redis.call('HSET', key, 'w', int(ws), 'cur', int(c + cost), 'p', ARGV[4])
-    if not same then
+    -- The key keeps its window and period (fields w and p): only cur
+    -- changes.
+    if same then
+      redis.call('HSET', key, 'cur', int(c + cost))
+    else
+      redis.call('HSET', key, 'w', int(ws), 'cur', int(c + cost), 'p', ARGV[4])
       redis.call('PEXPIRE', key, int(ttl_ms(left)))
     end
   end

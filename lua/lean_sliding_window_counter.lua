@@ -20,13 +20,16 @@ local est = estimate(now, ws, p, c, pv)
 local life = ws + 2 * p - now
 if est + cost <= cap then
   if take then
-    redis.call('HSET', key, 'w', int(ws), 'cur', int(c + cost), 'prev', int(pv), 'p', ARGV[4])
     -- A key that holds this window, its TTL set under this period (field
     -- p, which every script that sets the TTL writes), already has the
-    -- TTL a take in this window gives it (the end of the next window).
-    -- After a reload that changed the period of a named limit it has the
-    -- old one's.
-    if w ~= ws or st[4] ~= ARGV[4] then
+    -- TTL a take in this window gives it (the end of the next window),
+    -- and fields w, prev and p as they stay: only cur changes. After a
+    -- reload that changed the period of a named limit it has the old
+    -- one's.
+    if w == ws and st[4] == ARGV[4] then
+      redis.call('HSET', key, 'cur', int(c + cost))
+    else
+      redis.call('HSET', key, 'w', int(ws), 'cur', int(c + cost), 'prev', int(pv), 'p', ARGV[4])
       redis.call('PEXPIRE', key, int(ttl_ms(life)))
     end
   end
