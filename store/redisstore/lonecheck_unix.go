@@ -59,8 +59,8 @@ type poller struct {
 	raw    syscall.RawConn
 	fn     func(fd uintptr) bool // p.try
 	peekFn func(fd uintptr) bool // p.peek
-	open   bool                  // what the last peek found
-	empty  bool
+	open   bool                  // what the last peek found: the socket open,
+	empty  bool                  // and nothing in it to read
 	b      []byte
 	until  time.Time
 	busy   func() bool // nil: never
