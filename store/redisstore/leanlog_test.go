@@ -52,16 +52,7 @@ func TestLeanLogMatchesFull(t *testing.T) {
 		limits := []store.Limit{{Algorithm: store.SlidingWindowLog, Rate: capacity, Period: period}}
 		lreq := store.Request{Key: "lean", Limits: limits, Cost: cost}
 		freq := store.Request{Key: "full", Limits: limits, Cost: cost}
-		if err := lreq.Validate(); err != nil {
-			t.Fatal(err)
-		}
-		lc := s.command(mode, &lreq, cost)
-		if lc.variant != lean {
-			t.Fatal("not the lean script")
-		}
-		fc := command{variant: full, sc: &s.scripts.byAlgorithm[store.SlidingWindowLog][full], li: lc.li}
-		fc.args = s.fullArgs(mode, keyOf(s.prefix, freq.Key, ""), fc.sc, &freq, cost)
-		fc.key = fc.args[3+4].(string)
+		lc, fc := leanFullCommands(t, s, mode, &lreq, &freq, cost)
 		// One nonce, so that both record the same members.
 		if mode == modeTake {
 			nonce := "n" + strconv.Itoa(it)
@@ -147,28 +138,8 @@ func TestLeanLogMatchesFull(t *testing.T) {
 			}
 		}
 
-		run := func(cmd command, req *store.Request) store.Decision {
-			t.Helper()
-			if err := c.ScriptLoad(ctx, cmd.sc.src).Err(); err != nil {
-				t.Fatal(err)
-			}
-			v, err := c.Do(ctx, cmd.args...).Result()
-			if err != nil {
-				t.Fatalf("iteration %d: %v", it, err)
-			}
-			d, err := cmd.decode(v, req, cost)
-			if err != nil {
-				t.Fatalf("iteration %d: %v", it, err)
-			}
-			return d
-		}
-		got, want := run(lc, &lreq), run(fc, &freq)
 		where := fmt.Sprintf("iteration %d: %s cost %d of %d per %s, %s", it, mode, cost, capacity, period, what)
-		if got.Allowed != want.Allowed || got.Remaining != want.Remaining || got.ResetAfter != want.ResetAfter ||
-			got.RetryAfter != want.RetryAfter || got.NextAfter != want.NextAfter || got.Repaired != want.Repaired ||
-			got.Capacity != want.Capacity {
-			t.Fatalf("%s: lean %s repaired %v, full %s repaired %v", where, fmtDecision(got), got.Repaired, fmtDecision(want), want.Repaired)
-		}
+		got := leanAsFull(t, c, where, lc, &lreq, fc, &freq, cost)
 		switch {
 		case mode == modePeek:
 			peeks++
@@ -200,17 +171,71 @@ func TestLeanLogMatchesFull(t *testing.T) {
 		if l, f := units(lc.key), units(fc.key); !reflect.DeepEqual(l, f) {
 			t.Fatalf("%s: lean left %v, full %v", where, l, f)
 		}
-		// The TTL: a fake expiry in ms (see clockShim), or none.
-		xl, errl := c.HGet(ctx, clock.key, "x:"+lc.key).Result()
-		xf, errf := c.HGet(ctx, clock.key, "x:"+fc.key).Result()
-		if xl != xf || (errl == nil) != (errf == nil) {
-			t.Fatalf("%s: lean left expiry %q, full %q", where, xl, xf)
-		}
-		if pl, pf := c.PTTL(ctx, lc.key).Val() > 0, c.PTTL(ctx, fc.key).Val() > 0; pl != pf {
-			t.Fatalf("%s: lean left a TTL %v, full %v", where, pl, pf)
-		}
+		sameExpiry(t, clock, where, lc.key, fc.key)
 	}
 	if admitted == 0 || refused == 0 || repaired == 0 || peeks == 0 {
 		t.Fatalf("%d admitted, %d refused, %d repaired, %d peeks: want each exercised", admitted, refused, repaired, peeks)
+	}
+}
+
+// leanFullCommands returns the lean command of lreq, a plain request, and the
+// full script's command of freq, the same request under another key.
+func leanFullCommands(t *testing.T, s *redisStore, mode string, lreq, freq *store.Request, cost int64) (lc, fc command) {
+	t.Helper()
+	if err := lreq.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	lc = s.command(mode, lreq, cost)
+	if lc.variant != lean {
+		t.Fatal("not the lean script")
+	}
+	fc = command{variant: full, sc: &s.scripts.byAlgorithm[lreq.Limits[0].Algorithm][full], li: lc.li}
+	fc.args = s.fullArgs(mode, keyOf(s.prefix, freq.Key, ""), fc.sc, freq, cost)
+	fc.key = fc.args[3+4].(string)
+	return lc, fc
+}
+
+// leanAsFull runs the lean command lc of lreq and the full command fc of
+// freq, each script loaded first, and fails unless both decide alike (the
+// repaired flag included); it returns the lean decision.
+func leanAsFull(t *testing.T, c *redis.Client, where string, lc command, lreq *store.Request, fc command, freq *store.Request, cost int64) store.Decision {
+	t.Helper()
+	run := func(cmd command, req *store.Request) store.Decision {
+		t.Helper()
+		ctx := context.Background()
+		if err := c.ScriptLoad(ctx, cmd.sc.src).Err(); err != nil {
+			t.Fatal(err)
+		}
+		v, err := c.Do(ctx, cmd.args...).Result()
+		if err != nil {
+			t.Fatalf("%s: %v", where, err)
+		}
+		d, err := cmd.decode(v, req, cost)
+		if err != nil {
+			t.Fatalf("%s: %v", where, err)
+		}
+		return d
+	}
+	got, want := run(lc, lreq), run(fc, freq)
+	if got.Allowed != want.Allowed || got.Remaining != want.Remaining || got.ResetAfter != want.ResetAfter ||
+		got.RetryAfter != want.RetryAfter || got.NextAfter != want.NextAfter || got.Repaired != want.Repaired ||
+		got.Capacity != want.Capacity {
+		t.Fatalf("%s: lean %s repaired %v, full %s repaired %v", where, fmtDecision(got), got.Repaired, fmtDecision(want), want.Repaired)
+	}
+	return got
+}
+
+// sameExpiry fails unless the keys lean and full have the same TTL on the
+// clock: a fake expiry in ms (see clockShim), or none.
+func sameExpiry(t *testing.T, clock *fakeClock, where, lean, full string) {
+	t.Helper()
+	ctx, c := context.Background(), clock.c
+	xl, errl := c.HGet(ctx, clock.key, "x:"+lean).Result()
+	xf, errf := c.HGet(ctx, clock.key, "x:"+full).Result()
+	if xl != xf || (errl == nil) != (errf == nil) {
+		t.Fatalf("%s: lean left expiry %q, full %q", where, xl, xf)
+	}
+	if pl, pf := c.PTTL(ctx, lean).Val() > 0, c.PTTL(ctx, full).Val() > 0; pl != pf {
+		t.Fatalf("%s: lean left a TTL %v, full %v", where, pl, pf)
 	}
 }

@@ -61,16 +61,7 @@ func TestLeanWindowsMatchFull(t *testing.T) {
 			limits := []store.Limit{{Algorithm: alg, Rate: capacity, Period: period}}
 			lreq := store.Request{Key: "lean", Limits: limits, Cost: cost}
 			freq := store.Request{Key: "full", Limits: limits, Cost: cost}
-			if err := lreq.Validate(); err != nil {
-				t.Fatal(err)
-			}
-			lc := s.command(mode, &lreq, cost)
-			if lc.variant != lean {
-				t.Fatal("not the lean script")
-			}
-			fc := command{variant: full, sc: &s.scripts.byAlgorithm[alg][full], li: lc.li}
-			fc.args = s.fullArgs(mode, keyOf(s.prefix, freq.Key, ""), fc.sc, &freq, cost)
-			fc.key = fc.args[3+4].(string)
+			lc, fc := leanFullCommands(t, s, mode, &lreq, &freq, cost)
 
 			what := "as left"
 			if rng.IntN(12) == 0 {
@@ -102,28 +93,8 @@ func TestLeanWindowsMatchFull(t *testing.T) {
 			}
 			before := c.HGet(ctx, lc.key, "w").Val()
 
-			run := func(cmd command, req *store.Request) store.Decision {
-				t.Helper()
-				if err := c.ScriptLoad(ctx, cmd.sc.src).Err(); err != nil {
-					t.Fatal(err)
-				}
-				v, err := c.Do(ctx, cmd.args...).Result()
-				if err != nil {
-					t.Fatalf("%v, step %d: %v", alg, it, err)
-				}
-				d, err := cmd.decode(v, req, cost)
-				if err != nil {
-					t.Fatalf("%v, step %d: %v", alg, it, err)
-				}
-				return d
-			}
-			got, want := run(lc, &lreq), run(fc, &freq)
 			where := fmt.Sprintf("%v, step %d: %s cost %d of %d per %s, key %s", alg, it, mode, cost, capacity, period, what)
-			if got.Allowed != want.Allowed || got.Remaining != want.Remaining || got.ResetAfter != want.ResetAfter ||
-				got.RetryAfter != want.RetryAfter || got.NextAfter != want.NextAfter || got.Repaired != want.Repaired ||
-				got.Capacity != want.Capacity {
-				t.Fatalf("%s: lean %s repaired %v, full %s repaired %v", where, fmtDecision(got), got.Repaired, fmtDecision(want), want.Repaired)
-			}
+			got := leanAsFull(t, c, where, lc, &lreq, fc, &freq, cost)
 			switch {
 			case mode == modePeek:
 				peeks++
@@ -146,15 +117,7 @@ func TestLeanWindowsMatchFull(t *testing.T) {
 					t.Fatalf("%s: lean left %v, full %v", where, l, f)
 				}
 			}
-			// The TTL: a fake expiry in ms (see clockShim), or none.
-			xl, errl := c.HGet(ctx, clock.key, "x:"+lc.key).Result()
-			xf, errf := c.HGet(ctx, clock.key, "x:"+fc.key).Result()
-			if xl != xf || (errl == nil) != (errf == nil) {
-				t.Fatalf("%s: lean left expiry %q, full %q", where, xl, xf)
-			}
-			if pl, pf := c.PTTL(ctx, lc.key).Val() > 0, c.PTTL(ctx, fc.key).Val() > 0; pl != pf {
-				t.Fatalf("%s: lean left a TTL %v, full %v", where, pl, pf)
-			}
+			sameExpiry(t, clock, where, lc.key, fc.key)
 		}
 		if admitted == 0 || refused == 0 || peeks == 0 || inWindow == 0 || rolled == 0 || changed == 0 {
 			t.Fatalf("%v: %d admitted (%d inside the key's window, %d not), %d refused, %d peeks, %d changed by hand: want each exercised",

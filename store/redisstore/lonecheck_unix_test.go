@@ -23,23 +23,7 @@ import (
 // that the caller sleeps in an ordinary read instead; and it reports a
 // closed peer as io.EOF.
 func TestPoll(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	peers := make(chan net.Conn, 1)
-	go func() {
-		if c, err := l.Accept(); err == nil {
-			peers <- c
-		}
-	}()
-	conn, err := net.Dial("tcp", l.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	peer := <-peers
+	conn, peer := tcpPair(t)
 	raw, err := conn.(syscall.Conn).SyscallConn()
 	if err != nil {
 		t.Fatal(err)
@@ -152,12 +136,10 @@ func TestLonePolls(t *testing.T) {
 	}
 }
 
-// TestAliveQuiet: alive finds an open socket with nothing to read empty,
-// one with data waiting open but not empty, and a closed one not open;
-// while its connection is quiet, a wrapped socket's SyscallConn gives a
-// raw connection whose Read looks at nothing, and the socket's own
-// otherwise.
-func TestAliveQuiet(t *testing.T) {
+// tcpPair returns the two ends of a loopback TCP connection, closed when
+// the test ends.
+func tcpPair(t *testing.T) (conn, peer net.Conn) {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -168,15 +150,29 @@ func TestAliveQuiet(t *testing.T) {
 		if c, err := l.Accept(); err == nil {
 			peers <- c
 		}
+		close(peers)
 	}()
-	tcp, err := net.Dial("tcp", l.Addr().String())
+	conn, err = net.Dial("tcp", l.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { conn.Close() })
+	peer, ok := <-peers
+	if !ok {
+		t.Fatal("the listener accepted no connection")
+	}
+	t.Cleanup(func() { peer.Close() })
+	return conn, peer
+}
+
+// TestAliveQuiet: alive finds an open socket with nothing to read empty,
+// one with data waiting open but not empty, and a closed one not open;
+// while its connection is quiet, a wrapped socket's SyscallConn gives a
+// raw connection whose Read looks at nothing, and the socket's own
+// otherwise.
+func TestAliveQuiet(t *testing.T) {
+	tcp, peer := tcpPair(t)
 	conn, c := wrapConn(tcp)
-	defer conn.Close()
-	peer := <-peers
-	defer peer.Close()
 
 	looked := func() bool {
 		raw, err := conn.(syscall.Conn).SyscallConn()
