@@ -32,12 +32,6 @@ func TestLeanWindowsMatchFull(t *testing.T) {
 		now := int64(aligned) + rng.Int64N(1e9)
 		var admitted, refused, peeks, inWindow, rolled, changed int
 		for it := range 800 {
-			if it%200 == 0 {
-				// A new sequence: another limit, fresh keys.
-				for _, k := range []string{"lean", "full"} {
-					c.Del(ctx, keyOf(s.prefix, k, ""))
-				}
-			}
 			capacity := []int64{1, 3, 10, 100}[it/200]
 			period := []time.Duration{time.Second, 250 * time.Millisecond, time.Minute, 10 * time.Second}[it/200]
 			p := period.Microseconds()
@@ -62,6 +56,15 @@ func TestLeanWindowsMatchFull(t *testing.T) {
 			lreq := store.Request{Key: "lean", Limits: limits, Cost: cost}
 			freq := store.Request{Key: "full", Limits: limits, Cost: cost}
 			lc, fc := leanFullCommands(t, s, mode, &lreq, &freq, cost)
+			if it%200 == 0 {
+				// A new sequence, of another limit: fresh keys.
+				for _, k := range []string{lc.key, fc.key} {
+					if err := c.Del(ctx, k).Err(); err != nil {
+						t.Fatal(err)
+					}
+					c.HDel(ctx, clock.key, "x:"+k)
+				}
+			}
 
 			what := "as left"
 			if rng.IntN(12) == 0 {
