@@ -608,7 +608,7 @@ func (b *batcher) held(c *call, start time.Time, lc *loneConn) (v any, err error
 	lc.sock.startSpin(spin, b.busyFn)
 	// Any reroute stays on the connection, whose deadlines are capped.
 	v, err = b.direct(c, start, lc.conn, lc.conn, lc.sock)
-	lc.sock.quiet.Store(false) // before a drop gives the connection back
+	lc.sock.quiet.Store(false) // quiet during its call only
 	caught := lc.sock.stopSpin()
 	if err != nil && (!serverReply(err) || notRun(err)) || lc.sock.closed.Load() {
 		ls.drop(lc)

@@ -338,19 +338,15 @@ func (ls *loneSender) take() *loneConn {
 	return nil
 }
 
-// release gives back the connection take returned, no longer quiet.
-func (ls *loneSender) release() {
-	if lc := ls.cur.Load(); lc != nil {
-		lc.sock.quiet.Store(false)
-	}
-	ls.inUse.Store(false)
-}
+// release gives back the connection take returned.
+func (ls *loneSender) release() { ls.inUse.Store(false) }
 
 // drop lets go of lc after a call through it failed other than by a
 // reply of the server's (its socket timed out or broke, or the server is
 // a replica now): its connection is closed, and the next lone call starts
 // a search for another.
 func (ls *loneSender) drop(lc *loneConn) {
+	lc.sock.quiet.Store(false) // the pool checks what it is given back
 	if ls.cur.CompareAndSwap(lc, nil) {
 		_ = lc.conn.Close()
 	}

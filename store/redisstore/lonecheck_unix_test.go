@@ -315,4 +315,13 @@ func TestLoneQuietPeeks(t *testing.T) {
 			t.Fatal("the call after the notification was read: every peek of go-redis looked")
 		}
 	}
+
+	// A connection let go of goes back to the pool, whose own peeks must
+	// look: it is never quiet then, even if let go of by a take whose
+	// call never came (as a test's).
+	lc.sock.quiet.Store(true)
+	s.pipes.lone.drop(lc)
+	if lc.sock.quiet.Load() {
+		t.Fatal("a connection let go of is still quiet")
+	}
 }
