@@ -167,7 +167,11 @@ func allCases() []*caseDef {
 		&caseDef{name: "ratekeeper/redis/fixed_window reserve+settle", redis: true, make: rkSettleCase(store.FixedWindow)},
 		&caseDef{name: "ratekeeper/redis/gcra no batching", redis: true, make: rkRedisCase(store.GCRA, false, true)},
 		&caseDef{name: "ratekeeper/redis/gcra no deny cache", redis: true, make: rkRedisCase(store.GCRA, true, false)},
-		&caseDef{name: "ratekeeper/redis/gcra ctx deadlines", redis: true, make: rkDeadlinesCase},
+	)
+	for _, alg := range store.Algorithms {
+		cases = append(cases, &caseDef{name: rkRedisName(alg) + deadlinesSuffix, redis: true, make: rkDeadlinesCase(alg)})
+	}
+	cases = append(cases,
 		&caseDef{name: "ratekeeper/memory/gcra", make: rkMemCase},
 		&caseDef{name: "ratekeeper/hybrid/gcra", redis: true, make: rkHybridCase},
 		&caseDef{name: "ratekeeper/middleware/redis", redis: true, make: rkMiddlewareCase(true, true)},
@@ -356,10 +360,17 @@ func rkTakeCaseOf(c redis.UniversalClient, opts redisstore.Options, reqs []store
 	}, nil
 }
 
-// rkDeadlinesCase is GCRA through the client with ContextTimeoutEnabled:
-// the store then sends a lone call from its caller's goroutine.
-func rkDeadlinesCase(e *env, g group, prefix string) (*instance, error) {
-	return rkTakeCase(e.rdbDeadlines, e.rkOptions(prefix, true, true), rkRequests(e, g, store.GCRA))
+// deadlinesSuffix ends the name of a case through the client the README
+// recommends: "ratekeeper/redis/<algorithm> ctx deadlines".
+const deadlinesSuffix = " ctx deadlines"
+
+// rkDeadlinesCase returns the case of alg through the client with
+// ContextTimeoutEnabled: the store then sends a lone call from its
+// caller's goroutine.
+func rkDeadlinesCase(alg store.Algorithm) func(*env, group, string) (*instance, error) {
+	return func(e *env, g group, prefix string) (*instance, error) {
+		return rkTakeCase(e.rdbDeadlines, e.rkOptions(prefix, true, true), rkRequests(e, g, alg))
+	}
 }
 
 // stackedSuffix ends the name of a stacked case: "ratekeeper/redis/<algorithm> stacked".

@@ -53,7 +53,7 @@ func writeReport(w io.Writer, f facts, plan []groupPlan, mem []memResult, memErr
 		cpu = ", " + f.cpu
 	}
 	fmt.Fprintf(w, "- GOMAXPROCS %d (%d CPUs%s), %s %s\n", f.gomaxprocs, f.numCPU, cpu, f.goVersion, f.platform)
-	fmt.Fprintf(w, "- redis-server %s, %s; one go-redis client (PoolSize %d) shared by every Redis case but \"ratekeeper/redis/gcra ctx deadlines\", whose own client differs only in ContextTimeoutEnabled\n", f.redisVersion, f.redisWhere, f.poolSize)
+	fmt.Fprintf(w, "- redis-server %s, %s; one go-redis client (PoolSize %d) shared by every Redis case but the \"… ctx deadlines\" ones, whose own client (the one the README recommends) differs only in ContextTimeoutEnabled\n", f.redisVersion, f.redisWhere, f.poolSize)
 	fmt.Fprintf(w, "- ratekeeper Redis stores: LoneSpin %s\n", loneSpinText(f.loneSpin))
 	fmt.Fprintf(w, "- each case: %s warm-up, then %s measured; %d round(s), case order rotated each round; medians across rounds\n", f.warmup, f.duration, f.rounds)
 	fmt.Fprintf(w, "- started %s, took %s\n", f.started.UTC().Format(time.RFC3339), f.took.Round(time.Second))

@@ -18,7 +18,6 @@ const (
 	caseRKMiddlewareMemory  = "ratekeeper/middleware/memory"
 	caseRKMiddlewareRedis   = "ratekeeper/middleware/redis"
 	caseRKMemory            = "ratekeeper/memory/gcra"
-	caseRKDeadlines         = "ratekeeper/redis/gcra ctx deadlines"
 )
 
 // peerMiddlewares are the in-process middlewares of other libraries that
@@ -101,9 +100,11 @@ func (gp *groupPlan) redisTargets() []targetRow {
 	var rows []targetRow
 	switch c := gp.g.callers; {
 	case c == 1:
-		names := []string{caseRKDeadlines}
+		// Each algorithm through go-redis's default client, then through
+		// the one the README recommends.
+		var names []string
 		for _, alg := range store.Algorithms {
-			names = append(names, rkRedisName(alg))
+			names = append(names, rkRedisName(alg), rkRedisName(alg)+deadlinesSuffix)
 		}
 		for _, n := range names {
 			rows = append(rows, gp.vs(n, refRedisRate, "lone caller: "+n+" ÷ redis_rate", 1.2)...)
@@ -215,6 +216,6 @@ func (gp *groupPlan) medianPer(n string, total func(*sample) float64) (float64, 
 // targetsCases is the -cases expression of the run that answers every
 // target (see BENCHMARKS.md).
 var targetsCases = strings.Join([]string{
-	"^floor/PING$", "^redis_rate$", "^ratekeeper/redis/[a-z_]+$", "^ratekeeper/redis/gcra ctx deadlines$",
+	"^floor/PING$", "^redis_rate$", "^ratekeeper/redis/[a-z_]+( ctx deadlines)?$",
 	"^ratekeeper/(memory/gcra|middleware/(redis|memory))$", "/middleware/memory$", "^x/time/rate/Allow per key$",
 }, "|")
