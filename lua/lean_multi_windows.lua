@@ -50,7 +50,10 @@ local GCRA, TOKEN_BUCKET, SLIDING_WINDOW_LOG, SLIDING_WINDOW_COUNTER, FIXED_WIND
 -- a log with no unit in its window), life1 with it; repaired, whether a
 -- take deleted its unreadable state; and what an admission writes: for
 -- the buckets the units v, for the windows the window w and its counts n
--- (and pv, the counter's previous window), for the log its nonce.
+-- (and pv, the counter's previous window), for the log its nonce. A
+-- window part also has ps, its period as the arguments give it, and same,
+-- whether its key holds this window under that period, so that an
+-- admission changes only its count.
 local parts = {}
 
 -- bucket_part decides a part of GCRA or the token bucket (bucket.lua):
@@ -127,7 +130,7 @@ local function fixed_window_part(j, q)
   local ws = now - math.fmod(now, p)
   local we = ws + p
   local n = 0
-  local st = redis.pcall('HMGET', KEYS[j], 'w', 'cur')
+  local st = redis.pcall('HMGET', KEYS[j], 'w', 'cur', 'p')
   local w, sc
   if st[1] then
     w, sc = tonumber(st[1]), tonumber(st[2])
@@ -137,8 +140,9 @@ local function fixed_window_part(j, q)
     repair_part(j, q)
   elseif w and w >= ws then
     -- w > ws only when the server clock went back: keep the newer
-    -- window.
-    ws, n = w, sc
+    -- window. The key keeps fields w and p when it was written under
+    -- this period (see lean_fixed_window.lua).
+    ws, n, q.same = w, sc, st[3] == q.ps
     we = ws - math.fmod(ws, p) + p
   end
   local left = we - now
@@ -161,7 +165,7 @@ local function counter_part(j, q)
   local c, p, b = q.c, q.p, q.b
   cost = c
   local w, sc, spv
-  local st = redis.pcall('HMGET', KEYS[j], 'w', 'cur', 'prev')
+  local st = redis.pcall('HMGET', KEYS[j], 'w', 'cur', 'prev', 'p')
   if st[1] then
     w, sc, spv = tonumber(st[1]), tonumber(st[2]), tonumber(st[3])
   end
@@ -172,6 +176,9 @@ local function counter_part(j, q)
     w, sc, spv = nil, nil, nil
   end
   local ws, n, pv = counter_at(now, p, w, sc, spv)
+  -- The key keeps fields w, prev and p when it holds this window, written
+  -- under this period (see lean_sliding_window_counter.lua).
+  q.same = w == ws and st[4] == q.ps
   local est = estimate(now, ws, p, n, pv)
   q.rem0, q.life = floor_units(b - est, b), ws + 2 * p - now
   if n > 0 then
@@ -266,13 +273,15 @@ for j = 1, np do
   -- Every field a bucket part sets is set here, so that its table is
   -- sized once (a window part's grows once more).
   local q = {k = k, c = c, p = p, b = b, ok = false, rem0 = 0, reset0 = 0, rem1 = 0, reset1 = 0,
-    retry = 0, life = 0, life1 = 0, repaired = 0, v = 0}
+    retry = 0, life = 0, life1 = 0, repaired = 0, v = 0, same = false}
   parts[j] = q
   if k == GCRA or k == TOKEN_BUCKET then
     bucket_part(j, q, r)
   elseif k == FIXED_WINDOW then
+    q.ps = ARGV[a + 4]
     fixed_window_part(j, q)
   elseif k == SLIDING_WINDOW_COUNTER then
+    q.ps = ARGV[a + 4]
     counter_part(j, q)
   else
     logs = logs + 1
@@ -316,7 +325,13 @@ for j = 1, np do
   local k = q.k
   if all then
     if take then
-      if k == FIXED_WINDOW then
+      -- A window part whose key keeps its other fields writes its count
+      -- alone. It still sets the TTL, as the general script does: a
+      -- state left without one (by hand) gets it back on an admission.
+      if q.same then
+        redis.call('HSET', key, 'cur', int(q.n))
+        redis.call('PEXPIRE', key, int(ttl_ms(q.life1)))
+      elseif k == FIXED_WINDOW then
         redis.call('HSET', key, 'w', int(q.w), 'cur', int(q.n), 'p', int(q.p))
         redis.call('PEXPIRE', key, int(ttl_ms(q.life1)))
       elseif k == SLIDING_WINDOW_COUNTER then

@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -496,6 +497,22 @@ func TestLeanStackMatchesStacked(t *testing.T) {
 						}
 						if !slices.Equal(units[0], units[1]) {
 							t.Fatalf("%s %d, part %d: log units %v (lean), %v (general)", mode, n, i, units[0], units[1])
+						}
+					}
+					if a := limits[i].Algorithm; (a == store.FixedWindow || a == store.SlidingWindowCounter) && !expiring {
+						// The windows' state: keys of the same type, and
+						// hashes of the same fields and values.
+						var types [2]string
+						var hashes [2]map[string]string
+						for v, lean := range []bool{true, false} {
+							k := stateKey(lean, i)
+							types[v] = rdb.Type(ctx, k).Val()
+							if types[v] == "hash" {
+								hashes[v] = rdb.HGetAll(ctx, k).Val()
+							}
+						}
+						if types[0] != types[1] || !maps.Equal(hashes[0], hashes[1]) {
+							t.Fatalf("%s %d, part %d: window state %s %v (lean), %s %v (general)", mode, n, i, types[0], hashes[0], types[1], hashes[1])
 						}
 					}
 				}
