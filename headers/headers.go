@@ -72,6 +72,10 @@ type Policy struct {
 	tierVal    []string   // X-RateLimit-Tier value; nil without a tier
 	// resets keeps recent X-RateLimit-Reset values (see resetValue).
 	resets [resetSlots]atomic.Pointer[resetVal]
+	// near holds, for each limit, the shared X-RateLimit-Remaining values
+	// near its capacity (see nearNums), made on first use; nil for a
+	// limit whose every remaining count has a small value.
+	near []func() []string
 }
 
 var errUnprintable = errors.New("ratekeeper: headers: IETF item names must be printable ASCII")
@@ -92,6 +96,7 @@ func NewPolicy(o Options, bucket, tier string, limits []store.Limit) (*Policy, e
 		opts:       o,
 		capacities: make([]int64, len(limits)),
 		limitVals:  make([][]string, len(limits)),
+		near:       make([]func() []string, len(limits)),
 		items:      make([]string, len(limits)),
 		bucketVal:  []string{bucket},
 	}
@@ -102,6 +107,7 @@ func NewPolicy(o Options, bucket, tier string, limits []store.Limit) (*Policy, e
 	for i, l := range limits {
 		p.capacities[i] = l.Capacity()
 		p.limitVals[i] = []string{strconv.FormatInt(l.Capacity(), 10)}
+		p.near[i] = nearCapacity(l.Capacity())
 		p.items[i] = policy
 		if len(limits) > 1 {
 			p.items[i] = l.Name
@@ -234,23 +240,51 @@ func carve(vals []string, nv *int, buf []byte, nb *int, p []byte) []string {
 const smallNums = 4096
 
 // small returns the shared values of the numbers below smallNums, made on
-// first use: one string of all their digits and the values over it.
+// first use.
 var small = sync.OnceValue(func() []string {
+	return numbers(smallNums, func(i int) int64 { return int64(i) })
+})
+
+// nearNums is how many remaining counts just below a limit's capacity, the
+// capacity included, have values shared by every response of a policy:
+// those of the clients that have used less than nearNums units of a limit
+// too large for the small values, most clients of a large quota. They take
+// 10-18 KB per such limit (more for more digits), made on its first
+// response that needs one.
+const nearNums = 512
+
+// nearCapacity returns the function that makes, on first use, the shared
+// values of the remaining counts c, c-1, ... of a limit of capacity c
+// (value j is that of c-j), nearNums of them or down to smallNums; nil
+// when c is below smallNums, every count then having a small value.
+func nearCapacity(c int64) func() []string {
+	n := min(nearNums, c-smallNums+1)
+	if n <= 0 {
+		return nil
+	}
+	return sync.OnceValue(func() []string {
+		return numbers(int(n), func(j int) int64 { return c - int64(j) })
+	})
+}
+
+// numbers returns n one-element values, value i holding at(i) in decimal,
+// over one string of all their digits.
+func numbers(n int, at func(int) int64) []string {
 	var digits []byte
-	ends := make([]int, smallNums)
-	for i := range smallNums {
-		digits = strconv.AppendInt(digits, int64(i), 10)
+	ends := make([]int, n)
+	for i := range n {
+		digits = strconv.AppendInt(digits, at(i), 10)
 		ends[i] = len(digits)
 	}
 	all := string(digits)
-	vals := make([]string, smallNums)
+	vals := make([]string, n)
 	start := 0
 	for i, end := range ends {
 		vals[i] = all[start:end]
 		start = end
 	}
 	return vals
-})
+}
 
 // resetSlots is how many X-RateLimit-Reset values (Unix seconds) a
 // Policy keeps formatted: the seconds a busy policy names within a few
@@ -317,12 +351,14 @@ func (p *Policy) Write(h map[string][]string, d *store.Decision, reset time.Time
 
 // writeLegacy sets X-RateLimit-Limit, -Remaining and -Reset.
 func (p *Policy) writeLegacy(h map[string][]string, d *store.Decision, reset time.Time, b *Buffer) {
+	rem := max(d.Remaining, 0)
 	if i := d.Index; i >= 0 && i < len(p.limitVals) && p.capacities[i] == d.Capacity {
 		h[fieldLimit] = p.limitVals[i]
+		h[fieldRemaining] = p.remainingValue(i, rem, b)
 	} else {
 		h[fieldLimit] = b.num(d.Capacity)
+		h[fieldRemaining] = b.num(rem)
 	}
-	h[fieldRemaining] = b.num(max(d.Remaining, 0))
 	if p.opts.ResetDelta {
 		wait := d.ResetAfter
 		if !d.Allowed {
@@ -332,6 +368,16 @@ func (p *Policy) writeLegacy(h map[string][]string, d *store.Decision, reset tim
 	} else {
 		h[fieldReset] = p.resetValue(ceilSeconds(time.Duration(reset.UnixNano())))
 	}
+}
+
+// remainingValue returns the X-RateLimit-Remaining value of rem units
+// remaining of limit i, whose capacity the decision has: a shared small
+// or near-capacity one when there is one, else one held in b.
+func (p *Policy) remainingValue(i int, rem int64, b *Buffer) []string {
+	if j := p.capacities[i] - rem; rem >= smallNums && j >= 0 && j < nearNums && p.near[i] != nil {
+		return p.near[i]()[j : j+1 : j+1]
+	}
+	return b.num(rem)
 }
 
 // appendRateLimit appends the RateLimit field to b: one item per limit, r

@@ -429,3 +429,67 @@ func TestSharedValues(t *testing.T) {
 		t.Errorf("a shared value after an Add elsewhere: got %q", got)
 	}
 }
+
+// TestNearCapacityValues checks X-RateLimit-Remaining near the capacity of
+// limits too large for the small values: each count written as it would be
+// formatted, on both sides of the shared values' bounds, with the values
+// near the capacity taken from the policy (the Buffer untouched, no
+// allocation); and a decision whose capacity is not the policy's (an
+// override) written from the Buffer.
+func TestNearCapacityValues(t *testing.T) {
+	for _, c := range []int64{smallNums - 1, smallNums, smallNums + 10, 5000, 1 << 30} {
+		p, err := NewPolicy(Options{}, "api", "", []store.Limit{{Rate: c, Period: time.Minute}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (p.near[0] == nil) != (c < smallNums) {
+			t.Errorf("capacity %d: shared values near it made: %v", c, p.near[0] != nil)
+		}
+		reset := time.Unix(1767225600, 0)
+		for _, rem := range []int64{c, c - 1, c - 2, c - nearNums + 1, c - nearNums, c - nearNums - 1, smallNums + 1, smallNums, smallNums - 1, 7, 0} {
+			if rem < 0 || rem > c {
+				continue
+			}
+			var b Buffer
+			h := http.Header{}
+			d := store.Decision{Allowed: true, Capacity: c, Remaining: rem, ResetAfter: time.Second}
+			p.Write(h, &d, reset, &b, false)
+			if got, want := h.Get(fieldRemaining), strconv.FormatInt(rem, 10); got != want {
+				t.Fatalf("capacity %d, remaining %d: X-RateLimit-Remaining %q, want %q", c, rem, got, want)
+			}
+			if got, want := h.Get(fieldLimit), strconv.FormatInt(c, 10); got != want {
+				t.Fatalf("capacity %d: X-RateLimit-Limit %q, want %q", c, got, want)
+			}
+			shared := rem < smallNums || c-rem < nearNums
+			if held := b.nv > 0; held == shared {
+				t.Errorf("capacity %d, remaining %d: the value held in the Buffer: %v, want %v", c, rem, held, !shared)
+			}
+			// An override's capacity: the count is the decision's, written
+			// from the Buffer past the small values.
+			d.Capacity++
+			h = http.Header{}
+			p.Write(h, &d, reset, &b, false)
+			if got, want := h.Get(fieldRemaining), strconv.FormatInt(rem, 10); got != want {
+				t.Fatalf("capacity %d+1, remaining %d: X-RateLimit-Remaining %q, want %q", c, rem, got, want)
+			}
+			if got, want := h.Get(fieldLimit), strconv.FormatInt(c+1, 10); got != want {
+				t.Fatalf("capacity %d+1: X-RateLimit-Limit %q, want %q", c, got, want)
+			}
+		}
+		if c < smallNums {
+			continue
+		}
+		// Responses near the capacity allocate nothing, with the Buffer's
+		// own room used up.
+		var b Buffer
+		for v := range int64(len(b.vals)) {
+			b.num(1<<40 + v)
+		}
+		h := http.Header{}
+		d := store.Decision{Allowed: true, Capacity: c, Remaining: c - 1, ResetAfter: time.Second}
+		p.Write(h, &d, reset, &b, false)
+		if n := testing.AllocsPerRun(100, func() { p.Write(h, &d, reset, &b, false) }); n != 0 {
+			t.Errorf("capacity %d: %.1f allocations per response near the capacity, want 0", c, n)
+		}
+	}
+}
