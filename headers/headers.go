@@ -74,7 +74,8 @@ type Policy struct {
 	resets [resetSlots]atomic.Pointer[resetVal]
 	// near holds, for each limit, the shared X-RateLimit-Remaining values
 	// near its capacity (see nearNums), made on first use; nil for a
-	// limit whose every remaining count has a small value.
+	// limit whose every remaining count has a small value, or past
+	// maxNearCapacities.
 	near []func() []string
 }
 
@@ -107,7 +108,7 @@ func NewPolicy(o Options, bucket, tier string, limits []store.Limit) (*Policy, e
 	for i, l := range limits {
 		p.capacities[i] = l.Capacity()
 		p.limitVals[i] = []string{strconv.FormatInt(l.Capacity(), 10)}
-		p.near[i] = nearCapacity(l.Capacity())
+		p.near[i] = nears.of(l.Capacity())
 		p.items[i] = policy
 		if len(limits) > 1 {
 			p.items[i] = l.Name
@@ -246,25 +247,52 @@ var small = sync.OnceValue(func() []string {
 })
 
 // nearNums is how many remaining counts just below a limit's capacity, the
-// capacity included, have values shared by every response of a policy:
-// those of the clients that have used less than nearNums units of a limit
-// too large for the small values, most clients of a large quota. They take
-// 10-18 KB per such limit (more for more digits), made on its first
-// response that needs one.
+// capacity included, have values shared by every response: those of the
+// clients that have used less than nearNums units of a limit too large for
+// the small values, most clients of a large quota. They take 10-18 KB per
+// capacity (more for more digits), made on the first response that needs
+// one, and the limits of every policy with that capacity share them.
 const nearNums = 512
 
-// nearCapacity returns the function that makes, on first use, the shared
-// values of the remaining counts c, c-1, ... of a limit of capacity c
-// (value j is that of c-j), nearNums of them or down to smallNums; nil
-// when c is below smallNums, every count then having a small value.
-func nearCapacity(c int64) func() []string {
+// maxNearCapacities bounds the capacities that have shared values near
+// them, so that a limits function that makes ever new capacities keeps
+// at most a few megabytes: past it, a new capacity's counts are
+// formatted per response.
+const maxNearCapacities = 128
+
+// nearValues keeps the shared values near each capacity (see nearNums).
+type nearValues struct {
+	max   int32
+	n     atomic.Int32
+	byCap sync.Map // int64 capacity -> func() []string
+}
+
+// nears is the shared values near the capacities of every policy.
+var nears = nearValues{max: maxNearCapacities}
+
+// of returns the function that makes, on first use, the shared values of
+// the remaining counts c, c-1, ... of a limit of capacity c (value j is
+// that of c-j), nearNums of them or down to smallNums; nil when c is
+// below smallNums, every count then having a small value, or when v
+// already keeps its most capacities.
+func (v *nearValues) of(c int64) func() []string {
 	n := min(nearNums, c-smallNums+1)
 	if n <= 0 {
 		return nil
 	}
-	return sync.OnceValue(func() []string {
+	if f, ok := v.byCap.Load(c); ok {
+		return f.(func() []string)
+	}
+	if v.n.Load() >= v.max {
+		return nil
+	}
+	f, loaded := v.byCap.LoadOrStore(c, sync.OnceValue(func() []string {
 		return numbers(int(n), func(j int) int64 { return c - int64(j) })
-	})
+	}))
+	if !loaded {
+		v.n.Add(1)
+	}
+	return f.(func() []string)
 }
 
 // numbers returns n one-element values, value i holding at(i) in decimal,

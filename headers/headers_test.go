@@ -493,3 +493,38 @@ func TestNearCapacityValues(t *testing.T) {
 		}
 	}
 }
+
+// TestNearValuesShared checks that the values near a capacity are made
+// once for every policy with a limit of that capacity, and that past its
+// bound a nearValues gives none to a new capacity while it still gives
+// those it keeps.
+func TestNearValuesShared(t *testing.T) {
+	limits := []store.Limit{{Rate: 100000, Period: time.Minute}}
+	p1, err := NewPolicy(Options{}, "api", "", limits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p2, err := NewPolicy(Options{}, "search", "gold", limits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := p1.near[0](), p2.near[0]()
+	if len(a) != nearNums || &a[0] != &b[0] {
+		t.Fatalf("two policies of capacity 100000: %d values, shared: %v", len(a), &a[0] == &b[0])
+	}
+	v := nearValues{max: 2}
+	for _, c := range []int64{5000, 6000} {
+		if v.of(c) == nil {
+			t.Fatalf("capacity %d: no values below the bound", c)
+		}
+	}
+	if v.of(7000) != nil {
+		t.Errorf("capacity 7000: values past the bound of 2 capacities")
+	}
+	if f := v.of(5000); f == nil || f()[0] != "5000" || f()[511] != "4489" {
+		t.Errorf("capacity 5000 again: its values are not kept")
+	}
+	if v.of(smallNums-1) != nil || v.n.Load() != 2 {
+		t.Errorf("a capacity below the small values got near ones, or counted (%d kept)", v.n.Load())
+	}
+}
