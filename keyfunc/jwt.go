@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -338,13 +339,17 @@ func algFamily(alg string) string {
 }
 
 // publicHalf returns the public key of a private key of a supported type,
-// and k itself otherwise.
+// and k itself otherwise (a nil pointer too, which checkKey refuses).
 func publicHalf(k any) any {
 	switch k := k.(type) {
 	case *rsa.PrivateKey:
-		return &k.PublicKey
+		if k != nil {
+			return &k.PublicKey
+		}
 	case *ecdsa.PrivateKey:
-		return &k.PublicKey
+		if k != nil {
+			return &k.PublicKey
+		}
 	case ed25519.PrivateKey:
 		if len(k) == ed25519.PrivateKeySize {
 			return k.Public()
@@ -426,6 +431,9 @@ func ecCurve(alg string) elliptic.Curve {
 func keyType(k any) string {
 	if k == nil {
 		return "no key"
+	}
+	if v := reflect.ValueOf(k); v.Kind() == reflect.Pointer && v.IsNil() {
+		return fmt.Sprintf("a nil %T", k)
 	}
 	return fmt.Sprintf("%T", k)
 }

@@ -257,6 +257,14 @@ func TestJWTSubjectRejects(t *testing.T) {
 		{"bad key in key set", JWTOptions{Algorithms: []string{"RS256"}, Keyfunc: func(*jwt.Token) (any, error) {
 			return jwt.VerificationKeySet{Keys: []jwt.VerificationKey{&k.rsa.PublicKey, hmacSecret}}, nil
 		}}, bearer(sign(t, jwt.SigningMethodRS256, k.rsa, c, "")), ErrInvalidToken, nil},
+		// A lookup that misses in a map of private keys returns a nil
+		// pointer: refused, never a panic.
+		{"nil RSA private key from lookup", JWTOptions{Algorithms: []string{"RS256"}, Keyfunc: func(*jwt.Token) (any, error) { return (*rsa.PrivateKey)(nil), nil }}, bearer(sign(t, jwt.SigningMethodRS256, k.rsa, c, "")), ErrInvalidToken, nil},
+		{"nil EC private key from lookup", JWTOptions{Algorithms: []string{"ES256"}, Keyfunc: func(*jwt.Token) (any, error) { return (*ecdsa.PrivateKey)(nil), nil }}, bearer(sign(t, jwt.SigningMethodES256, k.ec256, c, "")), ErrInvalidToken, nil},
+		{"nil RSA public key from lookup", JWTOptions{Algorithms: []string{"RS256"}, Keyfunc: func(*jwt.Token) (any, error) { return (*rsa.PublicKey)(nil), nil }}, bearer(sign(t, jwt.SigningMethodRS256, k.rsa, c, "")), ErrInvalidToken, nil},
+		{"nil private key in key set", JWTOptions{Algorithms: []string{"RS256"}, Keyfunc: func(*jwt.Token) (any, error) {
+			return jwt.VerificationKeySet{Keys: []jwt.VerificationKey{&k.rsa.PublicKey, (*rsa.PrivateKey)(nil)}}, nil
+		}}, bearer(sign(t, jwt.SigningMethodRS256, k.rsa, c, "")), ErrInvalidToken, nil},
 		{"unknown kid", JWTOptions{Algorithms: []string{"HS256"}, Keyfunc: familyLookup}, bearer(sign(t, jwt.SigningMethodHS256, hmacSecret, c, "gone")), ErrInvalidToken, jwt.ErrTokenUnverifiable},
 		{"expired", hs, hsSigned(with(c, "exp", testNow.Add(-31*time.Second).Unix())), ErrInvalidToken, jwt.ErrTokenExpired},
 		{"expired without leeway", JWTOptions{Algorithms: []string{"HS256"}, Key: hmacSecret, Leeway: -1}, hsSigned(with(c, "exp", testNow.Add(-time.Second).Unix())), ErrInvalidToken, jwt.ErrTokenExpired},
@@ -329,6 +337,8 @@ func TestJWTSubjectOptionErrors(t *testing.T) {
 		{"short HMAC key", JWTOptions{Algorithms: []string{"HS256"}, Key: hmacSecret[:16]}, "32 bytes"},
 		{"HS512 needs 64 bytes", JWTOptions{Algorithms: []string{"HS512"}, Key: hmacSecret}, "64 bytes"},
 		{"small RSA key", JWTOptions{Algorithms: []string{"RS256"}, Key: &k.rsaSmall.PublicKey}, "2048"},
+		{"nil RSA private key", JWTOptions{Algorithms: []string{"RS256"}, Key: (*rsa.PrivateKey)(nil)}, "nil *rsa.PrivateKey"},
+		{"nil EC private key", JWTOptions{Algorithms: []string{"ES256"}, Key: (*ecdsa.PrivateKey)(nil)}, "nil *ecdsa.PrivateKey"},
 		{"curve mismatch", JWTOptions{Algorithms: []string{"ES256"}, Key: &k.ec384.PublicKey}, "P-256"},
 		{"one EC key for two curves", JWTOptions{Algorithms: []string{"ES256", "ES384"}, Key: &k.ec256.PublicKey}, "P-384"},
 		{"Ed25519 key for ES", JWTOptions{Algorithms: []string{"ES256"}, Key: k.ed.Public()}, "ecdsa"},
