@@ -7,6 +7,8 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+
+	"github.com/ratekeeper/ratekeeper/internal/clientaddr"
 )
 
 // ErrMalformedAddress reports a request whose client address cannot be
@@ -116,7 +118,8 @@ type IPOptions struct {
 
 // ClientIP finds the client address of a request according to
 // [IPOptions]. Build it with [NewClientIP]; it is immutable and safe for
-// concurrent use.
+// concurrent use. A zero ClientIP (and a nil *ClientIP) is the one of zero
+// options: it keys by the peer address, as [RemoteIP] does.
 type ClientIP struct {
 	trusted     []netip.Prefix
 	hops        int
@@ -293,6 +296,9 @@ func RemoteIP(r *http.Request) (string, error) {
 //
 // [Addr]: https://pkg.go.dev/github.com/ratekeeper/ratekeeper/keyfunc#ClientIP.Addr
 func (c *ClientIP) Key(r *http.Request) (string, error) {
+	if c == nil || c.v4bits == 0 {
+		c = defaultClientIP // the zero ClientIP; NewClientIP sets 1 to 32 bits
+	}
 	if c.kind == kindNone && c.v4bits == 32 {
 		// The common case, keyed by the peer: an IPv4 RemoteAddr that
 		// netip accepts is already canonical (it refuses leading zeros),
@@ -389,6 +395,25 @@ func (c *ClientIP) keyOf(a netip.Addr) string {
 // is not "IP:port", and when a trusted header cannot name the client
 // within those bounds, unless [IPOptions.UsePeerOnMalformed] is set.
 func (c *ClientIP) Addr(r *http.Request) (netip.Addr, error) {
+	if c == nil || c.v4bits == 0 {
+		c = defaultClientIP
+	}
+	return c.addr(r, c.usePeerOnly)
+}
+
+func init() {
+	clientaddr.Strict = func(c any, r *http.Request) (netip.Addr, error) {
+		ci := c.(*ClientIP)
+		if ci == nil || ci.v4bits == 0 {
+			ci = defaultClientIP
+		}
+		return ci.addr(r, false)
+	}
+}
+
+// addr is Addr, keying a request whose trusted header cannot name the
+// client by its peer only when usePeer is set.
+func (c *ClientIP) addr(r *http.Request, usePeer bool) (netip.Addr, error) {
 	peer, err := peerAddr(r.RemoteAddr)
 	if err != nil {
 		return netip.Addr{}, err
@@ -407,7 +432,7 @@ func (c *ClientIP) Addr(r *http.Request) (netip.Addr, error) {
 		client, err = c.fromChain(&w, peer)
 	}
 	if err != nil {
-		if c.usePeerOnly {
+		if usePeer {
 			return peer, nil
 		}
 		return netip.Addr{}, err

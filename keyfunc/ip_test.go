@@ -214,11 +214,19 @@ func TestRemoteIPValid(t *testing.T) {
 		{"[fe80::1%eth0]:80", "fe80::/64"},
 		{"255.255.255.255:65535", "255.255.255.255"},
 	}
+	var zero ClientIP
+	var none *ClientIP
 	for _, tt := range tests {
 		t.Run(tt.remote, func(t *testing.T) {
 			got, err := RemoteIP(newRequest(t, tt.remote))
 			if err != nil || got != tt.want {
 				t.Errorf("got %q, %v; want %q, nil", got, err, tt.want)
+			}
+			// The zero ClientIP and a nil one key as RemoteIP does.
+			for name, c := range map[string]*ClientIP{"zero": &zero, "nil": none} {
+				if got, err := c.Key(newRequest(t, tt.remote)); err != nil || got != tt.want {
+					t.Errorf("%s ClientIP: got %q, %v; want %q, nil", name, got, err, tt.want)
+				}
 			}
 		})
 	}

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"strings"
 
+	"github.com/ratekeeper/ratekeeper/internal/clientaddr"
 	"github.com/ratekeeper/ratekeeper/keyfunc"
 )
 
@@ -40,8 +41,12 @@ func ExemptPaths(paths ...string) func(*http.Request) bool {
 
 // ExemptCIDRs returns an exemption for clients whose address, as ip finds
 // it (so trusted proxies are honoured exactly as for identities), lies in
-// one of cidrs; a nil ip means the peer address. A request whose address cannot be
-// determined is not exempt. It returns an error naming the first entry that
+// one of cidrs; a nil ip means the peer address. A request whose address
+// cannot be determined is not exempt, even with
+// [keyfunc.IPOptions.UsePeerOnMalformed], which would key it by its proxy:
+// a client that breaks the chain is not judged by the proxy's address. An
+// IPv4-mapped entry ("::ffff:192.0.2.0/120") is read as the IPv4 one, as
+// clients' addresses are. It returns an error naming the first entry that
 // is not a CIDR prefix or an address.
 func ExemptCIDRs(ip *keyfunc.ClientIP, cidrs ...string) (func(*http.Request) bool, error) {
 	if ip == nil {
@@ -52,18 +57,22 @@ func ExemptCIDRs(ip *keyfunc.ClientIP, cidrs ...string) (func(*http.Request) boo
 	}
 	prefixes := make([]netip.Prefix, 0, len(cidrs))
 	for _, c := range cidrs {
-		p, err := netip.ParsePrefix(c)
+		p, err := netip.ParsePrefix(strings.TrimSpace(c))
 		if err != nil {
-			a, aerr := netip.ParseAddr(c)
+			a, aerr := netip.ParseAddr(strings.TrimSpace(c))
 			if aerr != nil {
 				return nil, fmt.Errorf("ratekeeper: middleware: exempt CIDR %q: %w", c, err)
 			}
-			p = netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen())
+			a = a.WithZone("")
+			p = netip.PrefixFrom(a, a.BitLen())
+		}
+		if p.Addr().Is4In6() && p.Bits() >= 96 {
+			p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
 		}
 		prefixes = append(prefixes, p.Masked())
 	}
 	return func(r *http.Request) bool {
-		a, err := ip.Addr(r)
+		a, err := clientaddr.Strict(ip, r)
 		if err != nil {
 			return false
 		}

@@ -58,6 +58,58 @@ func TestExemptionsSendNoHeaders(t *testing.T) {
 	}
 }
 
+// An IPv4-mapped entry is read as the IPv4 one, as client addresses are
+// (and as TrustedProxies reads it).
+func TestExemptCIDRsMappedEntries(t *testing.T) {
+	for _, cidr := range []string{"::ffff:192.0.2.7", "::ffff:192.0.2.0/120", "::ffff:192.0.2.7/128", " 192.0.2.0/24 "} {
+		ex, err := ExemptCIDRs(nil, cidr)
+		if err != nil {
+			t.Fatalf("%q: %v", cidr, err)
+		}
+		for _, remote := range []string{"192.0.2.7:1000", "[::ffff:192.0.2.7]:1000"} {
+			if !ex(request("GET", "/", remote)) {
+				t.Errorf("ExemptCIDRs(%q) does not exempt %s", cidr, remote)
+			}
+		}
+		if ex(request("GET", "/", "198.51.100.7:1000")) {
+			t.Errorf("ExemptCIDRs(%q) exempts 198.51.100.7", cidr)
+		}
+	}
+}
+
+// With UsePeerOnMalformed a broken chain is keyed by its proxy, but it is
+// not exempt for the proxy's address: its client is unknown.
+func TestExemptCIDRsBrokenChainNotExempt(t *testing.T) {
+	ip, err := keyfunc.NewClientIP(keyfunc.IPOptions{TrustedProxies: []string{"10.0.0.5"}, Header: "X-Real-IP", UsePeerOnMalformed: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex, err := ExemptCIDRs(ip, "10.0.0.0/8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	broken := request("GET", "/", "10.0.0.5:4000")
+	broken.Header.Add("X-Real-IP", "junk")        // the client's
+	broken.Header.Add("X-Real-IP", "203.0.113.7") // the proxy's, added
+	if k, err := ip.Key(broken); err != nil || k != "10.0.0.5" {
+		t.Fatalf("key of the broken chain: %q, %v; want the proxy's, 10.0.0.5", k, err)
+	}
+	if ex(broken) {
+		t.Error("a request whose client address cannot be determined is exempt")
+	}
+	inside := request("GET", "/", "10.0.0.5:4000")
+	inside.Header.Set("X-Real-IP", "10.1.2.3")
+	outside := request("GET", "/", "10.0.0.5:4000")
+	outside.Header.Set("X-Real-IP", "203.0.113.7")
+	if !ex(inside) || ex(outside) {
+		t.Errorf("through the proxy: 10.1.2.3 exempt %v (want true), 203.0.113.7 exempt %v (want false)", ex(inside), ex(outside))
+	}
+	// The proxy's own request (no header) is its own client.
+	if !ex(request("GET", "/", "10.0.0.5:4000")) {
+		t.Error("the proxy's own request is not exempt")
+	}
+}
+
 func TestDryRunNeverBlocks(t *testing.T) {
 	st := &recordingStore{decide: func(store.Request) store.Decision {
 		return store.Decision{Allowed: false, Capacity: 5, RetryAfter: 3 * time.Second}
