@@ -3,9 +3,10 @@ package middleware
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"github.com/ratekeeper/ratekeeper/middleware/limiter"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -13,7 +14,9 @@ import (
 
 	"github.com/ratekeeper/ratekeeper/headers"
 	"github.com/ratekeeper/ratekeeper/keyfunc"
+	"github.com/ratekeeper/ratekeeper/middleware/limiter"
 	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/store/memstore"
 )
 
 func TestExemptionsSendNoHeaders(t *testing.T) {
@@ -131,6 +134,46 @@ func TestDryRunNeverBlocks(t *testing.T) {
 	}
 	if st.count() != 1 {
 		t.Errorf("store calls: got %d, want 1 (dry-run still records)", st.count())
+	}
+}
+
+// A cost above the capacity of the limits a limits function gives is
+// refused outside dry-run mode; in it the request goes on, reported as
+// a dry-run refusal, through the middleware and Allow with Enforce.
+func TestDryRunCostAboveCapacity(t *testing.T) {
+	for _, dry := range []bool{false, true} {
+		st, err := memstore.New(memstore.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		obs := &recObserver{}
+		l := mustNew(t, st, constKey("k"), store.PerMinute(10), Options{DryRun: dry, Observer: obs.Observe,
+			LimitsFunc: func(*http.Request, string) ([]store.Limit, error) { return []store.Limit{store.PerMinute(2)}, nil }})
+		c5, err := l.WithCost(5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := do(c5.Handler(okHandler))
+		wantCode, wantOutcome := 429, limiter.OutcomeLimited
+		if dry {
+			wantCode, wantOutcome = 200, limiter.OutcomeDryRun
+		}
+		if rec.Code != wantCode || (dry && rec.Body.String() != "ok") {
+			t.Errorf("dry run %v: got %d %q, want %d", dry, rec.Code, rec.Body.String(), wantCode)
+		}
+		if got := obs.outcomes(); len(got) != 1 || got[0] != wantOutcome {
+			t.Errorf("dry run %v: outcomes %v, want [%s]", dry, got, wantOutcome)
+		}
+		// Outside a request the handler saw, the configured limit (10).
+		r := request("GET", "/", "192.0.2.1:1")
+		d, err := c5.AllowN(r.Context(), "k", 11)
+		if !errors.Is(err, store.ErrCostExceedsCapacity) || d.Outcome != wantOutcome {
+			t.Errorf("dry run %v: AllowN: %s, %v; want %s and the cost error", dry, d.Outcome, err, wantOutcome)
+		}
+		w := httptest.NewRecorder()
+		if ok := c5.Enforce(w, r, d); ok != dry || (!dry && w.Code != 429) {
+			t.Errorf("dry run %v: Enforce: %v (status %d)", dry, ok, w.Code)
+		}
 	}
 }
 

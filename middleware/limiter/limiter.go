@@ -317,7 +317,7 @@ type storeCall struct {
 // [OutcomeFailedClosed] as the failure mode says, unless the fallback
 // store decided), a cost above a limit's capacity (wrapping
 // [store.ErrCostExceedsCapacity], [OutcomeLimited] with a Capacity below Cost:
-// no wait can admit it), a context canceled during the store call
+// no wait can admit it; [OutcomeDryRun] in dry-run mode), a context canceled during the store call
 // ([OutcomeCanceled]), an unknown tier or invalid limits from
 // Options.LimitsFunc ([OutcomeRejected], logged at error level), and an
 // empty identity or negative cost (no Outcome, nothing reported).
@@ -513,6 +513,12 @@ func (l *Limiter) fail(ctx context.Context, req *Request, d Decision, err error,
 	}
 	misconfigured := errors.Is(err, errMisconfigured) || errors.Is(err, store.ErrInvalidRequest) || errors.Is(err, store.ErrInvalidLimit)
 	switch {
+	case errors.Is(err, store.ErrCostExceedsCapacity) && l.dryRun:
+		// Shadow mode refuses nothing, this neither: reported as a
+		// dry-run refusal, with no limit state to describe (none was
+		// read).
+		d.Outcome = OutcomeDryRun
+		d.Limits, d.Headers = nil, nil
 	case errors.Is(err, store.ErrCostExceedsCapacity):
 		d.Outcome = OutcomeLimited
 		if d.Limits != nil {
