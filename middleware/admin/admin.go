@@ -254,11 +254,17 @@ func (a *api) showClient(w http.ResponseWriter, r *http.Request) {
 }
 
 // readClient fills out's state and override with what the store holds for
-// identity, recording nothing. On a store failure it returns the failed
-// operation and the error.
+// identity, recording nothing; a policy without rate limits (in flight
+// alone) has neither. On a store failure it returns the failed operation
+// and the error.
 func (a *api) readClient(ctx context.Context, target *target, identity string, out *clientJSON) (string, error) {
 	now := a.now()
 	key := target.key(identity)
+	if len(target.limits) == 0 {
+		// A policy that bounds requests in flight alone keeps no rate
+		// state in the store: there is none to report.
+		return "", nil
+	}
 	st := a.store
 	if target.soft != nil {
 		var err error

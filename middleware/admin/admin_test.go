@@ -737,3 +737,32 @@ func TestRefusalsLoggedOncePerSecond(t *testing.T) {
 		t.Errorf("second line: not_logged %v, want 49", lines[1]["not_logged"])
 	}
 }
+
+// A policy that bounds requests in flight alone keeps no rate state: its
+// client is reported without one, not as a store failure.
+func TestClientOfInFlightOnlyPolicy(t *testing.T) {
+	st, err := memstore.New(memstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := policy.New("p.yaml", []byte("policies:\n  reports:\n    key: ip\n    in_flight: {max: 4}\n"), st,
+		policy.Options{Keys: map[string]keyfunc.KeyFunc{"ip": keyfunc.RemoteIP}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := &testlog.Buffer{}
+	api, err := New(set, st, Options{Authorize: allowAll, Logger: slog.New(slog.NewJSONHandler(log, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := httptest.NewRecorder()
+	api.ServeHTTP(w, httptest.NewRequest("GET", "/policies/reports/client?identity=192.0.2.1", nil))
+	var got map[string]any
+	decode(t, w, http.StatusOK, &got)
+	if _, ok := got["state"]; ok || got["policy"] != "reports" || got["identity"] != "192.0.2.1" {
+		t.Errorf("got %v, want the client without a state", got)
+	}
+	if strings.Contains(log.String(), "store") {
+		t.Errorf("logged a store failure: %s", log.String())
+	}
+}
