@@ -59,7 +59,10 @@
 // follows a sentence of the draft (section names of -10):
 //
 //   - q, "Quota Parameter": "the quota allocated for client activity": the
-//     limit's capacity ([store.Limit.Capacity]).
+//     limit's capacity ([store.Limit.Capacity]). Under a scale override
+//     ([store.OverrideScale]) the field has the deciding limit's item
+//     alone, with the decision's capacity: the other limits' quotas
+//     changed too, and the decision does not carry them.
 //   - w, "Window Parameter": "a time window applicable to the quota ...
 //     an interval in seconds ... Sub-second precision is not supported":
 //     the whole seconds, at least one, in which a full limit surely

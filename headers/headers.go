@@ -68,6 +68,7 @@ type Policy struct {
 	items      []string   // IETF item name of each limit
 	quoted     []string   // the same as RFC 9651 sf-strings; nil without IETF
 	policyVal  []string   // RateLimit-Policy value; nil without IETF
+	windows    []int64    // the w of each limit's RateLimit-Policy item; nil without IETF
 	bucketVal  []string   // X-RateLimit-Bucket value
 	tierVal    []string   // X-RateLimit-Tier value; nil without a tier
 	// resets keeps recent X-RateLimit-Reset values (see resetValue).
@@ -127,7 +128,8 @@ func NewPolicy(o Options, bucket, tier string, limits []store.Limit) (*Policy, e
 		if i > 0 {
 			pv.WriteString(", ")
 		}
-		pv.WriteString(q + ";q=" + strconv.FormatInt(l.Capacity(), 10) + ";w=" + strconv.FormatInt(policyWindow(l), 10))
+		p.windows = append(p.windows, policyWindow(l))
+		pv.WriteString(q + ";q=" + strconv.FormatInt(l.Capacity(), 10) + ";w=" + strconv.FormatInt(p.windows[i], 10))
 	}
 	if o.IETF {
 		p.policyVal = []string{pv.String()}
@@ -362,7 +364,14 @@ func (p *Policy) Write(h map[string][]string, d *store.Decision, reset time.Time
 	}
 	if p.opts.IETF {
 		var stack [192]byte
-		h[fieldPolicy] = p.policyVal
+		if i := d.Index; i >= 0 && i < len(p.capacities) && p.capacities[i] != d.Capacity {
+			// The decision's capacity is not its limit's (a scale
+			// override): the deciding limit's item with that capacity,
+			// alone, since the others' are not known here.
+			h[fieldPolicy] = b.value(fmt.Appendf(stack[:0], "%s;q=%d;w=%d", p.quoted[i], d.Capacity, p.windows[i]))
+		} else {
+			h[fieldPolicy] = p.policyVal
+		}
 		h[fieldRateLimit] = b.value(p.appendRateLimit(stack[:0], d, retry))
 	}
 	if p.opts.Suppression {

@@ -272,6 +272,34 @@ func TestIETFSingleLimitAndNoLegacy(t *testing.T) {
 	}
 }
 
+// Under a scale override the decision's capacity is not its limit's:
+// RateLimit-Policy gives the deciding limit's item with the decision's
+// capacity, and not the other limits' configured quotas, which the
+// override changed too.
+func TestIETFPolicyUnderScaleOverride(t *testing.T) {
+	limits := []store.Limit{{Name: "m", Rate: 10, Period: time.Minute}, {Name: "h", Rate: 100, Period: time.Hour}}
+	tests := []struct {
+		name string
+		d    store.Decision
+		want string
+	}{
+		{"no override", store.Decision{Allowed: true, Capacity: 10, Remaining: 9, ResetAfter: 6 * time.Second}, `"m";q=10;w=60, "h";q=100;w=3600`},
+		{"raised", store.Decision{Allowed: true, Capacity: 30, Remaining: 29, ResetAfter: 2 * time.Second, Override: store.OverrideScale}, `"m";q=30;w=60`},
+		{"cut, the second limit deciding", store.Decision{Allowed: true, Index: 1, Capacity: 50, Remaining: 1, ResetAfter: time.Hour, Override: store.OverrideScale}, `"h";q=50;w=3600`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := writeFor(t, Options{IETF: true}, "api", limits, tt.d, time.Now())
+			if got := h.Get("RateLimit-Policy"); got != tt.want {
+				t.Errorf("RateLimit-Policy: got %s, want %s", got, tt.want)
+			}
+			if got, want := h.Get("X-RateLimit-Limit"), strconv.FormatInt(tt.d.Capacity, 10); got != want {
+				t.Errorf("X-RateLimit-Limit: got %s, want %s", got, want)
+			}
+		})
+	}
+}
+
 func TestQuoteSFString(t *testing.T) {
 	got, err := quoteSFString(`a"b\c`)
 	if err != nil || got != `"a\"b\\c"` {
