@@ -152,9 +152,8 @@ func (c *call) release() {
 
 // pipes sends commands through per-node batchers.
 type pipes struct {
-	// dialErr is the last failure to open a connection, seen by the dial
-	// hook newPipes adds to the client.
-	dialErr      atomic.Pointer[dialFailure]
+	// dial is what the dial hook newPipes adds to the client sees.
+	dial *dialState
 	client       redis.UniversalClient
 	cluster      *redis.ClusterClient // set for cluster clients
 	maxBatch     int
@@ -212,19 +211,31 @@ type dialFailure struct {
 // connection would read as a timeout. Through a client with a lone sender
 // it also wraps every connection opened (see lone); it changes nothing
 // else.
-type dialWatch struct{ p *pipes }
+type dialWatch struct{ s *dialState }
+
+// dialState is what a dial hook records and needs. It holds nothing of
+// the store's: every connection the client opens carries a copy of the
+// client's hooks, and a held connection (see lone) outlives the stores, so
+// a hook that held the store would keep it and its client from the
+// collector.
+type dialState struct {
+	// err is the last failure to open a connection; nil after a success.
+	err atomic.Pointer[dialFailure]
+	// wrap wraps each connection's socket for lone calls (see wrapConn).
+	wrap bool
+}
 
 func (h dialWatch) DialHook(next redis.DialHook) redis.DialHook {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		conn, err := next(ctx, network, addr)
 		if err != nil {
-			h.p.dialErr.Store(&dialFailure{err: err, at: time.Now()})
+			h.s.err.Store(&dialFailure{err: err, at: time.Now()})
 			return conn, err
 		}
-		if h.p.dialErr.Load() != nil {
-			h.p.dialErr.Store(nil)
+		if h.s.err.Load() != nil {
+			h.s.err.Store(nil)
 		}
-		if h.p.lone != nil && conn != nil {
+		if h.s.wrap && conn != nil {
 			conn, _ = wrapConn(conn)
 		}
 		return conn, nil
@@ -255,7 +266,7 @@ func (p *pipes) budgetError(b *batcher, start time.Time) error {
 	if b.downAt.Load() >= start.UnixNano() {
 		return errDownBudget
 	}
-	if f := p.dialErr.Load(); f != nil && start.Sub(f.at) < dialFailureFresh {
+	if f := p.dial.err.Load(); f != nil && start.Sub(f.at) < dialFailureFresh {
 		return fmt.Errorf("redisstore: no reply within the budget; connecting failed: %w", f.err)
 	}
 	return errBudget
@@ -264,15 +275,16 @@ func (p *pipes) budgetError(b *batcher, start time.Time) error {
 // newPipes returns the pipes of a store whose calls have a budget of
 // timeout.
 func newPipes(client redis.UniversalClient, maxBatch int, timeout time.Duration) *pipes {
-	p := &pipes{client: client, maxBatch: maxBatch, ctxDeadlines: true, slowTrip: timeout / 5}
+	p := &pipes{client: client, maxBatch: maxBatch, ctxDeadlines: true, slowTrip: timeout / 5, dial: new(dialState)}
 	switch c := client.(type) {
 	case *redis.Client:
-		p.lone = loneSenderOf(c) // before the hook reads it
-		c.AddHook(dialWatch{p})
+		p.lone = loneSenderOf(c)
+		p.dial.wrap = true
+		c.AddHook(dialWatch{p.dial})
 	case *redis.ClusterClient:
 		p.byAddr = make(map[string]*redis.Client)
 		c.OnNewNode(func(n *redis.Client) {
-			n.AddHook(dialWatch{p})
+			n.AddHook(dialWatch{p.dial})
 			p.addNode(n)
 		})
 	}

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"net"
+	"runtime"
 	"strconv"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+	"weak"
 
 	"github.com/redis/go-redis/v9"
 
@@ -429,4 +431,51 @@ func TestBatcherBusy(t *testing.T) {
 		t.Fatal("not busy with a call queued")
 	}
 	b.head.Store(nil)
+}
+
+// TestLoneSenderGoesWithItsClient: a client that held a connection for
+// lone calls, closed and dropped, is collected, and its lone sender with
+// it; the held connection, which carries a copy of the client's hooks, no
+// longer keeps the store and its client.
+func TestLoneSenderGoesWithItsClient(t *testing.T) {
+	srv := requireServer(t)
+	const n = 8
+	clients := make([]*redis.Client, n)
+	keys := make([]weak.Pointer[redis.Client], n)
+	for i := range clients {
+		clients[i] = redis.NewClient(&redis.Options{Addr: srv.addr})
+		keys[i] = weak.Make(clients[i])
+		s, err := newRedis(clients[i], Options{Prefix: randomPrefix(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitLone(t, s)
+		if _, err := s.Take(context.Background(), store.Request{Key: "k", Limits: []store.Limit{store.PerMinute(10)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	left := func() int {
+		m := 0
+		for _, k := range keys {
+			if _, ok := loneSenders.Load(k); ok {
+				m++
+			}
+		}
+		return m
+	}
+	if got := left(); got != n {
+		t.Fatalf("%d of %d clients have a lone sender, want all", got, n)
+	}
+	for i, c := range clients {
+		_ = c.Close()
+		clients[i] = nil
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for left() > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d lone senders of closed and dropped clients remain after 5s", left())
+		}
+		runtime.GC()
+		time.Sleep(20 * time.Millisecond)
+	}
 }
