@@ -153,7 +153,7 @@ func (c *call) release() {
 // pipes sends commands through per-node batchers.
 type pipes struct {
 	// dial is what the dial hook newPipes adds to the client sees.
-	dial *dialState
+	dial         *dialState
 	client       redis.UniversalClient
 	cluster      *redis.ClusterClient // set for cluster clients
 	maxBatch     int
