@@ -116,6 +116,7 @@ type Set struct {
 	mu        sync.Mutex
 	slots     map[string]int  // policy name → index in generation.entries, stable across reloads
 	used      map[string]bool // policies routes serve through (Handler)
+	handlers  []*handler      // every handler Handler made, wrapped anew for each generation
 	overrides map[string]Mode // modes set with SetMode, kept across reloads
 	reloads   uint64
 	failures  uint64
@@ -222,6 +223,7 @@ func (s *Set) apply(data []byte, how string) error {
 	}
 	g.sum, g.loadedAt = sum, time.Now()
 	prev := s.cur.Load()
+	s.wrapAll(g)
 	s.cur.Store(g)
 	for name := range s.overrides {
 		if sp.byName[name] == nil {
@@ -353,7 +355,22 @@ func (s *Set) Handler(name string) func(http.Handler) http.Handler {
 		if next == nil {
 			panic("ratekeeper: policy: Handler(" + name + ") called with nil next")
 		}
-		return &handler{set: s, slot: slot, next: next}
+		h := &handler{set: s, slot: slot, next: next}
+		s.mu.Lock()
+		s.handlers = append(s.handlers, h)
+		h.wrap(s.cur.Load())
+		s.mu.Unlock()
+		return h
+	}
+}
+
+// wrapAll wraps every handler for g before g runs; s.mu is held. So a
+// limiter knows, from its first request, every handler that serves its
+// quota: one passed twice by a request (a group and a subgroup of the
+// same policy) charges it once.
+func (s *Set) wrapAll(g *generation) {
+	for _, h := range s.handlers {
+		h.wrap(g)
 	}
 }
 
@@ -362,10 +379,21 @@ type handler struct {
 	set  *Set
 	slot int
 	next http.Handler
-	// wrapped caches the limiter's handler around next for the entry it
-	// was built for, so a request costs one atomic load and a comparison
-	// more than the limiter alone.
+	// wrapped is the limiter's handler around next for the entry of the
+	// running generation, made before it runs (Set.wrapAll), so a request
+	// costs one atomic load and a comparison more than the limiter alone.
 	wrapped atomic.Pointer[wrapped]
+}
+
+// wrap makes h's limiter handler for its entry in g (none in "off" mode).
+func (h *handler) wrap(g *generation) {
+	e := g.at(h.slot)
+	if e == nil || e.mode == modeOff {
+		return
+	}
+	if c := h.wrapped.Load(); c == nil || c.e != e {
+		h.wrapped.Store(&wrapped{e: e, h: e.lim.Handler(h.next)})
+	}
 }
 
 type wrapped struct {
@@ -381,8 +409,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	c := h.wrapped.Load()
 	if c == nil || c.e != e {
-		c = &wrapped{e: e, h: e.lim.Handler(h.next)}
-		h.wrapped.Store(c)
+		// A request that read the generation a reload has just replaced
+		// (the handlers are wrapped for the new one): served by its own.
+		e.lim.Handler(h.next).ServeHTTP(w, r)
+		return
 	}
 	c.h.ServeHTTP(w, r)
 }
@@ -485,6 +515,7 @@ func (s *Set) switchMode(name string, m Mode, by string) error {
 		return fmt.Errorf("ratekeeper: policy: %s: %w", name, err)
 	}
 	ng.entries[slot] = e
+	s.wrapAll(ng)
 	s.cur.Store(ng)
 	s.logSwitch(name, old.mode, m, by)
 	return nil

@@ -532,3 +532,52 @@ func TestSuppressedPolicy(t *testing.T) {
 		t.Error("a policy mixing suppressed and counting limits: got no error, want one")
 	}
 }
+
+// A policy on a group and again on a route of it charges a request once,
+// from the first request on and after every reload and mode switch: the
+// Set wraps every handler of a generation before it runs, so its limiter
+// knows from the start that a request may pass it twice.
+func TestSamePolicyTwiceChargesOnce(t *testing.T) {
+	const text = "policies:\n  api:\n    key: ip\n    limits: [{name: h, rate: 10, period: 1h}]\n"
+	path := writeFile(t, text)
+	set, err := policy.Load(path, newStore(t), policy.Options{Keys: map[string]keyfunc.KeyFunc{"ip": keyfunc.RemoteIP}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
+	mux := http.NewServeMux()
+	mux.Handle("/api/", set.Handler("api")(set.Handler("api")(ok)))
+	do := func() string {
+		r := httptest.NewRequest("GET", "/api/x", nil)
+		r.RemoteAddr = "192.0.2.1:1"
+		w := httptest.NewRecorder()
+		mux.ServeHTTP(w, r)
+		if w.Code != http.StatusOK {
+			t.Fatalf("status %d", w.Code)
+		}
+		return w.Header().Get("X-Ratelimit-Remaining")
+	}
+	if got := do(); got != "9" {
+		t.Fatalf("first request: remaining %s, want 9", got)
+	}
+	want := 8
+	for i := range 3 {
+		rewrite(t, path, text+fmt.Sprintf("# %d\n", i))
+		if err := set.Reload(); err != nil {
+			t.Fatal(err)
+		}
+		if got := do(); got != fmt.Sprint(want) {
+			t.Fatalf("first request after reload %d: remaining %s, want %d", i+1, got, want)
+		}
+		want--
+	}
+	for _, m := range []policy.Mode{"dry_run", "enforce"} {
+		if err := set.SetMode("api", m); err != nil {
+			t.Fatal(err)
+		}
+		if got := do(); got != fmt.Sprint(want) {
+			t.Fatalf("first request in mode %s: remaining %s, want %d", m, got, want)
+		}
+		want--
+	}
+}
