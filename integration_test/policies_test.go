@@ -7,6 +7,7 @@ import (
 	"github.com/ratekeeper/ratekeeper/middleware/limiter"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -302,4 +303,68 @@ func TestMultiWindowOnRedis(t *testing.T) {
 	if got := codes(release(h, mk(40))); got[200] != 5 {
 		t.Fatalf("second burst: got %v, want exactly 5 admitted (15 per minute, 10 used)", got)
 	}
+}
+
+// TestCountedRefusalWaitOnRedis: with CountDenied a refusal's Retry-After
+// counts the attempt it recorded. The third login attempt within ten
+// seconds, refused by the short limit (2), fills the hour one (3): it is
+// refused for the hour limit's wait, which that limit's headers give. A
+// client that waits a sliding window counter's Retry-After after a
+// counted refusal, sending nothing, is admitted.
+func TestCountedRefusalWaitOnRedis(t *testing.T) {
+	t.Parallel()
+	srv := sharedRedis(t)
+	c := newClient(t, srv)
+	t.Run("a limit the attempt filled", func(t *testing.T) {
+		t.Parallel()
+		lim, err := middleware.New(newStore(t, c, randomPrefix(t)), keyfunc.RemoteIP,
+			store.Limit{Name: "short", Algorithm: store.SlidingWindowLog, Rate: 2, Period: 10 * time.Second},
+			middleware.Options{Name: "login", CountDenied: true, FailureMode: limiter.FailClosed,
+				Limits: []store.Limit{{Name: "hour", Algorithm: store.SlidingWindowLog, Rate: 3, Period: time.Hour}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := lim.Handler(okHandler)
+		var w *httptest.ResponseRecorder
+		for range 3 {
+			w = httptest.NewRecorder()
+			h.ServeHTTP(w, fromIP("POST", "/login", "192.0.2.98"))
+		}
+		ra, _ := strconv.Atoi(w.Header().Get("Retry-After"))
+		if w.Code != 429 || ra < 3590 || ra > 3600 || w.Header().Get("X-Ratelimit-Limit") != "3" {
+			t.Fatalf("third attempt: %d, Retry-After %d, X-RateLimit-Limit %s; want 429, 3590-3600 and the hour limit's 3", w.Code, ra, w.Header().Get("X-Ratelimit-Limit"))
+		}
+	})
+	t.Run("a sliding window that holds the attempt", func(t *testing.T) {
+		t.Parallel()
+		lim, err := middleware.New(newStore(t, c, randomPrefix(t)), keyfunc.RemoteIP,
+			store.Limit{Algorithm: store.SlidingWindowCounter, Rate: 2, Period: 2 * time.Second},
+			middleware.Options{Name: "counter", CountDenied: true, FailureMode: limiter.FailClosed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := lim.Handler(okHandler)
+		serve := func() *httptest.ResponseRecorder {
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, fromIP("POST", "/login", "192.0.2.97"))
+			return w
+		}
+		for round := range 2 {
+			w := serve()
+			for i := 0; w.Code == 200; i++ {
+				if i == 10 {
+					t.Fatal("10 attempts admitted by a limit of 2")
+				}
+				w = serve()
+			}
+			ra, err := strconv.Atoi(w.Header().Get("Retry-After"))
+			if w.Code != 429 || err != nil || ra < 1 || ra > 4 {
+				t.Fatalf("round %d: %d, Retry-After %q; want 429 and 1-4 s", round, w.Code, w.Header().Get("Retry-After"))
+			}
+			time.Sleep(time.Duration(ra) * time.Second)
+			if w := serve(); w.Code != 200 {
+				t.Fatalf("round %d: waited Retry-After %d s, sending nothing: %d, Retry-After %s", round, ra, w.Code, w.Header().Get("Retry-After"))
+			}
+		}
+	})
 }

@@ -177,9 +177,16 @@
 // ⌊now⌋ms ≤ ⌊t⌋ms + d.
 //
 // CountDenied is for the window algorithms only. Counts may then exceed the
-// capacity (Remaining stays 0), and RetryAfter, computed without the
-// refused attempt, holds for a client that stops: one that keeps trying
-// keeps counting, which is the point for login brute-force limits. A sliding
+// capacity (Remaining stays 0), and RetryAfter is computed without the
+// refused attempt. The attempt is recorded in every limit, so a retry at
+// RetryAfter may still be refused by it: in a limit it filled (a daily
+// limit beside the per-minute one that refused), or in a sliding window,
+// which still holds it then (a single fixed window does not: the window
+// RetryAfter waits for forgets it). A Peek of the same request after the
+// refusal gives the wait with the attempt; package middleware/limiter
+// reports the longer of the two, so that its wait holds for a client that
+// stops. One that keeps trying keeps counting, which is the point for
+// login brute-force limits. A sliding
 // window log keeps only its newest (largest R + cost) entries, which changes
 // no decision.
 //

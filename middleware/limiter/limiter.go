@@ -447,6 +447,9 @@ func (l *Limiter) decide(ctx context.Context, req *Request, d *Decision, set *li
 	if !req.Peek && !sd.Allowed && req.Charged > 0 && !sd.Blocked && sd.Override != store.OverrideSuspend {
 		*sd = l.nestedRefusal(ctx, sr, d.Cost, *sd, call)
 	}
+	if !req.Peek && !sd.Allowed && sr.CountDenied && sd.Override != store.OverrideSuspend && attemptMayOutlast(sr.Limits) {
+		*sd = l.countedRefusal(ctx, sr, *sd, call)
+	}
 	if !req.Peek && sd.Allowed {
 		d.key, d.reserved, d.local = sr.Key, sr.Cost, call.fallback
 		if sr.Partial {
@@ -595,6 +598,40 @@ func (l *Limiter) nestedRefusal(ctx context.Context, req store.Request, cost int
 	p.Allowed = false
 	p.RetryAfter = max(p.RetryAfter, d.RetryAfter)
 	return p
+}
+
+// countedRefusal turns a refusal the store recorded (CountDenied) into one
+// whose RetryAfter a client that stops may rely on. The store reports the
+// waits as the limits stood without the refused attempt, but the attempt
+// now counts: in a limit that admitted it, which it may have filled (a
+// login's daily limit beside its per-minute one), and in a sliding window,
+// which holds it after the wait. A peek of the same request after it
+// gives the wait with the attempt; the longer of the two stands, with the
+// limit state the peek read. If the peek fails the refusal stands as it
+// is.
+func (l *Limiter) countedRefusal(ctx context.Context, req store.Request, d store.Decision, call storeCall) store.Decision {
+	s := l.store
+	if call.fallback {
+		s = l.local
+	}
+	p, err := s.Peek(ctx, req)
+	if err != nil || p.Allowed || p.RetryAfter <= d.RetryAfter {
+		return d
+	}
+	p.Blocked = p.Blocked || d.Blocked
+	p.BlockStarted = d.BlockStarted
+	if p.Blocked {
+		p.ResetAfter = max(p.ResetAfter, p.RetryAfter)
+	}
+	return p
+}
+
+// attemptMayOutlast reports whether a counted refusal under limits may
+// still count against a retry at the RetryAfter the store reports: always
+// but for a single fixed window, whose attempts all leave it when the
+// window the refusal waits for ends.
+func attemptMayOutlast(limits []store.Limit) bool {
+	return len(limits) > 1 || limits[0].Algorithm != store.FixedWindow
 }
 
 // call runs one store operation, then the fallback store if the main store

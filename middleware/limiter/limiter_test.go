@@ -285,3 +285,46 @@ func TestStackDecide(t *testing.T) {
 		t.Fatal("NewStack with one limiter twice: got nil error")
 	}
 }
+
+// A counted refusal's wait counts the attempt it recorded: the third login
+// attempt within ten seconds, refused by the per-ten-seconds limit (2),
+// fills the daily one (3), so the wait is the daily limit's, alone and in
+// a stack.
+func TestCountedRefusalWaitCountsTheAttempt(t *testing.T) {
+	login := func(st store.Store) *Limiter {
+		return mustNew(t, st, Options{Name: "login", CountDenied: true, Limits: []store.Limit{
+			{Name: "short", Algorithm: store.SlidingWindowLog, Rate: 2, Period: 10 * time.Second},
+			{Name: "day", Algorithm: store.SlidingWindowLog, Rate: 3, Period: 24 * time.Hour},
+		}})
+	}
+	check := func(what string, d Decision) {
+		t.Helper()
+		if d.Allowed || d.LimitID != "day" || d.RetryAfter < 23*time.Hour || d.Outcome != OutcomeLimited {
+			t.Errorf("%s: got %s, allowed %t, RetryAfter %s; want refused by \"day\" for about 24h", what, d.LimitID, d.Allowed, d.RetryAfter)
+		}
+	}
+	ctx := context.Background()
+	l := login(mustMem(t))
+	var d Decision
+	for range 3 {
+		d, _ = l.Decide(ctx, Request{Identity: "alice"})
+	}
+	check("alone", d)
+
+	st := mustMem(t)
+	s, err := NewStack(login(st), mustNew(t, st, Options{Name: "route", Limits: []store.Limit{store.PerMinute(100)}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ds []Decision
+	k := -1
+	for range 3 {
+		if ds, k, err = s.Decide(ctx, []Request{{Identity: "alice"}, {Identity: "/login"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if k != 0 {
+		t.Fatalf("stack: deciding part %d, want 0 (login)", k)
+	}
+	check("stacked", ds[0])
+}

@@ -54,7 +54,11 @@ type Options struct {
 	// request time ([OutcomeRejected], logged at error level, throttled).
 	LimitsFunc func(ctx context.Context, tier string) ([]store.Limit, error)
 	// CountDenied records refused attempts too, so that a client hammering
-	// a login route stays over its threshold. Window algorithms only.
+	// a login route stays over its threshold. Window algorithms only. A
+	// refusal's RetryAfter counts the attempt it recorded, so a client that
+	// stops and retries then is admitted: unless the policy is a single
+	// fixed window, each refusal peeks at the store after its take (see
+	// package store, "Blocks, counted refusals and de-duplication").
 	CountDenied bool
 	// Overrides applies per-client overrides ([store.Override]) set in the
 	// store for this policy's clients with [Limiter.SetOverride], the admin

@@ -37,7 +37,8 @@ import (
 // ([Request].Charged) takes no part either. Blocks work per policy:
 // a refusing policy that blocks starts its block. Options.CountDenied
 // makes a policy count every attempt the stack refuses, whichever policy
-// refused it. When one policy alone takes part, the stack decides it
+// refused it, and the stack's RetryAfter counts those attempts (as a
+// limiter's does). When one policy alone takes part, the stack decides it
 // exactly as its limiter would.
 //
 // The limiters must share one store (which implements [store.MultiStore]:
@@ -227,6 +228,9 @@ func (s *Stack) decideAll(ctx context.Context, ds []Decision, parts []stackPart)
 		ds[p.i], err = s.ls[p.i].fail(ctx, p.req, p.d, err, call)
 		return ds, p.i, err
 	}
+	if !md.Allowed {
+		s.countedRefusals(ctx, sreqs, &md, call)
+	}
 	k := md.Part
 	for n := range parts {
 		p := &parts[n]
@@ -253,6 +257,31 @@ func (s *Stack) decideAll(ctx context.Context, ds []Decision, parts []stackPart)
 	d.Limits, d.Headers, d.Decision = p.set.limits, p.set.fields, md.Decision
 	s.ls[p.i].finish(ctx, p.req, d, nows[k], &call)
 	return ds, p.i, nil
+}
+
+// countedRefusals is Limiter.countedRefusal for a refused stack: each part
+// that recorded the attempt (CountDenied) is peeked after it, and a part
+// whose wait with the attempt is longer than the stack's becomes the
+// deciding one, with that wait, so that a client that stops and retries
+// then passes every part. A failed peek leaves the part as it was.
+func (s *Stack) countedRefusals(ctx context.Context, reqs []store.Request, md *store.MultiDecision, call storeCall) {
+	var st store.Store = s.ms
+	if call.fallback {
+		st = s.local
+	}
+	for n, r := range reqs {
+		if !r.CountDenied || !attemptMayOutlast(r.Limits) {
+			continue
+		}
+		p, err := st.Peek(ctx, r)
+		if err != nil || p.Allowed || p.RetryAfter <= md.RetryAfter {
+			continue
+		}
+		p.Blocked = p.Blocked || md.Parts[n].Blocked
+		p.BlockStarted = md.Parts[n].BlockStarted
+		md.Parts[n] = p
+		md.Decision, md.Part = p, n
+	}
 }
 
 // call decides the stack in the store, through the first limiter's
