@@ -1,11 +1,14 @@
 package demo
 
 import (
+	"context"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -215,4 +218,31 @@ func TestWarnDemoSecret(t *testing.T) {
 			t.Errorf("secret %q: warned %t, want %t: %q", tt.secret, got, tt.warns, logs.String())
 		}
 	}
+}
+
+// A SIGHUP without POLICY_FILE is logged and changes nothing: the service
+// goes on (the signal would otherwise end it).
+func TestHangupWithoutPolicyFile(t *testing.T) {
+	p := newPolicies(t, Env{})
+	log := &testlog.Buffer{}
+	ctx, cancel := context.WithCancel(t.Context())
+	hup := make(chan os.Signal, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		onHangup(ctx, hup, p, false, slog.New(slog.NewTextHandler(log, nil)))
+	}()
+	hup <- syscall.SIGHUP
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(log.String(), "no POLICY_FILE to reload") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no log line after SIGHUP: %q", log.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if w := get(p.Set.Handler("api")(ok), "192.0.2.1", ""); w.Code != http.StatusOK {
+		t.Errorf("after SIGHUP: %d", w.Code)
+	}
+	cancel()
+	<-done
 }

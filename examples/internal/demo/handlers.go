@@ -58,7 +58,8 @@ type Also func(ctx context.Context, p *Policies, logger *slog.Logger) error
 // Main runs an example service: "token <subject>" prints a demo JWT;
 // otherwise it serves routes(policies) on ADDR, and runs each of also,
 // until SIGINT or SIGTERM, reloading POLICY_FILE on SIGHUP (and every
-// POLICY_WATCH when set).
+// POLICY_WATCH when set; without POLICY_FILE a SIGHUP is logged and
+// changes nothing).
 func Main(name string, routes func(*Policies) http.Handler, also ...Also) {
 	env, err := ReadEnv()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: env.LogLevel}))
@@ -93,11 +94,9 @@ func serve(name string, env Env, logger *slog.Logger, routes func(*Policies) htt
 	if err != nil {
 		return err
 	}
-	if env.PolicyFile != "" {
-		go reloadOnHangup(ctx, p, logger)
-		if env.PolicyWatch > 0 {
-			go func() { _ = p.Set.Watch(ctx, env.PolicyWatch) }()
-		}
+	go onHangup(ctx, hangups(), p, env.PolicyFile != "", logger)
+	if env.PolicyFile != "" && env.PolicyWatch > 0 {
+		go func() { _ = p.Set.Watch(ctx, env.PolicyWatch) }()
 	}
 	srv := &http.Server{Addr: env.Addr, Handler: routes(p), ReadHeaderTimeout: 5 * time.Second}
 	storeName := "memory"
@@ -155,18 +154,28 @@ func warnDemoSecret(env Env, logger *slog.Logger) {
 	}
 }
 
-// reloadOnHangup reloads the policy file at every SIGHUP until ctx is
-// done. A reload that fails is logged by the Set, which keeps the running
-// policies.
-func reloadOnHangup(ctx context.Context, p *Policies, logger *slog.Logger) {
+// hangups returns a channel that receives SIGHUP, which then no longer
+// ends the process.
+func hangups() <-chan os.Signal {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
+	return hup
+}
+
+// onHangup reloads the policy file at every signal from hup until ctx is
+// done; without a file (reload false) it logs that there is none. A
+// reload that fails is logged by the Set, which keeps the running
+// policies.
+func onHangup(ctx context.Context, hup <-chan os.Signal, p *Policies, reload bool, logger *slog.Logger) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-hup:
+			if !reload {
+				logger.Warn("SIGHUP: no POLICY_FILE to reload; the embedded policies stay")
+				continue
+			}
 			logger.Info("SIGHUP: reloading the policy file")
 			_ = p.Set.Reload()
 		}
