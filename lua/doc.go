@@ -653,7 +653,9 @@
 // duplicate request) gives a state key it read that has no TTL (written by
 // hand, or by an older version) the TTL its state calls for, as a write
 // would have: one PTTL per state key on those takes only. An admission
-// writes with a TTL anyway.
+// writes with a TTL anyway, but for the lean fixed window's and sliding
+// window counter's within the window their key holds (see above): a key of
+// theirs made persistent by hand gets a TTL at its next window or refusal.
 //
 // Storing w means callers need not know the current window. Windows are
 // aligned at multiples of the period since the Unix epoch. If the server
