@@ -225,6 +225,15 @@ type dialState struct {
 	wrap bool
 }
 
+// dialFailure returns the last failure to open a connection, nil after a
+// success (and for pipes without a dial hook).
+func (p *pipes) dialFailure() *dialFailure {
+	if p.dial == nil {
+		return nil
+	}
+	return p.dial.err.Load()
+}
+
 func (h dialWatch) DialHook(next redis.DialHook) redis.DialHook {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		conn, err := next(ctx, network, addr)
@@ -266,7 +275,7 @@ func (p *pipes) budgetError(b *batcher, start time.Time) error {
 	if b.downAt.Load() >= start.UnixNano() {
 		return errDownBudget
 	}
-	if f := p.dial.err.Load(); f != nil && start.Sub(f.at) < dialFailureFresh {
+	if f := p.dialFailure(); f != nil && start.Sub(f.at) < dialFailureFresh {
 		return fmt.Errorf("redisstore: no reply within the budget; connecting failed: %w", f.err)
 	}
 	return errBudget
@@ -1280,6 +1289,10 @@ func (b *batcher) rerouteVia(ctx context.Context, c *call, err error, node, all 
 			if v, done, err := p.migrating(ctx, c); done {
 				return v, err
 			}
+		}
+		if !time.Now().Before(c.deadline) {
+			// Not sent past its deadline, as a batch's calls are not.
+			return nil, err
 		}
 		var cmd *redis.Cmd
 		cmd, err = b.process(ctx, client, c)

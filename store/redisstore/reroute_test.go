@@ -85,6 +85,24 @@ func TestRerouteNodeState(t *testing.T) {
 	}
 }
 
+// TestRerouteNotPastTheDeadline: a call refused unrun after its deadline
+// (the refusal came late) is not sent again: a call whose deadline passes
+// before it is sent is not sent, whose caller has given up on it.
+func TestRerouteNotPastTheDeadline(t *testing.T) {
+	node := &scriptedClient{replies: []any{int64(7)}}
+	cluster := &scriptedClient{replies: []any{int64(7)}}
+	p := &pipes{client: cluster}
+	b := p.newBatcher(node)
+	busy := itemError("BUSY Redis is busy running a script")
+	c := &call{ctx: context.Background(), args: []any{"get", "k"}, deadline: time.Now().Add(-time.Millisecond)}
+	if v, err := b.reroute(context.Background(), c, busy); err == nil || v != nil {
+		t.Fatalf("reroute past the deadline: got %v, %v; want the refusal", v, err)
+	}
+	if node.calls != 0 || cluster.calls != 0 {
+		t.Errorf("sent %d to the node and %d through the cluster client past the deadline; want none", node.calls, cluster.calls)
+	}
+}
+
 // TestReplyBeforeTheLateWake: a caller that gets a core back only after
 // both its reply and its budget's end (a burst of callers on a busy
 // process) returns the decision Redis made, not a timeout: failing would
