@@ -328,3 +328,46 @@ func TestDelayedAdmissions(t *testing.T) {
 		t.Errorf("allowed decisions: got %v, want 2", got)
 	}
 }
+
+// With a fallback store, a call the open breaker skipped is answered by
+// the fallback and reported as skipped: only the failures that opened
+// the breaker count as store errors, while every request counts as
+// degraded.
+func TestSkippedCallsWithFallbackAreNoStoreErrors(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := New(reg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fb, err := memstore.New(memstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	skipped := 0
+	lim, err := limiter.New(&countingStore{n: 100, down: true}, limiter.Options{Name: "api", Limits: []store.Limit{store.PerMinute(100)},
+		Fallback: fb, BreakerThreshold: 2, BreakerCooldown: time.Hour, Logger: quiet,
+		Observer: func(ctx context.Context, e limiter.Event) {
+			if e.Skipped {
+				skipped++
+			}
+			m.Observe(ctx, e)
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 10 {
+		if _, err := lim.Decide(context.Background(), limiter.Request{Identity: "a"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	errs := 0.0
+	for _, kind := range []string{"timeout", "other", "connection"} {
+		errs += testutil.ToFloat64(m.storeErrors.WithLabelValues("api", kind))
+	}
+	if errs != 2 || skipped != 8 {
+		t.Errorf("store_errors_total %v and %d events marked skipped after 2 failures and 8 skipped calls; want 2 and 8", errs, skipped)
+	}
+	if got := testutil.ToFloat64(m.degraded.WithLabelValues("api", "fallback")); got != 10 {
+		t.Errorf("degraded{fallback} %v, want 10", got)
+	}
+}

@@ -181,7 +181,7 @@ func (l *Limiter) reportSlot(ctx context.Context, req *Request, d *Decision, cal
 		l.warn(ctx, d.Policy, call.cause)
 	}
 	if l.watching(ctx) {
-		l.report(ctx, &Event{Decision: *d, Latency: call.latency, Fallback: call.fallback, Err: call.cause}, req.Identity)
+		l.report(ctx, &Event{Decision: *d, Latency: call.latency, Fallback: call.fallback, Err: call.cause, Skipped: call.skipped}, req.Identity)
 	}
 }
 

@@ -492,7 +492,7 @@ func (l *Limiter) finish(ctx context.Context, req *Request, d *Decision, now tim
 		l.blockStarted(ctx, req.Identity, d)
 	}
 	if l.watching(ctx) {
-		l.report(ctx, &Event{Decision: *d, Latency: call.latency, Fallback: call.fallback, Err: call.cause}, req.Identity)
+		l.report(ctx, &Event{Decision: *d, Latency: call.latency, Fallback: call.fallback, Err: call.cause, Skipped: call.skipped}, req.Identity)
 	}
 }
 
