@@ -305,6 +305,9 @@ func (inv *invocation) checkArgs(rest []string) error {
 		if inv.policy == "" {
 			return fmt.Errorf("%w: --policy is required", errUsage)
 		}
+		if err := inv.checkNames(); err != nil {
+			return err
+		}
 		return inv.checkClientFlags()
 	case "blocks":
 		switch {
@@ -315,6 +318,7 @@ func (inv *invocation) checkArgs(rest []string) error {
 		case inv.count < 1 || inv.count > 10000:
 			return fmt.Errorf("%w: --count must be from 1 to 10000, got %d", errUsage, inv.count)
 		}
+		return inv.checkNames()
 	case "check":
 		if len(rest) == 0 {
 			return fmt.Errorf("%w: check takes one or more files", errUsage)
@@ -330,6 +334,27 @@ func (inv *invocation) checkArgs(rest []string) error {
 
 // checkClientFlags checks the limit flags of inspect and reset and the
 // override flags of override set.
+// checkNames checks --policy and --tier (when given) as the limiter checks
+// the names it keys by (1 to 64 of [A-Za-z0-9_.-]): a ':' or '/' in either
+// would name another policy's or client's key, and the command would act
+// on that.
+func (inv *invocation) checkNames() error {
+	for _, f := range []struct{ flag, v string }{{"--policy", inv.policy}, {"--tier", inv.tier}} {
+		if f.v == "" {
+			continue
+		}
+		ok := len(f.v) <= 64
+		for i := 0; ok && i < len(f.v); i++ {
+			b := f.v[i]
+			ok = 'a' <= b && b <= 'z' || 'A' <= b && b <= 'Z' || '0' <= b && b <= '9' || b == '_' || b == '-' || b == '.'
+		}
+		if !ok {
+			return fmt.Errorf("%w: %s %q: a policy or tier name is 1 to 64 of [A-Za-z0-9_.-]", errUsage, f.flag, f.v)
+		}
+	}
+	return nil
+}
+
 func (inv *invocation) checkClientFlags() error {
 	switch inv.command {
 	case "override set":

@@ -18,6 +18,7 @@ import (
 
 	"github.com/ratekeeper/ratekeeper/internal/redistest"
 	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/store/memstore"
 	"github.com/ratekeeper/ratekeeper/store/redisstore"
 )
 
@@ -147,6 +148,10 @@ func TestParseErrors(t *testing.T) {
 		{"bad cluster URL", []string{"blocks", "--cluster", "--redis-url", "http://127.0.0.1:6379"}, `"http://127.0.0.1:6379"`},
 		{"timeout not above 0", []string{"inspect", "--timeout", "-1s", "--policy", "a", "--rate", "1", "--period", "1s", "x"}, "--timeout must be above 0"},
 		{"zero timeout", []string{"blocks", "--timeout", "0s"}, "--timeout must be above 0"},
+		{"policy with a colon", []string{"reset", "--policy", "login:2001", "--rate", "1", "--period", "1s", "db8::/64"}, `--policy "login:2001"`},
+		{"tier with a slash", []string{"inspect", "--policy", "api", "--tier", "free/x", "--rate", "1", "--period", "1s", "x"}, `--tier "free/x"`},
+		{"policy too long", []string{"override", "clear", "--policy", strings.Repeat("p", 65), "x"}, "1 to 64"},
+		{"blocks of a bad policy", []string{"blocks", "--policy", "a b"}, `--policy "a b"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -159,6 +164,22 @@ func TestParseErrors(t *testing.T) {
 				t.Errorf("got exit %d, stderr %q; want 2 with the error and the usage", code, stderr)
 			}
 		})
+	}
+}
+
+// The CLI takes the policy and tier names the limiter takes, no others.
+func TestNamesAsTheLimiterTakesThem(t *testing.T) {
+	st, err := memstore.New(memstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"api", "a.b-c_D9", strings.Repeat("x", 64), strings.Repeat("x", 65), "a:b", "a/b", "a b", "é", "a{b}"} {
+		_, lerr := limiter.New(st, limiter.Options{Name: n, Limits: []store.Limit{store.PerMinute(1)}})
+		nameErr := lerr != nil && strings.Contains(lerr.Error(), "Options.Name")
+		cerr := (&invocation{policy: n}).checkNames()
+		if (cerr != nil) != nameErr {
+			t.Errorf("%q: CLI error %v, limiter error %v", n, cerr, lerr)
+		}
 	}
 }
 
