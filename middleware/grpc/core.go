@@ -47,6 +47,40 @@ type verdict struct {
 // store (an unknown tier, invalid limits from a limits function).
 var errInternal = errors.New("ratekeeper: grpc: the limiter could not decide")
 
+// acquire takes a slot of lim's in-flight cap (limiter.Options.InFlight)
+// for req, before the call runs: release gives it back once the call is
+// done. rated is false when the call needs no rate decision after it: the
+// limiter has a cap and no rate limits, and the slot's decision was the
+// call's. A verdict that is not proceed ends the call (release is then a
+// no-op). Without a cap it takes nothing and the call goes on to decide.
+func acquire(ctx context.Context, lim *limiter.Limiter, req limiter.Request) (release func(), v verdict, rated bool, err error) {
+	release, d, err := lim.Acquire(ctx, req)
+	if err != nil && ctx.Err() != nil {
+		return release, verdict{}, false, ctx.Err()
+	}
+	switch d.Outcome {
+	case limiter.OutcomeInFlight:
+		// No limit describes the wait: RetryInfo alone carries it.
+		return release, verdict{kind: refuse, retry: max(d.RetryAfter, time.Second)}, false, nil
+	case limiter.OutcomeFailedClosed:
+		return release, verdict{kind: unavailable, retry: d.RetryAfter}, false, nil
+	case limiter.OutcomeAllowed:
+		// A cap alone: the slot's admission was reported as the call's.
+		return release, verdict{}, false, nil
+	case limiter.OutcomeCanceled:
+		if ctx.Err() != nil {
+			return release, verdict{}, false, ctx.Err()
+		}
+		return release, verdict{}, false, context.Canceled
+	case limiter.OutcomeRejected:
+		return release, verdict{}, false, errInternal
+	}
+	if err != nil {
+		return release, verdict{}, false, errInternal
+	}
+	return release, verdict{}, true, nil
+}
+
 // decide asks lim for req. Its error is the context's when the caller went
 // away or ran out of time, or wraps errInternal; a store failure is a
 // verdict of the limiter's failure mode.

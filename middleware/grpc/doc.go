@@ -102,6 +102,13 @@
 //	Internal           the limiter cannot decide the call (a tier it does not know,
 //	                   invalid limits from its limits function)
 //
+// A limiter with an in-flight cap (limiter.Options.InFlight) holds a slot
+// of its client's cap for each call, unary or stream, from before its rate
+// decision until the handler returns. A call over the cap ends with
+// codes.ResourceExhausted and a RetryInfo holding the cap's estimate of
+// when a slot frees (at least a second), and retry-after alone in its
+// metadata: no rate limit describes it.
+//
 // When the store fails and the limiter fails open (the default), the call
 // goes on without rate-limit metadata. Dry-run limiters let refused calls
 // through with their metadata. Status messages never carry the text of a

@@ -102,9 +102,11 @@ func New(lim *limiter.Limiter, key keyfunc.KeyFunc, opts Options) (*Interceptor,
 // see the package documentation for the status codes and metadata.
 func (ic *Interceptor) Unary() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		if _, err := ic.open(ctx, info.FullMethod, func(md metadata.MD) { _ = grpc.SetHeader(ctx, md) }); err != nil {
+		c, err := ic.open(ctx, info.FullMethod, func(md metadata.MD) { _ = grpc.SetHeader(ctx, md) })
+		if err != nil {
 			return nil, err
 		}
+		defer c.done()
 		return handler(ctx, req)
 	}
 }
@@ -119,6 +121,7 @@ func (ic *Interceptor) Stream() grpc.StreamServerInterceptor {
 		if err != nil {
 			return err
 		}
+		defer c.done()
 		if ic.perMessage && !c.exempt {
 			ss = &meteredStream{ServerStream: ss, lim: ic.lim, call: c}
 		}
@@ -133,6 +136,16 @@ type opened struct {
 	identity string
 	// ctx is the call's context with the attributes of its log lines.
 	ctx context.Context
+	// release gives back the call's slot of the in-flight cap, once the
+	// call is done (a no-op without one).
+	release func()
+}
+
+// done gives back what the call holds.
+func (c opened) done() {
+	if c.release != nil {
+		c.release()
+	}
 }
 
 // open derives the tier and identity of a call to fullMethod and charges
@@ -153,12 +166,24 @@ func (ic *Interceptor) open(ctx context.Context, fullMethod string, setHeader fu
 		_, _ = ic.lim.Decide(ctx, limiter.Request{Tier: tier, IdentityErr: err}) // reports the rejection
 		return opened{}, identityStatus(err)
 	}
-	v, err := decide(ctx, ic.lim, limiter.Request{Tier: tier, Identity: id})
+	release, v, rated, err := acquire(ctx, ic.lim, limiter.Request{Tier: tier, Identity: id})
+	if err == nil && v.kind == proceed && rated {
+		v, err = decide(ctx, ic.lim, limiter.Request{Tier: tier, Identity: id})
+	}
+	if err == nil && v.kind != proceed {
+		err = v.status()
+	} else if err != nil {
+		err = decideStatus(err)
+	}
 	if err != nil {
-		return opened{}, decideStatus(err)
+		release()
+		if md := v.metadata(); md != nil {
+			setHeader(md)
+		}
+		return opened{}, err
 	}
 	if md := v.metadata(); md != nil {
 		setHeader(md)
 	}
-	return opened{tier: tier, identity: id, ctx: ctx}, v.status()
+	return opened{tier: tier, identity: id, ctx: ctx, release: release}, nil
 }

@@ -3,6 +3,7 @@ package grpclimit_test
 import (
 	"context"
 	"crypto/rand"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -634,5 +635,67 @@ func TestObserver(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatalf("event %d: none, want %v", i, w)
 		}
+	}
+}
+
+// TestInFlightCap: a limiter's in-flight cap holds over gRPC as over HTTP.
+// While a stream of one client is open, holding the cap's one slot, its
+// unary call is refused with ResourceExhausted, a RetryInfo and the
+// retry-after metadata, and never reaches the handler; once the stream
+// ends the slot is back. With and without rate limits beside the cap.
+func TestInFlightCap(t *testing.T) {
+	for _, rated := range []bool{false, true} {
+		t.Run(fmt.Sprintf("rate limits %t", rated), func(t *testing.T) {
+			o := limiter.Options{Name: "api", InFlight: limiter.InFlight{Max: 1}}
+			if rated {
+				o.Limits = []store.Limit{store.PerMinute(100)}
+			}
+			lim, err := limiter.New(newMemStore(t), o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := startServer(t, newInterceptor(t, lim, keyfunc.RemoteIP, grpclimit.Options{}), "203.0.113.7:4242")
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			stream, err := s.conn.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, methodChat)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The stream is open (and holds the slot) once it echoes.
+			if err := stream.SendMsg(wrapperspb.String("hi")); err != nil {
+				t.Fatal(err)
+			}
+			if err := stream.RecvMsg(new(wrapperspb.StringValue)); err != nil {
+				t.Fatal(err)
+			}
+			md, err := say(t, s.conn)
+			wantCode(t, err, codes.ResourceExhausted)
+			if d, ok := retryDelay(err); !ok || d < time.Second {
+				t.Errorf("RetryInfo %s, %t; want at least a second", d, ok)
+			}
+			if got := md.Get("retry-after"); len(got) != 1 {
+				t.Errorf("retry-after metadata %q, want one value", got)
+			}
+			if n := s.echo.calls.Load(); n != 0 {
+				t.Fatalf("the refused call reached the handler (%d calls)", n)
+			}
+			if err := stream.CloseSend(); err != nil {
+				t.Fatal(err)
+			}
+			if err := stream.RecvMsg(new(wrapperspb.StringValue)); err == nil {
+				t.Fatal("the stream went on after CloseSend")
+			}
+			// The slot comes back when the stream's handler has returned.
+			deadline := time.Now().Add(5 * time.Second)
+			for {
+				if _, err = say(t, s.conn); err == nil || time.Now().After(deadline) {
+					break
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			if err != nil {
+				t.Fatalf("after the stream ended: %v", err)
+			}
+		})
 	}
 }

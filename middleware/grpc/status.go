@@ -100,10 +100,14 @@ func refusal(retry time.Duration) error {
 	return st.Err()
 }
 
-// metadata returns the rate-limit metadata of v, nil when no limit
-// describes the call.
+// metadata returns the rate-limit metadata of v: retry-after alone for a
+// refusal no limit describes (the in-flight cap's), nil for another call
+// no limit describes.
 func (v verdict) metadata() metadata.MD {
 	if v.limit == 0 {
+		if v.kind == refuse && v.retry > 0 {
+			return metadata.MD{mdRetryAfter: {strconv.FormatInt(max(1, ceilSeconds(v.retry)), 10)}}
+		}
 		return nil
 	}
 	md := metadata.MD{
