@@ -75,9 +75,12 @@
 // to 10/min gives a client who used 2 the remaining 8 right away, and cutting
 // 10/min to 2/min refuses a client who already used 3 until enough has drained
 // (GCRA and TokenBucket, at the new rate) or the window has moved on (window
-// algorithms). State is kept per limit ID ([Limit.ID]): a limit that keeps its
-// ID keeps its state across changes of Rate, Period or Burst; changing the
-// algorithm starts from fresh state.
+// algorithms). A bucket's state written before the cut still expires when it
+// would have drained at the rate that wrote it (its TTL was set then): a cut
+// to a slower rate holds the units used before it for at most that long, and
+// every unit used after it in full. State is kept per limit ID
+// ([Limit.ID]): a limit that keeps its ID keeps its state across changes of
+// Rate, Period or Burst; changing the algorithm starts from fresh state.
 //
 // A limit trips when count + c > B. A "refuse when the count reaches N"
 // limit (">=" rather than ">") is a limit of Rate N − 1.
