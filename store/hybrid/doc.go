@@ -78,7 +78,8 @@
 // a client that waits them is not refused again for them; a refusal the
 // backend itself answered from a cache is not kept) and answered
 // locally ([store.Decision.Cached]) to
-// requests of at least the same cost, for 250 ms at a time: the first such
+// requests of the same cost (a costlier one waits longer, and the backend
+// tells it how long), for 250 ms at a time: the first such
 // request after that asks the backend again (and, refused, caches the new
 // answer). So a reset made through another instance (the admin API, the
 // CLI) reaches this one within 250 ms instead of after the refusal's

@@ -79,15 +79,16 @@ func newEntry(key string, lim store.Limit, interval time.Duration, now int64) *e
 // one backend call per interval for a key that keeps being refused.
 const denyCheckInterval = 250 * time.Millisecond
 
-// local decides a request of cost from memory: a cached refusal of at most
-// that cost (for denyCheckInterval after the backend refused), or an
-// admission from the lease (recorded when take is set). It reports false
-// when the backend must decide.
+// local decides a request of cost from memory: a cached refusal of that
+// cost (for denyCheckInterval after the backend refused; a costlier
+// request waits longer than it was told, and an invalid one must meet the
+// backend's error), or an admission from the lease (recorded when take is
+// set). It reports false when the backend must decide.
 func (e *entry) local(now, cost int64, take bool) (store.Decision, bool) {
 	if take {
 		e.lastUse = now
 	}
-	if now < e.denyUntil && cost >= e.denyCost && now < e.denyCheck {
+	if now < e.denyUntil && cost == e.denyCost && now < e.denyCheck {
 		// The backend read its clock between the call's sending (the
 		// start of denyUntil) and its answer: a wait counted from the
 		// answer never ends before the backend's, and never exceeds what
@@ -250,6 +251,9 @@ func (e *entry) degrade(now, cost, applied int64, err error) (store.Decision, er
 		return store.Decision{}, err
 	}
 	e.remaining -= cost
+	// The lease is part of what remains: left above it, it would admit
+	// the units this admission spent once more.
+	e.lease = min(e.lease, e.remaining)
 	if applied == 0 {
 		e.pending += cost
 	}

@@ -223,7 +223,7 @@ func lean(req *store.Request) bool {
 
 // Take implements [store.Store]. A lean request (see the package
 // documentation) is admitted from its key's lease without I/O when the lease
-// covers its cost, refused from memory while a refusal of at least its cost
+// covers its cost, refused from memory while a refusal of its cost
 // is cached, and otherwise decided by one backend Take that also commits the
 // key's pending units and renews the lease. Other requests, and every
 // request after Close, are passed to the backend unchanged.

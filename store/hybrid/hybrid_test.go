@@ -690,3 +690,61 @@ func TestResetReachesCachedRefusal(t *testing.T) {
 		t.Errorf("backend takes %d, want %d (one check)", n, calls+1)
 	}
 }
+
+// A refusal cached for one cost answers that cost alone: a costlier
+// request waits longer, so the backend decides it, and a client that
+// waits the RetryAfter it was told is admitted. A cost above the
+// capacity meets the backend's error, not a cached refusal.
+func TestCachedRefusalAnswersItsCostAlone(t *testing.T) {
+	m, clock := frozenMem(t)
+	s := newHybrid(t, m, hybrid.Options{SyncInterval: time.Hour, Clock: clock.Now})
+	lim := store.Limit{Rate: 10, Period: time.Second}
+	ctx := context.Background()
+	one := store.Request{Key: "k", Limits: []store.Limit{lim}, Cost: 1}
+	five := store.Request{Key: "k", Limits: []store.Limit{lim}, Cost: 5}
+	for i := 0; ; i++ {
+		d, err := s.Take(ctx, one)
+		if err != nil || i > 20 {
+			t.Fatalf("take %d: %+v, %v", i, d, err)
+		}
+		if !d.Allowed {
+			break
+		}
+	}
+	d, err := s.Take(ctx, five)
+	if err != nil || d.Allowed || d.Cached || d.RetryAfter < 500*time.Millisecond {
+		t.Fatalf("cost 5 after a cached refusal of cost 1: %+v, %v; want the backend's refusal, at least 500ms", d, err)
+	}
+	clock.Advance(d.RetryAfter)
+	if d, err := s.Take(ctx, five); err != nil || !d.Allowed {
+		t.Errorf("cost 5 after waiting its RetryAfter: %+v, %v; want admitted", d, err)
+	}
+	if _, err := s.Take(ctx, store.Request{Key: "k", Limits: []store.Limit{lim}, Cost: 1000}); !errors.Is(err, store.ErrCostExceedsCapacity) {
+		t.Errorf("cost 1000 of a capacity of 10: %v; want ErrCostExceedsCapacity", err)
+	}
+}
+
+// During an outage, requests the lease does not cover are admitted from
+// the remaining the key last learned, and the lease is part of it: one
+// instance admits at most that remaining, whatever the mix of costs.
+func TestOutageAdmitsAtMostTheRemaining(t *testing.T) {
+	m, _ := frozenMem(t)
+	fb := &faultyStore{Store: m}
+	hclock := fakeclock.New(time.Time{})
+	s := newHybrid(t, fb, hybrid.Options{SyncInterval: 300 * time.Millisecond, Clock: hclock.Now})
+	lim := store.Limit{Rate: 10, Period: time.Second}
+	ctx := context.Background()
+	if d, err := s.Take(ctx, store.Request{Key: "k", Limits: []store.Limit{lim}, Cost: 1}); err != nil || !d.Allowed || d.Remaining != 9 {
+		t.Fatalf("first take: %+v, %v", d, err)
+	}
+	fb.failing.Store(true)
+	admitted := int64(0)
+	for _, cost := range []int64{5, 4, 1, 1, 1, 1} {
+		if d, err := s.Take(ctx, store.Request{Key: "k", Limits: []store.Limit{lim}, Cost: cost}); err == nil && d.Allowed {
+			admitted += cost
+		}
+	}
+	if admitted != 9 {
+		t.Errorf("admitted %d units during the outage, want the 9 the key last learned", admitted)
+	}
+}
