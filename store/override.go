@@ -16,7 +16,13 @@ const (
 	// OverrideScale multiplies the rate and capacity of every limit by
 	// [Override.Scale]: above 1 it raises the client's limits, below 1 it
 	// cuts them. Counters are kept: units already used count against the
-	// scaled limits.
+	// scaled limits, and those used under the override count against the
+	// limits once it ends, with two bounds: a GCRA or token bucket state
+	// written under a raised limit expires when its units would have
+	// drained at the raised rate, and a sliding window log that counts
+	// refusals (Request.CountDenied) keeps the newest units the scaled
+	// rate needs (its rate plus the cost), so attempts beyond those, made
+	// under a cut, are forgotten.
 	OverrideScale
 	// OverrideExempt admits every request of the client without counting
 	// it.
