@@ -337,9 +337,12 @@ func (s *Set) logSwitch(name string, from, to Mode, by string) {
 //
 // The handlers it returns follow reloads and mode switches: each request
 // runs under the policy as it is when the request arrives. Once a route
-// uses a policy, reloads that remove it fail. Handler panics if the
-// running configuration has no policy name, and the returned function
-// panics if next is nil: both happen at setup, never at request time.
+// uses a policy, reloads that remove it fail. The Set keeps every handler
+// the returned function makes, to wrap it for each new configuration
+// before that runs: make them at setup, not per request. Handler panics
+// if the running configuration has no policy name, and the returned
+// function panics if next is nil: both happen at setup, never at request
+// time.
 func (s *Set) Handler(name string) func(http.Handler) http.Handler {
 	s.mu.Lock()
 	slot, ok := s.slots[name]
