@@ -74,6 +74,10 @@ func acquire(ctx context.Context, lim *limiter.Limiter, req limiter.Request) (re
 		return release, verdict{}, false, context.Canceled
 	case limiter.OutcomeRejected:
 		return release, verdict{}, false, errInternal
+	case limiter.OutcomeFailedOpen:
+		// The store failed and the limiter fails open: the call goes on
+		// without a slot, to its rate decision (which fails open too).
+		return release, verdict{}, true, nil
 	}
 	if err != nil {
 		return release, verdict{}, false, errInternal

@@ -699,3 +699,36 @@ func TestInFlightCap(t *testing.T) {
 		})
 	}
 }
+
+// failingSlots is failingStore keeping in-flight caps, which fail too.
+type failingSlots struct{ failingStore }
+
+func (s failingSlots) Acquire(ctx context.Context, _ store.Slot, _ int64, _ time.Duration) (bool, int64, error) {
+	return false, 0, s.fail(ctx, "acquire")
+}
+
+func (s failingSlots) Release(ctx context.Context, _ store.Slot) error { return s.fail(ctx, "release") }
+
+func (s failingSlots) Renew(ctx context.Context, _ []store.Slot, _ time.Duration) (int, error) {
+	return 0, s.fail(ctx, "renew")
+}
+
+// TestInFlightCapStoreDown: a store that fails takes no slot; the call
+// follows the limiter's failure mode, as an HTTP request does: it goes on
+// when the limiter fails open, and is Unavailable when it fails closed.
+func TestInFlightCapStoreDown(t *testing.T) {
+	for _, mode := range []limiter.FailureMode{limiter.FailOpen, limiter.FailClosed} {
+		lim, err := limiter.New(failingSlots{}, limiter.Options{Name: "api", InFlight: limiter.InFlight{Max: 1},
+			Limits: []store.Limit{store.PerMinute(10)}, FailureMode: mode, BreakerThreshold: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := startServer(t, newInterceptor(t, lim, keyfunc.RemoteIP, grpclimit.Options{}), "203.0.113.7:4242")
+		_, err = say(t, s.conn)
+		if mode == limiter.FailOpen {
+			wantCode(t, err, codes.OK)
+		} else {
+			wantCode(t, err, codes.Unavailable)
+		}
+	}
+}
