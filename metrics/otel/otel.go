@@ -229,7 +229,7 @@ func (r *Recorder) recordMetrics(ctx context.Context, e *limiter.Event) {
 // as opposed to exemptions, tiers without limits and rejected keys.
 func storeInvolved(o limiter.Outcome) bool {
 	switch o {
-	case limiter.OutcomeAllowed, limiter.OutcomeLimited, limiter.OutcomeBlocked, limiter.OutcomeDryRun:
+	case limiter.OutcomeAllowed, limiter.OutcomeLimited, limiter.OutcomeBlocked, limiter.OutcomeDryRun, limiter.OutcomeInFlight:
 		return true
 	}
 	return false

@@ -210,6 +210,9 @@ func TestSameAsPrometheus(t *testing.T) {
 	for range 3 { // two store errors open the breaker; the third is skipped
 		serve(h, "198.51.100.2:1")
 	}
+	// An in-flight refusal, whose slot the store keeps: it reports the
+	// store's state as the rate decisions do.
+	observe(context.Background(), limiter.Event{Decision: limiter.Decision{Policy: "cap", Outcome: limiter.OutcomeInFlight}})
 
 	families, err := reg.Gather()
 	if err != nil {
@@ -222,9 +225,10 @@ func TestSameAsPrometheus(t *testing.T) {
 	compared := compareWithPrometheus(t, families, &rm)
 	// api: decisions (allowed, blocked, failed_open), blocks,
 	// store_errors, latency, degraded, unavailable; web: decisions
-	// (allowed, limited), latency, unavailable.
-	if compared != 12 {
-		t.Errorf("compared %d series, want 12", compared)
+	// (allowed, limited), latency, unavailable; cap: decisions
+	// (in_flight), unavailable.
+	if compared != 14 {
+		t.Errorf("compared %d series, want 14", compared)
 	}
 	for _, want := range []string{"ratekeeper.blocks", "ratekeeper.store_errors", "ratekeeper.degraded_requests", "ratekeeper.store_unavailable"} {
 		if !hasInstrument(&rm, want) {
