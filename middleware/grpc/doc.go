@@ -100,7 +100,9 @@
 //	                   with a RetryInfo detail holding the circuit breaker's cooldown
 //	Canceled, DeadlineExceeded   the caller went away or ran out of time while the store decided
 //	Internal           the limiter cannot decide the call (a tier it does not know,
-//	                   invalid limits from its limits function)
+//	                   invalid limits from its limits function, a key function
+//	                   that panicked: grpc-go recovers no panic, so the
+//	                   interceptor does, and reports a rejection)
 //
 // A limiter with an in-flight cap (limiter.Options.InFlight) holds a slot
 // of its client's cap for each call, unary or stream, from before its rate

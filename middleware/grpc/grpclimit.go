@@ -3,6 +3,7 @@ package grpclimit
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 
@@ -129,6 +130,18 @@ func (ic *Interceptor) Stream() grpc.StreamServerInterceptor {
 	}
 }
 
+// identify runs the key function (or classifier) on r. A panic in it is
+// an error wrapping errKeyPanic: grpc-go recovers no panic, so one would
+// end the server.
+func (ic *Interceptor) identify(r *http.Request) (tier, id string, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			tier, id, err = "", "", fmt.Errorf("%w: %v", errKeyPanic, p)
+		}
+	}()
+	return ic.classify(r)
+}
+
 // opened is what the interceptor knows about a call it admitted.
 type opened struct {
 	exempt   bool // an exempt method: nothing was decided
@@ -158,7 +171,7 @@ func (ic *Interceptor) open(ctx context.Context, fullMethod string, setHeader fu
 		_, _ = ic.lim.Decide(ctx, limiter.Request{Exempt: true}) // reports it; always admits
 		return opened{exempt: true}, nil
 	}
-	tier, id, err := ic.classify(callRequest(ctx, fullMethod))
+	tier, id, err := ic.identify(callRequest(ctx, fullMethod))
 	if err == nil && id == "" {
 		err = errEmptyIdentity
 	}

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -730,5 +732,32 @@ func TestInFlightCapStoreDown(t *testing.T) {
 		} else {
 			wantCode(t, err, codes.Unavailable)
 		}
+	}
+}
+
+// TestKeyFunctionPanic: a key function that panics fails its call with
+// Internal, reported as a rejection with the panic in its error; the
+// server goes on (grpc-go recovers no panic of an interceptor's).
+func TestKeyFunctionPanic(t *testing.T) {
+	var rejected atomic.Int64
+	lim := newLimiter(t, newMemStore(t), store.PerMinute(10), limiter.Options{Observer: func(_ context.Context, e limiter.Event) {
+		if e.Outcome == limiter.OutcomeRejected && e.Err != nil && strings.Contains(e.Err.Error(), "boom") {
+			rejected.Add(1)
+		}
+	}})
+	key := func(r *http.Request) (string, error) {
+		if r.Header.Get("x-boom") != "" {
+			panic("boom")
+		}
+		return keyfunc.RemoteIP(r)
+	}
+	s := startServer(t, newInterceptor(t, lim, key, grpclimit.Options{}), "203.0.113.7:4242")
+	_, err := say(t, s.conn, "x-boom", "1")
+	wantCode(t, err, codes.Internal)
+	if rejected.Load() != 1 {
+		t.Errorf("rejections reported with the panic: %d, want 1", rejected.Load())
+	}
+	if _, err := say(t, s.conn); err != nil {
+		t.Fatalf("a call after the panic: %v", err)
 	}
 }

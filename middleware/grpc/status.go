@@ -28,6 +28,9 @@ const (
 
 var errEmptyIdentity = errors.New("ratekeeper: grpc: key function returned an empty identity")
 
+// errKeyPanic marks a key function (or classifier) that panicked.
+var errKeyPanic = errors.New("ratekeeper: grpc: the key function panicked")
+
 // Statuses that carry nothing of the call: the error text of a key
 // function or a store never reaches the client.
 var (
@@ -39,10 +42,14 @@ var (
 
 // identityStatus answers a call whose identity could not be derived:
 // Unauthenticated when it carries none of the kind the key function looks
-// for (keyfunc.ErrNoIdentity), InvalidArgument otherwise.
+// for (keyfunc.ErrNoIdentity), Internal when the key function panicked,
+// InvalidArgument otherwise.
 func identityStatus(err error) error {
-	if errors.Is(err, keyfunc.ErrNoIdentity) {
+	switch {
+	case errors.Is(err, keyfunc.ErrNoIdentity):
 		return errUnauthenticated
+	case errors.Is(err, errKeyPanic):
+		return errInternalStatus
 	}
 	return errMalformed
 }
