@@ -99,9 +99,11 @@ func (e *env) blockedWithin(what string, d store.Decision, w wantBlock, wait, la
 // since it was made (a peek, or a take that does not count refusals).
 func (e *env) blockedFor(what string, r store.Request, d store.Decision, w wantBlock) {
 	e.Helper()
-	before := e.clock()
+	// d came from the last take or peek: its wait was counted from a
+	// moment since then (a loaded machine may stall between the two calls).
+	from := time.Duration(e.callAt.Load())
 	wait := e.limitsWait(r)
-	e.blockedWithin(what, d, w, wait, e.clock()-before)
+	e.blockedWithin(what, d, w, wait, e.clock()-from)
 }
 
 // limitsWait returns what r's limits alone make it wait: the RetryAfter

@@ -99,6 +99,9 @@ type env struct {
 	seq    atomic.Int64
 	born   time.Time    // wall clock at the subtest's start
 	moved  atomic.Int64 // total of advance, ns
+	// callAt is the clock when the last take or peek was sent: with real
+	// time, the decision it returned was made between then and now.
+	callAt atomic.Int64
 	// longestBlock is the longest block (Block, or BlockMax when larger)
 	// of any request the subtest has sent: no block lasts longer, and no
 	// decision may report a block before one could exist.
@@ -257,6 +260,7 @@ func (e *env) past(d time.Duration) {
 func (e *env) take(r store.Request) store.Decision {
 	e.Helper()
 	e.note(r)
+	e.callAt.Store(int64(e.clock()))
 	d, err := e.h.Store.Take(e.ctx, r)
 	if err != nil {
 		e.Fatalf("Take(%s): got error %v, want nil", describe(r), err)
@@ -268,6 +272,7 @@ func (e *env) take(r store.Request) store.Decision {
 func (e *env) peek(r store.Request) store.Decision {
 	e.Helper()
 	e.note(r)
+	e.callAt.Store(int64(e.clock()))
 	d, err := e.h.Store.Peek(e.ctx, r)
 	if err != nil {
 		e.Fatalf("Peek(%s): got error %v, want nil", describe(r), err)
