@@ -296,9 +296,7 @@ func RemoteIP(r *http.Request) (string, error) {
 //
 // [Addr]: https://pkg.go.dev/github.com/ratekeeper/ratekeeper/keyfunc#ClientIP.Addr
 func (c *ClientIP) Key(r *http.Request) (string, error) {
-	if c == nil || c.v4bits == 0 {
-		c = defaultClientIP // the zero ClientIP; NewClientIP sets 1 to 32 bits
-	}
+	c = c.orDefault()
 	if c.kind == kindNone && c.v4bits == 32 {
 		// The common case, keyed by the peer: an IPv4 RemoteAddr that
 		// netip accepts is already canonical (it refuses leading zeros),
@@ -395,19 +393,22 @@ func (c *ClientIP) keyOf(a netip.Addr) string {
 // is not "IP:port", and when a trusted header cannot name the client
 // within those bounds, unless [IPOptions.UsePeerOnMalformed] is set.
 func (c *ClientIP) Addr(r *http.Request) (netip.Addr, error) {
-	if c == nil || c.v4bits == 0 {
-		c = defaultClientIP
-	}
+	c = c.orDefault()
 	return c.addr(r, c.usePeerOnly)
+}
+
+// orDefault is c, or for a nil or zero ClientIP (NewClientIP sets 1 to 32
+// IPv4 bits) the one of zero options.
+func (c *ClientIP) orDefault() *ClientIP {
+	if c == nil || c.v4bits == 0 {
+		return defaultClientIP
+	}
+	return c
 }
 
 func init() {
 	clientaddr.Strict = func(c any, r *http.Request) (netip.Addr, error) {
-		ci := c.(*ClientIP)
-		if ci == nil || ci.v4bits == 0 {
-			ci = defaultClientIP
-		}
-		return ci.addr(r, false)
+		return c.(*ClientIP).orDefault().addr(r, false)
 	}
 }
 

@@ -614,16 +614,24 @@ func (l *Limiter) countedRefusal(ctx context.Context, req store.Request, d store
 	if call.fallback {
 		s = l.local
 	}
+	d, _ = peekCounted(ctx, s, req, d)
+	return d
+}
+
+// peekCounted peeks at req in s after d, its counted refusal, and returns
+// the peek's refusal (with d's block flags) when it waits longer, and
+// whether it did; else d.
+func peekCounted(ctx context.Context, s store.Store, req store.Request, d store.Decision) (store.Decision, bool) {
 	p, err := s.Peek(ctx, req)
 	if err != nil || p.Allowed || p.RetryAfter <= d.RetryAfter {
-		return d
+		return d, false
 	}
 	p.Blocked = p.Blocked || d.Blocked
 	p.BlockStarted = d.BlockStarted
 	if p.Blocked {
 		p.ResetAfter = max(p.ResetAfter, p.RetryAfter)
 	}
-	return p
+	return p, true
 }
 
 // attemptMayOutlast reports whether a counted refusal under limits may

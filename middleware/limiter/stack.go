@@ -273,14 +273,12 @@ func (s *Stack) countedRefusals(ctx context.Context, reqs []store.Request, md *s
 		if !r.CountDenied || !attemptMayOutlast(r.Limits) {
 			continue
 		}
-		p, err := st.Peek(ctx, r)
-		if err != nil || p.Allowed || p.RetryAfter <= md.RetryAfter {
-			continue
+		d := md.Parts[n]
+		d.RetryAfter = max(d.RetryAfter, md.RetryAfter) // only a longer wait counts
+		if p, longer := peekCounted(ctx, st, r, d); longer {
+			md.Parts[n] = p
+			md.Decision, md.Part = p, n
 		}
-		p.Blocked = p.Blocked || md.Parts[n].Blocked
-		p.BlockStarted = md.Parts[n].BlockStarted
-		md.Parts[n] = p
-		md.Decision, md.Part = p, n
 	}
 }
 
